@@ -1,0 +1,1 @@
+"""MRC host transport: wire format, sans-I/O core, simulator and raw-socket agent."""

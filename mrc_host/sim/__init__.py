@@ -1,0 +1,1 @@
+"""Deterministic fabric simulator that runs the real MRC core."""

@@ -1,0 +1,1 @@
+"""MRC wire format: message types, scapy layers, fast template codec."""

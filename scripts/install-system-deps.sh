@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages the testbed needs. Idempotent: installs only what is missing.
+# BMv2 and p4c are not in Debian's archive; see scripts/install-bmv2.sh (opt-in, p4lang's repository).
+set -euo pipefail
+
+PKGS=(
+  make python3 python3-venv python3-dev python3-pip
+  mininet iproute2 nftables ethtool iperf3 procps psmisc
+  tshark tcpdump
+)
+[ "${WITH_VAGRANT:-0}" = 1 ] && PKGS+=(vagrant)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-system-deps: needs root (apt-get); run it with sudo" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+echo "install-system-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# tshark asks whether non-root users may capture; answer no without a prompt.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
