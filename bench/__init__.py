@@ -1,0 +1,1 @@
+"""Benchmarks: each writes JSON (+ a PNG plot) under one results directory."""

@@ -1,0 +1,294 @@
+"""Scapy layers for every MRC header, and the scapy view of a whole MRC frame.
+
+Scapy is the reference here, not the data path: the fast codec (codec.py) builds
+its header templates from these layers once per encoder and then only patches
+bytes, and the tests check that scapy dissects the codec's output to the same
+field values. Wireshark/tshark decode the same frames as RoCEv2 (UDP 4791).
+
+Frame: Ether / IPv6 (nh 41, the SRv6 uSID carrier) / IPv6 (nh 17, NIC addresses)
+/ UDP (sport = EV & 0xffff, dport 4791) / BTH / per-opcode header / payload / ICRC.
+Byte offsets of every field are in docs/protocol.md.
+
+The BTH is scapy.contrib.roce.BTH unchanged: it already binds UDP dport 4791
+and carries the 4-byte ICRC as a trailer that it *computes* (RoCEv2 rules: CRC32
+over a pseudo header of 8 x 0xff + the IPv6 header right before UDP -- the inner
+one -- with traffic class, flow label and hop limit set to all ones, the UDP
+header with checksum 0xffff, and the BTH with FECN/BECN/reserved bits set to
+ones, then the rest of the packet; stored little-endian). The outer header is
+not covered, so the ICRC survives every SRv6 hop. The UDP checksum is 0, as
+RoCEv2 NICs send it; the ICRC is the integrity check.
+
+Known limit of the scapy view: a trimmed data frame (cut by a switch right
+after the MRC data header) has no ICRC, but scapy's BTH still takes the last
+four bytes as one. Use ``codec.decode`` for trimmed frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ipaddress import IPv6Address
+
+from scapy.contrib.roce import BTH
+from scapy.fields import (
+    ByteEnumField,
+    ByteField,
+    FlagsField,
+    IntField,
+    LongField,
+    ShortField,
+    ThreeBytesField,
+    XIntField,
+    XLongField,
+    XShortField,
+)
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Raw, bind_layers
+
+from mrc_fabric.addressing import MRC_UDP_PORT
+from mrc_fabric.ev import ev_from_wire
+from mrc_host.wire.messages import (
+    DATA_OPCODES,
+    DataFlag,
+    DataPacket,
+    Message,
+    Nack,
+    NackReason,
+    Opcode,
+    PathMeta,
+    Probe,
+    ProbeAck,
+    Sack,
+)
+
+__all__ = [
+    "BTH",
+    "MAX_PAYLOAD",
+    "RETH",
+    "FrameAddressing",
+    "MrcData",
+    "MrcNack",
+    "MrcProbe",
+    "MrcProbeAck",
+    "MrcSack",
+    "message_from_scapy",
+    "to_scapy",
+]
+
+MAX_PAYLOAD = 9000  # bytes of RDMA payload in one packet (jumbo frame)
+IPPROTO_IPV6 = 41
+IPPROTO_UDP = 17
+SACK_FLAG_ECN_ECHO = 0x01
+
+
+@dataclass(frozen=True, slots=True)
+class FrameAddressing:
+    """The per-port constants of a frame: MACs and the addresses that do not name the path.
+
+    The outer destination (the uSID carrier) is per packet and is not here.
+    """
+
+    src_mac: str
+    dst_mac: str
+    outer_src: IPv6Address | str
+    inner_src: IPv6Address | str
+    inner_dst: IPv6Address | str
+    hop_limit: int = 64
+
+
+class RETH(Packet):
+    """RDMA Extended Transport Header, in every MRC data packet (placement by address).
+
+    ``dlen`` is the payload length of *this* packet, so a receiver can tell a
+    trimmed packet (payload shorter than dlen) from a short write.
+    """
+
+    name = "RETH"
+    fields_desc = [XLongField("va", 0), XIntField("rkey", 0), IntField("dlen", 0)]
+
+
+class MrcData(Packet):
+    """MRC data header after the RETH: message id, send timestamp (ns), flags."""
+
+    name = "MRC data"
+    fields_desc = [
+        IntField("msg_id", 0),
+        FlagsField("flags", 0, 16, ["RETRANSMISSION", "LAST_OF_MESSAGE"]),
+        ShortField("reserved", 0),
+        LongField("send_ts", 0),
+    ]
+
+
+class MrcSack(Packet):
+    """Cumulative PSN + 64-bit SACK bitmap, echoing the EV/ECN/timestamp of the packet acked."""
+
+    name = "MRC SACK"
+    fields_desc = [
+        ByteField("reserved0", 0),
+        ThreeBytesField("cum_psn", 0),
+        ByteField("reserved1", 0),
+        ThreeBytesField("base_psn", 0),
+        XLongField("bitmap", 0),
+        XIntField("echo_ev", 0),
+        FlagsField("flags", 0, 8, ["ECN_ECHO"]),
+        ByteField("reserved2", 0),
+        XShortField("port_status", 0),
+        LongField("echo_ts", 0),
+    ]
+
+
+class MrcNack(Packet):
+    name = "MRC NACK"
+    fields_desc = [
+        ByteField("reserved0", 0),
+        ThreeBytesField("psn", 0),
+        ByteEnumField("reason", 0, {r.value: r.name for r in NackReason}),
+        ThreeBytesField("reserved1", 0),
+        XIntField("echo_ev", 0),
+    ]
+
+
+class MrcProbe(Packet):
+    name = "MRC PROBE"
+    fields_desc = [IntField("probe_id", 0), XIntField("ev_under_test", 0), LongField("send_ts", 0)]
+
+
+class MrcProbeAck(Packet):
+    name = "MRC PROBE_ACK"
+    fields_desc = [IntField("probe_id", 0), XIntField("ev_under_test", 0), LongField("echo_ts", 0)]
+
+
+for _op in DATA_OPCODES:
+    bind_layers(BTH, RETH, opcode=int(_op))
+bind_layers(RETH, MrcData)
+bind_layers(BTH, MrcSack, opcode=int(Opcode.SACK))
+bind_layers(BTH, MrcNack, opcode=int(Opcode.NACK))
+bind_layers(BTH, MrcProbe, opcode=int(Opcode.PROBE))
+bind_layers(BTH, MrcProbeAck, opcode=int(Opcode.PROBE_ACK))
+
+
+def _bth_and_header(msg: Message) -> Packet:
+    """BTH + per-opcode header (+ payload) of one message."""
+    if isinstance(msg, DataPacket):
+        return (
+            BTH(opcode=int(msg.opcode), dqpn=msg.qp, psn=msg.psn, ackreq=int(msg.ack_req))
+            / RETH(va=msg.vaddr, rkey=msg.rkey, dlen=len(msg.payload))
+            / MrcData(msg_id=msg.msg_id, flags=int(msg.flags), send_ts=msg.send_ts)
+            / Raw(bytes(msg.payload))
+        )
+    if isinstance(msg, Sack):
+        flags = SACK_FLAG_ECN_ECHO if msg.ecn_echo else 0
+        return BTH(opcode=int(Opcode.SACK), dqpn=msg.qp, psn=msg.cum_psn) / MrcSack(
+            cum_psn=msg.cum_psn,
+            base_psn=msg.base_psn,
+            bitmap=msg.bitmap,
+            echo_ev=msg.echo_ev,
+            flags=flags,
+            port_status=msg.port_status,
+            echo_ts=msg.echo_ts,
+        )
+    if isinstance(msg, Nack):
+        return BTH(opcode=int(Opcode.NACK), dqpn=msg.qp, psn=msg.psn) / MrcNack(
+            psn=msg.psn, reason=int(msg.reason), echo_ev=msg.echo_ev
+        )
+    if isinstance(msg, Probe):
+        return BTH(opcode=int(Opcode.PROBE), dqpn=msg.qp) / MrcProbe(
+            probe_id=msg.probe_id, ev_under_test=msg.ev_under_test, send_ts=msg.send_ts
+        )
+    if isinstance(msg, ProbeAck):
+        return BTH(opcode=int(Opcode.PROBE_ACK), dqpn=msg.qp) / MrcProbeAck(
+            probe_id=msg.probe_id, ev_under_test=msg.ev_under_test, echo_ts=msg.echo_ts
+        )
+    raise TypeError(f"not an MRC message: {type(msg).__name__}")
+
+
+def to_scapy(msg: Message, carrier: IPv6Address | str, addressing: FrameAddressing) -> Packet:
+    """The whole frame of ``msg`` as a scapy packet (slow: templates, tests, benchmarks).
+
+    The inner IPv6 header repeats the outer traffic class and flow label (tunnel
+    ingress copies them, RFC 6040), so ``codec.decode_inner`` can recover the EV.
+    """
+    meta = msg.meta
+    tc = ((meta.dscp & 0x3F) << 2) | (meta.ecn & 0x3)
+    fl = (meta.ev >> 16) & 0xFFFF
+    hl = addressing.hop_limit
+    return (
+        Ether(src=addressing.src_mac, dst=addressing.dst_mac)
+        / IPv6(src=str(addressing.outer_src), dst=str(carrier), nh=IPPROTO_IPV6, tc=tc, fl=fl, hlim=hl)
+        / IPv6(
+            src=str(addressing.inner_src),
+            dst=str(addressing.inner_dst),
+            nh=IPPROTO_UDP,
+            tc=tc,
+            fl=fl,
+            hlim=hl,
+        )
+        / UDP(sport=meta.ev & 0xFFFF, dport=MRC_UDP_PORT, chksum=0)
+        / _bth_and_header(msg)
+    )
+
+
+def message_from_scapy(pkt: Packet) -> Message:
+    """Read a dissected frame back into a Message: an independent decoder for tests.
+
+    Raises ValueError when the packet is not a (non-trimmed) MRC frame.
+    """
+    outer = pkt.getlayer(IPv6, 1)
+    inner = pkt.getlayer(IPv6, 2)
+    udp = pkt.getlayer(UDP)
+    bth = pkt.getlayer(BTH)
+    if outer is None or inner is None or udp is None or bth is None:
+        raise ValueError("not an MRC frame")
+    meta = PathMeta(
+        ev=ev_from_wire(udp.sport, outer.fl),
+        ecn=outer.tc & 0x3,
+        dscp=outer.tc >> 2,
+        src=str(inner.src),
+        dst=str(inner.dst),
+    )
+    op = bth.opcode
+    if op in DATA_OPCODES:
+        reth, hdr = pkt[RETH], pkt[MrcData]
+        payload = bytes(hdr.payload)
+        return DataPacket(
+            qp=bth.dqpn,
+            psn=bth.psn,
+            vaddr=reth.va,
+            rkey=reth.rkey,
+            payload=payload,
+            msg_id=hdr.msg_id,
+            send_ts=hdr.send_ts,
+            flags=DataFlag(int(hdr.flags)),
+            opcode=Opcode(op),
+            ack_req=bool(bth.ackreq),
+            trimmed=len(payload) < reth.dlen,
+            meta=meta,
+        )
+    if op == Opcode.SACK:
+        s = pkt[MrcSack]
+        return Sack(
+            qp=bth.dqpn,
+            cum_psn=s.cum_psn,
+            base_psn=s.base_psn,
+            bitmap=s.bitmap,
+            echo_ev=s.echo_ev,
+            ecn_echo=bool(int(s.flags) & SACK_FLAG_ECN_ECHO),
+            echo_ts=s.echo_ts,
+            port_status=s.port_status,
+            meta=meta,
+        )
+    if op == Opcode.NACK:
+        n = pkt[MrcNack]
+        return Nack(qp=bth.dqpn, psn=n.psn, reason=NackReason(n.reason), echo_ev=n.echo_ev, meta=meta)
+    if op == Opcode.PROBE:
+        p = pkt[MrcProbe]
+        return Probe(
+            qp=bth.dqpn, probe_id=p.probe_id, ev_under_test=p.ev_under_test, send_ts=p.send_ts, meta=meta
+        )
+    if op == Opcode.PROBE_ACK:
+        a = pkt[MrcProbeAck]
+        return ProbeAck(
+            qp=bth.dqpn, probe_id=a.probe_id, ev_under_test=a.ev_under_test, echo_ts=a.echo_ts, meta=meta
+        )
+    raise ValueError(f"unknown opcode {op:#x}")

@@ -1,0 +1,99 @@
+"""One realistic message of every MRC type, on a real path of the default fabric.
+
+Shared by the wire tests, the codec benchmark and anyone who needs a valid
+frame to start from (fuzzing, pcaps, simulator smoke tests).
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv6Address
+
+from mrc_fabric.addressing import carrier, nic_address, path_usids
+from mrc_fabric.ev import ev_value
+from mrc_host.wire.layers import FrameAddressing
+from mrc_host.wire.messages import (
+    DataFlag,
+    DataPacket,
+    Dscp,
+    Ecn,
+    Message,
+    Nack,
+    NackReason,
+    Opcode,
+    PathMeta,
+    Probe,
+    ProbeAck,
+    Sack,
+)
+
+# Host 0 (under T0 0) to host 2 (under T0 1), plane 1, through T1 1.
+SAMPLE_PLANE = 1
+SAMPLE_EV = ev_value(SAMPLE_PLANE, 1, 0x2A5A5)
+SAMPLE_CARRIER: IPv6Address = carrier(path_usids(SAMPLE_PLANE, 0, 1, 2, 1))
+SAMPLE_ADDRESSING = FrameAddressing(
+    src_mac="02:00:00:00:00:01",
+    dst_mac="02:00:00:00:01:01",
+    outer_src=nic_address(SAMPLE_PLANE, 0),
+    inner_src=nic_address(SAMPLE_PLANE, 0),
+    inner_dst=nic_address(SAMPLE_PLANE, 2),
+)
+
+
+def data_meta(ev: int = SAMPLE_EV, retx: bool = False) -> PathMeta:
+    return PathMeta(ev=ev, ecn=Ecn.ECT0, dscp=Dscp.RETX if retx else Dscp.DATA)
+
+
+def control_meta(ev: int = SAMPLE_EV) -> PathMeta:
+    return PathMeta(ev=ev, ecn=Ecn.NOT_ECT, dscp=Dscp.CONTROL)
+
+
+def sample_data(payload_len: int = 1024, opcode: Opcode = Opcode.WRITE_ONLY) -> DataPacket:
+    return DataPacket(
+        qp=0x00ABCD,
+        psn=0xFFFFF0,
+        vaddr=0x7F00_1234_5000,
+        rkey=0xC0FFEE,
+        payload=bytes(i & 0xFF for i in range(payload_len)),
+        msg_id=77,
+        send_ts=1_700_000_000_123_456_789,
+        flags=DataFlag.LAST_OF_MESSAGE,
+        opcode=opcode,
+        ack_req=True,
+        meta=data_meta(),
+    )
+
+
+def sample_messages() -> list[Message]:
+    """One message of every type (and every DATA opcode)."""
+    data = [
+        sample_data(opcode=op, payload_len=256 + i)
+        for i, op in enumerate(
+            (Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
+        )
+    ]
+    data[1].flags = DataFlag.RETRANSMISSION
+    data[1].meta = data_meta(retx=True)
+    data[2].ack_req = False
+    return [
+        *data,
+        Sack(
+            qp=0x00ABCD,
+            cum_psn=0x000102,
+            base_psn=0x000102,
+            bitmap=0xF0F0_0000_0000_0001,
+            echo_ev=SAMPLE_EV,
+            ecn_echo=True,
+            echo_ts=1_700_000_000_000_000_001,
+            port_status=0b11,
+            meta=control_meta(),
+        ),
+        Nack(
+            qp=0x00ABCD,
+            psn=0x000103,
+            reason=NackReason.TRIMMED_LASTHOP,
+            echo_ev=SAMPLE_EV,
+            meta=control_meta(),
+        ),
+        Probe(qp=0x00ABCD, probe_id=9, ev_under_test=SAMPLE_EV, send_ts=123_456, meta=control_meta()),
+        ProbeAck(qp=0x00ABCD, probe_id=9, ev_under_test=SAMPLE_EV, echo_ts=123_456, meta=control_meta()),
+    ]

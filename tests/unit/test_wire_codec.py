@@ -1,0 +1,304 @@
+"""Fast codec: round trips, byte equality with scapy, trimmed frames, every refusal reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from ipaddress import IPv6Address
+
+import pytest
+from scapy.layers.l2 import Ether
+
+from mrc_host.wire import codec
+from mrc_host.wire.codec import (
+    DATA_HDR_END,
+    INNER_OFF,
+    MAX_FRAME,
+    REASONS,
+    UDP_OFF,
+    FrameEncoder,
+    decode,
+    decode_inner,
+    encode,
+    trim,
+)
+from mrc_host.wire.layers import MAX_PAYLOAD, message_from_scapy, to_scapy
+from mrc_host.wire.messages import DataPacket, Dscp, Ecn, MalformedPacket, Message, Nack, Opcode, Sack
+from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_data, sample_messages
+
+MSGS = sample_messages()
+IDS = [f"{type(m).__name__}-{getattr(m, 'opcode', '')}" for m in MSGS]
+
+
+def expected(msg: Message) -> Message:
+    """What decode returns for ``msg``: the same, plus the inner addresses in meta."""
+    meta = dataclasses.replace(
+        msg.meta, src=str(SAMPLE_ADDRESSING.inner_src), dst=str(SAMPLE_ADDRESSING.inner_dst)
+    )
+    return dataclasses.replace(msg, meta=meta)
+
+
+def frame_of(msg: Message) -> bytes:
+    return encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING)
+
+
+def patch(frame: bytes, offset: int, fmt: str, value: int) -> bytes:
+    out = bytearray(frame)
+    struct.pack_into(fmt, out, offset, value)
+    return bytes(out)
+
+
+def fix_lengths(frame: bytes) -> bytes:
+    """Rewrite outer/inner IPv6 and UDP lengths to match the frame, as a switch would."""
+    out = bytearray(frame)
+    udp_len = len(out) - UDP_OFF
+    struct.pack_into(">H", out, 18, udp_len + 40)
+    struct.pack_into(">H", out, INNER_OFF + 4, udp_len)
+    struct.pack_into(">H", out, UDP_OFF + 4, udp_len)
+    return bytes(out)
+
+
+def reason_of(frame: bytes, **kw: bool) -> str:
+    with pytest.raises(MalformedPacket) as info:
+        decode(frame, **kw)
+    assert info.value.reason in REASONS
+    return info.value.reason
+
+
+@pytest.mark.parametrize("msg", MSGS, ids=IDS)
+def test_round_trip(msg: Message) -> None:
+    frame = frame_of(msg)
+    assert decode(frame) == expected(msg)
+    assert decode(frame, verify_icrc=True) == expected(msg)
+    assert decode(memoryview(frame)) == expected(msg)
+
+
+@pytest.mark.parametrize("msg", MSGS, ids=IDS)
+def test_fast_encoder_is_byte_identical_to_scapy(msg: Message) -> None:
+    assert frame_of(msg) == bytes(to_scapy(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING))
+
+
+@pytest.mark.parametrize("msg", MSGS, ids=IDS)
+def test_scapy_dissects_fast_output_to_the_same_fields(msg: Message) -> None:
+    frame = frame_of(msg)
+    assert message_from_scapy(Ether(frame)) == decode(frame) == expected(msg)
+
+
+@pytest.mark.parametrize("msg", MSGS, ids=IDS)
+def test_decode_inner_starts_at_inner_ipv6(msg: Message) -> None:
+    assert decode_inner(frame_of(msg)[INNER_OFF:], verify_icrc=True) == expected(msg)
+
+
+def test_carrier_forms_and_encoder_object_agree() -> None:
+    msg = MSGS[0]
+    enc = FrameEncoder(SAMPLE_ADDRESSING)
+    a = enc.encode(msg, SAMPLE_CARRIER.packed)
+    assert a == encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING)
+    assert a == encode(msg, str(SAMPLE_CARRIER), SAMPLE_ADDRESSING)
+    assert a == encode(msg, SAMPLE_CARRIER.packed, SAMPLE_ADDRESSING)
+    assert a[38:54] == SAMPLE_CARRIER.packed
+
+
+def test_encoder_reuse_does_not_alias_earlier_frames() -> None:
+    enc = FrameEncoder(SAMPLE_ADDRESSING)
+    other = IPv6Address("fcbb:bb00:4400:c402::")
+    frames = [(m, enc.encode(m, other.packed)) for m in MSGS]
+    for m, f in frames:
+        assert decode(f, verify_icrc=True) == expected(m)
+        assert f[38:54] == other.packed
+
+
+def test_every_ev_bit_and_mark_round_trips() -> None:
+    for ev in (0, 1, 0xFFFF, 0x10000, 0xFFFFFFFF, 0x9ABCDEF0):
+        for dscp, ecn in ((Dscp.DATA, Ecn.ECT0), (Dscp.RETX, Ecn.CE), (Dscp.CONTROL, Ecn.NOT_ECT), (63, 1)):
+            msg = sample_data(64)
+            msg.meta = dataclasses.replace(msg.meta, ev=ev, dscp=dscp, ecn=ecn)
+            got = decode(frame_of(msg))
+            assert (got.meta.ev, got.meta.dscp, got.meta.ecn) == (ev, dscp, ecn)
+
+
+def test_empty_and_max_payload() -> None:
+    for n in (0, 1, MAX_PAYLOAD):
+        msg = sample_data(n)
+        frame = frame_of(msg)
+        assert len(frame) == DATA_HDR_END + n + 4
+        assert decode(frame, verify_icrc=True) == expected(msg)
+
+
+# --------------------------------------------------------------------------- trimmed
+
+
+def test_switch_trimmed_frame_decodes_as_trimmed() -> None:
+    msg = sample_data(1024)
+    cut = trim(frame_of(msg))
+    assert len(cut) == DATA_HDR_END
+    got = decode(cut)
+    assert isinstance(got, DataPacket)
+    assert got.trimmed and got.payload == b""
+    assert got.meta.dscp == Dscp.TRIMMED and got.meta.ecn == msg.meta.ecn
+    want = dataclasses.replace(expected(msg), payload=b"", trimmed=True)
+    want.meta.dscp = Dscp.TRIMMED
+    assert got == want
+
+
+def test_cut_with_lengths_rewritten_but_dscp_kept_is_trimmed() -> None:
+    """Payload shorter than the RETH length says (lengths consistent) means a switch cut it."""
+    msg = sample_data(512)
+    for keep in (0, 1, 100, 512 + 3):
+        got = decode(fix_lengths(frame_of(msg)[: DATA_HDR_END + keep]))
+        assert isinstance(got, DataPacket) and got.trimmed and got.payload == b""
+        assert got.meta.dscp == Dscp.DATA
+
+
+def test_dscp_trimmed_marks_trimmed_even_with_full_length() -> None:
+    msg = sample_data(64)
+    msg.meta.dscp = Dscp.TRIMMED
+    got = decode(frame_of(msg))
+    assert got.trimmed and got.payload == b""
+
+
+def test_trim_refuses_short_frames() -> None:
+    with pytest.raises(ValueError):
+        trim(frame_of(MSGS[-1]))
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("msg", MSGS, ids=IDS)
+def test_every_truncation_is_truncated(msg: Message) -> None:
+    frame = frame_of(msg)
+    for k in range(len(frame)):
+        assert reason_of(frame[:k]) == "truncated", k
+
+
+def test_trimmed_frame_cut_further_is_truncated() -> None:
+    cut = trim(frame_of(sample_data(64)))
+    for k in range(len(cut)):
+        assert reason_of(cut[:k]) == "truncated", k
+
+
+def test_not_ipv6() -> None:
+    frame = frame_of(MSGS[0])
+    assert reason_of(patch(frame, 12, ">H", 0x0800)) == "not_ipv6"
+    assert reason_of(patch(frame, 14, ">B", 0x40)) == "not_ipv6"
+    assert reason_of(patch(frame, INNER_OFF, ">B", 0x40)) == "not_ipv6"
+    assert reason_of(b"\x00" * 12 + b"\x08\x00") == "not_ipv6"
+
+
+def test_not_mrc() -> None:
+    frame = frame_of(MSGS[0])
+    assert reason_of(patch(frame, 20, ">B", 17)) == "not_mrc"  # outer next header UDP
+    assert reason_of(patch(frame, INNER_OFF + 6, ">B", 6)) == "not_mrc"  # inner next header TCP
+    assert reason_of(patch(frame, UDP_OFF + 2, ">H", 4792)) == "not_mrc"
+
+
+def test_bad_length() -> None:
+    data = frame_of(sample_data(64))
+    assert reason_of(data + b"\x00") == "bad_length"  # trailing byte the outer length does not cover
+    assert reason_of(patch(data, 18, ">H", len(data) - 54 - 2)) == "bad_length"
+    assert reason_of(patch(data, INNER_OFF + 4, ">H", len(data) - 94 - 1)) == "bad_length"
+    assert reason_of(patch(data, UDP_OFF + 4, ">H", len(data) - 94 - 1)) == "bad_length"
+    assert reason_of(fix_lengths(data + b"\x00")) == "bad_length"  # more payload than RETH says
+    for msg in MSGS[4:]:
+        ctrl = frame_of(msg)
+        assert reason_of(fix_lengths(ctrl + b"\x00")) == "bad_length"
+        assert reason_of(fix_lengths(ctrl[:-1])) == "bad_length"
+
+
+def test_lengths_claiming_more_than_present_are_truncated() -> None:
+    data = frame_of(sample_data(64))
+    assert reason_of(patch(data, 18, ">H", len(data) - 54 + 1)) == "truncated"
+    assert reason_of(patch(data, UDP_OFF + 4, ">H", len(data) - 94 + 1)) == "truncated"
+
+
+def test_unknown_opcode() -> None:
+    frame = frame_of(MSGS[0])
+    for op in (0x04, 0x11, 0xC7, 0xFF):
+        assert reason_of(patch(frame, 102, ">B", op)) == "unknown_opcode"
+
+
+def test_oversized() -> None:
+    big = fix_lengths(frame_of(sample_data(MAX_PAYLOAD)) + b"\x00")
+    assert len(big) == MAX_FRAME + 1
+    assert reason_of(big) == "oversized"
+    assert reason_of(b"\x00" * 100_000) == "oversized"
+    small = frame_of(sample_data(16))
+    assert reason_of(patch(small, 114 + 12, ">I", MAX_PAYLOAD + 1)) == "oversized"  # RETH DMA length
+
+
+def test_bad_field() -> None:
+    nack = next(m for m in MSGS if isinstance(m, Nack))
+    assert reason_of(patch(frame_of(nack), 114 + 4, ">B", 99)) == "bad_field"
+    sack = next(m for m in MSGS if isinstance(m, Sack))
+    assert reason_of(patch(frame_of(sack), 114, ">B", 1)) == "bad_field"
+
+
+def test_bad_icrc_only_when_asked() -> None:
+    frame = bytearray(frame_of(sample_data(64)))
+    frame[DATA_HDR_END] ^= 0x01
+    assert reason_of(bytes(frame), verify_icrc=True) == "bad_icrc"
+    assert decode(bytes(frame)).payload[0] == 0x01
+
+
+def test_non_bytes_input_is_malformed() -> None:
+    for junk in (None, 42, "x" * 200, [1, 2, 3]):
+        with pytest.raises(MalformedPacket):
+            decode(junk)  # type: ignore[arg-type]
+        with pytest.raises(MalformedPacket):
+            decode_inner(junk)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- encode errors
+
+
+def test_encode_refuses_values_that_do_not_fit() -> None:
+    enc = FrameEncoder(SAMPLE_ADDRESSING)
+    c = SAMPLE_CARRIER.packed
+    bad: list[Message] = [
+        dataclasses.replace(sample_data(8), psn=1 << 24),
+        dataclasses.replace(sample_data(8), qp=-1),
+        dataclasses.replace(sample_data(8), rkey=1 << 32),
+        dataclasses.replace(sample_data(8), payload=b"\x00" * (MAX_PAYLOAD + 1)),
+        dataclasses.replace(sample_data(8), meta=dataclasses.replace(sample_data(8).meta, dscp=64)),
+        dataclasses.replace(sample_data(8), meta=dataclasses.replace(sample_data(8).meta, ev=1 << 32)),
+        dataclasses.replace(MSGS[4], cum_psn=1 << 24),
+        dataclasses.replace(MSGS[4], bitmap=1 << 64),
+    ]
+    for msg in bad:
+        with pytest.raises(ValueError):
+            enc.encode(msg, c)
+    with pytest.raises(ValueError):
+        enc.encode(MSGS[0], c[:15])
+    with pytest.raises(TypeError):
+        enc.encode(object(), c)  # type: ignore[arg-type]
+
+
+def test_opcode_constants_match_messages() -> None:
+    frame = frame_of(sample_data(8, opcode=Opcode.WRITE_MIDDLE))
+    assert frame[102] == Opcode.WRITE_MIDDLE
+    assert codec.DATA_HDR_END == 146
+
+
+def test_module_encode_is_safe_across_threads() -> None:
+    """encode() keeps its scratch buffers per thread, so concurrent callers never mix frames."""
+    import threading
+
+    errors: list[str] = []
+
+    def worker(ev: int) -> None:
+        msg = sample_data(128)
+        msg.meta = dataclasses.replace(msg.meta, ev=ev)
+        for _ in range(300):
+            got = decode(encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING), verify_icrc=True)
+            if got.meta.ev != ev:
+                errors.append(f"thread {ev:#x} got EV {got.meta.ev:#x}")
+                return
+
+    threads = [threading.Thread(target=worker, args=(0x1000_0000 * i + i,)) for i in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []

@@ -1,0 +1,147 @@
+"""Property tests: any bytes decode to a Message or MalformedPacket, never anything else;
+random in-range messages survive encode/decode."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import struct
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mrc_host.wire.codec import INNER_OFF, MAX_FRAME, UDP_OFF, FrameEncoder, decode, decode_inner
+from mrc_host.wire.layers import MAX_PAYLOAD
+from mrc_host.wire.messages import (
+    DataFlag,
+    DataPacket,
+    MalformedPacket,
+    Message,
+    Nack,
+    NackReason,
+    Opcode,
+    PathMeta,
+    Probe,
+    ProbeAck,
+    Sack,
+)
+from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_messages
+
+ENC = FrameEncoder(SAMPLE_ADDRESSING)
+CARRIER = SAMPLE_CARRIER.packed
+VALID = [ENC.encode(m, CARRIER) for m in sample_messages()]
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def outcome(data: bytes, inner: bool = False) -> Message | MalformedPacket:
+    """Decode; any exception other than MalformedPacket fails the test by propagating."""
+    try:
+        return decode_inner(data) if inner else decode(data)
+    except MalformedPacket as exc:
+        return exc
+
+
+def check_decoded_is_encodable(result: Message | MalformedPacket) -> None:
+    """Whatever decode accepts has every field in range, so it encodes again."""
+    if not isinstance(result, MalformedPacket):
+        ENC.encode(result, CARRIER)
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+def test_random_bytes(data: bytes) -> None:
+    check_decoded_is_encodable(outcome(data))
+    check_decoded_is_encodable(outcome(data, inner=True))
+
+
+@FUZZ
+@given(st.sampled_from(VALID), st.binary(max_size=200))
+def test_valid_headers_random_tail(frame: bytes, tail: bytes) -> None:
+    for cut in (UDP_OFF, 114, 130, 146):
+        check_decoded_is_encodable(outcome(frame[:cut] + tail))
+
+
+@FUZZ
+@given(st.sampled_from(VALID), st.data())
+def test_truncation_at_any_offset(frame: bytes, data: st.DataObject) -> None:
+    k = data.draw(st.integers(0, len(frame) - 1))
+    result = outcome(frame[:k])
+    assert isinstance(result, MalformedPacket) and result.reason == "truncated"
+    check_decoded_is_encodable(outcome(frame[INNER_OFF:][:k], inner=True))
+
+
+@FUZZ
+@given(st.sampled_from(VALID), st.lists(st.integers(0, 8 * 400), min_size=1, max_size=8))
+def test_random_bit_flips(frame: bytes, bits: list[int]) -> None:
+    flipped = bytearray(frame)
+    for bit in bits:
+        i = (bit // 8) % len(flipped)
+        flipped[i] ^= 1 << (bit % 8)
+    check_decoded_is_encodable(outcome(bytes(flipped)))
+    check_decoded_is_encodable(outcome(bytes(flipped[INNER_OFF:]), inner=True))
+    with contextlib.suppress(MalformedPacket):
+        decode(bytes(flipped), verify_icrc=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(MAX_PAYLOAD + 1, 3 * MAX_PAYLOAD), st.booleans())
+def test_oversized_payloads(size: int, fix: bool) -> None:
+    frame = bytearray(VALID[3][:146] + bytes(size) + b"\x00" * 4)
+    struct.pack_into(">I", frame, 114 + 12, size)  # RETH DMA length
+    if fix and size + 146 + 4 - UDP_OFF <= 0xFFFF - 40:
+        udp_len = len(frame) - UDP_OFF
+        struct.pack_into(">H", frame, 18, udp_len + 40)
+        struct.pack_into(">H", frame, INNER_OFF + 4, udp_len)
+        struct.pack_into(">H", frame, UDP_OFF + 4, udp_len)
+    assert len(frame) > MAX_FRAME
+    result = outcome(bytes(frame))
+    assert isinstance(result, MalformedPacket) and result.reason == "oversized"
+
+
+U24 = st.integers(0, (1 << 24) - 1)
+U32 = st.integers(0, (1 << 32) - 1)
+U64 = st.integers(0, (1 << 64) - 1)
+META = st.builds(PathMeta, ev=U32, ecn=st.integers(0, 3), dscp=st.sampled_from([26, 28, 48, 0, 63]))
+MESSAGES = st.one_of(
+    st.builds(
+        DataPacket,
+        qp=U24,
+        psn=U24,
+        vaddr=U64,
+        rkey=U32,
+        payload=st.binary(max_size=2048),
+        msg_id=U32,
+        send_ts=U64,
+        flags=st.sampled_from(list(DataFlag)),
+        opcode=st.sampled_from(
+            [Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_LAST, Opcode.WRITE_ONLY]
+        ),
+        ack_req=st.booleans(),
+        meta=META,
+    ),
+    st.builds(
+        Sack,
+        qp=U24,
+        cum_psn=U24,
+        base_psn=U24,
+        bitmap=U64,
+        echo_ev=U32,
+        ecn_echo=st.booleans(),
+        echo_ts=U64,
+        port_status=st.integers(0, 0xFFFF),
+        meta=META,
+    ),
+    st.builds(Nack, qp=U24, psn=U24, reason=st.sampled_from(list(NackReason)), echo_ev=U32, meta=META),
+    st.builds(Probe, qp=U24, probe_id=U32, ev_under_test=U32, send_ts=U64, meta=META),
+    st.builds(ProbeAck, qp=U24, probe_id=U32, ev_under_test=U32, echo_ts=U64, meta=META),
+)
+
+
+@FUZZ
+@given(MESSAGES)
+def test_random_messages_round_trip(msg: Message) -> None:
+    got = decode(ENC.encode(msg, CARRIER), verify_icrc=True)
+    meta = dataclasses.replace(
+        msg.meta, src=str(SAMPLE_ADDRESSING.inner_src), dst=str(SAMPLE_ADDRESSING.inner_dst)
+    )
+    assert got == dataclasses.replace(msg, meta=meta)
