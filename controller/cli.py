@@ -1,0 +1,300 @@
+"""``mrcctl``: the operator's command line for the MRC controller.
+
+Human tables by default (rich), ``--json`` for scripts. The controller address comes
+from ``--controller``, else ``$MRC_CONTROLLER``, else ``unix:<run dir>/controller.sock``
+with the run directory from ``--run-dir`` or ``$MRC_RUN_DIR`` (default ``runs/latest``).
+``mrcctl plan`` needs no controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+from rich.console import Console
+from rich.table import Table
+
+from controller.faults import Direction, FaultKind
+from controller.planner import PlanError, compare, plan_fabric
+from controller.proto.mrc.controller.v1 import controller_pb2 as pb
+from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+
+DEFAULT_RUN_DIR = "runs/latest"
+KINDS = {k.value: getattr(pb, k.name) for k in FaultKind}
+DIRECTIONS = {Direction.BOTH.value: pb.BOTH, Direction.A2B.value: pb.A_TO_B, Direction.B2A.value: pb.B_TO_A}
+
+
+def controller_address(args: argparse.Namespace) -> str:
+    if args.controller:
+        return args.controller
+    if os.environ.get("MRC_CONTROLLER"):
+        return os.environ["MRC_CONTROLLER"]
+    run_dir = Path(args.run_dir or os.environ.get("MRC_RUN_DIR") or DEFAULT_RUN_DIR)
+    return f"unix:{run_dir.resolve() / 'controller.sock'}"
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3] if t else "-"
+
+
+class Cli:
+    def __init__(self, args: argparse.Namespace, out: Console) -> None:
+        self.args = args
+        self.out = out
+        self._channel: grpc.Channel | None = None
+
+    @property
+    def stub(self) -> pb_grpc.ControllerStub:
+        if self._channel is None:
+            self._channel = grpc.insecure_channel(controller_address(self.args))
+        return pb_grpc.ControllerStub(self._channel)
+
+    def emit(self, message: Any, table: Callable[[], Table | str]) -> None:
+        if self.args.json:
+            data = (
+                message
+                if isinstance(message, dict)
+                else MessageToDict(message, preserving_proto_field_name=True)
+            )
+            print(json.dumps(data, indent=2, sort_keys=True))
+        else:
+            self.out.print(table())
+
+    # -- commands --------------------------------------------------------------------------------
+    def install(self) -> None:
+        resp = self.stub.InstallRoutes(pb.InstallRoutesRequest(switches=self.args.switches), timeout=60)
+
+        def table() -> Table:
+            t = Table("switch", "entries", title=f"{resp.total_entries} entries installed")
+            for s in resp.switches:
+                t.add_row(s.switch, str(s.entries))
+            if resp.host_config_dir:
+                t.caption = f"host configs: {resp.host_config_dir}"
+            return t
+
+        self.emit(resp, table)
+
+    def fault(self) -> None:
+        a = self.args
+        spec = pb.FaultSpec(
+            kind=KINDS[a.kind],
+            target=a.target,
+            direction=DIRECTIONS[a.direction],
+            probability=a.prob,
+            period_s=a.period,
+            duration_s=a.duration,
+        )
+        f = self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        self.emit(f, lambda: self._faults_table([f], title=f"fault {f.id} injected"))
+
+    def clear(self) -> None:
+        if not self.args.id and not self.args.all:
+            raise SystemExit("mrcctl clear: give a fault id or --all")
+        resp = self.stub.ClearFault(
+            pb.ClearFaultRequest(id=self.args.id or "", all=self.args.all), timeout=30
+        )
+        self.emit(resp, lambda: f"cleared: {', '.join(resp.cleared) or 'nothing'}")
+
+    def faults(self) -> None:
+        resp = self.stub.ListFaults(pb.ListFaultsRequest(), timeout=10)
+        self.emit(resp, lambda: self._faults_table(list(resp.faults), title="active faults"))
+
+    def _faults_table(self, faults: list[pb.Fault], title: str) -> Table:
+        t = Table("id", "kind", "target", "direction", "detail", "active", "expires", "entries", title=title)
+        for f in faults:
+            s = f.spec
+            detail = (
+                f"p={s.probability:g}"
+                if s.kind == pb.LOSS
+                else f"period={s.period_s:g}s"
+                if s.kind == pb.FLAP
+                else ""
+            )
+            t.add_row(
+                f.id,
+                pb.FaultKind.Name(s.kind).lower(),
+                s.target,
+                pb.Direction.Name(s.direction).lower(),
+                detail,
+                "down" if f.active else "up",
+                _stamp(f.expires_at),
+                "\n".join(f.entries),
+            )
+        return t
+
+    def paths(self) -> None:
+        resp = self.stub.ListPaths(
+            pb.ListPathsRequest(src=self.args.src, dst=self.args.dst, ecmp=self.args.ecmp), timeout=10
+        )
+
+        def table() -> Table:
+            t = Table(
+                "ev", "plane", "t1", "carrier", "hops", "status", title=f"{self.args.src} → {self.args.dst}"
+            )
+            for p in resp.paths:
+                hops = " → ".join(
+                    f"{h.node}({h.in_port}>{h.out_port if h.out_port >= 0 else 'x'})" for h in p.hops
+                )
+                if p.status == "dropped":
+                    status = f"[red]dropped[/red] {p.drop_reason} at {p.drop_at}"
+                elif p.status == "lossy":
+                    status = f"[yellow]lossy[/yellow] survival {p.survival:.3f}"
+                else:
+                    status = f"[green]ok[/green] → {p.delivered_to}"
+                t.add_row(
+                    f"{p.ev:08x}", str(p.plane), str(p.t1) if p.t1 >= 0 else "-", p.carrier, hops, status
+                )
+            return t
+
+        self.emit(resp, table)
+
+    def counters(self) -> None:
+        switches = [self.args.switch] if self.args.switch else []
+        resp = self.stub.GetCounters(pb.GetCountersRequest(switches=switches), timeout=30)
+
+        def table() -> Table:
+            t = Table("switch", "counter", "index", "label", "packets", "bytes", title="counters")
+            for c in resp.counters:
+                t.add_row(c.switch, c.counter, str(c.index), c.label, str(c.packets), str(c.bytes))
+            if resp.errors:
+                t.caption = "errors: " + "; ".join(resp.errors)
+            return t
+
+        self.emit(resp, table)
+
+    def events(self) -> None:
+        try:
+            for e in self.stub.WatchEvents(pb.WatchEventsRequest()):
+                if self.args.json:
+                    print(
+                        json.dumps(MessageToDict(e, preserving_proto_field_name=True), sort_keys=True),
+                        flush=True,
+                    )
+                else:
+                    who = " ".join(x for x in (e.switch, e.fault_id) if x)
+                    self.out.print(f"{_stamp(e.timestamp)} {e.kind:20} {who:12} {e.message}")
+        except KeyboardInterrupt:
+            pass
+
+    def topology(self) -> None:
+        resp = self.stub.GetTopology(pb.GetTopologyRequest(), timeout=10)
+        print(resp.topology_json, end="")
+
+    def plan(self) -> None:
+        a = self.args
+        try:
+            if a.compare:
+                c = compare(a.gpus, a.nic_gbps, a.planes, a.switch_tbps, a.tiers, a.single_tiers)
+                plans = {"multi-plane": c.multi_plane, "single-plane": c.single_plane}
+                data: dict[str, Any] = c.to_dict()
+            else:
+                p = plan_fabric(a.gpus, a.nic_gbps, a.planes, a.switch_tbps, a.tiers)
+                plans = {f"{a.planes}-plane": p}
+                data = p.to_dict()
+        except PlanError as exc:
+            raise SystemExit(f"mrcctl plan: {exc}") from exc
+
+        def table() -> Table:
+            t = Table(
+                "", *plans, title=f"{a.gpus:,} GPUs, {a.nic_gbps:g}G NICs, {a.switch_tbps:g} Tb/s switches"
+            )
+            rows = [
+                ("planes x port speed", lambda p: f"{p.planes} x {p.port_gbps:g}G"),
+                ("tiers", lambda p: str(p.tiers)),
+                ("switch ports", lambda p: str(p.switch_ports)),
+                *[
+                    (
+                        f"T{i} switches",
+                        lambda p, i=i: f"{p.tier_counts[i].switches:,}" if i < p.tiers else "-",
+                    )
+                    for i in range(max(x.tiers for x in plans.values()))
+                ],
+                ("switches", lambda p: f"{p.switches:,}"),
+                ("host links", lambda p: f"{p.host_links:,}"),
+                ("switch links", lambda p: f"{p.switch_links:,}"),
+                ("optics (800G modules)", lambda p: f"{p.optics_modules:,.0f}"),
+                ("longest path (switches)", lambda p: str(p.longest_path_switches)),
+                ("one T0 uplink lost", lambda p: f"{p.link_loss_fraction:.2%}"),
+                ("one NIC port lost", lambda p: f"{p.nic_port_loss_fraction:.2%}"),
+                ("strict fat-tree max GPUs", lambda p: f"{p.max_gpus_strict:,}"),
+            ]
+            for label, fn in rows:
+                t.add_row(label, *(fn(p) for p in plans.values()))
+            if a.compare:
+                t.caption = (
+                    f"optics ratio {data['optics_ratio']:.3f}, switch ratio {data['switch_ratio']:.3f}"
+                )
+            return t
+
+        self.emit(data, table)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="mrcctl", description="Operate the MRC testbed controller.")
+    ap.add_argument(
+        "--controller", help="unix:PATH or 127.0.0.1:PORT (default: $MRC_CONTROLLER or the run dir)"
+    )
+    ap.add_argument(
+        "--run-dir", help="run directory holding controller.sock (default: $MRC_RUN_DIR or runs/latest)"
+    )
+    ap.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("install", help="install the compiled routes")
+    p.add_argument("switches", nargs="*", help="only these switches (default: all)")
+    p = sub.add_parser("fault", help="inject a fault")
+    p.add_argument("kind", choices=sorted(KINDS))
+    p.add_argument("target", help="link a-b or node:port; switch; host NIC port host:plane or ifname")
+    p.add_argument("--prob", type=float, default=0.0, help="loss: drop probability in [0, 1]")
+    p.add_argument("--period", type=float, default=0.0, help="flap: seconds down, then as many up")
+    p.add_argument("--duration", type=float, default=0.0, help="clear by itself after this many seconds")
+    p.add_argument("--direction", choices=sorted(DIRECTIONS), default="both")
+    p = sub.add_parser("clear", help="clear a fault (or --all)")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--all", action="store_true")
+    sub.add_parser("faults", help="list active faults")
+    p = sub.add_parser("paths", help="every path from SRC to DST with its hops and fault status")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("--ecmp", action="store_true", help="the ECMP baseline's carriers")
+    p = sub.add_parser("counters", help="switch counters")
+    p.add_argument("switch", nargs="?")
+    sub.add_parser("events", help="follow fault and switch events (Ctrl-C stops)")
+    sub.add_parser("topology", help="print the topology JSON")
+    p = sub.add_parser("plan", help="size a fabric (no controller needed)")
+    p.add_argument("--gpus", type=int, default=131072)
+    p.add_argument("--nic-gbps", type=float, default=800)
+    p.add_argument("--planes", type=int, default=8, help="NIC ports = planes")
+    p.add_argument("--switch-tbps", type=float, default=51.2)
+    p.add_argument("--tiers", type=int, default=2)
+    p.add_argument(
+        "--compare", action="store_true", help="against a single-plane design of --single-tiers tiers"
+    )
+    p.add_argument("--single-tiers", type=int, default=3)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # piped output (scripts, logs) gets wide tables instead of rich's 80-column default
+    cli = Cli(args, Console() if sys.stdout.isatty() else Console(width=200))
+    try:
+        getattr(cli, args.command)()
+    except grpc.RpcError as exc:
+        print(f"mrcctl {args.command}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # e.g. `mrcctl --json ... | head`
+        sys.stderr.close()
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

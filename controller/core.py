@@ -1,0 +1,349 @@
+"""The controller's state and operations, independent of gRPC.
+
+It owns the *desired* entries of every switch — the compiled routes once installed,
+plus the fault entries of the active faults — and asks each switch's P4Runtime
+session to hold exactly those. Because the desired state lives here, a switch that
+restarts gets everything back from its session's replay, and a fault that is cleared
+takes its entries with it while other faults on the same port stay.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.compiler import (
+    CompileOptions,
+    compile_host_configs,
+    compile_routes,
+    ecmp_template,
+    path_template,
+)
+from controller.entries import SwitchEntries, TableEntry
+from controller.events import EventBus
+from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, resolve
+from controller.hostconfig import write_host_configs
+from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
+from controller.tablewalk import Walk, build_views, walk
+from mrc_fabric.addressing import carrier
+from mrc_fabric.ev import EV
+from mrc_fabric.p4info import P4InfoIndex, default_index
+from mrc_fabric.topology import Target, Topology
+
+log = logging.getLogger(__name__)
+
+BMV2_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
+DROP_REASONS = {0: "no_route", 1: "hop_limit", 2: "fault", 3: "trimmed"}
+COUNTERS = ("port_rx", "port_tx", "drop_reason", "ecn_marked")
+
+
+@dataclass
+class ActiveFault:
+    id: str
+    spec: FaultSpec
+    actions: list[PortAction]
+    created_at: float
+    expires_at: float = 0.0
+    active: bool = True  # a FLAP toggles this
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def switches(self) -> set[str]:
+        return {a.switch for a in self.actions}
+
+
+@dataclass(frozen=True)
+class PathInfo:
+    ev: int
+    plane: int
+    t1: int  # -1: none
+    carrier: str
+    walk: Walk
+
+    @property
+    def status(self) -> str:
+        if not self.walk.ok:
+            return "dropped"
+        return "lossy" if self.walk.survival < 1.0 else "ok"
+
+
+@dataclass(frozen=True)
+class CounterCell:
+    switch: str
+    counter: str
+    index: int
+    label: str
+    packets: int
+    bytes: int
+
+
+class ControllerCore:
+    def __init__(
+        self,
+        topo: Topology,
+        run_dir: Path | None = None,
+        options: CompileOptions | None = None,
+        election_id: int = 1,
+        index: P4InfoIndex | None = None,
+        bmv2_json: Path = BMV2_JSON,
+    ) -> None:
+        self.topo = topo
+        self.run_dir = run_dir
+        self.index = index or default_index()
+        self.events = EventBus()
+        self.routes: dict[str, SwitchEntries] = compile_routes(topo, options or CompileOptions())
+        self._routes_installed: set[str] = set()
+        self._faults: dict[str, ActiveFault] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.RLock()
+        self.pool = SwitchPool(self._session(sw.name, election_id, bmv2_json) for sw in topo.switches)
+
+    def _session(self, name: str, election_id: int, bmv2_json: Path) -> SwitchSession:
+        sw = self.topo.switch(name)
+        config = b""
+        if sw.target == Target.BMV2:
+            if not bmv2_json.exists():
+                raise FileNotFoundError(f"{name} is a bmv2 switch but {bmv2_json} is missing: run `make p4`")
+            config = bmv2_json.read_bytes()
+        return SwitchSession(
+            name=name,
+            address=sw.p4rt_address,
+            device_id=sw.device_id,
+            pipeline=Pipeline(self.index.p4info, config),
+            index=self.index,
+            desired=lambda n=name: self.desired(n),
+            on_event=lambda kind, switch, message: self.events.publish(kind, switch=switch, message=message),
+            election_id=election_id,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        for sw in self.topo.switches:
+            if not sw.p4rt_address:
+                raise ValueError(f"switches[{sw.name}].p4rt_address: empty; the topology script fills it in")
+        self.pool.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            for f in self._faults.values():
+                f.stop.set()
+        self.pool.stop()
+        self.events.close()
+
+    def wait_ready(self, timeout: float) -> list[str]:
+        return self.pool.wait_ready(timeout)
+
+    # -- desired state ---------------------------------------------------------------------------
+    def _fault_entries(self) -> dict[str, list[TableEntry]]:
+        actions = [a for f in self._faults.values() if f.active for a in f.actions]
+        return fault_entries(actions)
+
+    def desired(self, switch: str) -> list[TableEntry]:
+        with self._lock:
+            out = list(self.routes[switch].entries) if switch in self._routes_installed else []
+            out.extend(self._fault_entries().get(switch, []))
+            return out
+
+    def _sync(self, switches: set[str] | list[str]) -> dict[str, int]:
+        """Push the desired state to each switch; raises the first failure after trying all."""
+        written: dict[str, int] = {}
+        first_error: SwitchError | None = None
+        for name in sorted(switches):
+            try:
+                written[name] = self.pool[name].sync()
+            except SwitchError as exc:
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+        return written
+
+    def _require_ready(self, switches: set[str] | list[str]) -> None:
+        down = sorted(n for n in switches if not self.pool[n].ready)
+        if down:
+            s = self.pool[down[0]]
+            reason = f" ({s.last_error})" if s.last_error else ""
+            raise SwitchUnavailable(down[0], f"switch {', '.join(down)} unreachable at {s.address}{reason}")
+
+    # -- routes ----------------------------------------------------------------------------------
+    def install_routes(self, switches: list[str] | None = None) -> dict[str, int]:
+        """Install the compiled routes; returns the number of entries each switch holds."""
+        names = switches or [sw.name for sw in self.topo.switches]
+        for n in names:
+            self.topo.switch(n)  # KeyError names an unknown switch
+        self._require_ready(names)
+        with self._lock:
+            self._routes_installed.update(names)
+        self._sync(names)
+        self.write_host_configs()
+        counts = {n: len(self.desired(n)) for n in names}
+        self.events.publish(
+            "routes_installed", message=f"{sum(counts.values())} entries on {len(names)} switches"
+        )
+        return counts
+
+    def host_config_dir(self) -> Path | None:
+        return self.run_dir / "hosts" if self.run_dir else None
+
+    def write_host_configs(self) -> None:
+        directory = self.host_config_dir()
+        if directory is not None:
+            write_host_configs(directory, compile_host_configs(self.topo))
+
+    # -- faults ----------------------------------------------------------------------------------
+    def inject_fault(self, spec: FaultSpec) -> ActiveFault:
+        actions = resolve(self.topo, spec)
+        switches = {a.switch for a in actions}
+        self._require_ready(switches)
+        now = time.time()
+        with self._lock:
+            fault = ActiveFault(
+                f"f{next(self._ids)}", spec, actions, now, now + spec.duration_s if spec.duration_s else 0.0
+            )
+            self._faults[fault.id] = fault
+        try:
+            self._sync(switches)
+        except SwitchError:
+            with self._lock:
+                self._faults.pop(fault.id, None)
+            try:
+                self._sync(switches)
+            except SwitchError as exc:
+                log.warning("rollback of %s incomplete: %s", fault.id, exc)
+            raise
+        self.events.publish("fault_injected", fault_id=fault.id, message=describe_spec(spec))
+        if spec.kind == FaultKind.FLAP:
+            threading.Thread(target=self._flap, args=(fault,), name=f"flap-{fault.id}", daemon=True).start()
+        if spec.duration_s:
+            threading.Thread(
+                target=self._expire, args=(fault,), name=f"expire-{fault.id}", daemon=True
+            ).start()
+        return fault
+
+    def _flap(self, fault: ActiveFault) -> None:
+        while not fault.stop.wait(fault.spec.period_s):
+            with self._lock:
+                if fault.id not in self._faults:
+                    return
+                fault.active = not fault.active
+            try:
+                self._sync(fault.switches)
+                self.events.publish(
+                    "flap_down" if fault.active else "flap_up", fault_id=fault.id, message=fault.spec.target
+                )
+            except SwitchError as exc:
+                self.events.publish("error", switch=exc.switch, fault_id=fault.id, message=str(exc))
+
+    def _expire(self, fault: ActiveFault) -> None:
+        if fault.stop.wait(fault.spec.duration_s):
+            return
+        try:
+            self.clear_fault(fault.id, reason="fault_expired")
+        except (KeyError, SwitchError) as exc:
+            self.events.publish("error", fault_id=fault.id, message=f"expiry: {exc}")
+
+    def clear_fault(self, fault_id: str, reason: str = "fault_cleared") -> list[str]:
+        with self._lock:
+            fault = self._faults.pop(fault_id, None)
+        if fault is None:
+            raise KeyError(f"id: no fault {fault_id!r}")
+        fault.stop.set()
+        try:
+            self._sync(fault.switches)
+        finally:  # gone from the desired state either way; a down switch drops it on reconnect
+            self.events.publish(reason, fault_id=fault.id, message=describe_spec(fault.spec))
+        return [fault.id]
+
+    def clear_all(self) -> list[str]:
+        with self._lock:
+            faults = list(self._faults.values())
+            self._faults.clear()
+        switches: set[str] = set()
+        for f in faults:
+            f.stop.set()
+            switches |= f.switches
+        try:
+            self._sync(switches)
+        finally:
+            for f in faults:
+                self.events.publish("fault_cleared", fault_id=f.id, message=describe_spec(f.spec))
+        return [f.id for f in faults]
+
+    def faults(self) -> list[ActiveFault]:
+        with self._lock:
+            return list(self._faults.values())
+
+    def fault_entry_descriptions(self, fault: ActiveFault) -> list[str]:
+        return [a.describe() for a in fault.actions]
+
+    # -- paths -----------------------------------------------------------------------------------
+    def paths(self, src: str, dst: str, ecmp: bool = False) -> list[PathInfo]:
+        """Every carrier from ``src`` to ``dst`` walked through the compiled routes and live faults."""
+        s, d = self.topo.host(src), self.topo.host(dst)
+        if s.name == d.name:
+            raise ValueError("dst: source and destination are the same host")
+        with self._lock:
+            faults = self._fault_entries()
+        views = build_views({n: [*self.routes[n].entries, *faults.get(n, [])] for n in self.routes})
+        same_t0 = s.t0_index == d.t0_index
+        choices = [-1] if same_t0 else list(range(self.topo.t1_per_plane))
+        if ecmp:
+            template = ecmp_template(s.t0_index, d.t0_index, d.index)
+        else:
+            template = path_template(self.topo, s.t0_index, d.t0_index, d.index)
+        out = []
+        for plane in range(self.topo.planes):
+            for t1 in choices:
+                # ECMP: the entropy picks the uplink (the walker hashes entropy mod size)
+                ev = EV(plane, 0, max(t1, 0)) if ecmp else EV(plane, max(t1, 0))
+                addr = carrier(template.usids_for(ev), self.topo.block)
+                w = walk(self.topo, views, src, plane, addr, ev.value)
+                out.append(PathInfo(ev.value, plane, -1 if ecmp else t1, str(addr), w))
+        return out
+
+    # -- counters --------------------------------------------------------------------------------
+    def counters(self, switches: list[str] | None = None) -> tuple[list[CounterCell], list[str]]:
+        names = switches or [sw.name for sw in self.topo.switches]
+        for n in names:
+            self.topo.switch(n)
+        cells: list[CounterCell] = []
+        errors: list[str] = []
+        for n in names:
+            session = self.pool[n]
+            if not session.ready:
+                errors.append(f"{n}: unreachable at {session.address}")
+                continue
+            ports = {e.port: e.ifname for e in self.topo.ports_of(n)}
+            for counter in COUNTERS:
+                try:
+                    values = session.read_counter(counter)
+                except SwitchError as exc:
+                    errors.append(str(exc))
+                    continue
+                for i, packets, nbytes in values:
+                    if counter == "drop_reason":
+                        label = DROP_REASONS.get(i, f"reason{i}")
+                        if i not in DROP_REASONS and not packets:
+                            continue
+                    else:
+                        label = ports.get(i, "")
+                        if not label and not packets:
+                            continue
+                    cells.append(CounterCell(n, counter, i, label, packets, nbytes))
+        return cells, errors
+
+
+def describe_spec(spec: FaultSpec) -> str:
+    parts = [spec.kind.value, spec.target]
+    if spec.kind in (FaultKind.BLACKHOLE, FaultKind.LOSS, FaultKind.FLAP):
+        parts.append(spec.direction.value)
+    if spec.kind == FaultKind.LOSS:
+        parts.append(f"p={spec.probability:g}")
+    if spec.kind == FaultKind.FLAP:
+        parts.append(f"period={spec.period_s:g}s")
+    if spec.duration_s:
+        parts.append(f"for {spec.duration_s:g}s")
+    return " ".join(parts)

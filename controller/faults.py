@@ -1,0 +1,183 @@
+"""Fault model: what an operator asks for, checked, and turned into fault-table entries.
+
+Pure. A fault names a target in the topology and becomes *port actions*: a black hole
+or a loss probability on one port of one switch, on its egress side (``port_fault``)
+or its ingress side (``ingress_fault``). Several faults on the same port combine
+(a black hole wins; losses multiply their survival), so clearing one fault leaves the
+others in force.
+
+Targets and directions (a link's ``a`` end is its lower tier: host below T0, T0 below T1):
+
+- LINK_DOWN, BLACKHOLE, LOSS, FLAP: a link ``a-b`` (either order) or ``node:port``.
+  ``a2b`` drops traffic sent from a to b: egress of a when a is a switch, otherwise
+  (a host) ingress of b; ``b2a`` is egress of b. LINK_DOWN is always both directions.
+- SWITCH_DOWN: a switch; every cabled port black-holed both ways (ingress and egress).
+- NIC_PORT_DOWN: a host NIC port ``host:plane`` or its interface name; the T0 port it
+  plugs into black-holed both ways.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from controller.entries import Exact, TableEntry
+from mrc_fabric.topology import Link, Topology
+
+LOSS_SCALE = 65536
+LOSS_MAX = 65535
+
+
+class FaultKind(enum.StrEnum):
+    LINK_DOWN = "link_down"
+    BLACKHOLE = "blackhole"
+    LOSS = "loss"
+    FLAP = "flap"
+    SWITCH_DOWN = "switch_down"
+    NIC_PORT_DOWN = "nic_port_down"
+
+
+class Direction(enum.StrEnum):
+    BOTH = "both"
+    A2B = "a2b"
+    B2A = "b2a"
+
+
+LINK_KINDS = {FaultKind.LINK_DOWN, FaultKind.BLACKHOLE, FaultKind.LOSS, FaultKind.FLAP}
+
+
+class FaultError(ValueError):
+    """A fault request with a bad field; ``field`` is its path (``spec.probability``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class FaultTargetNotFound(KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    kind: FaultKind
+    target: str
+    direction: Direction = Direction.BOTH
+    probability: float = 0.0
+    period_s: float = 0.0
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PortAction:
+    switch: str
+    table: str  # "port_fault" (egress) or "ingress_fault"
+    port: int
+    drop: bool
+    loss: float = 0.0
+
+    def describe(self) -> str:
+        what = "drop" if self.drop else f"loss {self.loss:g}"
+        return f"{self.switch}:{self.table}:{self.port} {what}"
+
+
+def check_spec(spec: FaultSpec) -> None:
+    """Field checks that need no topology."""
+    if not isinstance(spec.kind, FaultKind):
+        raise FaultError(
+            "spec.kind", f"{spec.kind!r} is not a fault kind ({', '.join(k.value for k in FaultKind)})"
+        )
+    if not spec.target:
+        raise FaultError("spec.target", "empty")
+    if spec.kind == FaultKind.LOSS and not 0.0 <= spec.probability <= 1.0:  # NaN fails too
+        raise FaultError("spec.probability", f"{spec.probability} is outside [0, 1]")
+    if spec.kind != FaultKind.LOSS and spec.probability:
+        raise FaultError("spec.probability", f"only a LOSS fault takes a probability, not {spec.kind.value}")
+    if spec.kind == FaultKind.FLAP and not (spec.period_s > 0 and math.isfinite(spec.period_s)):
+        raise FaultError("spec.period_s", f"a FLAP needs a period > 0 s, got {spec.period_s}")
+    if spec.kind != FaultKind.FLAP and spec.period_s:
+        raise FaultError("spec.period_s", f"only a FLAP fault takes a period, not {spec.kind.value}")
+    if not (spec.duration_s >= 0 and math.isfinite(spec.duration_s)):
+        raise FaultError("spec.duration_s", f"must be >= 0 s, got {spec.duration_s}")
+    if spec.kind not in LINK_KINDS - {FaultKind.LINK_DOWN} and spec.direction != Direction.BOTH:
+        raise FaultError("spec.direction", f"a {spec.kind.value} fault is always both directions")
+
+
+def _link_actions(
+    topo: Topology, link: Link, direction: Direction, drop: bool, loss: float
+) -> list[PortAction]:
+    out = []
+    if direction in (Direction.BOTH, Direction.A2B):
+        if topo.has_switch(link.a.node):
+            out.append(PortAction(link.a.node, "port_fault", link.a.port, drop, loss))
+        else:
+            out.append(PortAction(link.b.node, "ingress_fault", link.b.port, drop, loss))
+    if direction in (Direction.BOTH, Direction.B2A):
+        out.append(PortAction(link.b.node, "port_fault", link.b.port, drop, loss))
+    return out
+
+
+def find_nic_link(topo: Topology, target: str) -> Link:
+    """A host NIC port by ``host:plane`` or interface name."""
+    for h in topo.hosts:
+        for p in h.ports:
+            if target in (f"{h.name}:{p.plane}", p.ifname):
+                link = topo.link_at(p.t0, p.t0_port)
+                assert link is not None
+                return link
+    raise FaultTargetNotFound(
+        f"spec.target: no host NIC port {target!r} (use host:plane or its interface name)"
+    )
+
+
+def resolve(topo: Topology, spec: FaultSpec) -> list[PortAction]:
+    """The port actions of a fault; raises FaultError or FaultTargetNotFound naming the field."""
+    check_spec(spec)
+    if spec.kind in LINK_KINDS:
+        try:
+            link = topo.find_link(spec.target)
+        except KeyError:
+            raise FaultTargetNotFound(
+                f"spec.target: no link {spec.target!r} (use a-b or node:port)"
+            ) from None
+        if spec.kind == FaultKind.LOSS:
+            return _link_actions(topo, link, spec.direction, False, spec.probability)
+        return _link_actions(topo, link, spec.direction, True, 0.0)
+    if spec.kind == FaultKind.SWITCH_DOWN:
+        if not topo.has_switch(spec.target):
+            raise FaultTargetNotFound(f"spec.target: no switch {spec.target!r}")
+        out = []
+        for end in topo.ports_of(spec.target):
+            out.append(PortAction(spec.target, "ingress_fault", end.port, True))
+            out.append(PortAction(spec.target, "port_fault", end.port, True))
+        return out
+    link = find_nic_link(topo, spec.target)
+    return _link_actions(topo, link, Direction.BOTH, True, 0.0)
+
+
+def loss_param(probability: float) -> int:
+    """fault_loss(prob): round(p·65536), capped at 65535."""
+    return min(round(probability * LOSS_SCALE), LOSS_MAX)
+
+
+def fault_entries(actions: Iterable[PortAction]) -> dict[str, list[TableEntry]]:
+    """Combine port actions into one fault entry per (switch, table, port)."""
+    combined: dict[tuple[str, str, int], tuple[bool, float]] = {}
+    for a in actions:
+        drop, survive = combined.get((a.switch, a.table, a.port), (False, 1.0))
+        combined[(a.switch, a.table, a.port)] = (drop or a.drop, survive * (1.0 - a.loss))
+    out: dict[str, list[TableEntry]] = {}
+    for (switch, table, port), (drop, survive) in sorted(combined.items()):
+        match = (("port", Exact(port)),)
+        if drop:
+            entry = TableEntry(table, match, "fault_drop")
+        else:
+            prob = loss_param(1.0 - survive)
+            if prob == 0:
+                continue  # a 0 % loss is no entry at all
+            entry = TableEntry(table, match, "fault_loss", (("prob", prob),))
+        out.setdefault(switch, []).append(entry)
+    return out

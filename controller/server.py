@@ -1,0 +1,304 @@
+"""``mrc-controller``: the northbound gRPC service (mrc.controller.v1.Controller).
+
+Errors map to gRPC status codes with a message naming what was wrong: an unknown
+switch, link, host or fault → NOT_FOUND; a bad field (probability outside [0, 1],
+missing period...) → INVALID_ARGUMENT naming the field (``spec.probability: ...``);
+a switch without a live P4Runtime session → UNAVAILABLE naming the switch; a
+P4Runtime write refused by a switch → INTERNAL with the switch, table and entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from controller.core import ControllerCore, PathInfo
+from controller.faults import Direction, FaultError, FaultKind, FaultSpec, FaultTargetNotFound
+from controller.p4rt_client import SwitchError, SwitchUnavailable
+from controller.proto.mrc.controller.v1 import controller_pb2 as pb
+from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+from mrc_fabric.topology import Topology, TopologyError
+
+log = logging.getLogger("mrc-controller")
+
+SOCKET_NAME = "controller.sock"
+KIND_FROM_PB = {
+    pb.LINK_DOWN: FaultKind.LINK_DOWN,
+    pb.BLACKHOLE: FaultKind.BLACKHOLE,
+    pb.LOSS: FaultKind.LOSS,
+    pb.FLAP: FaultKind.FLAP,
+    pb.SWITCH_DOWN: FaultKind.SWITCH_DOWN,
+    pb.NIC_PORT_DOWN: FaultKind.NIC_PORT_DOWN,
+}
+KIND_TO_PB = {v: k for k, v in KIND_FROM_PB.items()}
+DIR_FROM_PB = {pb.BOTH: Direction.BOTH, pb.A_TO_B: Direction.A2B, pb.B_TO_A: Direction.B2A}
+DIR_TO_PB = {v: k for k, v in DIR_FROM_PB.items()}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def grpc_errors(fn: F) -> F:
+    """Turn the core's exceptions into gRPC status codes with their message."""
+
+    @wraps(fn)
+    def wrapper(self, request, context: grpc.ServicerContext):
+        try:
+            return fn(self, request, context)
+        except FaultError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except (FaultTargetNotFound, KeyError) as exc:
+            context.abort(grpc.StatusCode.NOT_FOUND, exc.args[0] if exc.args else str(exc))
+        except SwitchUnavailable as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except SwitchError as exc:
+            context.abort(grpc.StatusCode.INTERNAL, str(exc))
+        except ValueError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def spec_from_pb(spec: pb.FaultSpec) -> FaultSpec:
+    if spec.kind not in KIND_FROM_PB:
+        raise FaultError("spec.kind", f"{spec.kind} is not a fault kind")
+    if spec.direction not in DIR_FROM_PB:
+        raise FaultError("spec.direction", f"{spec.direction} is not a direction")
+    return FaultSpec(
+        KIND_FROM_PB[spec.kind],
+        spec.target,
+        DIR_FROM_PB[spec.direction],
+        spec.probability,
+        spec.period_s,
+        spec.duration_s,
+    )
+
+
+def path_to_pb(p: PathInfo) -> pb.Path:
+    w = p.walk
+    return pb.Path(
+        ev=p.ev,
+        plane=p.plane,
+        t1=p.t1,
+        carrier=p.carrier,
+        hops=[
+            pb.Hop(
+                node=h.node,
+                in_port=h.in_port,
+                out_port=-1 if h.out_port is None else h.out_port,
+                dst=str(h.dst),
+                note=h.note,
+            )
+            for h in w.hops
+        ],
+        status=p.status,
+        drop_reason=w.dropped.value if w.dropped else "",
+        drop_at=w.dropped_at,
+        survival=w.survival,
+        delivered_to=f"{w.delivered_to[0]}:{w.delivered_to[1]}" if w.delivered_to else "",
+    )
+
+
+class ControllerService(pb_grpc.ControllerServicer):
+    def __init__(self, core: ControllerCore) -> None:
+        self.core = core
+        self._closing = threading.Event()
+
+    def close(self) -> None:
+        self._closing.set()
+
+    def _fault_pb(self, f) -> pb.Fault:
+        s = f.spec
+        return pb.Fault(
+            id=f.id,
+            spec=pb.FaultSpec(
+                kind=KIND_TO_PB[s.kind],
+                target=s.target,
+                direction=DIR_TO_PB[s.direction],
+                probability=s.probability,
+                period_s=s.period_s,
+                duration_s=s.duration_s,
+            ),
+            created_at=f.created_at,
+            expires_at=f.expires_at,
+            active=f.active,
+            entries=self.core.fault_entry_descriptions(f),
+        )
+
+    @grpc_errors
+    def GetTopology(self, request, context):
+        return pb.GetTopologyResponse(topology_json=self.core.topo.to_json())
+
+    @grpc_errors
+    def InstallRoutes(self, request, context):
+        counts = self.core.install_routes(list(request.switches) or None)
+        directory = self.core.host_config_dir()
+        return pb.InstallRoutesResponse(
+            switches=[pb.SwitchInstall(switch=n, entries=c) for n, c in counts.items()],
+            total_entries=sum(counts.values()),
+            host_config_dir=str(directory) if directory else "",
+        )
+
+    @grpc_errors
+    def InjectFault(self, request, context):
+        if not request.HasField("spec"):
+            raise FaultError("spec", "missing")
+        return self._fault_pb(self.core.inject_fault(spec_from_pb(request.spec)))
+
+    @grpc_errors
+    def ClearFault(self, request, context):
+        if request.all:
+            return pb.ClearFaultResponse(cleared=self.core.clear_all())
+        if not request.id:
+            raise FaultError("id", "give a fault id or all=true")
+        return pb.ClearFaultResponse(cleared=self.core.clear_fault(request.id))
+
+    @grpc_errors
+    def ListFaults(self, request, context):
+        return pb.ListFaultsResponse(faults=[self._fault_pb(f) for f in self.core.faults()])
+
+    @grpc_errors
+    def GetCounters(self, request, context):
+        cells, errors = self.core.counters(list(request.switches) or None)
+        return pb.GetCountersResponse(
+            counters=[
+                pb.CounterValue(
+                    switch=c.switch,
+                    counter=c.counter,
+                    index=c.index,
+                    label=c.label,
+                    packets=c.packets,
+                    bytes=c.bytes,
+                )
+                for c in cells
+            ],
+            errors=errors,
+        )
+
+    @grpc_errors
+    def ListPaths(self, request, context):
+        for field, name in (("src", request.src), ("dst", request.dst)):
+            if not name:
+                raise FaultError(field, "missing host name")
+            if not self.core.topo.has_host(name):
+                raise KeyError(f"{field}: no host {name!r}")
+        return pb.ListPathsResponse(
+            paths=[path_to_pb(p) for p in self.core.paths(request.src, request.dst, request.ecmp)]
+        )
+
+    def WatchEvents(self, request, context) -> Iterator[pb.Event]:
+        q = self.core.events.subscribe()
+        try:
+            while context.is_active() and not self._closing.is_set():
+                try:
+                    e = q.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if e is None:
+                    return
+                yield pb.Event(
+                    timestamp=e.timestamp,
+                    kind=e.kind,
+                    switch=e.switch,
+                    fault_id=e.fault_id,
+                    message=e.message,
+                )
+        finally:
+            self.core.events.unsubscribe(q)
+
+
+def default_listen(topology_path: Path) -> str:
+    return f"unix:{topology_path.resolve().parent / SOCKET_NAME}"
+
+
+def check_listen(address: str) -> None:
+    """Only a unix socket or a loopback TCP address: the API has no authentication."""
+    if address.startswith("unix:"):
+        return
+    host, _, port = address.rpartition(":")
+    if host not in ("127.0.0.1", "localhost", "[::1]") or not port.isdigit():
+        raise ValueError(f"--listen: {address!r} must be unix:PATH or 127.0.0.1:PORT (loopback only)")
+
+
+def serve(
+    core: ControllerCore, listen: str, max_workers: int = 16
+) -> tuple[grpc.Server, ControllerService, str]:
+    """Start the gRPC server; returns it, the servicer and the bound address (port 0 → real port)."""
+    check_listen(listen)
+    if listen.startswith("unix:"):
+        path = Path(listen[len("unix:") :])
+        if path.exists() and path.is_socket():
+            path.unlink()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ctl"))
+    service = ControllerService(core)
+    pb_grpc.add_ControllerServicer_to_server(service, server)
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"--listen: could not bind {listen}")
+    server.start()
+    bound = listen if listen.startswith("unix:") else f"{listen.rpartition(':')[0]}:{port}"
+    return server, service, bound
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="mrc-controller", description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--topology", required=True, type=Path, help="run/topology.json written by the topology script"
+    )
+    ap.add_argument("--listen", help="unix:PATH or 127.0.0.1:PORT (default: unix:<run dir>/controller.sock)")
+    ap.add_argument("--install", action="store_true", help="install the routes once every switch is up")
+    ap.add_argument(
+        "--wait", type=float, default=30.0, help="seconds to wait for the switches with --install"
+    )
+    ap.add_argument("--election-id", type=int, default=1)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(message)s"
+    )
+    try:
+        topo = Topology.load(args.topology)
+    except (OSError, TopologyError) as exc:
+        print(f"mrc-controller: {args.topology}: {exc}", file=sys.stderr)
+        return 2
+    listen = args.listen or default_listen(args.topology)
+    try:
+        core = ControllerCore(topo, run_dir=args.topology.resolve().parent, election_id=args.election_id)
+        core.start()
+        server, service, bound = serve(core, listen)
+    except (OSError, ValueError) as exc:
+        print(f"mrc-controller: {exc}", file=sys.stderr)
+        return 2
+    log.info("mrc-controller %d: serving %d switches on %s", os.getpid(), len(topo.switches), bound)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.install:
+        missing = core.wait_ready(args.wait)
+        if missing:
+            log.error("switches not up after %.0fs: %s", args.wait, ", ".join(missing))
+        else:
+            counts = core.install_routes()
+            log.info("installed %d entries", sum(counts.values()))
+    stop.wait()
+    service.close()
+    server.stop(grace=1).wait()
+    core.stop()
+    if listen.startswith("unix:"):
+        Path(listen[len("unix:") :]).unlink(missing_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

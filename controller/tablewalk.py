@@ -1,0 +1,208 @@
+"""Table walker: follow one carrier through the compiled tables, switch by switch.
+
+Pure and deterministic. It applies the same rules as the data plane (DESIGN §2, §5):
+``ingress_fault`` on the arrival port, hop limit decrement (0 → drop), ``my_usid`` match
+on the top 48 bits → uN shift (``mrc_fabric.addressing.shift``), ``usid_route`` longest
+prefix match (miss → drop), ``set_ecmp`` → ``ecmp_member``, then ``port_fault`` on the
+egress port, and the cable to the next node. It answers "where does this packet go, or
+where and why is it dropped", which the controller's ListPaths and the tests use.
+
+Random loss (``fault_loss``) does not stop the walk: the packet goes on and the walk
+records the probability that it survives. The ECMP hash of the real pipeline is not
+modelled bit for bit; the walker picks member ``entropy mod size`` unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from ipaddress import IPv6Address
+
+from controller.compiler import int_to_mac
+from controller.entries import Exact, Lpm, SwitchEntries, TableEntry
+from mrc_fabric.addressing import shift, top48
+from mrc_fabric.ev import ENTROPY_MASK
+from mrc_fabric.topology import Topology
+
+DEFAULT_HOP_LIMIT = 64
+LOSS_SCALE = 65536  # fault_loss(prob): drop probability = prob / 65536
+
+
+class DropReason(enum.StrEnum):
+    INGRESS_FAULT = "ingress_fault"
+    EGRESS_FAULT = "egress_fault"
+    NO_ROUTE = "no_route"
+    HOP_LIMIT = "hop_limit"
+    NOT_CABLED = "not_cabled"
+    WRONG_MAC = "wrong_mac"
+    LOOP = "loop"
+    NOT_A_SWITCH = "not_a_switch"
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One switch on the way: where the packet came in and went out, and its destination on arrival."""
+
+    node: str
+    in_port: int
+    out_port: int | None
+    dst: IPv6Address
+    note: str = ""  # e.g. "shift", "ecmp member 1", "loss 0.200 egress"
+
+
+@dataclass
+class Walk:
+    hops: list[Hop] = field(default_factory=list)
+    delivered_to: tuple[str, int] | None = None  # (host, plane of the NIC port)
+    dropped: DropReason | None = None
+    dropped_at: str = ""  # "node:port"
+    survival: float = 1.0  # probability of getting through the random-loss faults on the way
+    faults: list[str] = field(default_factory=list)  # faults passed or hit, "node:port kind"
+
+    @property
+    def ok(self) -> bool:
+        return self.delivered_to is not None
+
+    @property
+    def switches(self) -> list[str]:
+        return [h.node for h in self.hops]
+
+
+def default_ecmp_select(ev: int, size: int) -> int:
+    return (ev & ENTROPY_MASK) % size
+
+
+class TableView:
+    """Fast lookups over one switch's entries."""
+
+    def __init__(self, entries: Iterable[TableEntry]):
+        self.my_usid: set[int] = set()
+        self.routes: list[tuple[int, int, TableEntry]] = []  # (prefix_len, value, entry)
+        self.ecmp: dict[tuple[int, int], TableEntry] = {}
+        self.port_fault: dict[int, TableEntry] = {}
+        self.ingress_fault: dict[int, TableEntry] = {}
+        for e in entries:
+            if e.table == "my_usid":
+                self.my_usid.add(_exact(e, "dst_top48"))
+            elif e.table == "usid_route":
+                m = e.field("dst_addr")
+                assert isinstance(m, Lpm)
+                self.routes.append((m.prefix_len, m.value, e))
+            elif e.table == "ecmp_member":
+                self.ecmp[(_exact(e, "group_id"), _exact(e, "member"))] = e
+            elif e.table == "port_fault":
+                self.port_fault[_exact(e, "port")] = e
+            elif e.table == "ingress_fault":
+                self.ingress_fault[_exact(e, "port")] = e
+        self.routes.sort(key=lambda r: -r[0])
+
+    def route(self, dst: IPv6Address) -> TableEntry | None:
+        value = int(dst)
+        for plen, prefix, entry in self.routes:
+            shift_bits = 128 - plen
+            if (value >> shift_bits) == (prefix >> shift_bits):
+                return entry
+        return None
+
+
+def _exact(e: TableEntry, name: str) -> int:
+    m = e.field(name)
+    assert isinstance(m, Exact)
+    return m.value
+
+
+def build_views(tables: Mapping[str, SwitchEntries | Iterable[TableEntry]]) -> dict[str, TableView]:
+    return {name: TableView(t.entries if isinstance(t, SwitchEntries) else t) for name, t in tables.items()}
+
+
+def _fault(entry: TableEntry | None) -> tuple[bool, float]:
+    """(black hole?, drop probability) of a fault entry."""
+    if entry is None:
+        return False, 0.0
+    if entry.action == "fault_drop":
+        return True, 1.0
+    if entry.action == "fault_loss":
+        return False, min(entry.param("prob"), LOSS_SCALE) / LOSS_SCALE
+    return False, 0.0
+
+
+def walk(
+    topo: Topology,
+    views: Mapping[str, TableView],
+    src_host: str,
+    plane: int,
+    dst: IPv6Address,
+    ev: int = 0,
+    hop_limit: int = DEFAULT_HOP_LIMIT,
+    ecmp_select: Callable[[int, int], int] = default_ecmp_select,
+) -> Walk:
+    """Send a packet with outer destination ``dst`` from ``src_host``'s NIC port in ``plane``."""
+    result = Walk()
+    nic = topo.host(src_host).port(plane)
+    node, in_port = nic.t0, nic.t0_port
+    seen: set[tuple[str, int, IPv6Address]] = set()
+    while True:
+        if (node, in_port, dst) in seen:
+            result.dropped, result.dropped_at = DropReason.LOOP, f"{node}:{in_port}"
+            return result
+        seen.add((node, in_port, dst))
+        view = views.get(node)
+        if view is None:
+            result.dropped, result.dropped_at = DropReason.NOT_A_SWITCH, f"{node}:{in_port}"
+            return result
+        arrival = dst
+        notes: list[str] = []
+        hole, loss = _fault(view.ingress_fault.get(in_port))
+        if hole:
+            result.hops.append(Hop(node, in_port, None, arrival, "ingress fault: drop"))
+            result.faults.append(f"{node}:{in_port} ingress drop")
+            result.dropped, result.dropped_at = DropReason.INGRESS_FAULT, f"{node}:{in_port}"
+            return result
+        if loss:
+            result.survival *= 1 - loss
+            result.faults.append(f"{node}:{in_port} ingress loss {loss:.3f}")
+            notes.append(f"ingress loss {loss:.3f}")
+        hop_limit -= 1
+        if hop_limit <= 0:
+            result.hops.append(Hop(node, in_port, None, arrival, "hop limit"))
+            result.dropped, result.dropped_at = DropReason.HOP_LIMIT, f"{node}:{in_port}"
+            return result
+        if top48(dst) in view.my_usid:
+            dst = shift(dst)
+            notes.append("shift")
+        entry = view.route(dst)
+        if entry is not None and entry.action == "set_ecmp":
+            group, size = entry.param("group_id"), entry.param("size")
+            member = ecmp_select(ev, size) if size else 0
+            notes.append(f"ecmp group {group} member {member}")
+            entry = view.ecmp.get((group, member))
+        if entry is None or entry.action != "set_next_hop":
+            result.hops.append(Hop(node, in_port, None, arrival, ", ".join([*notes, "no route"])))
+            result.dropped, result.dropped_at = DropReason.NO_ROUTE, f"{node}:{in_port}"
+            return result
+        out_port, dmac = entry.param("port"), int_to_mac(entry.param("dmac"))
+        hole, loss = _fault(view.port_fault.get(out_port))
+        if hole:
+            result.hops.append(
+                Hop(node, in_port, out_port, arrival, ", ".join([*notes, "egress fault: drop"]))
+            )
+            result.faults.append(f"{node}:{out_port} egress drop")
+            result.dropped, result.dropped_at = DropReason.EGRESS_FAULT, f"{node}:{out_port}"
+            return result
+        if loss:
+            result.survival *= 1 - loss
+            result.faults.append(f"{node}:{out_port} egress loss {loss:.3f}")
+            notes.append(f"egress loss {loss:.3f}")
+        result.hops.append(Hop(node, in_port, out_port, arrival, ", ".join(notes)))
+        peer = topo.peer(node, out_port)
+        if peer is None:
+            result.dropped, result.dropped_at = DropReason.NOT_CABLED, f"{node}:{out_port}"
+            return result
+        if peer.mac != dmac:
+            result.dropped, result.dropped_at = DropReason.WRONG_MAC, f"{node}:{out_port}"
+            return result
+        if topo.has_host(peer.node):
+            result.delivered_to = (peer.node, peer.port)  # host-side port number = plane
+            return result
+        node, in_port = peer.node, peer.port

@@ -1,0 +1,123 @@
+"""Mininet topology of the multi-plane two-tier Clos, built from ``mrc_fabric.topology``.
+
+The fabric model is the single source of names, port numbers, interface names and
+MACs (``build_clos``); this module only asks Mininet to build exactly that: one
+switch node per T0/T1 (``switch_cls``, the Linux SRv6 switch by default), one plain
+host per host with one interface per plane, and one veth per link with both ends'
+port numbers, names and MACs taken from the model.
+
+:func:`start_clos` starts the network, fills in each switch's P4Runtime address,
+checks that every switch numbered its ports as the model says, writes
+``<run_dir>/topology.json`` and returns ``(net, topology)``. It stops the network
+again if anything fails on the way, so a caller's ``finally: net.stop()`` only has
+to cover what happens after it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from mininet.net import Mininet
+from mininet.node import Host
+from mininet.topo import Topo
+
+from mrc_fabric.addressing import DEFAULT_BLOCK
+from mrc_fabric.topology import Target, Topology, build_clos
+
+log = logging.getLogger(__name__)
+
+TOPOLOGY_FILE = "topology.json"
+HOST_PREFIX_LEN = 48  # a NIC port's /48 is <block>:<host uSID>::/48
+
+
+def _default_switch_cls() -> type:
+    from topologies.linux_switch import LinuxSrv6Switch
+
+    return LinuxSrv6Switch
+
+
+class ClosTopo(Topo):
+    """Mininet Topo for a :class:`Topology` (hosts, switches and links exactly as modelled)."""
+
+    def build(self, topology: Topology, switch_cls: type, run_dir: str) -> None:  # type: ignore[override]
+        for sw in topology.switches:
+            # Mininet passes inNamespace=False unless told: the switch must have its own namespace.
+            self.addSwitch(sw.name, cls=switch_cls, device_id=sw.device_id, run_dir=run_dir, inNamespace=True)
+        for h in topology.hosts:
+            self.addHost(h.name, cls=Host, ip=None)
+        for link in topology.links:
+            self.addLink(
+                link.a.node,
+                link.b.node,
+                port1=link.a.port,
+                port2=link.b.port,
+                intfName1=link.a.ifname,
+                intfName2=link.b.ifname,
+                addr1=link.a.mac,
+                addr2=link.b.mac,
+            )
+
+
+def configure_host(node: Any, topology: Topology) -> None:
+    """Give each NIC port its plan address and keep the host kernel quiet on it.
+
+    DAD and router solicitations are off so the kernel sends nothing on its own
+    that would show up in switch counters or in an agent's capture.
+    """
+    host = topology.host(node.name)
+    for port in host.ports:
+        ifname = port.ifname
+        for key, value in (
+            ("disable_ipv6", 0),
+            ("accept_dad", 0),
+            ("router_solicitations", 0),
+            ("accept_ra", 0),
+            ("autoconf", 0),
+        ):
+            node.cmd(f"sysctl -qw net.ipv6.conf.{ifname}.{key}={value}")
+        node.cmd(f"ip link set dev {ifname} up")
+        node.cmd(f"ip -6 addr replace {port.address}/{HOST_PREFIX_LEN} dev {ifname} nodad")
+
+
+def start_clos(
+    run_dir: str | os.PathLike,
+    planes: int = 2,
+    t0_per_plane: int = 2,
+    t1_per_plane: int = 2,
+    hosts_per_t0: int = 2,
+    node_prefix: str = "",
+    switch_cls: type | None = None,
+    target: Target | str = Target.LINUX,
+    block=DEFAULT_BLOCK,
+) -> tuple[Mininet, Topology]:
+    """Build and start the fabric; write ``<run_dir>/topology.json``; return ``(net, topology)``."""
+    run = Path(run_dir).resolve()
+    run.mkdir(parents=True, exist_ok=True)
+    topology = build_clos(
+        planes, t0_per_plane, t1_per_plane, hosts_per_t0, block=block, prefix=node_prefix, target=target
+    )
+    cls = switch_cls or _default_switch_cls()
+    net = Mininet(topo=ClosTopo(topology, cls, str(run)), controller=None, build=False, autoSetMacs=False)
+    try:
+        net.build()
+        for sw in topology.switches:
+            # seg6local routes (my_usid) hang off "lo", which a fresh namespace has down
+            net.get(sw.name).cmd("ip link set dev lo up")
+        net.start()
+        for sw in topology.switches:
+            node = net.get(sw.name)
+            sw.p4rt_address = node.p4rt_address
+            port_map = node.port_map() if hasattr(node, "port_map") else {}
+            want = {e.port: e.ifname for e in topology.ports_of(sw.name)}
+            if port_map and port_map != want:
+                raise RuntimeError(f"{sw.name}: Mininet ports {port_map} differ from the model's {want}")
+        for h in topology.hosts:
+            configure_host(net.get(h.name), topology)
+        topology.save(run / TOPOLOGY_FILE)
+    except BaseException:
+        net.stop()
+        raise
+    return net, topology
