@@ -1,0 +1,28 @@
+"""Sans-I/O MRC transport core: state machines fed messages and time, returning actions."""
+
+from .actions import Action, EvStateChanged, MessageReceived, MessageSent, SetTimer, Transmit
+from .config import CcParams, Mode, TransportConfig
+from .counters import Counters, EvCounters
+from .endpoint import Endpoint
+from .evset import EvSet, EvState, PathSpace
+from .region import MemoryRegion, RegionTable
+
+__all__ = [
+    "Action",
+    "CcParams",
+    "Counters",
+    "Endpoint",
+    "EvCounters",
+    "EvSet",
+    "EvState",
+    "EvStateChanged",
+    "MemoryRegion",
+    "MessageReceived",
+    "MessageSent",
+    "Mode",
+    "PathSpace",
+    "RegionTable",
+    "SetTimer",
+    "Transmit",
+    "TransportConfig",
+]

@@ -1,0 +1,48 @@
+"""What the core asks its caller to do. Every input method returns a list of these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mrc_host.wire.messages import Message
+
+
+@dataclass(slots=True)
+class Transmit:
+    """Send ``msg`` on the path of ``msg.meta.ev`` (its plane picks the NIC port)."""
+
+    msg: Message
+
+
+@dataclass(slots=True)
+class SetTimer:
+    """Call ``on_timer`` at ``at_ns`` (replaces any earlier request; None cancels)."""
+
+    at_ns: int | None
+
+
+@dataclass(slots=True)
+class MessageSent:
+    """Every packet of an RDMA WRITE was acknowledged (``ok``) or refused by the peer."""
+
+    msg_id: int
+    ok: bool = True
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class MessageReceived:
+    """Every packet of an incoming RDMA WRITE has been placed in local memory."""
+
+    msg_id: int
+
+
+@dataclass(slots=True)
+class EvStateChanged:
+    ev: int
+    old: str
+    new: str
+    reason: str
+
+
+Action = Transmit | SetTimer | MessageSent | MessageReceived | EvStateChanged

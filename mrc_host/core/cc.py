@@ -1,0 +1,40 @@
+"""NSCC-like window congestion control; see ``CcParams`` for the four cases."""
+
+from __future__ import annotations
+
+from .config import CcParams
+
+
+class WindowCc:
+    def __init__(self, p: CcParams, mtu: int) -> None:
+        self.p = p
+        self.mtu = mtu
+        self.cwnd = float(p.initial_cwnd_bytes or p.max_cwnd_bytes)
+        self.ecn_fraction = 0.0
+        self._last_md_ns: int | None = None
+
+    def _clamp(self) -> None:
+        self.cwnd = min(max(self.cwnd, float(self.p.min_cwnd_bytes)), float(self.p.max_cwnd_bytes))
+
+    def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
+        p = self.p
+        self.ecn_fraction += p.ecn_alpha * ((1.0 if ecn else 0.0) - self.ecn_fraction)
+        if rtt_ns is None or acked_bytes <= 0:
+            return
+        delay = max(0, rtt_ns - p.base_rtt_ns)
+        target = p.target_delay_ns
+        if ecn:
+            if delay > target and (self._last_md_ns is None or now_ns - self._last_md_ns >= p.base_rtt_ns):
+                excess = min(1.0, (delay - target) / max(target, 1))
+                factor = p.md_gain * max(excess, self.ecn_fraction)
+                self.cwnd *= 1.0 - factor
+                self._last_md_ns = now_ns
+        elif delay <= target:
+            self.cwnd += p.proportional_gain * acked_bytes * (target - delay) / max(target, 1)
+        else:
+            self.cwnd += p.fair_increase_bytes * acked_bytes / self.cwnd
+        self._clamp()
+
+    def on_trim(self) -> None:
+        self.cwnd -= self.mtu
+        self._clamp()

@@ -1,0 +1,97 @@
+"""Transport parameters: one frozen dataclass per concern, every default documented.
+
+The defaults suit the simulator's fabric (100 Gb/s links, a base RTT of a few
+microseconds). ``TransportConfig.for_rtt`` derives every timer from one base RTT so an
+agent running over Mininet (RTTs of a millisecond) gets consistent values.
+docs/transport.md explains each knob.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+
+class Mode(enum.StrEnum):
+    """How a connection uses paths. Same code, different policy switches."""
+
+    MRC = "mrc"  # spray over GOOD EVs, retire on loss, probe back, SKIP on ECN/trim
+    SINGLE_PATH = "single-path"  # one EV for the whole connection, go-back-N (RoCE-like)
+    ECMP = "ecmp"  # random EVs hashed by switches; no retirement, no SKIP
+
+
+@dataclass(frozen=True, slots=True)
+class CcParams:
+    """NSCC-like window congestion control (ECN fraction + delay against a target).
+
+    Four cases per acknowledgement, as in UET NSCC:
+    - no ECN, delay below target  -> proportional increase (fast, scaled by the headroom);
+    - no ECN, delay above target  -> fair increase (about ``fair_increase_bytes`` per RTT);
+    - ECN, delay above target     -> multiplicative decrease, at most once per base RTT;
+    - ECN, delay below target     -> no change (the mark came from a transient queue).
+    A trim NACK removes one MTU from the window. Loss without a trim does not touch the
+    window: MRC reads it as a path failure, which retirement handles.
+    """
+
+    base_rtt_ns: int = 4_000
+    target_delay_ns: int = 2_000  # queueing delay allowed above base_rtt
+    max_cwnd_bytes: int = 256 * 1024
+    min_cwnd_bytes: int = 4096
+    initial_cwnd_bytes: int = 0  # 0: start at max_cwnd (a data-centre NIC starts at line rate)
+    proportional_gain: float = 0.5  # fraction of acked bytes added at zero delay
+    fair_increase_bytes: int = 4096  # added per RTT worth of acks when above target
+    md_gain: float = 0.5  # largest fraction removed by one multiplicative decrease
+    ecn_alpha: float = 1 / 16  # EWMA gain of the ECN-marked fraction (reported, scales MD)
+
+
+@dataclass(frozen=True, slots=True)
+class TransportConfig:
+    """Everything a queue pair's sender, receiver and EV set need to know."""
+
+    mode: Mode = Mode.MRC
+    mtu: int = 4096  # payload bytes per DATA packet
+    max_evs: int = 64  # EVs drawn per connection, split equally across planes
+    backup_evs_per_plane: int = 4  # spare EVs per plane that replace retired ones
+    sack_gap_threshold: int = 3  # a PSN is lost once this many packets sent after it are SACKed
+    reorder_window_ns: int = 1_000  # ... and one of them was sent this long after it
+    rto_initial_ns: int = 40_000
+    rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
+    rto_max_ns: int = 4_000_000
+    probe_interval_ns: int = 40_000  # how often an ASSUMED_BAD EV is probed
+    probe_successes_to_restore: int = 3  # K consecutive probe replies bring an EV back
+    ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
+    ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
+    rx_window: int = 1 << 14  # PSNs beyond the cumulative ACK the receiver accepts
+    initial_psn: int = 0
+    cc: CcParams = field(default_factory=CcParams)
+
+    @property
+    def go_back_n(self) -> bool:
+        return self.mode is Mode.SINGLE_PATH
+
+    @property
+    def retires_paths(self) -> bool:
+        return self.mode is Mode.MRC
+
+    @classmethod
+    def for_rtt(cls, base_rtt_ns: int, bdp_bytes: int, **overrides: object) -> TransportConfig:
+        """Timers and window scaled to one fabric: RTO >= 4 RTT, probes every 10 RTT, ..."""
+        mtu = int(overrides.pop("mtu", 4096))  # type: ignore[call-overload]
+        cc = CcParams(
+            base_rtt_ns=base_rtt_ns,
+            target_delay_ns=max(base_rtt_ns // 2, 1),
+            max_cwnd_bytes=max(int(bdp_bytes * 1.25), 2 * mtu),
+            min_cwnd_bytes=mtu,
+            fair_increase_bytes=mtu,
+        )
+        base = cls(
+            mtu=mtu,
+            rto_initial_ns=10 * base_rtt_ns,
+            rto_min_ns=4 * base_rtt_ns,
+            rto_max_ns=1000 * base_rtt_ns,
+            probe_interval_ns=10 * base_rtt_ns,
+            ack_delay_ns=max(base_rtt_ns // 2, 1),
+            reorder_window_ns=max(base_rtt_ns // 4, 1),
+            cc=cc,
+        )
+        return replace(base, **overrides)  # type: ignore[arg-type]

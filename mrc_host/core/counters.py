@@ -1,0 +1,77 @@
+"""Counters of everything the core does, per connection and per EV."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(slots=True)
+class EvCounters:
+    data_packets_sent: int = 0
+    data_bytes_sent: int = 0
+    control_packets_sent: int = 0
+    packets_delivered: int = 0  # DATA sent on this EV that the peer acknowledged
+    packets_lost: int = 0  # DATA sent on this EV declared lost (gap or timeout)
+    ecn_echoes: int = 0
+    trims: int = 0
+    data_packets_received: int = 0  # DATA that arrived carrying this EV
+    data_bytes_received: int = 0
+
+
+@dataclass(slots=True)
+class Counters:
+    # sender
+    messages_posted: int = 0
+    messages_completed: int = 0
+    messages_failed: int = 0
+    data_packets_sent: int = 0
+    data_bytes_sent: int = 0
+    retransmissions: int = 0
+    losses_gap: int = 0
+    losses_rto: int = 0
+    rto_fired: int = 0
+    go_back_n_rewinds: int = 0
+    sacks_received: int = 0
+    ecn_echoes_received: int = 0
+    nacks_received: Counter[str] = field(default_factory=Counter)
+    stray_acks: int = 0  # SACK/NACK naming PSNs never sent
+    last_resort_sends: int = 0  # sent on an ASSUMED_BAD EV because nothing else was usable
+    # receiver
+    messages_received: int = 0
+    data_packets_received: int = 0
+    data_bytes_placed: int = 0
+    duplicates_received: int = 0
+    out_of_window: int = 0
+    out_of_order_dropped: int = 0  # go-back-N only
+    trimmed_received: int = 0
+    ecn_ce_received: int = 0
+    sacks_sent: int = 0
+    nacks_sent: Counter[str] = field(default_factory=Counter)
+    refused_writes: Counter[str] = field(default_factory=Counter)  # BAD_RKEY / BAD_ADDRESS
+    # both
+    malformed: Counter[str] = field(default_factory=Counter)  # codec reasons + core checks
+    wrong_qp: int = 0
+    probes_sent: int = 0
+    probes_received: int = 0
+    probe_acks_sent: int = 0
+    probe_acks_received: int = 0
+    probe_timeouts: int = 0
+    ev_retired: int = 0
+    ev_restored: int = 0
+    ev_skipped: int = 0
+    reverse_ev_retired: int = 0  # ack paths retired after a duplicate retransmission
+    per_ev: dict[int, EvCounters] = field(default_factory=dict)
+
+    def ev(self, ev: int) -> EvCounters:
+        c = self.per_ev.get(ev)
+        if c is None:
+            c = self.per_ev[ev] = EvCounters()
+        return c
+
+    def as_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["per_ev"] = {f"{ev:08x}": asdict(c) for ev, c in sorted(self.per_ev.items())}
+        for key in ("nacks_received", "nacks_sent", "refused_writes", "malformed"):
+            d[key] = dict(getattr(self, key))
+        return d

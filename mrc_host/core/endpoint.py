@@ -1,0 +1,231 @@
+"""One end of an MRC queue pair: sender + receiver + EV set, driven h11-style.
+
+Nothing here reads a clock, opens a socket, starts a thread or draws randomness
+except from the seeded ``random.Random`` it is given. Inputs are messages (or frames),
+timer expiries and operator calls, each with the current time ``now_ns``; every input
+returns the list of actions to carry out (``Transmit``, ``MessageSent``,
+``MessageReceived``, ``EvStateChanged``) ending with one ``SetTimer``.
+
+Both directions share one EV set: DATA, PROBEs and PROBE_ACKs, SACKs and NACKs all leave
+on this endpoint's own EVs, so the receiver's reverse EVs follow the same retire/probe
+rules as the sender's forward ones.
+"""
+
+from __future__ import annotations
+
+import random
+
+from mrc_host.wire.messages import (
+    DATA_OPCODES,
+    PSN_MASK,
+    DataPacket,
+    Dscp,
+    Ecn,
+    MalformedPacket,
+    Message,
+    Nack,
+    Probe,
+    ProbeAck,
+    Sack,
+)
+
+from .actions import Action, SetTimer, Transmit
+from .config import TransportConfig
+from .counters import Counters
+from .evset import EvSet, PathSpace
+from .receiver import Receiver
+from .region import MemoryRegion, RegionTable
+from .sender import Sender
+
+MAX_PAYLOAD = 9000
+U32 = 0xFFFFFFFF
+U64 = (1 << 64) - 1
+
+
+def _check(msg: object) -> str | None:
+    """Why a decoded message cannot be processed (a counter key), or None."""
+    if not isinstance(msg, DataPacket | Sack | Nack | Probe | ProbeAck):
+        return "unknown_message"
+    if not 0 <= msg.qp <= PSN_MASK:
+        return "bad_qp"
+    if not 0 <= msg.meta.ev <= U32:
+        return "bad_ev"
+    if isinstance(msg, DataPacket):
+        if not 0 <= msg.psn <= PSN_MASK:
+            return "bad_psn"
+        if msg.opcode not in DATA_OPCODES:
+            return "unknown_opcode"
+        if not isinstance(msg.payload, bytes | bytearray | memoryview):
+            return "bad_payload"
+        if len(msg.payload) > MAX_PAYLOAD:
+            return "oversized"
+        if not (0 <= msg.vaddr <= U64 and 0 <= msg.rkey <= U32 and 0 <= msg.send_ts <= U64):
+            return "bad_reth"
+    elif isinstance(msg, Sack):
+        if not (0 <= msg.cum_psn <= PSN_MASK and 0 <= msg.base_psn <= PSN_MASK):
+            return "bad_psn"
+        if not (0 <= msg.bitmap <= U64 and 0 <= msg.echo_ev <= U32 and 0 <= msg.echo_ts <= U64):
+            return "bad_sack"
+        if not 0 <= msg.port_status <= 0xFFFF:
+            return "bad_sack"
+    elif isinstance(msg, Nack):
+        if not 0 <= msg.psn <= PSN_MASK or not 0 <= msg.echo_ev <= U32:
+            return "bad_psn"
+    elif not (0 <= msg.probe_id <= U32 and 0 <= msg.ev_under_test <= U32):
+        return "bad_probe"
+    return None
+
+
+class Endpoint:
+    """A queue pair endpoint. ``local_qp`` is the QP packets to us carry; ``peer_qp`` ours carry."""
+
+    def __init__(
+        self,
+        *,
+        local_qp: int,
+        peer_qp: int,
+        config: TransportConfig,
+        paths: PathSpace,
+        rng: random.Random,
+        port_status: int | None = None,
+    ) -> None:
+        self.cfg = config
+        self._retire = config.retires_paths  # policy switches, read per packet
+        self._gbn = config.go_back_n
+        self.local_qp = local_qp
+        self.peer_qp = peer_qp
+        self.counters = Counters()
+        self.evset = EvSet(config, paths, rng, port_status)
+        self.regions = RegionTable()
+        self._now = 0  # time of the input being processed (for callbacks that need it)
+        self.sender = Sender(config, self.evset, self.counters, peer_qp)
+        self.receiver = Receiver(
+            config,
+            self.counters,
+            self.regions,
+            self.evset,
+            peer_qp,
+            self._send_control,
+            lambda: self.evset.local_ports,
+        )
+
+    # ---- operator / application API -----------------------------------------------------
+    def register_region(self, base: int, length: int, rkey: int) -> MemoryRegion:
+        return self.regions.register(base, length, rkey)
+
+    def post_write(self, data: bytes, remote_vaddr: int, rkey: int, now_ns: int) -> tuple[int, list[Action]]:
+        msg_id = self.sender.post_write(data, remote_vaddr, rkey)
+        out: list[Action] = []
+        return msg_id, self._finish(now_ns, out)
+
+    def deny(self, ev: int, now_ns: int) -> list[Action]:
+        self.evset.deny(ev)
+        return self._finish(now_ns, [])
+
+    def allow(self, ev: int, now_ns: int) -> list[Action]:
+        self.evset.allow(ev)
+        return self._finish(now_ns, [])
+
+    def set_port_status(self, bitmap: int, now_ns: int) -> list[Action]:
+        """This host's NIC port-status bitmap (bit p: plane p's port is up)."""
+        self.evset.set_local_ports(bitmap)
+        return self._finish(now_ns, [])
+
+    # ---- inputs ---------------------------------------------------------------------------
+    def receive_frame(self, frame: bytes, now_ns: int) -> list[Action]:
+        """Bytes entry point: decode with the wire codec, count refusals by reason."""
+        from mrc_host.wire.codec import decode  # imported here: the codec is optional for the sim
+
+        try:
+            msg = decode(frame)
+        except MalformedPacket as exc:
+            self.counters.malformed[exc.reason] += 1
+            return self._finish(now_ns, [])
+        return self.receive(msg, now_ns)
+
+    def receive(self, msg: Message, now_ns: int) -> list[Action]:
+        self._now = now_ns
+        out: list[Action] = []
+        reason = _check(msg)
+        if reason is not None:
+            self.counters.malformed[reason] += 1
+            return self._finish(now_ns, out)
+        if msg.qp != self.local_qp:
+            self.counters.wrong_qp += 1
+            return self._finish(now_ns, out)
+        if isinstance(msg, DataPacket):
+            self.receiver.on_data(msg, now_ns, out)
+        elif isinstance(msg, Sack):
+            self.sender.on_sack(msg, now_ns, out)
+        elif isinstance(msg, Nack):
+            self.sender.on_nack(msg, now_ns, out)
+        elif isinstance(msg, Probe):
+            self.counters.probes_received += 1
+            ack = ProbeAck(self.peer_qp, msg.probe_id, msg.ev_under_test, echo_ts=msg.send_ts)
+            if self._send_control(ack, out) is not None:
+                self.counters.probe_acks_sent += 1
+        else:
+            self.counters.probe_acks_received += 1
+            self.evset.probe_acked(msg.ev_under_test, msg.probe_id, now_ns)
+        return self._finish(now_ns, out)
+
+    def on_timer(self, now_ns: int) -> list[Action]:
+        self._now = now_ns
+        out: list[Action] = []
+        self.receiver.on_timer(now_ns, out)
+        self.sender.on_timer(now_ns, out)
+        if self._retire:
+            due = self.evset.due_probes(now_ns) + self.evset.liveness_tick(now_ns)
+            for ev, probe_id in due:
+                probe = Probe(self.peer_qp, probe_id, ev, send_ts=now_ns)
+                probe.meta.ev = ev
+                probe.meta.dscp = Dscp.CONTROL
+                self.counters.probes_sent += 1
+                self.counters.ev(ev).control_packets_sent += 1
+                out.append(Transmit(probe))
+        return self._finish(now_ns, out)
+
+    def next_deadline(self) -> int | None:
+        times = [t for t in (self.sender.deadline(), self.receiver.deadline()) if t is not None]
+        if self._retire:
+            probe = self.evset.next_probe_deadline()
+            if probe is not None:
+                times.append(probe)
+        return min(times) if times else None
+
+    # ---- internals ------------------------------------------------------------------------
+    def _send_control(self, msg: Message, out: list[Action]) -> int | None:
+        ev = self.evset.next_control_ev()
+        if ev is None:
+            return None
+        if self._retire:
+            self.evset.note_sent(ev, self._now)
+        msg.meta.ev = ev
+        msg.meta.dscp = Dscp.CONTROL
+        msg.meta.ecn = Ecn.NOT_ECT
+        self.counters.ev(ev).control_packets_sent += 1
+        out.append(Transmit(msg))
+        return ev
+
+    def _finish(self, now_ns: int, out: list[Action]) -> list[Action]:
+        self._now = now_ns
+        self.sender.pump(now_ns, out)
+        changes = self.evset.take_changes()
+        if changes:
+            c = self.counters
+            for ch in changes:  # EV counters are tallied here, from the transitions themselves
+                if ch.new == "ASSUMED_BAD":
+                    if ch.old == "ASSUMED_BAD":
+                        c.probe_timeouts += 1
+                    else:
+                        c.ev_retired += 1
+                elif ch.new == "SKIP":
+                    c.ev_skipped += 1
+                elif ch.old == "ASSUMED_BAD" and ch.new == "GOOD":
+                    c.ev_restored += 1
+            out.extend(changes)
+        deadline = self.next_deadline()
+        if deadline is not None and deadline < now_ns:
+            deadline = now_ns
+        out.append(SetTimer(deadline))
+        return out

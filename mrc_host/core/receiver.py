@@ -1,0 +1,209 @@
+"""The receiving half of a queue pair: placement by address, SACKs, NACKs.
+
+Each DATA packet is placed at its own RETH address after checking the rkey names a
+registered region and the bytes fit inside it (else NACK BAD_RKEY / BAD_ADDRESS, counted,
+nothing written; the PSN is consumed so the connection does not stall on it).
+
+Acknowledgement policy (coalescing): one SACK per ``ack_every`` in-order packets, or
+``ack_delay_ns`` after the first unacknowledged one, whichever comes first; a SACK goes
+out at once for a packet that is out of order or fills a hole, a duplicate, a
+retransmission, ECN-CE marked, refused, or the last of a message. A SACK echoes the EV,
+the CE mark and the send timestamp of the packet that triggered it. A trimmed packet gets a NACK at once:
+TRIMMED when it also carries CE (it was cut inside the fabric, where ECN marking is on,
+and a queue above the trim threshold is above the ECN threshold), TRIMMED_LASTHOP when
+not (the last hop does not mark ECN, so the cut happened there: incast at this host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mrc_host.wire.messages import (
+    SACK_BITMAP_BITS,
+    DataFlag,
+    DataPacket,
+    Ecn,
+    Message,
+    Nack,
+    NackReason,
+    Opcode,
+    Sack,
+)
+
+from .actions import Action, MessageReceived
+from .config import TransportConfig
+from .counters import Counters
+from .evset import EvSet
+from .psn import psn_of, unwrap
+from .region import RegionTable
+
+_RETX = int(DataFlag.RETRANSMISSION)
+_RETX_OR_LAST = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
+
+# sends a control message on a reverse EV; returns the EV it chose (None: no usable EV)
+ControlSender = Callable[[Message, list[Action]], int | None]
+
+
+class Receiver:
+    def __init__(
+        self,
+        cfg: TransportConfig,
+        counters: Counters,
+        regions: RegionTable,
+        evset: EvSet,
+        peer_qp: int,
+        send_control: ControlSender,
+        port_status: Callable[[], int],
+    ) -> None:
+        self.cfg = cfg
+        self._retire = cfg.retires_paths  # policy switches, read per packet
+        self._gbn = cfg.go_back_n
+        self.c = counters
+        self.regions = regions
+        self.evset = evset
+        self.peer_qp = peer_qp
+        self.send_control = send_control
+        self.port_status = port_status
+        self.expected = cfg.initial_psn  # cumulative: every seq below was received
+        self.out_of_order: set[int] = set()
+        self.highest = cfg.initial_psn - 1
+        self.unacked = 0
+        self.ack_deadline: int | None = None
+        self._trigger: DataPacket | None = None
+        self._pending_seqs: list[int] = []
+        self._ack_ev_of_seq: dict[int, tuple[int, int]] = {}  # seq -> (EV, time) of its ACK
+        self._msg_last_seq: dict[int, int] = {}  # seq of a WRITE's last packet -> msg_id
+        self._gbn_nacked: int | None = None
+
+    def deadline(self) -> int | None:
+        return self.ack_deadline
+
+    def on_timer(self, now_ns: int, out: list[Action]) -> None:
+        if self.ack_deadline is not None and now_ns >= self.ack_deadline and self._trigger is not None:
+            self._send_ack(self._trigger, now_ns, out)
+
+    def on_data(self, pkt: DataPacket, now_ns: int, out: list[Action]) -> None:
+        c = self.c
+        ev = pkt.meta.ev
+        seq = unwrap(pkt.psn, self.expected)
+        evc = c.ev(ev)
+        evc.data_packets_received += 1
+        c.data_packets_received += 1
+        ce = pkt.meta.ecn == Ecn.CE
+        flags = int(pkt.flags)
+        if ce:
+            c.ecn_ce_received += 1
+        if pkt.trimmed:
+            c.trimmed_received += 1
+            self._nack(seq, NackReason.TRIMMED if ce else NackReason.TRIMMED_LASTHOP, ev, out)
+            return
+        offset = seq - self.expected
+        if offset < 0 or seq in self.out_of_order:
+            c.duplicates_received += 1
+            if flags & _RETX and self._retire:
+                # the sender never saw our ACK for this packet: the path that ACK took failed
+                # (only if that ACK left long ago: a spurious fast retransmit arrives sooner)
+                sent = self._ack_ev_of_seq.pop(seq, None)
+                if (
+                    sent is not None
+                    and now_ns - sent[1] >= self.cfg.rto_min_ns
+                    and self.evset.retire(sent[0], "ack lost (duplicate retransmission)")
+                ):
+                    c.reverse_ev_retired += 1
+            self._send_ack(pkt, now_ns, out)
+            return
+        if offset >= self.cfg.rx_window:
+            c.out_of_window += 1
+            self._nack(self.expected, NackReason.OUT_OF_WINDOW, ev, out)
+            return
+        if self._gbn and offset > 0:
+            c.out_of_order_dropped += 1
+            if self._gbn_nacked != self.expected:
+                self._gbn_nacked = self.expected
+                self._nack(self.expected, NackReason.OUT_OF_WINDOW, ev, out)
+            return
+        refused = self.regions.write(pkt.vaddr, pkt.rkey, pkt.payload)
+        if refused is not None:
+            c.refused_writes[refused.name] += 1
+            self._nack(seq, refused, ev, out)
+        else:
+            n = len(pkt.payload)
+            c.data_bytes_placed += n
+            evc.data_bytes_received += n
+            if pkt.opcode in (Opcode.WRITE_LAST, Opcode.WRITE_ONLY):
+                self._msg_last_seq[seq] = pkt.msg_id
+        filled_hole = bool(self.out_of_order)
+        self._mark(seq, out)
+        self._pending_seqs.append(seq)
+        self.unacked += 1
+        if (
+            refused is None
+            and offset == 0
+            and not ce
+            and not flags & _RETX_OR_LAST
+            and not filled_hole
+            and self.unacked < self.cfg.ack_every
+        ):
+            self._trigger = pkt
+            if self.ack_deadline is None:
+                self.ack_deadline = now_ns + self.cfg.ack_delay_ns
+            return
+        self._send_ack(pkt, now_ns, out)
+
+    def _mark(self, seq: int, out: list[Action]) -> None:
+        if seq != self.expected:
+            self.out_of_order.add(seq)
+            self.highest = max(self.highest, seq)
+            return
+        self.expected += 1
+        while self.expected in self.out_of_order:
+            self.out_of_order.remove(self.expected)
+            self.expected += 1
+        self.highest = max(self.highest, self.expected - 1)
+        if self._msg_last_seq:
+            for last in [s for s in self._msg_last_seq if s < self.expected]:
+                self.c.messages_received += 1
+                out.append(MessageReceived(self._msg_last_seq.pop(last)))
+
+    def _bitmap(self) -> tuple[int, int]:
+        base = self.expected
+        if self.highest - base >= SACK_BITMAP_BITS:
+            base = self.highest - SACK_BITMAP_BITS + 1
+        bitmap = 0
+        if self.out_of_order:
+            for i in range(SACK_BITMAP_BITS):
+                s = base + i
+                if s < self.expected or s in self.out_of_order:
+                    bitmap |= 1 << i
+        elif base < self.expected:
+            bitmap = (1 << (self.expected - base)) - 1
+        return base, bitmap
+
+    def _send_ack(self, trigger: DataPacket, now_ns: int, out: list[Action]) -> None:
+        base, bitmap = self._bitmap()
+        sack = Sack(
+            self.peer_qp,
+            psn_of(self.expected),
+            psn_of(base),
+            bitmap,
+            trigger.meta.ev,
+            ecn_echo=trigger.meta.ecn == Ecn.CE,
+            echo_ts=trigger.send_ts,
+            port_status=self.port_status(),
+        )
+        ev = self.send_control(sack, out)
+        self.c.sacks_sent += 1
+        if ev is not None:
+            for s in self._pending_seqs:
+                self._ack_ev_of_seq[s] = (ev, now_ns)
+            if len(self._ack_ev_of_seq) > 4 * self.cfg.rx_window:
+                floor = self.expected - self.cfg.rx_window
+                self._ack_ev_of_seq = {s: e for s, e in self._ack_ev_of_seq.items() if s >= floor}
+        self._pending_seqs.clear()
+        self.unacked = 0
+        self.ack_deadline = None
+        self._trigger = None
+
+    def _nack(self, seq: int, reason: NackReason, ev: int, out: list[Action]) -> None:
+        self.c.nacks_sent[reason.name] += 1
+        self.send_control(Nack(self.peer_qp, psn_of(seq), reason, ev), out)

@@ -1,0 +1,388 @@
+"""The sending half of a queue pair: segmentation, spraying, loss recovery.
+
+RDMA WRITEs are cut into MTU-sized DATA packets; every packet carries its own remote
+address (RETH), so it can go on any EV and arrive in any order. Loss is found three ways:
+- a trim NACK (the packet was cut by a congested switch): resend at once on another EV;
+  the EV only goes to SKIP, since trimming means congestion, not failure;
+- the SACK gap rule: ``sack_gap_threshold`` packets sent *after* it on the same plane
+  were SACKed, one of them sent at least ``reorder_window_ns`` after it. Counting per
+  plane (each plane has its own NIC queue, whose depths differ) and the time guard (as in
+  RACK) keep the reordering that spraying causes from passing for loss;
+- the retransmission timeout (RTO from SRTT/RTTVAR, clamped, doubled per expiry).
+The last two mean the path failed: in MRC mode the EV that lost it is retired at once
+(ASSUMED_BAD) and the packet is resent on another EV. In single-path mode the sender
+goes back N from the first missing PSN, as RoCE does.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Opcode, PathMeta, Sack
+
+from .actions import Action, MessageSent, Transmit
+from .cc import WindowCc
+from .config import Mode, TransportConfig
+from .counters import Counters
+from .evset import EvSet
+from .psn import PSN_HALF, psn_of, unwrap
+
+# flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
+_FLAGS = (
+    (DataFlag.NONE, DataFlag.LAST_OF_MESSAGE),
+    (DataFlag.RETRANSMISSION, DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE),
+)
+_LAST_OPCODES = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
+
+
+@dataclass(slots=True)
+class _Write:
+    msg_id: int
+    data: bytes
+    vaddr: int
+    rkey: int
+    offset: int = 0
+    remaining: int = 0  # packets not yet acknowledged
+    failed: str = ""
+
+
+@dataclass(slots=True)
+class _TxRecord:
+    seq: int
+    write: _Write
+    vaddr: int
+    payload: bytes
+    opcode: Opcode
+    ev: int = 0
+    sent_ns: int = 0
+    tx_order: int = 0
+    transmissions: int = 0
+    later_delivered: int = 0
+    reordered_past: bool = False  # a packet sent reorder_window after this one was delivered
+    sacked: bool = False
+    lost: bool = False  # waiting in the retransmit queue
+
+
+class Sender:
+    def __init__(
+        self,
+        cfg: TransportConfig,
+        evset: EvSet,
+        counters: Counters,
+        peer_qp: int,
+    ) -> None:
+        self.cfg = cfg
+        self._retire = cfg.retires_paths  # policy switches, read per packet
+        self._gbn = cfg.go_back_n
+        self.evset = evset
+        self.c = counters
+        self.peer_qp = peer_qp
+        self.cc = WindowCc(cfg.cc, cfg.mtu)
+        self.snd_una = cfg.initial_psn  # oldest seq not cumulatively acknowledged
+        self.snd_nxt = cfg.initial_psn  # next new seq
+        self.records: dict[int, _TxRecord] = {}
+        self.in_flight: dict[int, _TxRecord] = {}  # seq -> record, in transmission order
+        self.inflight_bytes = 0
+        self.retx: deque[int] = deque()
+        self.writes: deque[_Write] = deque()  # writes with packets not yet segmented
+        self._tx_order = 0
+        self._next_msg_id = 1
+        self.srtt_ns: float | None = None
+        self.rttvar_ns = 0.0
+        self.backoff = 1
+        self.max_span = min(cfg.rx_window, PSN_HALF) - 1
+
+    # ---- API ----------------------------------------------------------------------------
+    def post_write(self, data: bytes, vaddr: int, rkey: int) -> int:
+        msg_id = self._next_msg_id
+        self._next_msg_id = (self._next_msg_id + 1) & 0xFFFFFFFF or 1
+        w = _Write(msg_id, bytes(data), vaddr, rkey)
+        w.remaining = max(1, -(-len(w.data) // self.cfg.mtu))
+        self.writes.append(w)
+        self.c.messages_posted += 1
+        return msg_id
+
+    @property
+    def rto_ns(self) -> int:
+        cfg = self.cfg
+        if self.srtt_ns is None:
+            base = cfg.rto_initial_ns
+        else:
+            base = int(self.srtt_ns + max(4 * self.rttvar_ns, cfg.cc.base_rtt_ns / 4))
+        return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
+
+    def deadline(self) -> int | None:
+        for rec in self.in_flight.values():
+            return rec.sent_ns + self.rto_ns
+        return None
+
+    def idle(self) -> bool:
+        return not self.records and not self.writes
+
+    # ---- transmission -------------------------------------------------------------------
+    def pump(self, now_ns: int, out: list[Action]) -> None:
+        """Send whatever the window and the EV set allow right now."""
+        cwnd = self.cc.cwnd
+        while True:
+            if self.retx:
+                rec = self.records.get(self.retx[0])
+                if rec is None or rec.sacked or not rec.lost:
+                    self.retx.popleft()
+                    continue
+                if self.inflight_bytes and self.inflight_bytes + len(rec.payload) > cwnd:
+                    return
+                ev = self._choose_ev(exclude=rec.ev)
+                if ev is None:
+                    return
+                self.retx.popleft()
+                self._transmit(rec, ev, now_ns, out)
+                continue
+            if not self.writes or self.snd_nxt - self.snd_una >= self.max_span:
+                return
+            w = self.writes[0]
+            size = min(self.cfg.mtu, len(w.data) - w.offset)
+            if self.inflight_bytes and self.inflight_bytes + size > cwnd:
+                return
+            ev = self._choose_ev(exclude=None)
+            if ev is None:
+                return
+            first = w.offset == 0
+            last = w.offset + size >= len(w.data)
+            opcode = (
+                (Opcode.WRITE_ONLY if last else Opcode.WRITE_FIRST)
+                if first
+                else (Opcode.WRITE_LAST if last else Opcode.WRITE_MIDDLE)
+            )
+            rec = _TxRecord(self.snd_nxt, w, w.vaddr + w.offset, w.data[w.offset : w.offset + size], opcode)
+            w.offset += size
+            if last:
+                self.writes.popleft()
+            self.records[rec.seq] = rec
+            self.snd_nxt += 1
+            self._transmit(rec, ev, now_ns, out)
+
+    def _choose_ev(self, exclude: int | None) -> int | None:
+        ev = self.evset.next_data_ev(exclude if self.cfg.mode is not Mode.SINGLE_PATH else None)
+        if ev is None and self._retire:
+            ev = self.evset.last_resort_ev(exclude)
+            if ev is not None:
+                self.c.last_resort_sends += 1
+        return ev
+
+    def _transmit(self, rec: _TxRecord, ev: int, now_ns: int, out: list[Action]) -> None:
+        retx = rec.transmissions > 0
+        rec.transmissions += 1
+        rec.ev = ev
+        rec.sent_ns = now_ns
+        self._tx_order += 1
+        rec.tx_order = self._tx_order
+        rec.later_delivered = 0
+        rec.reordered_past = False
+        rec.lost = False
+        self.in_flight[rec.seq] = rec
+        if self._retire:
+            self.evset.note_sent(ev, now_ns)
+        size = len(rec.payload)
+        self.inflight_bytes += size
+        flags = _FLAGS[retx][rec.opcode in _LAST_OPCODES]
+        if retx:
+            self.c.retransmissions += 1
+        c = self.c
+        c.data_packets_sent += 1
+        c.data_bytes_sent += size
+        evc = c.ev(ev)
+        evc.data_packets_sent += 1
+        evc.data_bytes_sent += size
+        meta = PathMeta(ev, Ecn.ECT0, Dscp.RETX if retx else Dscp.DATA)
+        out.append(
+            Transmit(
+                DataPacket(
+                    self.peer_qp,
+                    psn_of(rec.seq),
+                    rec.vaddr,
+                    rec.write.rkey,
+                    rec.payload,
+                    msg_id=rec.write.msg_id,
+                    send_ts=now_ns,
+                    flags=flags,
+                    opcode=rec.opcode,
+                    meta=meta,
+                )
+            )
+        )
+
+    # ---- feedback -----------------------------------------------------------------------
+    def _leave_flight(self, rec: _TxRecord) -> None:
+        if self.in_flight.pop(rec.seq, None) is not None:
+            self.inflight_bytes -= len(rec.payload)
+
+    def _finish_packet(self, rec: _TxRecord, out: list[Action], failure: str = "") -> None:
+        w = rec.write
+        if failure and not w.failed:
+            w.failed = failure
+        w.remaining -= 1
+        if w.remaining == 0:
+            if w.failed:
+                self.c.messages_failed += 1
+            else:
+                self.c.messages_completed += 1
+            out.append(MessageSent(w.msg_id, not w.failed, w.failed))
+
+    def _deliver(self, rec: _TxRecord, newly: list[_TxRecord], now_ns: int) -> None:
+        self._leave_flight(rec)
+        rec.lost = False
+        rec.sacked = True
+        self.c.ev(rec.ev).packets_delivered += 1
+        self.evset.note_ok(rec.ev, now_ns)
+        newly.append(rec)
+
+    def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:
+        c = self.c
+        c.sacks_received += 1
+        cum = unwrap(s.cum_psn, self.snd_una)
+        if cum < self.snd_una or cum > self.snd_nxt:
+            if cum > self.snd_nxt:
+                c.stray_acks += 1
+                return
+            cum = self.snd_una  # an old cumulative ACK arriving late: use its bitmap only
+        newly: list[_TxRecord] = []
+        for seq in range(self.snd_una, cum):
+            rec = self.records.pop(seq, None)
+            if rec is not None:
+                if not rec.sacked:
+                    self._deliver(rec, newly, now_ns)
+                self._finish_packet(rec, out)
+        progressed = cum > self.snd_una
+        self.snd_una = cum
+        bitmap = s.bitmap & ((1 << 64) - 1)
+        if bitmap:
+            base = unwrap(s.base_psn, self.snd_una)
+            while bitmap:
+                low = bitmap & -bitmap
+                seq = base + low.bit_length() - 1
+                bitmap ^= low
+                rec = self.records.get(seq)
+                if rec is not None and not rec.sacked:
+                    self._deliver(rec, newly, now_ns)
+        if progressed or newly:
+            self.backoff = 1
+        rtt = now_ns - s.echo_ts if 0 < s.echo_ts <= now_ns else None
+        if rtt is not None and rtt < self.cfg.rto_max_ns:
+            self._rtt_sample(rtt)
+        if s.ecn_echo:
+            c.ecn_echoes_received += 1
+            c.ev(s.echo_ev).ecn_echoes += 1
+            if self._retire:
+                self.evset.skip(s.echo_ev, "ecn echo")
+        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, s.ecn_echo, now_ns)
+        self.evset.set_peer_ports(s.port_status)
+        if newly and not self._gbn:
+            self._gap_detect(newly, out)
+
+    def _rtt_sample(self, rtt: int) -> None:
+        if self.srtt_ns is None:
+            self.srtt_ns = float(rtt)
+            self.rttvar_ns = rtt / 2
+        else:
+            self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
+            self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
+
+    def _gap_detect(self, newly: list[_TxRecord], out: list[Action]) -> None:
+        threshold = self.cfg.sack_gap_threshold
+        window = self.cfg.reorder_window_ns
+        lost: list[_TxRecord] = []
+        for delivered in newly:
+            order = delivered.tx_order
+            sent = delivered.sent_ns
+            plane = delivered.ev >> 28
+            for rec in self.in_flight.values():
+                if rec.tx_order >= order:
+                    break
+                if rec.ev >> 28 != plane:
+                    continue
+                rec.later_delivered += 1
+                if sent - rec.sent_ns >= window:
+                    rec.reordered_past = True
+                if rec.later_delivered >= threshold and rec.reordered_past:
+                    lost.append(rec)
+        for rec in lost:
+            self._lose(rec, "gap")  # no-op for a record already lost
+
+    def _lose(self, rec: _TxRecord, cause: str) -> None:
+        if rec.sacked or rec.lost:
+            return
+        self._leave_flight(rec)
+        rec.lost = True
+        c = self.c
+        if cause == "gap":
+            c.losses_gap += 1
+        else:
+            c.losses_rto += 1
+        c.ev(rec.ev).packets_lost += 1
+        if self._retire:
+            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}")
+        self.retx.append(rec.seq)
+
+    def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
+        c = self.c
+        try:
+            reason = NackReason(n.reason)
+        except ValueError:
+            c.malformed["nack_reason"] += 1
+            return
+        c.nacks_received[reason.name] += 1
+        seq = unwrap(n.psn, self.snd_una)
+        if not self.snd_una <= seq < self.snd_nxt:
+            c.stray_acks += 1
+            return
+        rec = self.records.get(seq)
+        if reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
+            c.ev(n.echo_ev).trims += 1
+            self.cc.on_trim()
+            if rec is None or rec.sacked or rec.lost:
+                return
+            fabric_trim = reason is NackReason.TRIMMED
+            if fabric_trim and self._retire:
+                self.evset.skip(rec.ev, "trim nack")
+            self._leave_flight(rec)
+            rec.lost = True
+            self.retx.appendleft(seq)  # at once, ahead of new data
+        elif reason is NackReason.OUT_OF_WINDOW:
+            if self._gbn:
+                self.rewind(seq)
+        elif rec is not None:  # BAD_RKEY / BAD_ADDRESS: the peer refused, complete with error
+            self.records.pop(seq)
+            self._leave_flight(rec)
+            rec.lost = False
+            self._finish_packet(rec, out, failure=reason.name)
+
+    def rewind(self, seq: int) -> None:
+        """Go-back-N: everything from ``seq`` on is resent in order."""
+        seq = max(seq, self.snd_una)
+        self.c.go_back_n_rewinds += 1
+        for s in range(seq, self.snd_nxt):
+            rec = self.records.get(s)
+            if rec is not None and not rec.sacked:
+                self._leave_flight(rec)
+                rec.lost = True
+        recs = self.records
+        self.retx = deque(s for s in range(self.snd_una, self.snd_nxt) if s in recs and recs[s].lost)
+
+    def on_timer(self, now_ns: int, out: list[Action]) -> None:
+        rto = self.rto_ns
+        expired = []
+        for rec in self.in_flight.values():  # transmission order = send-time order
+            if rec.sent_ns + rto > now_ns:
+                break
+            expired.append(rec)
+        if not expired:
+            return
+        self.c.rto_fired += 1
+        self.backoff = min(self.backoff * 2, 64)
+        if self._gbn:
+            self.c.losses_rto += len(expired)
+            self.rewind(self.snd_una)
+            return
+        for rec in expired:
+            self._lose(rec, "rto")

@@ -1,0 +1,102 @@
+"""Fault specifications: ``kind[=value]:target@start[-end]``.
+
+kinds (value in brackets):
+  blackhole            the link silently drops everything, both directions
+  down                 the link is down (same effect: no routing protocol reacts)
+  loss=P               each packet is dropped with probability P (0..1), both directions
+  flap=PERIOD          the link alternates down/up every PERIOD (down first)
+  ecn                  every ECN-capable packet leaving on the link is marked CE
+  trim[=P]             data packets are cut to their headers (probability P, default 1)
+  switch-down          every port of a switch drops everything (silent failure)
+  nic-down             a host NIC port goes down; the host sees it (port-status bitmap)
+targets:
+  links     p<plane>-t0_<i>-t1_<j>   (a T0-T1 link)   or  h<host>-p<plane>  (a NIC link)
+  switches  p<plane>-t0_<i>  or  p<plane>-t1_<j>
+  all       every fabric link (T0-T1 and NIC links), e.g. loss=0.01:all
+times: a number with unit ns, us, ms or s, or a percentage of the ideal transfer time
+(size / (planes x link rate)), e.g. @30%, @50us-200us, @10%-60%. No end: until the run stops.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+KINDS = ("blackhole", "down", "loss", "flap", "ecn", "trim", "switch-down", "nic-down")
+_SPEC = re.compile(
+    r"^(?P<kind>[a-z-]+)(?:=(?P<value>[0-9.eE+-]+(?:ns|us|ms|s)?))?:(?P<target>[a-z0-9_-]+)"
+    r"(?:@(?P<start>[0-9.]+(?:%|ns|us|ms|s))(?:-(?P<end>[0-9.]+(?:%|ns|us|ms|s)))?)?$"
+)
+_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+class FaultSpecError(ValueError):
+    pass
+
+
+def parse_time(text: str, ideal_ns: int) -> int:
+    if text.endswith("%"):
+        return int(float(text[:-1]) / 100 * ideal_ns)
+    for unit in ("ns", "us", "ms", "s"):
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * _UNITS[unit])
+    raise FaultSpecError(f"time {text!r} needs a unit (ns, us, ms, s) or %")
+
+
+@dataclass(slots=True)
+class Fault:
+    spec: str
+    kind: str
+    target: str
+    value: float | None
+    start_ns: int
+    end_ns: int | None
+    data_dropped: int = 0
+    control_dropped: int = 0
+    marked: int = 0
+    trimmed: int = 0
+
+    def active(self, now_ns: int) -> bool:
+        if now_ns < self.start_ns or (self.end_ns is not None and now_ns >= self.end_ns):
+            return False
+        if self.kind == "flap":
+            period = int(self.value or 1)
+            return (now_ns - self.start_ns) // period % 2 == 0
+        return True
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "spec": self.spec,
+            "kind": self.kind,
+            "target": self.target,
+            "start_us": self.start_ns / 1e3,
+            "end_us": None if self.end_ns is None else self.end_ns / 1e3,
+            "data_packets_lost": self.data_dropped,
+            "control_packets_lost": self.control_dropped,
+            "ecn_marked": self.marked,
+            "trimmed": self.trimmed,
+        }
+
+
+def parse_fault(spec: str, ideal_ns: int, default_start_ns: int = 0) -> Fault:
+    m = _SPEC.match(spec.strip())
+    if not m:
+        raise FaultSpecError(f"fault {spec!r} does not match kind[=value]:target@start[-end]")
+    kind = m["kind"]
+    if kind not in KINDS:
+        raise FaultSpecError(f"fault kind {kind!r} unknown; kinds: {', '.join(KINDS)}")
+    raw = m["value"]
+    value: float | None = None
+    if raw is not None:
+        value = float(parse_time(raw, ideal_ns)) if kind == "flap" else float(raw)
+    if kind == "loss" and (value is None or not 0 <= value <= 1):
+        raise FaultSpecError(f"loss needs a probability 0..1, got {raw!r}")
+    if kind == "flap" and not value:
+        raise FaultSpecError("flap needs a period, e.g. flap=20us")
+    if kind == "trim" and value is not None and not 0 <= value <= 1:
+        raise FaultSpecError(f"trim probability must be 0..1, got {raw!r}")
+    start = parse_time(m["start"], ideal_ns) if m["start"] else default_start_ns
+    end = parse_time(m["end"], ideal_ns) if m["end"] else None
+    if end is not None and end <= start:
+        raise FaultSpecError(f"fault {spec!r} ends before it starts")
+    return Fault(spec, kind, m["target"], value, start, end)

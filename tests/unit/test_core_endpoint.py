@@ -1,0 +1,243 @@
+"""Sender and receiver state machines driven message by message (no simulator)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import random
+
+from mrc_host.core import CcParams, EvState, Mode
+from mrc_host.core.psn import PSN_MODULUS
+from mrc_host.sim.loopback import BASE, RKEY, make_pair
+from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Sack
+
+
+def payload(n: int, seed: int = 1) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def data_sent(p) -> list[DataPacket]:  # type: ignore[no-untyped-def]
+    return [m for m in p.sent_log if isinstance(m, DataPacket)]
+
+
+def test_out_of_order_arrival_places_exact_bytes() -> None:
+    p = make_pair(size=8 * 1024)
+    data = payload(8 * 1024)
+    _, acts = p.a.post_write(data, BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    first = list(p.in_flight)
+    p.in_flight = list(reversed(first))  # every packet arrives in reverse order
+    p.deliver()
+    region = p.b.regions.get(RKEY)
+    assert region is not None and bytes(region.buffer) == data
+    assert len(p.received_done()) == 1 and p.sent_done()[0].ok
+    assert p.b.counters.data_bytes_placed == len(data)
+    assert p.a.sender.idle()
+
+
+def test_every_packet_carries_its_address_and_spreads_over_evs() -> None:
+    p = make_pair(size=16 * 1024)
+    _, acts = p.a.post_write(payload(16 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    pkts = data_sent(p)
+    assert [d.vaddr for d in pkts] == [BASE + 1024 * i for i in range(16)]
+    assert all(d.rkey == RKEY and d.meta.dscp == Dscp.DATA and d.meta.ecn == Ecn.ECT0 for d in pkts)
+    assert len({d.meta.ev for d in pkts}) == 8  # 2 planes x 4 T1s, each used
+
+
+def test_bad_rkey_and_bad_address_refused_counted_and_fail_the_write() -> None:
+    p = make_pair(size=4096)
+    _, acts = p.a.post_write(payload(2048), BASE + 3072, RKEY, p.now)  # second packet overruns
+    p.absorb(p.a, acts)
+    p.deliver()
+    region = p.b.regions.get(RKEY)
+    assert region is not None
+    assert bytes(region.buffer[3072:]) == payload(2048)[:1024]
+    assert p.b.counters.refused_writes == {"BAD_ADDRESS": 1}
+    assert p.b.counters.nacks_sent["BAD_ADDRESS"] == 1
+    done = p.sent_done()
+    assert len(done) == 1 and not done[0].ok and done[0].reason == "BAD_ADDRESS"
+    _, acts = p.a.post_write(b"x" * 10, BASE, RKEY + 1, p.now)
+    p.absorb(p.a, acts)
+    p.deliver()
+    assert p.b.counters.refused_writes["BAD_RKEY"] == 1
+    assert bytes(region.buffer[:10]) == bytes(10)  # nothing written
+    assert p.a.sender.idle()
+
+
+def test_trim_nack_retransmits_at_once_on_another_ev_and_only_skips() -> None:
+    p = make_pair()
+    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[0]
+    before = len(p.sent_log)
+    nack = Nack(11, victim.psn, NackReason.TRIMMED, victim.meta.ev)
+    p.absorb(p.a, p.a.receive(nack, p.now + 10))
+    retx = [m for m in p.sent_log[before:] if isinstance(m, DataPacket)]
+    assert len(retx) == 1 and retx[0].psn == victim.psn
+    assert retx[0].flags & DataFlag.RETRANSMISSION and retx[0].meta.dscp == Dscp.RETX
+    assert retx[0].meta.ev != victim.meta.ev
+    assert p.a.evset.state(victim.meta.ev) is EvState.SKIP
+    assert p.a.counters.ev_retired == 0
+
+
+def test_lasthop_trim_retransmits_without_blaming_the_path() -> None:
+    p = make_pair()
+    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[1]
+    p.absorb(p.a, p.a.receive(Nack(11, victim.psn, NackReason.TRIMMED_LASTHOP, victim.meta.ev), p.now))
+    assert p.a.evset.state(victim.meta.ev) is EvState.GOOD
+    assert p.a.counters.retransmissions == 1
+
+
+def test_receiver_nacks_trimmed_packets_by_where_they_were_cut() -> None:
+    p = make_pair()
+    _, acts = p.a.post_write(payload(2048), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    first, second = data_sent(p)[:2]
+    for pkt, ce in ((first, True), (second, False)):
+        pkt.payload = b""
+        pkt.trimmed = True
+        pkt.meta.ecn = Ecn.CE if ce else Ecn.ECT0
+    p.in_flight = []
+    out = p.b.receive(first, p.now) + p.b.receive(second, p.now)
+    nacks = [a.msg for a in out if hasattr(a, "msg") and isinstance(a.msg, Nack)]
+    assert [n.reason for n in nacks] == [NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP]
+    assert [n.echo_ev for n in nacks] == [first.meta.ev, second.meta.ev]
+    assert p.b.counters.data_bytes_placed == 0
+
+
+def test_sack_gap_declares_loss_retransmits_elsewhere_and_retires_the_ev() -> None:
+    # a small window, so later packets leave later (on ACKs), past the reorder window
+    p = make_pair(size=1 << 16, cc=CcParams(max_cwnd_bytes=8192, min_cwnd_bytes=1024), reorder_window_ns=50)
+    data = payload(1 << 16)
+    _, acts = p.a.post_write(data, BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[0]
+    dropped = []
+
+    def keep(m):  # type: ignore[no-untyped-def]
+        if isinstance(m, DataPacket) and m.psn == victim.psn and not m.flags & DataFlag.RETRANSMISSION:
+            dropped.append(m)
+            return False
+        return True
+
+    p.deliver(keep)
+    assert len(dropped) == 1
+    assert p.a.evset.state(victim.meta.ev) is EvState.ASSUMED_BAD
+    assert p.a.counters.losses_gap == 1 and p.a.counters.losses_rto == 0
+    retx = [m for m in data_sent(p) if m.flags & DataFlag.RETRANSMISSION]
+    assert [m.psn for m in retx] == [victim.psn] and retx[0].meta.ev != victim.meta.ev
+    region = p.b.regions.get(RKEY)
+    assert region is not None and bytes(region.buffer) == data
+    assert p.sent_done()[0].ok
+
+
+def test_timeout_retransmits_and_retires_the_ev() -> None:
+    p = make_pair()
+    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    only = data_sent(p)[0]
+    for _ in range(10):  # timers in order (liveness ticks may come first), black hole throughout
+        p.deliver(keep=lambda m: False)
+        p.fire_timers()
+        if p.a.counters.rto_fired:
+            break
+    assert p.a.counters.rto_fired == 1
+    assert p.a.evset.state(only.meta.ev) is EvState.ASSUMED_BAD
+    retx = data_sent(p)[-1]
+    assert retx.psn == only.psn and retx.meta.ev != only.meta.ev
+    p.deliver()
+    assert p.sent_done()[0].ok
+
+
+def test_ecn_echo_moves_ev_to_skip() -> None:
+    p = make_pair()
+    _, acts = p.a.post_write(payload(2048), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    pkt = data_sent(p)[0]
+    pkt.meta.ecn = Ecn.CE
+    p.deliver()
+    assert p.b.counters.ecn_ce_received == 1
+    assert p.a.counters.ecn_echoes_received == 1
+    assert p.a.counters.ev(pkt.meta.ev).ecn_echoes == 1
+    assert p.a.counters.ev_skipped == 1
+
+
+def test_sack_carries_port_status_and_sender_avoids_the_down_plane() -> None:
+    p = make_pair(size=1 << 16, cc=CcParams(max_cwnd_bytes=8192, min_cwnd_bytes=1024))
+    p.absorb(p.b, p.b.set_port_status(0b01, p.now))  # receiver's plane-1 port is down
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    p.deliver()
+    sacks = [m for m in p.sent_log if isinstance(m, Sack)]
+    assert sacks and all(s.port_status == 0b01 for s in sacks)
+    late = data_sent(p)[-16:]
+    assert {d.meta.ev >> 28 for d in late} == {0}
+
+
+def test_psn_wraps_around_24_bits() -> None:
+    p = make_pair(size=32 * 1024, initial_psn=PSN_MODULUS - 5)
+    data = payload(32 * 1024)
+    _, acts = p.a.post_write(data, BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    p.in_flight.reverse()
+    p.deliver()
+    psns = [d.psn for d in data_sent(p)]
+    assert psns[:6] == [
+        PSN_MODULUS - 5,
+        PSN_MODULUS - 4,
+        PSN_MODULUS - 3,
+        PSN_MODULUS - 2,
+        PSN_MODULUS - 1,
+        0,
+    ]
+    region = p.b.regions.get(RKEY)
+    assert region is not None and bytes(region.buffer) == data
+    assert p.sent_done()[0].ok and p.b.receiver.expected == PSN_MODULUS - 5 + 32
+
+
+def test_single_path_goes_back_n_on_one_ev() -> None:
+    p = make_pair(size=16 * 1024, mode=Mode.SINGLE_PATH)
+    data = payload(16 * 1024)
+    _, acts = p.a.post_write(data, BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[2]
+    gone = []
+
+    def keep(m):  # type: ignore[no-untyped-def]
+        if isinstance(m, DataPacket) and m.psn == victim.psn and not gone:
+            gone.append(m)
+            return False
+        return True
+
+    p.deliver(keep)
+    assert p.b.counters.out_of_order_dropped > 0
+    assert p.a.counters.go_back_n_rewinds >= 1
+    assert len({d.meta.ev for d in data_sent(p)}) == 1
+    region = p.b.regions.get(RKEY)
+    assert region is not None and bytes(region.buffer) == data
+
+
+def test_core_does_no_io_and_reads_no_clock() -> None:
+    forbidden = {"socket", "time", "threading", "asyncio", "os", "select", "datetime", "secrets"}
+    core = pathlib.Path(__file__).resolve().parents[2] / "mrc_host" / "core"
+    for path in core.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = {node.module.split(".")[0]}
+            else:
+                continue
+            assert not names & forbidden, f"{path.name} imports {names & forbidden}"
+        # the only use of the random module is the seeded Random type passed in
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "random"
+            ):
+                assert node.attr == "Random", f"{path.name} uses random.{node.attr}"

@@ -1,0 +1,140 @@
+"""Outcomes of whole transfers in mrc-sim, which runs the real core over a simulated fabric."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mrc_fabric.ev import EV
+from mrc_host.core import EvState, Mode
+from mrc_host.core.psn import PSN_MODULUS
+from mrc_host.sim.fabric import FabricShape
+from mrc_host.sim.scenario import SimConfig, Simulation, run
+
+
+def sim_cfg(**kw: Any) -> SimConfig:
+    shape = kw.pop("shape", FabricShape(planes=2, t1=4))
+    return SimConfig(shape=shape, size=kw.pop("size", 2 << 20), **kw)
+
+
+def ev_for(sim: Simulation, plane: int, t1: int) -> int:
+    (ev,) = [v for v in sim.sender.evset.active_evs() if (EV.decode(v).plane, EV.decode(v).t1) == (plane, t1)]
+    return ev
+
+
+def assert_done(r: dict[str, Any]) -> None:
+    assert r["completed"], "transfer did not complete"
+    assert r["data_ok"], "receiver region differs from the bytes sent"
+
+
+def test_clean_transfer_places_exact_bytes_and_sprays_evenly() -> None:
+    r = run(sim_cfg())
+    assert_done(r)
+    assert r["retransmissions"] == 0
+    assert r["t1_balance_max_over_mean"] <= 1.05
+    assert r["counters"]["receiver"]["data_bytes_placed"] == 2 << 20
+
+
+def test_black_hole_on_one_of_16_paths_retires_it_fast() -> None:
+    sim = Simulation(sim_cfg(shape=FabricShape(planes=2, t1=8), faults=["blackhole:p0-t0_0-t1_1@30%"]))
+    victim = ev_for(sim, 0, 1)
+    r = sim.run()
+    assert_done(r)
+    assert sim.sender.evset.state(victim) is EvState.ASSUMED_BAD
+    assert sim.sender.counters.ev(victim).packets_lost <= 3
+    assert r["faults"][0]["data_packets_lost"] <= 8
+    retired = [e for e in r["ev_timeline"] if e["new"] == "ASSUMED_BAD" and e["side"] == "sender"]
+    assert retired and retired[0]["ev"] == f"{victim:08x}"
+    assert r["faults"][0]["start_us"] <= retired[0]["t_us"] + 1  # retired after the fault, not before
+
+
+def test_one_percent_loss_everywhere_completes() -> None:
+    r = run(sim_cfg(faults=["loss=0.01:all"]))
+    assert_done(r)
+    assert r["faults"][0]["data_packets_lost"] > 0
+    assert r["retransmissions"] >= r["faults"][0]["data_packets_lost"]
+
+
+def test_trim_nack_fast_retransmit_skip_not_assumed_bad() -> None:
+    sim = Simulation(sim_cfg(faults=["trim=0.3:p0-t0_0-t1_1@10%"]))
+    victim = ev_for(sim, 0, 1)
+    r = sim.run()
+    assert_done(r)
+    trims = r["faults"][0]["trimmed"]
+    assert trims > 0
+    s = sim.sender.counters
+    assert s.nacks_received["TRIMMED"] == trims and s.retransmissions == trims
+    assert s.losses_gap == 0 and s.losses_rto == 0
+    states = {(e["old"], e["new"]) for e in r["ev_timeline"] if e["ev"] == f"{victim:08x}"}
+    assert ("GOOD", "SKIP") in states
+    assert all(new != "ASSUMED_BAD" for _, new in states)
+
+
+def test_ecn_on_one_path_lowers_its_share() -> None:
+    sim = Simulation(sim_cfg(faults=["ecn:p0-t0_0-t1_1"]))
+    victim = ev_for(sim, 0, 1)
+    others = [v for v in sim.sender.evset.active_evs() if EV.decode(v).plane == 0 and v != victim]
+    r = sim.run()
+    assert_done(r)
+    sent = {ev: sim.sender.counters.ev(ev).data_packets_sent for ev in [victim, *others]}
+    mean_other = sum(sent[o] for o in others) / len(others)
+    assert sent[victim] < 0.8 * mean_other
+    assert sim.sender.counters.ecn_echoes_received > 0
+
+
+def test_cleared_fault_probes_bring_the_ev_back() -> None:
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["blackhole:p0-t0_0-t1_1@20%-40%"]))
+    victim = ev_for(sim, 0, 1)
+    r = sim.run()
+    assert_done(r)
+    hist = [
+        (e["t_us"], e["new"])
+        for e in r["ev_timeline"]
+        if e["ev"] == f"{victim:08x}" and e["side"] == "sender"
+    ]
+    news = [n for _, n in hist]
+    assert "ASSUMED_BAD" in news and news[-1] == "GOOD"
+    back = next(t for t, n in hist if n == "GOOD")
+    assert back >= r["faults"][0]["end_us"]  # not restored while the hole was still there
+    assert sim.sender.evset.state(victim) is EvState.GOOD
+    assert sim.sender.counters.ev_restored >= 1
+
+
+def test_denied_ev_is_never_used() -> None:
+    sim = Simulation(sim_cfg())
+    denied = ev_for(sim, 1, 2)
+    sim.deny(denied)
+    r = sim.run()
+    assert_done(r)
+    c = sim.sender.counters.per_ev.get(denied)
+    assert c is None or (c.data_packets_sent == 0 and c.control_packets_sent == 0)
+    assert r["ev_final"]["sender"][f"{denied:08x}"].startswith("DENIED")
+
+
+def test_psn_wraps_during_a_transfer() -> None:
+    r = run(sim_cfg(initial_psn=PSN_MODULUS - 100, size=1 << 20, faults=["loss=0.01:all"]))
+    assert_done(r)
+
+
+@pytest.mark.parametrize("mode", [Mode.SINGLE_PATH, Mode.ECMP])
+def test_baselines_complete_on_a_clean_fabric(mode: Mode) -> None:
+    sim = Simulation(sim_cfg(mode=mode))
+    r = sim.run()
+    assert_done(r)
+    used = [ev for ev, c in sim.sender.counters.per_ev.items() if c.data_packets_sent]
+    assert len(used) == (1 if mode is Mode.SINGLE_PATH else 8)
+    assert r["ev_timeline"] == []  # baselines never change EV states
+
+
+def test_switch_and_nic_failures_complete() -> None:
+    assert_done(run(sim_cfg(faults=["switch-down:p1-t1_2@30%"])))
+    r = run(sim_cfg(faults=["nic-down:h0-p1@20%-60%"]))
+    assert_done(r)
+    assert r["faults"][0]["data_packets_lost"] == 0  # the host saw its port go down
+
+
+def test_same_seed_same_run() -> None:
+    a = run(sim_cfg(faults=["loss=0.01:all"], seed=4))
+    b = run(sim_cfg(faults=["loss=0.01:all"], seed=4))
+    assert a["completion_time_us"] == b["completion_time_us"] and a["events"] == b["events"]
