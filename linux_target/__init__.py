@@ -1,0 +1,8 @@
+"""The Linux-kernel SRv6 data-plane target and its P4Runtime shim.
+
+One shim process per switch serves the P4Runtime v1 service for the P4Info of
+``p4src/mrc_switch.p4`` and turns table writes into kernel state in the network
+namespace it runs in: seg6local ``End`` next-csid routes for ``my_usid``, /48
+routes with permanent neighbours for ``usid_route``, nftables netdev rules for
+faults. See docs/linux-target.md.
+"""

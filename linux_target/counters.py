@@ -1,0 +1,78 @@
+"""P4 counters read from the kernel.
+
+- ``port_rx[p]`` / ``port_tx[p]``: packets and bytes received / sent by the
+  interface of port ``p`` (netlink IFLA_STATS64); ports not on this switch read 0.
+- ``drop_reason[i]`` (DROP_* below):
+  0 no route  = Ip6InNoRoutes of the namespace (/proc/net/snmp6): table misses,
+                including an unknown next uSID after the shift and an empty ECMP group;
+  1 hop limit = Ip6InHdrErrors (the kernel counts hop-limit expiry there, along with
+                other malformed IPv6 headers);
+  2 fault     = sum of the nftables fault counters of every port and hook;
+  3 trimmed   = 0 (no trimming on this target).
+  The snmp6 counters count packets only: their byte counts read 0.
+- ``ecn_marked[p]``: always 0 (no ECN marking on this target).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from finsy.proto import p4r
+
+from mrc_fabric.p4info import CounterInfo
+
+from .netlink_backend import LinkStats
+
+DROP_NO_ROUTE = 0
+DROP_HOP_LIMIT = 1
+DROP_FAULT = 2
+DROP_TRIMMED = 3
+
+
+class CounterReader:
+    """One snapshot of every counter source, taken when a Read starts."""
+
+    def __init__(
+        self,
+        ports: dict[int, str],
+        links: dict[str, LinkStats],
+        snmp6: dict[str, int],
+        fault_counters: dict[str, tuple[int, int]],
+    ) -> None:
+        self.ports = ports
+        self.links = links
+        self.snmp6 = snmp6
+        self.faults = fault_counters
+
+    def _port(self, index: int, pick: Callable[[LinkStats], tuple[int, int]]) -> tuple[int, int]:
+        ifname = self.ports.get(index)
+        if ifname is None or ifname not in self.links:
+            return 0, 0
+        return pick(self.links[ifname])
+
+    def value(self, counter: str, index: int) -> tuple[int, int]:
+        """(packets, bytes) of one counter cell."""
+        if counter == "port_rx":
+            return self._port(index, lambda s: (s.rx_packets, s.rx_bytes))
+        if counter == "port_tx":
+            return self._port(index, lambda s: (s.tx_packets, s.tx_bytes))
+        if counter == "drop_reason":
+            if index == DROP_NO_ROUTE:
+                return self.snmp6.get("Ip6InNoRoutes", 0), 0
+            if index == DROP_HOP_LIMIT:
+                return self.snmp6.get("Ip6InHdrErrors", 0), 0
+            if index == DROP_FAULT:
+                return sum(p for p, _b in self.faults.values()), sum(b for _p, b in self.faults.values())
+        return 0, 0  # ecn_marked, trimmed, unused drop reasons
+
+    def entries(self, counter: CounterInfo, index: int | None) -> list[p4r.CounterEntry]:
+        cells = range(counter.size) if index is None else [index]
+        out = []
+        for i in cells:
+            packets, nbytes = self.value(counter.alias, i)
+            entry = p4r.CounterEntry(counter_id=counter.id)
+            entry.index.index = i
+            entry.data.packet_count = packets
+            entry.data.byte_count = nbytes
+            out.append(entry)
+        return out

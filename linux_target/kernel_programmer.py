@@ -1,0 +1,123 @@
+"""Moves the namespace from one :class:`KernelState` to the next, all or nothing.
+
+A change is a list of steps, each with its undo. If the kernel refuses a step,
+the steps already done are undone in reverse order and the refusal is raised,
+so the shim's tables and the kernel never disagree.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .kernel_state import KernelState
+from .netlink_backend import KernelError, NetlinkBackend
+from .nft_backend import NftFaults
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Step:
+    what: str
+    do: Callable[[], None]
+    undo: Callable[[], None]
+
+
+class KernelProgrammer:
+    def __init__(self, netlink: NetlinkBackend, nft: NftFaults) -> None:
+        self.netlink = netlink
+        self.nft = nft
+
+    def steps(self, old: KernelState, new: KernelState) -> list[Step]:
+        nl = self.netlink
+        out: list[Step] = []
+        for nh in sorted(new.neighbours - old.neighbours):
+            out.append(
+                Step(
+                    f"add neighbour {nh}",
+                    lambda nh=nh: nl.set_neighbour(nh, True),
+                    lambda nh=nh: nl.set_neighbour(nh, False),
+                )
+            )
+        for dst, spec in new.routes.items():
+            before = old.routes.get(dst)
+            if before != spec:
+                out.append(
+                    Step(
+                        f"set route {dst}",
+                        lambda d=dst, s=spec: nl.set_route(d, s),
+                        lambda d=dst, s=before: nl.set_route(d, s),
+                    )
+                )
+        for dst, before in old.routes.items():
+            if dst not in new.routes:
+                out.append(
+                    Step(
+                        f"delete route {dst}",
+                        lambda d=dst: nl.set_route(d, None),
+                        lambda d=dst, s=before: nl.set_route(d, s),
+                    )
+                )
+        for nh in sorted(old.neighbours - new.neighbours):
+            out.append(
+                Step(
+                    f"delete neighbour {nh}",
+                    lambda nh=nh: nl.set_neighbour(nh, False),
+                    lambda nh=nh: nl.set_neighbour(nh, True),
+                )
+            )
+        keys = sorted(set(old.faults) | set(new.faults))
+        forward = [
+            (k, old.faults.get(k), new.faults.get(k)) for k in keys if old.faults.get(k) != new.faults.get(k)
+        ]
+        if forward:
+            backward = [(k, b, a) for k, a, b in forward]
+            out.append(
+                Step("fault rules", lambda: self.nft.change(forward), lambda: self.nft.change(backward))
+            )
+        return out
+
+    def transition(self, old: KernelState, new: KernelState) -> None:
+        """Apply old → new; on a refusal undo what was done and raise KernelError."""
+        done: list[Step] = []
+        try:
+            for step in self.steps(old, new):
+                step.do()
+                done.append(step)
+        except KernelError:
+            for step in reversed(done):
+                try:
+                    step.undo()
+                except KernelError as exc:  # pragma: no cover - would need a second kernel refusal
+                    log.error("rollback of %s failed: %s", step.what, exc)
+            raise
+
+
+def reapply(programmer: KernelProgrammer, state: KernelState, ifname: str) -> int:
+    """Put back the routes and neighbours that use ``ifname`` (the kernel drops them on admin down).
+
+    Returns how many objects were re-installed; failures are logged, not raised:
+    the interface may flap again while we work, and the next "up" brings us back.
+    """
+    nl = programmer.netlink
+    count = 0
+    for nh in sorted(state.neighbours):
+        if nh.ifname == ifname:
+            try:
+                nl.set_neighbour(nh, True)
+                count += 1
+            except KernelError as exc:
+                log.warning("could not restore neighbour %s: %s", nh, exc)
+    for dst, spec in state.routes.items():
+        uses = any(nh.ifname == ifname for nh, _w in spec.nexthops) or (
+            spec.kind == "csid" and nl.anchor == ifname
+        )
+        if uses:
+            try:
+                nl.set_route(dst, spec)
+                count += 1
+            except KernelError as exc:
+                log.warning("could not restore route %s: %s", dst, exc)
+    return count

@@ -1,0 +1,1 @@
+"""Mininet node classes and topologies of the MRC testbed."""
