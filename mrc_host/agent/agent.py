@@ -1,0 +1,663 @@
+"""The agent process: one selector loop that owns the clock, the sockets and the endpoints.
+
+``Agent.run`` waits on every NIC port's raw socket, the control socket and its clients,
+and a wake-up pipe for signals. Each turn it reads frames (a bounded batch per port),
+decodes them (codec.decode; refusals are counted by reason and dropped), hands each to the
+endpoint its queue-pair number names -- creating the receiving end on demand -- and
+carries out the actions that come back: ``Transmit`` is encoded from per-plane templates
+and sent on the port of the EV's plane, ``SetTimer`` is remembered, completions drive the
+transfers. Then it fires every endpoint timer that is due (``time.monotonic_ns``) and
+sends progress lines to clients waiting on a ``send``. SIGTERM/SIGINT end the loop; the
+nftables rules, the sockets and the control socket file are removed on the way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import random
+import selectors
+import signal
+import socket
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.hostconfig import HostConfig
+from mrc_host.core import (
+    Action,
+    EvStateChanged,
+    MessageReceived,
+    MessageSent,
+    Mode,
+    SetTimer,
+    Transmit,
+    TransportConfig,
+)
+from mrc_host.wire.codec import MalformedPacket, decode
+from mrc_host.wire.messages import SACK_BITMAP_BITS
+
+from . import protocol
+from .connection import Connection, Received, RecvConnection, SendConnection, Transfer
+from .netio import KernelQuiet, interface_mtu, open_port_socket, socket_drops
+from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, QpId, payload_mtu
+from .payload import ChunkFlag, ChunkKind
+
+log = logging.getLogger("mrc.agent")
+
+RX_BATCH = 64  # rounds of reading (one frame per ready port) before the loop looks at timers
+TICK_S = 0.1  # progress lines and receipt time-outs are looked at this often
+PROGRESS_EVERY_NS = 200_000_000
+RECEIPT_TIMEOUT_NS = 10_000_000_000
+HISTORY = 50
+DEFAULT_BASE_RTT_US = 10_000  # Python agents on a shared CPU: see docs/agent.md, 'Timers'
+DEFAULT_WINDOW = 0  # 0: as many bytes as the SACK bitmap's 64 packets (see _transport)
+INITIAL_RTO_NS = 200_000_000
+
+
+@dataclass
+class AgentOptions:
+    config: Path
+    control: Path
+    mtu: int | None = None  # DATA payload bytes; default: the largest the NIC MTU allows
+    base_rtt_us: int = DEFAULT_BASE_RTT_US
+    window_bytes: int = DEFAULT_WINDOW
+    kernel_rules: bool = True
+    seed: int | None = None
+
+
+@dataclass
+class PortCounters:
+    ifname: str
+    frames_rx: int = 0
+    frames_tx: int = 0
+    bytes_rx: int = 0
+    bytes_tx: int = 0
+    tx_errors: int = 0
+    socket_drops: int = 0  # frames the kernel dropped for a full receive buffer
+
+
+@dataclass
+class ActiveTransfer:
+    conn: SendConnection
+    transfer: Transfer
+    client: ControlClient | None
+    progress: bool
+    last_progress_ns: int = 0
+
+
+@dataclass
+class ControlClient:
+    sock: socket.socket
+    inbuf: bytearray = field(default_factory=bytearray)
+    outbuf: bytearray = field(default_factory=bytearray)
+    closed: bool = False
+
+
+class Agent:
+    def __init__(self, opts: AgentOptions) -> None:
+        self.opts = opts
+        self.paths = HostPaths(HostConfig.load(opts.config))
+        self.started = time.monotonic()
+        self.rng = random.Random(opts.seed)
+        self.ports = [PortCounters(p.ifname) for p in self.paths.ports]
+        self.malformed: Counter[str] = Counter()
+        self.internal_errors = 0
+        self.conns: dict[int, Connection] = {}  # local QP -> connection
+        self.active: dict[int, ActiveTransfer] = {}  # transfer id -> transfer in progress
+        self.sent_history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
+        self.received_history: deque[Received] = deque(maxlen=HISTORY)
+        self.denied: set[int] = set()
+        self.sockets: list[socket.socket] = []
+        self.clients: dict[int, ControlClient] = {}
+        self.listener: socket.socket | None = None
+        self.quiet = KernelQuiet(self.paths.nic_prefixes())
+        self.sel = selectors.DefaultSelector()
+        self._stop = False
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
+        self.mtu = self._choose_mtu(opts.mtu)
+
+    # ---- set-up and tear-down ----------------------------------------------------------------
+    def _choose_mtu(self, wanted: int | None) -> int:
+        limit = min(payload_mtu(interface_mtu(p.ifname)) for p in self.paths.ports)
+        if wanted is None:
+            return limit
+        if not 256 <= wanted <= limit:
+            raise ValueError(f"--mtu: {wanted} B of payload does not fit the NIC MTU (256..{limit})")
+        return wanted
+
+    def open(self) -> None:
+        """Sockets, kernel rules, control socket. On failure everything opened is closed again."""
+        self.paths.warm_up()
+        try:
+            for p in self.paths.ports:
+                s = open_port_socket(p.ifname)
+                self.sockets.append(s)
+            if self.opts.kernel_rules:
+                self.quiet.install()
+            path = self.opts.control
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.listener = ls
+            ls.bind(str(path))
+            ls.listen(16)
+            ls.setblocking(False)
+            self._wake_r, self._wake_w = socket.socketpair()
+            self._wake_r.setblocking(False)
+            self._wake_w.setblocking(False)
+            for plane, s in enumerate(self.sockets):
+                self.sel.register(s, selectors.EVENT_READ, ("port", plane))
+            self.sel.register(ls, selectors.EVENT_READ, ("listen", None))
+            self.sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
+        except BaseException:
+            self.close()
+            raise
+        log.info(
+            "agent %s up: ports %s, payload mtu %d, rules %s, control %s",
+            self.paths.name,
+            [p.ifname for p in self.paths.ports],
+            self.mtu,
+            self.quiet.prefixes if self.quiet.installed else "off",
+            self.opts.control,
+        )
+
+    def close(self) -> None:
+        for c in list(self.clients.values()):
+            self._drop_client(c)
+        for s in self.sockets:
+            s.close()
+        self.sockets.clear()
+        try:
+            self.quiet.remove()
+        except (RuntimeError, OSError) as exc:
+            log.error("could not remove the nftables rules: %s", exc)
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+            with contextlib.suppress(FileNotFoundError):
+                self.opts.control.unlink()
+        for s in (self._wake_r, self._wake_w):
+            if s is not None:
+                s.close()
+        self._wake_r = self._wake_w = None
+        self.sel.close()
+
+    def stop(self) -> None:
+        """Ask the loop to end (safe from a signal handler or another thread)."""
+        self._stop = True
+        if self._wake_w is not None:
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
+
+    def install_signal_handlers(self) -> None:
+        def handler(signum: int, _frame: object) -> None:
+            log.info("signal %d: shutting down", signum)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def run(self) -> None:
+        last_tick = 0
+        while not self._stop:
+            now = time.monotonic_ns()
+            timeout = TICK_S
+            for c in self.conns.values():
+                if c.deadline is not None:
+                    timeout = min(timeout, max(0.0, (c.deadline - now) / 1e9))
+            ready_ports: list[int] = []
+            for key, _mask in self.sel.select(timeout):
+                kind, arg = key.data
+                if kind == "port":
+                    ready_ports.append(arg)
+                elif kind == "listen":
+                    self._accept_client()
+                elif kind == "client":
+                    self._client_io(arg, _mask)
+                else:
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)  # type: ignore[union-attr]
+            if ready_ports:
+                self._read_ports(ready_ports)
+            now = time.monotonic_ns()
+            self._fire_timers(now)
+            if now - last_tick >= TICK_S * 1e9:
+                last_tick = now
+                self._tick(now)
+
+    def _fire_timers(self, now: int) -> None:
+        for c in list(self.conns.values()):
+            if c.deadline is not None and c.deadline <= now:
+                c.deadline = None
+                self._guarded(c, lambda c=c: c.endpoint.on_timer(now), now)
+
+    def _guarded(self, conn: Connection, fn: Any, now: int) -> None:
+        try:
+            self._apply(conn, fn(), now)
+        except Exception:  # a bug must cost one event, never the agent
+            self.internal_errors += 1
+            log.exception("internal error in connection %s/%s", conn.peer.name, conn.kind)
+
+    # ---- frames in -----------------------------------------------------------------------------
+    def _read_ports(self, planes: list[int]) -> None:
+        """Read the ready ports round-robin, one frame each per round, so frames are handled in
+        about the order they arrived across planes. (Reading one port's backlog before the
+        other's reorders packets by up to a batch; a packet that arrives more than 64 PSNs late
+        falls outside the SACK bitmap the receiver then sends, and the sender would take it
+        for lost.)"""
+        ready = list(planes)
+        for _ in range(RX_BATCH):
+            if not ready:
+                return
+            for plane in list(ready):
+                pc = self.ports[plane]
+                try:
+                    frame = self.sockets[plane].recv(65536, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    ready.remove(plane)
+                    continue
+                except OSError as exc:
+                    log.warning("receive on %s failed: %s", pc.ifname, exc)
+                    ready.remove(plane)
+                    continue
+                pc.frames_rx += 1
+                pc.bytes_rx += len(frame)
+                try:
+                    self._on_frame(frame, time.monotonic_ns())
+                except Exception:
+                    self.internal_errors += 1
+                    self.malformed["internal"] += 1
+                    log.exception("internal error on a frame from %s", pc.ifname)
+
+    def _on_frame(self, frame: bytes, now: int) -> None:
+        try:
+            msg = decode(frame)
+        except MalformedPacket as exc:
+            self.malformed[exc.reason] += 1
+            return
+        conn = self.conns.get(msg.qp)
+        if conn is None:
+            conn = self._accept_connection(msg.qp, msg.meta.src)
+            if conn is None:
+                return
+        self._apply(conn, conn.endpoint.receive(msg, now), now)
+
+    def _accept_connection(self, qp_value: int, src: str) -> Connection | None:
+        """The receiving end of a queue pair a peer started, created from its first packet."""
+        qp = QpId.decode(qp_value)
+        if qp is None:
+            self.malformed["unknown_qp"] += 1
+            return None
+        if qp.role != ROLE_RECEIVER or qp.dst != self.paths.index:
+            self.malformed["unknown_qp"] += 1  # e.g. a SACK for a connection this agent never had
+            return None
+        name = self.paths.peer_name_of_index(qp.src)
+        dest = self.paths.by_address.get(src)
+        if name is None or dest is None or dest.name != name:
+            self.malformed["unknown_peer"] += 1
+            return None
+        conn = RecvConnection(qp, self.paths.peer(name, qp.mode), self._transport(qp.mode), self._conn_rng())
+        self._add(conn)
+        return conn
+
+    # ---- connections ---------------------------------------------------------------------------
+    def _transport(self, mode: Mode) -> TransportConfig:
+        rtt = self.opts.base_rtt_us * 1000
+        # the first RTO waits longer than the derived 10 RTT: before any RTT sample, a burst of a
+        # whole window through a Python receiver can take that long, and a spurious first RTO
+        # would retire a healthy path
+        #
+        # rx_window = the SACK bitmap's 64 PSNs: the sender never has more than 64 PSNs past its
+        # oldest unacknowledged one, so every SACK's bitmap starts at the cumulative PSN and
+        # reports every packet received. With a wider span, a hole older than 64 PSNs (a packet
+        # lost on a dead path) shifts the bitmap up; packets that fill holes below it are then
+        # never reported, the sender takes them for lost and retires healthy paths in a cascade.
+        window = self.opts.window_bytes or SACK_BITMAP_BITS * self.mtu
+        return TransportConfig.for_rtt(
+            rtt,
+            int(window / 1.25),
+            mode=mode,
+            mtu=self.mtu,
+            rto_initial_ns=max(10 * rtt, INITIAL_RTO_NS),
+            rx_window=SACK_BITMAP_BITS,
+        )
+
+    def _conn_rng(self) -> random.Random:
+        return random.Random(self.rng.getrandbits(64))
+
+    def _add(self, conn: Connection) -> None:
+        self.conns[conn.qp.value] = conn
+        now = time.monotonic_ns()
+        for ev in self.denied:
+            self._apply(conn, conn.endpoint.deny(ev, now), now)
+        log.info("connection %s %s (%s) qp %06x", conn.kind, conn.peer.name, conn.qp.mode, conn.qp.value)
+
+    def send_connection(self, peer: str, mode: Mode) -> SendConnection:
+        pp = self.paths.peer(peer, mode)  # KeyError for an unknown peer
+        qp = QpId(ROLE_SENDER, mode, self.paths.index, pp.index)
+        conn = self.conns.get(qp.value)
+        if conn is None:
+            conn = SendConnection(qp, pp, self._transport(mode), self._conn_rng())
+            self._add(conn)
+        assert isinstance(conn, SendConnection)
+        return conn
+
+    # ---- actions out ---------------------------------------------------------------------------
+    def _apply(self, conn: Connection, actions: list[Action], now: int) -> None:
+        pump = False
+        for act in actions:
+            if isinstance(act, Transmit):
+                self._transmit(conn, act.msg)
+            elif isinstance(act, SetTimer):
+                conn.deadline = act.at_ns
+            elif isinstance(act, MessageSent):
+                pump = True
+                self._on_sent(conn, act, now)
+            elif isinstance(act, MessageReceived):
+                self._on_received(conn, now)
+            elif isinstance(act, EvStateChanged):
+                conn.note_ev_change(act, now)
+                log.info("%s %s ev %08x %s -> %s (%s)", conn.kind, conn.peer.name, act.ev, act.old, act.new,
+                         act.reason)  # fmt: skip
+        if pump and isinstance(conn, SendConnection):
+            more = conn.pump(now)
+            if more:
+                self._apply(conn, more, now)
+
+    def _transmit(self, conn: Connection, msg: Any) -> None:
+        try:
+            plane, frame = conn.encode(msg)
+        except (ValueError, TypeError, IndexError) as exc:
+            self.internal_errors += 1
+            log.error("cannot encode %s: %s", type(msg).__name__, exc)
+            return
+        pc = self.ports[plane]
+        try:
+            self.sockets[plane].send(frame)
+        except OSError as exc:  # ENOBUFS and friends: a lost packet, which the transport recovers
+            pc.tx_errors += 1
+            if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):
+                log.warning("send on %s failed: %s", pc.ifname, exc)
+            return
+        pc.frames_tx += 1
+        pc.bytes_tx += len(frame)
+
+    def _on_sent(self, conn: Connection, act: MessageSent, now: int) -> None:
+        if not isinstance(conn, SendConnection):
+            return
+        t = conn.on_sent(act.msg_id, act.ok, act.reason, now)
+        if t is not None and t.all_acked and (t.receipt is not None or t.error):
+            self._finish(t.transfer_id, now)
+
+    def _on_received(self, conn: Connection, now: int) -> None:
+        if not isinstance(conn, RecvConnection):
+            return
+        chunk = conn.take_chunk()
+        if chunk is None:
+            self.malformed["bad_chunk"] += 1
+            return
+        hdr, data = chunk
+        if hdr.kind is ChunkKind.RECEIPT:
+            self._on_receipt(conn.peer.name, hdr.transfer_id, hdr.flags, hdr.total, hdr.digest, now)
+            return
+        rec = conn.on_data_chunk(hdr, data)
+        if rec is None:
+            return
+        self.received_history.append(rec)
+        log.info("received transfer %016x from %s: %d B, ok=%s", rec.transfer_id, rec.peer, rec.received,
+                 rec.ok)  # fmt: skip
+        back = self.send_connection(conn.peer.name, conn.qp.mode)
+        digest = bytes.fromhex(rec.sha256)
+        back.queue_receipt(rec.transfer_id, rec.ok, rec.received, digest)
+        self._apply(back, back.pump(now), now)
+
+    def _on_receipt(self, peer: str, tid: int, flags: int, received: int, digest: bytes, now: int) -> None:
+        at = self.active.get(tid)
+        if at is None or at.conn.peer.name != peer:
+            self.malformed["stray_receipt"] += 1
+            return
+        t = at.transfer
+        ok = bool(flags & ChunkFlag.OK) and digest.hex() == t.sha256 and received == t.size
+        t.receipt = {"ok": ok, "bytes": received, "sha256": digest.hex()}
+        if t.all_acked:
+            self._finish(tid, now)
+
+    # ---- transfers -----------------------------------------------------------------------------
+    def start_send(self, req: protocol.Request, client: ControlClient | None) -> int:
+        conn = self.send_connection(req.peer, req.mode)
+        now = time.monotonic_ns()
+        tid = self.rng.getrandbits(64) or 1
+        t = Transfer(tid, req.peer, req.mode.value, req.size, self.rng.getrandbits(32), now)
+        self.active[tid] = ActiveTransfer(conn, t, client, req.progress, now)
+        conn.start(t)
+        log.info("send %016x to %s: %d B (%s)", tid, req.peer, req.size, req.mode.value)
+        self._apply(conn, conn.pump(now), now)
+        return tid
+
+    def _finish(self, tid: int, now: int) -> None:
+        at = self.active.pop(tid, None)
+        if at is None:
+            return
+        t = at.transfer
+        t.finished_ns = now
+        summary = at.conn.summary(t)
+        self.sent_history.append(summary)
+        log.info("transfer %016x done: %s", tid, summary)
+        if at.client is not None and not at.client.closed:
+            reply: dict[str, Any] = {"ok": summary["ok"], "summary": summary}
+            if not summary["ok"]:
+                reply["error"] = t.error or "receiver did not confirm the bytes"
+            self._reply(at.client, reply)
+
+    def _tick(self, now: int) -> None:
+        for tid, at in list(self.active.items()):
+            t = at.transfer
+            if t.all_acked and t.receipt is None and now - t.acked_ns > RECEIPT_TIMEOUT_NS:
+                t.error = t.error or "no receipt from the receiver"
+                self._finish(tid, now)
+                continue
+            if at.progress and at.client is not None and now - at.last_progress_ns >= PROGRESS_EVERY_NS:
+                at.last_progress_ns = now
+                c = at.conn.endpoint.counters
+                self._reply(
+                    at.client,
+                    {
+                        "event": "progress",
+                        "transfer_id": f"{tid:016x}",
+                        "bytes": t.size,
+                        "bytes_acked": t.bytes_acked,
+                        "elapsed_s": round((now - t.started_ns) / 1e9, 3),
+                        "retransmissions": c.retransmissions - t.base_counters.get("retransmissions", 0),
+                        "evs_retired": c.ev_retired - t.base_counters.get("ev_retired", 0),
+                    },
+                )
+
+    # ---- control socket ------------------------------------------------------------------------
+    def _accept_client(self) -> None:
+        assert self.listener is not None
+        try:
+            s, _ = self.listener.accept()
+        except OSError:
+            return
+        s.setblocking(False)
+        c = ControlClient(s)
+        self.clients[s.fileno()] = c
+        self.sel.register(s, selectors.EVENT_READ, ("client", c))
+
+    def _drop_client(self, c: ControlClient) -> None:
+        if c.closed:
+            return
+        c.closed = True
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(c.sock)
+        self.clients.pop(c.sock.fileno(), None)
+        c.sock.close()
+        for at in self.active.values():
+            if at.client is c:
+                at.client = None
+
+    def _client_io(self, c: ControlClient, mask: int) -> None:
+        if mask & selectors.EVENT_WRITE:
+            self._flush(c)
+        if not mask & selectors.EVENT_READ or c.closed:
+            return
+        try:
+            data = c.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop_client(c)
+            return
+        c.inbuf += data
+        while not c.closed:
+            nl = c.inbuf.find(b"\n")
+            if nl < 0:
+                if len(c.inbuf) > protocol.MAX_LINE:
+                    c.inbuf.clear()
+                    self._reply(c, protocol.error_reply(protocol.ProtocolError("request", "line too long")))
+                return
+            line = bytes(c.inbuf[:nl])
+            del c.inbuf[: nl + 1]
+            if line.strip():
+                self._handle(c, line)
+
+    def _handle(self, c: ControlClient, line: bytes) -> None:
+        try:
+            req = protocol.parse_request(line)
+            reply = self.command(req, c)
+        except (protocol.ProtocolError, KeyError, ValueError) as exc:
+            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            reply = {"ok": False, "error": str(msg)}
+        except Exception as exc:
+            self.internal_errors += 1
+            log.exception("internal error handling %r", line[:200])
+            reply = {"ok": False, "error": f"internal error: {exc}"}
+        if reply is not None:
+            self._reply(c, reply)
+
+    def command(self, req: protocol.Request, client: ControlClient | None = None) -> dict[str, Any] | None:
+        """Run one control request; None when the reply comes later (``send``)."""
+        now = time.monotonic_ns()
+        if req.cmd == "ping":
+            return {"ok": True, "host": self.paths.name, "pid": os.getpid()}
+        if req.cmd == "send":
+            if req.peer == self.paths.name:
+                raise protocol.ProtocolError("peer", "cannot send to this host itself")
+            if req.peer not in self.paths.cfg.destinations:
+                known = ", ".join(sorted(self.paths.cfg.destinations))
+                raise protocol.ProtocolError("peer", f"{req.peer!r} is not a destination (known: {known})")
+            self.start_send(req, client)
+            return None
+        if req.cmd == "stats":
+            return {"ok": True, **self.stats()}
+        if req.cmd == "evs":
+            return {"ok": True, "host": self.paths.name, "evs": self.ev_rows()}
+        if req.cmd == "deny":
+            self.denied.add(req.ev)
+            n = 0
+            for conn in list(self.conns.values()):
+                self._apply(conn, conn.endpoint.deny(req.ev, now), now)
+                n += 1
+            return {"ok": True, "ev": f"{req.ev:08x}", "connections": n}
+        if req.cmd == "allow":
+            was_denied = req.ev in self.denied
+            self.denied.discard(req.ev)
+            n = 0
+            for conn in list(self.conns.values()):
+                try:
+                    acts = conn.endpoint.allow(req.ev, now)
+                except KeyError:
+                    continue
+                self._apply(conn, acts, now)
+                n += 1
+            if not was_denied and n == 0:
+                raise protocol.ProtocolError("ev", f"{req.ev:08x} is not denied and no connection uses it")
+            return {"ok": True, "ev": f"{req.ev:08x}", "connections": n}
+        raise protocol.ProtocolError("cmd", f"{req.cmd!r} is not handled")
+
+    def _reply(self, c: ControlClient, obj: dict[str, Any]) -> None:
+        if c.closed:
+            return
+        c.outbuf += protocol.encode_line(obj)
+        self._flush(c)
+
+    def _flush(self, c: ControlClient) -> None:
+        if c.closed:
+            return
+        try:
+            while c.outbuf:
+                n = c.sock.send(c.outbuf)
+                del c.outbuf[:n]
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._drop_client(c)
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.outbuf else 0)
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.modify(c.sock, events, ("client", c))
+
+    # ---- introspection -------------------------------------------------------------------------
+    def ev_rows(self) -> list[dict[str, Any]]:
+        return [row for c in self.conns.values() for row in c.ev_table()]
+
+    def stats(self) -> dict[str, Any]:
+        now = time.monotonic_ns()
+        for pc, s in zip(self.ports, self.sockets, strict=False):
+            with contextlib.suppress(OSError):
+                pc.socket_drops += socket_drops(s)
+        conns = [c.describe() for c in self.conns.values()]
+        totals: Counter[str] = Counter()
+        for c in self.conns.values():
+            k = c.endpoint.counters
+            for name in (
+                "data_packets_sent", "data_bytes_sent", "retransmissions", "data_packets_received",
+                "data_bytes_placed", "sacks_sent", "sacks_received", "probes_sent", "probe_acks_received",
+                "ev_retired", "ev_restored", "ecn_echoes_received", "losses_gap", "losses_rto",
+            ):  # fmt: skip
+                totals[name] += getattr(k, name)
+            for reason, n in k.malformed.items():
+                totals[f"core_malformed_{reason}"] += n
+        return {
+            "host": self.paths.name,
+            "pid": os.getpid(),
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "mtu": self.mtu,
+            "ports": [p.__dict__ for p in self.ports],
+            "malformed": dict(self.malformed),
+            "internal_errors": self.internal_errors,
+            "kernel_drops": self.quiet.counters(),
+            "denied": [f"{ev:08x}" for ev in sorted(self.denied)],
+            "totals": dict(totals),
+            "connections": conns,
+            "evs": self.ev_rows(),
+            "transfers": {
+                "active": [
+                    at.conn.summary(at.transfer, now) | {"done": False} for at in self.active.values()
+                ],
+                "sent": list(self.sent_history),
+                "received": [r.to_dict() for r in self.received_history],
+            },
+        }
+
+
+def serve(opts: AgentOptions) -> None:
+    """``mrc serve``: run until SIGTERM/SIGINT, then clean up."""
+    agent = Agent(opts)
+    agent.open()
+    agent.install_signal_handlers()
+    try:
+        agent.run()
+    finally:
+        agent.close()
+        log.info("agent %s stopped", agent.paths.name)

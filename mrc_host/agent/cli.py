@@ -1,0 +1,243 @@
+"""``mrc``: run the host agent (``mrc serve``) and talk to it (send, stats, evs, deny, allow).
+
+    mrc serve --config RUN/hosts/h0.json --control RUN/agents/h0.sock [--log FILE] [--mtu N]
+    mrc send h3 64M [--mode mrc|single-path|ecmp] [--agent SOCK] [--json]
+    mrc stats [--agent SOCK] [--json]
+    mrc evs [--agent SOCK] [--json]
+    mrc deny 10040001 / mrc allow 10040001
+
+``--agent`` defaults to $MRC_AGENT. ``--json`` prints the agent's reply as JSON (for scripts).
+Exit status: 0 on success, 1 when the agent refused or the transfer was not confirmed, 2 on
+bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from .client import AgentClient, AgentError
+from .protocol import ProtocolError, parse_size
+
+
+def _agent_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", help="the agent's control socket (default: $MRC_AGENT)")
+    p.add_argument("--json", action="store_true", help="print the reply as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="mrc", description="MRC host agent and its control CLI")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run the agent in this host's network namespace")
+    s.add_argument("--config", required=True, type=Path, help="<run_dir>/hosts/<host>.json")
+    s.add_argument("--control", required=True, type=Path, help="path of the control unix socket")
+    s.add_argument("--log", type=Path, help="log file (default: stderr)")
+    s.add_argument("--mtu", type=int, help="DATA payload bytes per packet (default: what the NIC MTU fits)")
+    s.add_argument("--base-rtt-us", type=int, default=10_000, help="base RTT all timers derive from")
+    s.add_argument("--window", default="0", help="congestion window cap in bytes (0: 64 packets)")
+    s.add_argument("--no-kernel-rules", action="store_true", help="do not install the nftables drop rules")
+    s.add_argument("--seed", type=int, help="seed of the EV draws and transfer ids (default: random)")
+    s.add_argument("-v", "--verbose", action="store_true")
+
+    snd = sub.add_parser("send", help="send SIZE bytes to PEER and wait for the receiver's confirmation")
+    snd.add_argument("peer")
+    snd.add_argument("size", help="bytes: 4096, 64M, 8MiB, 10MB, 1G")
+    snd.add_argument("--mode", default="mrc", choices=["mrc", "single-path", "ecmp"])
+    snd.add_argument("--no-progress", action="store_true")
+    _agent_arg(snd)
+
+    for name, text in (("stats", "agent counters, per-EV table, transfers"), ("evs", "EV states")):
+        _agent_arg(sub.add_parser(name, help=text))
+    for name in ("deny", "allow"):
+        p = sub.add_parser(name, help=f"{name} an EV on every connection (operator)")
+        p.add_argument("ev", help="EV as 8 hex digits, as `mrc evs` prints it")
+        _agent_arg(p)
+    return ap
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} GiB"
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .agent import AgentOptions, serve
+
+    handler: logging.Handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    opts = AgentOptions(
+        config=args.config,
+        control=args.control,
+        mtu=args.mtu,
+        base_rtt_us=args.base_rtt_us,
+        window_bytes=parse_size(args.window),
+        kernel_rules=not args.no_kernel_rules,
+        seed=args.seed,
+    )
+    serve(opts)
+    return 0
+
+
+def cmd_send(args: argparse.Namespace, client: AgentClient) -> int:
+    size = parse_size(args.size)
+    if args.json or args.no_progress:
+        summary = client.send(args.peer, size, mode=args.mode)
+    else:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+        with Progress(
+            TextColumn(f"[bold]{args.peer}[/] {args.mode}"),
+            BarColumn(),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TextColumn("retx {task.fields[retx]}  retired {task.fields[retired]}"),
+            transient=False,
+        ) as bar:
+            task = bar.add_task("send", total=size, retx=0, retired=0)
+
+            def progress(ev: dict[str, Any]) -> None:
+                bar.update(task, completed=ev["bytes_acked"], retx=ev["retransmissions"],
+                           retired=ev["evs_retired"])  # fmt: skip
+
+            summary = client.send(args.peer, size, mode=args.mode, on_progress=progress)
+            bar.update(task, completed=summary["bytes_acked"])
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary)
+    return 0 if summary["ok"] else 1
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"transfer {s['transfer_id']} to {s['peer']} ({s['mode']})", show_header=False)
+    verified = {True: "[green]yes[/]", False: "[red]NO[/]", None: "[yellow]no receipt[/]"}[s["verified"]]
+    rows = [
+        ("bytes", f"{s['bytes']} ({_fmt_bytes(s['bytes'])})"),
+        ("time", f"{s['seconds']:.3f} s"),
+        ("goodput", f"{s['goodput_mbit_s']:.1f} Mbit/s"),
+        ("packets/s", f"{s['packets_per_s']:.0f}"),
+        ("data packets", str(s["data_packets_sent"])),
+        ("retransmissions", str(s["retransmissions"])),
+        ("EVs retired / restored", f"{s['evs_retired']} / {s['evs_restored']}"),
+        ("receiver verified", verified),
+        ("sha256", s["sha256"]),
+    ]
+    if s.get("error"):
+        rows.append(("error", f"[red]{s['error']}[/]"))
+    for k, v in rows:
+        t.add_row(k, v)
+    Console().print(t)
+
+
+def _ev_table(rows: list[dict[str, Any]], title: str) -> Any:
+    from rich.table import Table
+
+    colour = {"GOOD": "green", "SKIP": "yellow", "ASSUMED_BAD": "red", "DENIED": "magenta"}
+    t = Table(title=title)
+    for col in ("peer", "conn", "mode", "ev", "plane", "t1", "state", "data", "ctrl", "deliv", "lost",
+                "ecn", "rx"):  # fmt: skip
+        t.add_column(col, justify="right" if col not in ("peer", "conn", "mode", "ev", "state") else "left")
+    for r in rows:
+        st = r["state"] + ("" if r["active"] or r["state"] != "GOOD" else " (backup)")
+        t.add_row(
+            r["peer"], r["conn"], r["mode"], r["ev"], str(r["plane"]), str(r["t1"]),
+            f"[{colour.get(r['state'], 'white')}]{st}[/]", str(r["data_sent"]), str(r["control_sent"]),
+            str(r["delivered"]), str(r["lost"]), str(r["ecn"]), str(r["data_received"]),
+        )  # fmt: skip
+    return t
+
+
+def cmd_stats(args: argparse.Namespace, client: AgentClient) -> int:
+    reply = client.stats()
+    if args.json:
+        print(json.dumps(reply, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    con.print(_ev_table(reply["evs"], f"EVs of {reply['host']}"))
+    tot = Table(title="totals", show_header=False)
+    for k, v in sorted(reply["totals"].items()):
+        tot.add_row(k, str(v))
+    for p in reply["ports"]:
+        tot.add_row(
+            f"port {p['ifname']}", f"rx {p['frames_rx']}  tx {p['frames_tx']}  tx errors {p['tx_errors']}"
+        )
+    tot.add_row("malformed", json.dumps(reply["malformed"]) or "{}")
+    tot.add_row("kernel drops (nft)", json.dumps(reply["kernel_drops"]))
+    con.print(tot)
+    tr = reply["transfers"]
+    if tr["sent"] or tr["received"]:
+        t = Table(title="transfers")
+        for col in ("dir", "peer", "id", "bytes", "ok", "Mbit/s"):
+            t.add_column(col)
+        for s in tr["sent"]:
+            t.add_row(
+                "sent", s["peer"], s["transfer_id"], str(s["bytes"]), str(s["ok"]), str(s["goodput_mbit_s"])
+            )
+        for r in tr["received"]:
+            t.add_row("received", r["peer"], r["transfer_id"], str(r["received"]), str(r["ok"]), "")
+        con.print(t)
+    return 0
+
+
+def cmd_evs(args: argparse.Namespace, client: AgentClient) -> int:
+    rows = client.evs()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        from rich.console import Console
+
+        Console().print(_ev_table(rows, "EVs"))
+    return 0
+
+
+def cmd_deny_allow(args: argparse.Namespace, client: AgentClient) -> int:
+    reply = client.deny(args.ev) if args.command == "deny" else client.allow(args.ev)
+    if args.json:
+        print(json.dumps(reply, indent=2))
+    else:
+        print(f"{args.command} {reply['ev']}: {reply['connections']} connection(s)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            try:
+                return cmd_serve(args)
+            except (OSError, ValueError, KeyError, RuntimeError) as exc:  # config, sockets, nft
+                print(f"mrc serve: {exc}", file=sys.stderr)
+                return 1
+        client = AgentClient(args.agent, timeout_s=30.0)
+        handlers = {"send": cmd_send, "stats": cmd_stats, "evs": cmd_evs, "deny": cmd_deny_allow,
+                    "allow": cmd_deny_allow}  # fmt: skip
+        return handlers[args.command](args, client)
+    except ProtocolError as exc:
+        print(f"mrc: {exc}", file=sys.stderr)
+        return 2
+    except AgentError as exc:
+        if getattr(args, "json", False) and exc.reply:
+            print(json.dumps(exc.reply, indent=2))
+        print(f"mrc: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Python API to a running agent (what the ``mrc`` CLI and the testbed call).
+
+    client = AgentClient("/path/to/agent.sock")
+    summary = client.send("h3", 64 << 20, mode="mrc", on_progress=print)
+    client.stats(); client.evs(); client.deny("10040001"); client.allow("10040001")
+
+Each call opens its own connection, writes one JSON request line and reads reply lines
+until the final one (protocol.py). A refusal raises ``AgentError`` with the agent's message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .protocol import is_final, parse_size
+
+DEFAULT_TIMEOUT_S = 30.0
+ENV_SOCKET = "MRC_AGENT"
+
+
+class AgentError(RuntimeError):
+    """The agent refused a request, or could not be reached."""
+
+    def __init__(self, message: str, reply: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply or {}
+
+
+def default_socket() -> str | None:
+    return os.environ.get(ENV_SOCKET)
+
+
+class AgentClient:
+    def __init__(
+        self, sock_path: str | os.PathLike | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        path = sock_path if sock_path is not None else default_socket()
+        if not path:
+            raise AgentError(f"no agent socket: pass one or set ${ENV_SOCKET}")
+        self.path = Path(path)
+        self.timeout_s = timeout_s
+
+    def request(
+        self,
+        obj: dict[str, Any],
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        timeout_s: float | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[str, Any]:
+        """Send one request; call ``on_event`` for every non-final line; return the final reply.
+
+        ``timeout_s`` bounds the wait for each line (None: the client's default; 0: no limit).
+        """
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(limit or None)
+            s.connect(str(self.path))
+        except OSError as exc:
+            raise AgentError(f"cannot reach the agent at {self.path}: {exc}") from exc
+        with s, s.makefile("rb") as f:
+            s.sendall(json.dumps(obj).encode() + b"\n")
+            while True:
+                try:
+                    line = f.readline()
+                except TimeoutError as exc:
+                    raise AgentError(f"the agent at {self.path} did not answer within {limit} s") from exc
+                if not line:
+                    raise AgentError(f"the agent at {self.path} closed the connection")
+                reply = json.loads(line)
+                if is_final(reply):
+                    if raise_on_error and not reply["ok"] and "summary" not in reply:
+                        raise AgentError(str(reply.get("error", "refused")), reply)
+                    return reply
+                if on_event is not None:
+                    on_event(reply)
+
+    def ping(self) -> dict[str, Any]:
+        return self.request({"cmd": "ping"})
+
+    def send(
+        self,
+        peer: str,
+        size: int | str,
+        mode: str = "mrc",
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        timeout_s: float = 0,
+    ) -> dict[str, Any]:
+        """Send ``size`` bytes to ``peer``; returns the summary (``ok``, ``verified``, goodput, ...).
+
+        Waits until the receiver confirmed the bytes (or the agent gave up); ``timeout_s`` bounds
+        the wait for each reply line (0: no limit; progress lines come every 0.2 s when asked for).
+        """
+        req = {"cmd": "send", "peer": peer, "size": parse_size(size), "mode": mode,
+               "progress": on_progress is not None}  # fmt: skip
+        reply = self.request(req, on_progress, timeout_s=timeout_s)
+        return reply["summary"]
+
+    def stats(self) -> dict[str, Any]:
+        return self.request({"cmd": "stats"})
+
+    def evs(self) -> list[dict[str, Any]]:
+        return self.request({"cmd": "evs"})["evs"]
+
+    def deny(self, ev: int | str) -> dict[str, Any]:
+        return self.request({"cmd": "deny", "ev": ev})
+
+    def allow(self, ev: int | str) -> dict[str, Any]:
+        return self.request({"cmd": "allow", "ev": ev})

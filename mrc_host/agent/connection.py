@@ -1,0 +1,325 @@
+"""One end of one queue pair, with the transfers that use it.
+
+The agent keeps one ``Connection`` per peer per direction (and per mode): a
+``SendConnection`` whose endpoint sends DATA to the peer's receive ring, and a
+``RecvConnection`` whose endpoint owns the receive ring the peer writes into. Both wrap
+a core ``Endpoint``; this module adds what the core leaves to its user: which bytes to
+write where (payload.py), the receive ring, and the bookkeeping for ``mrc send``/``stats``.
+Nothing here touches a socket or reads the clock: the agent passes ``now_ns`` in and
+carries out the actions that come back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from mrc_host.core import Action, Endpoint, EvStateChanged, TransportConfig
+
+from .paths import ROLE_RECEIVER, ROLE_SENDER, RX_BASE_VADDR, PeerPaths, QpId, rkey_of
+from .payload import (
+    CHUNK_DATA_BYTES,
+    HEADER_BYTES,
+    RING_BYTES,
+    RING_SLOTS,
+    BadChunk,
+    ChunkFlag,
+    ChunkHeader,
+    ChunkKind,
+    Pattern,
+    Verifier,
+    chunk_count,
+    slot_offset,
+    slot_vaddr,
+)
+
+EV_HISTORY = 200
+# WRITEs handed to the core at once: enough to keep a window of chunks in flight, few enough
+# that preparing them (pattern, hash, copy) is no long stall; never more than the ring holds
+MAX_POSTED = min(4, RING_SLOTS)
+
+
+@dataclass
+class Transfer:
+    """One ``mrc send``: ``size`` pattern bytes to ``peer``, chunked into RDMA WRITEs."""
+
+    transfer_id: int
+    peer: str
+    mode: str
+    size: int
+    seed: int
+    started_ns: int
+    chunks_total: int = 0
+    next_offset: int = 0
+    chunks_posted: int = 0
+    chunks_acked: int = 0
+    bytes_acked: int = 0
+    acked_ns: int = 0  # when the last chunk was acknowledged
+    finished_ns: int = 0
+    error: str = ""
+    receipt: dict[str, Any] | None = None  # what the receiver said about the bytes it got
+    sha256: str = ""
+    base_counters: dict[str, int] = field(default_factory=dict)
+    _hash: Any = field(default_factory=hashlib.sha256)
+
+    @property
+    def all_posted(self) -> bool:
+        return self.chunks_posted >= self.chunks_total
+
+    @property
+    def all_acked(self) -> bool:
+        return self.chunks_acked >= self.chunks_total
+
+    @property
+    def done(self) -> bool:
+        return self.finished_ns != 0
+
+
+def _core_totals(ep: Endpoint) -> dict[str, int]:
+    c = ep.counters
+    return {
+        "data_packets_sent": c.data_packets_sent,
+        "retransmissions": c.retransmissions,
+        "ev_retired": c.ev_retired,
+        "ev_restored": c.ev_restored,
+        "losses_gap": c.losses_gap,
+        "losses_rto": c.losses_rto,
+        "rto_fired": c.rto_fired,
+    }
+
+
+class Connection:
+    """Shared part: the endpoint, its frame encoders and its timer."""
+
+    role = -1
+
+    def __init__(self, qp: QpId, peer: PeerPaths, cfg: TransportConfig, rng: random.Random) -> None:
+        self.qp = qp
+        self.peer = peer
+        self.endpoint = Endpoint(
+            local_qp=qp.value, peer_qp=qp.peer.value, config=cfg, paths=peer.path_space, rng=rng
+        )
+        self.encoders = peer.encoders
+        self.deadline: int | None = None
+        self.ev_history: deque[dict[str, Any]] = deque(maxlen=EV_HISTORY)
+
+    @property
+    def kind(self) -> str:
+        return "send" if self.role == ROLE_SENDER else "recv"
+
+    def encode(self, msg: Any) -> tuple[int, bytes]:
+        """(plane, frame) for a message the core asked to transmit."""
+        ev = msg.meta.ev
+        plane = ev >> 28
+        return plane, self.encoders[plane].encode(msg, self.peer.carrier(ev))
+
+    def note_ev_change(self, ch: EvStateChanged, now_ns: int) -> None:
+        self.ev_history.append(
+            {"t_ns": now_ns, "ev": f"{ch.ev:08x}", "old": ch.old, "new": ch.new, "reason": ch.reason}
+        )
+
+    def ev_table(self) -> list[dict[str, Any]]:
+        """Per EV: state, whether it is in the rotation, and its packet counters."""
+        ep = self.endpoint
+        rows = []
+        for value, e in sorted(ep.evset.entries.items()):
+            c = ep.counters.per_ev.get(value)
+            rows.append(
+                {
+                    "peer": self.peer.name,
+                    "conn": self.kind,
+                    "mode": self.qp.mode.value,
+                    "ev": f"{value:08x}",
+                    "plane": value >> 28,
+                    "t1": (value >> 18) & 0x3FF,
+                    "state": e.state.value,
+                    "active": e.active,
+                    "data_sent": c.data_packets_sent if c else 0,
+                    "control_sent": c.control_packets_sent if c else 0,
+                    "delivered": c.packets_delivered if c else 0,
+                    "lost": c.packets_lost if c else 0,
+                    "ecn": c.ecn_echoes if c else 0,
+                    "trims": c.trims if c else 0,
+                    "data_received": c.data_packets_received if c else 0,
+                }
+            )
+        return rows
+
+    def describe(self) -> dict[str, Any]:
+        counters = self.endpoint.counters.as_dict()
+        counters.pop("per_ev", None)
+        return {
+            "peer": self.peer.name,
+            "conn": self.kind,
+            "mode": self.qp.mode.value,
+            "qp": self.qp.value,
+            "peer_qp": self.qp.peer.value,
+            "counters": counters,
+            "ev_history": list(self.ev_history)[-20:],
+        }
+
+
+class SendConnection(Connection):
+    """Our DATA to the peer: transfers queue here and fill the peer's receive ring in order."""
+
+    role = ROLE_SENDER
+
+    def __init__(self, qp: QpId, peer: PeerPaths, cfg: TransportConfig, rng: random.Random) -> None:
+        super().__init__(qp, peer, cfg, rng)
+        self.rkey = rkey_of(qp.peer.value)
+        self.queue: deque[Transfer] = deque()
+        self.chunk_seq = 0  # chunks ever posted on this connection (slot = seq % RING_SLOTS)
+        self.posted: dict[int, tuple[Transfer | None, int]] = {}  # msg_id -> (transfer, data bytes)
+        self.receipts: deque[tuple[int, int, bytes, bool]] = deque()  # (transfer, bytes, digest, ok)
+
+    def start(self, t: Transfer) -> None:
+        t.chunks_total = chunk_count(t.size)
+        t.base_counters = _core_totals(self.endpoint)
+        self.queue.append(t)
+
+    def queue_receipt(self, transfer_id: int, ok: bool, received: int, digest: bytes) -> None:
+        self.receipts.append((transfer_id, received, digest, ok))
+
+    def pump(self, now_ns: int) -> list[Action]:
+        """Post as many chunks as free ring slots allow; returns the core's actions."""
+        out: list[Action] = []
+        while len(self.posted) < MAX_POSTED:
+            if self.receipts:
+                tid, received, digest, ok = self.receipts.popleft()
+                flags = ChunkFlag.OK if ok else ChunkFlag.NONE
+                hdr = ChunkHeader(ChunkKind.RECEIPT, flags, tid, 0, 0, received, 0, digest)
+                out += self._post(hdr.pack(), None, 0, now_ns)
+                continue
+            if not self.queue:
+                break
+            t = self.queue[0]
+            length = min(CHUNK_DATA_BYTES, t.size - t.next_offset)
+            data = Pattern(t.seed).slice(t.next_offset, length)
+            t._hash.update(data)
+            last = t.chunks_posted + 1 >= t.chunks_total
+            digest = t._hash.digest() if last else b"\0" * 32
+            if last:
+                t.sha256 = t._hash.hexdigest()
+            flags = ChunkFlag.LAST if last else ChunkFlag.NONE
+            hdr = ChunkHeader(
+                ChunkKind.DATA, flags, t.transfer_id, t.next_offset, length, t.size, t.seed, digest
+            )
+            out += self._post(hdr.pack() + data, t, length, now_ns)
+            t.next_offset += length
+            t.chunks_posted += 1
+            if last:
+                self.queue.popleft()
+        return out
+
+    def _post(self, chunk: bytes, t: Transfer | None, length: int, now_ns: int) -> list[Action]:
+        vaddr = slot_vaddr(RX_BASE_VADDR, self.chunk_seq)
+        self.chunk_seq += 1
+        msg_id, actions = self.endpoint.post_write(chunk, vaddr, self.rkey, now_ns)
+        self.posted[msg_id] = (t, length)
+        return actions
+
+    def on_sent(self, msg_id: int, ok: bool, reason: str, now_ns: int) -> Transfer | None:
+        """A WRITE completed; returns its transfer (None for a receipt or an unknown id)."""
+        entry = self.posted.pop(msg_id, None)
+        t, length = entry if entry is not None else (None, 0)
+        if t is None:
+            return None
+        t.chunks_acked += 1
+        if ok:
+            t.bytes_acked += length
+        elif not t.error:
+            t.error = f"peer refused a write: {reason}"
+        if t.all_acked:
+            t.acked_ns = now_ns
+        return t
+
+    def summary(self, t: Transfer, now_ns: int = 0) -> dict[str, Any]:
+        """What ``mrc send`` prints; ``now_ns`` ends the clock of a transfer still running."""
+        end = t.finished_ns or t.acked_ns or now_ns
+        seconds = max(end - t.started_ns, 1) / 1e9
+        now = _core_totals(self.endpoint)
+        delta = {k: now[k] - t.base_counters.get(k, 0) for k in now}
+        verified = None if t.receipt is None else bool(t.receipt.get("ok"))
+        return {
+            "transfer_id": f"{t.transfer_id:016x}",
+            "peer": t.peer,
+            "mode": t.mode,
+            "bytes": t.size,
+            "bytes_acked": t.bytes_acked,
+            "seconds": round(seconds, 6),
+            "goodput_mbit_s": round(t.bytes_acked * 8 / seconds / 1e6, 3),
+            "packets_per_s": round(delta["data_packets_sent"] / seconds, 1),
+            "data_packets_sent": delta["data_packets_sent"],
+            "retransmissions": delta["retransmissions"],
+            "evs_retired": delta["ev_retired"],
+            "evs_restored": delta["ev_restored"],
+            "losses_gap": delta["losses_gap"],
+            "losses_rto": delta["losses_rto"],
+            "sha256": t.sha256,
+            "verified": verified,
+            "receipt": t.receipt,
+            "error": t.error,
+            "ok": not t.error and verified is True,
+        }
+
+
+@dataclass
+class Received:
+    """A transfer the receive ring delivered (what ``mrc stats`` lists under transfers.received)."""
+
+    peer: str
+    transfer_id: int
+    size: int
+    received: int
+    chunks: int
+    mismatched_chunks: int
+    out_of_order: int
+    sha256: str
+    ok: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["transfer_id"] = f"{self.transfer_id:016x}"
+        return d
+
+
+class RecvConnection(Connection):
+    """The peer's DATA to us: a registered receive ring, read chunk by chunk in order."""
+
+    role = ROLE_RECEIVER
+
+    def __init__(self, qp: QpId, peer: PeerPaths, cfg: TransportConfig, rng: random.Random) -> None:
+        super().__init__(qp, peer, cfg, rng)
+        self.region = self.endpoint.register_region(RX_BASE_VADDR, RING_BYTES, rkey_of(qp.value))
+        self.view = memoryview(self.region.buffer)
+        self.cursor = 0  # chunks read so far
+        self.verifiers: dict[int, Verifier] = {}
+        self.bad_chunks = 0
+
+    def take_chunk(self) -> tuple[ChunkHeader, memoryview] | None:
+        """The chunk at the cursor (called once per MessageReceived); None if it is garbage."""
+        off = slot_offset(self.cursor)
+        self.cursor += 1
+        try:
+            hdr = ChunkHeader.unpack(self.view[off : off + HEADER_BYTES])
+        except BadChunk:
+            self.bad_chunks += 1
+            return None
+        start = off + HEADER_BYTES
+        return hdr, self.view[start : start + hdr.length]
+
+    def on_data_chunk(self, hdr: ChunkHeader, data: memoryview) -> Received | None:
+        """Check a DATA chunk; returns the finished transfer's record after its last chunk."""
+        v = self.verifiers.get(hdr.transfer_id)
+        if v is None:
+            v = self.verifiers[hdr.transfer_id] = Verifier(hdr)
+        if not v.add(hdr, data):
+            return None
+        del self.verifiers[hdr.transfer_id]
+        return Received(
+            self.peer.name, v.transfer_id, v.total, v.received, v.chunks, v.mismatched_chunks,
+            v.out_of_order, v.sha256, v.ok,
+        )  # fmt: skip

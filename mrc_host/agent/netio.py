@@ -1,0 +1,147 @@
+"""The agent's hold on the host's network: raw sockets in, raw sockets out, kernel kept quiet.
+
+``open_port_socket`` opens one AF_PACKET socket per NIC port, bound to that interface for
+EtherType IPv6, with a classic BPF filter that passes only IPv6-in-IPv6 frames (outer next
+header 41, what every MRC frame is): the kernel discards everything else (neighbour
+discovery, MLD, ...) before it is copied to the agent. The filter is attached before the
+socket is bound, so nothing unfiltered is ever queued. A socket bound to one EtherType does
+not see the host's own outgoing frames (only ETH_P_ALL sockets do).
+
+``KernelQuiet`` installs an nftables table in the host's namespace that drops inbound MRC
+traffic (IPv6-in-IPv6 to the NIC /48s, and UDP 4791) in the prerouting hook at raw priority,
+before the IPv6 stack could answer it with an ICMPv6 error. Packet sockets get their copy of
+a frame before the IPv6 stack's hooks run, so the agent still sees every frame.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import socket
+import struct
+import subprocess
+from dataclasses import dataclass
+
+ETH_P_IPV6 = 0x86DD
+SO_ATTACH_FILTER = 26
+SO_SNDBUFFORCE = 32
+SO_RCVBUFFORCE = 33
+SIOCGIFMTU = 0x8921
+SOCKET_BUFFER = 8 << 20
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
+
+# classic BPF: accept IPv6 frames whose (outer) next header is 41, drop the rest
+_BPF_IPV6_IN_IPV6 = [
+    (0x28, 0, 0, 12),  # ldh [12]          EtherType
+    (0x15, 0, 3, ETH_P_IPV6),  # jeq #0x86dd    else drop
+    (0x30, 0, 0, 20),  # ldb [20]          outer IPv6 next header
+    (0x15, 0, 1, 41),  # jeq #41           else drop
+    (0x06, 0, 0, 0x40000),  # ret #262144  accept (whole frame)
+    (0x06, 0, 0, 0),  # ret #0            drop
+]
+
+
+def attach_bpf(sock: socket.socket, program: list[tuple[int, int, int, int]]) -> None:
+    insns = b"".join(struct.pack("HBBI", *ins) for ins in program)
+    buf = ctypes.create_string_buffer(insns)
+    fprog = struct.pack("HL", len(program), ctypes.addressof(buf))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+def interface_mtu(ifname: str) -> int:
+    """MTU of ``ifname`` in this process's network namespace (ioctl, not /sys: see below).
+
+    /sys/class/net shows the namespace of whoever mounted /sys, which for a Mininet host is
+    the root namespace, not the host's own.
+    """
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16si", ifname.encode()[:15], 0)
+        res = fcntl.ioctl(s.fileno(), SIOCGIFMTU, ifreq)
+    return struct.unpack("16si", res)[1]
+
+
+def socket_drops(sock: socket.socket) -> int:
+    """Frames the kernel dropped because the socket's receive buffer was full, since the last call.
+
+    (PACKET_STATISTICS resets the kernel's counters on every read.)
+    """
+    raw = sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+    _packets, drops = struct.unpack("II", raw)
+    return drops
+
+
+def open_port_socket(ifname: str) -> socket.socket:
+    """A raw socket on ``ifname`` that reads only IPv6-in-IPv6 frames and can send any frame."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: receives nothing yet
+    try:
+        attach_bpf(sock, _BPF_IPV6_IN_IPV6)
+        for opt, fallback in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
+            except PermissionError:
+                sock.setsockopt(socket.SOL_SOCKET, fallback, SOCKET_BUFFER)
+        sock.bind((ifname, ETH_P_IPV6))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+@dataclass
+class KernelQuiet:
+    """The nftables table that keeps the host kernel from answering MRC traffic."""
+
+    prefixes: list[str]
+    table: str = "mrc_agent"
+    installed: bool = False
+
+    def script(self) -> str:
+        nets = ", ".join(self.prefixes)
+        return "\n".join(
+            [
+                f"table inet {self.table} {{",
+                "  chain prerouting {",
+                "    type filter hook prerouting priority raw; policy accept;",
+                f'    ip6 nexthdr 41 ip6 daddr {{ {nets} }} counter drop comment "mrc ipv6-in-ipv6"',
+                '    udp dport 4791 counter drop comment "mrc udp"',
+                "  }",
+                "}",
+                "",
+            ]
+        )
+
+    @staticmethod
+    def _nft(script: str) -> None:
+        proc = subprocess.run(["nft", "-f", "-"], input=script, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nft refused the agent's rules: {proc.stderr.strip()}")
+
+    def install(self) -> None:
+        # add+delete first: replaces a table an earlier agent in this namespace left behind
+        self._nft(f"add table inet {self.table}\ndelete table inet {self.table}\n" + self.script())
+        self.installed = True
+
+    def remove(self) -> None:
+        if self.installed:
+            self._nft(f"add table inet {self.table}\ndelete table inet {self.table}\n")
+            self.installed = False
+
+    def counters(self) -> dict[str, int]:
+        """Packets each rule dropped (by its comment), for ``mrc stats``."""
+        if not self.installed:
+            return {}
+        proc = subprocess.run(
+            ["nft", "-j", "list", "table", "inet", self.table], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            return {}
+        out: dict[str, int] = {}
+        for item in json.loads(proc.stdout).get("nftables", []):
+            rule = item.get("rule")
+            if not rule:
+                continue
+            packets = next((e["counter"]["packets"] for e in rule.get("expr", []) if "counter" in e), 0)
+            out[rule.get("comment", f"rule {rule.get('handle')}")] = packets
+        return out

@@ -1,0 +1,187 @@
+"""From the controller's per-host configuration to what the data path needs per packet.
+
+The agent learns paths only from ``<run_dir>/hosts/<host>.json`` (controller.hostconfig):
+its NIC ports, and per destination a carrier template that each EV specialises. This
+module turns that into the values the packet loop looks up, built once per peer:
+queue-pair numbers, the core's ``PathSpace``, per-plane ``FrameAddressing`` and a cache
+of 16-byte carriers per EV (so no per-packet address arithmetic or scapy).
+
+Queue pairs need no handshake: both ends derive the numbers from the two host indexes,
+the transfer mode and the role (the data sender's end or the data receiver's end), so a
+receiver can create its end on demand from the first packet it sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from ipaddress import IPv6Network
+
+from controller.hostconfig import CarrierTemplate, Destination, HostConfig
+from mrc_fabric.addressing import MAX_INDEX
+from mrc_host.core import Mode, PathSpace
+from mrc_host.wire.codec import FrameEncoder
+from mrc_host.wire.layers import FrameAddressing
+
+# QP number (24 bits) = role(1) | mode(2) | data sender index(10) | data receiver index(10)
+ROLE_SHIFT = 22
+MODE_SHIFT = 20
+SRC_SHIFT = 10
+INDEX_MASK = MAX_INDEX - 1
+MODE_CODES: dict[Mode, int] = {Mode.MRC: 0, Mode.SINGLE_PATH: 1, Mode.ECMP: 2}
+MODES_BY_CODE = {v: k for k, v in MODE_CODES.items()}
+ROLE_SENDER = 1  # the QP end that sends DATA (and receives SACK/NACK)
+ROLE_RECEIVER = 0  # the QP end that places DATA in its region
+
+# Headers between the Ethernet header and the payload of a DATA frame, plus the ICRC:
+# outer IPv6 40 + inner IPv6 40 + UDP 8 + BTH 12 + RETH 16 + MRC data 16 + ICRC 4.
+DATA_OVERHEAD = 136
+
+RX_BASE_VADDR = 0x1_0000_0000  # virtual address of byte 0 of every receive ring
+RKEY_TAG = 0x5A << 24  # rkey = tag | receiver QP: distinct per connection, never 0
+
+
+@dataclass(frozen=True, slots=True)
+class QpId:
+    """A decoded queue-pair number."""
+
+    role: int
+    mode: Mode
+    src: int  # index of the host that sends DATA on this QP
+    dst: int  # index of the host that receives it
+
+    @property
+    def value(self) -> int:
+        return (
+            (self.role << ROLE_SHIFT)
+            | (MODE_CODES[self.mode] << MODE_SHIFT)
+            | (self.src << SRC_SHIFT)
+            | self.dst
+        )
+
+    @property
+    def peer(self) -> QpId:
+        """The other end of the same queue pair."""
+        return QpId(1 - self.role, self.mode, self.src, self.dst)
+
+    @classmethod
+    def decode(cls, value: int) -> QpId | None:
+        """None for a number no agent hands out (unknown mode code or out of 24 bits)."""
+        if not 0 <= value < 1 << 24 or value >> (ROLE_SHIFT + 1):
+            return None
+        mode = MODES_BY_CODE.get((value >> MODE_SHIFT) & 0x3)
+        if mode is None:
+            return None
+        return cls((value >> ROLE_SHIFT) & 1, mode, (value >> SRC_SHIFT) & INDEX_MASK, value & INDEX_MASK)
+
+
+def rkey_of(receiver_qp: int) -> int:
+    return RKEY_TAG | receiver_qp
+
+
+def payload_mtu(if_mtu: int) -> int:
+    """Largest DATA payload whose frame fits an interface MTU (IPv6 packet size)."""
+    return if_mtu - DATA_OVERHEAD
+
+
+@dataclass
+class PeerPaths:
+    """Everything the packet loop needs to send to one peer in one mode."""
+
+    name: str
+    index: int
+    mode: Mode
+    planes: int
+    template: CarrierTemplate
+    block: IPv6Network
+    addressing: list[FrameAddressing]  # per plane
+    path_space: PathSpace
+    encoders: list[FrameEncoder]  # per plane; shared by every connection to this peer
+    _carriers: dict[int, bytes] = field(default_factory=dict)
+
+    def carrier(self, ev: int) -> bytes:
+        """16-byte outer destination of ``ev`` (cached: the template is applied once per EV)."""
+        c = self._carriers.get(ev)
+        if c is None:
+            c = self._carriers[ev] = self.template.carrier(ev, self.block).packed
+        return c
+
+
+class HostPaths:
+    """A host's configuration file, read for the data path."""
+
+    def __init__(self, cfg: HostConfig) -> None:
+        if not cfg.ports:
+            raise ValueError(f"ports: host {cfg.host} has no NIC port in its configuration")
+        planes = sorted(p.plane for p in cfg.ports)
+        if planes != list(range(cfg.planes)):
+            raise ValueError(f"ports: planes {planes} do not cover 0..{cfg.planes - 1}")
+        self.cfg = cfg
+        self.ports = sorted(cfg.ports, key=lambda p: p.plane)
+        self.by_index: dict[int, Destination] = {d.index: d for d in cfg.destinations.values()}
+        self.by_address: dict[str, Destination] = {
+            a: d for d in cfg.destinations.values() for a in d.addresses
+        }
+        self._peers: dict[tuple[str, Mode], PeerPaths] = {}
+        self._encoders: dict[str, list[FrameEncoder]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.cfg.host
+
+    @property
+    def index(self) -> int:
+        return self.cfg.index
+
+    def nic_prefixes(self) -> list[str]:
+        """This host's NIC /48s (what inbound MRC traffic is addressed to)."""
+        return [str(IPv6Network(f"{p.address}/48", strict=False)) for p in self.ports]
+
+    def peer(self, name: str, mode: Mode) -> PeerPaths:
+        """Paths to ``name`` in ``mode``; KeyError names a destination the file does not list."""
+        key = (name, mode)
+        pp = self._peers.get(key)
+        if pp is not None:
+            return pp
+        dest = self.cfg.destinations.get(name)
+        if dest is None:
+            known = ", ".join(sorted(self.cfg.destinations)) or "none"
+            raise KeyError(f"peer: {name!r} is not a destination of {self.name} (known: {known})")
+        template = dest.ecmp_template if mode is Mode.ECMP else dest.template
+        # the number of distinct paths per plane, from the MRC template (ECMP draws as many EVs)
+        t1_count = dest.template.t1_count if dest.template.t1_slot is not None else 1
+        addressing = [
+            FrameAddressing(
+                src_mac=p.mac,
+                dst_mac=p.t0_mac,
+                outer_src=p.address,
+                inner_src=p.address,
+                inner_dst=dest.addresses[p.plane],
+            )
+            for p in self.ports
+        ]
+        encoders = self._encoders.get(name)
+        if encoders is None:  # scapy builds the templates: slow, so once per peer, not per mode
+            encoders = self._encoders[name] = [FrameEncoder(a) for a in addressing]
+        pp = PeerPaths(
+            name=name,
+            index=dest.index,
+            mode=mode,
+            planes=self.cfg.planes,
+            template=template,
+            block=self.cfg.block,
+            addressing=addressing,
+            path_space=PathSpace(self.cfg.planes, max(1, t1_count)),
+            encoders=encoders,
+        )
+        self._peers[key] = pp
+        return pp
+
+    def warm_up(self) -> None:
+        """Build every peer's frame templates now, not when its first packet is waiting."""
+        for name in self.cfg.destinations:
+            for mode in Mode:
+                self.peer(name, mode)
+
+    def peer_name_of_index(self, index: int) -> str | None:
+        d = self.by_index.get(index)
+        return d.name if d else None

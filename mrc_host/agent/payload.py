@@ -1,0 +1,165 @@
+"""What a transfer writes into the peer's memory, and how the receiver checks it.
+
+Each connection's receiver registers one receive *ring* of ``RING_SLOTS`` slots of
+``SLOT_BYTES``. The sender cuts a transfer into chunks; chunk n of the connection is one
+RDMA WRITE into slot ``n % RING_SLOTS``: an 80-byte ``ChunkHeader`` then the chunk's data.
+Messages complete in posting order on both ends (the core reports them when the cumulative
+ACK passes their last packet), so the receiver finds chunk n at its own slot cursor, and
+the sender reuses a slot only after the WRITE that last used it was acknowledged, which
+happens after the receiver has read it (it reads synchronously, before its SACK leaves).
+
+Content is a seeded pattern (``Pattern``): byte i of a transfer is byte ``i % PERIOD`` of
+``random.Random(seed).randbytes(PERIOD)``. The receiver compares every chunk against the
+pattern and hashes everything it got; the sender announces the SHA-256 of the whole
+transfer in the last chunk's header. A RECEIPT (a header-only WRITE on the reverse
+connection) tells the sender whether the receiver's check passed.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import random
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+
+RING_SLOTS = 16
+SLOT_BYTES = 1 << 20
+RING_BYTES = RING_SLOTS * SLOT_BYTES
+MAGIC = b"MRCT"
+VERSION = 1
+PERIOD = (1 << 20) + 61  # longer than any chunk, and not a power of two, so chunks differ
+_HEADER = struct.Struct(">4sBBHQQII QQ32s".replace(" ", ""))
+HEADER_BYTES = _HEADER.size  # 80
+CHUNK_DATA_BYTES = SLOT_BYTES - HEADER_BYTES
+
+
+class ChunkKind(enum.IntEnum):
+    DATA = 1
+    RECEIPT = 2
+
+
+class ChunkFlag(enum.IntFlag):
+    NONE = 0
+    LAST = 1  # the last chunk of a transfer: ``digest`` is the SHA-256 of all of it
+    OK = 2  # in a RECEIPT: the receiver's checks passed
+
+
+class BadChunk(ValueError):
+    """A slot that does not hold a chunk header this agent wrote."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkHeader:
+    kind: ChunkKind
+    flags: ChunkFlag
+    transfer_id: int
+    offset: int  # of this chunk's data within the transfer
+    length: int  # data bytes after the header
+    total: int  # transfer size (RECEIPT: bytes the receiver verified)
+    seed: int
+    digest: bytes = b"\0" * 32
+
+    def pack(self) -> bytes:
+        return _HEADER.pack(
+            MAGIC, VERSION, self.kind, self.flags, self.transfer_id, self.offset, self.length, 0,
+            self.total, self.seed, self.digest,
+        )  # fmt: skip
+
+    @classmethod
+    def unpack(cls, buf: bytes | bytearray | memoryview) -> ChunkHeader:
+        if len(buf) < HEADER_BYTES:
+            raise BadChunk(f"slot holds {len(buf)} B, less than a header")
+        magic, version, kind, flags, tid, offset, length, _rsv, total, seed, digest = _HEADER.unpack_from(buf)
+        if magic != MAGIC or version != VERSION:
+            raise BadChunk(f"magic {magic!r} version {version}")
+        try:
+            k = ChunkKind(kind)
+        except ValueError as exc:
+            raise BadChunk(f"kind {kind}") from exc
+        if length > CHUNK_DATA_BYTES:
+            raise BadChunk(f"length {length} exceeds a slot")
+        return cls(k, ChunkFlag(flags & 3), tid, offset, length, total, seed, digest)
+
+
+@lru_cache(maxsize=4)
+def _pattern_block(seed: int) -> bytes:
+    block = random.Random(seed).randbytes(PERIOD)
+    return block + block  # any slice of up to PERIOD bytes is contiguous
+
+
+class Pattern:
+    """The content of a transfer with a given seed (any range, cheaply)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._block = _pattern_block(seed)
+
+    def slice(self, offset: int, length: int) -> bytes:
+        if length > PERIOD:
+            raise ValueError(f"slice of {length} B is longer than the pattern period")
+        start = offset % PERIOD
+        return self._block[start : start + length]
+
+    def digest(self, size: int) -> bytes:
+        """SHA-256 of the first ``size`` bytes (what the receiver must end up with)."""
+        h = hashlib.sha256()
+        for off in range(0, size, CHUNK_DATA_BYTES):
+            h.update(self.slice(off, min(CHUNK_DATA_BYTES, size - off)))
+        return h.digest()
+
+
+def chunk_count(size: int) -> int:
+    return max(1, -(-size // CHUNK_DATA_BYTES))
+
+
+def slot_vaddr(base: int, chunk_seq: int) -> int:
+    return base + (chunk_seq % RING_SLOTS) * SLOT_BYTES
+
+
+def slot_offset(chunk_seq: int) -> int:
+    return (chunk_seq % RING_SLOTS) * SLOT_BYTES
+
+
+class Verifier:
+    """The receiver's running check of one transfer: chunks in order, pattern, digest."""
+
+    def __init__(self, first: ChunkHeader) -> None:
+        self.transfer_id = first.transfer_id
+        self.total = first.total
+        self.seed = first.seed
+        self.pattern = Pattern(first.seed)
+        self.received = 0
+        self.chunks = 0
+        self.mismatched_chunks = 0
+        self.out_of_order = 0
+        self.digest_ok: bool | None = None
+        self._hash = hashlib.sha256()
+
+    def add(self, hdr: ChunkHeader, data: bytes | memoryview) -> bool:
+        """Check one chunk; True once the last chunk was seen."""
+        if hdr.offset != self.received:
+            self.out_of_order += 1
+        if data != self.pattern.slice(hdr.offset, hdr.length):
+            self.mismatched_chunks += 1
+        self._hash.update(data)
+        self.received += hdr.length
+        self.chunks += 1
+        if hdr.flags & ChunkFlag.LAST:
+            self.digest_ok = self._hash.digest() == hdr.digest
+            return True
+        return False
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.digest_ok is True
+            and self.mismatched_chunks == 0
+            and self.out_of_order == 0
+            and self.received == self.total
+        )
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()

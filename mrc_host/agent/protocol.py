@@ -1,0 +1,139 @@
+"""The agent's control protocol: JSON lines over a local unix stream socket.
+
+A client writes one request object per line and reads reply lines. Every request gets
+exactly one *final* reply, an object with ``"ok"``; a ``send`` may first get any number of
+``{"event": "progress", ...}`` lines (which carry no ``"ok"``). Requests::
+
+    {"cmd": "ping"}
+    {"cmd": "send", "peer": "h3", "size": 67108864, "mode": "mrc", "progress": true}
+    {"cmd": "stats"}                       # agent counters, connections, per-EV table, transfers
+    {"cmd": "evs"}                         # per-EV states only
+    {"cmd": "deny", "ev": "10040001"}      # EV as 8 hex digits (or "0x...", or a JSON integer)
+    {"cmd": "allow", "ev": 268697601}
+
+Errors are ``{"ok": false, "error": "<field>: <why>"}``; a malformed line never closes the
+agent, only (after the error reply) that line is forgotten. docs/agent.md has the replies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mrc_host.core import Mode
+
+MAX_LINE = 64 * 1024
+MAX_SIZE = 1 << 40
+COMMANDS = ("ping", "send", "stats", "evs", "deny", "allow")
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_SCALE = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+class ProtocolError(ValueError):
+    """A request the agent refuses; the message starts with the offending field."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field}: {why}")
+        self.field = field
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from ``123``, ``64M``, ``8MiB``, ``1.5G`` (binary) or ``10MB`` / ``1GB`` (decimal)."""
+    if isinstance(text, bool):
+        raise ProtocolError("size", f"{text!r} is not a size")
+    if isinstance(text, int):
+        value = text
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m:
+            raise ProtocolError("size", f"{text!r} is not a size (examples: 4096, 64M, 8MiB, 10MB)")
+        number, unit, suffix = m.group(1), m.group(2).lower(), m.group(3).lower()
+        decimal = suffix == "b" and unit != ""
+        base = 1000 if decimal else 1024
+        value = int(float(number) * base ** _SCALE[unit])
+    if not 0 <= value <= MAX_SIZE:
+        raise ProtocolError("size", f"{value} is outside 0..{MAX_SIZE}")
+    return value
+
+
+def parse_ev(value: str | int) -> int:
+    """An EV from a JSON integer or text: 8 hex digits as ``mrc evs`` prints them, or 0x..."""
+    if isinstance(value, bool):
+        raise ProtocolError("ev", f"{value!r} is not an EV")
+    if isinstance(value, int):
+        ev = value
+    else:
+        text = str(value).strip().lower()
+        try:
+            ev = int(text, 16)
+        except ValueError:
+            raise ProtocolError("ev", f"{value!r} is not a hexadecimal EV (e.g. 10040001)") from None
+    if not 0 <= ev <= 0xFFFFFFFF:
+        raise ProtocolError("ev", f"{value!r} is not 32 bits")
+    return ev
+
+
+def parse_mode(value: Any) -> Mode:
+    try:
+        return Mode(value)
+    except ValueError:
+        choices = ", ".join(m.value for m in Mode)
+        raise ProtocolError("mode", f"{value!r} is not one of {choices}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    cmd: str
+    peer: str = ""
+    size: int = 0
+    mode: Mode = Mode.MRC
+    ev: int = 0
+    progress: bool = False
+
+
+def parse_request(line: bytes | str) -> Request:
+    """Validate one request line; raises ProtocolError naming the bad field."""
+    if len(line) > MAX_LINE:
+        raise ProtocolError("request", f"line longer than {MAX_LINE} bytes")
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError("request", f"not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("request", "not a JSON object")
+    cmd = obj.get("cmd")
+    if cmd not in COMMANDS:
+        raise ProtocolError("cmd", f"{cmd!r} is not one of {', '.join(COMMANDS)}")
+    if cmd == "send":
+        peer = obj.get("peer")
+        if not isinstance(peer, str) or not peer:
+            raise ProtocolError("peer", "a destination host name is required")
+        if "size" not in obj:
+            raise ProtocolError("size", "required")
+        return Request(
+            cmd,
+            peer=peer,
+            size=parse_size(obj["size"]),
+            mode=parse_mode(obj.get("mode", "mrc")),
+            progress=bool(obj.get("progress", False)),
+        )
+    if cmd in ("deny", "allow"):
+        if "ev" not in obj:
+            raise ProtocolError("ev", "required")
+        return Request(cmd, ev=parse_ev(obj["ev"]))
+    return Request(cmd)
+
+
+def encode_line(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+def error_reply(exc: Exception) -> dict[str, Any]:
+    return {"ok": False, "error": str(exc)}
+
+
+def is_final(reply: dict[str, Any]) -> bool:
+    return "ok" in reply

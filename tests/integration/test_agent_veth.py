@@ -1,0 +1,132 @@
+"""The agent process on the smallest network (two namespaces, one veth; prefix ``agv``):
+clean shutdown, kernel rules, a control socket that bad clients cannot break."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator:
+    from mrc_host.agent.vethlab import VethLab
+
+    lab = VethLab(prefix="agv").open()
+    try:
+        yield lab
+    finally:
+        lab.close()
+    assert lab.leftovers() == []
+
+
+@pytest.fixture
+def agents(lab) -> Iterator:
+    for h in lab.hosts:
+        lab.start_agent(h)
+    try:
+        yield lab.hosts
+    finally:
+        for h in lab.hosts:
+            lab.stop_agent(h)
+
+
+def _tables(ns: str) -> str:
+    from mrc_host.agent.vethlab import in_ns
+
+    return in_ns(ns, "nft", "list", "tables").stdout
+
+
+def _raw_request(path, payload: bytes) -> list[dict]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(20)
+        s.connect(str(path))
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return [json.loads(line) for line in data.splitlines()]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_the_agent_and_removes_its_rules_and_socket(lab, sig: int) -> None:
+    h = lab.hosts[0]
+    lab.start_agent(h)
+    assert "mrc_agent" in _tables(h.name)
+    proc = h.agent
+    proc.send_signal(sig)
+    assert proc.wait(timeout=15) == 0
+    lab.stop_agent(h)
+    assert "mrc_agent" not in _tables(h.name)
+    assert not h.control.exists()
+
+
+def test_a_transfer_over_the_veth_is_verified_and_kernel_rules_see_it(agents) -> None:
+    from mrc_host.agent.client import AgentClient
+
+    a, b = agents
+    summary = AgentClient(a.control).send(b.name, "3M")
+    assert summary["ok"] and summary["verified"] is True and summary["bytes_acked"] == 3 << 20
+    st = AgentClient(b.control).stats()
+    assert st["transfers"]["received"][-1]["sha256"] == summary["sha256"]
+    assert st["kernel_drops"]["mrc ipv6-in-ipv6"] >= summary["data_packets_sent"] - summary["retransmissions"]
+
+
+def test_bad_clients_get_errors_naming_the_field_and_the_agent_lives_on(agents) -> None:
+    from mrc_host.agent.client import AgentClient, AgentError
+
+    a, _b = agents
+    replies = _raw_request(
+        a.control,
+        b"garbage\n"
+        b'{"cmd": "send", "peer": "nosuch", "size": 1}\n'
+        b'{"cmd": "send", "peer": "' + a.name.encode() + b'", "size": 1}\n'
+        b'{"cmd": "send", "peer": "x", "size": "many"}\n'
+        b'{"cmd": "allow", "ev": "12345678"}\n'
+        b"\n"
+        b'{"cmd": "ping"}\n',
+    )
+    assert [r["ok"] for r in replies] == [False, False, False, False, False, True]
+    assert [r["error"].split(":")[0] for r in replies[:5]] == ["request", "peer", "peer", "size", "ev"]
+    _raw_request(a.control, b"x" * 200_000)  # a line longer than allowed, then a hang-up
+    with pytest.raises(AgentError, match="peer"):
+        AgentClient(a.control).send("nosuch", 10)
+    assert AgentClient(a.control).ping()["host"] == a.name
+    assert a.agent.poll() is None
+
+
+def test_deny_and_allow_over_the_api(agents) -> None:
+    from mrc_host.agent.client import AgentClient
+
+    a, b = agents
+    c = AgentClient(a.control)
+    assert c.send(b.name, "100K")["ok"]
+    ev = next(r["ev"] for r in c.evs() if r["conn"] == "send")
+    assert c.deny(ev)["connections"] >= 1
+    assert {r["state"] for r in c.evs() if r["ev"] == ev} == {"DENIED"}
+    assert c.stats()["denied"] == [ev]
+    assert c.allow(ev)["connections"] >= 1
+    assert {r["state"] for r in c.evs() if r["ev"] == ev} == {"GOOD"}
+
+
+def test_bad_arguments_stop_the_agent_with_a_message(lab, tmp_path) -> None:
+    h = lab.hosts[0]
+    base = [sys.executable, "-m", "mrc_host.agent.cli", "serve", "--control", str(tmp_path / "s.sock")]
+    for extra, text in (
+        (["--config", str(tmp_path / "missing.json")], "missing.json"),
+        (["--config", str(h.config_path), "--mtu", "100000"], "--mtu"),
+    ):
+        proc = subprocess.run(
+            ["ip", "netns", "exec", h.name, *base, *extra], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode != 0 and text in proc.stderr, proc.stderr
+    assert not (tmp_path / "s.sock").exists()
+    assert "mrc_agent" not in _tables(h.name)

@@ -1,0 +1,106 @@
+"""Transfer content: chunk headers, the seeded pattern, the receiver's verifier."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from mrc_host.agent.payload import (
+    CHUNK_DATA_BYTES,
+    HEADER_BYTES,
+    PERIOD,
+    BadChunk,
+    ChunkFlag,
+    ChunkHeader,
+    ChunkKind,
+    Pattern,
+    Verifier,
+    chunk_count,
+)
+
+
+def test_header_round_trips() -> None:
+    h = ChunkHeader(ChunkKind.DATA, ChunkFlag.LAST, 2**64 - 1, 123, 456, 789, 42, b"\x01" * 32)
+    raw = h.pack()
+    assert len(raw) == HEADER_BYTES == 80
+    assert ChunkHeader.unpack(raw) == h
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"\0" * HEADER_BYTES,  # no magic
+        ChunkHeader(ChunkKind.DATA, ChunkFlag.NONE, 1, 0, 1, 1, 1).pack()[:-1],  # short
+        b"MRCT\x02" + b"\0" * 75,  # unknown version
+        b"MRCT\x01\x09" + b"\0" * 74,  # unknown kind
+    ],
+)
+def test_garbage_is_refused(raw: bytes) -> None:
+    with pytest.raises(BadChunk):
+        ChunkHeader.unpack(raw)
+
+
+def test_oversized_length_is_refused() -> None:
+    raw = ChunkHeader(ChunkKind.DATA, ChunkFlag.NONE, 1, 0, CHUNK_DATA_BYTES + 1, 1, 1).pack()
+    with pytest.raises(BadChunk, match="length"):
+        ChunkHeader.unpack(raw)
+
+
+def test_pattern_slices_are_consistent_and_seeded() -> None:
+    p = Pattern(7)
+    whole = p.slice(PERIOD - 100, 300)
+    assert whole == p.slice(PERIOD - 100, 100) + p.slice(PERIOD, 200)
+    assert p.slice(5, 50) == p.slice(PERIOD + 5, 50)  # periodic
+    assert Pattern(8).slice(0, 64) != p.slice(0, 64)
+    size = 2 * CHUNK_DATA_BYTES + 10
+    data = b"".join(p.slice(o, min(CHUNK_DATA_BYTES, size - o)) for o in range(0, size, CHUNK_DATA_BYTES))
+    assert p.digest(size) == hashlib.sha256(data).digest()
+
+
+def _chunks(seed: int, size: int) -> list[tuple[ChunkHeader, bytes]]:
+    p = Pattern(seed)
+    digest = p.digest(size)
+    n = chunk_count(size)
+    out = []
+    for i in range(n):
+        off = i * CHUNK_DATA_BYTES
+        length = min(CHUNK_DATA_BYTES, size - off)
+        last = i == n - 1
+        flags = ChunkFlag.LAST if last else ChunkFlag.NONE
+        hdr = ChunkHeader(ChunkKind.DATA, flags, 99, off, length, size, seed, digest if last else b"\0" * 32)
+        out.append((hdr, p.slice(off, length)))
+    return out
+
+
+def test_verifier_accepts_the_exact_bytes() -> None:
+    chunks = _chunks(3, CHUNK_DATA_BYTES + 500)
+    v = Verifier(chunks[0][0])
+    assert [v.add(h, d) for h, d in chunks] == [False, True]
+    assert v.ok and v.received == CHUNK_DATA_BYTES + 500
+
+
+def test_verifier_catches_one_flipped_byte() -> None:
+    chunks = _chunks(3, 1000)
+    hdr, data = chunks[0]
+    bad = bytearray(data)
+    bad[500] ^= 1
+    v = Verifier(hdr)
+    assert v.add(hdr, bytes(bad))
+    assert not v.ok and v.mismatched_chunks == 1 and v.digest_ok is False
+
+
+def test_verifier_catches_a_missing_chunk() -> None:
+    chunks = _chunks(4, 2 * CHUNK_DATA_BYTES + 1)
+    v = Verifier(chunks[0][0])
+    v.add(*chunks[0])
+    assert v.add(*chunks[2])  # chunk 1 never came
+    assert not v.ok and v.out_of_order == 1
+
+
+def test_empty_transfer_is_one_chunk() -> None:
+    chunks = _chunks(5, 0)
+    assert len(chunks) == 1
+    v = Verifier(chunks[0][0])
+    assert v.add(*chunks[0]) and v.ok
