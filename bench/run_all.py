@@ -29,6 +29,7 @@ class Benchmark:
 BENCHMARKS = [
     Benchmark("codec", "bench.bench_codec", ("--quick",)),
     Benchmark("core", "bench.bench_core", ("--quick",)),
+    Benchmark("agent", "bench.bench_agent", ("--quick",), needs_root=True),
     Benchmark("sim-figures", "mrc_host.sim.figures", ("--size-mib", "2", "--seeds", "1", "--no-sensitivity")),
 ]
 

@@ -165,10 +165,14 @@ class Receiver:
                 self.c.messages_received += 1
                 out.append(MessageReceived(self._msg_last_seq.pop(last)))
 
-    def _bitmap(self) -> tuple[int, int]:
+    def _bitmap(self, trigger_seq: int) -> tuple[int, int]:
+        """The 64-PSN window to report: from the cumulative point when it fits; else one that
+        always holds the packet that triggered the ACK, so a retransmission filling an old hole
+        is reported instead of being resent (and its path blamed) again and again."""
         base = self.expected
         if self.highest - base >= SACK_BITMAP_BITS:
-            base = self.highest - SACK_BITMAP_BITS + 1
+            newest = self.highest - SACK_BITMAP_BITS + 1
+            base = min(newest, max(self.expected, trigger_seq - SACK_BITMAP_BITS // 2))
         bitmap = 0
         if self.out_of_order:
             for i in range(SACK_BITMAP_BITS):
@@ -180,7 +184,7 @@ class Receiver:
         return base, bitmap
 
     def _send_ack(self, trigger: DataPacket, now_ns: int, out: list[Action]) -> None:
-        base, bitmap = self._bitmap()
+        base, bitmap = self._bitmap(unwrap(trigger.psn, self.expected))
         sack = Sack(
             self.peer_qp,
             psn_of(self.expected),

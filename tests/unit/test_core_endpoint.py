@@ -241,3 +241,24 @@ def test_core_does_no_io_and_reads_no_clock() -> None:
                 and node.value.id == "random"
             ):
                 assert node.attr == "Random", f"{path.name} uses random.{node.attr}"
+
+
+def test_sack_window_reports_a_late_packet_filling_an_old_hole() -> None:
+    """With the cumulative point far behind the newest PSN, a retransmission that fills an
+    older hole must still be inside the SACK bitmap, or the sender resends it forever."""
+    p = make_pair(size=128 * 1024)
+    b = p.b
+
+    def deliver(seq: int) -> Sack:
+        pkt = DataPacket(qp=b.local_qp, psn=seq, vaddr=BASE + 1024 * seq, rkey=RKEY, payload=b"z" * 1024)
+        sacks = [a.msg for a in b.receive(pkt, p.now) if isinstance(getattr(a, "msg", None), Sack)]
+        return sacks[-1] if sacks else None  # type: ignore[return-value]
+
+    for seq in range(101):
+        if seq not in (5, 10):
+            deliver(seq)
+    sack = deliver(10)  # 5 is still missing: the cumulative ACK stays at 5
+    assert sack is not None and sack.cum_psn == 5
+    offset = 10 - sack.base_psn
+    assert 0 <= offset < 64 and sack.bitmap >> offset & 1
+    assert not sack.bitmap >> (5 - sack.base_psn) & 1  # the real hole is still reported as one
