@@ -6,19 +6,20 @@ SYSTEM_PYTHON ?= /usr/bin/python3
 RUN_DIR ?= runs
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo bench cli lint clean p4 help
+.PHONY: setup test demo bench cli lint clean p4 p4info help
 
 help:
-	@echo "setup  venv with the project (can import Debian's mininet)"
+	@echo "setup  venv with the project (can import Debian's mininet); BMV2=1 also installs BMv2/p4c"
 	@echo "demo   MRC surviving faults (see README)"
 	@echo "test   unit, integration (root) and BMv2 tests"
 	@echo "bench  benchmarks: JSON + PNG under results/"
 	@echo "cli    Mininet CLI on the default fabric"
-	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists)"
+	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
 	@echo "lint   ruff"
 	@echo "clean  remove what a crashed run left behind"
 
 setup: $(VENV)/.installed
+	$(if $(filter 1,$(BMV2)),./scripts/install-bmv2.sh,@true)
 
 $(VENV)/.installed: pyproject.toml
 	$(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
@@ -29,23 +30,36 @@ $(VENV)/.installed: pyproject.toml
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The live demo needs root (namespaces); without it, topologies.demo runs the simulator demo.
 demo: setup
-	$(PY) -m mrc_host.sim.demo
+	$(PY) -m topologies.demo $(DEMO_ARGS)
 
 bench: setup
 	$(PY) -m bench.run_all $(if $(QUICK),--quick,)
 
 cli: setup
-	@echo "The Mininet testbed arrives with the topology issue; meanwhile: make demo" >&2; exit 2
+	$(PY) -m topologies.testbed --cli $(TESTBED_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
 
-p4:
-	@command -v p4c-bm2-ss >/dev/null || { echo "p4c-bm2-ss not found: BMv2/p4c come from p4lang's package repository (see README)"; exit 2; }
-	mkdir -p p4src/build
-	p4c-bm2-ss --arch v1model -o p4src/build/mrc_switch.json --p4runtime-files p4src/build/mrc_switch.p4info.txtpb p4src/mrc_switch.p4
+P4C ?= p4c-bm2-ss
+P4_BUILD := p4src/build
+P4_SRCS := p4src/mrc_switch.p4 $(wildcard p4src/include/*.p4)
+
+p4: $(P4_BUILD)/mrc_switch.json
+
+# The BMv2 JSON and p4c's P4Info land in p4src/build/ (ignored by git); the committed
+# P4Info only changes on purpose, with `make p4info`.
+$(P4_BUILD)/mrc_switch.json: $(P4_SRCS)
+	@command -v $(P4C) >/dev/null || { echo "$(P4C) not found: BMv2/p4c come from p4lang's package repository (make setup BMV2=1, see docs/p4-pipeline.md)"; exit 2; }
+	mkdir -p $(P4_BUILD)
+	$(P4C) --arch v1model --std p4-16 -o $@ --p4runtime-files $(P4_BUILD)/mrc_switch.p4info.txtpb p4src/mrc_switch.p4
+
+p4info: p4
+	cp $(P4_BUILD)/mrc_switch.p4info.txtpb p4src/mrc_switch.p4info.txtpb
+	@echo "p4src/mrc_switch.p4info.txtpb now holds p4c's P4Info: review the diff before committing"
 
 clean:
-	-$(PY) -m topologies.cleanup 2>/dev/null || true
+	-$(PY) -m topologies.cleanup --runs $(RUN_DIR)
 	rm -rf .pytest_cache .ruff_cache p4src/build

@@ -1,0 +1,120 @@
+"""The BMv2 switch process wrapper without BMv2: command line, ports, queue commands, stop by PID."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from topologies import bmv2_switch
+from topologies.bmv2_switch import CPU_PORT, Bmv2Error, Bmv2Process, _queue_command
+
+
+def make(tmp_path: Path, **kw) -> Bmv2Process:
+    return Bmv2Process(name="s1", device_id=3, ports={2: "s1-eth2", 1: "s1-eth1"}, run_dir=tmp_path, **kw)
+
+
+def option(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+def test_command_line_binds_ports_in_order_and_listens_on_loopback_only(tmp_path: Path) -> None:
+    p = make(tmp_path, grpc_port=50123, thrift_port=50124)
+    cmd = p.command()
+    assert cmd[0] == "simple_switch_grpc" and "--no-p4" in cmd
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "-i"] == ["1@s1-eth1", "2@s1-eth2"]
+    assert option(cmd, "--device-id") == "3"
+    assert option(cmd, "--thrift-port") == "50124"
+    assert option(cmd, "--pcap") == str(tmp_path.resolve() / "pcap" / "s1")
+    assert option(cmd, "--log-file") == str(tmp_path.resolve() / "s1.bmv2")  # bmv2 appends .txt
+    assert p.log_path == tmp_path.resolve() / "s1.bmv2.txt"
+    target = cmd[cmd.index("--") + 1 :]  # options of simple_switch_grpc itself
+    assert option(target, "--grpc-server-addr") == "127.0.0.1:50123" == p.p4rt_address
+    assert option(target, "--cpu-port") == str(CPU_PORT)
+    assert option(target, "--priority-queues") == "8"
+
+
+def test_free_ports_are_picked_and_distinct(tmp_path: Path) -> None:
+    a, b = make(tmp_path), make(tmp_path)
+    ports = {a.grpc_port, a.thrift_port, b.grpc_port, b.thrift_port}
+    assert len(ports) == 4 and all(1024 < x < 65536 for x in ports)
+
+
+def test_cpu_port_cannot_be_a_data_port(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="CPU port"):
+        Bmv2Process(name="s1", device_id=1, ports={CPU_PORT: "x"}, run_dir=tmp_path)
+
+
+def test_pcap_can_be_turned_off(tmp_path: Path) -> None:
+    assert "--pcap" not in make(tmp_path, pcap=False).command()
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        (("set_queue_rate", 100, 2, None), "set_queue_rate 100 2"),
+        (("set_queue_rate", 100, 2, 7), "set_queue_rate 100 2 7"),
+        (("set_queue_depth", 16, None, None), "set_queue_depth 16"),
+    ],
+)
+def test_queue_commands(args: tuple, want: str) -> None:
+    assert _queue_command(*args) == want
+
+
+def test_queue_commands_refuse_nonsense() -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        _queue_command("set_queue_rate", -1, 2, None)
+    with pytest.raises(ValueError, match="priority needs a port"):
+        _queue_command("set_queue_depth", 4, None, 3)
+
+
+def test_missing_binary_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(Bmv2Error, match="not found"):
+        make(tmp_path, binary="no-such-simple-switch").start()
+
+
+def test_start_fails_fast_when_the_process_dies(tmp_path: Path) -> None:
+    """A switch binary that exits at once: start() raises with the log, no process is left."""
+    fake = tmp_path / "fake_switch"
+    fake.write_text(f"#!{sys.executable}\nimport sys\nprint('bad option', sys.argv[1:3])\nsys.exit(3)\n")
+    fake.chmod(0o755)
+    p = make(tmp_path, binary=str(fake), start_timeout=10)
+    with pytest.raises(Bmv2Error, match="exited"):
+        p.start()
+    assert p.proc is None
+    assert "bad option" in p.stdout_path.read_text()
+
+
+def test_stop_kills_the_whole_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """stop() takes down the switch and a child it started (same process group)."""
+    script = tmp_path / "parent.sh"
+    pidfile = tmp_path / "child.pid"
+    script.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pidfile}\ntrap '' TERM\nwait\n")
+    script.chmod(0o755)
+    p = make(tmp_path)
+    p.proc = subprocess.Popen([str(script)], start_new_session=True)
+    assert _wait_file(pidfile)
+    child = int(pidfile.read_text())
+    monkeypatch.setattr(bmv2_switch, "STOP_TIMEOUT", 0.5)  # the parent ignores SIGTERM: SIGKILL must follow
+    p.stop()
+    assert p.proc is None
+    assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
+
+
+def _wait_file(path: Path, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
