@@ -42,10 +42,13 @@ def _default_switch_cls() -> type:
 class ClosTopo(Topo):
     """Mininet Topo for a :class:`Topology` (hosts, switches and links exactly as modelled)."""
 
-    def build(self, topology: Topology, switch_cls: type, run_dir: str) -> None:  # type: ignore[override]
+    def build(  # type: ignore[override]
+        self, topology: Topology, switch_cls: type, run_dir: str, link_opts: dict[str, Any] | None = None
+    ) -> None:
         for sw in topology.switches:
-            # Mininet passes inNamespace=False unless told: the switch must have its own namespace.
-            self.addSwitch(sw.name, cls=switch_cls, device_id=sw.device_id, run_dir=run_dir, inNamespace=True)
+            # The switch class decides where it runs: LinuxSrv6Switch forces its own namespace,
+            # Bmv2Switch stays in the root namespace (its gRPC/Thrift ports on 127.0.0.1).
+            self.addSwitch(sw.name, cls=switch_cls, device_id=sw.device_id, run_dir=run_dir)
         for h in topology.hosts:
             self.addHost(h.name, cls=Host, ip=None)
         for link in topology.links:
@@ -58,6 +61,7 @@ class ClosTopo(Topo):
                 intfName2=link.b.ifname,
                 addr1=link.a.mac,
                 addr2=link.b.mac,
+                **(link_opts or {}),  # e.g. cls=TCLink, bw=... for a rate limit
             )
 
 
@@ -92,32 +96,51 @@ def start_clos(
     switch_cls: type | None = None,
     target: Target | str = Target.LINUX,
     block=DEFAULT_BLOCK,
+    link_opts: dict[str, Any] | None = None,
 ) -> tuple[Mininet, Topology]:
-    """Build and start the fabric; write ``<run_dir>/topology.json``; return ``(net, topology)``."""
+    """Build and start the fabric; write ``<run_dir>/topology.json``; return ``(net, topology)``.
+
+    ``link_opts`` go to every ``addLink`` (``{"cls": TCLink, "bw": 100}`` limits each link
+    to 100 Mbit/s with an htb qdisc).
+    """
     run = Path(run_dir).resolve()
     run.mkdir(parents=True, exist_ok=True)
     topology = build_clos(
         planes, t0_per_plane, t1_per_plane, hosts_per_t0, block=block, prefix=node_prefix, target=target
     )
     cls = switch_cls or _default_switch_cls()
-    net = Mininet(topo=ClosTopo(topology, cls, str(run)), controller=None, build=False, autoSetMacs=False)
+    net = Mininet(
+        topo=ClosTopo(topology, cls, str(run), link_opts), controller=None, build=False, autoSetMacs=False
+    )
     try:
         net.build()
         for sw in topology.switches:
             # seg6local routes (my_usid) hang off "lo", which a fresh namespace has down
             net.get(sw.name).cmd("ip link set dev lo up")
         net.start()
-        for sw in topology.switches:
-            node = net.get(sw.name)
-            sw.p4rt_address = node.p4rt_address
-            port_map = node.port_map() if hasattr(node, "port_map") else {}
-            want = {e.port: e.ifname for e in topology.ports_of(sw.name)}
-            if port_map and port_map != want:
-                raise RuntimeError(f"{sw.name}: Mininet ports {port_map} differ from the model's {want}")
-        for h in topology.hosts:
-            configure_host(net.get(h.name), topology)
-        topology.save(run / TOPOLOGY_FILE)
+        finish_start(net, topology, run)
     except BaseException:
         net.stop()
         raise
     return net, topology
+
+
+def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike) -> None:
+    """After ``net.start()``: P4Runtime addresses, port check, host addresses, topology.json.
+
+    Separate from :func:`start_clos` so a network that ``mn --custom`` built and started
+    gets the same treatment.
+    """
+    run = Path(run_dir).resolve()
+    for sw in topology.switches:
+        node = net.get(sw.name)
+        if node.inNamespace:
+            node.cmd("ip link set dev lo up")  # idempotent; mn --custom did not do it before start
+        sw.p4rt_address = node.p4rt_address
+        port_map = node.port_map() if hasattr(node, "port_map") else {}
+        want = {e.port: e.ifname for e in topology.ports_of(sw.name)}
+        if port_map and port_map != want:
+            raise RuntimeError(f"{sw.name}: Mininet ports {port_map} differ from the model's {want}")
+    for h in topology.hosts:
+        configure_host(net.get(h.name), topology)
+    topology.save(run / TOPOLOGY_FILE)

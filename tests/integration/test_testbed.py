@@ -1,0 +1,273 @@
+"""The live testbed (``topologies.testbed.Testbed``): fabric, controller and agents together.
+
+One default fabric (P=2, L=2, S=2, 2 hosts per T0) on the Linux target under the node
+prefix ``tb``: tbh0/tbh1 under T0 0, tbh2/tbh3 under T0 1, so tbh0 -> tbh3 has four
+paths (two planes x two T1s). Faults go through the controller's northbound API, as
+the CLI sends them; transfers and EV states through the agents. Every wait is on a
+condition with a deadline. Teardown is checked: no process, namespace, link or socket
+of the run is left.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.root
+
+PREFIX = "tb"
+H0, H1, H2, H3 = (f"{PREFIX}h{i}" for i in range(4))
+UPLINK_P0_T1_0 = f"{PREFIX}t0p0n0-{PREFIX}t1p0n0"  # tbh0's plane-0 uplink to T1 0
+DEADLINE_S = 60.0
+BIG = 48 << 20  # large enough that a fault lands mid-transfer
+
+
+def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def testbed() -> Iterator[Any]:
+    from topologies.agents import agent_available
+    from topologies.leaks import leftovers
+    from topologies.testbed import Testbed, TestbedConfig
+
+    ok, why = agent_available()
+    if not ok:
+        pytest.skip(f"the live host agent is not installed: {why}")
+    root = Path(tempfile.mkdtemp(prefix="tb-runs-"))
+    tb = Testbed(TestbedConfig(prefix=PREFIX, runs_root=root, target="linux"), say=lambda _m: None)
+    try:
+        with tb:
+            yield tb
+    finally:
+        tb.stop()
+        left = leftovers(tb.run.path, tb.namespaces, PREFIX, tb.teardown_ticks) if tb.run else []
+        shutil.rmtree(root, ignore_errors=True)
+    assert left == []
+
+
+@pytest.fixture(autouse=True)
+def no_faults_after(testbed: Any) -> Iterator[None]:
+    yield
+    testbed.controller.clear()
+
+
+def send_evs(tb: Any, src: str, dst: str) -> dict[tuple[int, int], dict]:
+    """(plane, t1) -> EV row of ``src``'s mrc send connection to ``dst``."""
+    return {
+        (r["plane"], r["t1"]): r
+        for r in tb.agent(src).client.evs()
+        if r["peer"] == dst and r["conn"] == "send" and r["mode"] == "mrc"
+    }
+
+
+def transfer_with_fault(tb: Any, src: str, dst: str, kind: str, target: str, at: float = 0.1) -> dict:
+    """A BIG transfer during which ``kind`` hits ``target`` once ``at`` of it is acknowledged."""
+    due = threading.Event()
+    result: dict[str, Any] = {}
+
+    def on_progress(update: dict) -> None:
+        if update["bytes_acked"] >= at * BIG:
+            due.set()
+
+    def run() -> None:
+        try:
+            result["summary"] = tb.send(src, dst, BIG, on_progress=on_progress)
+        except Exception as exc:  # re-raised by the test thread
+            result["error"] = exc
+        due.set()
+
+    th = threading.Thread(target=run)
+    th.start()
+    try:
+        assert due.wait(DEADLINE_S), "the transfer made no progress"
+        assert "summary" not in result, "the transfer finished before the fault: make BIG larger"
+        result["fault"] = tb.controller.inject(kind, target)
+    finally:
+        th.join(timeout=180)
+    assert not th.is_alive(), "the transfer did not complete"
+    if "error" in result:
+        raise result["error"]
+    s = result["summary"]
+    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+    return result
+
+
+# -- bring-up and the run directory -----------------------------------------------------------------
+def test_default_fabric_and_run_directory(testbed: Any) -> None:
+    topo, run = testbed.topology, testbed.run.path
+    assert (topo.planes, topo.t0_per_plane, topo.t1_per_plane, len(topo.hosts)) == (2, 2, 2, 4)
+    assert len(topo.switches) == 8 and set(testbed.agents) == {H0, H1, H2, H3}
+    assert (run.parent / "latest").resolve() == run
+    for name in ("topology.json", "run.json", "pids", "controller.log", "controller.sock"):
+        assert (run / name).exists(), name
+    for h in (H0, H1, H2, H3):
+        assert (run / "hosts" / f"{h}.json").exists() and (run / "agents" / f"{h}.log").exists()
+    assert all((run / f"{s.name}.shim.log").exists() for s in topo.switches)
+    kinds = {}
+    for r in testbed.run.records():
+        kinds[r.kind] = kinds.get(r.kind, 0) + 1
+        assert r.alive(), r
+    assert kinds == {"node": 12, "shim": 8, "controller": 1, "agent": 4}
+
+
+def test_every_host_pair_transfers_the_right_bytes(testbed: Any) -> None:
+    size = 256 << 10
+    for src in (H0, H1, H2, H3):
+        for dst in (H0, H1, H2, H3):
+            if src == dst:
+                continue
+            s = testbed.send(src, dst, size)
+            assert s["ok"] and s["verified"] is True and s["bytes_acked"] == size, (src, dst, s)
+
+
+# -- faults mid-transfer -----------------------------------------------------------------------------
+def test_blackhole_mid_transfer_completes_and_retires_the_ev_then_probes_restore_it(testbed: Any) -> None:
+    r = transfer_with_fault(testbed, H0, H3, "blackhole", UPLINK_P0_T1_0)
+    assert r["summary"]["evs_retired"] >= 1, r["summary"]
+    assert send_evs(testbed, H0, H3)[(0, 0)]["state"] == "ASSUMED_BAD"  # retired while the fault lasts
+    testbed.controller.clear(r["fault"].id)
+    wait_until(lambda: send_evs(testbed, H0, H3)[(0, 0)]["state"] == "GOOD", "the EV back to GOOD by probes")
+
+
+def test_t1_switch_down_mid_transfer_completes(testbed: Any) -> None:
+    t1 = f"{PREFIX}t1p1n1"
+    r = transfer_with_fault(testbed, H0, H3, "switch_down", t1)
+    assert send_evs(testbed, H0, H3)[(1, 1)]["state"] == "ASSUMED_BAD"
+    testbed.controller.clear(r["fault"].id)
+    wait_until(lambda: send_evs(testbed, H0, H3)[(1, 1)]["state"] == "GOOD", "the EV back to GOOD by probes")
+
+
+def test_nic_port_down_mid_transfer_completes(testbed: Any) -> None:
+    r = transfer_with_fault(testbed, H0, H3, "nic_port_down", f"{H0}:0")
+    evs = send_evs(testbed, H0, H3)
+    assert evs[(0, 0)]["state"] == evs[(0, 1)]["state"] == "ASSUMED_BAD", evs
+    testbed.controller.clear(r["fault"].id)
+    wait_until(
+        lambda: {row["state"] for row in send_evs(testbed, H0, H3).values()} == {"GOOD"},
+        "plane 0's EVs back to GOOD by probes",
+    )
+
+
+def test_with_a_nic_port_down_the_data_takes_the_other_plane(testbed: Any) -> None:
+    def tx_by_plane() -> dict[int, int]:
+        planes = {p.ifname: p.plane for p in testbed.topology.host(H0).ports}
+        return {planes[p["ifname"]]: p["bytes_tx"] for p in testbed.agent(H0).client.stats()["ports"]}
+
+    f = testbed.controller.inject("nic_port_down", f"{H0}:0")
+    before = tx_by_plane()
+    s = testbed.send(H0, H3, 8 << 20)
+    after = tx_by_plane()
+    testbed.controller.clear(f.id)
+    assert s["ok"] and s["verified"] is True, s
+    assert after[1] - before[1] >= 8 << 20
+    assert after[0] - before[0] < (after[1] - before[1]) // 10  # plane 0: a few probes, no data
+
+
+# -- CLI verbs -------------------------------------------------------------------------------------------
+@pytest.fixture
+def verbs(testbed: Any) -> tuple[Any, io.StringIO]:
+    from rich.console import Console
+
+    from topologies.cli import MrcCommands
+
+    out = io.StringIO()
+    return MrcCommands(testbed, Console(file=out, width=250, color_system=None)), out
+
+
+def test_cli_fault_faults_paths_clear(verbs: tuple[Any, io.StringIO]) -> None:
+    cmd, out = verbs
+    assert cmd.faults("") == [] and "no active faults" in out.getvalue()
+    f = cmd.fault(f"blackhole {UPLINK_P0_T1_0} --direction a2b")
+    assert [x.id for x in cmd.faults("")] == [f.id]
+    paths = {(p.plane, p.t1): p.status for p in cmd.paths(f"{H0} {H3}")}
+    assert paths == {(0, 0): "dropped", (0, 1): "ok", (1, 0): "ok", (1, 1): "ok"}
+    assert "dropped" in out.getvalue() and f"{PREFIX}t0p0n0" in out.getvalue()
+    assert cmd.clear(f.id) == [f.id]
+    assert cmd.faults("") == []
+
+
+def test_cli_mrc_evs_counters(verbs: tuple[Any, io.StringIO]) -> None:
+    cmd, out = verbs
+    t1 = f"{PREFIX}t1p1n0"
+    before = {(c.counter, c.label): c.bytes for c in cmd.counters(f"{t1} --all")}
+    s = cmd.mrc(f"{H1} {H2} 1M --mode mrc")
+    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == 1 << 20
+    assert "completed" in out.getvalue() and "goodput" in out.getvalue()
+    after = {(c.counter, c.label): c.bytes for c in cmd.counters(t1)}
+    assert after[("port_tx", f"{t1}-eth2")] > before[("port_tx", f"{t1}-eth2")]  # towards T0 1
+    rows = cmd.evs(H1)
+    assert {r["state"] for r in rows if r["peer"] == H2 and r["conn"] == "send"} == {"GOOD"}
+    assert "EVs of " + H1 in out.getvalue()
+
+
+def test_cli_capture_writes_a_pcap_of_the_traffic(testbed: Any, verbs: tuple[Any, io.StringIO]) -> None:
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    from scapy.utils import rdpcap
+
+    cmd, _out = verbs
+    cap = cmd.capture(f"{H0}:0 30")  # tbh0's plane-0 NIC port
+    # tcpdump is running once it holds the interface; then traffic, then stop it
+    wait_until(lambda: cap.path.exists(), "tcpdump to open its file")
+    s = testbed.send(H0, H3, 1 << 20)
+    assert s["ok"], s
+    cap.stop()
+    assert cap.proc.poll() is not None
+    packets = rdpcap(str(cap.path))
+    assert len(packets) > 100
+    outer = [p[IPv6] for p in packets if p.haslayer(Ether) and p.haslayer(IPv6)]
+    assert sum(1 for ip in outer if ip.nh == 41) > 100  # the MRC traffic, IPv6-in-IPv6
+    assert cap.path.parent == testbed.run.path / "captures"
+
+
+def test_cli_bad_input_is_an_error_message_not_a_crash(testbed: Any, verbs: tuple[Any, io.StringIO]) -> None:
+    from topologies.cli import CommandError
+
+    cmd, _out = verbs
+    for verb, line in [
+        ("mrc", f"{H0} {H0} 1M"),
+        ("mrc", f"{H0} nohost 1M"),
+        ("mrc", f"{H0} {H3} lots"),
+        ("mrc", f"{H0} {H3} 1M --mode warp"),
+        ("fault", "meteor tbt1p0n0"),
+        ("paths", H0),
+        ("evs", "nohost"),
+        ("counters", "noswitch"),
+        ("capture", "nolink"),
+        ("capture", f"{H0}:0 -1"),
+        ("clear", "a b"),
+    ]:
+        with pytest.raises(CommandError):
+            getattr(cmd, verb)(line)
+    import grpc
+
+    with pytest.raises(grpc.RpcError):  # the controller's NOT_FOUND, shown by the CLI
+        cmd.fault("switch_down noswitch")
+
+
+def test_cli_help_text_for_every_verb(testbed: Any, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from topologies.cli import MrcCLI
+
+    script = tmp_path / "script"
+    script.write_text("help mrc\nhelp fault\nhelp capture\nfault meteor x\nfaults\n")
+    with open(script) as stdin:  # Mininet polls stdin; pytest's has no file descriptor
+        MrcCLI(testbed.net, stdin=stdin, testbed=testbed, script=str(script))
+    text = capsys.readouterr().out
+    assert "mrc SRC DST SIZE" in text and "fault KIND TARGET" in text and "capture LINK" in text
+    assert "invalid choice: 'meteor'" in text and "no active faults" in text

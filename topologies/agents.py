@@ -1,0 +1,132 @@
+"""MRC host agents in the testbed: one ``mrc serve`` per Mininet host, started and stopped by PID.
+
+The agent itself lives in ``mrc_host.agent`` (``mrc serve --config <run_dir>/hosts/<host>.json
+--control <sock>``); this module only runs it inside a host's namespace, waits until its
+control socket answers, hands out a client and stops it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 5.0
+# ``python -c`` keeps the command independent of how the console script is installed;
+# argv[1:] after "-c CODE" is what main() parses.
+LAUNCH = "import sys; from mrc_host.agent.cli import main; sys.exit(main())"
+
+
+class AgentError(RuntimeError):
+    """An agent did not start or answer; the message carries the end of its log."""
+
+
+def agent_available() -> tuple[bool, str]:
+    """Is the live host agent installed? (False, why) when not."""
+    for module in ("mrc_host.agent.cli", "mrc_host.agent.client"):
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False, f"{module} not found"
+        except ImportError as exc:
+            return False, f"{module}: {exc}"
+    return True, "mrc_host.agent found"
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
+    except OSError:
+        return "(no agent log)"
+
+
+class AgentProcess:
+    """``mrc serve`` in one host."""
+
+    def __init__(self, node: Any, config: Path, control: Path, log: Path, extra_args: list[str]) -> None:
+        self.node = node
+        self.name = node.name
+        self.config = config
+        self.control = control
+        self.log = log
+        self.extra_args = extra_args
+        self.proc: subprocess.Popen | None = None
+        self._client: Any = None
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-c",
+            LAUNCH,
+            "serve",
+            "--config",
+            str(self.config),
+            "--control",
+            str(self.control),
+            "--log",
+            str(self.log),
+            *self.extra_args,
+        ]
+
+    def start(self) -> int:
+        """Start the process (returns its pid); :meth:`wait_ready` waits for the control socket."""
+        self.control.unlink(missing_ok=True)
+        with open(self.log.with_suffix(".out"), "ab") as out:
+            self.proc = self.node.popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+            )
+        return self.proc.pid
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        from mrc_host.agent.client import AgentClient
+
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                raise AgentError(f"agent of {self.name} exited\n{self._tails()}")
+            if self.control.exists():
+                try:
+                    client = AgentClient(str(self.control))
+                    client.ping() if hasattr(client, "ping") else client.stats()
+                    self._client = client
+                    return
+                except Exception as exc:  # not answering yet: retry until the deadline
+                    last = exc
+            time.sleep(0.05)  # poll interval; the deadline bounds the wait
+        raise AgentError(f"agent of {self.name} did not answer in {timeout:.0f}s ({last})\n{self._tails()}")
+
+    def _tails(self) -> str:
+        return _log_tail(self.log) + _log_tail(self.log.with_suffix(".out"))
+
+    @property
+    def client(self) -> Any:
+        """A :class:`mrc_host.agent.client.AgentClient` for this agent."""
+        if self._client is None:
+            from mrc_host.agent.client import AgentClient
+
+            self._client = AgentClient(str(self.control))
+        return self._client
+
+    def stop(self) -> None:
+        """SIGTERM by PID (the agent removes its rules and socket), SIGKILL after STOP_TIMEOUT."""
+        proc, self.proc = self.proc, None
+        if self._client is not None and hasattr(self._client, "close"):
+            with contextlib.suppress(Exception):
+                self._client.close()
+        self._client = None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.control.unlink(missing_ok=True)

@@ -1,0 +1,385 @@
+"""The Mininet CLI with MRC verbs: transfers, faults, paths, EV states, counters, captures.
+
+Every verb is a method of :class:`MrcCommands` (plain Python, testable without a
+terminal); :class:`MrcCLI` is Mininet's CLI with one ``do_<verb>`` per command whose
+docstring is its ``help <verb>`` text. Faults go through the controller's northbound
+API (the same calls ``mrcctl`` makes); transfers and EV states through the host agents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from mininet.cli import CLI
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from topologies.northbound import DIRECTIONS, KINDS, direction_name, kind_name
+
+SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
+MODES = ("mrc", "single-path", "ecmp")
+
+
+class CommandError(Exception):
+    """A verb's arguments were wrong; the message says which and how."""
+
+
+def parse_size(text: str) -> int:
+    """``64M`` → 64 MiB, ``8MiB``, ``500k`` → 500 KiB, ``4096``; binary units as ``mrc send`` has them.
+
+    ``K``/``M``/``G`` are read as binary (KiB/MiB/GiB), like most transfer tools.
+    """
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)(i?)[bB]?\s*", text)
+    if not m:
+        raise CommandError(f"size: {text!r} is not a size (e.g. 64M, 8MiB, 4096)")
+    number, unit, _ = m.groups()
+    factor = SIZE_UNITS[(unit.lower() + "i") if unit else ""]
+    size = int(float(number) * factor)
+    if size <= 0:
+        raise CommandError(f"size: {text!r} must be > 0")
+    return size
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise CommandError(f"{self.prog}: {message}\nusage: {self.format_usage().strip()[7:]}")
+
+
+def _parser(prog: str, description: str) -> _Parser:
+    return _Parser(prog=prog, description=description, add_help=False)
+
+
+class MrcCommands:
+    """The verbs, bound to a running :class:`topologies.testbed.Testbed`."""
+
+    def __init__(self, testbed: Any, console: Console | None = None) -> None:
+        self.tb = testbed
+        # piped output (scripts, logs) gets wide tables instead of rich's 80-column default
+        self.out = console or (Console() if sys.stdout.isatty() else Console(width=200))
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _host(self, name: str) -> str:
+        hosts = self.tb.host_names()
+        if name not in hosts:
+            raise CommandError(f"no host {name!r}; hosts: {' '.join(hosts)}")
+        return name
+
+    def _controller(self) -> Any:
+        if self.tb.controller is None:
+            raise CommandError("no controller in this run")
+        return self.tb.controller
+
+    # -- mrc -----------------------------------------------------------------------------------------
+    def mrc(self, line: str) -> dict[str, Any]:
+        p = _parser("mrc", "transfer SIZE bytes from SRC's agent to DST")
+        p.add_argument("src")
+        p.add_argument("dst")
+        p.add_argument("size")
+        p.add_argument("--mode", choices=MODES, default="mrc")
+        a = p.parse_args(shlex.split(line))
+        src, dst, size = self._host(a.src), self._host(a.dst), parse_size(a.size)
+        if src == dst:
+            raise CommandError("mrc: source and destination are the same host")
+        agent = self.tb.agent(src)
+        columns = (
+            TextColumn(f"{src} → {dst} [{a.mode}]"),
+            BarColumn(),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeElapsedColumn(),
+        )
+        started = time.monotonic()
+        with Progress(*columns, console=self.out, transient=False) as bar:
+            task = bar.add_task("transfer", total=size)
+
+            def on_progress(update: dict[str, Any]) -> None:  # the agent's progress line
+                bar.update(task, completed=min(int(update.get("bytes_acked", 0)), size))
+
+            result = agent.client.send(dst, size, mode=a.mode, on_progress=on_progress)
+            if result.get("ok"):
+                bar.update(task, completed=size)
+        wall = time.monotonic() - started
+        self.out.print(self._summary_table(src, dst, size, a.mode, result, wall))
+        return result
+
+    @staticmethod
+    def _summary_table(src: str, dst: str, size: int, mode: str, r: dict[str, Any], wall: float) -> Table:
+        """The agent's transfer summary (mrc_host.agent's ``send`` reply), the lines that matter."""
+        t = Table("", "value", title=f"{src} → {dst}, {size:,} bytes, mode {mode}")
+        ok = r.get("ok")
+        t.add_row("completed", "[green]yes[/green]" if ok else f"[red]no[/red] {r.get('error', '')}")
+        rows = (
+            ("bytes acknowledged", "bytes_acked", "{:,}"),
+            ("verified by the receiver", "verified", "{}"),
+            ("time (s)", "seconds", "{:.3f}"),
+            ("goodput (Mbit/s)", "goodput_mbit_s", "{:.1f}"),
+            ("data packets sent", "data_packets_sent", "{:,}"),
+            ("retransmissions", "retransmissions", "{:,}"),
+            ("EVs retired", "evs_retired", "{}"),
+            ("EVs restored", "evs_restored", "{}"),
+            ("losses (gap / timeout)", None, ""),
+        )
+        for label, key, fmt in rows:
+            if key is None:
+                if "losses_gap" in r:
+                    t.add_row(label, f"{r['losses_gap']} / {r.get('losses_rto', 0)}")
+            elif r.get(key) is not None:
+                t.add_row(label, fmt.format(r[key]))
+        if r.get("seconds") is None:
+            t.add_row("wall time (s)", f"{wall:.3f}")
+        return t
+
+    # -- faults ------------------------------------------------------------------------------------
+    def fault(self, line: str) -> Any:
+        p = _parser("fault", "inject a fault through the controller")
+        p.add_argument("kind", choices=sorted(KINDS))
+        p.add_argument("target")
+        p.add_argument("--prob", type=float, default=0.0)
+        p.add_argument("--period", type=float, default=0.0)
+        p.add_argument("--duration", type=float, default=0.0)
+        p.add_argument("--direction", choices=sorted(DIRECTIONS), default="both")
+        a = p.parse_args(shlex.split(line))
+        f = self._controller().inject(a.kind, a.target, a.direction, a.prob, a.period, a.duration)
+        self.out.print(self._faults_table([f], f"fault {f.id} injected"))
+        return f
+
+    def clear(self, line: str) -> list[str]:
+        args = shlex.split(line)
+        if len(args) > 1:
+            raise CommandError("usage: clear [fault id]   (no id: every fault)")
+        cleared = self._controller().clear(args[0] if args else None)
+        self.out.print(f"cleared: {', '.join(cleared) or 'nothing'}")
+        return cleared
+
+    def faults(self, line: str = "") -> list[Any]:
+        if line.strip():
+            raise CommandError("usage: faults")
+        faults = self._controller().faults()
+        self.out.print(self._faults_table(faults, "active faults") if faults else "no active faults")
+        return faults
+
+    @staticmethod
+    def _faults_table(faults: list[Any], title: str) -> Table:
+        t = Table("id", "kind", "target", "direction", "detail", "state", "entries", title=title)
+        for f in faults:
+            s = f.spec
+            detail = []
+            if s.probability:
+                detail.append(f"p={s.probability:g}")
+            if s.period_s:
+                detail.append(f"period={s.period_s:g}s")
+            if s.duration_s:
+                detail.append(f"for {s.duration_s:g}s")
+            t.add_row(
+                f.id,
+                kind_name(s.kind),
+                s.target,
+                direction_name(s.direction),
+                " ".join(detail),
+                "down" if f.active else "up (flap)",
+                "\n".join(f.entries),
+            )
+        return t
+
+    # -- paths, EVs, counters -----------------------------------------------------------------------
+    def paths(self, line: str) -> list[Any]:
+        args = shlex.split(line)
+        if len(args) != 2:
+            raise CommandError("usage: paths SRC DST")
+        src, dst = self._host(args[0]), self._host(args[1])
+        paths = self._controller().paths(src, dst)
+        t = Table("ev", "plane", "t1", "carrier", "hops", "status", title=f"paths {src} → {dst}")
+        for p in paths:
+            hops = " → ".join(h.node for h in p.hops)
+            if p.status == "dropped":
+                status = f"[red]dropped[/red] ({p.drop_reason} at {p.drop_at})"
+            elif p.status == "lossy":
+                status = f"[yellow]lossy[/yellow] (survival {p.survival:.3f})"
+            else:
+                status = f"[green]ok[/green] → {p.delivered_to}"
+            t.add_row(f"{p.ev:08x}", str(p.plane), str(p.t1) if p.t1 >= 0 else "-", p.carrier, hops, status)
+        self.out.print(t)
+        return paths
+
+    def evs(self, line: str) -> Any:
+        args = shlex.split(line)
+        if len(args) != 1:
+            raise CommandError("usage: evs HOST")
+        host = self._host(args[0])
+        evs = self.tb.agent(host).client.evs()
+        self.out.print(evs_table(host, evs))
+        return evs
+
+    def counters(self, line: str) -> list[Any]:
+        p = _parser("counters", "switch counters")
+        p.add_argument("switches", nargs="*")
+        p.add_argument("--all", action="store_true", help="also the cells that read zero")
+        a = p.parse_args(shlex.split(line))
+        topo = self.tb.topology
+        for s in a.switches:
+            if not topo.has_switch(s):
+                raise CommandError(f"no switch {s!r}; switches: {' '.join(x.name for x in topo.switches)}")
+        cells, errors = self._controller().counters(a.switches or None)
+        t = Table("switch", "counter", "index", "label", "packets", "bytes", title="counters")
+        for c in cells:
+            if a.all or c.packets:
+                t.add_row(c.switch, c.counter, str(c.index), c.label, f"{c.packets:,}", f"{c.bytes:,}")
+        if errors:
+            t.caption = "errors: " + "; ".join(errors)
+        self.out.print(t)
+        return cells
+
+    def capture(self, line: str) -> Any:
+        args = shlex.split(line)
+        if not 1 <= len(args) <= 2:
+            raise CommandError("usage: capture LINK [SECONDS]   (LINK: a-b, node:port or an interface)")
+        try:
+            seconds = float(args[1]) if len(args) == 2 else 10.0
+        except ValueError:
+            raise CommandError(f"seconds: {args[1]!r} is not a number") from None
+        try:
+            cap = self.tb.capture(args[0], seconds)
+        except KeyError as exc:
+            raise CommandError(str(exc.args[0] if exc.args else exc)) from None
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.out.print(f"capturing {cap.ifname} for {seconds:g}s into {cap.path}")
+        return cap
+
+
+EV_COLUMNS = (
+    "peer",
+    "conn",
+    "mode",
+    "ev",
+    "plane",
+    "t1",
+    "state",
+    "data_sent",
+    "delivered",
+    "lost",
+    "ecn",
+    "trims",
+)
+
+
+def evs_table(host: str, evs: Any) -> Table:
+    """A table of an agent's EVs (``AgentClient.evs()`` rows), the columns that matter first."""
+    rows = list(evs.get("evs", []) if isinstance(evs, dict) else evs or [])
+    present = {k for r in rows for k in r}
+    keys = [k for k in EV_COLUMNS if k in present] or sorted(present)
+    t = Table(*keys, title=f"EVs of {host}")
+    for r in rows:
+        cells = []
+        for k in keys:
+            v = r.get(k, "")
+            if k == "ev" and isinstance(v, int):
+                v = f"{v:08x}"
+            if k == "state" and v not in ("GOOD", "", None):
+                v = f"[red]{v}[/red]" if v in ("ASSUMED_BAD", "DENIED") else f"[yellow]{v}[/yellow]"
+            cells.append(str(v))
+        t.add_row(*cells)
+    return t
+
+
+def _verb(name: str, doc: str) -> Callable[[MrcCLI, str], None]:
+    def do(self: MrcCLI, line: str) -> None:
+        self.run_verb(name, line)
+
+    do.__doc__ = doc
+    do.__name__ = f"do_{name}"
+    return do
+
+
+class MrcCLI(CLI):
+    """Mininet's CLI plus the MRC verbs (``help mrc``, ``help fault`` ...)."""
+
+    prompt = "mrc> "
+
+    def __init__(
+        self, mininet: Any, *args: Any, testbed: Any = None, console: Console | None = None, **kw: Any
+    ):
+        self.commands = MrcCommands(testbed, console)
+        super().__init__(mininet, *args, **kw)
+
+    def run_verb(self, name: str, line: str) -> None:
+        try:
+            getattr(self.commands, name)(line)
+        except CommandError as exc:
+            self.commands.out.print(f"[red]{exc}[/red]", highlight=False)
+        except KeyError as exc:
+            self.commands.out.print(f"[red]{exc.args[0] if exc.args else exc}[/red]", highlight=False)
+        except grpc.RpcError as exc:
+            self.commands.out.print(f"[red]controller: {exc.code().name}: {exc.details()}[/red]")
+        except Exception as exc:  # a verb must never end the CLI (and the fabric with it)
+            self.commands.out.print(f"[red]{name}: {type(exc).__name__}: {exc}[/red]")
+
+    do_mrc = _verb(
+        "mrc",
+        """mrc SRC DST SIZE [--mode mrc|single-path|ecmp]
+        Transfer SIZE bytes (64M, 8MiB, 4096 ...) from SRC's agent to DST's, with a live
+        progress bar and a summary (bytes, time, goodput, retransmissions, EVs retired).
+        Example: mrc h0 h3 64M""",
+    )
+    do_fault = _verb(
+        "fault",
+        """fault KIND TARGET [--direction both|a2b|b2a] [--prob P] [--period S] [--duration S]
+        Inject a fault through the controller. KIND: link_down, blackhole, loss, flap,
+        switch_down, nic_port_down. TARGET: a link a-b or node:port; a switch; a NIC port
+        host:plane. --duration clears it by itself after S seconds.
+        Examples: fault blackhole t0p0n0-t1p0n0     fault loss t1p1n1:2 --prob 0.2
+                  fault switch_down t1p0n1           fault nic_port_down h3:0""",
+    )
+    do_clear = _verb(
+        "clear",
+        """clear [ID]
+        Clear fault ID (as listed by `faults`), or every fault when no ID is given.""",
+    )
+    do_faults = _verb(
+        "faults", """faults\n        List the active faults with the switch entries each one holds."""
+    )
+    do_paths = _verb(
+        "paths",
+        """paths SRC DST
+        Every path (EV) from SRC to DST, walked through the installed tables and live faults:
+        its hops and whether a packet gets through (ok / lossy / dropped where and why).""",
+    )
+    do_evs = _verb(
+        "evs",
+        """evs HOST
+        The EVs of HOST's agent with their state (GOOD, SKIP, ASSUMED_BAD, DENIED) and counts.""",
+    )
+    do_counters = _verb(
+        "counters",
+        """counters [SWITCH ...] [--all]
+        Switch counters (port rx/tx, drops by reason, ECN marks) read over P4Runtime;
+        cells that read zero are hidden unless --all.""",
+    )
+    do_capture = _verb(
+        "capture",
+        """capture LINK [SECONDS]
+        tcpdump on one end of LINK (a-b: the lower end; node:port or an interface name:
+        that end) for SECONDS (default 10) into <run_dir>/captures/ (opens in Wireshark).""",
+    )
+
+    def do_help(self, line: str) -> None:
+        super().do_help(line)
+        if not line.strip():
+            self.commands.out.print(
+                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, capture (help <verb>)"
+            )

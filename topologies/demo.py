@@ -1,0 +1,355 @@
+"""``make demo`` (``python -m topologies.demo``): MRC riding out two silent failures on a live fabric.
+
+The default fabric (2 planes x 2 T0 x 2 T1, 4 hosts) comes up on BMv2 where it is
+installed, else on Linux SRv6 switches, with the controller and an MRC agent in every
+host. One transfer crosses it from a host under the first T0 to a host under the last
+T0, once without faults (the reference time) and once while, at 25 % of the bytes, a
+T0-T1 link of plane 0 becomes a black hole and, at 60 %, a T1 switch of the last plane
+silently stops forwarding. The summary says whether it completed with the right bytes,
+how long it took against the reference, how many packets each fault cost, how the bytes
+spread over planes and T1s, and when which EV changed state. ``results.json`` and
+``timeline.png`` land in the run directory (``runs/latest/``).
+
+Without a live agent (``mrc_host.agent`` not installed) it still brings the fabric up,
+injects the same faults and shows which paths they cut, then runs the simulator demo
+(``mrc_host.sim.demo``) and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from topologies.agents import agent_available
+from topologies.cli import parse_size
+from topologies.testbed import Testbed, add_fabric_arguments, config_from_args
+from topologies.watch import PlannedFault, TransferWatch, WatchResult, goodput_series, send_rows
+
+RECOVERY_TIMEOUT_S = 30.0
+MAX_EV_LINES = 8
+USABLE = ("GOOD", "SKIP")  # SKIP only sits out one rotation
+AUTO_SECONDS = 4.0  # the fault-free transfer should last about this long, so faults land mid-way
+AUTO_PROBE = 8 << 20
+AUTO_MIN = 16 << 20
+AUTO_MAX = 512 << 20
+BLACKHOLE_AT = 0.25
+SWITCH_DOWN_AT = 0.60
+
+
+def pick_endpoints(tb: Testbed) -> tuple[str, str, str, str]:
+    """(src, dst, black-holed link, failing T1): src under the first T0, dst under the last."""
+    topo = tb.topology
+    assert topo is not None
+    src = next(h for h in topo.hosts if h.t0_index == 0)
+    dst = [h for h in topo.hosts if h.t0_index == topo.t0_per_plane - 1][-1]
+    if topo.t0_per_plane < 2:
+        raise SystemExit("demo: needs at least 2 T0 switches per plane (--t0 2)")
+    link = f"{topo.t0(0, 0).name}-{topo.t1(0, 0).name}"
+    t1 = topo.t1(topo.planes - 1, topo.t1_per_plane - 1).name
+    return src.name, dst.name, link, t1
+
+
+def port_bytes(tb: Testbed, host: str) -> dict[int, int]:
+    """Bytes the host's agent sent per plane so far."""
+    assert tb.topology is not None
+    planes = {p.ifname: p.plane for p in tb.topology.host(host).ports}
+    stats = tb.agent(host).client.stats()
+    return {planes[p["ifname"]]: p["bytes_tx"] for p in stats.get("ports", []) if p["ifname"] in planes}
+
+
+def t1_bytes(tb: Testbed) -> dict[str, int]:
+    """Bytes each T1 switch sent so far (every port, both directions of traffic)."""
+    assert tb.topology is not None and tb.controller is not None
+    names = [s.name for s in tb.topology.switches if s.role.value == "t1"]
+    cells, _errors = tb.controller.counters(names)
+    out = dict.fromkeys(names, 0)
+    for c in cells:
+        if c.counter == "port_tx":
+            out[c.switch] += c.bytes
+    return out
+
+
+def watched_transfer(
+    tb: Testbed, src: str, dst: str, size: int, mode: str, faults: list[PlannedFault]
+) -> dict[str, Any]:
+    planes0, t1s0 = port_bytes(tb, src), t1_bytes(tb)
+    result: WatchResult = TransferWatch(tb, src, dst, size, mode, faults).run()
+    planes1, t1s1 = port_bytes(tb, src), t1_bytes(tb)
+    evs = []
+    for ev, first in sorted(result.ev_first.items()):
+        last = result.ev_last[ev]
+        initial = first["state"]
+        first_change = next((c for c in result.ev_changes if c.ev == ev), None)
+        if first_change is not None:
+            initial = first_change.old
+        evs.append(
+            {
+                "ev": ev,
+                "plane": last["plane"],
+                "t1": last["t1"],
+                "initial_state": initial,
+                "final_state": last["state"],
+                "data_sent": last["data_sent"] - first["data_sent"],
+                "lost": last["lost"] - first["lost"],
+            }
+        )
+    fault_rows = []
+    for f in result.faults:
+        hit = [e for e in evs if _ev_crosses(tb, e, f)]
+        at = f.evs_at_injection
+        lost_after = sum(result.ev_last[e["ev"]]["lost"] - at.get(e["ev"], {}).get("lost", 0) for e in hit)
+        fault_rows.append(
+            {
+                "label": f.label,
+                "kind": f.kind,
+                "target": f.target,
+                "id": f.fault_id,
+                "at_fraction": f.at_fraction,
+                "injected_at": f.injected_at,
+                "acked_at_injection": f.acked_at_injection,
+                "switches": f.switches,
+                "switch_fault_drops": f.switch_drops,
+                "evs_through_it": [e["ev"] for e in hit],
+                "data_packets_lost": lost_after,  # on its EVs, from its injection to the end
+                "ev_states_at_injection": {e["ev"]: at.get(e["ev"], {}).get("state", "") for e in hit},
+                "error": f.error,
+            }
+        )
+    return {
+        "summary": result.summary,
+        "wall_s": result.wall_s,
+        "goodput_mbit_s": goodput_series(result.progress),
+        "progress": result.progress,
+        "ev_changes": [asdict(c) for c in result.ev_changes],
+        "evs": evs,
+        "faults": fault_rows,
+        "bytes_per_plane": {str(p): planes1.get(p, 0) - planes0.get(p, 0) for p in sorted(planes1)},
+        "bytes_per_t1": {n: t1s1[n] - t1s0.get(n, 0) for n in sorted(t1s1)},
+    }
+
+
+def _ev_crosses(tb: Testbed, ev: dict[str, Any], f: PlannedFault) -> bool:
+    """Does this EV's path (plane, T1) cross the fault's switches?"""
+    assert tb.topology is not None
+    t1 = tb.topology.t1(ev["plane"], ev["t1"]).name
+    if f.kind == "switch_down":
+        return f.target == t1
+    return t1 in f.switches  # a T0-T1 link fault of the sender's T0: the EVs through that T1
+
+
+def wait_recovered(tb: Testbed, src: str, dst: str, timeout: float) -> tuple[float | None, dict[str, str]]:
+    """Seconds until no sender EV to ``dst`` is retired any more after the faults were cleared."""
+    client = tb.agent(src).client
+    t0 = time.monotonic()
+    states: dict[str, str] = {}
+    while time.monotonic() - t0 < timeout:
+        states = {ev: r["state"] for ev, r in send_rows(client.evs(), dst).items()}
+        if states and all(s in USABLE for s in states.values()):
+            return time.monotonic() - t0, states
+        time.sleep(0.1)  # poll interval; the timeout bounds the loop
+    return None, states
+
+
+def auto_size(tb: Testbed, mode: str) -> int:
+    """A size whose transfer lasts about AUTO_SECONDS on this machine and target."""
+    src, dst, _link, _t1 = pick_endpoints(tb)
+    s = tb.send(src, dst, AUTO_PROBE, mode)
+    seconds = float(s.get("seconds") or 0) or AUTO_SECONDS
+    size = int(AUTO_PROBE / seconds * AUTO_SECONDS) >> 20 << 20
+    size = max(AUTO_MIN, min(AUTO_MAX, size))
+    print(f"size: {size >> 20} MiB (a {AUTO_PROBE >> 20} MiB transfer took {seconds:.2f} s here)", flush=True)
+    return size
+
+
+def run_live(tb: Testbed, size: int, mode: str) -> dict[str, Any]:
+    src, dst, link, t1 = pick_endpoints(tb)
+    print(f"transfer: {size:,} bytes {src} -> {dst} (mode {mode})", flush=True)
+    print("1/2 reference transfer, no faults ...", flush=True)
+    clean = watched_transfer(tb, src, dst, size, mode, [])
+    print(f"    {_line(clean)}", flush=True)
+    faults = [
+        PlannedFault("blackhole", link, BLACKHOLE_AT, label=f"black hole {link}"),
+        PlannedFault("switch_down", t1, SWITCH_DOWN_AT, label=f"{t1} stops forwarding"),
+    ]
+    print(
+        f"2/2 same transfer; at {BLACKHOLE_AT:.0%} of the bytes {link} becomes a black hole, "
+        f"at {SWITCH_DOWN_AT:.0%} {t1} stops forwarding ...",
+        flush=True,
+    )
+    faulted = watched_transfer(tb, src, dst, size, mode, faults)
+    print(f"    {_line(faulted)}", flush=True)
+    assert tb.controller is not None
+    cleared = tb.controller.clear()
+    print(f"faults cleared ({', '.join(cleared) or 'none'}); waiting for probes to bring the EVs back ...")
+    recovered_s, final_states = wait_recovered(tb, src, dst, RECOVERY_TIMEOUT_S)
+    assert tb.choice is not None and tb.run is not None
+    return {
+        "target": tb.choice.target.value,
+        "target_reason": tb.choice.reason,
+        "run_dir": str(tb.run.path),
+        "src": src,
+        "dst": dst,
+        "size": size,
+        "mode": mode,
+        "clean": clean,
+        "faulted": faulted,
+        "recovery_after_clear_s": recovered_s,
+        "ev_states_after_clear": final_states,
+    }
+
+
+def _line(run: dict[str, Any]) -> str:
+    s = run["summary"]
+    return (
+        f"{'completed' if s.get('ok') else 'FAILED'} in {s.get('seconds', run['wall_s']):.2f} s, "
+        f"{s.get('bytes_acked', 0):,} bytes acknowledged, verified={s.get('verified')}, "
+        f"{s.get('goodput_mbit_s', 0):.1f} Mbit/s, retransmissions {s.get('retransmissions')}, "
+        f"EVs retired {s.get('evs_retired')}"
+    )
+
+
+def print_summary(r: dict[str, Any]) -> None:
+    clean, faulted = r["clean"], r["faulted"]
+    s, c = faulted["summary"], clean["summary"]
+    print("=" * 78)
+    print(f"MRC demo -- LIVE fabric on {r['target'].upper()} switches ({r['target_reason']})")
+    print("=" * 78)
+    print(f"transfer {r['src']} -> {r['dst']}: {r['size']:,} bytes, mode {r['mode']}")
+    print(f"completed: {bool(s.get('ok'))}; bytes verified by the receiver: {s.get('verified')}")
+    ct, ft = c.get("seconds") or clean["wall_s"], s.get("seconds") or faulted["wall_s"]
+    print(f"completion time: {ft:.2f} s with faults vs {ct:.2f} s without ({ft / ct:.2f}x)")
+    print(f"retransmissions: {s.get('retransmissions')} (without faults: {c.get('retransmissions')})")
+    print("faults:")
+    for f in faulted["faults"]:
+        if f["injected_at"] is None:
+            print(f"  {f['label']}: NOT injected ({f['error']})")
+            continue
+        print(
+            f"  {f['label']:34} at {f['injected_at']:6.2f} s "
+            f"({f['acked_at_injection'] / r['size']:.0%} acked): "
+            f"{f['data_packets_lost']} data packets lost on its EVs since, "
+            f"{f['switch_fault_drops']} packets dropped at the fault (incl. probes)"
+        )
+    print("bytes sent per plane (sender NIC ports): " + _kv(faulted["bytes_per_plane"], "plane "))
+    print("bytes through each T1 (all directions):  " + _kv(faulted["bytes_per_t1"]))
+    changes = [
+        e for e in faulted["ev_changes"] if e["old"] != e["new"] and "SKIP" not in (e["old"], e["new"])
+    ]
+    skips = sum(1 for e in faulted["ev_changes"] if e["new"] == "SKIP" and e["old"] != "SKIP")
+    print("EV state changes (sender; seconds since the transfer started; every change is in results.json):")
+    explained: set[int] = set()
+    for f in faulted["faults"]:
+        if f["injected_at"] is None:
+            continue
+        mine = [
+            (i, e)
+            for i, e in enumerate(changes)
+            if e["ev"] in f["evs_through_it"] and e["t"] >= f["injected_at"]
+        ]
+        explained.update(i for i, _e in mine)
+        states = ", ".join(f"{ev} {st or '?'}" for ev, st in f.get("ev_states_at_injection", {}).items())
+        print(f"  after {f['label']} at {f['injected_at']:.2f} s (its EVs then: {states}):")
+        for _i, e in mine[:MAX_EV_LINES]:
+            print(f"    {e['t']:6.2f} s  EV {e['ev']} (plane {e['plane']}, T1 {e['t1']})  ", end="")
+            print(f"{e['old']:>11} -> {e['new']}")
+        if len(mine) > MAX_EV_LINES:
+            print(f"    ... {len(mine) - MAX_EV_LINES} more")
+        if not mine:
+            final = {e["ev"]: e["final_state"] for e in faulted["evs"]}
+            ends = ", ".join(f"{ev} {final.get(ev, '?')}" for ev in f["evs_through_it"])
+            print(f"    no change recorded after the fault (at the end: {ends})")
+    others = [e for i, e in enumerate(changes) if i not in explained]
+    retired = sum(1 for e in others if e["new"] == "ASSUMED_BAD")
+    print(
+        f"  elsewhere: {retired} retirements and {len(others) - retired} other changes on EVs whose "
+        f"forward path crossed no fault at the time (replies and probe answers travel back on the "
+        f"receiver's own EVs and can cross one), {skips} ECN/trim SKIPs"
+    )
+    rec = r["recovery_after_clear_s"]
+    print(
+        "after clearing the faults: "
+        + (
+            f"no EV retired any more {rec:.2f} s after (probes brought them back)"
+            if rec is not None
+            else f"not all EVs GOOD within {RECOVERY_TIMEOUT_S:.0f} s: {r['ev_states_after_clear']}"
+        )
+    )
+
+
+def _kv(d: dict[str, int], prefix: str = "") -> str:
+    total = sum(d.values()) or 1
+    return ", ".join(f"{prefix}{k} {v / 1e6:.1f} MB ({v / total:.0%})" for k, v in d.items())
+
+
+def run_fallback(tb: Testbed, why: str, runs_root: Path) -> int:
+    """No live agent: show the faults on the live fabric's paths, then the simulator demo."""
+    src, dst, link, t1 = pick_endpoints(tb)
+    assert tb.controller is not None
+    print(f"NOTE: no live MRC agent ({why}): the live fabric only shows which paths the faults cut;")
+    print("      the transfer itself runs in the SIMULATOR below.")
+    for kind, target in (("blackhole", link), ("switch_down", t1)):
+        tb.controller.inject(kind, target)
+        cut = [p for p in tb.controller.paths(src, dst) if p.status != "ok"]
+        print(
+            f"  {kind} {target}: {len(cut)} of the {src}->{dst} paths dropped: "
+            + ", ".join(f"EV {p.ev:08x} at {p.drop_at}" for p in cut)
+        )
+    tb.controller.clear()
+    tb.stop()
+    from mrc_host.sim.demo import main as sim_demo
+
+    return sim_demo(["--out", str(runs_root)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m topologies.demo", description=__doc__.splitlines()[0])
+    add_fabric_arguments(ap)
+    ap.add_argument(
+        "--size",
+        default="auto",
+        help=f"transfer size, e.g. 64M; auto (default): what takes about {AUTO_SECONDS:g} s here, "
+        f"measured with a {AUTO_PROBE >> 20} MiB transfer, within {AUTO_MIN >> 20}M..{AUTO_MAX >> 20}M",
+    )
+    ap.add_argument("--mode", default="mrc", choices=("mrc", "single-path", "ecmp"))
+    ap.add_argument("--no-agents", action="store_true", help="no live agents: the fallback demo")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("demo: the live fabric needs root; running the simulator demo instead", file=sys.stderr)
+        from mrc_host.sim.demo import main as sim_demo
+
+        return sim_demo([])
+    from mininet.log import setLogLevel
+
+    setLogLevel("warning")
+    size = 0 if args.size == "auto" else parse_size(args.size)
+    started = time.monotonic()
+    with Testbed(config_from_args(args, agents=not args.no_agents)) as tb:
+        ok, why = agent_available()
+        if args.no_agents:
+            ok, why = False, "--no-agents"
+        if not ok or not tb.agents:
+            return run_fallback(tb, why if not ok else tb.agents_note, args.runs)
+        if not size:
+            size = auto_size(tb, args.mode)
+        result = run_live(tb, size, args.mode)
+        assert tb.run is not None
+        out = tb.run.path
+        (out / "results.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+        from topologies.demo_plot import timeline_png
+
+        timeline_png(result, out / "timeline.png")
+    print_summary(result)
+    print(f"written: {out / 'results.json'}, {out / 'timeline.png'} (runs/latest -> {out.name})")
+    print(f"demo took {time.monotonic() - started:.0f} s including fabric bring-up and teardown")
+    s = result["faulted"]["summary"]
+    return 0 if s.get("ok") and s.get("verified") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

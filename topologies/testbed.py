@@ -1,0 +1,646 @@
+"""``mrc-testbed``: the live MRC testbed — fabric, controller and host agents, one run directory.
+
+As a script::
+
+    sudo .venv/bin/mrc-testbed --cli                      # default fabric, Mininet CLI with MRC verbs
+    sudo .venv/bin/mrc-testbed --planes 4 --t1 4 --link-rate 100 --target linux
+
+As a Mininet custom file (the same fabric, controller, agents and CLI verbs)::
+
+    sudo .venv/bin/python /usr/bin/mn --custom topologies/testbed.py \\
+         --topo mrcclos,planes=2,t0=2,t1=2,hosts_per_t0=2,target=auto --controller none
+
+From Python (tests, the demo)::
+
+    with Testbed(TestbedConfig(prefix="tb")) as tb:
+        tb.send("tbh0", "tbh3", 8 << 20)
+        tb.controller.inject("blackhole", "tbt0p0n0-tbt1p0n0")
+
+:class:`Testbed` brings up the Mininet Clos (``topologies.clos``), ``mrc-controller`` on a
+unix socket in the run directory (routes installed, host configs written) and one
+``mrc serve`` agent per host. Every process it starts is recorded in ``<run_dir>/pids``;
+``stop()`` ends them by PID, stops the net (namespaces and veths go with it) and is run
+on normal exit, on errors and on SIGINT/SIGTERM/SIGHUP.
+"""
+
+from __future__ import annotations
+
+if __name__ == "builtins":  # pragma: no cover - exec'd by `mn --custom topologies/testbed.py`
+    # mn exec()s this file without __name__/__file__ and copies every global it defines into
+    # its own namespace: find the repository from the code object, make the project (and its
+    # venv, when mn runs under the system python) importable here and in every child process,
+    # import the real module, and (at the end of the file) leave mn only what it needs.
+    # Any Exception raised while mn builds makes mn run its machine-wide `mn -c`, which would
+    # wreck other Mininet users on this machine: errors here leave through SystemExit instead.
+    import glob as _glob
+    import inspect as _inspect
+    import os as _os
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    _repo = _Path(_inspect.currentframe().f_code.co_filename).resolve().parent.parent  # type: ignore[union-attr]
+    _paths = [str(_repo), *sorted(_glob.glob(str(_repo / ".venv" / "lib" / "python3*" / "site-packages")))]
+    for _p in reversed(_paths):
+        if _p not in _sys.path:
+            _sys.path.insert(1, _p)
+    _os.environ["PYTHONPATH"] = _os.pathsep.join([*_paths, *filter(None, [_os.environ.get("PYTHONPATH")])])
+    try:
+        import topologies.testbed  # the real module: fails here, not halfway through
+    except Exception as _exc:
+        print(
+            f"topologies/testbed.py: cannot import the project ({_exc}); run `make setup` and start mn "
+            "with the venv's python: sudo .venv/bin/python /usr/bin/mn --custom topologies/testbed.py ...",
+            file=_sys.stderr,
+        )
+        raise SystemExit(2) from None
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mrc_fabric.topology import Link, LinkEnd, Target, Topology
+from topologies.agents import AgentProcess, agent_available
+from topologies.northbound import ControllerClient
+from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
+from topologies.target import TargetChoice, choose_target
+
+CONTROLLER_START_TIMEOUT = 30.0
+INSTALL_TIMEOUT = 60.0
+STOP_TIMEOUT = 5.0
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass
+class TestbedConfig:
+    """Everything a run is started with (saved as ``run.json``)."""
+
+    __test__ = False  # not a pytest class
+
+    planes: int = 2
+    t0: int = 2  # T0 switches per plane
+    t1: int = 2  # T1 switches per plane
+    hosts_per_t0: int = 2
+    link_rate: float | None = None  # Mbit/s per link (htb); None = as fast as the CPU goes
+    target: str = "auto"  # auto | bmv2 | linux
+    prefix: str = ""  # node name prefix (tests use their own)
+    runs_root: Path = Path("runs")
+    latest: bool = True  # point <runs_root>/latest at this run
+    controller: bool = True
+    agents: bool = True  # start `mrc serve` in every host (when mrc_host.agent is installed)
+    agent_args: list[str] = field(default_factory=list)
+    pcap: bool = True  # BMv2: per-port pcaps under pcap/<switch>/
+
+
+@dataclass
+class Capture:
+    """A tcpdump started on demand, stopped after ``seconds`` or at teardown."""
+
+    ifname: str
+    path: Path
+    proc: subprocess.Popen
+    timer: threading.Timer | None = None
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        _terminate(self.proc)
+
+
+def _terminate(proc: subprocess.Popen | None, timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM by PID, SIGKILL after ``timeout``; reaps the process."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+
+
+def _in_parallel(calls: list[Callable[[], Any]]) -> None:
+    """Run each call in its own thread and wait for all; the first exception is re-raised."""
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], Any]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # collected, re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def _say(msg: str) -> None:
+    print(f"*** {msg}", file=sys.stderr, flush=True)
+
+
+class Testbed:
+    """A running fabric + controller + agents; use as a context manager."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, config: TestbedConfig | None = None, say: Callable[[str], None] = _say) -> None:
+        self.config = config or TestbedConfig()
+        self.say = say
+        self.choice: TargetChoice | None = None
+        self.run: RunDir | None = None
+        self.net: Any = None
+        self.topology: Topology | None = None
+        self.controller_proc: subprocess.Popen | None = None
+        self.controller: ControllerClient | None = None
+        self.agents: dict[str, AgentProcess] = {}
+        self.agents_note = ""
+        self.captures: list[Capture] = []
+        self.namespaces: set[str] = set()  # net:[inode] of every node, for leak checks
+        self._own_net = True
+        self._old_handlers: dict[int, Any] = {}
+        self._stopped = False
+        self.teardown_ticks: int | None = None
+
+    # -- context manager -------------------------------------------------------------------------
+    def __enter__(self) -> Testbed:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- bring-up --------------------------------------------------------------------------------
+    def start(self) -> None:
+        from topologies.clos import start_clos
+
+        cfg = self.config
+        self._install_signal_handlers()
+        self.choice = choose_target(cfg.target)
+        self.say(self.choice.banner())
+        self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
+        self.say(f"run directory: {self.run.path}")
+        self._write_run_info()
+        link_opts = None
+        if cfg.link_rate:
+            from mininet.link import TCLink
+
+            link_opts = {"cls": TCLink, "bw": cfg.link_rate}
+        self.net, self.topology = start_clos(
+            self.run.path,
+            cfg.planes,
+            cfg.t0,
+            cfg.t1,
+            cfg.hosts_per_t0,
+            node_prefix=cfg.prefix,
+            switch_cls=self._switch_cls(),
+            target=self.choice.target,
+            link_opts=link_opts,
+        )
+        self._record_net()
+        self.start_services()
+
+    def _switch_cls(self) -> type:
+        assert self.choice is not None
+        if self.choice.target == Target.BMV2 and not self.config.pcap:
+            from topologies.fast_start import ParallelBmv2SwitchNoPcap
+
+            return ParallelBmv2SwitchNoPcap
+        return self.choice.switch_cls
+
+    def adopt(self, net: Any, topology: Topology, run: RunDir, choice: TargetChoice) -> None:
+        """Run controller and agents on a net someone else (``mn``) built, started and will stop."""
+        self._own_net = False
+        self.net, self.topology, self.run, self.choice = net, topology, run, choice
+        self._install_signal_handlers()
+        self._write_run_info()
+        self._record_net()
+        self.start_services()
+
+    def _write_run_info(self) -> None:
+        assert self.run is not None and self.choice is not None
+        info = asdict(self.config)
+        info["runs_root"] = str(self.config.runs_root)
+        self.run.write_run_info(
+            {
+                "config": info,
+                "target": self.choice.target.value,
+                "target_reason": self.choice.reason,
+                "started_at": time.time(),
+                "pid": os.getpid(),
+                "pid_start_time": proc_start_time(os.getpid()),
+            }
+        )
+
+    def _record_net(self) -> None:
+        assert self.run is not None
+        for node in [*self.net.hosts, *self.net.switches]:
+            if getattr(node, "shell", None) is not None:
+                self.run.record(node.pid, "node", node.name)
+                if node.inNamespace and (ns := net_namespace(node.pid)):
+                    self.namespaces.add(ns)
+            shim = getattr(node, "shim", None)
+            if shim is not None:
+                self.run.record(shim.pid, "shim", node.name)
+            process = getattr(node, "process", None)
+            if process is not None and getattr(process, "proc", None) is not None:
+                self.run.record(process.proc.pid, "bmv2", node.name)
+
+    def start_services(self) -> None:
+        if self.config.controller:
+            self.start_controller()
+            if self.config.agents:
+                self.start_agents()
+
+    def start_controller(self) -> None:
+        assert self.run is not None
+        sock = self.run.controller_socket
+        cmd = [
+            sys.executable,
+            "-m",
+            "controller.server",
+            "--topology",
+            str(self.run.path / "topology.json"),
+            "--listen",
+            f"unix:{sock}",
+        ]
+        with open(self.run.controller_log, "ab") as log:
+            self.controller_proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.run.record(self.controller_proc.pid, "controller", "mrc-controller")
+        self.controller = ControllerClient(f"unix:{sock}")
+        deadline = time.monotonic() + CONTROLLER_START_TIMEOUT
+        while not sock.exists():
+            if self.controller_proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mrc-controller did not start:\n{self._tail(self.run.controller_log)}")
+            time.sleep(0.05)  # poll interval; the deadline bounds the wait
+        self.controller.wait_ready(CONTROLLER_START_TIMEOUT)
+        resp = self.controller.install_routes(INSTALL_TIMEOUT)
+        self.say(
+            f"mrc-controller on unix:{sock}: {resp.total_entries} entries on {len(resp.switches)} switches, "
+            f"host configs in {resp.host_config_dir}"
+        )
+
+    def start_agents(self) -> None:
+        assert self.run is not None and self.topology is not None
+        ok, why = agent_available()
+        if not ok:
+            self.agents_note = f"no host agents: {why}"
+            self.say(f"NOTE: {self.agents_note}")
+            return
+        for h in self.topology.hosts:
+            agent = AgentProcess(
+                self.net.get(h.name),
+                self.run.host_config(h.name),
+                self.run.agent_socket(h.name),
+                self.run.agent_log(h.name),
+                self.config.agent_args,
+            )
+            self.agents[h.name] = agent
+            self.run.record(agent.start(), "agent", h.name)
+        for agent in self.agents.values():
+            agent.wait_ready()
+        self.agents_note = f"{len(self.agents)} agents ({', '.join(self.agents)})"
+        self.say(f"host agents up: {self.agents_note}")
+
+    @staticmethod
+    def _tail(path: Path, lines: int = 20) -> str:
+        try:
+            return "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
+        except OSError:
+            return "(no log)"
+
+    # -- teardown --------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """End everything this run started, by PID; idempotent; signals are held off meanwhile."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.teardown_ticks = boot_ticks()  # for leak checks: nothing of ours starts after this
+        held = self._hold_signals()
+        try:
+            for cap in self.captures:
+                cap.stop()
+            self.captures.clear()
+            _in_parallel([agent.stop for agent in self.agents.values()])
+            self.agents.clear()
+            if self.controller is not None:
+                self.controller.close()
+                self.controller = None
+            _terminate(self.controller_proc)
+            self.controller_proc = None
+            if self.run is not None:
+                self.run.controller_socket.unlink(missing_ok=True)
+            if self.net is not None and self._own_net:
+                from mininet.log import lg
+
+                # every shim / BMv2 process at once (each waits up to seconds for its own exit);
+                # net.stop() then finds them stopped
+                _in_parallel(
+                    [
+                        getattr(sw, "stop_shim", None) or getattr(sw, "stop_switch", None)
+                        for sw in self.net.switches
+                        if hasattr(sw, "stop_shim") or hasattr(sw, "stop_switch")
+                    ]
+                )
+
+                level = lg.getEffectiveLevel()
+                lg.setLevel(logging.WARNING)  # net.stop() narrates every link otherwise
+                try:
+                    self.net.stop()
+                finally:
+                    lg.setLevel(level)
+            self.net = None
+        finally:
+            self._restore_signals(held)
+
+    # -- signals ---------------------------------------------------------------------------------
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers; the caller owns cleanup then
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise SystemExit(128 + signum)
+
+        for sig in HANDLED_SIGNALS:
+            self._old_handlers[sig] = signal.signal(sig, on_signal)
+
+    def _hold_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {sig: signal.signal(sig, signal.SIG_IGN) for sig in HANDLED_SIGNALS}
+
+    def _restore_signals(self, held: dict[int, Any]) -> None:
+        for sig in held:
+            signal.signal(sig, self._old_handlers.pop(sig, held[sig]))
+
+    # -- operations used by the CLI, the demo and tests -------------------------------------------
+    def host_names(self) -> list[str]:
+        assert self.topology is not None
+        return [h.name for h in self.topology.hosts]
+
+    def agent(self, host: str) -> AgentProcess:
+        if host not in self.agents:
+            why = self.agents_note or "agents not started"
+            raise KeyError(f"no agent in {host!r} ({why})")
+        return self.agents[host]
+
+    def send(
+        self,
+        src: str,
+        dst: str,
+        size: int,
+        mode: str = "mrc",
+        on_progress: Callable[..., Any] | None = None,
+    ) -> dict[str, Any]:
+        """One transfer from ``src``'s agent to ``dst``; returns the agent's summary."""
+        return self.agent(src).client.send(dst, size, mode=mode, on_progress=on_progress)
+
+    def link_end(self, ident: str) -> LinkEnd:
+        """A link end by interface name, ``node:port`` or link name ``a-b`` (its lower end)."""
+        assert self.topology is not None
+        for link in self.topology.links:
+            for end in (link.a, link.b):
+                if ident == end.ifname:
+                    return end
+        link: Link = self.topology.find_link(ident)
+        if ":" in ident:
+            node, _, port = ident.rpartition(":")
+            return link.a if (link.a.node, str(link.a.port)) == (node, port) else link.b
+        return link.a
+
+    def capture(self, ident: str, seconds: float = 10.0) -> Capture:
+        """tcpdump on a link end into ``<run_dir>/captures/``; stops after ``seconds``."""
+        assert self.run is not None
+        if not seconds > 0:
+            raise ValueError(f"seconds: must be > 0, got {seconds}")
+        end = self.link_end(ident)
+        node = self.net.get(end.node)
+        stamp = time.strftime("%H%M%S", time.gmtime())
+        path = self.run.sub("captures") / f"{end.ifname}-{stamp}-{len(self.captures) + 1}.pcap"
+        proc = node.popen(
+            ["tcpdump", "-Z", "root", "-U", "-n", "-i", end.ifname, "-w", str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.run.record(proc.pid, "capture", end.ifname)
+        cap = Capture(end.ifname, path, proc)
+        cap.timer = threading.Timer(seconds, cap.stop)
+        cap.timer.daemon = True
+        cap.timer.start()
+        self.captures.append(cap)
+        return cap
+
+
+# -- command line --------------------------------------------------------------------------------
+def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--planes", type=int, default=2, help="planes = NIC ports per host (default 2)")
+    ap.add_argument("--t0", type=int, default=2, help="T0 switches per plane (default 2)")
+    ap.add_argument("--t1", type=int, default=2, help="T1 switches per plane (default 2)")
+    ap.add_argument("--hosts-per-t0", type=int, default=2, help="hosts under each T0 (default 2)")
+    ap.add_argument("--link-rate", type=float, default=None, help="Mbit/s per link (htb); default: unlimited")
+    ap.add_argument(
+        "--target",
+        choices=("auto", "bmv2", "linux"),
+        default="auto",
+        help="auto = BMv2 when simple_switch_grpc and p4src/build/mrc_switch.json exist, else Linux",
+    )
+    ap.add_argument("--runs", type=Path, default=Path("runs"), help="parent of the run directories")
+    ap.add_argument("--prefix", default="", help="node name prefix (keeps parallel runs apart)")
+
+
+def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
+    return TestbedConfig(
+        planes=args.planes,
+        t0=args.t0,
+        t1=args.t1,
+        hosts_per_t0=args.hosts_per_t0,
+        link_rate=args.link_rate,
+        target=args.target,
+        runs_root=args.runs,
+        prefix=args.prefix,
+        **extra,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="mrc-testbed", description=__doc__.splitlines()[0])
+    add_fabric_arguments(ap)
+    ap.add_argument("--cli", action="store_true", help="open the Mininet CLI with the MRC verbs")
+    ap.add_argument("--no-agents", action="store_true", help="do not start the host agents")
+    ap.add_argument("-v", "--verbose", action="store_true", help="Mininet's own log (info)")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("mrc-testbed: needs root (network namespaces, veths, raw sockets)", file=sys.stderr)
+        return 2
+    from mininet.log import setLogLevel
+
+    from topologies.target import TargetError
+
+    setLogLevel("info" if args.verbose else "warning")
+    try:
+        with Testbed(config_from_args(args, agents=not args.no_agents)) as tb:
+            print(summary(tb), flush=True)
+            if args.cli:
+                from topologies.cli import MrcCLI
+
+                MrcCLI(tb.net, testbed=tb)
+            else:
+                print("fabric up; Ctrl-C tears it down", flush=True)
+                while True:
+                    signal.pause()
+    except TargetError as exc:
+        print(f"mrc-testbed: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: fabric torn down", file=sys.stderr)
+    return 0
+
+
+def summary(tb: Testbed) -> str:
+    assert tb.topology is not None and tb.run is not None and tb.choice is not None
+    t = tb.topology
+    lines = [
+        f"fabric: {t.planes} planes x ({t.t0_per_plane} T0, {t.t1_per_plane} T1), "
+        f"{len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links",
+        tb.choice.banner(),
+        f"run directory: {tb.run.path}",
+        f"hosts: {' '.join(h.name for h in t.hosts)}",
+        f"agents: {tb.agents_note or 'not started'}",
+        f"controller: unix:{tb.run.controller_socket} (mrcctl --run-dir {tb.run.path} ...)",
+    ]
+    return "\n".join(lines)
+
+
+# -- `mn --custom topologies/testbed.py` ---------------------------------------------------------------
+_MN_RUNS: list[RunDir] = []  # runs this mn process created, for mn_scoped_cleanup
+
+
+def mn_topo(
+    planes: int = 2,
+    t0: int = 2,
+    t1: int = 2,
+    hosts_per_t0: int = 2,
+    target: str = "auto",
+    link_rate: float = 0,
+    prefix: str = "",
+    runs: str = "runs",
+) -> Any:
+    """``--topo mrcclos,planes=..,t0=..,t1=..,hosts_per_t0=..,target=..,link_rate=..,prefix=..,runs=..``."""
+    try:
+        from mrc_fabric.topology import build_clos
+        from topologies.clos import TOPOLOGY_FILE, ClosTopo
+
+        choice = choose_target(target)
+        _say(choice.banner())
+        topology = build_clos(planes, t0, t1, hosts_per_t0, prefix=prefix, target=choice.target)
+        run = RunDir.create(Path(runs))
+        _MN_RUNS.append(run)
+        _say(f"run directory: {run.path}")
+        topology.save(run.path / TOPOLOGY_FILE)  # interface names for cleanup, even if start fails
+        link_opts = None
+        if link_rate:
+            from mininet.link import TCLink
+
+            link_opts = {"cls": TCLink, "bw": float(link_rate)}
+        topo = ClosTopo(topology, choice.switch_cls, str(run.path), link_opts)
+    except Exception as exc:  # SystemExit: see the top of the file
+        print(f"mrcclos: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    topo.mrc = (topology, run, choice)  # picked up by the CLI once mn has started the net
+    return topo
+
+
+def mn_scoped_cleanup() -> None:
+    """Replaces mn's ``cleanup`` (its ``mn -c``) while this file is loaded: only our runs."""
+    from topologies.cleanup import Report, clean_run
+
+    report = Report()
+    for run in _MN_RUNS:
+        clean_run(run.path, report)
+    for line in report.lines():
+        _say(line)
+    _say("Mininet's machine-wide cleanup (mn -c) was NOT run: other Mininet users may share this machine")
+
+
+def mn_cli_class() -> type:
+    """mn's ``CLI``: brings up controller and agents on mn's net, runs the MRC CLI, stops them."""
+    from topologies.cli import MrcCLI
+    from topologies.clos import finish_start
+
+    class MnMrcCLI(MrcCLI):
+        def __init__(self, mininet: Any, *args: Any, **kwargs: Any) -> None:
+            mrc = getattr(getattr(mininet, "topo", None), "mrc", None)
+            if mrc is None or kwargs.get("script"):
+                super().__init__(mininet, *args, **kwargs)
+                return
+            topology, run, choice = mrc
+            tb = Testbed(
+                TestbedConfig(
+                    planes=topology.planes,
+                    t0=topology.t0_per_plane,
+                    t1=topology.t1_per_plane,
+                    hosts_per_t0=topology.hosts_per_t0,
+                    target=choice.target.value,
+                    runs_root=run.path.parent,
+                )
+            )
+            try:
+                finish_start(mininet, topology, run.path)
+                tb.adopt(mininet, topology, run, choice)
+            except Exception as exc:  # back to mn, which stops the net (no mn -c: see the top)
+                _say(f"the MRC testbed did not come up: {exc}")
+                tb.stop()
+                return
+            try:
+                print(summary(tb), flush=True)
+                super().__init__(mininet, *args, testbed=tb, **kwargs)
+            except SystemExit:  # SIGTERM/SIGHUP: return normally so that mn still stops the net
+                _say("terminated: stopping the fabric")
+            finally:
+                tb.stop()  # controller and agents; mn stops the net itself
+
+    return MnMrcCLI
+
+
+def mn_install(namespace: dict[str, Any]) -> None:
+    """Leave mn's exec namespace holding only ``topos``, ``CLI`` and ``cleanup``.
+
+    mn copies every global of a custom file into its own module; ``cleanup`` thereby replaces
+    mn's machine-wide ``mn -c`` (which it runs on any error) with one limited to our runs.
+    """
+    exports = {"topos": {"mrcclos": mn_topo}, "CLI": mn_cli_class(), "cleanup": mn_scoped_cleanup}
+    for name in [n for n in namespace if not n.startswith("__")]:
+        del namespace[name]
+    namespace.update(exports)
+
+
+if __name__ == "builtins":  # pragma: no cover - see the top of the file
+    import topologies.testbed
+
+    topologies.testbed.mn_install(globals())
+elif __name__ == "__main__":
+    sys.exit(main())
