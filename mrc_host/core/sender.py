@@ -5,9 +5,10 @@ address (RETH), so it can go on any EV and arrive in any order. Loss is found th
 - a trim NACK (the packet was cut by a congested switch): resend at once on another EV;
   the EV only goes to SKIP, since trimming means congestion, not failure;
 - the SACK gap rule: ``sack_gap_threshold`` packets sent *after* it on the same plane
-  were SACKed, one of them sent at least ``reorder_window_ns`` after it. Counting per
-  plane (each plane has its own NIC queue, whose depths differ) and the time guard (as in
-  RACK) keep the reordering that spraying causes from passing for loss;
+  were SACKed, one of them sent at least ``reorder_window_ns`` (or SRTT/4, if larger)
+  after it. Counting per plane (each plane has its own NIC queue, whose depths differ)
+  and the time guard (as in RACK) keep the reordering that spraying causes from passing
+  for loss;
 - the retransmission timeout (RTO from SRTT/RTTVAR, clamped, doubled per expiry).
 The last two mean the path failed: in MRC mode the EV that lost it is retired at once
 (ASSUMED_BAD) and the packet is resent on another EV. In single-path mode the sender
@@ -290,7 +291,11 @@ class Sender:
 
     def _gap_detect(self, newly: list[_TxRecord], out: list[Action]) -> None:
         threshold = self.cfg.sack_gap_threshold
+        # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
+        # software switch's queues can stretch it far beyond the configured base RTT).
         window = self.cfg.reorder_window_ns
+        if self.srtt_ns is not None:
+            window = max(window, int(self.srtt_ns) // 4)
         lost: list[_TxRecord] = []
         for delivered in newly:
             order = delivered.tx_order
