@@ -12,7 +12,7 @@ help:
 	@echo "setup  venv with the project (can import Debian's mininet); BMV2=1 also installs BMv2/p4c"
 	@echo "demo   MRC surviving faults (see README)"
 	@echo "test   unit, integration (root) and BMv2 tests"
-	@echo "bench  benchmarks: JSON + PNG under results/"
+	@echo "bench  benchmarks and the paper's experiments: JSON + PNG + REPORT.md under results/ (QUICK=1, ONLY=e1,e7)"
 	@echo "cli    Mininet CLI on the default fabric"
 	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
 	@echo "lint   ruff"
@@ -34,8 +34,9 @@ test: setup
 demo: setup
 	$(PY) -m topologies.demo $(DEMO_ARGS)
 
+# QUICK=1: short versions; ONLY=e1,e7: just those; TARGET=bmv2: experiments on BMv2 (default linux)
 bench: setup
-	$(PY) -m bench.run_all $(if $(QUICK),--quick,)
+	$(PY) -m bench.run_all $(if $(QUICK),--quick,) $(if $(ONLY),--only $(ONLY),) $(if $(TARGET),--target $(TARGET),) $(BENCH_ARGS)
 
 cli: setup
 	$(PY) -m topologies.testbed --cli $(TESTBED_ARGS)

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.experiments import EXPERIMENTS
+
 
 @dataclass(frozen=True)
 class Benchmark:
@@ -24,6 +26,7 @@ class Benchmark:
     quick_args: tuple[str, ...]
     full_args: tuple[str, ...] = ()
     needs_root: bool = False
+    takes_target: bool = False  # live-testbed experiments: --target is passed on
 
 
 BENCHMARKS = [
@@ -31,6 +34,9 @@ BENCHMARKS = [
     Benchmark("core", "bench.bench_core", ("--quick",)),
     Benchmark("agent", "bench.bench_agent", ("--quick",), needs_root=True),
     Benchmark("sim-figures", "mrc_host.sim.figures", ("--size-mib", "2", "--seeds", "1", "--no-sensitivity")),
+    # the paper's results in shape, on the live testbed (bench/experiments, docs/experiments.md);
+    # each writes its JSON even when it is skipped, so they need no root check here
+    *(Benchmark(e.id, e.module, ("--quick",), takes_target=True) for e in EXPERIMENTS),
 ]
 
 
@@ -38,14 +44,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make bench", description=__doc__)
     ap.add_argument("--out", type=Path, default=None, help="results directory (default results/<timestamp>)")
     ap.add_argument("--quick", action="store_true", help="short versions of every benchmark")
-    ap.add_argument("--only", action="append", default=[], help="run only these benchmarks (by name)")
+    ap.add_argument(
+        "--only", action="append", default=[], help="run only these benchmarks (by name; repeat or a,b)"
+    )
+    ap.add_argument(
+        "--target", choices=("auto", "linux", "bmv2"), default="linux", help="data plane of experiments"
+    )
     args = ap.parse_args(argv)
+    only = {name for item in args.only for name in item.split(",") if name}
+    known = {b.name for b in BENCHMARKS}
+    if only - known:
+        ap.error(
+            f"--only: unknown {', '.join(sorted(only - known))} "
+            f"(known: {', '.join(b.name for b in BENCHMARKS)})"
+        )
     out = args.out or Path("results") / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, dict] = {}
     failed = 0
     for bench in BENCHMARKS:
-        if args.only and bench.name not in args.only:
+        if only and bench.name not in only:
             continue
         if bench.needs_root and os.geteuid() != 0:
             print(f"== {bench.name}: skipped (needs root)")
@@ -54,15 +72,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {bench.name}", flush=True)
         started = time.monotonic()
         extra = bench.quick_args if args.quick else bench.full_args
+        if bench.takes_target:
+            extra = (*extra, "--target", args.target)
         try:
             rc = importlib.import_module(bench.module).main(["--out", str(out / bench.name), *extra])
         except Exception as exc:  # report and go on with the others
             print(f"   {bench.name} failed: {exc!r}", file=sys.stderr)
             rc = 1
         failed += rc != 0
-        summary[bench.name] = {"status": "ok" if rc == 0 else "failed", "seconds": time.monotonic() - started}
+        status = "ok" if rc == 0 else "failed"
+        if bench.takes_target and rc == 0:  # an experiment says itself whether it ran or was skipped
+            try:
+                status = json.loads((out / bench.name / f"{bench.name}.json").read_text())["status"]
+            except (OSError, ValueError, KeyError):
+                status = "failed"
+        summary[bench.name] = {"status": status, "seconds": time.monotonic() - started}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"results in {out}")
+    from bench.report import write_report
+
+    report = write_report(out)
+    print(f"results in {out} (report: {report})")
     return 1 if failed else 0
 
 

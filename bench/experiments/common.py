@@ -1,0 +1,235 @@
+"""What every experiment shares: its context, its result record, the fabric it runs on.
+
+An experiment is a function ``run(ctx) -> Result``. The context says where to write,
+whether this is the short (``--quick``) version, which data plane to use and which seed
+the agents draw their EVs and transfer ids from. The :class:`Result` is written as
+``<out>/<id>.json`` with one schema for all experiments (``SCHEMA``), so ``bench/report.py``
+can put each measured number next to the paper's shape it tests without knowing the
+experiment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+SCHEMA = "mrc-experiment/1"
+PREFIX = "ex"  # Mininet node prefix of every fabric the experiments build (see the brief)
+STATUSES = ("ok", "skipped", "failed")
+
+console = Console(stderr=True, highlight=False)
+
+
+@dataclass
+class Finding:
+    """One measured number next to the paper's shape it tests.
+
+    ``holds`` is True/False when the number can be compared with the shape (the rule is
+    in ``expect``), None when it is context only (a clean-run time, a count).
+    """
+
+    metric: str
+    value: float | None
+    unit: str = ""
+    mode: str = ""
+    paper: str = ""
+    expect: str = ""
+    holds: bool | None = None
+    note: str = ""
+
+
+@dataclass
+class Result:
+    experiment: str
+    title: str
+    paper_shape: str
+    status: str = "ok"
+    reason: str = ""
+    target: str = ""
+    quick: bool = False
+    seed: int = 0
+    fabric: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""
+    seconds: float = 0.0
+    findings: list[Finding] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    plots: list[str] = field(default_factory=list)
+
+    def add(self, metric: str, value: float | None, **kw: Any) -> Finding:
+        f = Finding(metric, None if value is None else float(value), **kw)
+        self.findings.append(f)
+        return f
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["schema"] = SCHEMA
+        return d
+
+
+@dataclass
+class Context:
+    out: Path
+    quick: bool = False
+    target: str = "linux"
+    seed: int = 1
+    keep_runs: bool = False  # keep the testbed run directories (logs) even when all went well
+
+    def scale(self, full: float, quick: float) -> float:
+        return quick if self.quick else full
+
+    def size(self, full_mib: int, quick_mib: int) -> int:
+        return (quick_mib if self.quick else full_mib) << 20
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    """A number for a progress line ('-' for None)."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def step(msg: str) -> None:
+    """A progress line on stderr (rich); experiments call it before every long step."""
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {msg}")
+
+
+def check_target(requested: str) -> tuple[str | None, str]:
+    """(target, '') when ``requested`` can run here, (None, why) otherwise."""
+    from topologies.target import TargetError, choose_target
+
+    try:
+        return choose_target(requested).target.value, ""
+    except TargetError as exc:
+        return None, str(exc)
+
+
+@contextlib.contextmanager
+def fabric(ctx: Context, prefix: str = PREFIX, agents: bool = True, **shape: Any) -> Iterator[Any]:
+    """A live :class:`topologies.testbed.Testbed` (controller, routes, seeded agents).
+
+    The run directory lives in a temporary directory that is removed afterwards unless
+    something failed or ``ctx.keep_runs``; then it is moved under ``<out>/runs/``.
+    """
+    from mininet.log import setLogLevel
+
+    from topologies.testbed import Testbed, TestbedConfig
+
+    setLogLevel("critical")  # htb's "quantum is big" warnings would bury the progress lines
+    runs = Path(tempfile.mkdtemp(prefix=f"{prefix}-runs-"))
+    cfg = TestbedConfig(
+        prefix=prefix,
+        target=ctx.target,
+        runs_root=runs,
+        latest=False,
+        agents=agents,
+        agent_args=["--seed", str(ctx.seed)],
+        pcap=False,
+        **shape,
+    )
+    ok = False
+    started = time.monotonic()
+    tb = Testbed(cfg, say=lambda m: None)
+    try:
+        with tb:
+            step(
+                f"fabric up in {time.monotonic() - started:.1f} s: {cfg.planes} planes x "
+                f"{cfg.t0} T0 x {cfg.t1} T1, {cfg.hosts_per_t0} hosts/T0, "
+                f"link rate {cfg.link_rate or 'unlimited'} Mbit/s, {tb.choice.target.value}"  # type: ignore[union-attr]
+            )
+            yield tb
+        ok = True
+    finally:
+        if ok and not ctx.keep_runs:
+            shutil.rmtree(runs, ignore_errors=True)
+        else:
+            dest = ctx.out / "runs"
+            dest.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.move(str(runs), str(dest / runs.name))
+
+
+def fabric_info(tb: Any) -> dict[str, Any]:
+    cfg = tb.config
+    return {
+        "planes": cfg.planes,
+        "t0": cfg.t0,
+        "t1": cfg.t1,
+        "hosts_per_t0": cfg.hosts_per_t0,
+        "link_rate_mbit_s": cfg.link_rate,
+        "target": tb.choice.target.value,
+    }
+
+
+def write_result(out: Path, result: Result) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{result.experiment}.json"
+    path.write_text(json.dumps(result.to_json(), indent=1, default=str) + "\n")
+    return path
+
+
+def experiment_main(
+    experiment: str,
+    title: str,
+    paper_shape: str,
+    run: Callable[[Context, Result], None],
+    argv: list[str] | None = None,
+    needs_root: bool = True,
+    target_override: str | None = None,
+) -> int:
+    """The ``main(argv)`` of one experiment module (what ``bench.run_all`` calls).
+
+    Runs ``run(ctx, result)``, catches any failure into the result (status ``failed`` with
+    the reason) and always writes ``<out>/<experiment>.json``. Exit status 1 on failure.
+    ``target_override``: the data plane this experiment needs whatever ``--target`` says
+    (E9: only BMv2 has ECN and trimming); skipped with the reason where it cannot run.
+    """
+    ap = argparse.ArgumentParser(prog=f"python -m bench.experiments.{experiment}", description=title)
+    ap.add_argument("--out", type=Path, default=Path("results") / experiment)
+    ap.add_argument("--quick", action="store_true", help="the short version")
+    ap.add_argument("--target", choices=("auto", "linux", "bmv2"), default="linux")
+    ap.add_argument("--seed", type=int, default=1, help="agent seed (EV draws); same for every mode")
+    ap.add_argument("--keep-runs", action="store_true", help="keep the testbed run directories")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    ctx = Context(args.out, args.quick, args.target, args.seed, args.keep_runs)
+    result = Result(experiment, title, paper_shape, quick=args.quick, seed=args.seed)
+    result.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    started = time.monotonic()
+    console.rule(f"[bold]{experiment}[/]: {title}")
+    if needs_root and os.geteuid() != 0:
+        result.status, result.reason = "skipped", "needs root (network namespaces)"
+    else:
+        target, why = check_target(target_override or args.target)
+        if target is None:
+            result.status, result.reason = "skipped", why
+        else:
+            ctx.target = result.target = target
+            try:
+                run(ctx, result)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # recorded; the other experiments go on
+                result.status = "failed"
+                result.reason = f"{type(exc).__name__}: {exc}"
+                traceback.print_exc(file=sys.stderr)
+    result.seconds = round(time.monotonic() - started, 2)
+    path = write_result(args.out, result)
+    colour = {"ok": "green", "skipped": "yellow", "failed": "red"}[result.status]
+    console.print(
+        f"[{colour}]{experiment} {result.status}[/] in {result.seconds:.0f} s"
+        + (f" ({result.reason})" if result.reason else "")
+        + f" -> {path}"
+    )
+    return 1 if result.status == "failed" else 0
