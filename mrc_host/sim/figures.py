@@ -4,7 +4,8 @@
     busiest uplink it uses, so every mode is hit), lasting twice the ideal transfer time;
 (b) 1 % random loss on every link (NIC and fabric), several seeds;
 (c) spray balance: max/mean data bytes over the source T0's T1 uplinks, no faults.
-A sensitivity run repeats (a) and (b) with 1 us links (a 2.5x larger BDP).
+The main fabric has 16 paths (2 planes x 8 T1) and 1 us links; a sensitivity run repeats
+everything with 8 paths (1 us and 200 ns links).
 Writes figures.json and three PNGs into --out (default results/).
 """
 
@@ -155,9 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(1, args.seeds + 1))
-    shapes = {"200ns-links": FabricShape(planes=2, t0=2, t1=4)}
+    # Main shape: 16 paths and 1 us per link (switch port-to-port latency plus cable, what a
+    # 51.2T switch hop costs). Sensitivity: 8 paths, with 1 us and with 200 ns links. Fewer
+    # paths or a larger BDP mean more packets in flight on a path when it dies.
+    shapes = {"16paths-1us": FabricShape(planes=2, t0=2, t1=8, link_delay_ns=1000)}
     if not args.no_sensitivity:
-        shapes["1us-links"] = FabricShape(planes=2, t0=2, t1=4, link_delay_ns=1000)
+        shapes["8paths-1us"] = FabricShape(planes=2, t0=2, t1=4, link_delay_ns=1000)
+        shapes["8paths-200ns"] = FabricShape(planes=2, t0=2, t1=4, link_delay_ns=200)
     report: dict[str, Any] = {}
     for tag, shape in shapes.items():
         res = scenario(shape, args.size_mib << 20, seeds)
