@@ -41,9 +41,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mininet.node import Switch
-
 from linux_target.p4rt_client import wait_until_serving
+from topologies.p4_switch import P4PortsSwitch
 
 PIPELINE_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
 SWITCH_BINARY = "simple_switch_grpc"
@@ -269,7 +268,7 @@ def _queue_command(verb: str, value: int, port: int | None, priority: int | None
     return f"{verb} {value} {port}" + ("" if priority is None else f" {priority}")
 
 
-class Bmv2Switch(Switch):
+class Bmv2Switch(P4PortsSwitch):
     """A Mininet switch whose data plane is BMv2 simple_switch_grpc, programmed over P4Runtime."""
 
     def __init__(
@@ -311,18 +310,6 @@ class Bmv2Switch(Switch):
     def switch_log(self) -> Path:
         """BMv2's log (packets, table hits at log level debug/trace); start-up output: <name>.bmv2.out."""
         return self.run_dir / f"{self.name}.bmv2.txt"
-
-    def port_map(self) -> dict[int, str]:
-        """P4 port number → interface name, for every data interface of the switch."""
-        return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
-
-    def port_of(self, intf) -> int:
-        """P4 port number of an interface given by name or Mininet Intf."""
-        name = intf if isinstance(intf, str) else intf.name
-        for port, ifname in self.port_map().items():
-            if ifname == name:
-                return port
-        raise KeyError(f"{name} is not an interface of switch {self.name}")
 
     # -- life cycle -------------------------------------------------------------------
     def start(self, controllers=None) -> None:

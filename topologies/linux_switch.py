@@ -29,9 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mininet.node import Switch
-
 from linux_target.p4rt_client import wait_until_serving
+from topologies.p4_switch import P4PortsSwitch
 
 SHIM_START_TIMEOUT = 20.0
 SHIM_STOP_TIMEOUT = 5.0
@@ -41,7 +40,7 @@ class ShimStartError(RuntimeError):
     """The shim did not come up; the message carries the end of its log."""
 
 
-class LinuxSrv6Switch(Switch):
+class LinuxSrv6Switch(P4PortsSwitch):
     """A Mininet switch whose data plane is the Linux kernel, programmed over P4Runtime."""
 
     def __init__(
@@ -64,19 +63,6 @@ class LinuxSrv6Switch(Switch):
         self.socket_path = self.run_dir / f"{name}.p4rt.sock"
         self.p4rt_address = f"unix:{self.socket_path}"
         self.shim: subprocess.Popen | None = None
-
-    # -- ports -------------------------------------------------------------------
-    def port_map(self) -> dict[int, str]:
-        """P4 port number → interface name, for every data interface of the switch."""
-        return {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
-
-    def port_of(self, intf) -> int:
-        """P4 port number of an interface given by name or Mininet Intf."""
-        name = intf if isinstance(intf, str) else intf.name
-        for port, ifname in self.port_map().items():
-            if ifname == name:
-                return port
-        raise KeyError(f"{name} is not an interface of switch {self.name}")
 
     # -- life cycle ----------------------------------------------------------------
     def shim_command(self) -> list[str]:
