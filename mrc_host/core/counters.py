@@ -30,6 +30,7 @@ class Counters:
     retransmissions: int = 0
     losses_gap: int = 0
     losses_rto: int = 0
+    spurious_losses: int = 0  # gap losses whose original was SACKed after all (reordering)
     rto_fired: int = 0
     go_back_n_rewinds: int = 0
     sacks_received: int = 0

@@ -5,10 +5,10 @@ address (RETH), so it can go on any EV and arrive in any order. Loss is found th
 - a trim NACK (the packet was cut by a congested switch): resend at once on another EV;
   the EV only goes to SKIP, since trimming means congestion, not failure;
 - the SACK gap rule: ``sack_gap_threshold`` packets sent *after* it on the same plane
-  were SACKed, one of them sent at least ``reorder_window_ns`` (or SRTT/4, if larger)
-  after it. Counting per plane (each plane has its own NIC queue, whose depths differ)
-  and the time guard (as in RACK) keep the reordering that spraying causes from passing
-  for loss;
+  were SACKed, one of them sent at least ``reorder_window_ns`` (or SRTT/4, if larger;
+  up to SRTT after spurious losses, as in RACK) after it. Counting per plane (each plane
+  has its own NIC queue, whose depths differ) and the time guard keep the reordering
+  that spraying causes from passing for loss;
 - the retransmission timeout (RTO from SRTT/RTTVAR, clamped, doubled per expiry).
 The last two mean the path failed: in MRC mode the EV that lost it is retired at once
 (ASSUMED_BAD) and the packet is resent on another EV. In single-path mode the sender
@@ -28,6 +28,9 @@ from .config import Mode, TransportConfig
 from .counters import Counters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of, unwrap
+
+REO_MULT_MAX = 4  # the reordering window grows from SRTT/4 up to SRTT
+REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
 _FLAGS = (
@@ -63,6 +66,7 @@ class _TxRecord:
     reordered_past: bool = False  # a packet sent reorder_window after this one was delivered
     sacked: bool = False
     lost: bool = False  # waiting in the retransmit queue
+    gap_lost: bool = False  # declared lost by the SACK gap rule (a guess that can be wrong)
 
 
 class Sender:
@@ -91,6 +95,10 @@ class Sender:
         self._next_msg_id = 1
         self.srtt_ns: float | None = None
         self.rttvar_ns = 0.0
+        # RACK-style reordering window: SRTT/4 times this, raised by every spurious gap loss
+        # (the "lost" packet was SACKed after all), lowered again after a clean stretch.
+        self.reo_mult = 1
+        self._clean_deliveries = 0
         self.backoff = 1
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
 
@@ -232,6 +240,17 @@ class Sender:
 
     def _deliver(self, rec: _TxRecord, newly: list[_TxRecord], now_ns: int) -> None:
         self._leave_flight(rec)
+        if rec.gap_lost and (rec.lost or now_ns - rec.sent_ns < (self.srtt_ns or 0) / 2):
+            # the original arrived: it was reordering, not loss (still queued for resending,
+            # or resent too recently for the copy to be the one acknowledged)
+            self.c.spurious_losses += 1
+            self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
+            self._clean_deliveries = 0
+        else:
+            self._clean_deliveries += 1
+            if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
+                self.reo_mult -= 1
+                self._clean_deliveries = 0
         rec.lost = False
         rec.sacked = True
         self.c.ev(rec.ev).packets_delivered += 1
@@ -295,7 +314,7 @@ class Sender:
         # software switch's queues can stretch it far beyond the configured base RTT).
         window = self.cfg.reorder_window_ns
         if self.srtt_ns is not None:
-            window = max(window, int(self.srtt_ns) // 4)
+            window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX)
         lost: list[_TxRecord] = []
         for delivered in newly:
             order = delivered.tx_order
@@ -322,6 +341,7 @@ class Sender:
         c = self.c
         if cause == "gap":
             c.losses_gap += 1
+            rec.gap_lost = True
         else:
             c.losses_rto += 1
         c.ev(rec.ev).packets_lost += 1

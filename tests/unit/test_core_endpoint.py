@@ -262,3 +262,27 @@ def test_sack_window_reports_a_late_packet_filling_an_old_hole() -> None:
     offset = 10 - sack.base_psn
     assert 0 <= offset < 64 and sack.bitmap >> offset & 1
     assert not sack.bitmap >> (5 - sack.base_psn) & 1  # the real hole is still reported as one
+
+
+def test_reordering_mistaken_for_loss_widens_the_reorder_window() -> None:
+    """A packet the SACK gap rule declared lost but that was SACKed after all is counted as
+    a spurious loss and widens the reordering window (RACK-style), so the same delay is not
+    read as loss again."""
+    p = make_pair(size=64 * 1024, planes=1, t1=4, rto_min_ns=10_000_000, rto_initial_ns=10_000_000)
+    a = p.a
+    _, acts = a.post_write(payload(1024), BASE, RKEY, p.now)  # the packet that will be "late"
+    p.absorb(a, acts)
+    a.sender.srtt_ns = 40_000.0  # an RTT estimate exists: window = SRTT/4 = 10 us
+    p.now += 20_000  # later packets go out well past the reordering window
+    _, acts = a.post_write(payload(4 * 1024, seed=2), BASE + 1024, RKEY, p.now)
+    p.absorb(a, acts)
+    first, *later = data_sent(p)
+    assert len(later) == 4
+    bitmap = sum(1 << (d.psn - first.psn) for d in later)
+    sack = Sack(qp=a.local_qp, cum_psn=first.psn, base_psn=first.psn, bitmap=bitmap, echo_ev=later[0].meta.ev)
+    a.receive(sack, p.now)
+    assert a.counters.losses_gap == 1 and a.sender.reo_mult == 1
+    late = Sack(qp=a.local_qp, cum_psn=first.psn + 5, base_psn=first.psn, bitmap=0, echo_ev=first.meta.ev)
+    a.receive(late, p.now)  # the original shows up before any resend could have arrived
+    assert a.counters.spurious_losses == 1
+    assert a.sender.reo_mult == 2
