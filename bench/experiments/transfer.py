@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mrc_host.agent.payload import CHUNK_DATA_BYTES
+from topologies.watch import EvChange
 
 EV_POLL_S = 0.1
 # the agent acknowledges bytes a chunk (one RDMA WRITE of up to 1 MiB) at a time, so a goodput
@@ -46,16 +47,6 @@ class FaultPlan:
 
     def record(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
-
-
-@dataclass
-class EvChange:
-    t: float
-    ev: str
-    plane: int
-    t1: int
-    old: str
-    new: str
 
 
 @dataclass
