@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
+from live_fabric import fabric_leftovers
 
 pytestmark = pytest.mark.root
 
@@ -79,20 +80,6 @@ def _stop_agent(proc: subprocess.Popen) -> int:
     return proc.returncode
 
 
-def _leftovers() -> list[str]:
-    out = []
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    out += [ln for ln in ps.splitlines() if "mrc_host.agent.cli" in ln and f"/{PREFIX}h" in ln]
-    out += [ln for ln in ps.splitlines() if f"--name {PREFIX}t" in ln and "shim_main" in ln]
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    out += [
-        ln.split(":")[1].strip()
-        for ln in links.splitlines()
-        if ln.split(":")[1].strip().startswith((f"{PREFIX}t", f"{PREFIX}h"))
-    ]
-    return out
-
-
 @pytest.fixture(scope="module")
 def fabric() -> Iterator[Fabric]:
     from controller.core import ControllerCore
@@ -142,7 +129,7 @@ def fabric() -> Iterator[Fabric]:
         if net is not None:
             net.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
-    assert _leftovers() == []
+    assert fabric_leftovers(PREFIX) == []
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from live_fabric import fabric_leftovers
 
 pytestmark = pytest.mark.root
 
@@ -126,20 +127,6 @@ class Testbed:
         return f"{self._tags:08d}"
 
 
-def _leftovers() -> list[str]:
-    """Our shims or interfaces still around after teardown."""
-    out = []
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    out += [line for line in ps.splitlines() if f"--name {PREFIX}t" in line and "shim_main" in line]
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    out += [
-        line.split(":")[1].strip()
-        for line in links.splitlines()
-        if line.split(":")[1].strip().startswith((f"{PREFIX}t", f"{PREFIX}h"))
-    ]
-    return out
-
-
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Testbed]:
     from controller.core import ControllerCore
@@ -177,7 +164,7 @@ def testbed() -> Iterator[Testbed]:
         if net is not None:
             net.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
-    assert _leftovers() == []
+    assert fabric_leftovers(PREFIX) == []
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,6 @@ of the run is left.
 from __future__ import annotations
 
 import io
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from live_fabric import running_testbed
 
 pytestmark = pytest.mark.root
 
@@ -43,22 +42,12 @@ def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Any]:
     from topologies.agents import agent_available
-    from topologies.leaks import leftovers
-    from topologies.testbed import Testbed, TestbedConfig
 
     ok, why = agent_available()
     if not ok:
         pytest.skip(f"the live host agent is not installed: {why}")
-    root = Path(tempfile.mkdtemp(prefix="tb-runs-"))
-    tb = Testbed(TestbedConfig(prefix=PREFIX, runs_root=root, target="linux"), say=lambda _m: None)
-    try:
-        with tb:
-            yield tb
-    finally:
-        tb.stop()
-        left = leftovers(tb.run.path, tb.namespaces, PREFIX, tb.teardown_ticks) if tb.run else []
-        shutil.rmtree(root, ignore_errors=True)
-    assert left == []
+    with running_testbed(PREFIX, "linux") as tb:
+        yield tb
 
 
 @pytest.fixture(autouse=True)

@@ -5,13 +5,11 @@ root-namespace link (BMv2 ports live in the root namespace) behind."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from live_fabric import running_testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.bmv2]
 
@@ -21,25 +19,15 @@ PREFIX = "tbv"
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Any]:
     from topologies.agents import agent_available
-    from topologies.leaks import leftovers
     from topologies.target import bmv2_missing
-    from topologies.testbed import Testbed, TestbedConfig
 
     if missing := bmv2_missing():
         pytest.skip("BMv2 cannot run: " + "; ".join(missing))
     ok, why = agent_available()
     if not ok:
         pytest.skip(f"the live host agent is not installed: {why}")
-    root = Path(tempfile.mkdtemp(prefix="tbv-runs-"))
-    tb = Testbed(TestbedConfig(prefix=PREFIX, runs_root=root, target="bmv2"), say=lambda _m: None)
-    try:
-        with tb:
-            yield tb
-    finally:
-        tb.stop()
-        left = leftovers(tb.run.path, tb.namespaces, PREFIX, tb.teardown_ticks) if tb.run else []
-        shutil.rmtree(root, ignore_errors=True)
-    assert left == []
+    with running_testbed(PREFIX, "bmv2") as tb:
+        yield tb
 
 
 def test_bmv2_fabric_carries_a_transfer_around_a_black_hole(testbed: Any) -> None:

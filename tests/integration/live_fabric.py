@@ -1,0 +1,44 @@
+"""Helpers shared by the integration tests that bring up a live fabric.
+
+Each test module owns a node-name prefix; these helpers look only at names with that
+prefix, so suites running side by side never judge (or clean) each other's objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def fabric_leftovers(prefix: str) -> list[str]:
+    """Shims, agents and interfaces of a ``prefix`` fabric still around after teardown."""
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+    out = [ln for ln in ps if f"--name {prefix}t" in ln and "shim_main" in ln]
+    out += [ln for ln in ps if "mrc_host.agent.cli" in ln and f"/{prefix}h" in ln]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = [ln.split(":")[1].strip() for ln in links.splitlines()]
+    out += [n for n in names if n.startswith((f"{prefix}t", f"{prefix}h"))]
+    return out
+
+
+@contextlib.contextmanager
+def running_testbed(prefix: str, target: str) -> Iterator[Any]:
+    """A started ``Testbed`` of the default shape; on exit it is stopped and must leave nothing."""
+    from topologies.leaks import leftovers
+    from topologies.testbed import Testbed, TestbedConfig
+
+    root = Path(tempfile.mkdtemp(prefix=f"{prefix}-runs-"))
+    tb = Testbed(TestbedConfig(prefix=prefix, runs_root=root, target=target), say=lambda _m: None)
+    try:
+        with tb:
+            yield tb
+    finally:
+        tb.stop()
+        left = leftovers(tb.run.path, tb.namespaces, prefix, tb.teardown_ticks) if tb.run else []
+        shutil.rmtree(root, ignore_errors=True)
+    assert left == []
