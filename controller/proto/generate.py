@@ -19,8 +19,15 @@ PROTO = "controller/proto/mrc/controller/v1/controller.proto"
 def main() -> int:
     # -I at the repo root makes the generated imports "controller.proto.mrc.controller.v1...".
     include = Path(protoc.__file__).parent / "_proto"
-    args = ["protoc", f"-I{REPO}", f"-I{include}", f"--python_out={REPO}", f"--pyi_out={REPO}",
-            f"--grpc_python_out={REPO}", str(REPO / PROTO)]
+    args = [
+        "protoc",
+        f"-I{REPO}",
+        f"-I{include}",
+        f"--python_out={REPO}",
+        f"--pyi_out={REPO}",
+        f"--grpc_python_out={REPO}",
+        str(REPO / PROTO),
+    ]
     rc = protoc.main(args)
     if rc != 0:
         print(f"protoc failed with {rc}", file=sys.stderr)

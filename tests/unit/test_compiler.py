@@ -62,9 +62,7 @@ def test_every_pair_and_ev_reaches_the_right_port(shape: tuple[int, int, int, in
 
 
 @settings(max_examples=15, deadline=None)
-@given(
-    st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.integers(0, 2**18 - 1)
-)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.integers(0, 2**18 - 1))
 def test_random_shapes_deliver_every_ev(planes: int, t0s: int, t1s: int, hosts: int, entropy: int) -> None:
     topo = build_clos(planes, t0s, t1s, hosts)
     views = build_views(compile_routes(topo))
