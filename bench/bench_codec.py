@@ -16,6 +16,7 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from scapy.layers.l2 import Ether
@@ -53,6 +54,14 @@ def rate(fn: Callable[[], object], seconds: float) -> tuple[float, int, float]:
         batch = min(batch * 2, 1 << 16)
 
 
+def _scapy_encode(msg: Message) -> bytes:
+    return bytes(to_scapy(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING))
+
+
+def _scapy_decode(frame: bytes) -> object:
+    return message_from_scapy(Ether(frame))
+
+
 def measure(seconds: float, scapy_seconds: float) -> list[Result]:
     enc = FrameEncoder(SAMPLE_ADDRESSING)
     carrier16 = SAMPLE_CARRIER.packed
@@ -63,16 +72,11 @@ def measure(seconds: float, scapy_seconds: float) -> list[Result]:
         frame = enc.encode(msg, carrier16)
         assert decode(frame, verify_icrc=True) is not None  # what we time is a valid frame
         runs: list[tuple[str, str, Callable[[], object], float]] = [
-            ("encode", "fast", lambda m=msg: enc.encode(m, carrier16), seconds),
-            ("decode", "fast", lambda f=frame: decode(f), seconds),
-            ("decode", "fast+icrc-check", lambda f=frame: decode(f, verify_icrc=True), seconds),
-            (
-                "encode",
-                "scapy",
-                lambda m=msg: bytes(to_scapy(m, SAMPLE_CARRIER, SAMPLE_ADDRESSING)),
-                scapy_seconds,
-            ),
-            ("decode", "scapy", lambda f=frame: message_from_scapy(Ether(f)), scapy_seconds),
+            ("encode", "fast", partial(enc.encode, msg, carrier16), seconds),
+            ("decode", "fast", partial(decode, frame), seconds),
+            ("decode", "fast+icrc-check", partial(decode, frame, verify_icrc=True), seconds),
+            ("encode", "scapy", partial(_scapy_encode, msg), scapy_seconds),
+            ("decode", "scapy", partial(_scapy_decode, frame), scapy_seconds),
         ]
         for op, impl, fn, secs in runs:
             pps, n, elapsed = rate(fn, secs)

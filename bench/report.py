@@ -70,7 +70,7 @@ def cell(text: str) -> str:
 def render(results: Path) -> str:
     experiments, summary = load(results)
     quick = any(e.get("quick") for e in experiments)
-    targets = sorted({e.get("target") for e in experiments if e.get("target")})
+    targets = sorted({str(e["target"]) for e in experiments if e.get("target")})
     lines = [
         f"# MRC testbed: the paper's results in shape — `{results.name}`",
         "",

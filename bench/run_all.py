@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.experiments import EXPERIMENTS
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     out = args.out or Path("results") / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, dict] = {}
+    summary: dict[str, dict[str, Any]] = {}
     failed = 0
     for bench in BENCHMARKS:
         if only and bench.name not in only:

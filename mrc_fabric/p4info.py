@@ -9,8 +9,10 @@ the numeric ids that travel on the wire.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TypeVar
 from pathlib import Path
 
 from finsy.proto import p4i as p4info_pb2
@@ -81,6 +83,9 @@ class CounterInfo:
     size: int
 
 
+_Info = TypeVar("_Info", TableInfo, ActionInfo, CounterInfo)
+
+
 @dataclass
 class P4InfoIndex:
     """Name ↔ id lookups over one P4Info; accepts full names and aliases."""
@@ -92,15 +97,15 @@ class P4InfoIndex:
 
     def __post_init__(self) -> None:
         for a in self.p4info.actions:
-            info = ActionInfo(
+            action = ActionInfo(
                 a.preamble.id,
                 a.preamble.name,
                 a.preamble.alias or a.preamble.name,
                 {p.name: (p.id, p.bitwidth) for p in a.params},
             )
-            self.actions[info.alias] = info
+            self.actions[action.alias] = action
         for t in self.p4info.tables:
-            info = TableInfo(
+            table = TableInfo(
                 t.preamble.id,
                 t.preamble.name,
                 t.preamble.alias or t.preamble.name,
@@ -109,13 +114,13 @@ class P4InfoIndex:
                 frozenset(r.id for r in t.action_refs if r.scope == p4info_pb2.ActionRef.DEFAULT_ONLY),
                 t.size,
             )
-            self.tables[info.alias] = info
+            self.tables[table.alias] = table
         for c in self.p4info.counters:
-            info = CounterInfo(c.preamble.id, c.preamble.name, c.preamble.alias or c.preamble.name, c.size)
-            self.counters[info.alias] = info
+            counter = CounterInfo(c.preamble.id, c.preamble.name, c.preamble.alias or c.preamble.name, c.size)
+            self.counters[counter.alias] = counter
 
     @staticmethod
-    def _find(kind: str, items: dict, key: str | int):
+    def _find(kind: str, items: Mapping[str, _Info], key: str | int) -> _Info:
         if isinstance(key, int):
             for v in items.values():
                 if v.id == key:

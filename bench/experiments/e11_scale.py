@@ -78,7 +78,7 @@ def patient(switch_cls: type) -> type:
     """``switch_cls`` with a start-up timeout for big fabrics: every switch's P4Runtime server
     starts at once, and 128 of them share this machine's 2 cores for a minute or more."""
 
-    class PatientSwitch(switch_cls):  # type: ignore[misc, valid-type]
+    class PatientSwitch(switch_cls):  # type: ignore[misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("start_timeout", SWITCH_START_TIMEOUT_S)
             super().__init__(*args, **kwargs)

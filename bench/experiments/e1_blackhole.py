@@ -10,6 +10,7 @@ the longest stall, and the data packets the sender counted lost on its EVs.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from .common import Context, Result, experiment_main, fabric, fabric_info, step
 from .lab import FAULT_SHAPE, MODES, Lab
@@ -34,7 +35,9 @@ def run(ctx: Context, res: Result) -> None:
         lab.reference(size)
         fault_s = max(0.5, 2 * lab.clean["mrc"].seconds)
         res.data["fault_duration_s"] = fault_s
-        series, shades, runs = {}, {}, {}
+        series: dict[str, list[tuple[float, float]]] = {}
+        shades: dict[str, list[tuple[float, float | None]]] = {}
+        runs: dict[str, dict[str, Any]] = {}
         for mode in MODES:
             link = lab.uplink(mode)
             step(f"E1 {mode}: black hole on {link} at 20 % for {fault_s:.2f} s")

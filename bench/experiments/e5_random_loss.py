@@ -11,6 +11,7 @@ of MRC's clean goodput (the connection's "line rate" here).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from .common import Context, Result, experiment_main, fabric, fabric_info, fmt, step
 from .lab import FAULT_SHAPE, MODES, Lab
@@ -36,7 +37,8 @@ def run(ctx: Context, res: Result) -> None:
         res.data.update(
             {"loss": LOSS, "links": len(links), "deadline_s": deadline, "line_rate_mbit_s": line_rate}
         )
-        runs, groups = {}, {"goodput / own clean": {}, "goodput / MRC clean": {}}
+        runs: dict[str, Any] = {}
+        groups: dict[str, dict[str, float]] = {"goodput / own clean": {}, "goodput / MRC clean": {}}
         for mode in MODES:
             step(f"E5 {mode}: {LOSS:.0%} loss on all {len(links)} links, deadline {deadline:.0f} s")
             plans = [FaultPlan("loss", name, None, probability=LOSS) for name in links]

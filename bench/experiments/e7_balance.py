@@ -11,6 +11,7 @@ and lets the T0 hash them onto T1s, so few flows collide on some uplinks.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from .common import Context, Result, experiment_main, fabric, fabric_info, step
 from .lab import delta, uplink_tx_bytes
@@ -23,7 +24,7 @@ SHAPE = (
     "MRC sprays every connection evenly over all paths (max/mean near 1); ECMP hashing with few flows "
     "leaves some uplinks idle and others doubled (the reason MRC avoids ECMP)."
 )
-SHAPE_FABRIC = {"planes": 2, "t0": 2, "t1": 4, "hosts_per_t0": 2}
+SHAPE_FABRIC: dict[str, Any] = {"planes": 2, "t0": 2, "t1": 4, "hosts_per_t0": 2}
 MODES = ("mrc", "ecmp")
 
 
@@ -47,7 +48,7 @@ def run(ctx: Context, res: Result) -> None:
         res.fabric = fabric_info(tb)
         sets = flow_sets(tb)
         groups: dict[str, dict[str, float]] = {}
-        data: dict[str, dict] = {}
+        data: dict[str, dict[str, Any]] = {}
         for label, pairs in sets.items():
             groups[label] = {}
             for mode in MODES:

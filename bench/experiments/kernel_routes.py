@@ -51,7 +51,7 @@ class TcpPair:
 
 def _cmd(node: Any, cmd: str) -> str:
     out = node.cmd(cmd + "; echo rc=$?")
-    text, _, rc = out.rpartition("rc=")
+    text, _, rc = str(out).rpartition("rc=")
     if rc.strip() != "0":
         raise RouteSetupError(f"{node.name}: `{cmd}` failed: {text.strip()}")
     return text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ def timelines(
     path: Path,
     title: str,
     series: dict[str, list[tuple[float, float]]],
-    faults: dict[str, list[tuple[float, float | None]]] | None = None,
+    faults: Mapping[str, Sequence[tuple[float, float | None]]] | None = None,
     ylabel: str = "goodput (Mbit/s)",
 ) -> Path:
     """One panel per series (mode): goodput over time, fault windows shaded."""

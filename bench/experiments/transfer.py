@@ -158,7 +158,7 @@ class _Watch:
 
     def injector(self) -> None:
         for plan in sorted(
-            (p for p in self.run.faults if p.at_fraction is not None), key=lambda p: p.at_fraction
+            (p for p in self.run.faults if p.at_fraction is not None), key=lambda p: p.at_fraction or 0.0
         ):
             with self.cond:
                 while self.acked < (plan.at_fraction or 0) * self.run.size and not self.done.is_set():
