@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 
 from finsy.proto import p4i as p4info_pb2
 from google.protobuf import text_format
