@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def owner_alive(run_dir: Path) -> bool:
     return now is not None and (start is None or now == start)
 
 
-def _terminate_all(pids: list[tuple[int, int | None, str]], report: Report, dry_run: bool) -> None:
+def _terminate_all(pids: Sequence[tuple[int, int | None, str]], report: Report, dry_run: bool) -> None:
     """SIGTERM each (pid, start time, label) still the same process, then SIGKILL what remains."""
     live = [(pid, st, label) for pid, st, label in pids if st is None or proc_start_time(pid) == st]
     live = [x for x in live if x[0] not in (os.getpid(), os.getppid())]

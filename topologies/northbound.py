@@ -52,7 +52,10 @@ class ControllerClient:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=max(1.0, timeout))
+                reply: pb.InstallRoutesResponse = self.stub.InstallRoutes(
+                    pb.InstallRoutesRequest(), timeout=max(1.0, timeout)
+                )
+                return reply
             except grpc.RpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
                     raise
@@ -79,7 +82,8 @@ class ControllerClient:
             period_s=period_s,
             duration_s=duration_s,
         )
-        return self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        fault: pb.Fault = self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        return fault
 
     def clear(self, fault_id: str | None = None) -> list[str]:
         req = pb.ClearFaultRequest(id=fault_id) if fault_id else pb.ClearFaultRequest(all=True)
@@ -104,4 +108,4 @@ def kind_name(kind: int) -> str:
 
 
 def direction_name(direction: int) -> str:
-    return {v: k for k, v in DIRECTIONS.items()}[direction]
+    return {int(v): k for k, v in DIRECTIONS.items()}[direction]

@@ -107,7 +107,7 @@ class Capture:
 
     ifname: str
     path: Path
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     timer: threading.Timer | None = None
 
     def stop(self) -> None:
@@ -116,7 +116,7 @@ class Capture:
         _terminate(self.proc)
 
 
-def _terminate(proc: subprocess.Popen | None, timeout: float = STOP_TIMEOUT) -> None:
+def _terminate(proc: subprocess.Popen[bytes] | None, timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM by PID, SIGKILL after ``timeout``; reaps the process."""
     if proc is None:
         return
@@ -166,7 +166,7 @@ class Testbed:
         self.run: RunDir | None = None
         self.net: Any = None
         self.topology: Topology | None = None
-        self.controller_proc: subprocess.Popen | None = None
+        self.controller_proc: subprocess.Popen[bytes] | None = None
         self.controller: ControllerClient | None = None
         self.agents: dict[str, AgentProcess] = {}
         self.agents_note = ""
@@ -356,13 +356,12 @@ class Testbed:
 
                 # every shim / BMv2 process at once (each waits up to seconds for its own exit);
                 # net.stop() then finds them stopped
-                _in_parallel(
-                    [
-                        getattr(sw, "stop_shim", None) or getattr(sw, "stop_switch", None)
-                        for sw in self.net.switches
-                        if hasattr(sw, "stop_shim") or hasattr(sw, "stop_switch")
-                    ]
-                )
+                stops: list[Callable[[], Any]] = [
+                    getattr(sw, "stop_shim", None) or sw.stop_switch
+                    for sw in self.net.switches
+                    if hasattr(sw, "stop_shim") or hasattr(sw, "stop_switch")
+                ]
+                _in_parallel(stops)
 
                 level = lg.getEffectiveLevel()
                 lg.setLevel(logging.WARNING)  # net.stop() narrates every link otherwise
@@ -416,7 +415,8 @@ class Testbed:
         on_progress: Callable[..., Any] | None = None,
     ) -> dict[str, Any]:
         """One transfer from ``src``'s agent to ``dst``; returns the agent's summary."""
-        return self.agent(src).client.send(dst, size, mode=mode, on_progress=on_progress)
+        summary: dict[str, Any] = self.agent(src).client.send(dst, size, mode=mode, on_progress=on_progress)
+        return summary
 
     def link_end(self, ident: str) -> LinkEnd:
         """A link end by interface name, ``node:port`` or link name ``a-b`` (its lower end)."""
@@ -425,11 +425,11 @@ class Testbed:
             for end in (link.a, link.b):
                 if ident == end.ifname:
                     return end
-        link: Link = self.topology.find_link(ident)
+        found: Link = self.topology.find_link(ident)
         if ":" in ident:
             node, _, port = ident.rpartition(":")
-            return link.a if (link.a.node, str(link.a.port)) == (node, port) else link.b
-        return link.a
+            return found.a if (found.a.node, str(found.a.port)) == (node, port) else found.b
+        return found.a
 
     def capture(self, ident: str, seconds: float = 10.0) -> Capture:
         """tcpdump on a link end into ``<run_dir>/captures/``; stops after ``seconds``."""
