@@ -71,6 +71,7 @@ from typing import Any
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
 from topologies.northbound import ControllerClient
+from topologies.prune import keep_runs_from_env, prune_runs
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.target import TargetChoice, choose_target
 
@@ -95,6 +96,9 @@ class TestbedConfig:
     prefix: str = ""  # node name prefix (tests use their own)
     runs_root: Path = Path("runs")
     latest: bool = True  # point <runs_root>/latest at this run
+    # after start, delete all but the newest N run directories under runs_root (never one in
+    # use); None keeps every run. Default: $MRC_KEEP_RUNS, else 10 (topologies.prune)
+    keep_runs: int | None = field(default_factory=keep_runs_from_env)
     controller: bool = True
     agents: bool = True  # start `mrc serve` in every host (when mrc_host.agent is installed)
     agent_args: list[str] = field(default_factory=list)
@@ -200,6 +204,7 @@ class Testbed:
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
         self.say(f"run directory: {self.run.path}")
         self._write_run_info()
+        self._prune_runs()
         link_opts = None
         if cfg.link_rate:
             from mininet.link import TCLink
@@ -218,6 +223,18 @@ class Testbed:
         )
         self._record_net()
         self.start_services()
+
+    def _prune_runs(self) -> None:
+        """Old run directories go once this run's run.json marks it (and its owner) as live."""
+        try:
+            pruned = prune_runs(self.config.runs_root, self.config.keep_runs)
+        except OSError as exc:  # a run directory we cannot read or delete: not fatal to this run
+            self.say(f"pruning old runs under {self.config.runs_root} failed: {exc}")
+            return
+        if pruned.removed:
+            self.say(f"removed {len(pruned.removed)} old run directories (keeping {self.config.keep_runs})")
+        for line in pruned.kept_in_use:
+            self.say(f"kept old run {line}")
 
     def _switch_cls(self) -> type:
         assert self.choice is not None
@@ -560,6 +577,9 @@ def mn_topo(
         run = RunDir.create(Path(runs))
         _MN_RUNS.append(run)
         _say(f"run directory: {run.path}")
+        # owned by this mn process from now on (adopt() rewrites it with the full config), so
+        # that neither cleanup nor pruning by another process takes it for a crashed run
+        run.write_run_info({"pid": os.getpid(), "pid_start_time": proc_start_time(os.getpid())})
         topology.save(run.path / TOPOLOGY_FILE)  # interface names for cleanup, even if start fails
         link_opts = None
         if link_rate:
