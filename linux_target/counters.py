@@ -2,13 +2,14 @@
 
 - ``port_rx[p]`` / ``port_tx[p]``: packets and bytes received / sent by the
   interface of port ``p`` (netlink IFLA_STATS64); ports not on this switch read 0.
-- ``drop_reason[i]`` (DROP_* below):
+- ``drop_reason[i]`` (indices: ``mrc_fabric.drop_reasons.DropReason``):
   0 no route  = Ip6InNoRoutes of the namespace (/proc/net/snmp6): table misses,
                 including an unknown next uSID after the shift and an empty ECMP group;
   1 hop limit = Ip6InHdrErrors (the kernel counts hop-limit expiry there, along with
                 other malformed IPv6 headers);
   2 fault     = sum of the nftables fault counters of every port and hook;
-  3 trimmed   = 0 (no trimming on this target).
+  3 trimmed   = 0 (no trimming on this target);
+  4 malformed = 0 (the kernel drops what is not IPv6 without a counter we serve).
   The snmp6 counters count packets only: their byte counts read 0.
 - ``ecn_marked[p]``: always 0 (no ECN marking on this target).
 """
@@ -19,14 +20,15 @@ from collections.abc import Callable
 
 from finsy.proto import p4r
 
+from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import CounterInfo
 
 from .netlink_backend import LinkStats
 
-DROP_NO_ROUTE = 0
-DROP_HOP_LIMIT = 1
-DROP_FAULT = 2
-DROP_TRIMMED = 3
+DROP_NO_ROUTE = DropReason.NO_ROUTE
+DROP_HOP_LIMIT = DropReason.HOP_LIMIT
+DROP_FAULT = DropReason.FAULT
+DROP_TRIMMED = DropReason.TRIMMED
 
 
 class CounterReader:
