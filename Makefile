@@ -39,7 +39,7 @@ bench: setup p4-if-present
 	$(PY) -m bench.run_all $(if $(QUICK),--quick,) $(if $(ONLY),--only $(ONLY),) $(if $(TARGET),--target $(TARGET),) $(BENCH_ARGS)
 
 cli: setup p4-if-present
-	$(PY) -m topologies.testbed --cli $(TESTBED_ARGS)
+	$(PY) -m topologies.testbed_main --cli $(TESTBED_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -45,12 +45,13 @@ def runs_root() -> Iterator[Path]:
 def start_testbed_process(
     prefix: str, root: Path, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen, list[str]]:
-    """``python -m topologies.testbed`` in its own process; returns once it says the fabric is up."""
+    """``python -m topologies.testbed_main`` (``mrc-testbed``) in its own process; returns once the
+    fabric is up."""
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "topologies.testbed",
+            "topologies.testbed_main",
             "--prefix",
             prefix,
             "--runs",
