@@ -52,10 +52,7 @@ class ControllerClient:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                reply: pb.InstallRoutesResponse = self.stub.InstallRoutes(
-                    pb.InstallRoutesRequest(), timeout=max(1.0, timeout)
-                )
-                return reply
+                return self.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=max(1.0, timeout))
             except grpc.RpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
                     raise
@@ -82,8 +79,7 @@ class ControllerClient:
             period_s=period_s,
             duration_s=duration_s,
         )
-        fault: pb.Fault = self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
-        return fault
+        return self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
 
     def clear(self, fault_id: str | None = None) -> list[str]:
         req = pb.ClearFaultRequest(id=fault_id) if fault_id else pb.ClearFaultRequest(all=True)
@@ -108,4 +104,4 @@ def kind_name(kind: int) -> str:
 
 
 def direction_name(direction: int) -> str:
-    return {int(v): k for k, v in DIRECTIONS.items()}[direction]
+    return {v: k for k, v in DIRECTIONS.items()}[direction]
