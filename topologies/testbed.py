@@ -38,11 +38,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.health import ProcessHealth
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
 from topologies.northbound import ControllerClient
 from topologies.prune import keep_runs_from_env, prune_runs
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
+from topologies.supervisor import Supervisor
 from topologies.target import TargetChoice, choose_target
 
 CONTROLLER_START_TIMEOUT = 30.0
@@ -72,6 +74,7 @@ class TestbedConfig:
     controller: bool = True
     agents: bool = True  # start `mrc serve` in every host (when mrc_host.agent is installed)
     agent_args: list[str] = field(default_factory=list)
+    supervise: bool = True  # restart dead switch processes, report dead agents (topologies.supervisor)
     pcap: bool = True  # BMv2: per-port pcaps under pcap/<switch>/
 
 
@@ -146,6 +149,7 @@ class Testbed:
         self.agents_note = ""
         self.captures: list[Capture] = []
         self.namespaces: set[str] = set()  # net:[inode] of every node, for leak checks
+        self.supervisor: Supervisor | None = None
         self._own_net = True
         self._old_handlers: dict[int, Any] = {}
         self._stopped = False
@@ -257,6 +261,22 @@ class Testbed:
             self.start_controller()
             if self.config.agents:
                 self.start_agents()
+        if self.config.supervise:
+            self.start_supervisor()
+
+    def start_supervisor(self) -> None:
+        """Watch every switch process and agent from now on (restarts recorded in the run)."""
+        assert self.run is not None
+        self.supervisor = Supervisor(self.run, say=self.say)
+        for sw in self.net.switches:
+            self.supervisor.watch_switch(sw)
+        for name, agent in self.agents.items():
+            self.supervisor.watch_agent(name, agent)
+        self.supervisor.start()
+
+    def health(self) -> list[ProcessHealth]:
+        """Every watched process: running, restarting, dead or given up (``mrc_fabric.health``)."""
+        return [] if self.supervisor is None else self.supervisor.health()
 
     def start_controller(self) -> None:
         assert self.run is not None
@@ -326,6 +346,8 @@ class Testbed:
         self.teardown_ticks = boot_ticks()  # for leak checks: nothing of ours starts after this
         held = self._hold_signals()
         try:
+            if self.supervisor is not None:  # first: what is ended below must stay ended
+                self.supervisor.stop()
             for cap in self.captures:
                 cap.stop()
             self.captures.clear()
