@@ -2,14 +2,13 @@
 
 - ``port_rx[p]`` / ``port_tx[p]``: packets and bytes received / sent by the
   interface of port ``p`` (netlink IFLA_STATS64); ports not on this switch read 0.
-- ``drop_reason[i]`` (indices: ``mrc_fabric.drop_reasons.DropReason``):
+- ``drop_reason[i]`` (DROP_* below):
   0 no route  = Ip6InNoRoutes of the namespace (/proc/net/snmp6): table misses,
                 including an unknown next uSID after the shift and an empty ECMP group;
   1 hop limit = Ip6InHdrErrors (the kernel counts hop-limit expiry there, along with
                 other malformed IPv6 headers);
   2 fault     = sum of the nftables fault counters of every port and hook;
-  3 trimmed   = 0 (no trimming on this target);
-  4 malformed = 0 (the kernel drops what is not IPv6 without a counter we serve).
+  3 trimmed   = 0 (no trimming on this target).
   The snmp6 counters count packets only: their byte counts read 0.
 - ``ecn_marked[p]``: always 0 (no ECN marking on this target).
 """

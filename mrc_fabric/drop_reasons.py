@@ -24,6 +24,7 @@ class DropReason(enum.IntEnum):
     FAULT = 2  # an injected fault (port_fault / ingress_fault) dropped it
     TRIMMED = 3  # the payload was dropped and the headers forwarded (BMv2 only)
     MALFORMED = 4  # not an IPv6 frame the switch can forward (e.g. ARP, a runt)
+    QUEUE_FULL = 5  # tail drop at a full egress queue: the Linux target counts it; BMv2 cannot
 
     @property
     def label(self) -> str:

@@ -29,7 +29,6 @@ from controller.server import serve
 from linux_target.counters import CounterReader
 from linux_target.p4rt_service import P4RuntimeShim
 from linux_target.switch_tables import SwitchTables
-from mrc_fabric.drop_reasons import DROP_REASON_LABELS
 from mrc_fabric.p4info import default_index
 from mrc_fabric.topology import Topology, build_clos
 
@@ -339,6 +338,8 @@ def test_write_errors_name_switch_table_and_entry(fabric: Fabric) -> None:
 
 
 def test_get_topology_and_counters(fabric: Fabric) -> None:
+    from mrc_fabric.drop_reasons import DROP_REASON_LABELS
+
     topo = Topology.from_json(fabric.stub.GetTopology(pb.GetTopologyRequest()).topology_json)
     assert topo.to_json() == fabric.topo.to_json()
     resp = fabric.stub.GetCounters(pb.GetCountersRequest(switches=["cut0p0n0"]))
