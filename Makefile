@@ -16,7 +16,7 @@ help:
 	@echo "cli    Mininet CLI on the default fabric"
 	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
 	@echo "lint   ruff"
-	@echo "clean  remove what a crashed run left behind"
+	@echo "clean  remove what a crashed run left behind; keep the newest KEEP_RUNS run directories (default \$$MRC_KEEP_RUNS or 10)"
 
 setup: $(VENV)/.installed
 	$(if $(filter 1,$(BMV2)),./scripts/install-bmv2.sh,@true)
@@ -39,7 +39,7 @@ bench: setup p4-if-present
 	$(PY) -m bench.run_all $(if $(QUICK),--quick,) $(if $(ONLY),--only $(ONLY),) $(if $(TARGET),--target $(TARGET),) $(BENCH_ARGS)
 
 cli: setup p4-if-present
-	$(PY) -m topologies.testbed --cli $(TESTBED_ARGS)
+	$(PY) -m topologies.testbed_main --cli $(TESTBED_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -67,6 +67,8 @@ p4info: p4
 	cp $(P4_BUILD)/mrc_switch.p4info.txtpb p4src/mrc_switch.p4info.txtpb
 	@echo "p4src/mrc_switch.p4info.txtpb now holds p4c's P4Info: review the diff before committing"
 
+# Only what crashed runs left behind (processes, links, sockets) and old run directories;
+# never build output or caches (p4src/build, .pytest_cache, .ruff_cache).
+KEEP_RUNS ?=
 clean:
-	-$(PY) -m topologies.cleanup --runs $(RUN_DIR)
-	rm -rf .pytest_cache .ruff_cache p4src/build
+	$(PY) -m topologies.cleanup --runs $(RUN_DIR) $(if $(KEEP_RUNS),--keep $(KEEP_RUNS),)

@@ -30,6 +30,7 @@ from controller.hostconfig import write_host_configs
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
 from controller.tablewalk import Walk, build_views, walk
 from mrc_fabric.addressing import carrier
+from mrc_fabric.drop_reasons import DROP_REASON_LABELS, drop_reason_label
 from mrc_fabric.ev import EV
 from mrc_fabric.p4info import P4InfoIndex, default_index
 from mrc_fabric.topology import Target, Topology
@@ -37,7 +38,7 @@ from mrc_fabric.topology import Target, Topology
 log = logging.getLogger(__name__)
 
 BMV2_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
-DROP_REASONS = {0: "no_route", 1: "hop_limit", 2: "fault", 3: "trimmed"}
+DROP_REASONS = DROP_REASON_LABELS  # index -> label, from the one list in mrc_fabric
 COUNTERS = ("port_rx", "port_tx", "drop_reason", "ecn_marked")
 
 
@@ -325,7 +326,7 @@ class ControllerCore:
                     continue
                 for i, packets, nbytes in values:
                     if counter == "drop_reason":
-                        label = DROP_REASONS.get(i, f"reason{i}")
+                        label = drop_reason_label(i)
                         if i not in DROP_REASONS and not packets:
                             continue
                     else:

@@ -19,14 +19,15 @@ from collections.abc import Callable
 
 from finsy.proto import p4r
 
+from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import CounterInfo
 
 from .netlink_backend import LinkStats
 
-DROP_NO_ROUTE = 0
-DROP_HOP_LIMIT = 1
-DROP_FAULT = 2
-DROP_TRIMMED = 3
+DROP_NO_ROUTE = DropReason.NO_ROUTE
+DROP_HOP_LIMIT = DropReason.HOP_LIMIT
+DROP_FAULT = DropReason.FAULT
+DROP_TRIMMED = DropReason.TRIMMED
 
 
 class CounterReader:

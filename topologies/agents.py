@@ -55,7 +55,7 @@ class AgentProcess:
         self.control = control
         self.log = log
         self.extra_args = extra_args
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._client: Any = None
 
     def command(self) -> list[str]:

@@ -40,6 +40,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
 from topologies.p4_switch import P4PortsSwitch
@@ -67,7 +68,8 @@ def free_tcp_port(host: str = LOOPBACK) -> int:
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _exited_unreaped(pid: int) -> bool:
@@ -102,7 +104,7 @@ class Bmv2Process:
     pcap: bool = True
     start_timeout: float = START_TIMEOUT
     binary: str = SWITCH_BINARY
-    proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir).resolve()
@@ -275,14 +277,14 @@ class Bmv2Switch(P4PortsSwitch):
         self,
         name: str,
         device_id: int,
-        run_dir: str | os.PathLike = "runs",
+        run_dir: str | os.PathLike[str] = "runs",
         start_timeout: float = START_TIMEOUT,
-        pipeline_json: str | os.PathLike = PIPELINE_JSON,
+        pipeline_json: str | os.PathLike[str] = PIPELINE_JSON,
         grpc_port: int = 0,
         thrift_port: int = 0,
         log_level: str = "info",
         pcap: bool = True,
-        **params,
+        **params: Any,
     ) -> None:
         params.setdefault("inNamespace", False)  # gRPC/Thrift on the root namespace's loopback
         params.setdefault("dpid", f"{device_id:x}")
@@ -312,7 +314,7 @@ class Bmv2Switch(P4PortsSwitch):
         return self.run_dir / f"{self.name}.bmv2.txt"
 
     # -- life cycle -------------------------------------------------------------------
-    def start(self, controllers=None) -> None:
+    def start(self, controllers: object = None) -> None:
         for ifname in self.port_map().values():
             # No kernel IPv6 on switch ports (no RS/MLD/ND frames into the data plane), no offloads.
             self.cmd(f"sysctl -qw net.ipv6.conf.{ifname}.disable_ipv6=1")

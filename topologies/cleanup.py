@@ -13,7 +13,9 @@ gone, and for a given ``--run-dir`` whatever its state:
    in its ``topology.json``;
 4. stale unix sockets in the run directory.
 
-It touches nothing that does not belong to one of our runs. ``--mininet`` additionally
+Then it prunes old run directories, keeping the newest ``--keep N`` (default
+``$MRC_KEEP_RUNS``, else 10; ``all`` keeps every one) and never one still in use
+(``topologies.prune``). It touches nothing that does not belong to one of our runs. ``--mininet`` additionally
 runs Mininet's own ``mn -c`` cleanup, which removes *every* Mininet leftover on the
 machine (other users' too): only for a machine of your own.
 """
@@ -28,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,7 +75,7 @@ def owner_alive(run_dir: Path) -> bool:
     return now is not None and (start is None or now == start)
 
 
-def _terminate_all(pids: list[tuple[int, int | None, str]], report: Report, dry_run: bool) -> None:
+def _terminate_all(pids: Sequence[tuple[int, int | None, str]], report: Report, dry_run: bool) -> None:
     """SIGTERM each (pid, start time, label) still the same process, then SIGKILL what remains."""
     live = [(pid, st, label) for pid, st, label in pids if st is None or proc_start_time(pid) == st]
     live = [x for x in live if x[0] not in (os.getpid(), os.getppid())]
@@ -151,12 +154,31 @@ def clean_run(run_dir: Path, report: Report, dry_run: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from topologies.prune import (
+        DEFAULT_KEEP_RUNS,
+        KEEP_RUNS_ENV,
+        PruneReport,
+        keep_runs_from_env,
+        parse_keep,
+        prune_runs,
+    )
+
     ap = argparse.ArgumentParser(prog="python -m topologies.cleanup", description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=Path("runs"), help="parent of the run directories")
     ap.add_argument("--run-dir", type=Path, action="append", default=[], help="clean this run even if live")
     ap.add_argument("--dry-run", action="store_true", help="say what would be done")
     ap.add_argument("--mininet", action="store_true", help="also Mininet's machine-wide `mn -c`")
+    ap.add_argument(
+        "--keep",
+        metavar="N",
+        help=f"then delete all but the newest N run directories (default ${KEEP_RUNS_ENV} or "
+        f"{DEFAULT_KEEP_RUNS}; 'all' keeps every one); never one still in use",
+    )
     args = ap.parse_args(argv)
+    try:
+        keep = keep_runs_from_env() if args.keep is None else parse_keep(args.keep)
+    except ValueError as exc:
+        ap.error(str(exc))
     if os.geteuid() != 0 and not args.dry_run:
         print("topologies.cleanup: needs root to end processes and delete links", file=sys.stderr)
         return 2
@@ -172,11 +194,15 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(d.resolve())
     for d in runs:
         clean_run(d, report, args.dry_run)
+    pruned = PruneReport()
+    if not args.run_dir:
+        # after a dry run the leftovers are still there: say what pruning would find in use
+        pruned = prune_runs(args.runs, keep, args.dry_run)
     if args.mininet and not args.dry_run:
         from mininet.clean import cleanup
 
         cleanup()
-    for line in report.lines():
+    for line in report.lines() + pruned.lines():
         print(("(dry run) " if args.dry_run else "") + line)
     return 0
 

@@ -110,7 +110,7 @@ class MrcCommands:
             def on_progress(update: dict[str, Any]) -> None:  # the agent's progress line
                 bar.update(task, completed=min(int(update.get("bytes_acked", 0)), size))
 
-            result = agent.client.send(dst, size, mode=a.mode, on_progress=on_progress)
+            result: dict[str, Any] = agent.client.send(dst, size, mode=a.mode, on_progress=on_progress)
             if result.get("ok"):
                 bar.update(task, completed=size)
         wall = time.monotonic() - started
@@ -162,14 +162,14 @@ class MrcCommands:
         args = shlex.split(line)
         if len(args) > 1:
             raise CommandError("usage: clear [fault id]   (no id: every fault)")
-        cleared = self._controller().clear(args[0] if args else None)
+        cleared: list[str] = self._controller().clear(args[0] if args else None)
         self.out.print(f"cleared: {', '.join(cleared) or 'nothing'}")
         return cleared
 
     def faults(self, line: str = "") -> list[Any]:
         if line.strip():
             raise CommandError("usage: faults")
-        faults = self._controller().faults()
+        faults: list[Any] = self._controller().faults()
         self.out.print(self._faults_table(faults, "active faults") if faults else "no active faults")
         return faults
 
@@ -202,7 +202,7 @@ class MrcCommands:
         if len(args) != 2:
             raise CommandError("usage: paths SRC DST")
         src, dst = self._host(args[0]), self._host(args[1])
-        paths = self._controller().paths(src, dst)
+        paths: list[Any] = self._controller().paths(src, dst)
         t = Table("ev", "plane", "t1", "carrier", "hops", "status", title=f"paths {src} → {dst}")
         for p in paths:
             hops = " → ".join(h.node for h in p.hops)
@@ -234,6 +234,7 @@ class MrcCommands:
         for s in a.switches:
             if not topo.has_switch(s):
                 raise CommandError(f"no switch {s!r}; switches: {' '.join(x.name for x in topo.switches)}")
+        cells: list[Any]
         cells, errors = self._controller().counters(a.switches or None)
         t = Table("switch", "counter", "index", "label", "packets", "bytes", title="counters")
         for c in cells:
@@ -306,7 +307,7 @@ def _verb(name: str, doc: str) -> Callable[[MrcCLI, str], None]:
     return do
 
 
-class MrcCLI(CLI):
+class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     """Mininet's CLI plus the MRC verbs (``help mrc``, ``help fault`` ...)."""
 
     prompt = "mrc> "

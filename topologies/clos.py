@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from ipaddress import IPv6Network
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,10 @@ def _default_switch_cls() -> type:
     return LinuxSrv6Switch
 
 
-class ClosTopo(Topo):
+class ClosTopo(Topo):  # type: ignore[misc]  # Mininet is untyped
     """Mininet Topo for a :class:`Topology` (hosts, switches and links exactly as modelled)."""
 
-    def build(  # type: ignore[override]
+    def build(
         self, topology: Topology, switch_cls: type, run_dir: str, link_opts: dict[str, Any] | None = None
     ) -> None:
         for sw in topology.switches:
@@ -87,7 +88,7 @@ def configure_host(node: Any, topology: Topology) -> None:
 
 
 def start_clos(
-    run_dir: str | os.PathLike,
+    run_dir: str | os.PathLike[str],
     planes: int = 2,
     t0_per_plane: int = 2,
     t1_per_plane: int = 2,
@@ -95,7 +96,7 @@ def start_clos(
     node_prefix: str = "",
     switch_cls: type | None = None,
     target: Target | str = Target.LINUX,
-    block=DEFAULT_BLOCK,
+    block: IPv6Network = DEFAULT_BLOCK,
     link_opts: dict[str, Any] | None = None,
 ) -> tuple[Mininet, Topology]:
     """Build and start the fabric; write ``<run_dir>/topology.json``; return ``(net, topology)``.
@@ -125,7 +126,7 @@ def start_clos(
     return net, topology
 
 
-def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike) -> None:
+def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[str]) -> None:
     """After ``net.start()``: P4Runtime addresses, port check, host addresses, topology.json.
 
     Separate from :func:`start_clos` so a network that ``mn --custom`` built and started

@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 PIDS_FILE = "pids"
 RUN_FILE = "run.json"
@@ -136,7 +137,7 @@ class RunDir:
     def host_config(self, host: str) -> Path:
         return self.path / "hosts" / f"{host}.json"
 
-    def write_run_info(self, info: dict) -> None:
+    def write_run_info(self, info: dict[str, Any]) -> None:
         (self.path / RUN_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
 
     # -- process register ----------------------------------------------------------------------
@@ -158,7 +159,7 @@ class RunDir:
 
 def read_records(run_dir: Path) -> list[ProcessRecord]:
     """Every well-formed line of ``<run_dir>/pids`` (a torn last line from a crash is skipped)."""
-    out = []
+    out: list[ProcessRecord] = []
     try:
         lines = (run_dir / PIDS_FILE).read_text().splitlines()
     except OSError:

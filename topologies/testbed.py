@@ -1,16 +1,6 @@
-"""``mrc-testbed``: the live MRC testbed — fabric, controller and host agents, one run directory.
+"""The live MRC testbed as a library: :class:`Testbed` and :class:`TestbedConfig`.
 
-As a script::
-
-    sudo .venv/bin/mrc-testbed --cli                      # default fabric, Mininet CLI with MRC verbs
-    sudo .venv/bin/mrc-testbed --planes 4 --t1 4 --link-rate 100 --target linux
-
-As a Mininet custom file (the same fabric, controller, agents and CLI verbs)::
-
-    sudo .venv/bin/python /usr/bin/mn --custom topologies/testbed.py \\
-         --topo mrcclos,planes=2,t0=2,t1=2,hosts_per_t0=2,target=auto --controller none
-
-From Python (tests, the demo)::
+::
 
     with Testbed(TestbedConfig(prefix="tb")) as tb:
         tb.send("tbh0", "tbh3", 8 << 20)
@@ -21,38 +11,18 @@ unix socket in the run directory (routes installed, host configs written) and on
 ``mrc serve`` agent per host. Every process it starts is recorded in ``<run_dir>/pids``;
 ``stop()`` ends them by PID, stops the net (namespaces and veths go with it) and is run
 on normal exit, on errors and on SIGINT/SIGTERM/SIGHUP.
+
+The command line is ``topologies.testbed_main`` (``mrc-testbed``); Mininet's own ``mn``
+loads the same fabric from ``topologies/mn_custom.py``. :func:`add_fabric_arguments` and
+:func:`config_from_args` are here because every command that starts a testbed (``mrc-testbed``,
+the demo) spells the fabric with the same options.
 """
 
 from __future__ import annotations
 
-if __name__ == "builtins":  # pragma: no cover - exec'd by `mn --custom topologies/testbed.py`
-    # mn exec()s this file without __name__/__file__ and copies every global it defines into
-    # its own namespace: find the repository from the code object, make the project (and its
-    # venv, when mn runs under the system python) importable here and in every child process,
-    # import the real module, and (at the end of the file) leave mn only what it needs.
-    # Any Exception raised while mn builds makes mn run its machine-wide `mn -c`, which would
-    # wreck other Mininet users on this machine: errors here leave through SystemExit instead.
-    import glob as _glob
-    import inspect as _inspect
-    import os as _os
-    import sys as _sys
-    from pathlib import Path as _Path
+if __name__ == "builtins":  # pragma: no cover - someone ran `mn --custom topologies/testbed.py`
+    raise SystemExit("the Mininet custom file is topologies/mn_custom.py (see docs/testbed.md)")
 
-    _repo = _Path(_inspect.currentframe().f_code.co_filename).resolve().parent.parent  # type: ignore[union-attr]
-    _paths = [str(_repo), *sorted(_glob.glob(str(_repo / ".venv" / "lib" / "python3*" / "site-packages")))]
-    for _p in reversed(_paths):
-        if _p not in _sys.path:
-            _sys.path.insert(1, _p)
-    _os.environ["PYTHONPATH"] = _os.pathsep.join([*_paths, *filter(None, [_os.environ.get("PYTHONPATH")])])
-    try:
-        import topologies.testbed  # the real module: fails here, not halfway through
-    except Exception as _exc:
-        print(
-            f"topologies/testbed.py: cannot import the project ({_exc}); run `make setup` and start mn "
-            "with the venv's python: sudo .venv/bin/python /usr/bin/mn --custom topologies/testbed.py ...",
-            file=_sys.stderr,
-        )
-        raise SystemExit(2) from None
 
 import argparse
 import contextlib
@@ -68,10 +38,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.health import ProcessHealth
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
 from topologies.northbound import ControllerClient
+from topologies.prune import keep_runs_from_env, prune_runs
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
+from topologies.supervisor import Supervisor
 from topologies.target import TargetChoice, choose_target
 
 CONTROLLER_START_TIMEOUT = 30.0
@@ -95,9 +68,13 @@ class TestbedConfig:
     prefix: str = ""  # node name prefix (tests use their own)
     runs_root: Path = Path("runs")
     latest: bool = True  # point <runs_root>/latest at this run
+    # after start, delete all but the newest N run directories under runs_root (never one in
+    # use); None keeps every run. Default: $MRC_KEEP_RUNS, else 10 (topologies.prune)
+    keep_runs: int | None = field(default_factory=keep_runs_from_env)
     controller: bool = True
     agents: bool = True  # start `mrc serve` in every host (when mrc_host.agent is installed)
     agent_args: list[str] = field(default_factory=list)
+    supervise: bool = True  # restart dead switch processes, report dead agents (topologies.supervisor)
     pcap: bool = True  # BMv2: per-port pcaps under pcap/<switch>/
 
 
@@ -107,7 +84,7 @@ class Capture:
 
     ifname: str
     path: Path
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     timer: threading.Timer | None = None
 
     def stop(self) -> None:
@@ -116,7 +93,7 @@ class Capture:
         _terminate(self.proc)
 
 
-def _terminate(proc: subprocess.Popen | None, timeout: float = STOP_TIMEOUT) -> None:
+def _terminate(proc: subprocess.Popen[bytes] | None, timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM by PID, SIGKILL after ``timeout``; reaps the process."""
     if proc is None:
         return
@@ -150,7 +127,7 @@ def _in_parallel(calls: list[Callable[[], Any]]) -> None:
         raise errors[0]
 
 
-def _say(msg: str) -> None:
+def announce(msg: str) -> None:
     print(f"*** {msg}", file=sys.stderr, flush=True)
 
 
@@ -159,19 +136,20 @@ class Testbed:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, config: TestbedConfig | None = None, say: Callable[[str], None] = _say) -> None:
+    def __init__(self, config: TestbedConfig | None = None, say: Callable[[str], None] = announce) -> None:
         self.config = config or TestbedConfig()
         self.say = say
         self.choice: TargetChoice | None = None
         self.run: RunDir | None = None
         self.net: Any = None
         self.topology: Topology | None = None
-        self.controller_proc: subprocess.Popen | None = None
+        self.controller_proc: subprocess.Popen[bytes] | None = None
         self.controller: ControllerClient | None = None
         self.agents: dict[str, AgentProcess] = {}
         self.agents_note = ""
         self.captures: list[Capture] = []
         self.namespaces: set[str] = set()  # net:[inode] of every node, for leak checks
+        self.supervisor: Supervisor | None = None
         self._own_net = True
         self._old_handlers: dict[int, Any] = {}
         self._stopped = False
@@ -200,6 +178,7 @@ class Testbed:
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
         self.say(f"run directory: {self.run.path}")
         self._write_run_info()
+        self._prune_runs()
         link_opts = None
         if cfg.link_rate:
             from mininet.link import TCLink
@@ -218,6 +197,18 @@ class Testbed:
         )
         self._record_net()
         self.start_services()
+
+    def _prune_runs(self) -> None:
+        """Old run directories go once this run's run.json marks it (and its owner) as live."""
+        try:
+            pruned = prune_runs(self.config.runs_root, self.config.keep_runs)
+        except OSError as exc:  # a run directory we cannot read or delete: not fatal to this run
+            self.say(f"pruning old runs under {self.config.runs_root} failed: {exc}")
+            return
+        if pruned.removed:
+            self.say(f"removed {len(pruned.removed)} old run directories (keeping {self.config.keep_runs})")
+        for line in pruned.kept_in_use:
+            self.say(f"kept old run {line}")
 
     def _switch_cls(self) -> type:
         assert self.choice is not None
@@ -270,6 +261,22 @@ class Testbed:
             self.start_controller()
             if self.config.agents:
                 self.start_agents()
+        if self.config.supervise:
+            self.start_supervisor()
+
+    def start_supervisor(self) -> None:
+        """Watch every switch process and agent from now on (restarts recorded in the run)."""
+        assert self.run is not None
+        self.supervisor = Supervisor(self.run, say=self.say)
+        for sw in self.net.switches:
+            self.supervisor.watch_switch(sw)
+        for name, agent in self.agents.items():
+            self.supervisor.watch_agent(name, agent)
+        self.supervisor.start()
+
+    def health(self) -> list[ProcessHealth]:
+        """Every watched process: running, restarting, dead or given up (``mrc_fabric.health``)."""
+        return [] if self.supervisor is None else self.supervisor.health()
 
     def start_controller(self) -> None:
         assert self.run is not None
@@ -339,6 +346,8 @@ class Testbed:
         self.teardown_ticks = boot_ticks()  # for leak checks: nothing of ours starts after this
         held = self._hold_signals()
         try:
+            if self.supervisor is not None:  # first: what is ended below must stay ended
+                self.supervisor.stop()
             for cap in self.captures:
                 cap.stop()
             self.captures.clear()
@@ -356,13 +365,12 @@ class Testbed:
 
                 # every shim / BMv2 process at once (each waits up to seconds for its own exit);
                 # net.stop() then finds them stopped
-                _in_parallel(
-                    [
-                        getattr(sw, "stop_shim", None) or getattr(sw, "stop_switch", None)
-                        for sw in self.net.switches
-                        if hasattr(sw, "stop_shim") or hasattr(sw, "stop_switch")
-                    ]
-                )
+                stops: list[Callable[[], Any]] = [
+                    getattr(sw, "stop_shim", None) or sw.stop_switch
+                    for sw in self.net.switches
+                    if hasattr(sw, "stop_shim") or hasattr(sw, "stop_switch")
+                ]
+                _in_parallel(stops)
 
                 level = lg.getEffectiveLevel()
                 lg.setLevel(logging.WARNING)  # net.stop() narrates every link otherwise
@@ -416,7 +424,8 @@ class Testbed:
         on_progress: Callable[..., Any] | None = None,
     ) -> dict[str, Any]:
         """One transfer from ``src``'s agent to ``dst``; returns the agent's summary."""
-        return self.agent(src).client.send(dst, size, mode=mode, on_progress=on_progress)
+        summary: dict[str, Any] = self.agent(src).client.send(dst, size, mode=mode, on_progress=on_progress)
+        return summary
 
     def link_end(self, ident: str) -> LinkEnd:
         """A link end by interface name, ``node:port`` or link name ``a-b`` (its lower end)."""
@@ -425,11 +434,11 @@ class Testbed:
             for end in (link.a, link.b):
                 if ident == end.ifname:
                     return end
-        link: Link = self.topology.find_link(ident)
+        found: Link = self.topology.find_link(ident)
         if ":" in ident:
             node, _, port = ident.rpartition(":")
-            return link.a if (link.a.node, str(link.a.port)) == (node, port) else link.b
-        return link.a
+            return found.a if (found.a.node, str(found.a.port)) == (node, port) else found.b
+        return found.a
 
     def capture(self, ident: str, seconds: float = 10.0) -> Capture:
         """tcpdump on a link end into ``<run_dir>/captures/``; stops after ``seconds``."""
@@ -455,7 +464,6 @@ class Testbed:
         return cap
 
 
-# -- command line --------------------------------------------------------------------------------
 def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--planes", type=int, default=2, help="planes = NIC ports per host (default 2)")
     ap.add_argument("--t0", type=int, default=2, help="T0 switches per plane (default 2)")
@@ -486,40 +494,6 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="mrc-testbed", description=__doc__.splitlines()[0])
-    add_fabric_arguments(ap)
-    ap.add_argument("--cli", action="store_true", help="open the Mininet CLI with the MRC verbs")
-    ap.add_argument("--no-agents", action="store_true", help="do not start the host agents")
-    ap.add_argument("-v", "--verbose", action="store_true", help="Mininet's own log (info)")
-    args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("mrc-testbed: needs root (network namespaces, veths, raw sockets)", file=sys.stderr)
-        return 2
-    from mininet.log import setLogLevel
-
-    from topologies.target import TargetError
-
-    setLogLevel("info" if args.verbose else "warning")
-    try:
-        with Testbed(config_from_args(args, agents=not args.no_agents)) as tb:
-            print(summary(tb), flush=True)
-            if args.cli:
-                from topologies.cli import MrcCLI
-
-                MrcCLI(tb.net, testbed=tb)
-            else:
-                print("fabric up; Ctrl-C tears it down", flush=True)
-                while True:
-                    signal.pause()
-    except TargetError as exc:
-        print(f"mrc-testbed: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted: fabric torn down", file=sys.stderr)
-    return 0
-
-
 def summary(tb: Testbed) -> str:
     assert tb.topology is not None and tb.run is not None and tb.choice is not None
     t = tb.topology
@@ -533,114 +507,3 @@ def summary(tb: Testbed) -> str:
         f"controller: unix:{tb.run.controller_socket} (mrcctl --run-dir {tb.run.path} ...)",
     ]
     return "\n".join(lines)
-
-
-# -- `mn --custom topologies/testbed.py` ---------------------------------------------------------------
-_MN_RUNS: list[RunDir] = []  # runs this mn process created, for mn_scoped_cleanup
-
-
-def mn_topo(
-    planes: int = 2,
-    t0: int = 2,
-    t1: int = 2,
-    hosts_per_t0: int = 2,
-    target: str = "auto",
-    link_rate: float = 0,
-    prefix: str = "",
-    runs: str = "runs",
-) -> Any:
-    """``--topo mrcclos,planes=..,t0=..,t1=..,hosts_per_t0=..,target=..,link_rate=..,prefix=..,runs=..``."""
-    try:
-        from mrc_fabric.topology import build_clos
-        from topologies.clos import TOPOLOGY_FILE, ClosTopo
-
-        choice = choose_target(target)
-        _say(choice.banner())
-        topology = build_clos(planes, t0, t1, hosts_per_t0, prefix=prefix, target=choice.target)
-        run = RunDir.create(Path(runs))
-        _MN_RUNS.append(run)
-        _say(f"run directory: {run.path}")
-        topology.save(run.path / TOPOLOGY_FILE)  # interface names for cleanup, even if start fails
-        link_opts = None
-        if link_rate:
-            from mininet.link import TCLink
-
-            link_opts = {"cls": TCLink, "bw": float(link_rate)}
-        topo = ClosTopo(topology, choice.switch_cls, str(run.path), link_opts)
-    except Exception as exc:  # SystemExit: see the top of the file
-        print(f"mrcclos: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    topo.mrc = (topology, run, choice)  # picked up by the CLI once mn has started the net
-    return topo
-
-
-def mn_scoped_cleanup() -> None:
-    """Replaces mn's ``cleanup`` (its ``mn -c``) while this file is loaded: only our runs."""
-    from topologies.cleanup import Report, clean_run
-
-    report = Report()
-    for run in _MN_RUNS:
-        clean_run(run.path, report)
-    for line in report.lines():
-        _say(line)
-    _say("Mininet's machine-wide cleanup (mn -c) was NOT run: other Mininet users may share this machine")
-
-
-def mn_cli_class() -> type:
-    """mn's ``CLI``: brings up controller and agents on mn's net, runs the MRC CLI, stops them."""
-    from topologies.cli import MrcCLI
-    from topologies.clos import finish_start
-
-    class MnMrcCLI(MrcCLI):
-        def __init__(self, mininet: Any, *args: Any, **kwargs: Any) -> None:
-            mrc = getattr(getattr(mininet, "topo", None), "mrc", None)
-            if mrc is None or kwargs.get("script"):
-                super().__init__(mininet, *args, **kwargs)
-                return
-            topology, run, choice = mrc
-            tb = Testbed(
-                TestbedConfig(
-                    planes=topology.planes,
-                    t0=topology.t0_per_plane,
-                    t1=topology.t1_per_plane,
-                    hosts_per_t0=topology.hosts_per_t0,
-                    target=choice.target.value,
-                    runs_root=run.path.parent,
-                )
-            )
-            try:
-                finish_start(mininet, topology, run.path)
-                tb.adopt(mininet, topology, run, choice)
-            except Exception as exc:  # back to mn, which stops the net (no mn -c: see the top)
-                _say(f"the MRC testbed did not come up: {exc}")
-                tb.stop()
-                return
-            try:
-                print(summary(tb), flush=True)
-                super().__init__(mininet, *args, testbed=tb, **kwargs)
-            except SystemExit:  # SIGTERM/SIGHUP: return normally so that mn still stops the net
-                _say("terminated: stopping the fabric")
-            finally:
-                tb.stop()  # controller and agents; mn stops the net itself
-
-    return MnMrcCLI
-
-
-def mn_install(namespace: dict[str, Any]) -> None:
-    """Leave mn's exec namespace holding only ``topos``, ``CLI`` and ``cleanup``.
-
-    mn copies every global of a custom file into its own module; ``cleanup`` thereby replaces
-    mn's machine-wide ``mn -c`` (which it runs on any error) with one limited to our runs.
-    """
-    exports = {"topos": {"mrcclos": mn_topo}, "CLI": mn_cli_class(), "cleanup": mn_scoped_cleanup}
-    for name in [n for n in namespace if not n.startswith("__")]:
-        del namespace[name]
-    namespace.update(exports)
-
-
-if __name__ == "builtins":  # pragma: no cover - see the top of the file
-    import topologies.testbed
-
-    topologies.testbed.mn_install(globals())
-elif __name__ == "__main__":
-    sys.exit(main())

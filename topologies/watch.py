@@ -20,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import EV
 
 EV_POLL_S = 0.05
 FAULT_DROP = "drop_reason"
-FAULT_DROP_INDEX = 2  # drop reason "fault" (DESIGN.md §5; controller.core.DROP_REASONS)
+FAULT_DROP_INDEX = DropReason.FAULT
 
 
 @dataclass

@@ -43,12 +43,16 @@ const bit<16> TRIMMED_OUTER_PLEN = 92;
 const bit<3> PRIORITY_DATA    = 0;
 const bit<3> PRIORITY_TRIMMED = 7;
 
-/* drop_reason counter indexes (documented in docs/p4-pipeline.md). */
+/* drop_reason counter indexes (documented in docs/p4-pipeline.md); the same list, by name, is
+ * mrc_fabric/drop_reasons.py (tests/unit/test_drop_reasons.py checks that they agree). */
 const bit<32> DROP_NO_ROUTE  = 0;
 const bit<32> DROP_HOP_LIMIT = 1;
 const bit<32> DROP_FAULT     = 2;
 const bit<32> DROP_TRIMMED   = 3;  /* payload dropped, headers forwarded */
 const bit<32> DROP_MALFORMED = 4;  /* not an IPv6 frame we can forward */
+/* 5: tail drops at a full egress queue. Only the Linux target counts them (its egress program);
+ * BMv2's own queue drops are invisible to this program. Reserved so 5 means the same everywhere. */
+const bit<32> DROP_QUEUE_FULL = 5;
 const bit<32> DROP_REASONS   = 8;
 
 const bit<32> MAX_PORTS = 512;     /* 9-bit port numbers */

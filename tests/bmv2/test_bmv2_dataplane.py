@@ -25,6 +25,7 @@ from scapy.packet import Raw
 
 from linux_target.p4info_compare import p4info_difference
 from mrc_fabric.addressing import MRC_UDP_PORT, carrier, host_usid, nic_address, shift, t0_usid, usid_prefix
+from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import load_p4info
 from mrc_host.wire.codec import decode, encode, trim
 from mrc_host.wire.layers import FrameAddressing
@@ -32,7 +33,13 @@ from mrc_host.wire.messages import DataPacket, Dscp, Ecn, PathMeta
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]  # root: veths and raw sockets
 
-DROP_NO_ROUTE, DROP_HOP_LIMIT, DROP_FAULT, DROP_TRIMMED, DROP_MALFORMED = 0, 1, 2, 3, 4
+DROP_NO_ROUTE, DROP_HOP_LIMIT, DROP_FAULT, DROP_TRIMMED, DROP_MALFORMED = (
+    DropReason.NO_ROUTE,
+    DropReason.HOP_LIMIT,
+    DropReason.FAULT,
+    DropReason.TRIMMED,
+    DropReason.MALFORMED,
+)
 SRC_MAC = "02:00:00:00:00:01"
 SWITCH_MAC = "02:00:00:00:00:fe"  # what the sender addresses the switch with
 TRIMMED_LEN = 146

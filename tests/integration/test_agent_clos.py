@@ -319,6 +319,11 @@ print(json.dumps(counts), flush=True)
 def test_host_kernel_sends_no_icmpv6_while_mrc_traffic_arrives(fabric: Fabric) -> None:
     node = fabric.net.get(H3)
     ifnames = [p.ifname for p in fabric.topo.host(H3).ports]
+    # The agents probe their EVs in the background, so MRC packets arrive at any time. Read the
+    # nftables counters BEFORE the sniffer opens: every packet the sniffer then counts arrived
+    # after this read, so the rule's count can only be >= the sniffer's (the invariant asserted
+    # below). Read after "ready", a probe landing in between is sniffed but not in the delta.
+    drops_before = sum(fabric.client(H3).stats()["kernel_drops"].values())
     proc = node.popen(
         [sys.executable, "-u", "-c", SNIFFER, *ifnames],
         stdin=subprocess.PIPE,
@@ -328,7 +333,6 @@ def test_host_kernel_sends_no_icmpv6_while_mrc_traffic_arrives(fabric: Fabric) -
     )
     try:
         assert proc.stdout.readline().strip() == "ready"
-        drops_before = sum(fabric.client(H3).stats()["kernel_drops"].values())
         summary = fabric.client(H0).send(H3, "4M")
         assert summary["ok"], summary
         proc.stdin.write("stop\n")

@@ -33,12 +33,13 @@ from mrc_fabric.addressing import (
     top48,
     usid_prefix,
 )
+from mrc_fabric.drop_reasons import DropReason
 
 pytestmark = pytest.mark.root
 
 T0A, T1, T0B, H2 = t0_usid(0, 0), t1_usid(0, 0), t0_usid(0, 1), host_usid(0, 1)
 PATH = [T0A, T1, T0B, H2]
-DROP_NO_ROUTE, DROP_HOP_LIMIT, DROP_FAULT = 0, 1, 2
+DROP_NO_ROUTE, DROP_HOP_LIMIT, DROP_FAULT = DropReason.NO_ROUTE, DropReason.HOP_LIMIT, DropReason.FAULT
 
 
 @pytest.fixture(scope="session", autouse=True)

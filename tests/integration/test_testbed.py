@@ -260,3 +260,70 @@ def test_cli_help_text_for_every_verb(testbed: Any, tmp_path: Path, capsys: pyte
     text = capsys.readouterr().out
     assert "mrc SRC DST SIZE" in text and "fault KIND TARGET" in text and "capture LINK" in text
     assert "invalid choice: 'meteor'" in text and "no active faults" in text
+
+
+# -- supervision ------------------------------------------------------------------------------------
+def switch_entries(address: str, device_id: int) -> set[bytes]:
+    """Every table entry the switch's P4Runtime server holds (a wildcard Read; no arbitration)."""
+    import grpc
+    from finsy.proto import p4r, p4r_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        stub = p4r_grpc.P4RuntimeStub(channel)
+        req = p4r.ReadRequest(device_id=device_id, entities=[p4r.Entity(table_entry=p4r.TableEntry())])
+        return {
+            e.table_entry.SerializeToString(deterministic=True)
+            for resp in stub.Read(req, timeout=10)
+            for e in resp.entities
+        }
+
+
+def test_a_killed_shim_is_restarted_and_the_controller_resyncs_it(testbed: Any) -> None:
+    import os
+    import signal
+
+    from mrc_fabric.health import EventKind, ProcessState, read_events, read_health
+    from topologies.rundir import proc_start_time
+
+    name = f"{PREFIX}t1p0n1"
+    sw = testbed.net.get(name)
+    old_pid = sw.shim.pid
+    old_start = proc_start_time(old_pid)
+    before = switch_entries(sw.p4rt_address, sw.device_id)
+    assert before, "the controller installed nothing on the switch?"
+
+    def health() -> Any:
+        return next(h for h in testbed.health() if h.name == name)
+
+    assert health().state == ProcessState.RUNNING and health().pid == old_pid
+    os.kill(old_pid, signal.SIGKILL)
+    wait_until(
+        lambda: health().restarts == 1 and health().state == ProcessState.RUNNING, "the shim restarted", 30
+    )
+    new_pid = sw.shim.pid
+    assert new_pid != old_pid and health().pid == new_pid and sw.shim.poll() is None
+    assert proc_start_time(old_pid) != old_start  # the killed one is gone (reaped), not a zombie
+    mine = [e for e in read_events(testbed.run.path) if e.name == name]
+    assert [(e.kind, e.pid) for e in mine] == [(EventKind.EXITED, old_pid), (EventKind.RESTARTED, new_pid)]
+    assert mine[0].detail == "killed by SIGKILL"
+    assert any(h.name == name and h.restarts == 1 for h in read_health(testbed.run.path))
+    assert any(r.pid == new_pid and r.kind == "shim" for r in testbed.run.records())  # cleanup finds it
+    # the controller reconnects and re-installs what it holds for the switch (until it has pushed
+    # the pipeline, the new shim answers a Read with FAILED_PRECONDITION)
+    import grpc
+
+    def entries_back() -> bool:
+        try:
+            return switch_entries(sw.p4rt_address, sw.device_id) == before
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc
+            return False
+
+    wait_until(entries_back, "the controller to re-install the switch's entries", 30)
+    f = testbed.controller.inject("switch_down", name)  # faults on it work again
+    testbed.controller.clear(f.id)
+    summary = testbed.send(H0, H3, 4 << 20)
+    assert summary["ok"] and summary["verified"] is True, summary
+    # every other process is as it was
+    assert all(h.state == ProcessState.RUNNING for h in testbed.health())
+    assert sum(h.restarts for h in testbed.health()) == 1

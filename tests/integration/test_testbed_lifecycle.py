@@ -10,6 +10,7 @@ namespace, link or socket of its runs is left: only what the test started is loo
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -41,13 +42,16 @@ def runs_root() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def start_testbed_process(prefix: str, root: Path) -> tuple[subprocess.Popen, list[str]]:
-    """``python -m topologies.testbed`` in its own process; returns once it says the fabric is up."""
+def start_testbed_process(
+    prefix: str, root: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, list[str]]:
+    """``python -m topologies.testbed_main`` (``mrc-testbed``) in its own process; returns once the
+    fabric is up."""
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "topologies.testbed",
+            "topologies.testbed_main",
             "--prefix",
             prefix,
             "--runs",
@@ -60,6 +64,7 @@ def start_testbed_process(prefix: str, root: Path) -> tuple[subprocess.Popen, li
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=None if env is None else {**os.environ, **env},
     )
     lines: list[str] = []
     up = threading.Event()
@@ -144,12 +149,20 @@ def test_a_crashed_run_is_recovered_by_cleanup(runs_root: Path) -> None:
 
 
 def test_cleanup_leaves_a_live_run_alone(runs_root: Path) -> None:
+    """... and old runs are pruned around it: by the testbed as it starts, then by cleanup."""
     root = runs_root
-    proc, _lines = start_testbed_process("tbk", root)
+    old = [root / "20000101-000000", root / "20000101-000001"]  # finished runs of an owner long gone
+    for d in old:
+        (d / "agents").mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({"pid": 999_999_999, "pid_start_time": None}))
+    (root / "notes").mkdir()  # not a run directory
+    proc, lines = start_testbed_process("tbk", root, env={"MRC_KEEP_RUNS": "2"})
     run = (root / "latest").resolve()
     try:
+        # the new run and the newest old one are the two kept
+        assert not old[0].exists() and old[1].is_dir(), "".join(lines)
         res = subprocess.run(
-            [sys.executable, "-m", "topologies.cleanup", "--runs", str(root)],
+            [sys.executable, "-m", "topologies.cleanup", "--runs", str(root), "--keep", "1"],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -159,6 +172,7 @@ def test_cleanup_leaves_a_live_run_alone(runs_root: Path) -> None:
         from topologies.rundir import read_records
 
         assert all(r.alive() for r in read_records(run))
+        assert not old[1].exists() and run.is_dir() and (root / "notes").is_dir(), res.stdout
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

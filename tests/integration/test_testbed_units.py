@@ -106,9 +106,9 @@ def test_a_run_whose_owner_lives_is_not_stale(tmp_path: Path) -> None:
 def test_mn_custom_leaves_mn_only_topos_cli_and_a_scoped_cleanup(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", "")  # the custom file sets it for mn's children; undone after
     monkeypatch.setattr(sys, "path", list(sys.path))
-    source = (REPO / "topologies" / "testbed.py").read_text()
+    source = (REPO / "topologies" / "mn_custom.py").read_text()
     namespace: dict = {}
-    exec(compile(source, str(REPO / "topologies" / "testbed.py"), "exec"), namespace, namespace)
+    exec(compile(source, str(REPO / "topologies" / "mn_custom.py"), "exec"), namespace, namespace)
     assert str(REPO) in os.environ["PYTHONPATH"].split(os.pathsep)
     names = {n for n in namespace if not n.startswith("__")}
     assert names == {"topos", "CLI", "cleanup"}
@@ -119,8 +119,27 @@ def test_mn_custom_leaves_mn_only_topos_cli_and_a_scoped_cleanup(monkeypatch: py
     assert issubclass(namespace["CLI"], CLI)
 
 
+def test_the_old_mn_custom_path_says_where_the_file_went() -> None:
+    source = (REPO / "topologies" / "testbed.py").read_text()
+    with pytest.raises(SystemExit, match=r"topologies/mn_custom\.py"):
+        exec(compile(source, str(REPO / "topologies" / "testbed.py"), "exec"), {}, {})
+
+
+def test_testbed_library_command_line_and_mn_file_are_separate_modules() -> None:
+    import topologies.mn_custom
+    import topologies.testbed
+    import topologies.testbed_main
+
+    assert not hasattr(topologies.testbed, "main") and not hasattr(topologies.testbed, "mn_topo")
+    assert topologies.testbed_main.main is not None and topologies.mn_custom.mn_topo is not None
+    res = subprocess.run(
+        [sys.executable, "-m", "topologies.testbed_main", "--help"], cwd=REPO, capture_output=True, text=True
+    )
+    assert res.returncode == 0 and "--cli" in res.stdout and "--planes" in res.stdout
+
+
 def test_mn_custom_with_a_bad_target_exits_without_an_exception() -> None:
-    from topologies.testbed import mn_topo
+    from topologies.mn_custom import mn_topo
 
     with pytest.raises(SystemExit):  # not an Exception: mn would answer one with `mn -c`
         mn_topo(target="warp")

@@ -1,0 +1,60 @@
+"""``mrc-testbed``: the live MRC testbed from the command line.
+
+::
+
+    sudo .venv/bin/mrc-testbed --cli                      # default fabric, Mininet CLI with MRC verbs
+    sudo .venv/bin/mrc-testbed --planes 4 --t1 4 --link-rate 100 --target linux
+
+Without ``--cli`` the fabric stays up until Ctrl-C (or SIGTERM/SIGHUP), then is torn down.
+The testbed itself is :class:`topologies.testbed.Testbed`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from topologies.testbed import Testbed, add_fabric_arguments, config_from_args, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="mrc-testbed",
+        description=__doc__.splitlines()[0],
+    )
+    add_fabric_arguments(ap)
+    ap.add_argument("--cli", action="store_true", help="open the Mininet CLI with the MRC verbs")
+    ap.add_argument("--no-agents", action="store_true", help="do not start the host agents")
+    ap.add_argument("-v", "--verbose", action="store_true", help="Mininet's own log (info)")
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("mrc-testbed: needs root (network namespaces, veths, raw sockets)", file=sys.stderr)
+        return 2
+    from mininet.log import setLogLevel
+
+    from topologies.target import TargetError
+
+    setLogLevel("info" if args.verbose else "warning")
+    try:
+        with Testbed(config_from_args(args, agents=not args.no_agents)) as tb:
+            print(summary(tb), flush=True)
+            if args.cli:
+                from topologies.cli import MrcCLI
+
+                MrcCLI(tb.net, testbed=tb)
+            else:
+                print("fabric up; Ctrl-C tears it down", flush=True)
+                while True:
+                    signal.pause()
+    except TargetError as exc:
+        print(f"mrc-testbed: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: fabric torn down", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
