@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.faults import Direction, FaultKind
-from controller.planner import PlanError, compare, plan_fabric
+from controller.planner import FabricPlan, PlanError, compare, plan_fabric
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 
@@ -34,11 +35,15 @@ DIRECTIONS = {Direction.BOTH.value: pb.BOTH, Direction.A2B.value: pb.A_TO_B, Dir
 
 def controller_address(args: argparse.Namespace) -> str:
     if args.controller:
-        return args.controller
+        return str(args.controller)
     if os.environ.get("MRC_CONTROLLER"):
         return os.environ["MRC_CONTROLLER"]
     run_dir = Path(args.run_dir or os.environ.get("MRC_RUN_DIR") or DEFAULT_RUN_DIR)
     return f"unix:{run_dir.resolve() / 'controller.sock'}"
+
+
+def _tier_switches(tier: int, p: FabricPlan) -> str:
+    return f"{p.tier_counts[tier].switches:,}" if tier < p.tiers else "-"
 
 
 def _stamp(t: float) -> str:
@@ -206,14 +211,14 @@ class Cli:
             t = Table(
                 "", *plans, title=f"{a.gpus:,} GPUs, {a.nic_gbps:g}G NICs, {a.switch_tbps:g} Tb/s switches"
             )
-            rows = [
+            rows: list[tuple[str, Callable[[FabricPlan], str]]] = [
                 ("planes x port speed", lambda p: f"{p.planes} x {p.port_gbps:g}G"),
                 ("tiers", lambda p: str(p.tiers)),
                 ("switch ports", lambda p: str(p.switch_ports)),
                 *[
                     (
                         f"T{i} switches",
-                        lambda p, i=i: f"{p.tier_counts[i].switches:,}" if i < p.tiers else "-",
+                        partial(_tier_switches, i),
                     )
                     for i in range(max(x.tiers for x in plans.values()))
                 ],

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from controller.compiler import (
@@ -115,10 +116,13 @@ class ControllerCore:
             device_id=sw.device_id,
             pipeline=Pipeline(self.index.p4info, config),
             index=self.index,
-            desired=lambda n=name: self.desired(n),
-            on_event=lambda kind, switch, message: self.events.publish(kind, switch=switch, message=message),
+            desired=partial(self.desired, name),
+            on_event=self._switch_event,
             election_id=election_id,
         )
+
+    def _switch_event(self, kind: str, switch: str, message: str) -> None:
+        self.events.publish(kind, switch=switch, message=message)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:

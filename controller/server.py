@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from controller.core import ControllerCore, PathInfo
+from controller.core import ActiveFault, ControllerCore, PathInfo
 from controller.faults import Direction, FaultError, FaultKind, FaultSpec, FaultTargetNotFound
 from controller.p4rt_client import SwitchError, SwitchUnavailable
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
@@ -53,7 +53,7 @@ def grpc_errors(fn: F) -> F:
     """Turn the core's exceptions into gRPC status codes with their message."""
 
     @wraps(fn)
-    def wrapper(self, request, context: grpc.ServicerContext):
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return fn(self, request, context)
         except FaultError as exc:
@@ -110,7 +110,7 @@ def path_to_pb(p: PathInfo) -> pb.Path:
     )
 
 
-class ControllerService(pb_grpc.ControllerServicer):
+class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
     def __init__(self, core: ControllerCore) -> None:
         self.core = core
         self._closing = threading.Event()
@@ -118,7 +118,7 @@ class ControllerService(pb_grpc.ControllerServicer):
     def close(self) -> None:
         self._closing.set()
 
-    def _fault_pb(self, f) -> pb.Fault:
+    def _fault_pb(self, f: ActiveFault) -> pb.Fault:
         s = f.spec
         return pb.Fault(
             id=f.id,
@@ -137,11 +137,15 @@ class ControllerService(pb_grpc.ControllerServicer):
         )
 
     @grpc_errors
-    def GetTopology(self, request, context):
+    def GetTopology(
+        self, request: pb.GetTopologyRequest, context: grpc.ServicerContext
+    ) -> pb.GetTopologyResponse:
         return pb.GetTopologyResponse(topology_json=self.core.topo.to_json())
 
     @grpc_errors
-    def InstallRoutes(self, request, context):
+    def InstallRoutes(
+        self, request: pb.InstallRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.InstallRoutesResponse:
         counts = self.core.install_routes(list(request.switches) or None)
         directory = self.core.host_config_dir()
         return pb.InstallRoutesResponse(
@@ -151,13 +155,15 @@ class ControllerService(pb_grpc.ControllerServicer):
         )
 
     @grpc_errors
-    def InjectFault(self, request, context):
+    def InjectFault(self, request: pb.InjectFaultRequest, context: grpc.ServicerContext) -> pb.Fault:
         if not request.HasField("spec"):
             raise FaultError("spec", "missing")
         return self._fault_pb(self.core.inject_fault(spec_from_pb(request.spec)))
 
     @grpc_errors
-    def ClearFault(self, request, context):
+    def ClearFault(
+        self, request: pb.ClearFaultRequest, context: grpc.ServicerContext
+    ) -> pb.ClearFaultResponse:
         if request.all:
             return pb.ClearFaultResponse(cleared=self.core.clear_all())
         if not request.id:
@@ -165,11 +171,15 @@ class ControllerService(pb_grpc.ControllerServicer):
         return pb.ClearFaultResponse(cleared=self.core.clear_fault(request.id))
 
     @grpc_errors
-    def ListFaults(self, request, context):
+    def ListFaults(
+        self, request: pb.ListFaultsRequest, context: grpc.ServicerContext
+    ) -> pb.ListFaultsResponse:
         return pb.ListFaultsResponse(faults=[self._fault_pb(f) for f in self.core.faults()])
 
     @grpc_errors
-    def GetCounters(self, request, context):
+    def GetCounters(
+        self, request: pb.GetCountersRequest, context: grpc.ServicerContext
+    ) -> pb.GetCountersResponse:
         cells, errors = self.core.counters(list(request.switches) or None)
         return pb.GetCountersResponse(
             counters=[
@@ -187,7 +197,7 @@ class ControllerService(pb_grpc.ControllerServicer):
         )
 
     @grpc_errors
-    def ListPaths(self, request, context):
+    def ListPaths(self, request: pb.ListPathsRequest, context: grpc.ServicerContext) -> pb.ListPathsResponse:
         for field, name in (("src", request.src), ("dst", request.dst)):
             if not name:
                 raise FaultError(field, "missing host name")
@@ -197,7 +207,9 @@ class ControllerService(pb_grpc.ControllerServicer):
             paths=[path_to_pb(p) for p in self.core.paths(request.src, request.dst, request.ecmp)]
         )
 
-    def WatchEvents(self, request, context) -> Iterator[pb.Event]:
+    def WatchEvents(
+        self, request: pb.WatchEventsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Event]:
         q = self.core.events.subscribe()
         try:
             while context.is_active() and not self._closing.is_set():

@@ -35,14 +35,14 @@ _END = object()
 
 
 def _status_code_value(code: grpc.StatusCode) -> int:
-    return code.value[0]
+    return int(code.value[0])
 
 
 def abort(context: grpc.ServicerContext, exc: P4RuntimeError) -> None:
     context.abort(exc.code, exc.message)
 
 
-class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):
+class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
     def __init__(
         self,
         name: str,

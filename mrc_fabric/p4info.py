@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from finsy.proto import p4i as p4info_pb2
 from google.protobuf import text_format
@@ -81,6 +82,16 @@ class CounterInfo:
     size: int
 
 
+class _HasIdAndName(Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+
+
+_Named = TypeVar("_Named", bound=_HasIdAndName)
+
+
 @dataclass
 class P4InfoIndex:
     """Name ↔ id lookups over one P4Info; accepts full names and aliases."""
@@ -92,15 +103,15 @@ class P4InfoIndex:
 
     def __post_init__(self) -> None:
         for a in self.p4info.actions:
-            info = ActionInfo(
+            action = ActionInfo(
                 a.preamble.id,
                 a.preamble.name,
                 a.preamble.alias or a.preamble.name,
                 {p.name: (p.id, p.bitwidth) for p in a.params},
             )
-            self.actions[info.alias] = info
+            self.actions[action.alias] = action
         for t in self.p4info.tables:
-            info = TableInfo(
+            table = TableInfo(
                 t.preamble.id,
                 t.preamble.name,
                 t.preamble.alias or t.preamble.name,
@@ -109,13 +120,13 @@ class P4InfoIndex:
                 frozenset(r.id for r in t.action_refs if r.scope == p4info_pb2.ActionRef.DEFAULT_ONLY),
                 t.size,
             )
-            self.tables[info.alias] = info
+            self.tables[table.alias] = table
         for c in self.p4info.counters:
-            info = CounterInfo(c.preamble.id, c.preamble.name, c.preamble.alias or c.preamble.name, c.size)
-            self.counters[info.alias] = info
+            counter = CounterInfo(c.preamble.id, c.preamble.name, c.preamble.alias or c.preamble.name, c.size)
+            self.counters[counter.alias] = counter
 
     @staticmethod
-    def _find(kind: str, items: dict, key: str | int):
+    def _find(kind: str, items: dict[str, _Named], key: str | int) -> _Named:
         if isinstance(key, int):
             for v in items.values():
                 if v.id == key:

@@ -276,8 +276,9 @@ def _get(obj: Any, key: str, path: str, kind: type | tuple[type, ...]) -> Any:
     return value
 
 
-def _list(obj: Any, key: str) -> list:
-    return _get(obj, key, "", list)
+def _list(obj: Any, key: str) -> list[Any]:
+    value: list[Any] = _get(obj, key, "", list)
+    return value
 
 
 def _parse_end(d: Any, path: str) -> LinkEnd:

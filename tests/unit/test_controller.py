@@ -428,7 +428,9 @@ def test_mrc_controller_process_installs_and_stops_cleanly(fabric: Fabric, tmp_p
         channel = grpc.insecure_channel(f"unix:{sock}")
         stub = pb_grpc.ControllerStub(channel)
         compiled = compile_routes(fabric.topo)
-        topo = json.loads(stub.GetTopology(pb.GetTopologyRequest(), timeout=10).topology_json)
+        topo = json.loads(
+            stub.GetTopology(pb.GetTopologyRequest(), timeout=10, wait_for_ready=True).topology_json
+        )
         assert topo["switches"][0]["name"] == "cut0p0n0"
         want = len(compiled["cut1p1n1"].entries)
         wait_for(
