@@ -23,14 +23,11 @@ from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
-from controller.faults import Direction, FaultKind
+from controller.northbound import DIRECTIONS, KINDS, ControllerClient
 from controller.planner import FabricPlan, PlanError, compare, plan_fabric
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 
 DEFAULT_RUN_DIR = "runs/latest"
-KINDS = {k.value: getattr(pb, k.name) for k in FaultKind}
-DIRECTIONS = {Direction.BOTH.value: pb.BOTH, Direction.A2B.value: pb.A_TO_B, Direction.B2A.value: pb.B_TO_A}
 
 
 def controller_address(args: argparse.Namespace) -> str:
@@ -54,13 +51,13 @@ class Cli:
     def __init__(self, args: argparse.Namespace, out: Console) -> None:
         self.args = args
         self.out = out
-        self._channel: grpc.Channel | None = None
+        self._client: ControllerClient | None = None
 
     @property
-    def stub(self) -> pb_grpc.ControllerStub:
-        if self._channel is None:
-            self._channel = grpc.insecure_channel(controller_address(self.args))
-        return pb_grpc.ControllerStub(self._channel)
+    def client(self) -> ControllerClient:
+        if self._client is None:
+            self._client = ControllerClient(controller_address(self.args))
+        return self._client
 
     def emit(self, message: Any, table: Callable[[], Table | str]) -> None:
         if self.args.json:
@@ -75,7 +72,7 @@ class Cli:
 
     # -- commands --------------------------------------------------------------------------------
     def install(self) -> None:
-        resp = self.stub.InstallRoutes(pb.InstallRoutesRequest(switches=self.args.switches), timeout=60)
+        resp = self.client.install_routes(switches=self.args.switches, retry_unavailable=False)
 
         def table() -> Table:
             t = Table("switch", "entries", title=f"{resp.total_entries} entries installed")
@@ -89,27 +86,19 @@ class Cli:
 
     def fault(self) -> None:
         a = self.args
-        spec = pb.FaultSpec(
-            kind=KINDS[a.kind],
-            target=a.target,
-            direction=DIRECTIONS[a.direction],
-            probability=a.prob,
-            period_s=a.period,
-            duration_s=a.duration,
-        )
-        f = self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        f = self.client.inject(a.kind, a.target, a.direction, a.prob, a.period, a.duration)
         self.emit(f, lambda: self._faults_table([f], title=f"fault {f.id} injected"))
 
     def clear(self) -> None:
         if not self.args.id and not self.args.all:
             raise SystemExit("mrcctl clear: give a fault id or --all")
-        resp = self.stub.ClearFault(
-            pb.ClearFaultRequest(id=self.args.id or "", all=self.args.all), timeout=30
-        )
-        self.emit(resp, lambda: f"cleared: {', '.join(resp.cleared) or 'nothing'}")
+        if self.args.id and self.args.all:
+            raise SystemExit("mrcctl clear: give a fault id or --all, not both")
+        cleared = self.client.clear(None if self.args.all else self.args.id)
+        self.emit({"cleared": cleared}, lambda: f"cleared: {', '.join(cleared) or 'nothing'}")
 
     def faults(self) -> None:
-        resp = self.stub.ListFaults(pb.ListFaultsRequest(), timeout=10)
+        resp = pb.ListFaultsResponse(faults=self.client.faults())
         self.emit(resp, lambda: self._faults_table(list(resp.faults), title="active faults"))
 
     def _faults_table(self, faults: list[pb.Fault], title: str) -> Table:
@@ -136,9 +125,7 @@ class Cli:
         return t
 
     def paths(self) -> None:
-        resp = self.stub.ListPaths(
-            pb.ListPathsRequest(src=self.args.src, dst=self.args.dst, ecmp=self.args.ecmp), timeout=10
-        )
+        resp = pb.ListPathsResponse(paths=self.client.paths(self.args.src, self.args.dst, self.args.ecmp))
 
         def table() -> Table:
             t = Table(
@@ -163,7 +150,7 @@ class Cli:
 
     def counters(self) -> None:
         switches = [self.args.switch] if self.args.switch else []
-        resp = self.stub.GetCounters(pb.GetCountersRequest(switches=switches), timeout=30)
+        resp = self.client.get_counters(switches)
 
         def table() -> Table:
             t = Table("switch", "counter", "index", "label", "packets", "bytes", title="counters")
@@ -177,7 +164,7 @@ class Cli:
 
     def events(self) -> None:
         try:
-            for e in self.stub.WatchEvents(pb.WatchEventsRequest()):
+            for e in self.client.events():
                 if self.args.json:
                     print(
                         json.dumps(MessageToDict(e, preserving_proto_field_name=True), sort_keys=True),
@@ -190,8 +177,7 @@ class Cli:
             pass
 
     def topology(self) -> None:
-        resp = self.stub.GetTopology(pb.GetTopologyRequest(), timeout=10)
-        print(resp.topology_json, end="")
+        print(self.client.topology_json(), end="")
 
     def plan(self) -> None:
         a = self.args
