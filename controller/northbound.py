@@ -20,8 +20,8 @@ from controller.faults import Direction, FaultKind
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 
-KINDS: dict[str, int] = {k.value: getattr(pb, k.name) for k in FaultKind}
-DIRECTIONS: dict[str, int] = {
+KINDS: dict[str, pb.FaultKind] = {k.value: getattr(pb, k.name) for k in FaultKind}
+DIRECTIONS: dict[str, pb.Direction] = {
     Direction.BOTH.value: pb.BOTH,
     Direction.A2B.value: pb.A_TO_B,
     Direction.B2A.value: pb.B_TO_A,
@@ -66,7 +66,8 @@ class ControllerClient:
         req = pb.InstallRoutesRequest(switches=switches or [])
         while True:
             try:
-                return self.stub.InstallRoutes(req, timeout=max(1.0, timeout))
+                resp: pb.InstallRoutesResponse = self.stub.InstallRoutes(req, timeout=max(1.0, timeout))
+                return resp
             except grpc.RpcError as exc:
                 if (
                     not retry_unavailable
@@ -97,7 +98,8 @@ class ControllerClient:
             period_s=period_s,
             duration_s=duration_s,
         )
-        return self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        fault: pb.Fault = self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        return fault
 
     def clear(self, fault_id: str | None = None) -> list[str]:
         """Clear one fault, or every fault when ``fault_id`` is None; the ids cleared."""
@@ -112,7 +114,10 @@ class ControllerClient:
         return list(self.stub.ListPaths(req, timeout=10).paths)
 
     def get_counters(self, switches: list[str] | None = None) -> pb.GetCountersResponse:
-        return self.stub.GetCounters(pb.GetCountersRequest(switches=switches or []), timeout=30)
+        resp: pb.GetCountersResponse = self.stub.GetCounters(
+            pb.GetCountersRequest(switches=switches or []), timeout=30
+        )
+        return resp
 
     def counters(self, switches: list[str] | None = None) -> tuple[list[CounterCell], list[str]]:
         resp = self.get_counters(switches)
@@ -131,4 +136,4 @@ def kind_name(kind: int) -> str:
 
 
 def direction_name(direction: int) -> str:
-    return {v: k for k, v in DIRECTIONS.items()}[direction]
+    return {int(v): k for k, v in DIRECTIONS.items()}[direction]

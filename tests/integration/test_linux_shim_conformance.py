@@ -459,6 +459,6 @@ def test_write_request_level_errors(client: P4RuntimeTestClient) -> None:
     expect_error(grpc.StatusCode.UNIMPLEMENTED, client.stub.Write, req)
     req.atomicity = p4r.WriteRequest.CONTINUE_ON_ERROR
     req.updates[0].type = p4r.Update.UNSPECIFIED
-    err, detail = expect_update_error(grpc.StatusCode.INVALID_ARGUMENT, client.stub.Write, req)
+    _, detail = expect_update_error(grpc.StatusCode.INVALID_ARGUMENT, client.stub.Write, req)
     assert "type" in detail.message
     assert client.read_table() == []
