@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 
@@ -27,6 +28,14 @@ DIRECTIONS: dict[str, pb.Direction] = {
     Direction.B2A.value: pb.B_TO_A,
 }
 RETRY_INTERVAL_S = 0.2
+
+
+class EventStream(Protocol):
+    """A WatchEvents call: its events, and cancel() to end it."""
+
+    def __iter__(self) -> Iterator[pb.Event]: ...
+    def __next__(self) -> pb.Event: ...
+    def cancel(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -126,9 +135,10 @@ class ControllerClient:
         ]
         return cells, list(resp.errors)
 
-    def events(self) -> Iterator[pb.Event]:
-        """Follow the controller's events until the caller stops iterating (or it shuts down)."""
-        yield from self.stub.WatchEvents(pb.WatchEventsRequest())
+    def events(self) -> EventStream:
+        """Follow the controller's events: iterate over the result; ``cancel()`` it to stop."""
+        stream: EventStream = self.stub.WatchEvents(pb.WatchEventsRequest())
+        return stream
 
 
 def kind_name(kind: int) -> str:
