@@ -44,7 +44,12 @@ def _tier_switches(tier: int, p: FabricPlan) -> str:
 
 
 def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3] if t else "-"
+    if not t:
+        return "-"
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+    except (OverflowError, ValueError, OSError):  # a time no clock can show: say so, don't crash
+        return f"{t:.6g}"
 
 
 class Cli:

@@ -26,7 +26,7 @@ from controller.compiler import (
 )
 from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
-from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, resolve
+from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, quote, resolve
 from controller.hostconfig import write_host_configs
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
 from controller.tablewalk import Walk, build_views, walk
@@ -172,12 +172,19 @@ class ControllerCore:
             reason = f" ({s.last_error})" if s.last_error else ""
             raise SwitchUnavailable(down[0], f"switch {', '.join(down)} unreachable at {s.address}{reason}")
 
+    def _switch_names(self, switches: list[str] | None) -> list[str]:
+        """The named switches (default: all); KeyError quotes (a bounded prefix of) an unknown one."""
+        if not switches:
+            return [sw.name for sw in self.topo.switches]
+        for i, n in enumerate(switches):
+            if not self.topo.has_switch(n):
+                raise KeyError(f"switches[{i}]: no switch {quote(n)}")
+        return list(dict.fromkeys(switches))
+
     # -- routes ----------------------------------------------------------------------------------
     def install_routes(self, switches: list[str] | None = None) -> dict[str, int]:
         """Install the compiled routes; returns the number of entries each switch holds."""
-        names = switches or [sw.name for sw in self.topo.switches]
-        for n in names:
-            self.topo.switch(n)  # KeyError names an unknown switch
+        names = self._switch_names(switches)
         self._require_ready(names)
         with self._lock:
             self._routes_installed.update(names)
@@ -228,32 +235,46 @@ class ControllerCore:
         return fault
 
     def _flap(self, fault: ActiveFault) -> None:
+        """Toggle the fault every period until it is cleared; nothing may end this loop early
+        (a dead flap thread could leave a link down for good)."""
         while not fault.stop.wait(fault.spec.period_s):
-            with self._lock:
-                if fault.id not in self._faults:
-                    return
-                fault.active = not fault.active
             try:
+                with self._lock:
+                    if fault.id not in self._faults:
+                        return
+                    fault.active = not fault.active
                 self._sync(fault.switches)
                 self.events.publish(
                     "flap_down" if fault.active else "flap_up", fault_id=fault.id, message=fault.spec.target
                 )
             except SwitchError as exc:
                 self.events.publish("error", switch=exc.switch, fault_id=fault.id, message=str(exc))
+            except Exception as exc:  # a bug must not stop the flapping: report it and go on
+                log.exception("flap %s", fault.id)
+                self.events.publish("error", fault_id=fault.id, message=f"flap: {exc!r}"[:200])
 
     def _expire(self, fault: ActiveFault) -> None:
+        """Clear the fault when its duration is up; retried until it is gone from the desired
+        state (which happens first, so a down switch drops it on reconnect)."""
         if fault.stop.wait(fault.spec.duration_s):
             return
         try:
             self.clear_fault(fault.id, reason="fault_expired")
-        except (KeyError, SwitchError) as exc:
+        except KeyError:
+            pass  # cleared by someone else meanwhile
+        except SwitchError as exc:
             self.events.publish("error", fault_id=fault.id, message=f"expiry: {exc}")
+        except Exception as exc:  # never die silently with the fault left in place
+            log.exception("expiry of %s", fault.id)
+            with self._lock:
+                self._faults.pop(fault.id, None)
+            self.events.publish("error", fault_id=fault.id, message=f"expiry: {exc!r}"[:200])
 
     def clear_fault(self, fault_id: str, reason: str = "fault_cleared") -> list[str]:
         with self._lock:
             fault = self._faults.pop(fault_id, None)
         if fault is None:
-            raise KeyError(f"id: no fault {fault_id!r}")
+            raise KeyError(f"id: no fault {quote(fault_id)}")
         fault.stop.set()
         try:
             self._sync(fault.switches)
@@ -310,9 +331,7 @@ class ControllerCore:
 
     # -- counters --------------------------------------------------------------------------------
     def counters(self, switches: list[str] | None = None) -> tuple[list[CounterCell], list[str]]:
-        names = switches or [sw.name for sw in self.topo.switches]
-        for n in names:
-            self.topo.switch(n)
+        names = self._switch_names(switches)
         cells: list[CounterCell] = []
         errors: list[str] = []
         for n in names:

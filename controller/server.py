@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import grpc
 
 from controller.core import ActiveFault, ControllerCore, PathInfo
-from controller.faults import Direction, FaultError, FaultKind, FaultSpec, FaultTargetNotFound
+from controller.faults import Direction, FaultError, FaultKind, FaultSpec, FaultTargetNotFound, quote
 from controller.p4rt_client import SwitchError, SwitchUnavailable
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
@@ -164,6 +164,8 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
     def ClearFault(
         self, request: pb.ClearFaultRequest, context: grpc.ServicerContext
     ) -> pb.ClearFaultResponse:
+        if request.all and request.id:
+            raise FaultError("id", "give a fault id or all=true, not both")
         if request.all:
             return pb.ClearFaultResponse(cleared=self.core.clear_all())
         if not request.id:
@@ -202,7 +204,7 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
             if not name:
                 raise FaultError(field, "missing host name")
             if not self.core.topo.has_host(name):
-                raise KeyError(f"{field}: no host {name!r}")
+                raise KeyError(f"{field}: no host {quote(name)}")
         return pb.ListPathsResponse(
             paths=[path_to_pb(p) for p in self.core.paths(request.src, request.dst, request.ecmp)]
         )
