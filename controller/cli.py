@@ -142,6 +142,8 @@ class Cli:
                 )
                 if p.status == "dropped":
                     status = f"[red]dropped[/red] {p.drop_reason} at {p.drop_at}"
+                elif p.status == "unreachable":
+                    status = f"[red]unreachable[/red] switch {', '.join(p.unreachable)} has no session"
                 elif p.status == "lossy":
                     status = f"[yellow]lossy[/yellow] survival {p.survival:.3f}"
                 else:
@@ -180,6 +182,12 @@ class Cli:
                     self.out.print(f"{_stamp(e.timestamp)} {e.kind:20} {who:12} {e.message}")
         except KeyboardInterrupt:
             pass
+
+    def health(self) -> None:
+        resp = self.client.health()
+        self.emit(resp, lambda: health_tables(resp))
+        if any(not s.reachable for s in resp.switches) or any(a.state == "dead" for a in resp.agents):
+            raise SystemExit(3)  # scripts can tell a degraded fabric by the exit status
 
     def topology(self) -> None:
         print(self.client.topology_json(), end="")
@@ -233,6 +241,24 @@ class Cli:
         self.emit(data, table)
 
 
+def health_tables(resp: pb.GetHealthResponse) -> Table:
+    """Switches then agents, one row each, unhealthy ones in red."""
+    t = Table("kind", "name", "state", "detail", title="health")
+    for s in resp.switches:
+        if not s.reachable:
+            state = "[red]unreachable[/red]"
+        elif s.primary:
+            state = "[green]primary[/green]"
+        else:
+            state = "[yellow]backup[/yellow]"
+        detail = f"reconciles {s.reconciles}, pipeline pushes {s.pipeline_pushes}"
+        t.add_row("switch", s.switch, state, f"{s.last_error or detail} ({s.address})")
+    for a in resp.agents:
+        color = {"alive": "green", "dead": "red"}.get(a.state, "yellow")
+        t.add_row("agent", a.host, f"[{color}]{a.state}[/{color}]", a.detail or a.socket)
+    return t
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mrcctl", description="Operate the MRC testbed controller.")
     ap.add_argument(
@@ -263,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("counters", help="switch counters")
     p.add_argument("switch", nargs="?")
     sub.add_parser("events", help="follow fault and switch events (Ctrl-C stops)")
+    sub.add_parser("health", help="switch sessions and host agents (exit 3 when one is down)")
     sub.add_parser("topology", help="print the topology JSON")
     p = sub.add_parser("plan", help="size a fabric (no controller needed)")
     p.add_argument("--gpus", type=int, default=131072)

@@ -27,6 +27,7 @@ from controller.compiler import (
 from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
 from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, quote, resolve
+from controller.health import AgentState, AgentWatch
 from controller.hostconfig import write_host_configs
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
 from controller.tablewalk import Walk, build_views, walk
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 BMV2_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
 DROP_REASONS = {0: "no_route", 1: "hop_limit", 2: "fault", 3: "trimmed"}
 COUNTERS = ("port_rx", "port_tx", "drop_reason", "ecn_marked")
+HEALTH_INTERVAL_S = 1.0  # how often the agents' control sockets are probed
 
 
 @dataclass
@@ -64,12 +66,26 @@ class PathInfo:
     t1: int  # -1: none
     carrier: str
     walk: Walk
+    unreachable: tuple[str, ...] = ()  # switches on the path without a live P4Runtime session
 
     @property
     def status(self) -> str:
         if not self.walk.ok:
             return "dropped"
+        if self.unreachable:
+            return "unreachable"
         return "lossy" if self.walk.survival < 1.0 else "ok"
+
+
+@dataclass(frozen=True)
+class SwitchHealth:
+    name: str
+    address: str
+    reachable: bool
+    primary: bool
+    last_error: str
+    reconciles: int
+    pipeline_pushes: int
 
 
 @dataclass(frozen=True)
@@ -102,6 +118,11 @@ class ControllerCore:
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self.pool = SwitchPool(self._session(sw.name, election_id, bmv2_json) for sw in topo.switches)
+        self.agent_watch = (
+            AgentWatch([h.name for h in topo.hosts], run_dir / "agents") if run_dir is not None else None
+        )
+        self._health_stop = threading.Event()
+        self._health_thread: threading.Thread | None = None
 
     def _session(self, name: str, election_id: int, bmv2_json: Path) -> SwitchSession:
         sw = self.topo.switch(name)
@@ -130,16 +151,47 @@ class ControllerCore:
             if not sw.p4rt_address:
                 raise ValueError(f"switches[{sw.name}].p4rt_address: empty; the topology script fills it in")
         self.pool.start()
+        if self.agent_watch is not None:
+            self._health_thread = threading.Thread(target=self._watch_agents, name="agent-watch", daemon=True)
+            self._health_thread.start()
 
     def stop(self) -> None:
         with self._lock:
             for f in self._faults.values():
                 f.stop.set()
+        self._health_stop.set()
+        if self._health_thread is not None:
+            self._health_thread.join(timeout=5)
         self.pool.stop()
         self.events.close()
 
     def wait_ready(self, timeout: float) -> list[str]:
         return self.pool.wait_ready(timeout)
+
+    # -- health ----------------------------------------------------------------------------------
+    def _watch_agents(self) -> None:
+        """Probe the agents' control sockets every HEALTH_INTERVAL_S; publish what changed."""
+        assert self.agent_watch is not None
+        while True:
+            try:
+                for a in self.agent_watch.check():
+                    if a.state == "dead":
+                        self.events.publish("agent_dead", message=f"{a.host}: {a.detail} at {a.socket}")
+                    elif a.state == "alive":
+                        self.events.publish("agent_alive", message=f"{a.host}: control socket answers")
+            except Exception:  # the watch must outlive any surprise
+                log.exception("agent watch")
+            if self._health_stop.wait(HEALTH_INTERVAL_S):
+                return
+
+    def switch_health(self) -> list[SwitchHealth]:
+        return [
+            SwitchHealth(s.name, s.address, s.reachable, s.ready, s.last_error, s.connects, s.pipeline_pushes)
+            for s in self.pool.sessions.values()
+        ]
+
+    def agent_health(self) -> list[AgentState]:
+        return list(self.agent_watch.agents.values()) if self.agent_watch is not None else []
 
     # -- desired state ---------------------------------------------------------------------------
     def _fault_entries(self) -> dict[str, list[TableEntry]]:
@@ -326,7 +378,14 @@ class ControllerCore:
                 ev = EV(plane, 0, max(t1, 0)) if ecmp else EV(plane, max(t1, 0))
                 addr = carrier(template.usids_for(ev), self.topo.block)
                 w = walk(self.topo, views, src, plane, addr, ev.value)
-                out.append(PathInfo(ev.value, plane, -1 if ecmp else t1, str(addr), w))
+                down = tuple(
+                    dict.fromkeys(
+                        h.node
+                        for h in w.hops
+                        if h.node in self.pool.sessions and not self.pool[h.node].reachable
+                    )
+                )
+                out.append(PathInfo(ev.value, plane, -1 if ecmp else t1, str(addr), w, down))
         return out
 
     # -- counters --------------------------------------------------------------------------------

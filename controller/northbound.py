@@ -135,6 +135,11 @@ class ControllerClient:
         ]
         return cells, list(resp.errors)
 
+    def health(self) -> pb.GetHealthResponse:
+        """Every switch's P4Runtime session and every agent's control socket."""
+        resp: pb.GetHealthResponse = self.stub.GetHealth(pb.GetHealthRequest(), timeout=10)
+        return resp
+
     def events(self) -> EventStream:
         """Follow the controller's events: iterate over the result; ``cancel()`` it to stop."""
         stream: EventStream = self.stub.WatchEvents(pb.WatchEventsRequest())

@@ -107,6 +107,7 @@ def path_to_pb(p: PathInfo) -> pb.Path:
         drop_at=w.dropped_at,
         survival=w.survival,
         delivered_to=f"{w.delivered_to[0]}:{w.delivered_to[1]}" if w.delivered_to else "",
+        unreachable=list(p.unreachable),
     )
 
 
@@ -207,6 +208,27 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
                 raise KeyError(f"{field}: no host {quote(name)}")
         return pb.ListPathsResponse(
             paths=[path_to_pb(p) for p in self.core.paths(request.src, request.dst, request.ecmp)]
+        )
+
+    @grpc_errors
+    def GetHealth(self, request: pb.GetHealthRequest, context: grpc.ServicerContext) -> pb.GetHealthResponse:
+        return pb.GetHealthResponse(
+            switches=[
+                pb.SwitchHealth(
+                    switch=h.name,
+                    address=h.address,
+                    reachable=h.reachable,
+                    primary=h.primary,
+                    last_error=h.last_error,
+                    reconciles=h.reconciles,
+                    pipeline_pushes=h.pipeline_pushes,
+                )
+                for h in self.core.switch_health()
+            ],
+            agents=[
+                pb.AgentHealth(host=a.host, socket=str(a.socket), state=a.state, detail=a.detail)
+                for a in self.core.agent_health()
+            ],
         )
 
     def WatchEvents(
