@@ -1,15 +1,24 @@
-"""Another P4Runtime client takes a switch over during a transfer, then leaves: no drop.
+"""The controller keeps a running fabric whole: a takeover by another client, a killed shim.
+
+Takeover: another P4Runtime client takes a switch over during a transfer, then leaves: no drop.
 
 The controller is demoted to backup while the other client is primary, and when it is
 primary again it reconciles instead of starting over: the switch still runs the
 controller's pipeline (same cookie), so nothing is pushed (a VERIFY_AND_COMMIT would
 empty every table) and only differences are written -- here none. The transfer
 therefore completes without a loss or a retired EV and the switch counts no no-route
-drop. Live testbed (Linux target) under the prefix ``ck``.
+drop.
+
+Killed shim: ``kill -9`` of a switch's shim is reported (health, unreachable paths, faults on
+it UNAVAILABLE naming it); once it is restarted (as the testbed's supervisor would) the
+controller pushes the pipeline to the empty shim and re-syncs it, so it holds exactly the
+entries it held before. Live testbed (Linux target) under the prefix ``ck``.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -118,3 +127,42 @@ def test_takeover_and_return_during_a_transfer_costs_no_drop(testbed: Any) -> No
     (reconciled,) = [e for e in events if e.kind == "switch_reconciled" and e.switch == SWITCH]
     assert reconciled.message.startswith("pipeline kept; 0 updates"), reconciled.message
     assert no_route_drops(tb) == drops_before
+
+
+def shim_entries(tb: Any, name: str) -> set[bytes]:
+    """What the switch's shim holds, read over P4Runtime (no arbitration needed to read)."""
+    sw = tb.topology.switch(name)
+    c = P4RuntimeTestClient(sw.p4rt_address, sw.device_id, election_id=1)
+    try:
+        return {e.SerializeToString(deterministic=True) for e in c.read_table()}
+    finally:
+        c.close()
+
+
+def test_killed_shim_is_reported_and_resynced_after_restart(testbed: Any) -> None:
+    tb = testbed
+    name = f"{PREFIX}t1p0n0"
+    fault = tb.controller.inject("loss", f"{PREFIX}t0p0n1-{name}", direction="b2a", probability=0.5)
+    try:
+        before = shim_entries(tb, name)
+        assert len(before) > 1
+
+        def health() -> Any:
+            return {s.switch: s for s in tb.controller.health().switches}[name]
+
+        pushes = health().pipeline_pushes
+        node = tb.net.get(name)
+        os.kill(node.shim.pid, signal.SIGKILL)
+        wait_until(lambda: not health().reachable, "the controller to see the shim gone")
+        through = [p for p in tb.controller.paths(SRC, DST) if any(h.node == name for h in p.hops)]
+        assert through and all(p.status == "unreachable" for p in through), through
+        with pytest.raises(grpc.RpcError) as err:
+            tb.controller.inject("blackhole", f"{PREFIX}t0p0n0-{name}")
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE and name in (err.value.details() or "")
+        node.restart_shim()  # what the supervisor does: same command, empty tables
+        wait_until(lambda: health().primary, "the controller to re-sync the restarted shim")
+        assert shim_entries(tb, name) == before
+        assert health().pipeline_pushes == pushes + 1
+        assert all(p.status != "unreachable" for p in tb.controller.paths(SRC, DST))
+    finally:
+        tb.controller.clear(fault.id)
