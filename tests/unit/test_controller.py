@@ -383,6 +383,17 @@ def test_mrcctl_against_the_service(
     assert fault["id"] in capsys.readouterr().out
     assert main([*ctl, "--json", "counters", "cut1p0n0"]) == 0
     assert {c["switch"] for c in json.loads(capsys.readouterr().out)["counters"]} == {"cut1p0n0"}
+    with pytest.raises(SystemExit, match="not both"):
+        main([*ctl, "clear", "f1", "--all"])
+    assert main([*ctl, "--json", "health"]) == 0
+    health = json.loads(capsys.readouterr().out)
+    assert {s["switch"] for s in health["switches"]} == {s.name for s in fabric.topo.switches}
+    assert all(s["reachable"] and s["primary"] for s in health["switches"])
+    fabric.switches["cut1p0n0"].stop()
+    wait_for(lambda: not fabric.core.pool["cut1p0n0"].reachable, "the switch to be gone")
+    with pytest.raises(SystemExit) as down:
+        main([*ctl, "health"])
+    assert down.value.code == 3 and "unreachable" in capsys.readouterr().out
 
 
 def test_mrcctl_plan_reproduces_the_paper(capsys: pytest.CaptureFixture[str]) -> None:
