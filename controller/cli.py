@@ -274,9 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fault", help="inject a fault")
     p.add_argument("kind", choices=sorted(KINDS))
     p.add_argument("target", help="link a-b or node:port; switch; host NIC port host:plane or ifname")
-    p.add_argument("--prob", type=float, default=0.0, help="loss: drop probability in [0, 1]")
-    p.add_argument("--period", type=float, default=0.0, help="flap: seconds down, then as many up")
-    p.add_argument("--duration", type=float, default=0.0, help="clear by itself after this many seconds")
+    p.add_argument("--prob", type=float, default=0.0, help="loss: drop probability in [1/65536, 1]")
+    p.add_argument(
+        "--period", type=float, default=0.0, help="flap: seconds down, then as many up (0.05 to 3600)"
+    )
+    p.add_argument(
+        "--duration", type=float, default=0.0, help="clear by itself after this many seconds (up to 7 days)"
+    )
     p.add_argument("--direction", choices=sorted(DIRECTIONS), default="both")
     p = sub.add_parser("clear", help="clear a fault (or --all)")
     p.add_argument("id", nargs="?")

@@ -1,8 +1,9 @@
 """``mrc-controller``: the northbound gRPC service (mrc.controller.v1.Controller).
 
-Errors map to gRPC status codes with a message naming what was wrong: an unknown
-switch, link, host or fault → NOT_FOUND; a bad field (probability outside [0, 1],
-missing period...) → INVALID_ARGUMENT naming the field (``spec.probability: ...``);
+Errors map to gRPC status codes with a message naming what was wrong and quoting at
+most a bounded prefix of the bad input: an unknown switch, link, host or fault →
+NOT_FOUND; a bad field (a number out of its bounds or not finite, a missing period, an
+id together with all=true...) → INVALID_ARGUMENT naming the field (``spec.probability: ...``);
 a switch without a live P4Runtime session → UNAVAILABLE naming the switch; a
 P4Runtime write refused by a switch → INTERNAL with the switch, table and entry.
 """
