@@ -12,7 +12,10 @@ drop.
 Killed shim: ``kill -9`` of a switch's shim is reported (health, unreachable paths, faults on
 it UNAVAILABLE naming it); once it is restarted (as the testbed's supervisor would) the
 controller pushes the pipeline to the empty shim and re-syncs it, so it holds exactly the
-entries it held before. Live testbed (Linux target) under the prefix ``ck``.
+entries it held before.
+
+Killed agent: reported dead (health and an ``agent_dead`` event) from its control socket,
+alive again once restarted. Live testbed (Linux target) under the prefix ``ck``.
 """
 
 from __future__ import annotations
@@ -166,3 +169,43 @@ def test_killed_shim_is_reported_and_resynced_after_restart(testbed: Any) -> Non
         assert all(p.status != "unreachable" for p in tb.controller.paths(SRC, DST))
     finally:
         tb.controller.clear(fault.id)
+
+
+def test_killed_agent_is_reported_dead_then_alive_after_restart(testbed: Any) -> None:
+    tb = testbed
+    host = f"{PREFIX}h1"  # not part of the transfers above
+    agent = tb.agent(host)
+    events: list[Any] = []
+    stream = tb.controller.events()
+
+    def follow() -> None:
+        try:
+            for e in stream:
+                events.append(e)
+        except grpc.RpcError:  # cancelled at the end of the test
+            pass
+
+    def state() -> str:
+        return {a.host: a.state for a in tb.controller.health().agents}[host]
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    try:
+        wait_until(lambda: state() == "alive", "the agent to be seen alive")
+        os.kill(agent.proc.pid, signal.SIGKILL)
+        agent.proc.wait(timeout=10)
+        wait_until(lambda: state() == "dead", "the controller to report the agent dead")
+        wait_until(
+            lambda: any(e.kind == "agent_dead" and e.message.startswith(f"{host}:") for e in events),
+            "the agent_dead event",
+        )
+        agent.start()  # what a supervisor would do
+        agent.wait_ready()
+        wait_until(lambda: state() == "alive", "the restarted agent to be seen alive")
+        wait_until(
+            lambda: [e.kind for e in events if e.message.startswith(f"{host}:")][-1:] == ["agent_alive"],
+            "the agent_alive event",
+        )
+    finally:
+        stream.cancel()
+        follower.join(timeout=10)
