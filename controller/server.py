@@ -67,6 +67,9 @@ def grpc_errors(fn: F) -> F:
             context.abort(grpc.StatusCode.INTERNAL, str(exc))
         except ValueError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except Exception as exc:  # a bug: say so precisely (bounded), log it, keep serving
+            log.exception("%s failed", fn.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{fn.__name__}: {type(exc).__name__}: {exc}"[:300])
 
     return wrapper  # type: ignore[return-value]
 

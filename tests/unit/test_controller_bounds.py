@@ -139,3 +139,19 @@ def test_mrcctl_shows_any_expiry_time() -> None:
     assert _stamp(0) == "-"
     assert _stamp(1e308) == "1e+308"
     assert _stamp(1.0).startswith("00:00:01")
+
+
+def test_an_unexpected_error_is_internal_and_the_service_goes_on(
+    fabric: Fabric, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> list[object]:
+        raise RuntimeError("injected bug " + "z" * 1000)
+
+    monkeypatch.setattr(fabric.core, "faults", broken)
+    with pytest.raises(grpc.RpcError) as err:
+        fabric.stub.ListFaults(pb.ListFaultsRequest(), timeout=10)
+    details = err.value.details() or ""
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert details.startswith("ListFaults: RuntimeError: injected bug") and len(details) <= 300
+    monkeypatch.undo()
+    assert_serving(fabric)
