@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def shell_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = venv / "bin" / "python"
     try:
         subprocess.run(
-            ["/usr/bin/python3", "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120
+            [sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120
         )
         res = subprocess.run(
             [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", P4RUNTIME_SHELL],
