@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -42,9 +43,16 @@ INSTALL_TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="module")
-def shell_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv with p4runtime-shell, or skip saying why."""
+def shell_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A venv with p4runtime-shell (removed afterwards), or skip saying why."""
     venv = tmp_path_factory.mktemp("p4rt-shell-venv")
+    try:
+        yield _make_venv(venv)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
+def _make_venv(venv: Path) -> Path:
     python = venv / "bin" / "python"
     try:
         subprocess.run(
