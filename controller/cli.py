@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,40 +23,46 @@ from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
-from controller.faults import Direction, FaultKind
-from controller.planner import PlanError, compare, plan_fabric
+from controller.northbound import DIRECTIONS, KINDS, ControllerClient
+from controller.planner import FabricPlan, PlanError, compare, plan_fabric
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 
 DEFAULT_RUN_DIR = "runs/latest"
-KINDS = {k.value: getattr(pb, k.name) for k in FaultKind}
-DIRECTIONS = {Direction.BOTH.value: pb.BOTH, Direction.A2B.value: pb.A_TO_B, Direction.B2A.value: pb.B_TO_A}
 
 
 def controller_address(args: argparse.Namespace) -> str:
     if args.controller:
-        return args.controller
+        return str(args.controller)
     if os.environ.get("MRC_CONTROLLER"):
         return os.environ["MRC_CONTROLLER"]
     run_dir = Path(args.run_dir or os.environ.get("MRC_RUN_DIR") or DEFAULT_RUN_DIR)
     return f"unix:{run_dir.resolve() / 'controller.sock'}"
 
 
+def _tier_switches(tier: int, p: FabricPlan) -> str:
+    return f"{p.tier_counts[tier].switches:,}" if tier < p.tiers else "-"
+
+
 def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3] if t else "-"
+    if not t:
+        return "-"
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
+    except (OverflowError, ValueError, OSError):  # a time no clock can show: say so, don't crash
+        return f"{t:.6g}"
 
 
 class Cli:
     def __init__(self, args: argparse.Namespace, out: Console) -> None:
         self.args = args
         self.out = out
-        self._channel: grpc.Channel | None = None
+        self._client: ControllerClient | None = None
 
     @property
-    def stub(self) -> pb_grpc.ControllerStub:
-        if self._channel is None:
-            self._channel = grpc.insecure_channel(controller_address(self.args))
-        return pb_grpc.ControllerStub(self._channel)
+    def client(self) -> ControllerClient:
+        if self._client is None:
+            self._client = ControllerClient(controller_address(self.args))
+        return self._client
 
     def emit(self, message: Any, table: Callable[[], Table | str]) -> None:
         if self.args.json:
@@ -70,7 +77,7 @@ class Cli:
 
     # -- commands --------------------------------------------------------------------------------
     def install(self) -> None:
-        resp = self.stub.InstallRoutes(pb.InstallRoutesRequest(switches=self.args.switches), timeout=60)
+        resp = self.client.install_routes(switches=self.args.switches, retry_unavailable=False)
 
         def table() -> Table:
             t = Table("switch", "entries", title=f"{resp.total_entries} entries installed")
@@ -84,27 +91,19 @@ class Cli:
 
     def fault(self) -> None:
         a = self.args
-        spec = pb.FaultSpec(
-            kind=KINDS[a.kind],
-            target=a.target,
-            direction=DIRECTIONS[a.direction],
-            probability=a.prob,
-            period_s=a.period,
-            duration_s=a.duration,
-        )
-        f = self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        f = self.client.inject(a.kind, a.target, a.direction, a.prob, a.period, a.duration)
         self.emit(f, lambda: self._faults_table([f], title=f"fault {f.id} injected"))
 
     def clear(self) -> None:
         if not self.args.id and not self.args.all:
             raise SystemExit("mrcctl clear: give a fault id or --all")
-        resp = self.stub.ClearFault(
-            pb.ClearFaultRequest(id=self.args.id or "", all=self.args.all), timeout=30
-        )
-        self.emit(resp, lambda: f"cleared: {', '.join(resp.cleared) or 'nothing'}")
+        if self.args.id and self.args.all:
+            raise SystemExit("mrcctl clear: give a fault id or --all, not both")
+        cleared = self.client.clear(None if self.args.all else self.args.id)
+        self.emit({"cleared": cleared}, lambda: f"cleared: {', '.join(cleared) or 'nothing'}")
 
     def faults(self) -> None:
-        resp = self.stub.ListFaults(pb.ListFaultsRequest(), timeout=10)
+        resp = pb.ListFaultsResponse(faults=self.client.faults())
         self.emit(resp, lambda: self._faults_table(list(resp.faults), title="active faults"))
 
     def _faults_table(self, faults: list[pb.Fault], title: str) -> Table:
@@ -131,9 +130,7 @@ class Cli:
         return t
 
     def paths(self) -> None:
-        resp = self.stub.ListPaths(
-            pb.ListPathsRequest(src=self.args.src, dst=self.args.dst, ecmp=self.args.ecmp), timeout=10
-        )
+        resp = pb.ListPathsResponse(paths=self.client.paths(self.args.src, self.args.dst, self.args.ecmp))
 
         def table() -> Table:
             t = Table(
@@ -145,6 +142,8 @@ class Cli:
                 )
                 if p.status == "dropped":
                     status = f"[red]dropped[/red] {p.drop_reason} at {p.drop_at}"
+                elif p.status == "unreachable":
+                    status = f"[red]unreachable[/red] switch {', '.join(p.unreachable)} has no session"
                 elif p.status == "lossy":
                     status = f"[yellow]lossy[/yellow] survival {p.survival:.3f}"
                 else:
@@ -158,7 +157,7 @@ class Cli:
 
     def counters(self) -> None:
         switches = [self.args.switch] if self.args.switch else []
-        resp = self.stub.GetCounters(pb.GetCountersRequest(switches=switches), timeout=30)
+        resp = self.client.get_counters(switches)
 
         def table() -> Table:
             t = Table("switch", "counter", "index", "label", "packets", "bytes", title="counters")
@@ -172,7 +171,7 @@ class Cli:
 
     def events(self) -> None:
         try:
-            for e in self.stub.WatchEvents(pb.WatchEventsRequest()):
+            for e in self.client.events():
                 if self.args.json:
                     print(
                         json.dumps(MessageToDict(e, preserving_proto_field_name=True), sort_keys=True),
@@ -184,9 +183,14 @@ class Cli:
         except KeyboardInterrupt:
             pass
 
+    def health(self) -> None:
+        resp = self.client.health()
+        self.emit(resp, lambda: health_tables(resp))
+        if any(not s.reachable for s in resp.switches) or any(a.state == "dead" for a in resp.agents):
+            raise SystemExit(3)  # scripts can tell a degraded fabric by the exit status
+
     def topology(self) -> None:
-        resp = self.stub.GetTopology(pb.GetTopologyRequest(), timeout=10)
-        print(resp.topology_json, end="")
+        print(self.client.topology_json(), end="")
 
     def plan(self) -> None:
         a = self.args
@@ -206,14 +210,14 @@ class Cli:
             t = Table(
                 "", *plans, title=f"{a.gpus:,} GPUs, {a.nic_gbps:g}G NICs, {a.switch_tbps:g} Tb/s switches"
             )
-            rows = [
+            rows: list[tuple[str, Callable[[FabricPlan], str]]] = [
                 ("planes x port speed", lambda p: f"{p.planes} x {p.port_gbps:g}G"),
                 ("tiers", lambda p: str(p.tiers)),
                 ("switch ports", lambda p: str(p.switch_ports)),
                 *[
                     (
                         f"T{i} switches",
-                        lambda p, i=i: f"{p.tier_counts[i].switches:,}" if i < p.tiers else "-",
+                        partial(_tier_switches, i),
                     )
                     for i in range(max(x.tiers for x in plans.values()))
                 ],
@@ -237,6 +241,24 @@ class Cli:
         self.emit(data, table)
 
 
+def health_tables(resp: pb.GetHealthResponse) -> Table:
+    """Switches then agents, one row each, unhealthy ones in red."""
+    t = Table("kind", "name", "state", "detail", title="health")
+    for s in resp.switches:
+        if not s.reachable:
+            state = "[red]unreachable[/red]"
+        elif s.primary:
+            state = "[green]primary[/green]"
+        else:
+            state = "[yellow]backup[/yellow]"
+        detail = f"reconciles {s.reconciles}, pipeline pushes {s.pipeline_pushes}"
+        t.add_row("switch", s.switch, state, f"{s.last_error or detail} ({s.address})")
+    for a in resp.agents:
+        color = {"alive": "green", "dead": "red"}.get(a.state, "yellow")
+        t.add_row("agent", a.host, f"[{color}]{a.state}[/{color}]", a.detail or a.socket)
+    return t
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mrcctl", description="Operate the MRC testbed controller.")
     ap.add_argument(
@@ -252,9 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fault", help="inject a fault")
     p.add_argument("kind", choices=sorted(KINDS))
     p.add_argument("target", help="link a-b or node:port; switch; host NIC port host:plane or ifname")
-    p.add_argument("--prob", type=float, default=0.0, help="loss: drop probability in [0, 1]")
-    p.add_argument("--period", type=float, default=0.0, help="flap: seconds down, then as many up")
-    p.add_argument("--duration", type=float, default=0.0, help="clear by itself after this many seconds")
+    p.add_argument("--prob", type=float, default=0.0, help="loss: drop probability in [1/65536, 1]")
+    p.add_argument(
+        "--period", type=float, default=0.0, help="flap: seconds down, then as many up (0.05 to 3600)"
+    )
+    p.add_argument(
+        "--duration", type=float, default=0.0, help="clear by itself after this many seconds (up to 7 days)"
+    )
     p.add_argument("--direction", choices=sorted(DIRECTIONS), default="both")
     p = sub.add_parser("clear", help="clear a fault (or --all)")
     p.add_argument("id", nargs="?")
@@ -267,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("counters", help="switch counters")
     p.add_argument("switch", nargs="?")
     sub.add_parser("events", help="follow fault and switch events (Ctrl-C stops)")
+    sub.add_parser("health", help="switch sessions and host agents (exit 3 when one is down)")
     sub.add_parser("topology", help="print the topology JSON")
     p = sub.add_parser("plan", help="size a fabric (no controller needed)")
     p.add_argument("--gpus", type=int, default=131072)

@@ -19,6 +19,7 @@ Per switch (DESIGN §2, §5):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ipaddress import IPv6Network
 
 from controller.entries import Exact, Lpm, SwitchEntries, TableEntry
 from controller.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
@@ -35,7 +36,7 @@ class CompileOptions:
     ecmp: bool = True  # install the ECMP baseline entries at T0s
 
 
-def _route(block, usid: int, port: int, dmac: str) -> TableEntry:
+def _route(block: IPv6Network, usid: int, port: int, dmac: str) -> TableEntry:
     prefix = usid_prefix(usid, block)
     return TableEntry(
         "usid_route",

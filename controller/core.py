@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from controller.compiler import (
@@ -25,7 +26,8 @@ from controller.compiler import (
 )
 from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
-from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, resolve
+from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, quote, resolve
+from controller.health import AgentState, AgentWatch
 from controller.hostconfig import write_host_configs
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
 from controller.tablewalk import Walk, build_views, walk
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 BMV2_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
 DROP_REASONS = DROP_REASON_LABELS  # index -> label, from the one list in mrc_fabric
 COUNTERS = ("port_rx", "port_tx", "drop_reason", "ecn_marked")
+HEALTH_INTERVAL_S = 1.0  # how often the agents' control sockets are probed
 
 
 @dataclass
@@ -64,12 +67,26 @@ class PathInfo:
     t1: int  # -1: none
     carrier: str
     walk: Walk
+    unreachable: tuple[str, ...] = ()  # switches on the path without a live P4Runtime session
 
     @property
     def status(self) -> str:
         if not self.walk.ok:
             return "dropped"
+        if self.unreachable:
+            return "unreachable"
         return "lossy" if self.walk.survival < 1.0 else "ok"
+
+
+@dataclass(frozen=True)
+class SwitchHealth:
+    name: str
+    address: str
+    reachable: bool
+    primary: bool
+    last_error: str
+    reconciles: int
+    pipeline_pushes: int
 
 
 @dataclass(frozen=True)
@@ -102,6 +119,11 @@ class ControllerCore:
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self.pool = SwitchPool(self._session(sw.name, election_id, bmv2_json) for sw in topo.switches)
+        self.agent_watch = (
+            AgentWatch([h.name for h in topo.hosts], run_dir / "agents") if run_dir is not None else None
+        )
+        self._health_stop = threading.Event()
+        self._health_thread: threading.Thread | None = None
 
     def _session(self, name: str, election_id: int, bmv2_json: Path) -> SwitchSession:
         sw = self.topo.switch(name)
@@ -116,10 +138,13 @@ class ControllerCore:
             device_id=sw.device_id,
             pipeline=Pipeline(self.index.p4info, config),
             index=self.index,
-            desired=lambda n=name: self.desired(n),
-            on_event=lambda kind, switch, message: self.events.publish(kind, switch=switch, message=message),
+            desired=partial(self.desired, name),
+            on_event=self._switch_event,
             election_id=election_id,
         )
+
+    def _switch_event(self, kind: str, switch: str, message: str) -> None:
+        self.events.publish(kind, switch=switch, message=message)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -127,16 +152,47 @@ class ControllerCore:
             if not sw.p4rt_address:
                 raise ValueError(f"switches[{sw.name}].p4rt_address: empty; the topology script fills it in")
         self.pool.start()
+        if self.agent_watch is not None:
+            self._health_thread = threading.Thread(target=self._watch_agents, name="agent-watch", daemon=True)
+            self._health_thread.start()
 
     def stop(self) -> None:
         with self._lock:
             for f in self._faults.values():
                 f.stop.set()
+        self._health_stop.set()
+        if self._health_thread is not None:
+            self._health_thread.join(timeout=5)
         self.pool.stop()
         self.events.close()
 
     def wait_ready(self, timeout: float) -> list[str]:
         return self.pool.wait_ready(timeout)
+
+    # -- health ----------------------------------------------------------------------------------
+    def _watch_agents(self) -> None:
+        """Probe the agents' control sockets every HEALTH_INTERVAL_S; publish what changed."""
+        assert self.agent_watch is not None
+        while True:
+            try:
+                for a in self.agent_watch.check():
+                    if a.state == "dead":
+                        self.events.publish("agent_dead", message=f"{a.host}: {a.detail} at {a.socket}")
+                    elif a.state == "alive":
+                        self.events.publish("agent_alive", message=f"{a.host}: control socket answers")
+            except Exception:  # the watch must outlive any surprise
+                log.exception("agent watch")
+            if self._health_stop.wait(HEALTH_INTERVAL_S):
+                return
+
+    def switch_health(self) -> list[SwitchHealth]:
+        return [
+            SwitchHealth(s.name, s.address, s.reachable, s.ready, s.last_error, s.connects, s.pipeline_pushes)
+            for s in self.pool.sessions.values()
+        ]
+
+    def agent_health(self) -> list[AgentState]:
+        return list(self.agent_watch.agents.values()) if self.agent_watch is not None else []
 
     # -- desired state ---------------------------------------------------------------------------
     def _fault_entries(self) -> dict[str, list[TableEntry]]:
@@ -169,12 +225,19 @@ class ControllerCore:
             reason = f" ({s.last_error})" if s.last_error else ""
             raise SwitchUnavailable(down[0], f"switch {', '.join(down)} unreachable at {s.address}{reason}")
 
+    def _switch_names(self, switches: list[str] | None) -> list[str]:
+        """The named switches (default: all); KeyError quotes (a bounded prefix of) an unknown one."""
+        if not switches:
+            return [sw.name for sw in self.topo.switches]
+        for i, n in enumerate(switches):
+            if not self.topo.has_switch(n):
+                raise KeyError(f"switches[{i}]: no switch {quote(n)}")
+        return list(dict.fromkeys(switches))
+
     # -- routes ----------------------------------------------------------------------------------
     def install_routes(self, switches: list[str] | None = None) -> dict[str, int]:
         """Install the compiled routes; returns the number of entries each switch holds."""
-        names = switches or [sw.name for sw in self.topo.switches]
-        for n in names:
-            self.topo.switch(n)  # KeyError names an unknown switch
+        names = self._switch_names(switches)
         self._require_ready(names)
         with self._lock:
             self._routes_installed.update(names)
@@ -225,32 +288,46 @@ class ControllerCore:
         return fault
 
     def _flap(self, fault: ActiveFault) -> None:
+        """Toggle the fault every period until it is cleared; nothing may end this loop early
+        (a dead flap thread could leave a link down for good)."""
         while not fault.stop.wait(fault.spec.period_s):
-            with self._lock:
-                if fault.id not in self._faults:
-                    return
-                fault.active = not fault.active
             try:
+                with self._lock:
+                    if fault.id not in self._faults:
+                        return
+                    fault.active = not fault.active
                 self._sync(fault.switches)
                 self.events.publish(
                     "flap_down" if fault.active else "flap_up", fault_id=fault.id, message=fault.spec.target
                 )
             except SwitchError as exc:
                 self.events.publish("error", switch=exc.switch, fault_id=fault.id, message=str(exc))
+            except Exception as exc:  # a bug must not stop the flapping: report it and go on
+                log.exception("flap %s", fault.id)
+                self.events.publish("error", fault_id=fault.id, message=f"flap: {exc!r}"[:200])
 
     def _expire(self, fault: ActiveFault) -> None:
+        """Clear the fault when its duration is up; retried until it is gone from the desired
+        state (which happens first, so a down switch drops it on reconnect)."""
         if fault.stop.wait(fault.spec.duration_s):
             return
         try:
             self.clear_fault(fault.id, reason="fault_expired")
-        except (KeyError, SwitchError) as exc:
+        except KeyError:
+            pass  # cleared by someone else meanwhile
+        except SwitchError as exc:
             self.events.publish("error", fault_id=fault.id, message=f"expiry: {exc}")
+        except Exception as exc:  # never die silently with the fault left in place
+            log.exception("expiry of %s", fault.id)
+            with self._lock:
+                self._faults.pop(fault.id, None)
+            self.events.publish("error", fault_id=fault.id, message=f"expiry: {exc!r}"[:200])
 
     def clear_fault(self, fault_id: str, reason: str = "fault_cleared") -> list[str]:
         with self._lock:
             fault = self._faults.pop(fault_id, None)
         if fault is None:
-            raise KeyError(f"id: no fault {fault_id!r}")
+            raise KeyError(f"id: no fault {quote(fault_id)}")
         fault.stop.set()
         try:
             self._sync(fault.switches)
@@ -302,14 +379,19 @@ class ControllerCore:
                 ev = EV(plane, 0, max(t1, 0)) if ecmp else EV(plane, max(t1, 0))
                 addr = carrier(template.usids_for(ev), self.topo.block)
                 w = walk(self.topo, views, src, plane, addr, ev.value)
-                out.append(PathInfo(ev.value, plane, -1 if ecmp else t1, str(addr), w))
+                down = tuple(
+                    dict.fromkeys(
+                        h.node
+                        for h in w.hops
+                        if h.node in self.pool.sessions and not self.pool[h.node].reachable
+                    )
+                )
+                out.append(PathInfo(ev.value, plane, -1 if ecmp else t1, str(addr), w, down))
         return out
 
     # -- counters --------------------------------------------------------------------------------
     def counters(self, switches: list[str] | None = None) -> tuple[list[CounterCell], list[str]]:
-        names = switches or [sw.name for sw in self.topo.switches]
-        for n in names:
-            self.topo.switch(n)
+        names = self._switch_names(switches)
         cells: list[CounterCell] = []
         errors: list[str] = []
         for n in names:

@@ -29,6 +29,15 @@ from mrc_fabric.topology import Link, Topology
 LOSS_SCALE = 65536
 LOSS_MAX = 65535
 
+# Bounds on every fault parameter (documented in docs/controller.md). A FLAP toggles its
+# entries with one P4Runtime write per switch every period, so the period has a floor.
+MIN_LOSS_PROBABILITY = 1 / LOSS_SCALE  # the smallest loss the fault_loss action can express
+MIN_FLAP_PERIOD_S = 0.05
+MAX_FLAP_PERIOD_S = 3600.0
+MAX_DURATION_S = 7 * 86400.0
+MAX_TARGET_CHARS = 128
+QUOTE_CHARS = 64  # at most this much of a bad input is quoted back in an error
+
 
 class FaultKind(enum.StrEnum):
     LINK_DOWN = "link_down"
@@ -84,24 +93,52 @@ class PortAction:
         return f"{self.switch}:{self.table}:{self.port} {what}"
 
 
+def quote(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` for an error message: repr'd, at most ``limit`` characters of it (a request
+    is untrusted input, and echoing all of a huge one would overflow the status message)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def _finite(field: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise FaultError(field, f"must be a finite number, got {value}")
+
+
 def check_spec(spec: FaultSpec) -> None:
-    """Field checks that need no topology."""
+    """Field checks that need no topology; every number and string is bounded."""
     if not isinstance(spec.kind, FaultKind):
         raise FaultError(
             "spec.kind", f"{spec.kind!r} is not a fault kind ({', '.join(k.value for k in FaultKind)})"
         )
     if not spec.target:
         raise FaultError("spec.target", "empty")
-    if spec.kind == FaultKind.LOSS and not 0.0 <= spec.probability <= 1.0:  # NaN fails too
-        raise FaultError("spec.probability", f"{spec.probability} is outside [0, 1]")
+    if len(spec.target) > MAX_TARGET_CHARS:
+        raise FaultError("spec.target", f"{quote(spec.target)} is longer than {MAX_TARGET_CHARS} characters")
+    for name in ("probability", "period_s", "duration_s"):
+        _finite(f"spec.{name}", getattr(spec, name))
+    if spec.kind == FaultKind.LOSS and not MIN_LOSS_PROBABILITY <= spec.probability <= 1.0:
+        raise FaultError(
+            "spec.probability",
+            f"{spec.probability!r} is outside [{MIN_LOSS_PROBABILITY:.3g}, 1] "
+            f"(the switch drops in steps of 1/{LOSS_SCALE}; smaller would install no loss)",
+        )
     if spec.kind != FaultKind.LOSS and spec.probability:
         raise FaultError("spec.probability", f"only a LOSS fault takes a probability, not {spec.kind.value}")
-    if spec.kind == FaultKind.FLAP and not (spec.period_s > 0 and math.isfinite(spec.period_s)):
-        raise FaultError("spec.period_s", f"a FLAP needs a period > 0 s, got {spec.period_s}")
+    if spec.kind == FaultKind.FLAP and not MIN_FLAP_PERIOD_S <= spec.period_s <= MAX_FLAP_PERIOD_S:
+        raise FaultError(
+            "spec.period_s",
+            f"a FLAP needs a period in [{MIN_FLAP_PERIOD_S:g}, {MAX_FLAP_PERIOD_S:g}] s, "
+            f"got {spec.period_s!r}",
+        )
     if spec.kind != FaultKind.FLAP and spec.period_s:
         raise FaultError("spec.period_s", f"only a FLAP fault takes a period, not {spec.kind.value}")
-    if not (spec.duration_s >= 0 and math.isfinite(spec.duration_s)):
-        raise FaultError("spec.duration_s", f"must be >= 0 s, got {spec.duration_s}")
+    if not 0 <= spec.duration_s <= MAX_DURATION_S:
+        raise FaultError(
+            "spec.duration_s",
+            f"must be in [0, {MAX_DURATION_S:g}] s (0: until cleared), got {spec.duration_s!r}",
+        )
     if spec.kind not in LINK_KINDS - {FaultKind.LINK_DOWN} and spec.direction != Direction.BOTH:
         raise FaultError("spec.direction", f"a {spec.kind.value} fault is always both directions")
 
@@ -129,7 +166,7 @@ def find_nic_link(topo: Topology, target: str) -> Link:
                 assert link is not None
                 return link
     raise FaultTargetNotFound(
-        f"spec.target: no host NIC port {target!r} (use host:plane or its interface name)"
+        f"spec.target: no host NIC port {quote(target)} (use host:plane or its interface name)"
     )
 
 
@@ -141,14 +178,14 @@ def resolve(topo: Topology, spec: FaultSpec) -> list[PortAction]:
             link = topo.find_link(spec.target)
         except KeyError:
             raise FaultTargetNotFound(
-                f"spec.target: no link {spec.target!r} (use a-b or node:port)"
+                f"spec.target: no link {quote(spec.target)} (use a-b or node:port)"
             ) from None
         if spec.kind == FaultKind.LOSS:
             return _link_actions(topo, link, spec.direction, False, spec.probability)
         return _link_actions(topo, link, spec.direction, True, 0.0)
     if spec.kind == FaultKind.SWITCH_DOWN:
         if not topo.has_switch(spec.target):
-            raise FaultTargetNotFound(f"spec.target: no switch {spec.target!r}")
+            raise FaultTargetNotFound(f"spec.target: no switch {quote(spec.target)}")
         out = []
         for end in topo.ports_of(spec.target):
             out.append(PortAction(spec.target, "ingress_fault", end.port, True))

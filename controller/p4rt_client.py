@@ -1,33 +1,44 @@
 """P4Runtime client: one persistent session per switch, kept in sync with a desired entry set.
 
 Each :class:`SwitchSession` owns a thread that connects to its switch, opens the
-StreamChannel, wins arbitration with the controller's election id, pushes the
-pipeline (P4Info, plus the BMv2 JSON for ``bmv2`` targets), reads back what the
-switch holds and writes the difference to the desired entries. When the stream
-drops (the switch restarted or went away) the thread reconnects with backoff and
-does all of it again, so a restarted switch gets its pipeline and every entry back
-without anyone asking; each step is reported as an event.
+StreamChannel and arbitrates with the controller's election id. Whenever it is (or
+becomes again) the primary it *reconciles* instead of starting over: it reads the
+cookie of the pipeline the switch runs and pushes the pipeline (P4Info, plus the BMv2
+JSON for ``bmv2`` targets) only when the cookie differs -- a push with
+VERIFY_AND_COMMIT empties every table -- then reads back what the switch holds and
+writes only the difference to the desired entries (insert what is missing, modify
+what differs, delete what is extra). While another client is primary the session
+stays on the stream as a backup and waits to be promoted. When the stream drops (the
+switch restarted or went away) the thread reconnects with backoff and reconciles
+again, so a restarted switch gets its pipeline and every entry back without anyone
+asking; each step is reported as an event.
 
 The desired entries belong to the caller (the controller core): ``sync`` writes the
 difference between them and what the switch is known to hold. Every P4Runtime error
-is raised as :class:`WriteError`/:class:`SwitchError` naming the switch, and for a
-failed update its table and entry (decoded from the per-update ``p4.v1.Error``).
+is raised as :class:`WriteError`/:class:`SwitchError` (the shared
+:class:`mrc_p4rt.status.P4RuntimeCallError`) naming the switch, and for a failed
+update its table and entry (decoded from the per-update ``p4.v1.Error``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import grpc
-from finsy.proto import p4i, p4r, p4r_grpc, rpc_code, rpc_status
+from finsy.proto import p4i, p4r, p4r_grpc, rpc_code
 
-from controller.entries import Exact, Lpm, TableEntry
 from mrc_fabric.p4info import P4InfoIndex
+from mrc_p4rt.channel import arbitration_request, set_election_id
+from mrc_p4rt.codec import decode_entry, encode_entry
+from mrc_p4rt.entries import MatchValue, TableEntry
+from mrc_p4rt.status import P4RuntimeCallError
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +49,19 @@ BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 2.0
 
 EventSink = Callable[[str, str, str], None]  # (kind, switch, message)
+EntryKey = tuple[str, tuple[tuple[str, MatchValue], ...], int]
 
 
-class SwitchError(Exception):
+def _no_event(kind: str, switch: str, message: str) -> None:
+    pass
+
+
+class SwitchError(P4RuntimeCallError):
     """A P4Runtime operation on one switch failed; the message starts with the switch name."""
 
-    def __init__(self, switch: str, message: str, code: grpc.StatusCode | None = None) -> None:
-        super().__init__(f"{switch}: {message}")
-        self.switch = switch
-        self.code = code
+    @property
+    def switch(self) -> str:
+        return self.target
 
 
 class SwitchUnavailable(SwitchError):
@@ -77,71 +92,35 @@ class Pipeline:
     p4info: p4i.P4Info
     device_config: bytes = b""  # BMv2 JSON; empty for the Linux shim
 
-
-# -- codec: TableEntry <-> p4.v1.TableEntry ---------------------------------------------------------
-def _bytes(value: int) -> bytes:
-    """Canonical (shortest) byte string, P4Runtime ≥ 1.3."""
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
-
-
-def encode_entry(index: P4InfoIndex, entry: TableEntry) -> p4r.TableEntry:
-    table = index.table(entry.table)
-    msg = p4r.TableEntry(table_id=table.id, priority=entry.priority)
-    for name, value in entry.match:
-        mf = table.match_fields[name]
-        fm = msg.match.add(field_id=mf.id)
-        if isinstance(value, Lpm):
-            fm.lpm.value = _bytes(value.value)
-            fm.lpm.prefix_len = value.prefix_len
-        else:
-            fm.exact.value = _bytes(value.value)
-    action = index.action(entry.action)
-    msg.action.action.action_id = action.id
-    for name, value in entry.params:
-        pid, _width = action.params[name]
-        msg.action.action.params.add(param_id=pid, value=_bytes(value))
-    return msg
+    @property
+    def cookie(self) -> int:
+        """A fingerprint of this pipeline, stored on the switch with it (never 0: 0 is "none")."""
+        digest = hashlib.sha256(self.p4info.SerializeToString(deterministic=True))
+        digest.update(self.device_config)
+        return int.from_bytes(digest.digest()[:8], "big") or 1
 
 
-def decode_entry(index: P4InfoIndex, msg: p4r.TableEntry) -> TableEntry:
-    table = index.table(msg.table_id)
-    match = []
-    for fm in msg.match:
-        mf = table.field_by_id(fm.field_id)
-        kind = fm.WhichOneof("field_match_type")
-        if kind == "lpm":
-            match.append((mf.name, Lpm(int.from_bytes(fm.lpm.value, "big"), fm.lpm.prefix_len)))
-        elif kind == "exact":
-            match.append((mf.name, Exact(int.from_bytes(fm.exact.value, "big"))))
-        else:
-            raise ValueError(f"table {table.alias}: match kind {kind} is not used by this program")
-    order = list(table.match_fields)
-    match.sort(key=lambda m: order.index(m[0]))
-    action = index.action(msg.action.action.action_id)
-    params = sorted(
-        (
-            (action.param_by_id(p.param_id)[0], int.from_bytes(p.value, "big"))
-            for p in msg.action.action.params
-        ),
-        key=lambda p: action.params[p[0]][0],
+@dataclass(frozen=True)
+class EntryDiff:
+    """What to write so a switch holding ``installed`` holds ``desired`` instead."""
+
+    inserts: list[TableEntry]
+    modifies: list[TableEntry]
+    deletes: list[TableEntry]
+
+    @property
+    def size(self) -> int:
+        return len(self.inserts) + len(self.modifies) + len(self.deletes)
+
+
+def diff_entries(installed: dict[EntryKey, TableEntry], desired: Iterable[TableEntry]) -> EntryDiff:
+    """Insert what is missing, modify what differs, delete what is extra; nothing else."""
+    want = {e.key: e for e in desired}
+    return EntryDiff(
+        inserts=[e for k, e in want.items() if k not in installed],
+        modifies=[e for k, e in want.items() if k in installed and installed[k] != e],
+        deletes=[e for k, e in installed.items() if k not in want],
     )
-    return TableEntry(table.alias, tuple(match), action.alias, tuple(params), msg.priority)
-
-
-def decode_update_errors(exc: grpc.RpcError) -> list[tuple[int, str, str]]:
-    """Per-update (index, code name, message) of a failed Write; OK updates are left out."""
-    out = []
-    for key, value in exc.trailing_metadata() or ():
-        if key != "grpc-status-details-bin":
-            continue
-        status = rpc_status.Status.FromString(value)
-        for i, detail in enumerate(status.details):
-            err = p4r.Error()
-            if not detail.Unpack(err):
-                continue
-            if err.canonical_code != rpc_code.OK:
-                out.append((i, rpc_code.Code.Name(err.canonical_code), err.message))
-    return out
 
 
 # -- one switch ---------------------------------------------------------------------------------------
@@ -155,12 +134,14 @@ class SwitchSession:
     pipeline: Pipeline
     index: P4InfoIndex
     desired: Callable[[], Iterable[TableEntry]]  # what the switch should hold; replayed on (re)connect
-    on_event: EventSink = lambda kind, switch, message: None
+    on_event: EventSink = field(default=_no_event)
     election_id: int = 1
 
-    installed: dict[tuple, TableEntry] = field(default_factory=dict)
-    connects: int = 0  # how many times the pipeline was pushed (1 = first connect)
+    installed: dict[EntryKey, TableEntry] = field(default_factory=dict)
+    connects: int = 0  # how many times this session became primary and reconciled (1 = first)
+    pipeline_pushes: int = 0  # how many of those had to push the pipeline (which empties the tables)
     last_error: str = ""
+    reachable: bool = False  # the StreamChannel is open (primary or backup)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()  # one writer at a time (replay vs API calls)
@@ -169,7 +150,7 @@ class SwitchSession:
         self._thread: threading.Thread | None = None
         self._channel: grpc.Channel | None = None
         self._stub: p4r_grpc.P4RuntimeStub | None = None
-        self._stream = None
+        self._stream: Any = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -203,12 +184,13 @@ class SwitchSession:
                     log.info("%s: session ended: %s", self.name, msg)
                 self.last_error = msg
             finally:
-                was_ready = self._ready.is_set()
+                was_reachable = self.reachable
+                self.reachable = False
                 self._ready.clear()
                 if self._channel is not None:
                     self._channel.close()
                 self._channel = self._stub = self._stream = None
-                if was_ready and not self._stop.is_set():
+                if was_reachable and not self._stop.is_set():
                     self.on_event("switch_disconnected", self.name, self.last_error or "stream closed")
             if self._stop.wait(backoff):
                 break
@@ -220,11 +202,8 @@ class SwitchSession:
         grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT_S)
         stub = p4r_grpc.P4RuntimeStub(channel)
         self._stub = stub
-        requests: queue.Queue = queue.Queue()
-        arbitration = p4r.StreamMessageRequest()
-        arbitration.arbitration.device_id = self.device_id
-        arbitration.arbitration.election_id.low = self.election_id
-        requests.put(arbitration)
+        requests: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
+        requests.put(arbitration_request(self.device_id, self.election_id))
         stream = stub.StreamChannel(iter(requests.get, None))
         self._stream = stream
         try:
@@ -233,29 +212,48 @@ class SwitchSession:
                 raise SwitchError(
                     self.name, f"expected an arbitration reply, got {first.WhichOneof('update')}"
                 )
-            if first.arbitration.status.code != rpc_code.OK:
-                raise SwitchError(
-                    self.name,
-                    f"not primary for device {self.device_id}: {first.arbitration.status.message}",
-                )
-            with self._lock:
-                self._push_pipeline()
-                self.installed = {e.key: e for e in self._read_entries()}
-                self._sync_locked(list(self.desired()))
-                self.connects += 1
-                self._ready.set()
-            self.last_error = ""
-            kind = "switch_connected" if self.connects == 1 else "switch_reinstalled"
-            self.on_event(kind, self.name, f"pipeline and {len(self.installed)} entries installed")
+            self.reachable = True
+            self._on_arbitration(first.arbitration)
             for msg in stream:  # blocks until the switch or we close the stream
-                if msg.HasField("arbitration") and msg.arbitration.status.code != rpc_code.OK:
-                    self._ready.clear()
-                    raise SwitchError(self.name, "lost primary arbitration")
-                if msg.HasField("error"):
+                if msg.HasField("arbitration"):
+                    self._on_arbitration(msg.arbitration)
+                elif msg.HasField("error"):
                     log.warning("%s: stream error: %s", self.name, msg.error.message)
-            raise SwitchError(self.name, "stream closed by the switch")
+            raise SwitchError(self.name, "stream closed by the switch", grpc.StatusCode.UNAVAILABLE)
         finally:
             requests.put(None)
+
+    def _on_arbitration(self, update: p4r.MasterArbitrationUpdate) -> None:
+        """Primary: reconcile the switch with the desired state. Backup: wait, keep the stream."""
+        if update.status.code != rpc_code.OK:
+            was_primary = self._ready.is_set()
+            with self._lock:
+                self._ready.clear()
+            self.last_error = f"not primary for device {self.device_id}: {update.status.message}"
+            if was_primary or self.connects == 0:
+                self.on_event("switch_backup", self.name, self.last_error)
+            return
+        if self._ready.is_set():
+            return  # already primary (a repeated notification)
+        with self._lock:
+            pushed, written = self._reconcile()
+            self.connects += 1
+            self._ready.set()
+        self.last_error = ""
+        kind = "switch_connected" if self.connects == 1 else "switch_reconciled"
+        pipeline = "pipeline pushed" if pushed else "pipeline kept"
+        self.on_event(kind, self.name, f"{pipeline}; {written} updates; {len(self.installed)} entries")
+
+    def _reconcile(self) -> tuple[bool, int]:
+        """Make the switch match: the pipeline only if its cookie differs (a push empties every
+        table), then read what it holds and write only the difference. (pushed, updates)."""
+        pushed = False
+        if self._device_cookie() != self.pipeline.cookie:
+            self._push_pipeline()
+            pushed = True
+        self.installed = {e.key: e for e in self._read_entries()}
+        written = self._sync_locked(list(self.desired()))
+        return pushed, written
 
     # -- P4Runtime operations --------------------------------------------------------------------
     def _require_stub(self) -> p4r_grpc.P4RuntimeStub:
@@ -268,20 +266,33 @@ class SwitchSession:
             )
         return stub
 
+    def _device_cookie(self) -> int:
+        """The cookie of the pipeline the switch runs; 0 when it has none."""
+        req = p4r.GetForwardingPipelineConfigRequest(
+            device_id=self.device_id, response_type=p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY
+        )
+        try:
+            resp = self._require_stub().GetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:  # no pipeline yet (BMv2)
+                return 0
+            raise SwitchError.from_rpc_error(self.name, "pipeline read", exc) from exc
+        return int(resp.config.cookie.cookie)
+
     def _push_pipeline(self) -> None:
         req = p4r.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
             action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
         )
-        req.election_id.low = self.election_id
+        set_election_id(req.election_id, self.election_id)
         req.config.p4info.CopyFrom(self.pipeline.p4info)
         req.config.p4_device_config = self.pipeline.device_config
+        req.config.cookie.cookie = self.pipeline.cookie
         try:
             self._require_stub().SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
         except grpc.RpcError as exc:
-            raise SwitchError(
-                self.name, f"pipeline push failed: {exc.code().name}: {exc.details()}", exc.code()
-            ) from exc
+            raise SwitchError.from_rpc_error(self.name, "pipeline push", exc) from exc
+        self.pipeline_pushes += 1
 
     def _read_entries(self, table: str | None = None) -> list[TableEntry]:
         req = p4r.ReadRequest(device_id=self.device_id)
@@ -294,9 +305,7 @@ class SwitchSession:
                     if ent.HasField("table_entry") and not ent.table_entry.is_default_action:
                         out.append(decode_entry(self.index, ent.table_entry))
         except grpc.RpcError as exc:
-            raise SwitchError(
-                self.name, f"read failed: {exc.code().name}: {exc.details()}", exc.code()
-            ) from exc
+            raise SwitchError.from_rpc_error(self.name, "read", exc) from exc
         return out
 
     def read_entries(self, table: str | None = None) -> list[TableEntry]:
@@ -315,9 +324,7 @@ class SwitchSession:
                     c = ent.counter_entry
                     out.append((c.index.index, c.data.packet_count, c.data.byte_count))
         except grpc.RpcError as exc:
-            raise SwitchError(
-                self.name, f"read of counter {counter} failed: {exc.code().name}: {exc.details()}", exc.code()
-            ) from exc
+            raise SwitchError.from_rpc_error(self.name, f"read of counter {counter}", exc) from exc
         return sorted(out)
 
     def _write(self, op: int, entries: Sequence[TableEntry]) -> list[UpdateError]:
@@ -328,23 +335,23 @@ class SwitchSession:
         for start in range(0, len(entries), WRITE_BATCH):
             batch = entries[start : start + WRITE_BATCH]
             req = p4r.WriteRequest(device_id=self.device_id)
-            req.election_id.low = self.election_id
+            set_election_id(req.election_id, self.election_id)
             for e in batch:
                 upd = req.updates.add(type=op)
                 upd.entity.table_entry.CopyFrom(encode_entry(self.index, e))
             try:
                 stub.Write(req, timeout=RPC_TIMEOUT_S)
             except grpc.RpcError as exc:
-                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-                    raise SwitchUnavailable(self.name, f"write failed: {exc.details()}", exc.code()) from exc
-                per_update = decode_update_errors(exc)
-                if not per_update:  # the whole batch was refused with one status
+                err = SwitchError.from_rpc_error(self.name, "write", exc)
+                if err.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+                    raise SwitchUnavailable(self.name, str(err), err.code) from exc
+                if not err.failures:  # the whole batch was refused with one status
                     failures.extend(
                         UpdateError(op_name, e, exc.code().name, exc.details() or "") for e in batch
                     )
-                for i, code, message in per_update:
-                    if i < len(batch):
-                        failures.append(UpdateError(op_name, batch[i], code, message))
+                for f in err.failures:
+                    if f.index < len(batch):
+                        failures.append(UpdateError(op_name, batch[f.index], f.code.name, f.message))
         return failures
 
     def sync(self, desired: Iterable[TableEntry] | None = None) -> int:
@@ -361,15 +368,12 @@ class SwitchSession:
             return self._sync_locked(list(self.desired() if desired is None else desired))
 
     def _sync_locked(self, desired: list[TableEntry]) -> int:
-        want = {e.key: e for e in desired}
-        inserts = [e for k, e in want.items() if k not in self.installed]
-        modifies = [e for k, e in want.items() if k in self.installed and self.installed[k] != e]
-        deletes = [e for k, e in self.installed.items() if k not in want]
+        diff = diff_entries(self.installed, desired)
         failures: list[UpdateError] = []
         for op, batch in (
-            (p4r.Update.DELETE, deletes),
-            (p4r.Update.MODIFY, modifies),
-            (p4r.Update.INSERT, inserts),
+            (p4r.Update.DELETE, diff.deletes),
+            (p4r.Update.MODIFY, diff.modifies),
+            (p4r.Update.INSERT, diff.inserts),
         ):
             if not batch:
                 continue
@@ -390,7 +394,7 @@ class SwitchSession:
             failures.extend(errs)
         if failures:
             raise WriteError(self.name, failures)
-        return len(inserts) + len(modifies) + len(deletes)
+        return diff.size
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,8 +1,9 @@
 """``mrc-controller``: the northbound gRPC service (mrc.controller.v1.Controller).
 
-Errors map to gRPC status codes with a message naming what was wrong: an unknown
-switch, link, host or fault → NOT_FOUND; a bad field (probability outside [0, 1],
-missing period...) → INVALID_ARGUMENT naming the field (``spec.probability: ...``);
+Errors map to gRPC status codes with a message naming what was wrong and quoting at
+most a bounded prefix of the bad input: an unknown switch, link, host or fault →
+NOT_FOUND; a bad field (a number out of its bounds or not finite, a missing period, an
+id together with all=true...) → INVALID_ARGUMENT naming the field (``spec.probability: ...``);
 a switch without a live P4Runtime session → UNAVAILABLE naming the switch; a
 P4Runtime write refused by a switch → INTERNAL with the switch, table and entry.
 """
@@ -24,8 +25,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from controller.core import ControllerCore, PathInfo
-from controller.faults import Direction, FaultError, FaultKind, FaultSpec, FaultTargetNotFound
+from controller.core import ActiveFault, ControllerCore, PathInfo
+from controller.faults import Direction, FaultError, FaultKind, FaultSpec, FaultTargetNotFound, quote
 from controller.p4rt_client import SwitchError, SwitchUnavailable
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
@@ -53,7 +54,7 @@ def grpc_errors(fn: F) -> F:
     """Turn the core's exceptions into gRPC status codes with their message."""
 
     @wraps(fn)
-    def wrapper(self, request, context: grpc.ServicerContext):
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return fn(self, request, context)
         except FaultError as exc:
@@ -66,6 +67,9 @@ def grpc_errors(fn: F) -> F:
             context.abort(grpc.StatusCode.INTERNAL, str(exc))
         except ValueError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except Exception as exc:  # a bug: say so precisely (bounded), log it, keep serving
+            log.exception("%s failed", fn.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{fn.__name__}: {type(exc).__name__}: {exc}"[:300])
 
     return wrapper  # type: ignore[return-value]
 
@@ -107,10 +111,11 @@ def path_to_pb(p: PathInfo) -> pb.Path:
         drop_at=w.dropped_at,
         survival=w.survival,
         delivered_to=f"{w.delivered_to[0]}:{w.delivered_to[1]}" if w.delivered_to else "",
+        unreachable=list(p.unreachable),
     )
 
 
-class ControllerService(pb_grpc.ControllerServicer):
+class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
     def __init__(self, core: ControllerCore) -> None:
         self.core = core
         self._closing = threading.Event()
@@ -118,7 +123,7 @@ class ControllerService(pb_grpc.ControllerServicer):
     def close(self) -> None:
         self._closing.set()
 
-    def _fault_pb(self, f) -> pb.Fault:
+    def _fault_pb(self, f: ActiveFault) -> pb.Fault:
         s = f.spec
         return pb.Fault(
             id=f.id,
@@ -137,11 +142,15 @@ class ControllerService(pb_grpc.ControllerServicer):
         )
 
     @grpc_errors
-    def GetTopology(self, request, context):
+    def GetTopology(
+        self, request: pb.GetTopologyRequest, context: grpc.ServicerContext
+    ) -> pb.GetTopologyResponse:
         return pb.GetTopologyResponse(topology_json=self.core.topo.to_json())
 
     @grpc_errors
-    def InstallRoutes(self, request, context):
+    def InstallRoutes(
+        self, request: pb.InstallRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.InstallRoutesResponse:
         counts = self.core.install_routes(list(request.switches) or None)
         directory = self.core.host_config_dir()
         return pb.InstallRoutesResponse(
@@ -151,13 +160,17 @@ class ControllerService(pb_grpc.ControllerServicer):
         )
 
     @grpc_errors
-    def InjectFault(self, request, context):
+    def InjectFault(self, request: pb.InjectFaultRequest, context: grpc.ServicerContext) -> pb.Fault:
         if not request.HasField("spec"):
             raise FaultError("spec", "missing")
         return self._fault_pb(self.core.inject_fault(spec_from_pb(request.spec)))
 
     @grpc_errors
-    def ClearFault(self, request, context):
+    def ClearFault(
+        self, request: pb.ClearFaultRequest, context: grpc.ServicerContext
+    ) -> pb.ClearFaultResponse:
+        if request.all and request.id:
+            raise FaultError("id", "give a fault id or all=true, not both")
         if request.all:
             return pb.ClearFaultResponse(cleared=self.core.clear_all())
         if not request.id:
@@ -165,11 +178,15 @@ class ControllerService(pb_grpc.ControllerServicer):
         return pb.ClearFaultResponse(cleared=self.core.clear_fault(request.id))
 
     @grpc_errors
-    def ListFaults(self, request, context):
+    def ListFaults(
+        self, request: pb.ListFaultsRequest, context: grpc.ServicerContext
+    ) -> pb.ListFaultsResponse:
         return pb.ListFaultsResponse(faults=[self._fault_pb(f) for f in self.core.faults()])
 
     @grpc_errors
-    def GetCounters(self, request, context):
+    def GetCounters(
+        self, request: pb.GetCountersRequest, context: grpc.ServicerContext
+    ) -> pb.GetCountersResponse:
         cells, errors = self.core.counters(list(request.switches) or None)
         return pb.GetCountersResponse(
             counters=[
@@ -187,17 +204,40 @@ class ControllerService(pb_grpc.ControllerServicer):
         )
 
     @grpc_errors
-    def ListPaths(self, request, context):
+    def ListPaths(self, request: pb.ListPathsRequest, context: grpc.ServicerContext) -> pb.ListPathsResponse:
         for field, name in (("src", request.src), ("dst", request.dst)):
             if not name:
                 raise FaultError(field, "missing host name")
             if not self.core.topo.has_host(name):
-                raise KeyError(f"{field}: no host {name!r}")
+                raise KeyError(f"{field}: no host {quote(name)}")
         return pb.ListPathsResponse(
             paths=[path_to_pb(p) for p in self.core.paths(request.src, request.dst, request.ecmp)]
         )
 
-    def WatchEvents(self, request, context) -> Iterator[pb.Event]:
+    @grpc_errors
+    def GetHealth(self, request: pb.GetHealthRequest, context: grpc.ServicerContext) -> pb.GetHealthResponse:
+        return pb.GetHealthResponse(
+            switches=[
+                pb.SwitchHealth(
+                    switch=h.name,
+                    address=h.address,
+                    reachable=h.reachable,
+                    primary=h.primary,
+                    last_error=h.last_error,
+                    reconciles=h.reconciles,
+                    pipeline_pushes=h.pipeline_pushes,
+                )
+                for h in self.core.switch_health()
+            ],
+            agents=[
+                pb.AgentHealth(host=a.host, socket=str(a.socket), state=a.state, detail=a.detail)
+                for a in self.core.agent_health()
+            ],
+        )
+
+    def WatchEvents(
+        self, request: pb.WatchEventsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.Event]:
         q = self.core.events.subscribe()
         try:
             while context.is_active() and not self._closing.is_set():

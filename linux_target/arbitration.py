@@ -23,14 +23,14 @@ _ids = itertools.count(1)
 
 
 def election_value(uint128: p4r.Uint128) -> int:
-    return (uint128.high << 64) | uint128.low
+    return int((uint128.high << 64) | uint128.low)
 
 
 @dataclass(eq=False)
 class ClientStream:
     """One StreamChannel: its election id and the queue its responses wait in."""
 
-    outbox: queue.Queue = field(default_factory=queue.Queue)
+    outbox: queue.Queue[object] = field(default_factory=queue.Queue)
     election_id: int | None = None
     arbitrated: bool = False  # has sent a MasterArbitrationUpdate (only then is it told of changes)
     ident: int = field(default_factory=lambda: next(_ids))

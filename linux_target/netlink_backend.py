@@ -40,7 +40,7 @@ class KernelError(Exception):
     """The kernel refused a change (netlink or nft error)."""
 
 
-class _Seg6LocalWithFlavors(rtmsg.seg6local_encap_info):
+class _Seg6LocalWithFlavors(rtmsg.seg6local_encap_info):  # type: ignore[misc]
     __slots__ = ()
     nla_map = (
         *rtmsg.seg6local_encap_info.nla_map,
@@ -48,7 +48,7 @@ class _Seg6LocalWithFlavors(rtmsg.seg6local_encap_info):
         ("SEG6_LOCAL_FLAVORS", "flavors"),
     )
 
-    class flavors(nla):
+    class flavors(nla):  # type: ignore[misc]
         __slots__ = ()
         nla_flags = NLA_F_NESTED
         nla_map = (
@@ -59,7 +59,7 @@ class _Seg6LocalWithFlavors(rtmsg.seg6local_encap_info):
         )
 
 
-class _CsidRouteMsg(rtmsg):
+class _CsidRouteMsg(rtmsg):  # type: ignore[misc]
     __slots__ = ()
     encaps = {**rtmsg.encaps, LWTUNNEL_ENCAP_SEG6_LOCAL: _Seg6LocalWithFlavors}
 
@@ -115,7 +115,7 @@ class NetlinkBackend:
         found = self.ipr.link_lookup(ifname=ifname)
         if not found:
             raise KernelError(f"interface {ifname} does not exist in this namespace")
-        return found[0]
+        return int(found[0])
 
     # -- routes -----------------------------------------------------------------
     def set_route(self, dst: IPv6Network, spec: RouteSpec | None) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from finsy.proto import p4i
 
 
-def _canonical(info: p4i.P4Info) -> dict[str, dict[int, tuple]]:
+def _canonical(info: p4i.P4Info) -> dict[str, dict[int, tuple[object, ...]]]:
     return {
         "table": {
             t.preamble.id: (
@@ -43,6 +43,7 @@ def p4info_difference(expected: p4i.P4Info, given: p4i.P4Info) -> str | None:
             if a == b:
                 continue
             if a is None:
+                assert b is not None
                 return f"p4info: {kind} {b[0]} (id {oid}) is not implemented by the Linux target"
             if b is None:
                 return f"p4info: {kind} {a[0]} (id {oid}) is missing"

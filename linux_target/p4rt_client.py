@@ -1,62 +1,31 @@
 """A minimal synchronous P4Runtime client for readiness checks, tests and debugging.
 
-The controller has its own client; this one exists so the shim can be checked
-without it: wait until a shim answers, arbitrate, push the pipeline, write and
-read entries by P4Info names.
+The controller keeps persistent sessions; this one exists so the shim can be checked
+without it: wait until a shim answers, arbitrate, push the pipeline, write and read
+entries by P4Info names. It calls the stub directly and lets ``grpc.RpcError`` through,
+so protocol tests see exactly what the server sent; the entry encoding, the decoding of
+a failed Write and the error type are the ones the controller uses (:mod:`mrc_p4rt`).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import grpc
-from finsy.proto import p4r, p4r_grpc, rpc_status
+from finsy.proto import p4i, p4r, p4r_grpc
 
 from mrc_fabric.p4info import P4InfoIndex, default_index
+from mrc_p4rt.channel import arbitration_request, set_election_id, wait_until_serving
+from mrc_p4rt.codec import LooseMatch, build_entry
+from mrc_p4rt.status import P4RuntimeCallError, update_statuses
 
-from .table_codec import canonical_bytes
+# The per-update p4.v1.Error list of a failed Write (shared decoder; OK entries included).
+write_errors = update_statuses
 
-
-def wait_until_serving(address: str, timeout: float, alive: Callable[[], bool] | None = None) -> None:
-    """Block until a P4Runtime server answers Capabilities at ``address``.
-
-    Raises TimeoutError after ``timeout`` seconds, RuntimeError as soon as
-    ``alive()`` says the server process is gone.
-    """
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        if alive is not None and not alive():
-            raise RuntimeError(f"the server for {address} exited before answering")
-        with grpc.insecure_channel(address) as channel:
-            try:
-                grpc.channel_ready_future(channel).result(
-                    timeout=max(0.05, min(1.0, deadline - time.monotonic()))
-                )
-                p4r_grpc.P4RuntimeStub(channel).Capabilities(p4r.CapabilitiesRequest(), timeout=2)
-                return
-            except (grpc.FutureTimeoutError, grpc.RpcError) as exc:
-                last = exc
-        time.sleep(0.05)  # back off between connection attempts (the deadline bounds the wait)
-    raise TimeoutError(f"no P4Runtime server at {address} after {timeout:.1f}s: {last}")
-
-
-def write_errors(exc: grpc.RpcError) -> list[p4r.Error]:
-    """The per-update p4.v1.Error list carried in a failed Write's trailers."""
-    for key, value in exc.trailing_metadata() or ():  # type: ignore[attr-defined]
-        if key == "grpc-status-details-bin":
-            status = rpc_status.Status.FromString(value)
-            out = []
-            for detail in status.details:
-                err = p4r.Error()
-                detail.Unpack(err)
-                out.append(err)
-            return out
-    return []
+__all__ = ["P4RuntimeCallError", "P4RuntimeTestClient", "wait_until_serving", "write_errors"]
 
 
 @dataclass
@@ -71,8 +40,8 @@ class P4RuntimeTestClient:
     def __post_init__(self) -> None:
         self.channel = grpc.insecure_channel(self.address)
         self.stub = p4r_grpc.P4RuntimeStub(self.channel)
-        self._requests: queue.Queue = queue.Queue()
-        self.responses: queue.Queue = queue.Queue()
+        self._requests: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
+        self.responses: queue.Queue[p4r.StreamMessageResponse | Exception] = queue.Queue()
         self._stream = self.stub.StreamChannel(iter(self._requests.get, None))
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -87,11 +56,7 @@ class P4RuntimeTestClient:
         """Send a MasterArbitrationUpdate and return the first reply."""
         if election_id is not None:
             self.election_id = election_id
-        req = p4r.StreamMessageRequest()
-        req.arbitration.device_id = self.device_id
-        req.arbitration.election_id.high = self.election_id >> 64
-        req.arbitration.election_id.low = self.election_id & ((1 << 64) - 1)
-        self._requests.put(req)
+        self._requests.put(arbitration_request(self.device_id, self.election_id))
         return self.next_stream_message(timeout)
 
     def next_stream_message(self, timeout: float = 5) -> p4r.StreamMessageResponse:
@@ -106,38 +71,25 @@ class P4RuntimeTestClient:
         self.channel.close()
 
     def _eid(self, msg: p4r.WriteRequest | p4r.SetForwardingPipelineConfigRequest) -> None:
-        msg.election_id.high = self.election_id >> 64
-        msg.election_id.low = self.election_id & ((1 << 64) - 1)
+        set_election_id(msg.election_id, self.election_id)
 
     def set_pipeline(
-        self, p4info=None, action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        self,
+        p4info: p4i.P4Info | None = None,
+        action: int = p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+        cookie: int = 1,
     ) -> None:
         req = p4r.SetForwardingPipelineConfigRequest(device_id=self.device_id, action=action)
         self._eid(req)
         req.config.p4info.CopyFrom(p4info if p4info is not None else self.index.p4info)
-        req.config.cookie.cookie = 1
+        req.config.cookie.cookie = cookie
         self.stub.SetForwardingPipelineConfig(req, timeout=10)
 
     def table_entry(
-        self, table: str, match: dict[str, int | tuple[int, int]], action: str | None = None, **params: int
+        self, table: str, match: dict[str, LooseMatch], action: str | None = None, **params: int
     ) -> p4r.TableEntry:
         """Build an entry by names: exact fields as ints, LPM fields as (value, prefix_len)."""
-        info = self.index.table(table)
-        entry = p4r.TableEntry(table_id=info.id)
-        for name, value in match.items():
-            mf = info.match_fields[name]
-            fm = entry.match.add(field_id=mf.id)
-            if isinstance(value, tuple):
-                fm.lpm.value = canonical_bytes(value[0])
-                fm.lpm.prefix_len = value[1]
-            else:
-                fm.exact.value = canonical_bytes(value)
-        if action is not None:
-            ainfo = self.index.action(action)
-            entry.action.action.action_id = ainfo.id
-            for name, value in params.items():
-                entry.action.action.params.add(param_id=ainfo.params[name][0], value=canonical_bytes(value))
-        return entry
+        return build_entry(self.index, table, match.items(), action, params.items())
 
     def write(self, *updates: tuple[int, p4r.TableEntry], timeout: float = 10) -> None:
         req = p4r.WriteRequest(device_id=self.device_id)

@@ -1,12 +1,13 @@
 """The P4Runtime v1 gRPC service of one Linux SRv6 switch.
 
 Requests are checked in the order the P4Runtime spec implies: device id,
-pipeline present, primary client, then each update. A batch in which some
-updates fail ends with the per-update ``p4.v1.Error`` list packed in a
-``google.rpc.Status`` sent in the ``grpc-status-details-bin`` trailer; the
-top-level code is the failed updates' code when they all share one (so a
-single-update write reads naturally: ALREADY_EXISTS, NOT_FOUND...), UNKNOWN
-otherwise, as the spec requires for mixed batches.
+pipeline present, primary client, then each update. A request-level refusal
+(wrong device, not primary, unsupported atomicity) has its own code. A Write in
+which any update fails ends, as P4Runtime §12.3 says, with the top-level code
+UNKNOWN and one ``p4.v1.Error`` per update -- OK for those that went through --
+packed in a ``google.rpc.Status`` sent in the ``grpc-status-details-bin``
+trailer; the top-level message also names the first failures. Reading a table's
+default entry (``is_default_action``) returns it even if it was never modified.
 """
 
 from __future__ import annotations
@@ -35,14 +36,22 @@ _END = object()
 
 
 def _status_code_value(code: grpc.StatusCode) -> int:
-    return code.value[0]
+    return int(code.value[0])
+
+
+def write_error_message(failed: list[tuple[int, P4RuntimeError]], total: int, shown: int = 3) -> str:
+    """The top-level message of a Write with failed updates: how many, and the first few, so a
+    client that ignores the details still learns what went wrong."""
+    first = "; ".join(f"update {i}: {e.code.name}: {e.message}" for i, e in failed[:shown])
+    more = f"; and {len(failed) - shown} more" if len(failed) > shown else ""
+    return f"{len(failed)} of {total} updates failed: {first}{more}"
 
 
 def abort(context: grpc.ServicerContext, exc: P4RuntimeError) -> None:
     context.abort(exc.code, exc.message)
 
 
-class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):
+class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
     def __init__(
         self,
         name: str,
@@ -200,12 +209,11 @@ class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):
         with self.lock:
             for update in request.updates:
                 errors.append(self._one_update(update))
-        failed = [e for e in errors if e is not None]
+        failed = [(i, e) for i, e in enumerate(errors) if e is not None]
         if not failed:
             return p4r.WriteResponse()
-        status = rpc_status.Status(
-            code=rpc_code.UNKNOWN, message=f"{len(failed)} of {len(errors)} updates failed"
-        )
+        # P4Runtime §12.3: UNKNOWN at top level, one p4.v1.Error per update (OK where it went through).
+        status = rpc_status.Status(code=rpc_code.UNKNOWN, message=write_error_message(failed, len(errors)))
         for err in errors:
             detail = p4r.Error(canonical_code=rpc_code.OK)
             if err is not None:
@@ -215,12 +223,8 @@ class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):
             packed = any_pb2.Any()
             packed.Pack(detail)
             status.details.append(packed)
-        codes = {e.code for e in failed}
-        top = codes.pop() if len(codes) == 1 else grpc.StatusCode.UNKNOWN
-        message = failed[0].message if len(failed) == 1 else status.message
-        status.code = _status_code_value(top)
         context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
-        context.abort(top, message)
+        context.abort(grpc.StatusCode.UNKNOWN, status.message)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _one_update(self, update: p4r.Update) -> P4RuntimeError | None:

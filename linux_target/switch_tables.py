@@ -17,6 +17,7 @@ from finsy.proto import p4r
 
 from mrc_fabric.p4info import P4InfoIndex
 
+from .default_actions import initial_default_actions
 from .errors import P4RuntimeError, invalid
 from .kernel_state import FAULT_TABLES, Hook, KernelState, Tables, ecmp_routes, route_prefix, updated_state
 from .netlink_backend import KernelError
@@ -132,6 +133,18 @@ class SwitchTables:
         self.state = empty
 
     # -- reads ------------------------------------------------------------------
+    def default_entry(self, alias: str) -> p4r.TableEntry:
+        """The table's default entry: as last modified, else the program's initial default
+        (P4Runtime: the default entry always exists and can be read)."""
+        if alias in self.defaults:
+            return self.defaults[alias].proto
+        info = self.index.table(alias)
+        entry = p4r.TableEntry(table_id=info.id, is_default_action=True)
+        entry.action.action.action_id = self.index.action(
+            initial_default_actions()[info.name.split(".")[-1]]
+        ).id
+        return entry
+
     def read(self, query: p4r.TableEntry) -> list[p4r.TableEntry]:
         """Entries matching a read request's TableEntry (wildcards: table 0, no match)."""
         if query.table_id == 0:
@@ -146,8 +159,7 @@ class SwitchTables:
         out: list[p4r.TableEntry] = []
         for alias in aliases:
             if query.is_default_action:
-                if alias in self.defaults:
-                    out.append(self.defaults[alias].proto)
+                out.append(self.default_entry(alias))
                 continue
             rows = self.tables[alias]
             if query.match:

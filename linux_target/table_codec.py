@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from finsy.proto import p4i, p4r
 
 from mrc_fabric.p4info import ActionInfo, P4InfoError, P4InfoIndex, TableInfo
+from mrc_p4rt.codec import canonical_bytes
 
 from .errors import invalid
+
+__all__ = ["canonical_bytes"]  # re-exported: the one encoder, shared with the clients
 
 MatchKey = tuple[tuple[int, int, int], ...]  # (field id, value, prefix length or -1 for exact)
 
@@ -44,11 +47,6 @@ class TableRow:
             if i == fid:
                 return value, plen
         return None
-
-
-def canonical_bytes(value: int) -> bytes:
-    """Shortest big-endian encoding; zero is one zero byte (P4Runtime 1.3 §8.4)."""
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
 def decode_bytes(data: bytes, bitwidth: int, what: str) -> int:

@@ -29,6 +29,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from controller.cli import health_tables
 from topologies.northbound import DIRECTIONS, KINDS, direction_name, kind_name
 
 SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
@@ -208,6 +209,8 @@ class MrcCommands:
             hops = " → ".join(h.node for h in p.hops)
             if p.status == "dropped":
                 status = f"[red]dropped[/red] ({p.drop_reason} at {p.drop_at})"
+            elif p.status == "unreachable":
+                status = f"[red]unreachable[/red] (no session to {', '.join(p.unreachable)})"
             elif p.status == "lossy":
                 status = f"[yellow]lossy[/yellow] (survival {p.survival:.3f})"
             else:
@@ -215,6 +218,14 @@ class MrcCommands:
             t.add_row(f"{p.ev:08x}", str(p.plane), str(p.t1) if p.t1 >= 0 else "-", p.carrier, hops, status)
         self.out.print(t)
         return paths
+
+    def health(self, line: str = "") -> Any:
+        """Switch sessions and host agents as the controller sees them."""
+        if line.strip():
+            raise CommandError("usage: health")
+        resp = self._controller().health()
+        self.out.print(health_tables(resp))
+        return resp
 
     def evs(self, line: str) -> Any:
         args = shlex.split(line)
@@ -371,6 +382,12 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         Switch counters (port rx/tx, drops by reason, ECN marks) read over P4Runtime;
         cells that read zero are hidden unless --all.""",
     )
+    do_health = _verb(
+        "health",
+        """health
+        Each switch's P4Runtime session (primary, backup or unreachable, with reconciles and
+        pipeline pushes) and each host agent's control socket (alive, dead or absent).""",
+    )
     do_capture = _verb(
         "capture",
         """capture LINK [SECONDS]
@@ -382,5 +399,5 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         super().do_help(line)
         if not line.strip():
             self.commands.out.print(
-                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, capture (help <verb>)"
+                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, health, capture (help <verb>)"
             )

@@ -1,4 +1,4 @@
-"""A small P4Runtime client for the BMv2 tests (finsy's protos; the controller has its own).
+"""A small P4Runtime client for the BMv2 tests (finsy's protos; the encoding of mrc_p4rt).
 
 It does what a PTF-style data-plane test needs and nothing more: win arbitration,
 push the pipeline, write table entries by P4Info name, read counters and the
@@ -17,17 +17,11 @@ import grpc
 from finsy.proto import p4i, p4r, p4r_grpc
 
 from mrc_fabric.p4info import P4InfoIndex, default_index
+from mrc_p4rt.codec import canonical_bytes
 
 RPC_TIMEOUT = 10.0
 
 MatchValue = int | tuple[int, int]  # exact value, or (value, prefix length) for LPM
-
-
-def canonical_bytes(value: int) -> bytes:
-    """P4Runtime's canonical byte string: big-endian, no leading zero bytes (at least one byte)."""
-    if value < 0:
-        raise ValueError(f"negative value {value}")
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
 @dataclass(frozen=True)

@@ -372,6 +372,6 @@ def test_restarted_shim_is_reinstalled_by_the_controller(testbed: Testbed) -> No
         time.sleep(0.05)
     assert session.ready and session.connects == connects + 1
     assert set(session.read_entries()) == set(compile_routes(testbed.topo)[name].entries)
-    assert any(e.kind == "switch_reinstalled" and e.switch == name for e in testbed.core.events.history)
+    assert any(e.kind == "switch_reconciled" and e.switch == name for e in testbed.core.events.history)
     expect_all(testbed, H0, H3, 0, 1)
     expect_all(testbed, H3, H0, 0, 1)

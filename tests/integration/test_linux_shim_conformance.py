@@ -95,6 +95,16 @@ def expect_error(code: grpc.StatusCode, call, *args) -> grpc.RpcError:
     return info.value
 
 
+def expect_update_error(code: grpc.StatusCode, call, *args) -> tuple[grpc.RpcError, p4r.Error]:
+    """A one-update Write refused: UNKNOWN at top level (P4Runtime §12.3), the update's own code
+    in its p4.v1.Error, and the message at both levels."""
+    err = expect_error(grpc.StatusCode.UNKNOWN, call, *args)
+    (detail,) = write_errors(err)
+    assert detail.canonical_code == code.value[0], detail
+    assert detail.message in err.details() and code.name in err.details()
+    return err, detail
+
+
 # -- arbitration ------------------------------------------------------------------
 def test_higher_election_id_wins_and_backup_cannot_write(shim: str) -> None:
     low = P4RuntimeTestClient(shim, DEVICE_ID, election_id=5)
@@ -254,15 +264,13 @@ def test_full_width_bytes_are_accepted_and_read_back_canonical(client: P4Runtime
 def test_duplicate_insert_is_already_exists(client: P4RuntimeTestClient) -> None:
     entry = entries_of_every_table(client)["usid_route"]
     client.insert(entry)
-    err = expect_error(grpc.StatusCode.ALREADY_EXISTS, client.insert, entry)
-    (detail,) = write_errors(err)
-    assert detail.canonical_code == rpc_code.ALREADY_EXISTS
+    expect_update_error(grpc.StatusCode.ALREADY_EXISTS, client.insert, entry)
 
 
 def test_delete_or_modify_of_missing_entry_is_not_found(client: P4RuntimeTestClient) -> None:
     entry = entries_of_every_table(client)["my_usid"]
-    expect_error(grpc.StatusCode.NOT_FOUND, client.delete, entry)
-    expect_error(grpc.StatusCode.NOT_FOUND, client.modify, entry)
+    expect_update_error(grpc.StatusCode.NOT_FOUND, client.delete, entry)
+    expect_update_error(grpc.StatusCode.NOT_FOUND, client.modify, entry)
 
 
 def _malformed(c: P4RuntimeTestClient, case: str) -> tuple[p4r.TableEntry, str]:
@@ -352,10 +360,8 @@ MALFORMED = [
 @pytest.mark.parametrize("case", MALFORMED)
 def test_malformed_entry_is_invalid_argument_naming_the_field(client: P4RuntimeTestClient, case: str) -> None:
     entry, field_name = _malformed(client, case)
-    err = expect_error(grpc.StatusCode.INVALID_ARGUMENT, client.insert, entry)
-    assert field_name in err.details()
-    (detail,) = write_errors(err)
-    assert detail.canonical_code == rpc_code.INVALID_ARGUMENT and field_name in detail.message
+    err, detail = expect_update_error(grpc.StatusCode.INVALID_ARGUMENT, client.insert, entry)
+    assert field_name in err.details() and field_name in detail.message
     assert client.read_table() == []
 
 
@@ -383,7 +389,22 @@ def test_default_action_can_be_modified_not_inserted(client: P4RuntimeTestClient
         p4r.Entity(table_entry=p4r.TableEntry(table_id=entry.table_id, is_default_action=True))
     )
     assert [e.table_entry for e in read] == [entry]
-    expect_error(grpc.StatusCode.INVALID_ARGUMENT, client.insert, entry)
+    expect_update_error(grpc.StatusCode.INVALID_ARGUMENT, client.insert, entry)
+
+
+def test_default_entries_read_back_unmodified(client: P4RuntimeTestClient) -> None:
+    """Every table's default entry exists from the start: a read with is_default_action
+    returns the program's initial default (usid_route: drop_no_route), a wildcard read
+    does not include it."""
+    ix = default_index()
+    one = client.read(
+        p4r.Entity(table_entry=p4r.TableEntry(table_id=ix.table("usid_route").id, is_default_action=True))
+    )
+    assert len(one) == 1 and one[0].table_entry.is_default_action
+    assert one[0].table_entry.action.action.action_id == ix.action("drop_no_route").id
+    every = client.read(p4r.Entity(table_entry=p4r.TableEntry(is_default_action=True)))
+    assert sorted(e.table_entry.table_id for e in every) == sorted(t.id for t in ix.tables.values())
+    assert client.read_table() == []
 
 
 # -- counters ---------------------------------------------------------------------
@@ -438,6 +459,6 @@ def test_write_request_level_errors(client: P4RuntimeTestClient) -> None:
     expect_error(grpc.StatusCode.UNIMPLEMENTED, client.stub.Write, req)
     req.atomicity = p4r.WriteRequest.CONTINUE_ON_ERROR
     req.updates[0].type = p4r.Update.UNSPECIFIED
-    err = expect_error(grpc.StatusCode.INVALID_ARGUMENT, client.stub.Write, req)
-    assert "type" in err.details()
+    _, detail = expect_update_error(grpc.StatusCode.INVALID_ARGUMENT, client.stub.Write, req)
+    assert "type" in detail.message
     assert client.read_table() == []

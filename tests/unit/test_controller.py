@@ -17,20 +17,22 @@ from pathlib import Path
 
 import grpc
 import pytest
-from finsy.proto import p4r_grpc
+from finsy.proto import p4r_grpc, rpc_code
 
 from controller.compiler import compile_routes
 from controller.core import ControllerCore
-from controller.entries import Exact, TableEntry
-from controller.p4rt_client import WriteError
+from controller.entries import Exact, Lpm, TableEntry
+from controller.p4rt_client import Pipeline, WriteError, diff_entries
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from controller.server import serve
 from linux_target.counters import CounterReader
+from linux_target.p4rt_client import P4RuntimeTestClient
 from linux_target.p4rt_service import P4RuntimeShim
 from linux_target.switch_tables import SwitchTables
 from mrc_fabric.p4info import default_index
 from mrc_fabric.topology import Topology, build_clos
+from mrc_p4rt.codec import encode_entry
 
 DEADLINE_S = 10.0
 
@@ -378,6 +380,17 @@ def test_mrcctl_against_the_service(
     assert fault["id"] in capsys.readouterr().out
     assert main([*ctl, "--json", "counters", "cut1p0n0"]) == 0
     assert {c["switch"] for c in json.loads(capsys.readouterr().out)["counters"]} == {"cut1p0n0"}
+    with pytest.raises(SystemExit, match="not both"):
+        main([*ctl, "clear", "f1", "--all"])
+    assert main([*ctl, "--json", "health"]) == 0
+    health = json.loads(capsys.readouterr().out)
+    assert {s["switch"] for s in health["switches"]} == {s.name for s in fabric.topo.switches}
+    assert all(s["reachable"] and s["primary"] for s in health["switches"])
+    fabric.switches["cut1p0n0"].stop()
+    wait_for(lambda: not fabric.core.pool["cut1p0n0"].reachable, "the switch to be gone")
+    with pytest.raises(SystemExit) as down:
+        main([*ctl, "health"])
+    assert down.value.code == 3 and "unreachable" in capsys.readouterr().out
 
 
 def test_mrcctl_plan_reproduces_the_paper(capsys: pytest.CaptureFixture[str]) -> None:
@@ -425,7 +438,9 @@ def test_mrc_controller_process_installs_and_stops_cleanly(fabric: Fabric, tmp_p
         channel = grpc.insecure_channel(f"unix:{sock}")
         stub = pb_grpc.ControllerStub(channel)
         compiled = compile_routes(fabric.topo)
-        topo = json.loads(stub.GetTopology(pb.GetTopologyRequest(), timeout=10).topology_json)
+        topo = json.loads(
+            stub.GetTopology(pb.GetTopologyRequest(), timeout=10, wait_for_ready=True).topology_json
+        )
         assert topo["switches"][0]["name"] == "cut0p0n0"
         want = len(compiled["cut1p1n1"].entries)
         wait_for(
@@ -460,3 +475,62 @@ def test_mrc_controller_rejects_a_bad_topology(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "port 0 is reserved" in proc.stderr
+
+
+# -- reconciliation -----------------------------------------------------------------------------------
+def _route(prefix: int, port: int) -> TableEntry:
+    return TableEntry(
+        "usid_route", (("dst_addr", Lpm(prefix, 48)),), "set_next_hop", (("port", port), ("dmac", 1))
+    )
+
+
+def test_diff_inserts_missing_modifies_differing_deletes_extra() -> None:
+    keep, old, extra, new = _route(1 << 80, 1), _route(2 << 80, 1), _route(3 << 80, 1), _route(4 << 80, 2)
+    changed = _route(2 << 80, 2)
+    diff = diff_entries({e.key: e for e in (keep, old, extra)}, [keep, changed, new])
+    assert (diff.inserts, diff.modifies, diff.deletes) == ([new], [changed], [extra])
+    assert diff.size == 3
+    same = diff_entries({e.key: e for e in (keep, old)}, [old, keep])
+    assert same.size == 0
+
+
+def test_pipeline_cookie_names_the_pipeline() -> None:
+    ix = default_index()
+    assert Pipeline(ix.p4info).cookie == Pipeline(ix.p4info).cookie != 0
+    assert Pipeline(ix.p4info, b"{}").cookie != Pipeline(ix.p4info).cookie
+
+
+def test_takeover_and_return_reconciles_without_pushing_the_pipeline(fabric: Fabric) -> None:
+    """Another client is primary for a while and changes entries; when it leaves the
+    controller is primary again, keeps the pipeline (same cookie: a push would empty the
+    tables) and writes back exactly the two differences."""
+    fabric.stub.InstallRoutes(pb.InstallRoutesRequest())
+    name = "cut0p0n0"
+    session = fabric.core.pool[name]
+    compiled = set(compile_routes(fabric.topo)[name].entries)
+    pushes, connects = session.pipeline_pushes, session.connects
+    events = fabric.core.events.subscribe()
+    sw = fabric.switches[name]
+    taker = P4RuntimeTestClient(f"unix:{sw.socket}", sw.device_id, election_id=1 << 40)
+    try:
+        assert taker.arbitrate().arbitration.status.code == rpc_code.OK
+        wait_for(lambda: not session.ready, "the controller to be demoted")
+        ix = default_index()
+        victim = sorted(compiled, key=lambda e: e.describe())[0]
+        taker.delete(encode_entry(ix, victim))
+        taker.insert(taker.table_entry("port_fault", {"port": 1}, "fault_drop"))
+        with pytest.raises(grpc.RpcError) as err:  # the controller is only a backup now
+            fabric.stub.InstallRoutes(pb.InstallRoutesRequest(switches=[name]), timeout=10)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE and name in (err.value.details() or "")
+    finally:
+        taker.close()
+    wait_for(lambda: session.ready and session.connects == connects + 1, "the controller to reconcile")
+    assert session.pipeline_pushes == pushes  # the pipeline was kept
+    assert read_back(fabric, name) == compiled
+    kinds = []
+    while not events.empty():
+        e = events.get_nowait()
+        if e is not None and e.switch == name:
+            kinds.append((e.kind, e.message))
+    fabric.core.events.unsubscribe(events)
+    assert ("switch_reconciled", f"pipeline kept; 2 updates; {len(compiled)} entries") in kinds, kinds

@@ -184,7 +184,7 @@ class Hop(_message.Message):
     def __init__(self, node: _Optional[str] = ..., in_port: _Optional[int] = ..., out_port: _Optional[int] = ..., dst: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Path(_message.Message):
-    __slots__ = ("ev", "plane", "t1", "carrier", "hops", "status", "drop_reason", "drop_at", "survival", "delivered_to")
+    __slots__ = ("ev", "plane", "t1", "carrier", "hops", "status", "drop_reason", "drop_at", "survival", "delivered_to", "unreachable")
     EV_FIELD_NUMBER: _ClassVar[int]
     PLANE_FIELD_NUMBER: _ClassVar[int]
     T1_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +195,7 @@ class Path(_message.Message):
     DROP_AT_FIELD_NUMBER: _ClassVar[int]
     SURVIVAL_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_TO_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
     ev: int
     plane: int
     t1: int
@@ -205,7 +206,8 @@ class Path(_message.Message):
     drop_at: str
     survival: float
     delivered_to: str
-    def __init__(self, ev: _Optional[int] = ..., plane: _Optional[int] = ..., t1: _Optional[int] = ..., carrier: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ..., status: _Optional[str] = ..., drop_reason: _Optional[str] = ..., drop_at: _Optional[str] = ..., survival: _Optional[float] = ..., delivered_to: _Optional[str] = ...) -> None: ...
+    unreachable: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ev: _Optional[int] = ..., plane: _Optional[int] = ..., t1: _Optional[int] = ..., carrier: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ..., status: _Optional[str] = ..., drop_reason: _Optional[str] = ..., drop_at: _Optional[str] = ..., survival: _Optional[float] = ..., delivered_to: _Optional[str] = ..., unreachable: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListPathsResponse(_message.Message):
     __slots__ = ("paths",)
@@ -230,3 +232,45 @@ class Event(_message.Message):
     fault_id: str
     message: str
     def __init__(self, timestamp: _Optional[float] = ..., kind: _Optional[str] = ..., switch: _Optional[str] = ..., fault_id: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class GetHealthRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SwitchHealth(_message.Message):
+    __slots__ = ("switch", "address", "reachable", "primary", "last_error", "reconciles", "pipeline_pushes")
+    SWITCH_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REACHABLE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RECONCILES_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_PUSHES_FIELD_NUMBER: _ClassVar[int]
+    switch: str
+    address: str
+    reachable: bool
+    primary: bool
+    last_error: str
+    reconciles: int
+    pipeline_pushes: int
+    def __init__(self, switch: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ..., primary: _Optional[bool] = ..., last_error: _Optional[str] = ..., reconciles: _Optional[int] = ..., pipeline_pushes: _Optional[int] = ...) -> None: ...
+
+class AgentHealth(_message.Message):
+    __slots__ = ("host", "socket", "state", "detail")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    SOCKET_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    socket: str
+    state: str
+    detail: str
+    def __init__(self, host: _Optional[str] = ..., socket: _Optional[str] = ..., state: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class GetHealthResponse(_message.Message):
+    __slots__ = ("switches", "agents")
+    SWITCHES_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    switches: _containers.RepeatedCompositeFieldContainer[SwitchHealth]
+    agents: _containers.RepeatedCompositeFieldContainer[AgentHealth]
+    def __init__(self, switches: _Optional[_Iterable[_Union[SwitchHealth, _Mapping]]] = ..., agents: _Optional[_Iterable[_Union[AgentHealth, _Mapping]]] = ...) -> None: ...

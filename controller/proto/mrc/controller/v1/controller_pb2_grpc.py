@@ -74,6 +74,11 @@ class ControllerStub:
                 request_serializer=controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.WatchEventsRequest.SerializeToString,
                 response_deserializer=controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.Event.FromString,
                 _registered_method=True)
+        self.GetHealth = channel.unary_unary(
+                '/mrc.controller.v1.Controller/GetHealth',
+                request_serializer=controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.GetHealthRequest.SerializeToString,
+                response_deserializer=controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.GetHealthResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -131,6 +136,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetHealth(self, request, context):
+        """Every switch's P4Runtime session and every host agent's control socket.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -173,6 +185,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.WatchEvents,
                     request_deserializer=controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.WatchEventsRequest.FromString,
                     response_serializer=controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.Event.SerializeToString,
+            ),
+            'GetHealth': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHealth,
+                    request_deserializer=controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.GetHealthRequest.FromString,
+                    response_serializer=controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.GetHealthResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -391,6 +408,33 @@ class Controller:
             '/mrc.controller.v1.Controller/WatchEvents',
             controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.WatchEventsRequest.SerializeToString,
             controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.Event.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHealth(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mrc.controller.v1.Controller/GetHealth',
+            controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.GetHealthRequest.SerializeToString,
+            controller_dot_proto_dot_mrc_dot_controller_dot_v1_dot_controller__pb2.GetHealthResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,211 @@
+"""The controller keeps a running fabric whole: a takeover by another client, a killed shim.
+
+Takeover: another P4Runtime client takes a switch over during a transfer, then leaves: no drop.
+
+The controller is demoted to backup while the other client is primary, and when it is
+primary again it reconciles instead of starting over: the switch still runs the
+controller's pipeline (same cookie), so nothing is pushed (a VERIFY_AND_COMMIT would
+empty every table) and only differences are written -- here none. The transfer
+therefore completes without a loss or a retired EV and the switch counts no no-route
+drop.
+
+Killed shim: ``kill -9`` of a switch's shim is reported (health, unreachable paths, faults on
+it UNAVAILABLE naming it); once it is restarted (as the testbed's supervisor would) the
+controller pushes the pipeline to the empty shim and re-syncs it, so it holds exactly the
+entries it held before.
+
+Killed agent: reported dead (health and an ``agent_dead`` event) from its control socket,
+alive again once restarted. Live testbed (Linux target) under the prefix ``ck``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from finsy.proto import rpc_code
+from live_fabric import running_testbed
+
+from linux_target.p4rt_client import P4RuntimeTestClient
+
+pytestmark = pytest.mark.root
+
+PREFIX = "ck"
+SRC, DST = f"{PREFIX}h0", f"{PREFIX}h3"
+SWITCH = f"{PREFIX}t0p0n0"  # SRC's plane-0 T0: half of the transfer crosses it
+BIG = 48 << 20
+DEADLINE_S = 60.0
+TAKER_ELECTION_ID = 1 << 40  # higher than the controller's
+
+
+def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def testbed() -> Iterator[Any]:
+    from topologies.agents import agent_available
+
+    ok, why = agent_available()
+    if not ok:
+        pytest.skip(f"the live host agent is not installed: {why}")
+    with running_testbed(PREFIX, "linux") as tb:
+        yield tb
+
+
+def no_route_drops(tb: Any) -> int:
+    cells, errors = tb.controller.counters()
+    assert not errors, errors
+    return sum(c.packets for c in cells if c.counter == "drop_reason" and c.label == "no_route")
+
+
+def test_takeover_and_return_during_a_transfer_costs_no_drop(testbed: Any) -> None:
+    tb = testbed
+    events: list[Any] = []
+    stream = tb.controller.events()
+
+    def follow() -> None:
+        try:
+            for e in stream:
+                events.append(e)
+        except grpc.RpcError:  # cancelled at the end of the test
+            pass
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    drops_before = no_route_drops(tb)
+    progress = {"acked": 0}
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["summary"] = tb.send(
+                SRC, DST, BIG, on_progress=lambda u: progress.__setitem__("acked", u["bytes_acked"])
+            )
+        except Exception as exc:  # re-raised below
+            result["error"] = exc
+
+    def seen(kind: str) -> bool:
+        return any(e.kind == kind and e.switch == SWITCH for e in events)
+
+    sw = tb.topology.switch(SWITCH)
+    sender = threading.Thread(target=run)
+    sender.start()
+    try:
+        wait_until(lambda: progress["acked"] >= BIG // 10 or result, "the transfer to start")
+        assert not result, f"the transfer ended before the takeover: {result}"
+        taker = P4RuntimeTestClient(sw.p4rt_address, sw.device_id, election_id=TAKER_ELECTION_ID)
+        try:
+            assert taker.arbitrate().arbitration.status.code == rpc_code.OK
+            wait_until(lambda: seen("switch_backup"), "the controller to be demoted")
+            held_from = progress["acked"]
+            wait_until(
+                lambda: progress["acked"] >= held_from + BIG // 10 or result, "traffic during the takeover"
+            )
+        finally:
+            taker.close()
+        wait_until(lambda: seen("switch_reconciled"), "the controller to reconcile the switch")
+    finally:
+        sender.join(timeout=180)
+        stream.cancel()
+        follower.join(timeout=10)
+    assert not sender.is_alive(), "the transfer did not complete"
+    if "error" in result:
+        raise result["error"]
+    s = result["summary"]
+    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+    assert (s["losses_gap"], s["losses_rto"], s["evs_retired"]) == (0, 0, 0), s
+    (reconciled,) = [e for e in events if e.kind == "switch_reconciled" and e.switch == SWITCH]
+    assert reconciled.message.startswith("pipeline kept; 0 updates"), reconciled.message
+    assert no_route_drops(tb) == drops_before
+
+
+def shim_entries(tb: Any, name: str) -> set[bytes]:
+    """What the switch's shim holds, read over P4Runtime (no arbitration needed to read)."""
+    sw = tb.topology.switch(name)
+    c = P4RuntimeTestClient(sw.p4rt_address, sw.device_id, election_id=1)
+    try:
+        return {e.SerializeToString(deterministic=True) for e in c.read_table()}
+    finally:
+        c.close()
+
+
+def test_killed_shim_is_reported_and_resynced_after_restart(testbed: Any) -> None:
+    tb = testbed
+    name = f"{PREFIX}t1p0n0"
+    fault = tb.controller.inject("loss", f"{PREFIX}t0p0n1-{name}", direction="b2a", probability=0.5)
+    try:
+        before = shim_entries(tb, name)
+        assert len(before) > 1
+
+        def health() -> Any:
+            return {s.switch: s for s in tb.controller.health().switches}[name]
+
+        pushes = health().pipeline_pushes
+        node = tb.net.get(name)
+        os.kill(node.shim.pid, signal.SIGKILL)
+        wait_until(lambda: not health().reachable, "the controller to see the shim gone")
+        through = [p for p in tb.controller.paths(SRC, DST) if any(h.node == name for h in p.hops)]
+        assert through and all(p.status == "unreachable" for p in through), through
+        with pytest.raises(grpc.RpcError) as err:
+            tb.controller.inject("blackhole", f"{PREFIX}t0p0n0-{name}")
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE and name in (err.value.details() or "")
+        node.restart_shim()  # what the supervisor does: same command, empty tables
+        wait_until(lambda: health().primary, "the controller to re-sync the restarted shim")
+        assert shim_entries(tb, name) == before
+        assert health().pipeline_pushes == pushes + 1
+        assert all(p.status != "unreachable" for p in tb.controller.paths(SRC, DST))
+    finally:
+        tb.controller.clear(fault.id)
+
+
+def test_killed_agent_is_reported_dead_then_alive_after_restart(testbed: Any) -> None:
+    tb = testbed
+    host = f"{PREFIX}h1"  # not part of the transfers above
+    agent = tb.agent(host)
+    events: list[Any] = []
+    stream = tb.controller.events()
+
+    def follow() -> None:
+        try:
+            for e in stream:
+                events.append(e)
+        except grpc.RpcError:  # cancelled at the end of the test
+            pass
+
+    def state() -> str:
+        return {a.host: a.state for a in tb.controller.health().agents}[host]
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    try:
+        wait_until(lambda: state() == "alive", "the agent to be seen alive")
+        os.kill(agent.proc.pid, signal.SIGKILL)
+        agent.proc.wait(timeout=10)
+        wait_until(lambda: state() == "dead", "the controller to report the agent dead")
+        wait_until(
+            lambda: any(e.kind == "agent_dead" and e.message.startswith(f"{host}:") for e in events),
+            "the agent_dead event",
+        )
+        agent.start()  # what a supervisor would do
+        agent.wait_ready()
+        wait_until(lambda: state() == "alive", "the restarted agent to be seen alive")
+        wait_until(
+            lambda: [e.kind for e in events if e.message.startswith(f"{host}:")][-1:] == ["agent_alive"],
+            "the agent_alive event",
+        )
+    finally:
+        stream.cancel()
+        follower.join(timeout=10)
