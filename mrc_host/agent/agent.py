@@ -183,9 +183,9 @@ class Agent:
             self.listener = None
             with contextlib.suppress(FileNotFoundError):
                 self.opts.control.unlink()
-        for s in (self._wake_r, self._wake_w):
-            if s is not None:
-                s.close()
+        for w in (self._wake_r, self._wake_w):
+            if w is not None:
+                w.close()
         self._wake_r = self._wake_w = None
         self.sel.close()
 

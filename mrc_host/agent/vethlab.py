@@ -25,11 +25,11 @@ from mrc_fabric.addressing import DEFAULT_BLOCK, host_usid, nic_address
 STOP_TIMEOUT_S = 10.0
 
 
-def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), capture_output=True, text=True, check=check)
 
 
-def in_ns(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def in_ns(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return sh("ip", "netns", "exec", ns, *args, check=check)
 
 
@@ -42,7 +42,7 @@ class LabHost:
     config_path: Path
     control: Path
     log: Path
-    agent: subprocess.Popen | None = None
+    agent: subprocess.Popen[bytes] | None = None
 
 
 @dataclass
@@ -148,7 +148,7 @@ class VethLab:
         return out
 
 
-def wait_for_socket(path: Path, proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
+def wait_for_socket(path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
     """Wait until an agent's control socket answers, or its process dies (then say why)."""
     from .client import AgentClient, AgentError
 

@@ -26,7 +26,9 @@ import socket
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 from ipaddress import IPv6Address
+from typing import Any
 
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_host.wire.layers import MAX_PAYLOAD, SACK_FLAG_ECN_ECHO, FrameAddressing, to_scapy
@@ -168,7 +170,7 @@ class FrameEncoder:
             mask[0:4] = b"\x6f\xff\xff\xff"
             mask[7] = 0xFF
             self._mask[type(sample)] = mask
-        self._encoders = {
+        self._encoders: dict[type, Callable[[Any, bytes], bytes]] = {
             DataPacket: self._encode_data,
             Sack: self._encode_sack,
             Nack: self._encode_nack,
@@ -230,7 +232,7 @@ class FrameEncoder:
         return b"".join((hdr, payload, _ICRC.pack(icrc)))
 
     def _encode_ctrl(
-        self, cls: type, m: Message, carrier16: bytes, st: struct.Struct, psn: int, fields: tuple
+        self, cls: type, m: Message, carrier16: bytes, st: struct.Struct, psn: int, fields: tuple[int, ...]
     ) -> bytes:
         qp = m.qp
         if (qp | psn) >> 24:
