@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrc_fabric.ev import ev_plane, ev_t1
 from mrc_host.core import Action, Endpoint, EvStateChanged, TransportConfig
 
 from .paths import ROLE_RECEIVER, ROLE_SENDER, RX_BASE_VADDR, PeerPaths, QpId, rkey_of
@@ -113,7 +114,7 @@ class Connection:
     def encode(self, msg: Any) -> tuple[int, bytes]:
         """(plane, frame) for a message the core asked to transmit."""
         ev = msg.meta.ev
-        plane = ev >> 28
+        plane = ev_plane(ev)
         return plane, self.encoders[plane].encode(msg, self.peer.carrier(ev))
 
     def note_ev_change(self, ch: EvStateChanged, now_ns: int) -> None:
@@ -133,8 +134,8 @@ class Connection:
                     "conn": self.kind,
                     "mode": self.qp.mode.value,
                     "ev": f"{value:08x}",
-                    "plane": value >> 28,
-                    "t1": (value >> 18) & 0x3FF,
+                    "plane": ev_plane(value),
+                    "t1": ev_t1(value),
                     "state": e.state.value,
                     "active": e.active,
                     "data_sent": c.data_packets_sent if c else 0,

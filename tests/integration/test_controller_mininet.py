@@ -61,9 +61,9 @@ for line in sys.stdin:
         ev = cmd["ev"]
         frame = bytes(
             Ether(src=cmd["src_mac"], dst=cmd["dst_mac"])
-            / IPv6(src=cmd["inner_src"], dst=cmd["outer_dst"], nh=41, hlim=64, fl=ev >> 16)
+            / IPv6(src=cmd["inner_src"], dst=cmd["outer_dst"], nh=41, hlim=64, fl=(ev >> 14) & 0x3FFFF)
             / IPv6(src=cmd["inner_src"], dst=cmd["inner_dst"], nh=17)
-            / UDP(sport=ev & 0xFFFF, dport=4791)
+            / UDP(sport=0xC000 | (ev & 0x3FFF), dport=4791)
             / Raw(MAGIC + cmd["tag"].encode())
         )
         tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
