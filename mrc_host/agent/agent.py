@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.hostconfig import HostConfig
+from mrc_fabric.frames import DEFAULT_PAYLOAD
 from mrc_host.core import (
     Action,
     EvStateChanged,
@@ -38,11 +39,18 @@ from mrc_host.core import (
     Transmit,
     TransportConfig,
 )
-from mrc_host.wire.codec import MalformedPacket, decode
-from mrc_host.wire.messages import SACK_BITMAP_BITS
+from mrc_host.wire.codec import MalformedPacket, decode_frame
+from mrc_host.wire.messages import Connect, ConnectAck, DataPacket
 
 from . import protocol
-from .connection import Connection, Received, RecvConnection, SendConnection, Transfer
+from .connection import (
+    Connection,
+    HandshakeError,
+    Received,
+    RecvConnection,
+    SendConnection,
+    Transfer,
+)
 from .netio import KernelQuiet, interface_mtu, open_port_socket, socket_drops
 from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, QpId, payload_mtu
 from .payload import ChunkFlag, ChunkKind
@@ -55,19 +63,30 @@ PROGRESS_EVERY_NS = 200_000_000
 RECEIPT_TIMEOUT_NS = 10_000_000_000
 HISTORY = 50
 DEFAULT_BASE_RTT_US = 10_000  # Python agents on a shared CPU: see docs/agent.md, 'Timers'
-DEFAULT_WINDOW = 0  # 0: as many bytes as the SACK bitmap's 64 packets (see _transport)
+DEFAULT_WINDOW = 0  # 0: DEFAULT_WINDOW_PACKETS payloads (see _transport)
+DEFAULT_WINDOW_PACKETS = 256
+DEFAULT_PSN_WINDOW = 1 << 14  # PSNs a sender may have past its oldest unacknowledged one
 INITIAL_RTO_NS = 200_000_000
+CONNECT_INTERVAL_NS = 200_000_000  # a CONNECT is repeated this often until answered ...
+DEFAULT_CONNECT_TIMEOUT_S = 5.0  # ... for this long, then the peer is reported dead
+DEFAULT_PEER_TIMEOUT_S = 10.0  # no acknowledgement for this long: the peer is reported dead
+DEFAULT_DEADLINE_S = 600.0  # a transfer not finished by then ends with an error
 
 
 @dataclass
 class AgentOptions:
     config: Path
     control: Path
-    mtu: int | None = None  # DATA payload bytes; default: the largest the NIC MTU allows
+    mtu: int | None = None  # DATA payload bytes; default: 4096, or the largest the NIC MTU allows
     base_rtt_us: int = DEFAULT_BASE_RTT_US
     window_bytes: int = DEFAULT_WINDOW
+    psn_window: int = DEFAULT_PSN_WINDOW
     kernel_rules: bool = True
     seed: int | None = None
+    verify_icrc: bool = True
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
+    deadline_s: float = DEFAULT_DEADLINE_S
 
 
 @dataclass
@@ -88,6 +107,9 @@ class ActiveTransfer:
     client: ControlClient | None
     progress: bool
     last_progress_ns: int = 0
+    deadline_ns: int = 0  # the transfer ends with an error if not done by then
+    seen_acked: int = -1  # bytes_acked when the agent last saw it change ...
+    seen_acked_ns: int = 0  # ... and when
 
 
 @dataclass
@@ -106,6 +128,9 @@ class Agent:
         self.rng = random.Random(opts.seed)
         self.ports = [PortCounters(p.ifname) for p in self.paths.ports]
         self.malformed: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()  # decodable frames refused by the peer binding
+        self.handshake: Counter[str] = Counter()
+        self.pending: dict[int, RecvConnection] = {}  # local QP -> a newer handshake's connection
         self.internal_errors = 0
         self.conns: dict[int, Connection] = {}  # local QP -> connection
         self.active: dict[int, ActiveTransfer] = {}  # transfer id -> transfer in progress
@@ -121,12 +146,14 @@ class Agent:
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
         self.mtu = self._choose_mtu(opts.mtu)
+        if not 2 <= opts.psn_window < 1 << 23:
+            raise ValueError(f"--psn-window: {opts.psn_window} is outside 2..{(1 << 23) - 1}")
 
     # ---- set-up and tear-down ----------------------------------------------------------------
     def _choose_mtu(self, wanted: int | None) -> int:
         limit = min(payload_mtu(interface_mtu(p.ifname)) for p in self.paths.ports)
         if wanted is None:
-            return limit
+            return min(DEFAULT_PAYLOAD, limit)
         if not 256 <= wanted <= limit:
             raise ValueError(f"--mtu: {wanted} B of payload does not fit the NIC MTU (256..{limit})")
         return wanted
@@ -278,56 +305,127 @@ class Agent:
                     log.exception("internal error on a frame from %s", pc.ifname)
 
     def _on_frame(self, frame: bytes, now: int) -> None:
+        """One frame: decode (ICRC checked), then the peer binding, then the connection's core.
+
+        A connection is bound to its peer: the QP names it, the inner source must be one of
+        the peer's NIC addresses, and DATA must carry the rkey its handshake gave. Anything
+        else is refused and counted by reason, before the core sees it.
+        """
         try:
-            msg = decode(frame)
+            msg = decode_frame(frame, verify_icrc=self.opts.verify_icrc)
         except MalformedPacket as exc:
             self.malformed[exc.reason] += 1
             return
+        if isinstance(msg, Connect):
+            self._on_connect(msg, now)
+            return
+        if isinstance(msg, ConnectAck):
+            self._on_connect_ack(msg, now)
+            return
         conn = self.conns.get(msg.qp)
         if conn is None:
-            conn = self._accept_connection(msg.qp, msg.meta.src)
-            if conn is None:
+            self.refused["no_connection"] += 1  # e.g. DATA before (or without) a handshake
+            return
+        if msg.meta.src not in conn.peer.addresses:
+            self.refused["wrong_source"] += 1
+            return
+        if isinstance(conn, SendConnection):
+            if not conn.established:
+                self.refused["not_established"] += 1
                 return
+            if isinstance(msg, DataPacket):
+                self.refused["data_to_sender"] += 1
+                return
+        elif isinstance(msg, DataPacket) and isinstance(conn, RecvConnection) and msg.rkey != conn.rkey:
+            newer = self.pending.get(msg.qp)
+            if newer is None or msg.rkey != newer.rkey or not newer.from_peer(msg.meta.src):
+                self.refused["bad_rkey"] += 1
+                return
+            conn = self._promote(newer)
         self._apply(conn, conn.endpoint.receive(msg, now), now)
 
-    def _accept_connection(self, qp_value: int, src: str) -> Connection | None:
-        """The receiving end of a queue pair a peer started, created from its first packet."""
-        qp = QpId.decode(qp_value)
-        if qp is None:
-            self.malformed["unknown_qp"] += 1
-            return None
-        if qp.role != ROLE_RECEIVER or qp.dst != self.paths.index:
-            self.malformed["unknown_qp"] += 1  # e.g. a SACK for a connection this agent never had
-            return None
+    def _on_connect(self, msg: Connect, now: int) -> None:
+        """A peer opens a queue pair to us: create (or re-answer) the receiving end."""
+        qp = QpId.decode(msg.qp)
+        if qp is None or qp.role != ROLE_RECEIVER or qp.dst != self.paths.index:
+            self.refused["unknown_qp"] += 1
+            return
         name = self.paths.peer_name_of_index(qp.src)
-        dest = self.paths.by_address.get(src)
+        dest = self.paths.by_address.get(msg.meta.src)
         if name is None or dest is None or dest.name != name:
-            self.malformed["unknown_peer"] += 1
-            return None
-        conn = RecvConnection(qp, self.paths.peer(name, qp.mode), self._transport(qp.mode), self._conn_rng())
+            self.refused["wrong_source"] += 1
+            return
+        ev = msg.meta.ev
+        for known in (self.conns.get(qp.value), self.pending.get(qp.value)):
+            if isinstance(known, RecvConnection) and known.answers(msg):
+                self.handshake["connect_repeated"] += 1  # our answer was lost, or crossed it
+                self._transmit(known, known.connect_ack(ev))
+                return
+        peer = self.paths.peer(name, qp.mode)
+        conn = RecvConnection(
+            qp, peer, self._transport(qp.mode, msg.initial_psn), self._conn_rng(), nonce=msg.nonce
+        )
+        if qp.value in self.conns:
+            # a live connection is replaced only once DATA proves the peer got our answer:
+            # a forged CONNECT (its sender never sees the rkey) cannot tear it down
+            self.pending[qp.value] = conn
+            self.handshake["connect_pending"] += 1
+        else:
+            self._add(conn)
+            self.handshake["connect_accepted"] += 1
+        self._transmit(conn, conn.connect_ack(ev))
+
+    def _promote(self, conn: RecvConnection) -> RecvConnection:
+        del self.pending[conn.qp.value]
+        self.handshake["connection_replaced"] += 1
+        log.info("recv %s: a newer handshake replaces the connection", conn.peer.name)
         self._add(conn)
         return conn
 
+    def _on_connect_ack(self, msg: ConnectAck, now: int) -> None:
+        conn = self.conns.get(msg.qp)
+        if not isinstance(conn, SendConnection):
+            self.refused["no_connection"] += 1
+            return
+        if not conn.from_peer(msg.meta.src):
+            self.refused["wrong_source"] += 1
+            return
+        try:
+            opened = conn.on_connect_ack(msg)
+        except HandshakeError as exc:
+            self.refused[exc.reason] += 1
+            return
+        if conn.refused:
+            self._drop_send(conn, f"peer {conn.peer.name} refused the connection ({conn.refused})", now)
+            return
+        if not opened:
+            self.handshake["connect_ack_repeated"] += 1
+            return
+        self.handshake["connected"] += 1
+        rtt_ms = (now - conn.first_connect_ns) / 1e6
+        log.info("send %s (%s): connected, initial psn %d, %.1f ms",
+                 conn.peer.name, conn.qp.mode, conn.initial_psn, rtt_ms)  # fmt: skip
+        self._apply(conn, conn.pump(now), now)
+
     # ---- connections ---------------------------------------------------------------------------
-    def _transport(self, mode: Mode) -> TransportConfig:
+    def _transport(self, mode: Mode, initial_psn: int) -> TransportConfig:
+        """Timers from the base RTT; the window from the congestion control, bounded by
+        ``window_bytes`` (the CC's maximum) and ``psn_window`` (PSNs past the oldest
+        unacknowledged one). No fixed packet cap: the receiver's SACK always reports the
+        packet that triggered it, so a span wider than the 64-bit bitmap is safe."""
         rtt = self.opts.base_rtt_us * 1000
         # the first RTO waits longer than the derived 10 RTT: before any RTT sample, a burst of a
         # whole window through a Python receiver can take that long, and a spurious first RTO
         # would retire a healthy path
-        #
-        # rx_window = the SACK bitmap's 64 PSNs: the sender never has more than 64 PSNs past its
-        # oldest unacknowledged one, so every SACK's bitmap starts at the cumulative PSN and
-        # reports every packet received. With a wider span, a hole older than 64 PSNs (a packet
-        # lost on a dead path) shifts the bitmap up; packets that fill holes below it are then
-        # never reported, the sender takes them for lost and retires healthy paths in a cascade.
-        window = self.opts.window_bytes or SACK_BITMAP_BITS * self.mtu
+        window = self.opts.window_bytes or DEFAULT_WINDOW_PACKETS * self.mtu
         return TransportConfig.for_rtt(
             rtt,
             int(window / 1.25),
             mode=mode,
             mtu=self.mtu,
             rto_initial_ns=max(10 * rtt, INITIAL_RTO_NS),
-            rx_window=SACK_BITMAP_BITS,
+            rx_window=self.opts.psn_window,
+            initial_psn=initial_psn,
         )
 
     def _conn_rng(self) -> random.Random:
@@ -341,14 +439,34 @@ class Agent:
         log.info("connection %s %s (%s) qp %06x", conn.kind, conn.peer.name, conn.qp.mode, conn.qp.value)
 
     def send_connection(self, peer: str, mode: Mode) -> SendConnection:
+        """Our sending end to ``peer``: an existing one, or a new one whose handshake starts now."""
         pp = self.paths.peer(peer, mode)  # KeyError for an unknown peer
         qp = QpId(ROLE_SENDER, mode, self.paths.index, pp.index)
         conn = self.conns.get(qp.value)
         if conn is None:
-            conn = SendConnection(qp, pp, self._transport(mode), self._conn_rng())
+            isn = self.rng.getrandbits(24)
+            conn = SendConnection(
+                qp, pp, self._transport(mode, isn), self._conn_rng(), self.rng.getrandbits(64)
+            )
             self._add(conn)
+            self._send_connect(conn, time.monotonic_ns())
         assert isinstance(conn, SendConnection)
         return conn
+
+    def _send_connect(self, conn: SendConnection, now: int) -> None:
+        for msg in conn.connect_messages(now, self.rng):
+            self._transmit(conn, msg)
+        self.handshake["connects_sent"] += 1
+
+    def _drop_send(self, conn: SendConnection, error: str, now: int) -> None:
+        """Give up on a sending end: its transfers end with ``error``; a later send starts over."""
+        log.warning("send %s (%s): %s", conn.peer.name, conn.qp.mode, error)
+        if self.conns.get(conn.qp.value) is conn:
+            del self.conns[conn.qp.value]
+        for tid, at in list(self.active.items()):
+            if at.conn is conn:
+                at.transfer.error = at.transfer.error or error
+                self._finish(tid, now)
 
     # ---- actions out ---------------------------------------------------------------------------
     def _apply(self, conn: Connection, actions: list[Action], now: int) -> None:
@@ -436,7 +554,9 @@ class Agent:
         now = time.monotonic_ns()
         tid = self.rng.getrandbits(64) or 1
         t = Transfer(tid, req.peer, req.mode.value, req.size, self.rng.getrandbits(32), now)
-        self.active[tid] = ActiveTransfer(conn, t, client, req.progress, now)
+        deadline_s = req.deadline_s or self.opts.deadline_s
+        at = ActiveTransfer(conn, t, client, req.progress, now, now + int(deadline_s * 1e9), 0, now)
+        self.active[tid] = at
         conn.start(t)
         log.info("send %016x to %s: %d B (%s)", tid, req.peer, req.size, req.mode.value)
         self._apply(conn, conn.pump(now), now)
@@ -458,11 +578,38 @@ class Agent:
             self._reply(at.client, reply)
 
     def _tick(self, now: int) -> None:
+        for conn in [c for c in self.conns.values() if isinstance(c, SendConnection) and not c.established]:
+            if now - conn.first_connect_ns >= self.opts.connect_timeout_s * 1e9:
+                self._drop_send(
+                    conn,
+                    f"peer {conn.peer.name} did not answer the handshake: {conn.connects_sent} CONNECTs "
+                    f"in {self.opts.connect_timeout_s:g} s (no agent there, or no path)",
+                    now,
+                )
+            elif now - conn.last_connect_ns >= CONNECT_INTERVAL_NS:
+                self._send_connect(conn, now)
         for tid, at in list(self.active.items()):
             t = at.transfer
             if t.all_acked and t.receipt is None and now - t.acked_ns > RECEIPT_TIMEOUT_NS:
                 t.error = t.error or "no receipt from the receiver"
                 self._finish(tid, now)
+                continue
+            if now >= at.deadline_ns:
+                t.error = (
+                    f"deadline: not done after {(now - t.started_ns) / 1e9:.1f} s "
+                    f"({t.bytes_acked} of {t.size} bytes acknowledged)"
+                )
+                self._finish(tid, now)
+                continue
+            if t.bytes_acked != at.seen_acked or t.all_acked or not at.conn.established:
+                at.seen_acked, at.seen_acked_ns = t.bytes_acked, now
+            elif now - at.seen_acked_ns >= self.opts.peer_timeout_s * 1e9:
+                self._drop_send(
+                    at.conn,
+                    f"peer {at.conn.peer.name} stopped answering: nothing acknowledged for "
+                    f"{self.opts.peer_timeout_s:g} s ({t.bytes_acked} of {t.size} bytes acknowledged)",
+                    now,
+                )
                 continue
             if at.progress and at.client is not None and now - at.last_progress_ns >= PROGRESS_EVERY_NS:
                 at.last_progress_ns = now
@@ -628,6 +775,10 @@ class Agent:
                 totals[name] += getattr(k, name)
             for reason, n in k.malformed.items():
                 totals[f"core_malformed_{reason}"] += n
+            # the core's refusals of SACKs/NACKs for PSNs not sent or already acknowledged
+            for reason, n in dict(getattr(k, "acks_dropped", {})).items():
+                totals[f"acks_dropped_{reason}"] += n
+            totals["stray_acks"] += k.stray_acks
         return {
             "host": self.paths.name,
             "pid": os.getpid(),
@@ -635,6 +786,9 @@ class Agent:
             "mtu": self.mtu,
             "ports": [p.__dict__ for p in self.ports],
             "malformed": dict(self.malformed),
+            "refused": dict(self.refused),
+            "handshake": dict(self.handshake),
+            "verify_icrc": self.opts.verify_icrc,
             "internal_errors": self.internal_errors,
             "kernel_drops": self.quiet.counters(),
             "denied": [f"{ev:08x}" for ev in sorted(self.denied)],

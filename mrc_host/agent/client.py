@@ -90,6 +90,7 @@ class AgentClient:
         mode: str = "mrc",
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         timeout_s: float = 0,
+        deadline_s: float = 0,
     ) -> dict[str, Any]:
         """Send ``size`` bytes to ``peer``; returns the summary (``ok``, ``verified``, goodput, ...).
 
@@ -98,6 +99,8 @@ class AgentClient:
         """
         req = {"cmd": "send", "peer": peer, "size": parse_size(size), "mode": mode,
                "progress": on_progress is not None}  # fmt: skip
+        if deadline_s:
+            req["deadline_s"] = deadline_s
         reply = self.request(req, on_progress, timeout_s=timeout_s)
         summary: dict[str, Any] = reply["summary"]
         return summary

@@ -199,5 +199,6 @@ def malformed_frames(dst_mac: str, src_mac: str, inner_src: str, inner_dst: str)
     f = bytearray(data)
     f[54] = 0x40 | (f[54] & 0x0F)  # inner IP version 4
     out.append(("not_ipv6", bytes(f)))
-    out.append(("unknown_qp", enc.encode(Probe(qp=3 << MODE_SHIFT, probe_id=1, ev_under_test=0), carrier)))
+    # decodes, but names no connection this agent has: refused by the peer binding
+    out.append(("no_connection", enc.encode(Probe(qp=3 << MODE_SHIFT, probe_id=1, ev_under_test=0), carrier)))
     return out
