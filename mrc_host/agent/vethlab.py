@@ -109,14 +109,32 @@ class VethLab:
             )
             h.config_path.write_text(cfg.to_json())
 
-    def start_agent(self, h: LabHost, *extra: str) -> None:
-        cmd = ["ip", "netns", "exec", h.name, sys.executable, "-m", "mrc_host.agent.cli", "serve",
+    def start_agent(
+        self, h: LabHost, *extra: str, source: Path | None = None, prefix: tuple[str, ...] = ()
+    ) -> None:
+        """``source``: run the agent of another checkout (a ``git worktree`` of an older
+        commit, for before/after benchmarks); ``prefix`` goes before ``-m`` (e.g. cProfile)."""
+        cmd = ["ip", "netns", "exec", h.name, sys.executable, *prefix, "-m", "mrc_host.agent.cli", "serve",
                "--config", str(h.config_path), "--control", str(h.control),
                "--log", str(h.log), *extra]  # fmt: skip
+        env = None
+        if source is not None:
+            env = {**os.environ, "PYTHONPATH": str(source)}
         h.agent = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=source,
+            env=env,
         )
         wait_for_socket(h.control, h.agent)
+
+    def set_mtu(self, mtu: int) -> None:
+        """Change the MTU of both veth ends (agents read it when they start)."""
+        self.mtu = mtu
+        for h in self.hosts:
+            in_ns(h.name, "ip", "link", "set", h.ifname, "mtu", str(mtu))
 
     def stop_agent(self, h: LabHost) -> int | None:
         proc, h.agent = h.agent, None
