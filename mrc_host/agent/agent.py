@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.hostconfig import HostConfig
 from mrc_fabric.frames import DEFAULT_PAYLOAD
+from mrc_fabric.hostconfig import HostConfig
 from mrc_host.core import (
     Action,
     EvStateChanged,

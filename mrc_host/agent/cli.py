@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--log", type=Path, help="log file (default: stderr)")
     s.add_argument("--mtu", type=int, help="DATA payload bytes per packet (default: what the NIC MTU fits)")
     s.add_argument("--base-rtt-us", type=int, default=10_000, help="base RTT all timers derive from")
-    s.add_argument("--window", default="0", help="congestion window cap in bytes (0: 64 payloads, 256 KiB at 4096 B)")
+    s.add_argument(
+        "--window", default="0", help="congestion window cap in bytes (0: 64 payloads, 256 KiB at 4096 B)"
+    )
     s.add_argument(
         "--psn-window",
         type=int,

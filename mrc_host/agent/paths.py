@@ -1,6 +1,6 @@
 """From the controller's per-host configuration to what the data path needs per packet.
 
-The agent learns paths only from ``<run_dir>/hosts/<host>.json`` (controller.hostconfig):
+The agent learns paths only from ``<run_dir>/hosts/<host>.json`` (mrc_fabric.hostconfig):
 its NIC ports, and per destination a carrier template that each EV specialises. This
 module turns that into the values the packet loop looks up, built once per peer:
 queue-pair numbers, the core's ``PathSpace``, per-plane ``FrameAddressing`` and a cache
@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address, IPv6Network
 
-from controller.hostconfig import CarrierTemplate, Destination, HostConfig
 from mrc_fabric.addressing import MAX_INDEX
 from mrc_fabric.frames import payload_for_mtu
+from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig
 from mrc_host.core import Mode, PathSpace
 from mrc_host.wire.codec import FrameEncoder
 from mrc_host.wire.layers import FrameAddressing

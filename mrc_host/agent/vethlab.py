@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
 from mrc_fabric.addressing import DEFAULT_BLOCK, host_usid, nic_address
+from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
 
 STOP_TIMEOUT_S = 10.0
 

@@ -407,8 +407,8 @@ class Forger:
     """Frames from ``attacker``'s plane-0 NIC to ``victim`` over the fabric, claiming any source."""
 
     def __init__(self, fab: Fabric, attacker: str, victim: str, claim: str | None = None) -> None:
-        from controller.hostconfig import HostConfig
         from mrc_fabric.ev import EV
+        from mrc_fabric.hostconfig import HostConfig
         from mrc_host.agent.paths import HostPaths
         from mrc_host.core import Mode
         from mrc_host.wire.codec import FrameEncoder

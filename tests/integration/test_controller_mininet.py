@@ -186,8 +186,8 @@ def send(
     ecmp_entropy: int | None = None,
 ) -> tuple[str, str]:
     """Send ``count`` frames src→dst in ``plane`` via T1 ``t1``; returns (tag, dst ifname)."""
-    from controller.hostconfig import HostConfig
     from mrc_fabric.ev import EV
+    from mrc_fabric.hostconfig import HostConfig
 
     cfg = HostConfig.load(tb.run_dir / "hosts" / f"{src}.json")
     ev = EV(plane, t1 or 0, ecmp_entropy or 0)

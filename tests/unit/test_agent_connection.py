@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from controller.compiler import compile_host_configs
-from controller.hostconfig import HostConfig
+from mrc_fabric.hostconfig import HostConfig
 from mrc_fabric.topology import build_clos
 from mrc_host.agent.connection import HandshakeError, Received, RecvConnection, SendConnection, Transfer
 from mrc_host.agent.paths import ROLE_SENDER, HostPaths, QpId

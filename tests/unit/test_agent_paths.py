@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from controller.compiler import compile_host_configs
-from controller.hostconfig import HostConfig
 from mrc_fabric.ev import EV
+from mrc_fabric.hostconfig import HostConfig
 from mrc_fabric.topology import build_clos
 from mrc_host.agent.paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, QpId, payload_mtu
 from mrc_host.core import Mode
