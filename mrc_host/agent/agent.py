@@ -1,20 +1,21 @@
-"""The agent process: one selector loop that owns the clock, the sockets and the endpoints.
+"""The agent process: one selector loop that owns the clock and drives the connections.
 
-``Agent.run`` waits on every NIC port's raw socket, the control socket and its clients,
-and a wake-up pipe for signals. Each turn it reads frames (a bounded batch per port),
-decodes them (codec.decode; refusals are counted by reason and dropped), hands each to the
-endpoint its queue-pair number names -- creating the receiving end on demand -- and
-carries out the actions that come back: ``Transmit`` is encoded from per-plane templates
-and sent on the port of the EV's plane, ``SetTimer`` is remembered, completions drive the
-transfers. Then it fires every endpoint timer that is due (``time.monotonic_ns``) and
-sends progress lines to clients waiting on a ``send``. SIGTERM/SIGINT end the loop; the
-nftables rules, the sockets and the control socket file are removed on the way out.
+``Agent.run`` waits on the NIC ports (``ports.Ports``), the control socket and its
+clients (``control.ControlServer``) and a wake-up pipe for signals. Each turn it reads
+frames, decodes them (``codec.decode_frame``, ICRC checked; refusals counted by reason),
+binds each to its connection (the handshake, the peer's addresses, the rkey -- anything
+else is refused and counted) and carries out the actions the core returns: ``Transmit`` is
+encoded from per-plane templates and sent on the port of the EV's plane, ``SetTimer`` is
+remembered, completions drive the transfers (``transfers.TransferBook``). Then it fires
+every endpoint timer that is due (``time.monotonic_ns``), and every tick repeats
+unanswered handshakes, ends transfers past their deadline or whose peer went silent, and
+sends progress lines. SIGTERM/SIGINT end the loop; the nftables rules, the sockets and the
+control socket file are removed on the way out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import random
@@ -22,8 +23,8 @@ import selectors
 import signal
 import socket
 import time
-from collections import Counter, deque
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +47,20 @@ from . import protocol
 from .connection import (
     Connection,
     HandshakeError,
-    Received,
     RecvConnection,
     SendConnection,
     Transfer,
 )
-from .netio import KernelQuiet, interface_mtu, open_port_socket, socket_drops
+from .control import ControlClient, ControlServer
+from .netio import KernelQuiet, interface_mtu
 from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, QpId, payload_mtu
 from .payload import ChunkFlag, ChunkKind
+from .ports import Ports
+from .transfers import TransferBook
 
 log = logging.getLogger("mrc.agent")
 
-RX_BATCH = 64  # rounds of reading (one frame per ready port) before the loop looks at timers
-TICK_S = 0.1  # progress lines and receipt time-outs are looked at this often
-PROGRESS_EVERY_NS = 200_000_000
-RECEIPT_TIMEOUT_NS = 10_000_000_000
-HISTORY = 50
+TICK_S = 0.1  # handshakes, deadlines and progress lines are looked at this often
 DEFAULT_BASE_RTT_US = 10_000  # Python agents on a shared CPU: see docs/agent.md, 'Timers'
 DEFAULT_WINDOW = 0  # 0: DEFAULT_WINDOW_PACKETS payloads (see _transport)
 DEFAULT_WINDOW_PACKETS = 64  # CC maximum in payloads: see docs/agent.md, "Timers and window"
@@ -89,57 +88,23 @@ class AgentOptions:
     deadline_s: float = DEFAULT_DEADLINE_S
 
 
-@dataclass
-class PortCounters:
-    ifname: str
-    frames_rx: int = 0
-    frames_tx: int = 0
-    bytes_rx: int = 0
-    bytes_tx: int = 0
-    tx_errors: int = 0
-    socket_drops: int = 0  # frames the kernel dropped for a full receive buffer
-
-
-@dataclass
-class ActiveTransfer:
-    conn: SendConnection
-    transfer: Transfer
-    client: ControlClient | None
-    progress: bool
-    last_progress_ns: int = 0
-    deadline_ns: int = 0  # the transfer ends with an error if not done by then
-    seen_acked: int = -1  # bytes_acked when the agent last saw it change ...
-    seen_acked_ns: int = 0  # ... and when
-
-
-@dataclass
-class ControlClient:
-    sock: socket.socket
-    inbuf: bytearray = field(default_factory=bytearray)
-    outbuf: bytearray = field(default_factory=bytearray)
-    closed: bool = False
-
-
 class Agent:
     def __init__(self, opts: AgentOptions) -> None:
         self.opts = opts
         self.paths = HostPaths(HostConfig.load(opts.config))
         self.started = time.monotonic()
         self.rng = random.Random(opts.seed)
-        self.ports = [PortCounters(p.ifname) for p in self.paths.ports]
+        self.ports = Ports([p.ifname for p in self.paths.ports])
+        self.control = ControlServer(opts.control, self.command, self._count_internal_error)
+        self.transfers = TransferBook()
+        self.control.on_drop = self.transfers.forget_client
         self.malformed: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()  # decodable frames refused by the peer binding
         self.handshake: Counter[str] = Counter()
         self.pending: dict[int, RecvConnection] = {}  # local QP -> a newer handshake's connection
         self.internal_errors = 0
         self.conns: dict[int, Connection] = {}  # local QP -> connection
-        self.active: dict[int, ActiveTransfer] = {}  # transfer id -> transfer in progress
-        self.sent_history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
-        self.received_history: deque[Received] = deque(maxlen=HISTORY)
         self.denied: set[int] = set()
-        self.sockets: list[socket.socket] = []
-        self.clients: dict[int, ControlClient] = {}
-        self.listener: socket.socket | None = None
         self.quiet = KernelQuiet(self.paths.nic_prefixes())
         self.sel = selectors.DefaultSelector()
         self._stop = False
@@ -162,26 +127,13 @@ class Agent:
         """Sockets, kernel rules, control socket. On failure everything opened is closed again."""
         self.paths.warm_up()
         try:
-            for p in self.paths.ports:
-                s = open_port_socket(p.ifname)
-                self.sockets.append(s)
+            self.ports.open(self.sel)
             if self.opts.kernel_rules:
                 self.quiet.install()
-            path = self.opts.control
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.listener = ls
-            ls.bind(str(path))
-            ls.listen(16)
-            ls.setblocking(False)
+            self.control.open(self.sel)
             self._wake_r, self._wake_w = socket.socketpair()
             self._wake_r.setblocking(False)
             self._wake_w.setblocking(False)
-            for plane, s in enumerate(self.sockets):
-                self.sel.register(s, selectors.EVENT_READ, ("port", plane))
-            self.sel.register(ls, selectors.EVENT_READ, ("listen", None))
             self.sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
         except BaseException:
             self.close()
@@ -196,25 +148,20 @@ class Agent:
         )
 
     def close(self) -> None:
-        for c in list(self.clients.values()):
-            self._drop_client(c)
-        for s in self.sockets:
-            s.close()
-        self.sockets.clear()
+        self.control.close()
+        self.ports.close()
         try:
             self.quiet.remove()
         except (RuntimeError, OSError) as exc:
             log.error("could not remove the nftables rules: %s", exc)
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
-            with contextlib.suppress(FileNotFoundError):
-                self.opts.control.unlink()
         for w in (self._wake_r, self._wake_w):
             if w is not None:
                 w.close()
         self._wake_r = self._wake_w = None
         self.sel.close()
+
+    def _count_internal_error(self) -> None:
+        self.internal_errors += 1
 
     def stop(self) -> None:
         """Ask the loop to end (safe from a signal handler or another thread)."""
@@ -246,14 +193,14 @@ class Agent:
                 if kind == "port":
                     ready_ports.append(arg)
                 elif kind == "listen":
-                    self._accept_client()
+                    self.control.accept()
                 elif kind == "client":
-                    self._client_io(arg, _mask)
+                    self.control.io(arg, _mask)
                 else:
                     with contextlib.suppress(OSError):
                         self._wake_r.recv(4096)  # type: ignore[union-attr]
             if ready_ports:
-                self._read_ports(ready_ports)
+                self.ports.read(ready_ports, self._on_frame_guarded)
             now = time.monotonic_ns()
             self._fire_timers(now)
             if now - last_tick >= TICK_S * 1e9:
@@ -274,35 +221,13 @@ class Agent:
             log.exception("internal error in connection %s/%s", conn.peer.name, conn.kind)
 
     # ---- frames in -----------------------------------------------------------------------------
-    def _read_ports(self, planes: list[int]) -> None:
-        """Read the ready ports round-robin, one frame each per round, so frames are handled in
-        about the order they arrived across planes. (Reading one port's backlog before the
-        other's reorders packets by up to a batch; a packet that arrives more than 64 PSNs late
-        falls outside the SACK bitmap the receiver then sends, and the sender would take it
-        for lost.)"""
-        ready = list(planes)
-        for _ in range(RX_BATCH):
-            if not ready:
-                return
-            for plane in list(ready):
-                pc = self.ports[plane]
-                try:
-                    frame = self.sockets[plane].recv(65536, socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    ready.remove(plane)
-                    continue
-                except OSError as exc:
-                    log.warning("receive on %s failed: %s", pc.ifname, exc)
-                    ready.remove(plane)
-                    continue
-                pc.frames_rx += 1
-                pc.bytes_rx += len(frame)
-                try:
-                    self._on_frame(frame, time.monotonic_ns())
-                except Exception:
-                    self.internal_errors += 1
-                    self.malformed["internal"] += 1
-                    log.exception("internal error on a frame from %s", pc.ifname)
+    def _on_frame_guarded(self, frame: bytes, plane: int) -> None:
+        try:
+            self._on_frame(frame, time.monotonic_ns())
+        except Exception:  # a bug must cost one frame, never the agent
+            self.internal_errors += 1
+            self.malformed["internal"] += 1
+            log.exception("internal error on a frame from %s", self.ports.counters[plane].ifname)
 
     def _on_frame(self, frame: bytes, now: int) -> None:
         """One frame: decode (ICRC checked), then the peer binding, then the connection's core.
@@ -463,7 +388,7 @@ class Agent:
         log.warning("send %s (%s): %s", conn.peer.name, conn.qp.mode, error)
         if self.conns.get(conn.qp.value) is conn:
             del self.conns[conn.qp.value]
-        for tid, at in list(self.active.items()):
+        for tid, at in list(self.transfers.active.items()):
             if at.conn is conn:
                 at.transfer.error = at.transfer.error or error
                 self._finish(tid, now)
@@ -497,16 +422,7 @@ class Agent:
             self.internal_errors += 1
             log.error("cannot encode %s: %s", type(msg).__name__, exc)
             return
-        pc = self.ports[plane]
-        try:
-            self.sockets[plane].send(frame)
-        except OSError as exc:  # ENOBUFS and friends: a lost packet, which the transport recovers
-            pc.tx_errors += 1
-            if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):
-                log.warning("send on %s failed: %s", pc.ifname, exc)
-            return
-        pc.frames_tx += 1
-        pc.bytes_tx += len(frame)
+        self.ports.send(plane, frame)
 
     def _on_sent(self, conn: Connection, act: MessageSent, now: int) -> None:
         if not isinstance(conn, SendConnection):
@@ -529,7 +445,7 @@ class Agent:
         rec = conn.on_data_chunk(hdr, data)
         if rec is None:
             return
-        self.received_history.append(rec)
+        self.transfers.received.append(rec)
         log.info("received transfer %016x from %s: %d B, ok=%s", rec.transfer_id, rec.peer, rec.received,
                  rec.ok)  # fmt: skip
         back = self.send_connection(conn.peer.name, conn.qp.mode)
@@ -538,14 +454,10 @@ class Agent:
         self._apply(back, back.pump(now), now)
 
     def _on_receipt(self, peer: str, tid: int, flags: int, received: int, digest: bytes, now: int) -> None:
-        at = self.active.get(tid)
-        if at is None or at.conn.peer.name != peer:
+        done = self.transfers.on_receipt(peer, tid, bool(flags & ChunkFlag.OK), received, digest)
+        if done is None:
             self.malformed["stray_receipt"] += 1
-            return
-        t = at.transfer
-        ok = bool(flags & ChunkFlag.OK) and digest.hex() == t.sha256 and received == t.size
-        t.receipt = {"ok": ok, "bytes": received, "sha256": digest.hex()}
-        if t.all_acked:
+        elif done:
             self._finish(tid, now)
 
     # ---- transfers -----------------------------------------------------------------------------
@@ -554,28 +466,22 @@ class Agent:
         now = time.monotonic_ns()
         tid = self.rng.getrandbits(64) or 1
         t = Transfer(tid, req.peer, req.mode.value, req.size, self.rng.getrandbits(32), now)
-        deadline_s = req.deadline_s or self.opts.deadline_s
-        at = ActiveTransfer(conn, t, client, req.progress, now, now + int(deadline_s * 1e9), 0, now)
-        self.active[tid] = at
-        conn.start(t)
+        self.transfers.start(conn, t, client, req.progress, req.deadline_s or self.opts.deadline_s, now)
         log.info("send %016x to %s: %d B (%s)", tid, req.peer, req.size, req.mode.value)
         self._apply(conn, conn.pump(now), now)
         return tid
 
     def _finish(self, tid: int, now: int) -> None:
-        at = self.active.pop(tid, None)
-        if at is None:
+        done = self.transfers.finish(tid, now)
+        if done is None:
             return
-        t = at.transfer
-        t.finished_ns = now
-        summary = at.conn.summary(t)
-        self.sent_history.append(summary)
+        at, summary = done
         log.info("transfer %016x done: %s", tid, summary)
         if at.client is not None and not at.client.closed:
             reply: dict[str, Any] = {"ok": summary["ok"], "summary": summary}
             if not summary["ok"]:
-                reply["error"] = t.error or "receiver did not confirm the bytes"
-            self._reply(at.client, reply)
+                reply["error"] = at.transfer.error or "receiver did not confirm the bytes"
+            self.control.reply(at.client, reply)
 
     def _tick(self, now: int) -> None:
         for conn in [c for c in self.conns.values() if isinstance(c, SendConnection) and not c.established]:
@@ -588,110 +494,20 @@ class Agent:
                 )
             elif now - conn.last_connect_ns >= CONNECT_INTERVAL_NS:
                 self._send_connect(conn, now)
-        for tid, at in list(self.active.items()):
-            t = at.transfer
-            if t.all_acked and t.receipt is None and now - t.acked_ns > RECEIPT_TIMEOUT_NS:
-                t.error = t.error or "no receipt from the receiver"
-                self._finish(tid, now)
+        for e in self.transfers.expired(now, self.opts.peer_timeout_s):
+            at = self.transfers.active.get(e.transfer_id)
+            if at is None:  # ended by an earlier expiry's dropped connection
                 continue
-            if now >= at.deadline_ns:
-                t.error = (
-                    f"deadline: not done after {(now - t.started_ns) / 1e9:.1f} s "
-                    f"({t.bytes_acked} of {t.size} bytes acknowledged)"
-                )
-                self._finish(tid, now)
-                continue
-            if t.bytes_acked != at.seen_acked or t.all_acked or not at.conn.established:
-                at.seen_acked, at.seen_acked_ns = t.bytes_acked, now
-            elif now - at.seen_acked_ns >= self.opts.peer_timeout_s * 1e9:
-                self._drop_send(
-                    at.conn,
-                    f"peer {at.conn.peer.name} stopped answering: nothing acknowledged for "
-                    f"{self.opts.peer_timeout_s:g} s ({t.bytes_acked} of {t.size} bytes acknowledged)",
-                    now,
-                )
-                continue
-            if at.progress and at.client is not None and now - at.last_progress_ns >= PROGRESS_EVERY_NS:
-                at.last_progress_ns = now
-                c = at.conn.endpoint.counters
-                self._reply(
-                    at.client,
-                    {
-                        "event": "progress",
-                        "transfer_id": f"{tid:016x}",
-                        "bytes": t.size,
-                        "bytes_acked": t.bytes_acked,
-                        "elapsed_s": round((now - t.started_ns) / 1e9, 3),
-                        "retransmissions": c.retransmissions - t.base_counters.get("retransmissions", 0),
-                        "evs_retired": c.ev_retired - t.base_counters.get("ev_retired", 0),
-                    },
-                )
+            if e.peer_dead:
+                self._drop_send(at.conn, e.error, now)
+            else:
+                at.transfer.error = at.transfer.error or e.error
+                self._finish(e.transfer_id, now)
+        for at, line in self.transfers.progress_due(now):
+            if at.client is not None:
+                self.control.reply(at.client, line)
 
-    # ---- control socket ------------------------------------------------------------------------
-    def _accept_client(self) -> None:
-        assert self.listener is not None
-        try:
-            s, _ = self.listener.accept()
-        except OSError:
-            return
-        s.setblocking(False)
-        c = ControlClient(s)
-        self.clients[s.fileno()] = c
-        self.sel.register(s, selectors.EVENT_READ, ("client", c))
-
-    def _drop_client(self, c: ControlClient) -> None:
-        if c.closed:
-            return
-        c.closed = True
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(c.sock)
-        self.clients.pop(c.sock.fileno(), None)
-        c.sock.close()
-        for at in self.active.values():
-            if at.client is c:
-                at.client = None
-
-    def _client_io(self, c: ControlClient, mask: int) -> None:
-        if mask & selectors.EVENT_WRITE:
-            self._flush(c)
-        if not mask & selectors.EVENT_READ or c.closed:
-            return
-        try:
-            data = c.sock.recv(65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._drop_client(c)
-            return
-        c.inbuf += data
-        while not c.closed:
-            nl = c.inbuf.find(b"\n")
-            if nl < 0:
-                if len(c.inbuf) > protocol.MAX_LINE:
-                    c.inbuf.clear()
-                    self._reply(c, protocol.error_reply(protocol.ProtocolError("request", "line too long")))
-                return
-            line = bytes(c.inbuf[:nl])
-            del c.inbuf[: nl + 1]
-            if line.strip():
-                self._handle(c, line)
-
-    def _handle(self, c: ControlClient, line: bytes) -> None:
-        try:
-            req = protocol.parse_request(line)
-            reply = self.command(req, c)
-        except (protocol.ProtocolError, KeyError, ValueError) as exc:
-            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            reply = {"ok": False, "error": str(msg)}
-        except Exception as exc:
-            self.internal_errors += 1
-            log.exception("internal error handling %r", line[:200])
-            reply = {"ok": False, "error": f"internal error: {exc}"}
-        if reply is not None:
-            self._reply(c, reply)
-
+    # ---- control requests ---------------------------------------------------------------------
     def command(self, req: protocol.Request, client: ControlClient | None = None) -> dict[str, Any] | None:
         """Run one control request; None when the reply comes later (``send``)."""
         now = time.monotonic_ns()
@@ -732,37 +548,12 @@ class Agent:
             return {"ok": True, "ev": f"{req.ev:08x}", "connections": n}
         raise protocol.ProtocolError("cmd", f"{req.cmd!r} is not handled")
 
-    def _reply(self, c: ControlClient, obj: dict[str, Any]) -> None:
-        if c.closed:
-            return
-        c.outbuf += protocol.encode_line(obj)
-        self._flush(c)
-
-    def _flush(self, c: ControlClient) -> None:
-        if c.closed:
-            return
-        try:
-            while c.outbuf:
-                n = c.sock.send(c.outbuf)
-                del c.outbuf[:n]
-        except BlockingIOError:
-            pass
-        except OSError:
-            self._drop_client(c)
-            return
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.outbuf else 0)
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.modify(c.sock, events, ("client", c))
-
     # ---- introspection -------------------------------------------------------------------------
     def ev_rows(self) -> list[dict[str, Any]]:
         return [row for c in self.conns.values() for row in c.ev_table()]
 
     def stats(self) -> dict[str, Any]:
         now = time.monotonic_ns()
-        for pc, s in zip(self.ports, self.sockets, strict=False):
-            with contextlib.suppress(OSError):
-                pc.socket_drops += socket_drops(s)
         conns = [c.describe() for c in self.conns.values()]
         totals: Counter[str] = Counter()
         for c in self.conns.values():
@@ -784,7 +575,7 @@ class Agent:
             "pid": os.getpid(),
             "uptime_s": round(time.monotonic() - self.started, 3),
             "mtu": self.mtu,
-            "ports": [p.__dict__ for p in self.ports],
+            "ports": self.ports.describe(),
             "malformed": dict(self.malformed),
             "refused": dict(self.refused),
             "handshake": dict(self.handshake),
@@ -795,13 +586,7 @@ class Agent:
             "totals": dict(totals),
             "connections": conns,
             "evs": self.ev_rows(),
-            "transfers": {
-                "active": [
-                    at.conn.summary(at.transfer, now) | {"done": False} for at in self.active.values()
-                ],
-                "sent": list(self.sent_history),
-                "received": [r.to_dict() for r in self.received_history],
-            },
+            "transfers": self.transfers.describe(now),
         }
 
 

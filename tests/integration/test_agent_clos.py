@@ -334,7 +334,7 @@ def test_host_kernel_sends_no_icmpv6_while_mrc_traffic_arrives(fabric: Fabric) -
     try:
         assert proc.stdout.readline().strip() == "ready"
         drops_before = sum(fabric.client(H3).stats()["kernel_drops"].values())
-        summary = fabric.client(H0).send(H3, "4M")
+        summary = fabric.client(H0).send(H3, "8M")
         assert summary["ok"], summary
         proc.stdin.write("stop\n")
         proc.stdin.flush()
@@ -445,13 +445,13 @@ class Forger:
         assert proc.returncode == 0 and int(out) == len(frames), err
 
 
-def qps(src: str, dst: str, fab: Fabric) -> tuple[int, int]:
-    """(data sender's QP, data receiver's QP) of the mrc connection src -> dst."""
+def qps(src: str, dst: str, fab: Fabric, mode: str = "mrc") -> tuple[int, int]:
+    """(data sender's QP, data receiver's QP) of the connection src -> dst in ``mode``."""
     from mrc_host.agent.paths import ROLE_RECEIVER, ROLE_SENDER, QpId
     from mrc_host.core import Mode
 
-    a, b = fab.topo.host(src).index, fab.topo.host(dst).index
-    return QpId(ROLE_SENDER, Mode.MRC, a, b).value, QpId(ROLE_RECEIVER, Mode.MRC, a, b).value
+    a, b, m = fab.topo.host(src).index, fab.topo.host(dst).index, Mode(mode)
+    return QpId(ROLE_SENDER, m, a, b).value, QpId(ROLE_RECEIVER, m, a, b).value
 
 
 def send_conn(fab: Fabric, src: str, dst: str) -> dict:
@@ -536,29 +536,31 @@ def test_forged_data_from_a_third_host_cannot_hijack_a_receive_connection(fabric
     from mrc_host.agent.paths import RX_BASE_VADDR
     from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Opcode
 
-    _, recv_qp = qps(H1, H3, fabric)
     spoof = Forger(fabric, H2, H3, claim=H1)
     own = Forger(fabric, H2, H3)
 
-    def data(f: Forger, psn: int, rkey: int) -> bytes:
+    def data(f: Forger, psn: int, rkey: int, recv_qp: int) -> bytes:
         meta = f.meta()
         meta.dscp, meta.ecn = Dscp.DATA, Ecn.ECT0
         msg = DataPacket(recv_qp, psn & 0xFFFFFF, RX_BASE_VADDR + psn * 64, rkey, b"\xee" * 64,
                          opcode=Opcode.WRITE_ONLY, meta=meta)  # fmt: skip
         return f.frame(msg)
 
-    # before any handshake: 64 DATA packets with the rkey the old agent derived, PSNs 0..63
+    # before any handshake (no earlier test sends H1 -> H3 single-path): 64 DATA packets with
+    # the rkey the old agent derived, PSNs 0..63 -- they create nothing
+    _, recv_qp = qps(H1, H3, fabric, "single-path")
     before = counters(fabric, H3)
-    spoof.inject([data(spoof, i, 0x5A000000 | recv_qp) for i in range(64)])
+    spoof.inject([data(spoof, i, 0x5A000000 | recv_qp, recv_qp) for i in range(64)])
     wait_until(lambda: grew(before, counters(fabric, H3), "refused.no_connection") >= 64, "refusals")
-    summary = fabric.client(H1).send(H3, "4M")
+    summary = fabric.client(H1).send(H3, "4M", mode="single-path")
     assert summary["ok"] and summary["verified"] is True, summary
     # with a live connection: even the right initial PSN does not help without the rkey
-    isn = send_conn(fabric, H1, H3)["initial_psn"]
+    _, recv_qp = qps(H1, H3, fabric)
     bg = Background(fabric, H1, H3, "32M")
+    isn = send_conn(fabric, H1, H3)["initial_psn"]
     before = counters(fabric, H3)
-    spoof.inject([data(spoof, isn + i, 0x5A000000 | recv_qp) for i in range(64)])
-    own.inject([data(own, isn + i, 0x5A000000 | recv_qp) for i in range(64)])
+    spoof.inject([data(spoof, isn + i, 0x5A000000 | recv_qp, recv_qp) for i in range(64)])
+    own.inject([data(own, isn + i, 0x5A000000 | recv_qp, recv_qp) for i in range(64)])
     wait_until(
         lambda: (
             grew(before, counters(fabric, H3), "refused.bad_rkey") >= 64
