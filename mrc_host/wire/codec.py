@@ -128,6 +128,7 @@ _TAIL_CONNECT = struct.Struct(">HHHHBBHIIIIQ")
 _CSUM_OFF = UDP_OFF + 6  # UDP checksum
 
 _CRC_LRH = zlib.crc32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
+_ICRC_MASKED = IP6_LEN + UDP_LEN + 5  # inner IPv6 + UDP + BTH up to its FECN/BECN byte
 _BTH_MASK_QPW = 0xFF000000  # FECN, BECN and reserved bits set to one in the ICRC pseudo header
 
 _DATA_OPS = {
@@ -157,12 +158,13 @@ def compute_icrc(packet: bytes | bytearray | memoryview) -> int:
 
     Masked as RoCEv2 says (layers.py docstring). The value goes on the wire little-endian.
     """
-    m = bytearray(packet)
+    # only the first 53 bytes hold masked fields: copy and mask those, CRC the rest in place
+    m = bytearray(packet[:_ICRC_MASKED])
     m[0:4] = b"\x6f\xff\xff\xff"  # version 6, traffic class and flow label all ones
     m[7] = 0xFF  # hop limit
     m[46:48] = b"\xff\xff"  # UDP checksum
     m[52] = 0xFF  # BTH FECN/BECN/reserved
-    return zlib.crc32(m, _CRC_LRH)
+    return zlib.crc32(memoryview(packet)[_ICRC_MASKED:], zlib.crc32(m, _CRC_LRH))
 
 
 # --------------------------------------------------------------------------- encoding
@@ -568,5 +570,5 @@ def _expect(rest: int, hdr_len: int, what: str) -> None:
 
 def _check_icrc(buf: bytes | bytearray | memoryview, off: int, n: int) -> None:
     (want,) = _ICRC.unpack_from(buf, n - ICRC_LEN)
-    if compute_icrc(buf[off : n - ICRC_LEN]) != want:
+    if compute_icrc(memoryview(buf)[off : n - ICRC_LEN]) != want:
         raise MalformedPacket("bad_icrc")
