@@ -12,8 +12,10 @@ joined by one veth (``mrc_host.agent.vethlab``, prefix ``agb``) and measures, in
    tree) and the after agent with ``--no-icrc-check`` (the cost of verifying the ICRC);
 3. in-process: µs per ``decode_frame`` of a 4 KiB DATA frame with and without the ICRC.
 
-Each agent phase runs ``--repeat`` transfers of ``--size`` per mode (verified by the
-receiver). Writes ``agent.json`` and ``agent.png`` under ``--out`` (default results/).
+The agent configurations run in ``--repeat`` rounds (each round: every configuration
+once, one ``--size`` transfer per mode, verified by the receiver), so load drift on a
+shared machine hits them alike; medians are reported. Writes ``agent.json`` and
+``agent.png`` under ``--out`` (default results/).
 
     sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick] [--before b06aeb9]
 """
@@ -280,27 +282,35 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     try:
-        phases: list[tuple[int, list[tuple[str, Path | None, tuple[str, ...]]]]] = [
-            (1500, [("before (today, MTU 1500)", before, ())] if before else []),
-            (
-                FABRIC_MTU,
-                ([("before, same frames", before, ())] if before else [])
-                + [("after", None, ()), ("after, no ICRC check", None, ("--no-icrc-check",))],
-            ),
-        ]
-        for mtu, agents in phases:
+        configs: list[tuple[str, int, Path | None, tuple[str, ...]]] = []
+        if before is not None:
+            configs.append(("before (today, MTU 1500)", 1500, before, ()))
+            configs.append(("before, same frames", FABRIC_MTU, before, ()))
+        configs.append(("after", FABRIC_MTU, None, ()))
+        configs.append(("after, no ICRC check", FABRIC_MTU, None, ("--no-icrc-check",)))
+        for mtu in sorted({c[1] for c in configs}):
             lab.set_mtu(mtu)
-            payload = payload_for_mtu(mtu)
-            c = ceiling(lab, payload, seconds)
-            key = f"mtu{mtu}"
-            ceilings[key] = c | {"mtu": mtu}
+            c = ceiling(lab, payload_for_mtu(mtu), seconds)
+            ceilings[f"mtu{mtu}"] = c | {"mtu": mtu}
             print(f"MTU {mtu}: raw send {c['send_frames_per_s']:.0f} frames/s, "
                   f"recv {c['recv_frames_per_s']:.0f} frames/s ({c['frame_bytes']} B frames)",
                   flush=True)  # fmt: skip
-            for label, source, extra in agents:
-                rs = agent_runs(lab, size, repeat, modes, label, source, extra)
+        # rounds: every configuration once per round, so a change in the machine's load (it is
+        # shared) hits all of them alike instead of whichever phase ran then
+        by_label: dict[str, list[dict[str, Any]]] = {c[0]: [] for c in configs}
+        for i in range(repeat):
+            for label, mtu, source, extra in configs:
+                lab.set_mtu(mtu)
+                rs = agent_runs(lab, size, 1, modes, label, source, extra)
+                for r in rs:
+                    r["run"] = i
+                by_label[label] += rs
                 rows += rs
-                summary[label] = summarise(rs, c["recv_frames_per_s"], payload) | {"mtu_key": key}
+        for label, mtu, _source, _extra in configs:
+            c = ceilings[f"mtu{mtu}"]
+            summary[label] = summarise(by_label[label], c["recv_frames_per_s"], payload_for_mtu(mtu)) | {
+                "mtu_key": f"mtu{mtu}"
+            }
     finally:
         lab.close()
         if before is not None:

@@ -65,6 +65,7 @@ DEFAULT_BASE_RTT_US = 10_000  # Python agents on a shared CPU: see docs/agent.md
 DEFAULT_WINDOW = 0  # 0: DEFAULT_WINDOW_PACKETS payloads (see _transport)
 DEFAULT_WINDOW_PACKETS = 64  # CC maximum in payloads: see docs/agent.md, "Timers and window"
 DEFAULT_PSN_WINDOW = 1 << 14  # PSNs a sender may have past its oldest unacknowledged one
+DEFAULT_ACK_EVERY = 4  # one SACK per this many in-order DATA packets (or the ACK delay)
 INITIAL_RTO_NS = 200_000_000
 CONNECT_INTERVAL_NS = 200_000_000  # a CONNECT is repeated this often until answered ...
 DEFAULT_CONNECT_TIMEOUT_S = 5.0  # ... for this long, then the peer is reported dead
@@ -80,6 +81,7 @@ class AgentOptions:
     base_rtt_us: int = DEFAULT_BASE_RTT_US
     window_bytes: int = DEFAULT_WINDOW
     psn_window: int = DEFAULT_PSN_WINDOW
+    ack_every: int = DEFAULT_ACK_EVERY
     kernel_rules: bool = True
     seed: int | None = None
     verify_icrc: bool = True
@@ -111,6 +113,8 @@ class Agent:
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
         self.mtu = self._choose_mtu(opts.mtu)
+        if not 1 <= opts.ack_every <= 64:
+            raise ValueError(f"--ack-every: {opts.ack_every} is outside 1..64")
         if not 2 <= opts.psn_window < 1 << 23:
             raise ValueError(f"--psn-window: {opts.psn_window} is outside 2..{(1 << 23) - 1}")
 
@@ -351,6 +355,7 @@ class Agent:
             rto_initial_ns=max(10 * rtt, INITIAL_RTO_NS),
             rx_window=self.opts.psn_window,
             initial_psn=initial_psn,
+            ack_every=self.opts.ack_every,
         )
 
     def _conn_rng(self) -> random.Random:

@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1 << 14,
         help="PSNs a sender may have past its oldest unacknowledged one (2..8388607)",
     )
+    s.add_argument("--ack-every", type=int, default=4, help="one SACK per this many in-order DATA packets")
     s.add_argument("--no-icrc-check", action="store_true", help="do not verify the ICRC of received frames")
     s.add_argument(
         "--connect-timeout",
@@ -111,6 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         base_rtt_us=args.base_rtt_us,
         window_bytes=parse_size(args.window),
         psn_window=args.psn_window,
+        ack_every=args.ack_every,
         kernel_rules=not args.no_kernel_rules,
         seed=args.seed,
         verify_icrc=not args.no_icrc_check,
