@@ -216,6 +216,8 @@ def cmd_stats(args: argparse.Namespace, client: AgentClient) -> int:
             f"port {p['ifname']}", f"rx {p['frames_rx']}  tx {p['frames_tx']}  tx errors {p['tx_errors']}"
         )
     tot.add_row("malformed", json.dumps(reply["malformed"]) or "{}")
+    tot.add_row("refused (peer binding)", json.dumps(reply.get("refused", {})))
+    tot.add_row("handshake", json.dumps(reply.get("handshake", {})))
     tot.add_row("kernel drops (nft)", json.dumps(reply["kernel_drops"]))
     con.print(tot)
     tr = reply["transfers"]
