@@ -1,17 +1,23 @@
-"""Agent speed against the raw-socket ceiling, measured in the same run (root).
+"""Agent speed against the raw-socket ceiling and against an older commit, in one run (root).
 
 Why: the host agent is Python on raw sockets, so its packets/s are bounded by what a bare
 AF_PACKET loop can move between two namespaces. This benchmark builds two namespaces
 joined by one veth (``mrc_host.agent.vethlab``, prefix ``agb``) and measures, in order:
 
-1. the ceiling: a bare ``send()`` loop of MRC-sized DATA frames (built once with the codec)
-   in one namespace for ``--seconds``, and a bare ``recv`` loop counting them in the other;
-2. the agent: ``mrc serve`` in both namespaces and ``--repeat`` transfers of ``--size`` per
-   mode; goodput (verified by the receiver), DATA packets/s, retransmissions.
+1. with the veth at MTU 1500 (the fabric's MTU before issue 13): the bare ``send()`` /
+   ``recv`` loops with 1364-byte payload frames, and the *before* agent (``--before``, a
+   ``git worktree`` of an older commit, default b06aeb9) -- "today's goodput";
+2. with the veth at the fabric MTU (mrc_fabric.frames.FABRIC_MTU, 4096-byte payloads):
+   the bare loops again, the *before* agent (same frame size), the *after* agent (this
+   tree) and the after agent with ``--no-icrc-check`` (the cost of verifying the ICRC);
+3. in-process: µs per ``decode_frame`` of a 4 KiB DATA frame with and without the ICRC.
 
-Writes ``agent.json`` and ``agent.png`` under ``--out`` (default results/).
+The agent configurations run in ``--repeat`` rounds (each round: every configuration
+once, one ``--size`` transfer per mode, verified by the receiver), so load drift on a
+shared machine hits them alike; medians are reported. Writes ``agent.json`` and
+``agent.png`` under ``--out`` (default results/).
 
-    sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick]
+    sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick] [--before b06aeb9]
 """
 
 from __future__ import annotations
@@ -118,12 +124,20 @@ def ceiling(lab: Any, payload: int, seconds: float) -> dict[str, Any]:
     }
 
 
-def agent_runs(lab: Any, size: int, repeat: int, modes: list[str]) -> list[dict[str, Any]]:
+def agent_runs(
+    lab: Any,
+    size: int,
+    repeat: int,
+    modes: list[str],
+    label: str,
+    source: Path | None = None,
+    extra: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
     from mrc_host.agent.client import AgentClient
 
     a, b = lab.hosts
     for h in lab.hosts:
-        lab.start_agent(h)
+        lab.start_agent(h, *extra, source=source)
     try:
         client = AgentClient(a.control, timeout_s=120)
         client.send(b.name, "1M")  # warm-up: connections, templates, first RTT samples
@@ -132,12 +146,12 @@ def agent_runs(lab: Any, size: int, repeat: int, modes: list[str]) -> list[dict[
             for i in range(repeat):
                 s = client.send(b.name, size, mode=mode, timeout_s=300)
                 if not s["ok"]:
-                    raise RuntimeError(f"transfer not verified: {s}")
-                rows.append({"mode": mode, "run": i} | {k: s[k] for k in (
+                    raise RuntimeError(f"{label}: transfer not verified: {s}")
+                rows.append({"agent": label, "mode": mode, "run": i} | {k: s[k] for k in (
                     "bytes", "seconds", "goodput_mbit_s", "packets_per_s", "data_packets_sent",
                     "retransmissions", "evs_retired", "verified")})  # fmt: skip
-                print(f"agent {mode:12} run {i}: {s['goodput_mbit_s']:8.1f} Mbit/s "
-                      f"{s['packets_per_s']:9.0f} pkt/s retx {s['retransmissions']}")  # fmt: skip
+                print(f"{label:24} {mode:12} run {i}: {s['goodput_mbit_s']:8.1f} Mbit/s "
+                      f"{s['packets_per_s']:9.0f} pkt/s retx {s['retransmissions']}", flush=True)  # fmt: skip
         stats = AgentClient(b.control).stats()
         rows_meta = {
             "receiver_socket_drops": sum(p["socket_drops"] for p in stats["ports"]),
@@ -151,32 +165,85 @@ def agent_runs(lab: Any, size: int, repeat: int, modes: list[str]) -> list[dict[
             lab.stop_agent(h)
 
 
+def decode_cost(payload: int, n: int = 20_000) -> dict[str, float]:
+    """µs per decode_frame of one DATA frame, with and without the ICRC check (one core)."""
+    from mrc_host.wire.codec import decode_frame, encode
+    from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_data
+
+    frame = encode(sample_data(payload), SAMPLE_CARRIER, SAMPLE_ADDRESSING)
+    out = {}
+    for key, verify in (("decode_us", False), ("decode_icrc_us", True)):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                decode_frame(frame, verify_icrc=verify)
+            best = min(best, (time.perf_counter() - t0) / n * 1e6)
+        out[key] = best
+    out["icrc_us"] = out["decode_icrc_us"] - out["decode_us"]
+    return out
+
+
+def before_tree(commit: str, where: Path) -> Path:
+    """A ``git worktree`` of ``commit`` (the agent before); removed again by ``drop_tree``."""
+    repo = Path(__file__).resolve().parents[1]
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(where), commit],
+                   check=True, capture_output=True)  # fmt: skip
+    return where
+
+
+def drop_tree(where: Path) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(where)],
+                   check=False, capture_output=True)  # fmt: skip
+
+
+def summarise(rows: list[dict[str, Any]], ceiling_rx: float, payload: int) -> dict[str, Any]:
+    pps = statistics.median(r["packets_per_s"] for r in rows)
+    return {
+        "goodput_mbit_s": statistics.median(r["goodput_mbit_s"] for r in rows),
+        "packets_per_s": pps,
+        "retransmissions": sum(r["retransmissions"] for r in rows),
+        "payload_bytes": payload,
+        "fraction_of_recv_ceiling_pps": pps / ceiling_rx,
+        # bits/s of the same frames: the agent's goodput against the raw loop's payload rate
+        "fraction_of_recv_ceiling_bits": statistics.median(r["goodput_mbit_s"] for r in rows)
+        / (ceiling_rx * payload * 8 / 1e6),
+    }
+
+
 def plot(doc: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    c = doc["ceiling"]
-    summary = doc["agent_summary"]
-    labels = ["raw send loop", "raw recv loop"] + [f"agent {m}" for m in summary]
-    pps = [c["send_frames_per_s"], c["recv_frames_per_s"]] + [s["packets_per_s"] for s in summary.values()]
-    per_frame = c["payload_bytes"] * 8 / 1e6
-    mbit = [c["send_frames_per_s"] * per_frame, c["recv_frames_per_s"] * per_frame] + [
-        s["goodput_mbit_s"] for s in summary.values()
-    ]
-    colors = ["#7f7f7f", "#bcbcbc"] + ["#1f77b4"] * len(summary)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    ax1.bar(range(len(labels)), [p / 1e3 for p in pps], color=colors)
-    ax1.set_xticks(range(len(labels)), labels, fontsize=8, rotation=15)
-    ax1.set_ylabel("thousand frames/s (DATA packets for the agent)")
-    ax1.set_title("packets/s: agent vs bare AF_PACKET loops")
-    ax2.bar(range(len(labels)), mbit, color=colors)
-    ax2.set_xticks(range(len(labels)), labels, fontsize=8, rotation=15)
-    ax2.set_ylabel("Mbit/s of payload (agent: verified goodput)")
-    ax2.set_title(f"goodput, {c['payload_bytes']} B payload per frame")
+    labels, pps, mbit, colors = [], [], [], []
+    for mtu_key, c in doc["ceilings"].items():
+        per_frame = c["payload_bytes"] * 8 / 1e6
+        labels.append(f"raw recv loop\n{c['payload_bytes']} B")
+        pps.append(c["recv_frames_per_s"])
+        mbit.append(c["recv_frames_per_s"] * per_frame)
+        colors.append("#bcbcbc")
+        for name, s in doc["agent_summary"].items():
+            if s["mtu_key"] != mtu_key:
+                continue
+            labels.append(f"{name}\n{s['payload_bytes']} B")
+            pps.append(s["packets_per_s"])
+            mbit.append(s["goodput_mbit_s"])
+            colors.append("#ff7f0e" if name.startswith("before") else "#1f77b4")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    for ax, values, ylabel in ((ax1, [p / 1e3 for p in pps], "thousand frames/s (agent: DATA packets)"),
+                               (ax2, mbit, "Mbit/s of payload (agent: verified goodput)")):  # fmt: skip
+        ax.bar(range(len(labels)), values, color=colors)
+        ax.set_xticks(range(len(labels)), labels, fontsize=7, rotation=20)
+        ax.set_ylabel(ylabel)
+    ax1.set_title("packets/s")
+    ax2.set_title(f"goodput: after = {doc['ratios']['after_vs_before_today']:.2f}x before (today)")
     fig.suptitle(
-        f"two namespaces over one veth, {doc['cpus']} CPUs, load {doc['load_before'][0]:.1f}", fontsize=9
+        f"two namespaces over one veth, {doc['cpus']} CPUs, load {doc['load_before'][0]:.1f}; "
+        f"before = {doc['before_commit']}",
+        fontsize=9,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -190,11 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default=None, help="bytes per transfer (default 64M, quick 16M)")
     ap.add_argument("--seconds", type=float, default=None, help="length of the raw-socket loop (default 5)")
     ap.add_argument("--repeat", type=int, default=None, help="transfers per mode (default 3)")
-    ap.add_argument("--modes", default="mrc,single-path", help="comma-separated modes")
+    ap.add_argument("--modes", default="mrc", help="comma-separated modes")
+    ap.add_argument("--before", default="b06aeb9", help="commit of the 'before' agent ('' to skip)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_agent needs root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
+    import tempfile
+
+    from mrc_fabric.frames import FABRIC_MTU, payload_for_mtu
     from mrc_host.agent.protocol import parse_size
     from mrc_host.agent.vethlab import VethLab
 
@@ -204,43 +275,85 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     args.out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
+    tmp = Path(tempfile.mkdtemp(prefix="agb-before-"))
+    before = before_tree(args.before, tmp / "tree") if args.before else None
     lab = VethLab(prefix="agb").open()
+    ceilings: dict[str, dict[str, Any]] = {}
+    summary: dict[str, dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
     try:
-        payload = 1500 - 136  # what the agent's default payload MTU is on a 1500-byte veth
-        c = ceiling(lab, payload, seconds)
-        print(f"ceiling: send {c['send_frames_per_s']:.0f} frames/s, "
-              f"recv {c['recv_frames_per_s']:.0f} frames/s ({c['frame_bytes']} B frames)")  # fmt: skip
-        rows = agent_runs(lab, size, repeat, modes)
+        configs: list[tuple[str, int, Path | None, tuple[str, ...]]] = []
+        if before is not None:
+            configs.append(("before (today, MTU 1500)", 1500, before, ()))
+            configs.append(("before, same frames", FABRIC_MTU, before, ()))
+        configs.append(("after", FABRIC_MTU, None, ()))
+        configs.append(("after, no ICRC check", FABRIC_MTU, None, ("--no-icrc-check",)))
+        for mtu in sorted({c[1] for c in configs}):
+            lab.set_mtu(mtu)
+            c = ceiling(lab, payload_for_mtu(mtu), seconds)
+            ceilings[f"mtu{mtu}"] = c | {"mtu": mtu}
+            print(f"MTU {mtu}: raw send {c['send_frames_per_s']:.0f} frames/s, "
+                  f"recv {c['recv_frames_per_s']:.0f} frames/s ({c['frame_bytes']} B frames)",
+                  flush=True)  # fmt: skip
+        # rounds: every configuration once per round, so a change in the machine's load (it is
+        # shared) hits all of them alike instead of whichever phase ran then
+        by_label: dict[str, list[dict[str, Any]]] = {c[0]: [] for c in configs}
+        for i in range(repeat):
+            for label, mtu, source, extra in configs:
+                lab.set_mtu(mtu)
+                rs = agent_runs(lab, size, 1, modes, label, source, extra)
+                for r in rs:
+                    r["run"] = i
+                by_label[label] += rs
+                rows += rs
+        for label, mtu, _source, _extra in configs:
+            c = ceilings[f"mtu{mtu}"]
+            summary[label] = summarise(by_label[label], c["recv_frames_per_s"], payload_for_mtu(mtu)) | {
+                "mtu_key": f"mtu{mtu}"
+            }
     finally:
         lab.close()
-    summary = {}
-    for m in modes:
-        rs = [r for r in rows if r["mode"] == m]
-        summary[m] = {
-            "goodput_mbit_s": statistics.median(r["goodput_mbit_s"] for r in rs),
-            "packets_per_s": statistics.median(r["packets_per_s"] for r in rs),
-            "retransmissions": sum(r["retransmissions"] for r in rs),
-            "fraction_of_recv_ceiling": statistics.median(r["packets_per_s"] for r in rs)
-            / c["recv_frames_per_s"],
-        }
+        if before is not None:
+            drop_tree(before)
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+    after = summary["after"]
+    ratios: dict[str, float] = {
+        "after_fraction_of_raw_bits": after["fraction_of_recv_ceiling_bits"],
+        "icrc_check_goodput_cost": 1
+        - after["goodput_mbit_s"] / summary["after, no ICRC check"]["goodput_mbit_s"],
+    }
+    if before is not None:
+        ratios["after_vs_before_today"] = (
+            after["goodput_mbit_s"] / summary["before (today, MTU 1500)"]["goodput_mbit_s"]
+        )
+        ratios["after_vs_before_same_frames"] = (
+            after["goodput_mbit_s"] / summary["before, same frames"]["goodput_mbit_s"]
+        )
     doc = {
-        "benchmark": "agent goodput and packets/s vs a bare AF_PACKET loop, two namespaces over a veth",
+        "benchmark": "agent goodput and packets/s: before vs after vs a bare AF_PACKET loop, "
+        "two namespaces, one veth",
         "python": platform.python_version(),
         "kernel": platform.release(),
         "cpus": os.cpu_count(),
         "load_before": load_before,
         "load_after": os.getloadavg(),
         "transfer_bytes": size,
-        "ceiling": c,
+        "before_commit": args.before,
+        "ceilings": ceilings,
         "agent_runs": rows,
         "agent_summary": summary,
+        "ratios": ratios,
+        "decode_cost_4096": decode_cost(4096),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (args.out / "agent.json").write_text(json.dumps(doc, indent=1))
-    plot(doc, args.out / "agent.png")
-    for m, s in summary.items():
-        print(f"agent {m}: {s['goodput_mbit_s']:.1f} Mbit/s, {s['packets_per_s']:.0f} pkt/s "
-              f"= {s['fraction_of_recv_ceiling']:.0%} of the raw receive loop")  # fmt: skip
+    if before is not None:
+        plot(doc, args.out / "agent.png")
+    for name, s in summary.items():
+        print(f"{name:24}: {s['goodput_mbit_s']:7.1f} Mbit/s, {s['packets_per_s']:6.0f} pkt/s "
+              f"= {s['fraction_of_recv_ceiling_bits']:.0%} of the raw loop's bits/s")  # fmt: skip
+    print("ratios:", json.dumps({k: round(v, 3) for k, v in ratios.items()}))
+    print("decode µs (4 KiB DATA):", json.dumps({k: round(v, 2) for k, v in doc["decode_cost_4096"].items()}))
     print(f"wrote {args.out / 'agent.json'} and {args.out / 'agent.png'}")
     return 0
 

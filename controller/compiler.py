@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from ipaddress import IPv6Network
 
 from controller.entries import Exact, Lpm, SwitchEntries, TableEntry
-from controller.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
 from mrc_fabric.addressing import host_usid, nic_address, t0_usid, t1_usid, top48, usid_prefix
+from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
 from mrc_fabric.topology import Role, Switch, Topology
 
 ECMP_GROUP = 1
@@ -138,7 +138,7 @@ def ecmp_template(src_t0: int, dst_t0: int, dst_host: int) -> CarrierTemplate:
 
 
 def compile_host_configs(topo: Topology) -> dict[str, HostConfig]:
-    """Per host: its NIC ports and, per other host, the carrier templates (see controller.hostconfig)."""
+    """Per host: its NIC ports and, per other host, the carrier templates (see mrc_fabric.hostconfig)."""
     configs = {}
     for h in topo.hosts:
         cfg = HostConfig(h.name, h.index, topo.block, topo.planes, topo.t1_per_plane)

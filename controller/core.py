@@ -28,12 +28,12 @@ from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
 from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, quote, resolve
 from controller.health import AgentState, AgentWatch
-from controller.hostconfig import write_host_configs
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
 from controller.tablewalk import Walk, build_views, walk
 from mrc_fabric.addressing import carrier
 from mrc_fabric.drop_reasons import DROP_REASON_LABELS, drop_reason_label
 from mrc_fabric.ev import EV
+from mrc_fabric.hostconfig import write_host_configs
 from mrc_fabric.p4info import P4InfoIndex, default_index
 from mrc_fabric.topology import Target, Topology
 

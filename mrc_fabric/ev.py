@@ -1,9 +1,15 @@
 """Entropy values: the 32-bit path selector every MRC packet carries.
 
-Layout: plane(4) | t1_index(10) | entropy(18). The low 16 bits ride in the
-UDP source port, the high 16 bits in the low 16 bits of the outer IPv6 flow
-label, so a receiver can echo the exact EV of the packet it acknowledges and
-an ECMP switch has something to hash on.
+Layout: plane(4) | t1_index(10) | entropy(18). On the wire the EV is split in two
+(DESIGN §3): its low 14 bits ride in the UDP source port, which is always
+``0xC000 | (EV & 0x3FFF)`` -- the range Linux RoCE draws its source ports from, so no EV
+makes a frame look like VXLAN, DHCPv6 or any other well-known port -- and its high 18
+bits in the outer (and inner) IPv6 flow label (``EV >> 14``, a 20-bit field whose top two
+bits stay 0). A receiver reassembles the exact EV of the packet it acknowledges, and an
+ECMP switch has both fields to hash on.
+
+This module is the one place that knows the layout: the codec, the scapy layers, the
+agent and the tools decode EV bits through it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,19 @@ from mrc_fabric.addressing import MAX_INDEX, MAX_PLANES, AddressingError
 
 ENTROPY_BITS = 18
 ENTROPY_MASK = (1 << ENTROPY_BITS) - 1
+PLANE_SHIFT = 28
+T1_SHIFT = ENTROPY_BITS
+T1_MASK = 0x3FF
+
+SPORT_EV_BITS = 14  # low EV bits carried in the UDP source port
+SPORT_EV_MASK = (1 << SPORT_EV_BITS) - 1  # 0x3FFF
+SPORT_BASE = 0xC000  # every MRC source port is in 0xC000..0xFFFF
+FLOW_LABEL_BITS = 32 - SPORT_EV_BITS  # 18 high EV bits in the 20-bit flow label
+FLOW_LABEL_EV_MASK = (1 << FLOW_LABEL_BITS) - 1
+
+
+class EvWireError(ValueError):
+    """A UDP source port / flow label pair that no EV produces."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -34,21 +53,21 @@ class EV:
 
     @property
     def value(self) -> int:
-        return (self.plane << 28) | (self.t1 << ENTROPY_BITS) | self.entropy
+        return (self.plane << PLANE_SHIFT) | (self.t1 << T1_SHIFT) | self.entropy
 
     @classmethod
     def decode(cls, value: int) -> EV:
         if not 0 <= value <= 0xFFFFFFFF:
             raise AddressingError(f"EV {value:#x} is not 32 bits")
-        return cls(value >> 28, (value >> ENTROPY_BITS) & 0x3FF, value & ENTROPY_MASK)
+        return cls(value >> PLANE_SHIFT, (value >> T1_SHIFT) & T1_MASK, value & ENTROPY_MASK)
 
     @property
     def udp_sport(self) -> int:
-        return self.value & 0xFFFF
+        return udp_sport(self.value)
 
     @property
     def flow_label(self) -> int:
-        return self.value >> 16
+        return flow_label(self.value)
 
     def __str__(self) -> str:
         return f"{self.value:08x}"
@@ -58,6 +77,35 @@ def ev_value(plane: int, t1: int, entropy: int = 0) -> int:
     return EV(plane, t1, entropy).value
 
 
+# Plain-int helpers for the packet path (no object per packet); same layout as EV.
+def ev_plane(value: int) -> int:
+    """Plane bits of a 32-bit EV (selects the NIC port)."""
+    return value >> PLANE_SHIFT
+
+
+def ev_t1(value: int) -> int:
+    """T1 index bits of a 32-bit EV."""
+    return (value >> T1_SHIFT) & T1_MASK
+
+
+def udp_sport(value: int) -> int:
+    """UDP source port that carries the low 14 bits of ``value``: 0xC000 | (EV & 0x3FFF)."""
+    return SPORT_BASE | (value & SPORT_EV_MASK)
+
+
+def flow_label(value: int) -> int:
+    """Flow label that carries the high 18 bits of ``value`` (EV >> 14)."""
+    return (value >> SPORT_EV_BITS) & FLOW_LABEL_EV_MASK
+
+
 def ev_from_wire(udp_sport: int, flow_label: int) -> int:
-    """Reassemble the 32-bit EV from its two halves on the wire."""
-    return ((flow_label & 0xFFFF) << 16) | (udp_sport & 0xFFFF)
+    """Reassemble the 32-bit EV from its two halves on the wire (no validity check)."""
+    return ((flow_label & FLOW_LABEL_EV_MASK) << SPORT_EV_BITS) | (udp_sport & SPORT_EV_MASK)
+
+
+def check_wire(udp_sport: int, flow_label: int) -> None:
+    """Raise EvWireError unless the pair is one an MRC sender writes (decoders: untrusted input)."""
+    if udp_sport & ~SPORT_EV_MASK != SPORT_BASE:
+        raise EvWireError(f"UDP source port {udp_sport:#06x} outside 0xc000..0xffff")
+    if flow_label >> FLOW_LABEL_BITS:
+        raise EvWireError(f"flow label {flow_label:#07x} has bits above the 18 EV bits")

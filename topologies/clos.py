@@ -26,6 +26,7 @@ from mininet.node import Host
 from mininet.topo import Topo
 
 from mrc_fabric.addressing import DEFAULT_BLOCK
+from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.topology import Target, Topology, build_clos
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,9 @@ def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[st
         want = {e.port: e.ifname for e in topology.ports_of(sw.name)}
         if port_map and port_map != want:
             raise RuntimeError(f"{sw.name}: Mininet ports {port_map} differ from the model's {want}")
+    for link in topology.links:  # RoCE-sized frames on every link and host port, on both targets
+        for end in (link.a, link.b):
+            net.get(end.node).cmd(f"ip link set dev {end.ifname} mtu {FABRIC_MTU}")
     for h in topology.hosts:
         configure_host(net.get(h.name), topology)
     topology.save(run / TOPOLOGY_FILE)

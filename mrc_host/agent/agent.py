@@ -1,20 +1,21 @@
-"""The agent process: one selector loop that owns the clock, the sockets and the endpoints.
+"""The agent process: one selector loop that owns the clock and drives the connections.
 
-``Agent.run`` waits on every NIC port's raw socket, the control socket and its clients,
-and a wake-up pipe for signals. Each turn it reads frames (a bounded batch per port),
-decodes them (codec.decode; refusals are counted by reason and dropped), hands each to the
-endpoint its queue-pair number names -- creating the receiving end on demand -- and
-carries out the actions that come back: ``Transmit`` is encoded from per-plane templates
-and sent on the port of the EV's plane, ``SetTimer`` is remembered, completions drive the
-transfers. Then it fires every endpoint timer that is due (``time.monotonic_ns``) and
-sends progress lines to clients waiting on a ``send``. SIGTERM/SIGINT end the loop; the
-nftables rules, the sockets and the control socket file are removed on the way out.
+``Agent.run`` waits on the NIC ports (``ports.Ports``), the control socket and its
+clients (``control.ControlServer``) and a wake-up pipe for signals. Each turn it reads
+frames, decodes them (``codec.decode_frame``, ICRC checked; refusals counted by reason),
+binds each to its connection (the handshake, the peer's addresses, the rkey -- anything
+else is refused and counted) and carries out the actions the core returns: ``Transmit`` is
+encoded from per-plane templates and sent on the port of the EV's plane, ``SetTimer`` is
+remembered, completions drive the transfers (``transfers.TransferBook``). Then it fires
+every endpoint timer that is due (``time.monotonic_ns``), and every tick repeats
+unanswered handshakes, ends transfers past their deadline or whose peer went silent, and
+sends progress lines. SIGTERM/SIGINT end the loop; the nftables rules, the sockets and the
+control socket file are removed on the way out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import random
@@ -22,12 +23,13 @@ import selectors
 import signal
 import socket
 import time
-from collections import Counter, deque
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.hostconfig import HostConfig
+from mrc_fabric.frames import DEFAULT_PAYLOAD
+from mrc_fabric.hostconfig import HostConfig
 from mrc_host.core import (
     Action,
     EvStateChanged,
@@ -38,64 +40,54 @@ from mrc_host.core import (
     Transmit,
     TransportConfig,
 )
-from mrc_host.wire.codec import MalformedPacket, decode
-from mrc_host.wire.messages import SACK_BITMAP_BITS
+from mrc_host.wire.codec import MalformedPacket, decode_frame
+from mrc_host.wire.messages import Connect, ConnectAck, DataPacket
 
 from . import protocol
-from .connection import Connection, Received, RecvConnection, SendConnection, Transfer
-from .netio import KernelQuiet, interface_mtu, open_port_socket, socket_drops
+from .connection import (
+    Connection,
+    HandshakeError,
+    RecvConnection,
+    SendConnection,
+    Transfer,
+)
+from .control import ControlClient, ControlServer
+from .netio import KernelQuiet, interface_mtu
 from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, QpId, payload_mtu
 from .payload import ChunkFlag, ChunkKind
+from .ports import Ports
+from .transfers import TransferBook
 
 log = logging.getLogger("mrc.agent")
 
-RX_BATCH = 64  # rounds of reading (one frame per ready port) before the loop looks at timers
-TICK_S = 0.1  # progress lines and receipt time-outs are looked at this often
-PROGRESS_EVERY_NS = 200_000_000
-RECEIPT_TIMEOUT_NS = 10_000_000_000
-HISTORY = 50
+TICK_S = 0.1  # handshakes, deadlines and progress lines are looked at this often
 DEFAULT_BASE_RTT_US = 10_000  # Python agents on a shared CPU: see docs/agent.md, 'Timers'
-DEFAULT_WINDOW = 0  # 0: as many bytes as the SACK bitmap's 64 packets (see _transport)
+DEFAULT_WINDOW = 0  # 0: DEFAULT_WINDOW_PACKETS payloads (see _transport)
+DEFAULT_WINDOW_PACKETS = 64  # CC maximum in payloads: see docs/agent.md, "Timers and window"
+DEFAULT_PSN_WINDOW = 1 << 14  # PSNs a sender may have past its oldest unacknowledged one
+DEFAULT_ACK_EVERY = 4  # one SACK per this many in-order DATA packets (or the ACK delay)
 INITIAL_RTO_NS = 200_000_000
+CONNECT_INTERVAL_NS = 200_000_000  # a CONNECT is repeated this often until answered ...
+DEFAULT_CONNECT_TIMEOUT_S = 5.0  # ... for this long, then the peer is reported dead
+DEFAULT_PEER_TIMEOUT_S = 10.0  # no acknowledgement for this long: the peer is reported dead
+DEFAULT_DEADLINE_S = 600.0  # a transfer not finished by then ends with an error
 
 
 @dataclass
 class AgentOptions:
     config: Path
     control: Path
-    mtu: int | None = None  # DATA payload bytes; default: the largest the NIC MTU allows
+    mtu: int | None = None  # DATA payload bytes; default: 4096, or the largest the NIC MTU allows
     base_rtt_us: int = DEFAULT_BASE_RTT_US
     window_bytes: int = DEFAULT_WINDOW
+    psn_window: int = DEFAULT_PSN_WINDOW
+    ack_every: int = DEFAULT_ACK_EVERY
     kernel_rules: bool = True
     seed: int | None = None
-
-
-@dataclass
-class PortCounters:
-    ifname: str
-    frames_rx: int = 0
-    frames_tx: int = 0
-    bytes_rx: int = 0
-    bytes_tx: int = 0
-    tx_errors: int = 0
-    socket_drops: int = 0  # frames the kernel dropped for a full receive buffer
-
-
-@dataclass
-class ActiveTransfer:
-    conn: SendConnection
-    transfer: Transfer
-    client: ControlClient | None
-    progress: bool
-    last_progress_ns: int = 0
-
-
-@dataclass
-class ControlClient:
-    sock: socket.socket
-    inbuf: bytearray = field(default_factory=bytearray)
-    outbuf: bytearray = field(default_factory=bytearray)
-    closed: bool = False
+    verify_icrc: bool = True
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
+    deadline_s: float = DEFAULT_DEADLINE_S
 
 
 class Agent:
@@ -104,29 +96,33 @@ class Agent:
         self.paths = HostPaths(HostConfig.load(opts.config))
         self.started = time.monotonic()
         self.rng = random.Random(opts.seed)
-        self.ports = [PortCounters(p.ifname) for p in self.paths.ports]
+        self.ports = Ports([p.ifname for p in self.paths.ports])
+        self.control = ControlServer(opts.control, self.command, self._count_internal_error)
+        self.transfers = TransferBook()
+        self.control.on_drop = self.transfers.forget_client
         self.malformed: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()  # decodable frames refused by the peer binding
+        self.handshake: Counter[str] = Counter()
+        self.pending: dict[int, RecvConnection] = {}  # local QP -> a newer handshake's connection
         self.internal_errors = 0
         self.conns: dict[int, Connection] = {}  # local QP -> connection
-        self.active: dict[int, ActiveTransfer] = {}  # transfer id -> transfer in progress
-        self.sent_history: deque[dict[str, Any]] = deque(maxlen=HISTORY)
-        self.received_history: deque[Received] = deque(maxlen=HISTORY)
         self.denied: set[int] = set()
-        self.sockets: list[socket.socket] = []
-        self.clients: dict[int, ControlClient] = {}
-        self.listener: socket.socket | None = None
         self.quiet = KernelQuiet(self.paths.nic_prefixes())
         self.sel = selectors.DefaultSelector()
         self._stop = False
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
         self.mtu = self._choose_mtu(opts.mtu)
+        if not 1 <= opts.ack_every <= 64:
+            raise ValueError(f"--ack-every: {opts.ack_every} is outside 1..64")
+        if not 2 <= opts.psn_window < 1 << 23:
+            raise ValueError(f"--psn-window: {opts.psn_window} is outside 2..{(1 << 23) - 1}")
 
     # ---- set-up and tear-down ----------------------------------------------------------------
     def _choose_mtu(self, wanted: int | None) -> int:
         limit = min(payload_mtu(interface_mtu(p.ifname)) for p in self.paths.ports)
         if wanted is None:
-            return limit
+            return min(DEFAULT_PAYLOAD, limit)
         if not 256 <= wanted <= limit:
             raise ValueError(f"--mtu: {wanted} B of payload does not fit the NIC MTU (256..{limit})")
         return wanted
@@ -135,26 +131,13 @@ class Agent:
         """Sockets, kernel rules, control socket. On failure everything opened is closed again."""
         self.paths.warm_up()
         try:
-            for p in self.paths.ports:
-                s = open_port_socket(p.ifname)
-                self.sockets.append(s)
+            self.ports.open(self.sel)
             if self.opts.kernel_rules:
                 self.quiet.install()
-            path = self.opts.control
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.listener = ls
-            ls.bind(str(path))
-            ls.listen(16)
-            ls.setblocking(False)
+            self.control.open(self.sel)
             self._wake_r, self._wake_w = socket.socketpair()
             self._wake_r.setblocking(False)
             self._wake_w.setblocking(False)
-            for plane, s in enumerate(self.sockets):
-                self.sel.register(s, selectors.EVENT_READ, ("port", plane))
-            self.sel.register(ls, selectors.EVENT_READ, ("listen", None))
             self.sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
         except BaseException:
             self.close()
@@ -169,25 +152,20 @@ class Agent:
         )
 
     def close(self) -> None:
-        for c in list(self.clients.values()):
-            self._drop_client(c)
-        for s in self.sockets:
-            s.close()
-        self.sockets.clear()
+        self.control.close()
+        self.ports.close()
         try:
             self.quiet.remove()
         except (RuntimeError, OSError) as exc:
             log.error("could not remove the nftables rules: %s", exc)
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
-            with contextlib.suppress(FileNotFoundError):
-                self.opts.control.unlink()
-        for s in (self._wake_r, self._wake_w):
-            if s is not None:
-                s.close()
+        for w in (self._wake_r, self._wake_w):
+            if w is not None:
+                w.close()
         self._wake_r = self._wake_w = None
         self.sel.close()
+
+    def _count_internal_error(self) -> None:
+        self.internal_errors += 1
 
     def stop(self) -> None:
         """Ask the loop to end (safe from a signal handler or another thread)."""
@@ -219,14 +197,14 @@ class Agent:
                 if kind == "port":
                     ready_ports.append(arg)
                 elif kind == "listen":
-                    self._accept_client()
+                    self.control.accept()
                 elif kind == "client":
-                    self._client_io(arg, _mask)
+                    self.control.io(arg, _mask)
                 else:
                     with contextlib.suppress(OSError):
                         self._wake_r.recv(4096)  # type: ignore[union-attr]
             if ready_ports:
-                self._read_ports(ready_ports)
+                self.ports.read(ready_ports, self._on_frame_guarded)
             now = time.monotonic_ns()
             self._fire_timers(now)
             if now - last_tick >= TICK_S * 1e9:
@@ -247,87 +225,137 @@ class Agent:
             log.exception("internal error in connection %s/%s", conn.peer.name, conn.kind)
 
     # ---- frames in -----------------------------------------------------------------------------
-    def _read_ports(self, planes: list[int]) -> None:
-        """Read the ready ports round-robin, one frame each per round, so frames are handled in
-        about the order they arrived across planes. (Reading one port's backlog before the
-        other's reorders packets by up to a batch; a packet that arrives more than 64 PSNs late
-        falls outside the SACK bitmap the receiver then sends, and the sender would take it
-        for lost.)"""
-        ready = list(planes)
-        for _ in range(RX_BATCH):
-            if not ready:
-                return
-            for plane in list(ready):
-                pc = self.ports[plane]
-                try:
-                    frame = self.sockets[plane].recv(65536, socket.MSG_DONTWAIT)
-                except BlockingIOError:
-                    ready.remove(plane)
-                    continue
-                except OSError as exc:
-                    log.warning("receive on %s failed: %s", pc.ifname, exc)
-                    ready.remove(plane)
-                    continue
-                pc.frames_rx += 1
-                pc.bytes_rx += len(frame)
-                try:
-                    self._on_frame(frame, time.monotonic_ns())
-                except Exception:
-                    self.internal_errors += 1
-                    self.malformed["internal"] += 1
-                    log.exception("internal error on a frame from %s", pc.ifname)
+    def _on_frame_guarded(self, frame: bytes, plane: int) -> None:
+        try:
+            self._on_frame(frame, time.monotonic_ns())
+        except Exception:  # a bug must cost one frame, never the agent
+            self.internal_errors += 1
+            self.malformed["internal"] += 1
+            log.exception("internal error on a frame from %s", self.ports.counters[plane].ifname)
 
     def _on_frame(self, frame: bytes, now: int) -> None:
+        """One frame: decode (ICRC checked), then the peer binding, then the connection's core.
+
+        A connection is bound to its peer: the QP names it, the inner source must be one of
+        the peer's NIC addresses, and DATA must carry the rkey its handshake gave. Anything
+        else is refused and counted by reason, before the core sees it.
+        """
         try:
-            msg = decode(frame)
+            msg = decode_frame(frame, verify_icrc=self.opts.verify_icrc)
         except MalformedPacket as exc:
             self.malformed[exc.reason] += 1
             return
+        if isinstance(msg, Connect):
+            self._on_connect(msg, now)
+            return
+        if isinstance(msg, ConnectAck):
+            self._on_connect_ack(msg, now)
+            return
         conn = self.conns.get(msg.qp)
         if conn is None:
-            conn = self._accept_connection(msg.qp, msg.meta.src)
-            if conn is None:
+            self.refused["no_connection"] += 1  # e.g. DATA before (or without) a handshake
+            return
+        if msg.meta.src not in conn.peer.addresses:
+            self.refused["wrong_source"] += 1
+            return
+        if isinstance(conn, SendConnection):
+            if not conn.established:
+                self.refused["not_established"] += 1
                 return
+            if isinstance(msg, DataPacket):
+                self.refused["data_to_sender"] += 1
+                return
+        elif isinstance(msg, DataPacket) and isinstance(conn, RecvConnection) and msg.rkey != conn.rkey:
+            newer = self.pending.get(msg.qp)
+            if newer is None or msg.rkey != newer.rkey or not newer.from_peer(msg.meta.src):
+                self.refused["bad_rkey"] += 1
+                return
+            conn = self._promote(newer)
         self._apply(conn, conn.endpoint.receive(msg, now), now)
 
-    def _accept_connection(self, qp_value: int, src: str) -> Connection | None:
-        """The receiving end of a queue pair a peer started, created from its first packet."""
-        qp = QpId.decode(qp_value)
-        if qp is None:
-            self.malformed["unknown_qp"] += 1
-            return None
-        if qp.role != ROLE_RECEIVER or qp.dst != self.paths.index:
-            self.malformed["unknown_qp"] += 1  # e.g. a SACK for a connection this agent never had
-            return None
+    def _on_connect(self, msg: Connect, now: int) -> None:
+        """A peer opens a queue pair to us: create (or re-answer) the receiving end."""
+        qp = QpId.decode(msg.qp)
+        if qp is None or qp.role != ROLE_RECEIVER or qp.dst != self.paths.index:
+            self.refused["unknown_qp"] += 1
+            return
         name = self.paths.peer_name_of_index(qp.src)
-        dest = self.paths.by_address.get(src)
+        dest = self.paths.by_address.get(msg.meta.src)
         if name is None or dest is None or dest.name != name:
-            self.malformed["unknown_peer"] += 1
-            return None
-        conn = RecvConnection(qp, self.paths.peer(name, qp.mode), self._transport(qp.mode), self._conn_rng())
+            self.refused["wrong_source"] += 1
+            return
+        ev = msg.meta.ev
+        for known in (self.conns.get(qp.value), self.pending.get(qp.value)):
+            if isinstance(known, RecvConnection) and known.answers(msg):
+                self.handshake["connect_repeated"] += 1  # our answer was lost, or crossed it
+                self._transmit(known, known.connect_ack(ev))
+                return
+        peer = self.paths.peer(name, qp.mode)
+        conn = RecvConnection(
+            qp, peer, self._transport(qp.mode, msg.initial_psn), self._conn_rng(), nonce=msg.nonce
+        )
+        if qp.value in self.conns:
+            # a live connection is replaced only once DATA proves the peer got our answer:
+            # a forged CONNECT (its sender never sees the rkey) cannot tear it down
+            self.pending[qp.value] = conn
+            self.handshake["connect_pending"] += 1
+        else:
+            self._add(conn)
+            self.handshake["connect_accepted"] += 1
+        self._transmit(conn, conn.connect_ack(ev))
+
+    def _promote(self, conn: RecvConnection) -> RecvConnection:
+        del self.pending[conn.qp.value]
+        self.handshake["connection_replaced"] += 1
+        log.info("recv %s: a newer handshake replaces the connection", conn.peer.name)
         self._add(conn)
         return conn
 
+    def _on_connect_ack(self, msg: ConnectAck, now: int) -> None:
+        conn = self.conns.get(msg.qp)
+        if not isinstance(conn, SendConnection):
+            self.refused["no_connection"] += 1
+            return
+        if not conn.from_peer(msg.meta.src):
+            self.refused["wrong_source"] += 1
+            return
+        try:
+            opened = conn.on_connect_ack(msg)
+        except HandshakeError as exc:
+            self.refused[exc.reason] += 1
+            return
+        if conn.refused:
+            self._drop_send(conn, f"peer {conn.peer.name} refused the connection ({conn.refused})", now)
+            return
+        if not opened:
+            self.handshake["connect_ack_repeated"] += 1
+            return
+        self.handshake["connected"] += 1
+        rtt_ms = (now - conn.first_connect_ns) / 1e6
+        log.info("send %s (%s): connected, initial psn %d, %.1f ms",
+                 conn.peer.name, conn.qp.mode, conn.initial_psn, rtt_ms)  # fmt: skip
+        self._apply(conn, conn.pump(now), now)
+
     # ---- connections ---------------------------------------------------------------------------
-    def _transport(self, mode: Mode) -> TransportConfig:
+    def _transport(self, mode: Mode, initial_psn: int) -> TransportConfig:
+        """Timers from the base RTT; the window from the congestion control, bounded by
+        ``window_bytes`` (the CC's maximum) and ``psn_window`` (PSNs past the oldest
+        unacknowledged one). No fixed packet cap: the receiver's SACK always reports the
+        packet that triggered it, so a span wider than the 64-bit bitmap is safe."""
         rtt = self.opts.base_rtt_us * 1000
         # the first RTO waits longer than the derived 10 RTT: before any RTT sample, a burst of a
         # whole window through a Python receiver can take that long, and a spurious first RTO
         # would retire a healthy path
-        #
-        # rx_window = the SACK bitmap's 64 PSNs: the sender never has more than 64 PSNs past its
-        # oldest unacknowledged one, so every SACK's bitmap starts at the cumulative PSN and
-        # reports every packet received. With a wider span, a hole older than 64 PSNs (a packet
-        # lost on a dead path) shifts the bitmap up; packets that fill holes below it are then
-        # never reported, the sender takes them for lost and retires healthy paths in a cascade.
-        window = self.opts.window_bytes or SACK_BITMAP_BITS * self.mtu
+        window = self.opts.window_bytes or DEFAULT_WINDOW_PACKETS * self.mtu
         return TransportConfig.for_rtt(
             rtt,
             int(window / 1.25),
             mode=mode,
             mtu=self.mtu,
             rto_initial_ns=max(10 * rtt, INITIAL_RTO_NS),
-            rx_window=SACK_BITMAP_BITS,
+            rx_window=self.opts.psn_window,
+            initial_psn=initial_psn,
+            ack_every=self.opts.ack_every,
         )
 
     def _conn_rng(self) -> random.Random:
@@ -341,14 +369,34 @@ class Agent:
         log.info("connection %s %s (%s) qp %06x", conn.kind, conn.peer.name, conn.qp.mode, conn.qp.value)
 
     def send_connection(self, peer: str, mode: Mode) -> SendConnection:
+        """Our sending end to ``peer``: an existing one, or a new one whose handshake starts now."""
         pp = self.paths.peer(peer, mode)  # KeyError for an unknown peer
         qp = QpId(ROLE_SENDER, mode, self.paths.index, pp.index)
         conn = self.conns.get(qp.value)
         if conn is None:
-            conn = SendConnection(qp, pp, self._transport(mode), self._conn_rng())
+            isn = self.rng.getrandbits(24)
+            conn = SendConnection(
+                qp, pp, self._transport(mode, isn), self._conn_rng(), self.rng.getrandbits(64)
+            )
             self._add(conn)
+            self._send_connect(conn, time.monotonic_ns())
         assert isinstance(conn, SendConnection)
         return conn
+
+    def _send_connect(self, conn: SendConnection, now: int) -> None:
+        for msg in conn.connect_messages(now, self.rng):
+            self._transmit(conn, msg)
+        self.handshake["connects_sent"] += 1
+
+    def _drop_send(self, conn: SendConnection, error: str, now: int) -> None:
+        """Give up on a sending end: its transfers end with ``error``; a later send starts over."""
+        log.warning("send %s (%s): %s", conn.peer.name, conn.qp.mode, error)
+        if self.conns.get(conn.qp.value) is conn:
+            del self.conns[conn.qp.value]
+        for tid, at in list(self.transfers.active.items()):
+            if at.conn is conn:
+                at.transfer.error = at.transfer.error or error
+                self._finish(tid, now)
 
     # ---- actions out ---------------------------------------------------------------------------
     def _apply(self, conn: Connection, actions: list[Action], now: int) -> None:
@@ -379,16 +427,7 @@ class Agent:
             self.internal_errors += 1
             log.error("cannot encode %s: %s", type(msg).__name__, exc)
             return
-        pc = self.ports[plane]
-        try:
-            self.sockets[plane].send(frame)
-        except OSError as exc:  # ENOBUFS and friends: a lost packet, which the transport recovers
-            pc.tx_errors += 1
-            if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):
-                log.warning("send on %s failed: %s", pc.ifname, exc)
-            return
-        pc.frames_tx += 1
-        pc.bytes_tx += len(frame)
+        self.ports.send(plane, frame)
 
     def _on_sent(self, conn: Connection, act: MessageSent, now: int) -> None:
         if not isinstance(conn, SendConnection):
@@ -411,7 +450,7 @@ class Agent:
         rec = conn.on_data_chunk(hdr, data)
         if rec is None:
             return
-        self.received_history.append(rec)
+        self.transfers.received.append(rec)
         log.info("received transfer %016x from %s: %d B, ok=%s", rec.transfer_id, rec.peer, rec.received,
                  rec.ok)  # fmt: skip
         back = self.send_connection(conn.peer.name, conn.qp.mode)
@@ -420,14 +459,10 @@ class Agent:
         self._apply(back, back.pump(now), now)
 
     def _on_receipt(self, peer: str, tid: int, flags: int, received: int, digest: bytes, now: int) -> None:
-        at = self.active.get(tid)
-        if at is None or at.conn.peer.name != peer:
+        done = self.transfers.on_receipt(peer, tid, bool(flags & ChunkFlag.OK), received, digest)
+        if done is None:
             self.malformed["stray_receipt"] += 1
-            return
-        t = at.transfer
-        ok = bool(flags & ChunkFlag.OK) and digest.hex() == t.sha256 and received == t.size
-        t.receipt = {"ok": ok, "bytes": received, "sha256": digest.hex()}
-        if t.all_acked:
+        elif done:
             self._finish(tid, now)
 
     # ---- transfers -----------------------------------------------------------------------------
@@ -436,115 +471,48 @@ class Agent:
         now = time.monotonic_ns()
         tid = self.rng.getrandbits(64) or 1
         t = Transfer(tid, req.peer, req.mode.value, req.size, self.rng.getrandbits(32), now)
-        self.active[tid] = ActiveTransfer(conn, t, client, req.progress, now)
-        conn.start(t)
+        self.transfers.start(conn, t, client, req.progress, req.deadline_s or self.opts.deadline_s, now)
         log.info("send %016x to %s: %d B (%s)", tid, req.peer, req.size, req.mode.value)
         self._apply(conn, conn.pump(now), now)
         return tid
 
     def _finish(self, tid: int, now: int) -> None:
-        at = self.active.pop(tid, None)
-        if at is None:
+        done = self.transfers.finish(tid, now)
+        if done is None:
             return
-        t = at.transfer
-        t.finished_ns = now
-        summary = at.conn.summary(t)
-        self.sent_history.append(summary)
+        at, summary = done
         log.info("transfer %016x done: %s", tid, summary)
         if at.client is not None and not at.client.closed:
             reply: dict[str, Any] = {"ok": summary["ok"], "summary": summary}
             if not summary["ok"]:
-                reply["error"] = t.error or "receiver did not confirm the bytes"
-            self._reply(at.client, reply)
+                reply["error"] = at.transfer.error or "receiver did not confirm the bytes"
+            self.control.reply(at.client, reply)
 
     def _tick(self, now: int) -> None:
-        for tid, at in list(self.active.items()):
-            t = at.transfer
-            if t.all_acked and t.receipt is None and now - t.acked_ns > RECEIPT_TIMEOUT_NS:
-                t.error = t.error or "no receipt from the receiver"
-                self._finish(tid, now)
-                continue
-            if at.progress and at.client is not None and now - at.last_progress_ns >= PROGRESS_EVERY_NS:
-                at.last_progress_ns = now
-                c = at.conn.endpoint.counters
-                self._reply(
-                    at.client,
-                    {
-                        "event": "progress",
-                        "transfer_id": f"{tid:016x}",
-                        "bytes": t.size,
-                        "bytes_acked": t.bytes_acked,
-                        "elapsed_s": round((now - t.started_ns) / 1e9, 3),
-                        "retransmissions": c.retransmissions - t.base_counters.get("retransmissions", 0),
-                        "evs_retired": c.ev_retired - t.base_counters.get("ev_retired", 0),
-                    },
+        for conn in [c for c in self.conns.values() if isinstance(c, SendConnection) and not c.established]:
+            if now - conn.first_connect_ns >= self.opts.connect_timeout_s * 1e9:
+                self._drop_send(
+                    conn,
+                    f"peer {conn.peer.name} did not answer the handshake: {conn.connects_sent} CONNECTs "
+                    f"in {self.opts.connect_timeout_s:g} s (no agent there, or no path)",
+                    now,
                 )
+            elif now - conn.last_connect_ns >= CONNECT_INTERVAL_NS:
+                self._send_connect(conn, now)
+        for e in self.transfers.expired(now, self.opts.peer_timeout_s):
+            at = self.transfers.active.get(e.transfer_id)
+            if at is None:  # ended by an earlier expiry's dropped connection
+                continue
+            if e.peer_dead:
+                self._drop_send(at.conn, e.error, now)
+            else:
+                at.transfer.error = at.transfer.error or e.error
+                self._finish(e.transfer_id, now)
+        for at, line in self.transfers.progress_due(now):
+            if at.client is not None:
+                self.control.reply(at.client, line)
 
-    # ---- control socket ------------------------------------------------------------------------
-    def _accept_client(self) -> None:
-        assert self.listener is not None
-        try:
-            s, _ = self.listener.accept()
-        except OSError:
-            return
-        s.setblocking(False)
-        c = ControlClient(s)
-        self.clients[s.fileno()] = c
-        self.sel.register(s, selectors.EVENT_READ, ("client", c))
-
-    def _drop_client(self, c: ControlClient) -> None:
-        if c.closed:
-            return
-        c.closed = True
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(c.sock)
-        self.clients.pop(c.sock.fileno(), None)
-        c.sock.close()
-        for at in self.active.values():
-            if at.client is c:
-                at.client = None
-
-    def _client_io(self, c: ControlClient, mask: int) -> None:
-        if mask & selectors.EVENT_WRITE:
-            self._flush(c)
-        if not mask & selectors.EVENT_READ or c.closed:
-            return
-        try:
-            data = c.sock.recv(65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._drop_client(c)
-            return
-        c.inbuf += data
-        while not c.closed:
-            nl = c.inbuf.find(b"\n")
-            if nl < 0:
-                if len(c.inbuf) > protocol.MAX_LINE:
-                    c.inbuf.clear()
-                    self._reply(c, protocol.error_reply(protocol.ProtocolError("request", "line too long")))
-                return
-            line = bytes(c.inbuf[:nl])
-            del c.inbuf[: nl + 1]
-            if line.strip():
-                self._handle(c, line)
-
-    def _handle(self, c: ControlClient, line: bytes) -> None:
-        try:
-            req = protocol.parse_request(line)
-            reply = self.command(req, c)
-        except (protocol.ProtocolError, KeyError, ValueError) as exc:
-            msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            reply = {"ok": False, "error": str(msg)}
-        except Exception as exc:
-            self.internal_errors += 1
-            log.exception("internal error handling %r", line[:200])
-            reply = {"ok": False, "error": f"internal error: {exc}"}
-        if reply is not None:
-            self._reply(c, reply)
-
+    # ---- control requests ---------------------------------------------------------------------
     def command(self, req: protocol.Request, client: ControlClient | None = None) -> dict[str, Any] | None:
         """Run one control request; None when the reply comes later (``send``)."""
         now = time.monotonic_ns()
@@ -585,37 +553,12 @@ class Agent:
             return {"ok": True, "ev": f"{req.ev:08x}", "connections": n}
         raise protocol.ProtocolError("cmd", f"{req.cmd!r} is not handled")
 
-    def _reply(self, c: ControlClient, obj: dict[str, Any]) -> None:
-        if c.closed:
-            return
-        c.outbuf += protocol.encode_line(obj)
-        self._flush(c)
-
-    def _flush(self, c: ControlClient) -> None:
-        if c.closed:
-            return
-        try:
-            while c.outbuf:
-                n = c.sock.send(c.outbuf)
-                del c.outbuf[:n]
-        except BlockingIOError:
-            pass
-        except OSError:
-            self._drop_client(c)
-            return
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.outbuf else 0)
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.modify(c.sock, events, ("client", c))
-
     # ---- introspection -------------------------------------------------------------------------
     def ev_rows(self) -> list[dict[str, Any]]:
         return [row for c in self.conns.values() for row in c.ev_table()]
 
     def stats(self) -> dict[str, Any]:
         now = time.monotonic_ns()
-        for pc, s in zip(self.ports, self.sockets, strict=False):
-            with contextlib.suppress(OSError):
-                pc.socket_drops += socket_drops(s)
         conns = [c.describe() for c in self.conns.values()]
         totals: Counter[str] = Counter()
         for c in self.conns.values():
@@ -628,26 +571,27 @@ class Agent:
                 totals[name] += getattr(k, name)
             for reason, n in k.malformed.items():
                 totals[f"core_malformed_{reason}"] += n
+            # the core's refusals of SACKs/NACKs for PSNs not sent or already acknowledged
+            for reason, n in dict(getattr(k, "acks_dropped", {})).items():
+                totals[f"acks_dropped_{reason}"] += n
+            totals["stray_acks"] += k.stray_acks
         return {
             "host": self.paths.name,
             "pid": os.getpid(),
             "uptime_s": round(time.monotonic() - self.started, 3),
             "mtu": self.mtu,
-            "ports": [p.__dict__ for p in self.ports],
+            "ports": self.ports.describe(),
             "malformed": dict(self.malformed),
+            "refused": dict(self.refused),
+            "handshake": dict(self.handshake),
+            "verify_icrc": self.opts.verify_icrc,
             "internal_errors": self.internal_errors,
             "kernel_drops": self.quiet.counters(),
             "denied": [f"{ev:08x}" for ev in sorted(self.denied)],
             "totals": dict(totals),
             "connections": conns,
             "evs": self.ev_rows(),
-            "transfers": {
-                "active": [
-                    at.conn.summary(at.transfer, now) | {"done": False} for at in self.active.values()
-                ],
-                "sent": list(self.sent_history),
-                "received": [r.to_dict() for r in self.received_history],
-            },
+            "transfers": self.transfers.describe(now),
         }
 
 

@@ -39,7 +39,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--log", type=Path, help="log file (default: stderr)")
     s.add_argument("--mtu", type=int, help="DATA payload bytes per packet (default: what the NIC MTU fits)")
     s.add_argument("--base-rtt-us", type=int, default=10_000, help="base RTT all timers derive from")
-    s.add_argument("--window", default="0", help="congestion window cap in bytes (0: 64 packets)")
+    s.add_argument(
+        "--window", default="0", help="congestion window cap in bytes (0: 64 payloads, 256 KiB at 4096 B)"
+    )
+    s.add_argument(
+        "--psn-window",
+        type=int,
+        default=1 << 14,
+        help="PSNs a sender may have past its oldest unacknowledged one (2..8388607)",
+    )
+    s.add_argument("--ack-every", type=int, default=4, help="one SACK per this many in-order DATA packets")
+    s.add_argument("--no-icrc-check", action="store_true", help="do not verify the ICRC of received frames")
+    s.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=5.0,
+        help="seconds to wait for a peer's handshake answer before reporting it dead",
+    )
+    s.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=10.0,
+        help="seconds without any acknowledgement before a transfer's peer is reported dead",
+    )
+    s.add_argument("--deadline", type=float, default=600.0, help="default transfer deadline in seconds")
     s.add_argument("--no-kernel-rules", action="store_true", help="do not install the nftables drop rules")
     s.add_argument("--seed", type=int, help="seed of the EV draws and transfer ids (default: random)")
     s.add_argument("-v", "--verbose", action="store_true")
@@ -49,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     snd.add_argument("size", help="bytes: 4096, 64M, 8MiB, 10MB, 1G")
     snd.add_argument("--mode", default="mrc", choices=["mrc", "single-path", "ecmp"])
     snd.add_argument("--no-progress", action="store_true")
+    snd.add_argument(
+        "--deadline",
+        type=float,
+        default=0.0,
+        help="seconds: end with an error (exit status 1) if not done by then (0: agent default)",
+    )
     _agent_arg(snd)
 
     for name, text in (("stats", "agent counters, per-EV table, transfers"), ("evs", "EV states")):
@@ -82,8 +111,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         mtu=args.mtu,
         base_rtt_us=args.base_rtt_us,
         window_bytes=parse_size(args.window),
+        psn_window=args.psn_window,
+        ack_every=args.ack_every,
         kernel_rules=not args.no_kernel_rules,
         seed=args.seed,
+        verify_icrc=not args.no_icrc_check,
+        connect_timeout_s=args.connect_timeout,
+        peer_timeout_s=args.peer_timeout,
+        deadline_s=args.deadline,
     )
     serve(opts)
     return 0
@@ -92,7 +127,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_send(args: argparse.Namespace, client: AgentClient) -> int:
     size = parse_size(args.size)
     if args.json or args.no_progress:
-        summary = client.send(args.peer, size, mode=args.mode)
+        summary = client.send(args.peer, size, mode=args.mode, deadline_s=args.deadline)
     else:
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -110,7 +145,9 @@ def cmd_send(args: argparse.Namespace, client: AgentClient) -> int:
                 bar.update(task, completed=ev["bytes_acked"], retx=ev["retransmissions"],
                            retired=ev["evs_retired"])  # fmt: skip
 
-            summary = client.send(args.peer, size, mode=args.mode, on_progress=progress)
+            summary = client.send(
+                args.peer, size, mode=args.mode, on_progress=progress, deadline_s=args.deadline
+            )
             bar.update(task, completed=summary["bytes_acked"])
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -179,6 +216,8 @@ def cmd_stats(args: argparse.Namespace, client: AgentClient) -> int:
             f"port {p['ifname']}", f"rx {p['frames_rx']}  tx {p['frames_tx']}  tx errors {p['tx_errors']}"
         )
     tot.add_row("malformed", json.dumps(reply["malformed"]) or "{}")
+    tot.add_row("refused (peer binding)", json.dumps(reply.get("refused", {})))
+    tot.add_row("handshake", json.dumps(reply.get("handshake", {})))
     tot.add_row("kernel drops (nft)", json.dumps(reply["kernel_drops"]))
     con.print(tot)
     tr = reply["transfers"]

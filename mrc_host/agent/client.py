@@ -37,7 +37,7 @@ def default_socket() -> str | None:
 
 class AgentClient:
     def __init__(
-        self, sock_path: str | os.PathLike | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+        self, sock_path: str | os.PathLike[str] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
     ) -> None:
         path = sock_path if sock_path is not None else default_socket()
         if not path:
@@ -72,7 +72,7 @@ class AgentClient:
                     raise AgentError(f"the agent at {self.path} did not answer within {limit} s") from exc
                 if not line:
                     raise AgentError(f"the agent at {self.path} closed the connection")
-                reply = json.loads(line)
+                reply: dict[str, Any] = json.loads(line)
                 if is_final(reply):
                     if raise_on_error and not reply["ok"] and "summary" not in reply:
                         raise AgentError(str(reply.get("error", "refused")), reply)
@@ -90,6 +90,7 @@ class AgentClient:
         mode: str = "mrc",
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         timeout_s: float = 0,
+        deadline_s: float = 0,
     ) -> dict[str, Any]:
         """Send ``size`` bytes to ``peer``; returns the summary (``ok``, ``verified``, goodput, ...).
 
@@ -98,14 +99,18 @@ class AgentClient:
         """
         req = {"cmd": "send", "peer": peer, "size": parse_size(size), "mode": mode,
                "progress": on_progress is not None}  # fmt: skip
+        if deadline_s:
+            req["deadline_s"] = deadline_s
         reply = self.request(req, on_progress, timeout_s=timeout_s)
-        return reply["summary"]
+        summary: dict[str, Any] = reply["summary"]
+        return summary
 
     def stats(self) -> dict[str, Any]:
         return self.request({"cmd": "stats"})
 
     def evs(self) -> list[dict[str, Any]]:
-        return self.request({"cmd": "evs"})["evs"]
+        rows: list[dict[str, Any]] = self.request({"cmd": "evs"})["evs"]
+        return rows
 
     def deny(self, ev: int | str) -> dict[str, Any]:
         return self.request({"cmd": "deny", "ev": ev})

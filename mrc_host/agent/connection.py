@@ -17,9 +17,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrc_fabric.ev import EV, ev_plane, ev_t1
 from mrc_host.core import Action, Endpoint, EvStateChanged, TransportConfig
+from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, Dscp, Ecn, PathMeta
 
-from .paths import ROLE_RECEIVER, ROLE_SENDER, RX_BASE_VADDR, PeerPaths, QpId, rkey_of
+from .paths import ROLE_RECEIVER, ROLE_SENDER, RX_BASE_VADDR, PeerPaths, QpId
 from .payload import (
     CHUNK_DATA_BYTES,
     HEADER_BYTES,
@@ -91,14 +93,34 @@ def _core_totals(ep: Endpoint) -> dict[str, int]:
     }
 
 
+class HandshakeError(ValueError):
+    """A CONNECT_ACK that does not answer this connection's CONNECT; ``reason`` is a counter key."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def control_meta(ev: int) -> PathMeta:
+    return PathMeta(ev=ev, ecn=Ecn.NOT_ECT, dscp=Dscp.CONTROL)
+
+
 class Connection:
-    """Shared part: the endpoint, its frame encoders and its timer."""
+    """Shared part: the endpoint, its frame encoders and its timer.
+
+    ``cfg.initial_psn`` is the connection's first PSN, random per connection and agreed in
+    the handshake; ``nonce`` names the handshake that created the connection.
+    """
 
     role = -1
 
-    def __init__(self, qp: QpId, peer: PeerPaths, cfg: TransportConfig, rng: random.Random) -> None:
+    def __init__(
+        self, qp: QpId, peer: PeerPaths, cfg: TransportConfig, rng: random.Random, nonce: int = 0
+    ) -> None:
         self.qp = qp
         self.peer = peer
+        self.initial_psn = cfg.initial_psn
+        self.nonce = nonce
         self.endpoint = Endpoint(
             local_qp=qp.value, peer_qp=qp.peer.value, config=cfg, paths=peer.path_space, rng=rng
         )
@@ -110,10 +132,14 @@ class Connection:
     def kind(self) -> str:
         return "send" if self.role == ROLE_SENDER else "recv"
 
+    def from_peer(self, src: str) -> bool:
+        """Whether an inner source address is one of this connection's peer NIC ports."""
+        return src in self.peer.addresses
+
     def encode(self, msg: Any) -> tuple[int, bytes]:
         """(plane, frame) for a message the core asked to transmit."""
         ev = msg.meta.ev
-        plane = ev >> 28
+        plane = ev_plane(ev)
         return plane, self.encoders[plane].encode(msg, self.peer.carrier(ev))
 
     def note_ev_change(self, ch: EvStateChanged, now_ns: int) -> None:
@@ -133,8 +159,8 @@ class Connection:
                     "conn": self.kind,
                     "mode": self.qp.mode.value,
                     "ev": f"{value:08x}",
-                    "plane": value >> 28,
-                    "t1": (value >> 18) & 0x3FF,
+                    "plane": ev_plane(value),
+                    "t1": ev_t1(value),
                     "state": e.state.value,
                     "active": e.active,
                     "data_sent": c.data_packets_sent if c else 0,
@@ -157,19 +183,33 @@ class Connection:
             "mode": self.qp.mode.value,
             "qp": self.qp.value,
             "peer_qp": self.qp.peer.value,
+            "initial_psn": self.initial_psn,
+            "established": getattr(self, "established", True),
             "counters": counters,
             "ev_history": list(self.ev_history)[-20:],
         }
 
 
 class SendConnection(Connection):
-    """Our DATA to the peer: transfers queue here and fill the peer's receive ring in order."""
+    """Our DATA to the peer: transfers queue here and fill the peer's receive ring in order.
+
+    It starts unestablished: ``connect_messages`` are the CONNECTs to send (the agent
+    repeats them until ``on_connect_ack`` accepts an answer or it gives up); nothing is
+    posted to the core before that, since the peer's rkey comes with the answer.
+    """
 
     role = ROLE_SENDER
 
-    def __init__(self, qp: QpId, peer: PeerPaths, cfg: TransportConfig, rng: random.Random) -> None:
-        super().__init__(qp, peer, cfg, rng)
-        self.rkey = rkey_of(qp.peer.value)
+    def __init__(
+        self, qp: QpId, peer: PeerPaths, cfg: TransportConfig, rng: random.Random, nonce: int = 0
+    ) -> None:
+        super().__init__(qp, peer, cfg, rng, nonce)
+        self.rkey = 0
+        self.established = False
+        self.refused = ""  # the peer's CONNECT_ACK said REFUSED
+        self.connects_sent = 0
+        self.first_connect_ns = 0
+        self.last_connect_ns = 0
         self.queue: deque[Transfer] = deque()
         self.chunk_seq = 0  # chunks ever posted on this connection (slot = seq % RING_SLOTS)
         self.posted: dict[int, tuple[Transfer | None, int]] = {}  # msg_id -> (transfer, data bytes)
@@ -183,9 +223,43 @@ class SendConnection(Connection):
     def queue_receipt(self, transfer_id: int, ok: bool, received: int, digest: bytes) -> None:
         self.receipts.append((transfer_id, received, digest, ok))
 
+    def connect_messages(self, now_ns: int, rng: random.Random) -> list[Connect]:
+        """One CONNECT per plane (a random path in each), so one dead plane cannot stop it."""
+        if not self.connects_sent:
+            self.first_connect_ns = now_ns
+        self.connects_sent += 1
+        self.last_connect_ns = now_ns
+        space = self.peer.path_space
+        out = []
+        for plane in range(space.planes):
+            ev = EV(plane, rng.randrange(space.t1_count), rng.getrandbits(18)).value
+            out.append(Connect(self.qp.peer.value, self.initial_psn, self.nonce, control_meta(ev)))
+        return out
+
+    def on_connect_ack(self, ack: ConnectAck) -> bool:
+        """Take the peer's answer; True when it established the connection now.
+
+        Raises HandshakeError for an answer to some other CONNECT (a forgery or a stale one).
+        A repeated answer to this one changes nothing.
+        """
+        if ack.nonce != self.nonce or ack.initial_psn != self.initial_psn:
+            raise HandshakeError("stale_handshake", "nonce or initial PSN is not this connection's")
+        if self.established:
+            if ack.rkey != self.rkey:
+                raise HandshakeError("stale_handshake", "a second answer with another rkey")
+            return False
+        if ack.status is not ConnectStatus.ACCEPTED:
+            self.refused = ack.status.name
+            return False
+        self.rkey = ack.rkey
+        self.established = True
+        return True
+
     def pump(self, now_ns: int) -> list[Action]:
         """Post as many chunks as free ring slots allow; returns the core's actions."""
         out: list[Action] = []
+        if not self.established:
+            return out
         while len(self.posted) < MAX_POSTED:
             if self.receipts:
                 tid, received, digest, ok = self.receipts.popleft()
@@ -291,13 +365,32 @@ class RecvConnection(Connection):
 
     role = ROLE_RECEIVER
 
-    def __init__(self, qp: QpId, peer: PeerPaths, cfg: TransportConfig, rng: random.Random) -> None:
-        super().__init__(qp, peer, cfg, rng)
-        self.region = self.endpoint.register_region(RX_BASE_VADDR, RING_BYTES, rkey_of(qp.value))
+    def __init__(
+        self,
+        qp: QpId,
+        peer: PeerPaths,
+        cfg: TransportConfig,
+        rng: random.Random,
+        nonce: int = 0,
+        rkey: int | None = None,
+    ) -> None:
+        """Created by a CONNECT (its nonce and initial PSN); ``rkey`` defaults to a random one."""
+        super().__init__(qp, peer, cfg, rng, nonce)
+        self.rkey = rkey if rkey is not None else rng.getrandbits(32) or 1
+        self.region = self.endpoint.register_region(RX_BASE_VADDR, RING_BYTES, self.rkey)
+        self.data_seen = False  # a DATA packet with this rkey arrived: the peer has our answer
         self.view = memoryview(self.region.buffer)
         self.cursor = 0  # chunks read so far
         self.verifiers: dict[int, Verifier] = {}
         self.bad_chunks = 0
+
+    def connect_ack(self, ev: int) -> ConnectAck:
+        """The answer to the CONNECT that created this connection, on ``ev`` (its path back)."""
+        return ConnectAck(self.qp.peer.value, self.initial_psn, self.nonce, self.rkey, meta=control_meta(ev))
+
+    def answers(self, c: Connect) -> bool:
+        """Whether ``c`` is (a repeat of) the CONNECT that created this connection."""
+        return c.nonce == self.nonce and c.initial_psn == self.initial_psn
 
     def take_chunk(self) -> tuple[ChunkHeader, memoryview] | None:
         """The chunk at the cursor (called once per MessageReceived); None if it is garbage."""

@@ -59,7 +59,8 @@ def interface_mtu(ifname: str) -> int:
     with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
         ifreq = struct.pack("16si", ifname.encode()[:15], 0)
         res = fcntl.ioctl(s.fileno(), SIOCGIFMTU, ifreq)
-    return struct.unpack("16si", res)[1]
+    mtu: int = struct.unpack("16si", res)[1]
+    return mtu
 
 
 def socket_drops(sock: socket.socket) -> int:
@@ -68,7 +69,7 @@ def socket_drops(sock: socket.socket) -> int:
     (PACKET_STATISTICS resets the kernel's counters on every read.)
     """
     raw = sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
-    _packets, drops = struct.unpack("II", raw)
+    drops: int = struct.unpack("II", raw)[1]
     return drops
 
 

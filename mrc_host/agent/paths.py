@@ -1,23 +1,26 @@
 """From the controller's per-host configuration to what the data path needs per packet.
 
-The agent learns paths only from ``<run_dir>/hosts/<host>.json`` (controller.hostconfig):
+The agent learns paths only from ``<run_dir>/hosts/<host>.json`` (mrc_fabric.hostconfig):
 its NIC ports, and per destination a carrier template that each EV specialises. This
 module turns that into the values the packet loop looks up, built once per peer:
 queue-pair numbers, the core's ``PathSpace``, per-plane ``FrameAddressing`` and a cache
 of 16-byte carriers per EV (so no per-packet address arithmetic or scapy).
 
-Queue pairs need no handshake: both ends derive the numbers from the two host indexes,
-the transfer mode and the role (the data sender's end or the data receiver's end), so a
-receiver can create its end on demand from the first packet it sees.
+Queue-pair numbers are derived: both ends compute them from the two host indexes, the
+transfer mode and the role (the data sender's end or the data receiver's end). What is
+*not* derivable -- the initial PSN, the rkey, the nonce -- is random per connection and
+exchanged in the handshake (CONNECT / CONNECT_ACK, docs/agent.md), which is the only way a
+receiving end is created.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from ipaddress import IPv6Network
+from ipaddress import IPv6Address, IPv6Network
 
-from controller.hostconfig import CarrierTemplate, Destination, HostConfig
 from mrc_fabric.addressing import MAX_INDEX
+from mrc_fabric.frames import payload_for_mtu
+from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig
 from mrc_host.core import Mode, PathSpace
 from mrc_host.wire.codec import FrameEncoder
 from mrc_host.wire.layers import FrameAddressing
@@ -32,12 +35,8 @@ MODES_BY_CODE = {v: k for k, v in MODE_CODES.items()}
 ROLE_SENDER = 1  # the QP end that sends DATA (and receives SACK/NACK)
 ROLE_RECEIVER = 0  # the QP end that places DATA in its region
 
-# Headers between the Ethernet header and the payload of a DATA frame, plus the ICRC:
-# outer IPv6 40 + inner IPv6 40 + UDP 8 + BTH 12 + RETH 16 + MRC data 16 + ICRC 4.
-DATA_OVERHEAD = 136
 
 RX_BASE_VADDR = 0x1_0000_0000  # virtual address of byte 0 of every receive ring
-RKEY_TAG = 0x5A << 24  # rkey = tag | receiver QP: distinct per connection, never 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +73,9 @@ class QpId:
         return cls((value >> ROLE_SHIFT) & 1, mode, (value >> SRC_SHIFT) & INDEX_MASK, value & INDEX_MASK)
 
 
-def rkey_of(receiver_qp: int) -> int:
-    return RKEY_TAG | receiver_qp
-
-
 def payload_mtu(if_mtu: int) -> int:
     """Largest DATA payload whose frame fits an interface MTU (IPv6 packet size)."""
-    return if_mtu - DATA_OVERHEAD
+    return payload_for_mtu(if_mtu)
 
 
 @dataclass
@@ -96,6 +91,7 @@ class PeerPaths:
     addressing: list[FrameAddressing]  # per plane
     path_space: PathSpace
     encoders: list[FrameEncoder]  # per plane; shared by every connection to this peer
+    addresses: frozenset[str] = frozenset()  # the peer's NIC port addresses (inner source)
     _carriers: dict[int, bytes] = field(default_factory=dict)
 
     def carrier(self, ev: int) -> bytes:
@@ -172,6 +168,7 @@ class HostPaths:
             addressing=addressing,
             path_space=PathSpace(self.cfg.planes, max(1, t1_count)),
             encoders=encoders,
+            addresses=frozenset(str(IPv6Address(a)) for a in dest.addresses),
         )
         self._peers[key] = pp
         return pp

@@ -5,7 +5,8 @@ exactly one *final* reply, an object with ``"ok"``; a ``send`` may first get any
 ``{"event": "progress", ...}`` lines (which carry no ``"ok"``). Requests::
 
     {"cmd": "ping"}
-    {"cmd": "send", "peer": "h3", "size": 67108864, "mode": "mrc", "progress": true}
+    {"cmd": "send", "peer": "h3", "size": 67108864, "mode": "mrc", "progress": true,
+     "deadline_s": 60}                     # optional: end with an error if not done by then
     {"cmd": "stats"}                       # agent counters, connections, per-EV table, transfers
     {"cmd": "evs"}                         # per-EV states only
     {"cmd": "deny", "ev": "10040001"}      # EV as 8 hex digits (or "0x...", or a JSON integer)
@@ -84,6 +85,14 @@ def parse_mode(value: Any) -> Mode:
         raise ProtocolError("mode", f"{value!r} is not one of {choices}") from None
 
 
+def parse_deadline(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProtocolError("deadline_s", f"{value!r} is not a number of seconds")
+    if not 0 <= value <= 86_400 * 7:
+        raise ProtocolError("deadline_s", f"{value} is outside 0..604800 s")
+    return float(value)
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     cmd: str
@@ -92,6 +101,7 @@ class Request:
     mode: Mode = Mode.MRC
     ev: int = 0
     progress: bool = False
+    deadline_s: float = 0.0  # 0: the agent's default
 
 
 def parse_request(line: bytes | str) -> Request:
@@ -119,6 +129,7 @@ def parse_request(line: bytes | str) -> Request:
             size=parse_size(obj["size"]),
             mode=parse_mode(obj.get("mode", "mrc")),
             progress=bool(obj.get("progress", False)),
+            deadline_s=parse_deadline(obj.get("deadline_s", 0)),
         )
     if cmd in ("deny", "allow"):
         if "ev" not in obj:

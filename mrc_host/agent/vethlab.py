@@ -19,17 +19,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
 from mrc_fabric.addressing import DEFAULT_BLOCK, host_usid, nic_address
+from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
 
 STOP_TIMEOUT_S = 10.0
 
 
-def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), capture_output=True, text=True, check=check)
 
 
-def in_ns(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def in_ns(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return sh("ip", "netns", "exec", ns, *args, check=check)
 
 
@@ -42,7 +42,7 @@ class LabHost:
     config_path: Path
     control: Path
     log: Path
-    agent: subprocess.Popen | None = None
+    agent: subprocess.Popen[bytes] | None = None
 
 
 @dataclass
@@ -109,14 +109,32 @@ class VethLab:
             )
             h.config_path.write_text(cfg.to_json())
 
-    def start_agent(self, h: LabHost, *extra: str) -> None:
-        cmd = ["ip", "netns", "exec", h.name, sys.executable, "-m", "mrc_host.agent.cli", "serve",
+    def start_agent(
+        self, h: LabHost, *extra: str, source: Path | None = None, prefix: tuple[str, ...] = ()
+    ) -> None:
+        """``source``: run the agent of another checkout (a ``git worktree`` of an older
+        commit, for before/after benchmarks); ``prefix`` goes before ``-m`` (e.g. cProfile)."""
+        cmd = ["ip", "netns", "exec", h.name, sys.executable, *prefix, "-m", "mrc_host.agent.cli", "serve",
                "--config", str(h.config_path), "--control", str(h.control),
                "--log", str(h.log), *extra]  # fmt: skip
+        env = None
+        if source is not None:
+            env = {**os.environ, "PYTHONPATH": str(source)}
         h.agent = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=source,
+            env=env,
         )
         wait_for_socket(h.control, h.agent)
+
+    def set_mtu(self, mtu: int) -> None:
+        """Change the MTU of both veth ends (agents read it when they start)."""
+        self.mtu = mtu
+        for h in self.hosts:
+            in_ns(h.name, "ip", "link", "set", h.ifname, "mtu", str(mtu))
 
     def stop_agent(self, h: LabHost) -> int | None:
         proc, h.agent = h.agent, None
@@ -148,7 +166,7 @@ class VethLab:
         return out
 
 
-def wait_for_socket(path: Path, proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
+def wait_for_socket(path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
     """Wait until an agent's control socket answers, or its process dies (then say why)."""
     from .client import AgentClient, AgentError
 
@@ -199,5 +217,6 @@ def malformed_frames(dst_mac: str, src_mac: str, inner_src: str, inner_dst: str)
     f = bytearray(data)
     f[54] = 0x40 | (f[54] & 0x0F)  # inner IP version 4
     out.append(("not_ipv6", bytes(f)))
-    out.append(("unknown_qp", enc.encode(Probe(qp=3 << MODE_SHIFT, probe_id=1, ev_under_test=0), carrier)))
+    # decodes, but names no connection this agent has: refused by the peer binding
+    out.append(("no_connection", enc.encode(Probe(qp=3 << MODE_SHIFT, probe_id=1, ev_under_test=0), carrier)))
     return out

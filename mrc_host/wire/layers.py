@@ -6,7 +6,8 @@ bytes, and the tests check that scapy dissects the codec's output to the same
 field values. Wireshark/tshark decode the same frames as RoCEv2 (UDP 4791).
 
 Frame: Ether / IPv6 (nh 41, the SRv6 uSID carrier) / IPv6 (nh 17, NIC addresses)
-/ UDP (sport = EV & 0xffff, dport 4791) / BTH / per-opcode header / payload / ICRC.
+/ UDP (sport = 0xC000 | EV & 0x3fff, dport 4791) / BTH / per-opcode header / payload / ICRC.
+The EV's high 18 bits ride in the flow label of both IPv6 headers (mrc_fabric.ev).
 Byte offsets of every field are in docs/protocol.md.
 
 The BTH is scapy.contrib.roce.BTH unchanged: it already binds UDP dport 4791
@@ -15,8 +16,13 @@ over a pseudo header of 8 x 0xff + the IPv6 header right before UDP -- the inner
 one -- with traffic class, flow label and hop limit set to all ones, the UDP
 header with checksum 0xffff, and the BTH with FECN/BECN/reserved bits set to
 ones, then the rest of the packet; stored little-endian). The outer header is
-not covered, so the ICRC survives every SRv6 hop. The UDP checksum is 0, as
-RoCEv2 NICs send it; the ICRC is the integrity check.
+not covered, so the ICRC survives every SRv6 hop.
+
+The UDP checksum is computed (over the inner IPv6 pseudo header, as RFC 8200 requires
+for UDP over IPv6: a zero checksum is only allowed for tunnel protocols under RFC
+6935/6936, which MRC's UDP is not -- it is the transport, carried *inside* the tunnel).
+Receivers do not check it: the ICRC covers the same bytes and more. A switch that trims
+a packet leaves the checksum stale, as it leaves no ICRC (docs/protocol.md).
 
 Known limit of the scapy view: a trimmed data frame (cut by a switch right
 after the MRC data header) has no ICRC, but scapy's BTH still takes the last
@@ -47,12 +53,15 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_layers
 
 from mrc_fabric.addressing import MRC_UDP_PORT
-from mrc_fabric.ev import ev_from_wire
+from mrc_fabric.ev import ev_from_wire, flow_label, udp_sport
 from mrc_host.wire.messages import (
     DATA_OPCODES,
+    Connect,
+    ConnectAck,
+    ConnectStatus,
     DataFlag,
     DataPacket,
-    Message,
+    Frame,
     Nack,
     NackReason,
     Opcode,
@@ -67,6 +76,8 @@ __all__ = [
     "MAX_PAYLOAD",
     "RETH",
     "FrameAddressing",
+    "MrcConnect",
+    "MrcConnectAck",
     "MrcData",
     "MrcNack",
     "MrcProbe",
@@ -151,12 +162,47 @@ class MrcNack(Packet):
 
 class MrcProbe(Packet):
     name = "MRC PROBE"
-    fields_desc = [IntField("probe_id", 0), XIntField("ev_under_test", 0), LongField("send_ts", 0)]
+    fields_desc = [
+        IntField("probe_id", 0),
+        XIntField("ev_under_test", 0),
+        LongField("send_ts", 0),
+        XIntField("reply_ev", 0),
+    ]
 
 
 class MrcProbeAck(Packet):
     name = "MRC PROBE_ACK"
-    fields_desc = [IntField("probe_id", 0), XIntField("ev_under_test", 0), LongField("echo_ts", 0)]
+    fields_desc = [
+        IntField("probe_id", 0),
+        XIntField("ev_under_test", 0),
+        LongField("echo_ts", 0),
+        XShortField("port_status", 0),
+        ShortField("reserved", 0),
+    ]
+
+
+class MrcConnect(Packet):
+    """Handshake request: the data sender's random initial PSN and nonce."""
+
+    name = "MRC CONNECT"
+    fields_desc = [
+        ByteField("reserved0", 0),
+        ThreeBytesField("initial_psn", 0),
+        IntField("reserved1", 0),
+        XLongField("nonce", 0),
+    ]
+
+
+class MrcConnectAck(Packet):
+    """Handshake answer: status, the initial PSN expected, the region's rkey, the nonce echoed."""
+
+    name = "MRC CONNECT_ACK"
+    fields_desc = [
+        ByteEnumField("status", 0, {s.value: s.name for s in ConnectStatus}),
+        ThreeBytesField("initial_psn", 0),
+        XIntField("rkey", 0),
+        XLongField("nonce", 0),
+    ]
 
 
 for _op in DATA_OPCODES:
@@ -166,9 +212,11 @@ bind_layers(BTH, MrcSack, opcode=int(Opcode.SACK))
 bind_layers(BTH, MrcNack, opcode=int(Opcode.NACK))
 bind_layers(BTH, MrcProbe, opcode=int(Opcode.PROBE))
 bind_layers(BTH, MrcProbeAck, opcode=int(Opcode.PROBE_ACK))
+bind_layers(BTH, MrcConnect, opcode=int(Opcode.CONNECT))
+bind_layers(BTH, MrcConnectAck, opcode=int(Opcode.CONNECT_ACK))
 
 
-def _bth_and_header(msg: Message) -> Packet:
+def _bth_and_header(msg: Frame) -> Packet:
     """BTH + per-opcode header (+ payload) of one message."""
     if isinstance(msg, DataPacket):
         return (
@@ -194,16 +242,27 @@ def _bth_and_header(msg: Message) -> Packet:
         )
     if isinstance(msg, Probe):
         return BTH(opcode=int(Opcode.PROBE), dqpn=msg.qp) / MrcProbe(
-            probe_id=msg.probe_id, ev_under_test=msg.ev_under_test, send_ts=msg.send_ts
+            probe_id=msg.probe_id, ev_under_test=msg.ev_under_test, send_ts=msg.send_ts, reply_ev=msg.reply_ev
         )
     if isinstance(msg, ProbeAck):
         return BTH(opcode=int(Opcode.PROBE_ACK), dqpn=msg.qp) / MrcProbeAck(
-            probe_id=msg.probe_id, ev_under_test=msg.ev_under_test, echo_ts=msg.echo_ts
+            probe_id=msg.probe_id,
+            ev_under_test=msg.ev_under_test,
+            echo_ts=msg.echo_ts,
+            port_status=msg.port_status,
+        )
+    if isinstance(msg, Connect):
+        return BTH(opcode=int(Opcode.CONNECT), dqpn=msg.qp, psn=msg.initial_psn) / MrcConnect(
+            initial_psn=msg.initial_psn, nonce=msg.nonce
+        )
+    if isinstance(msg, ConnectAck):
+        return BTH(opcode=int(Opcode.CONNECT_ACK), dqpn=msg.qp, psn=msg.initial_psn) / MrcConnectAck(
+            status=int(msg.status), initial_psn=msg.initial_psn, rkey=msg.rkey, nonce=msg.nonce
         )
     raise TypeError(f"not an MRC message: {type(msg).__name__}")
 
 
-def to_scapy(msg: Message, carrier: IPv6Address | str, addressing: FrameAddressing) -> Packet:
+def to_scapy(msg: Frame, carrier: IPv6Address | str, addressing: FrameAddressing) -> Packet:
     """The whole frame of ``msg`` as a scapy packet (slow: templates, tests, benchmarks).
 
     The inner IPv6 header repeats the outer traffic class and flow label (tunnel
@@ -211,7 +270,7 @@ def to_scapy(msg: Message, carrier: IPv6Address | str, addressing: FrameAddressi
     """
     meta = msg.meta
     tc = ((meta.dscp & 0x3F) << 2) | (meta.ecn & 0x3)
-    fl = (meta.ev >> 16) & 0xFFFF
+    fl = flow_label(meta.ev)
     hl = addressing.hop_limit
     return (
         Ether(src=addressing.src_mac, dst=addressing.dst_mac)
@@ -224,12 +283,12 @@ def to_scapy(msg: Message, carrier: IPv6Address | str, addressing: FrameAddressi
             fl=fl,
             hlim=hl,
         )
-        / UDP(sport=meta.ev & 0xFFFF, dport=MRC_UDP_PORT, chksum=0)
+        / UDP(sport=udp_sport(meta.ev), dport=MRC_UDP_PORT)  # checksum: scapy computes it
         / _bth_and_header(msg)
     )
 
 
-def message_from_scapy(pkt: Packet) -> Message:
+def message_from_scapy(pkt: Packet) -> Frame:
     """Read a dissected frame back into a Message: an independent decoder for tests.
 
     Raises ValueError when the packet is not a (non-trimmed) MRC frame.
@@ -284,11 +343,34 @@ def message_from_scapy(pkt: Packet) -> Message:
     if op == Opcode.PROBE:
         p = pkt[MrcProbe]
         return Probe(
-            qp=bth.dqpn, probe_id=p.probe_id, ev_under_test=p.ev_under_test, send_ts=p.send_ts, meta=meta
+            qp=bth.dqpn,
+            probe_id=p.probe_id,
+            ev_under_test=p.ev_under_test,
+            send_ts=p.send_ts,
+            meta=meta,
+            reply_ev=p.reply_ev,
         )
     if op == Opcode.PROBE_ACK:
         a = pkt[MrcProbeAck]
         return ProbeAck(
-            qp=bth.dqpn, probe_id=a.probe_id, ev_under_test=a.ev_under_test, echo_ts=a.echo_ts, meta=meta
+            qp=bth.dqpn,
+            probe_id=a.probe_id,
+            ev_under_test=a.ev_under_test,
+            echo_ts=a.echo_ts,
+            meta=meta,
+            port_status=a.port_status,
+        )
+    if op == Opcode.CONNECT:
+        c = pkt[MrcConnect]
+        return Connect(qp=bth.dqpn, initial_psn=c.initial_psn, nonce=c.nonce, meta=meta)
+    if op == Opcode.CONNECT_ACK:
+        k = pkt[MrcConnectAck]
+        return ConnectAck(
+            qp=bth.dqpn,
+            initial_psn=k.initial_psn,
+            nonce=k.nonce,
+            rkey=k.rkey,
+            status=ConnectStatus(k.status),
+            meta=meta,
         )
     raise ValueError(f"unknown opcode {op:#x}")

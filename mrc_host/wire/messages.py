@@ -26,6 +26,8 @@ class Opcode(enum.IntEnum):
     NACK = 0xC1
     PROBE = 0xC2
     PROBE_ACK = 0xC3
+    CONNECT = 0xC4
+    CONNECT_ACK = 0xC5
 
 
 DATA_OPCODES = frozenset({Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_LAST, Opcode.WRITE_ONLY})
@@ -116,23 +118,67 @@ class Nack:
 
 @dataclass(slots=True)
 class Probe:
+    """Liveness probe of ``ev_under_test``; ``reply_ev`` names the EV the PROBE_ACK should
+    return on (0: the responder chooses), so the prober can test a path's reverse too."""
+
     qp: int
     probe_id: int
     ev_under_test: int
     send_ts: int = 0
     meta: PathMeta = field(default_factory=PathMeta)
+    reply_ev: int = 0
 
 
 @dataclass(slots=True)
 class ProbeAck:
+    """Answer to a PROBE, with the responder's NIC port-status bitmap."""
+
     qp: int
     probe_id: int
     ev_under_test: int
     echo_ts: int = 0
     meta: PathMeta = field(default_factory=PathMeta)
+    port_status: int = 0
 
 
+class ConnectStatus(enum.IntEnum):
+    """What a CONNECT_ACK says about the CONNECT it answers."""
+
+    ACCEPTED = 0
+    REFUSED = 1  # no such peer/mode here, or the initiator is not who its QP says
+
+
+@dataclass(slots=True)
+class Connect:
+    """Opens a queue pair: the data sender's initial PSN and a random nonce (the agent's
+    handshake, docs/agent.md). Sent to the receiver's QP; retransmitted until answered."""
+
+    qp: int
+    initial_psn: int
+    nonce: int
+    meta: PathMeta = field(default_factory=PathMeta)
+
+
+@dataclass(slots=True)
+class ConnectAck:
+    """The receiver's answer: the nonce echoed, the initial PSN it will expect, and the rkey
+    of the region it registered for this connection (random, so only the real initiator,
+    which receives this packet, can write)."""
+
+    qp: int
+    initial_psn: int
+    nonce: int
+    rkey: int
+    status: ConnectStatus = ConnectStatus.ACCEPTED
+    meta: PathMeta = field(default_factory=PathMeta)
+
+
+# What the transport core consumes and produces.
 Message = DataPacket | Sack | Nack | Probe | ProbeAck
+# The agent's connection handshake: on the wire like the rest, never seen by the core.
+Handshake = Connect | ConnectAck
+# Everything the codec encodes and decodes.
+Frame = Message | Handshake
 
 
 class MalformedPacket(ValueError):

@@ -12,11 +12,14 @@ from mrc_fabric.addressing import carrier, nic_address, path_usids
 from mrc_fabric.ev import ev_value
 from mrc_host.wire.layers import FrameAddressing
 from mrc_host.wire.messages import (
+    Connect,
+    ConnectAck,
+    ConnectStatus,
     DataFlag,
     DataPacket,
     Dscp,
     Ecn,
-    Message,
+    Frame,
     Nack,
     NackReason,
     Opcode,
@@ -29,6 +32,7 @@ from mrc_host.wire.messages import (
 # Host 0 (under T0 0) to host 2 (under T0 1), plane 1, through T1 1.
 SAMPLE_PLANE = 1
 SAMPLE_EV = ev_value(SAMPLE_PLANE, 1, 0x2A5A5)
+SAMPLE_REPLY_EV = ev_value(SAMPLE_PLANE, 0, 0x15A5A)
 SAMPLE_CARRIER: IPv6Address = carrier(path_usids(SAMPLE_PLANE, 0, 1, 2, 1))
 SAMPLE_ADDRESSING = FrameAddressing(
     src_mac="02:00:00:00:00:01",
@@ -63,7 +67,7 @@ def sample_data(payload_len: int = 1024, opcode: Opcode = Opcode.WRITE_ONLY) -> 
     )
 
 
-def sample_messages() -> list[Message]:
+def sample_messages() -> list[Frame]:
     """One message of every type (and every DATA opcode)."""
     data = [
         sample_data(opcode=op, payload_len=256 + i)
@@ -94,6 +98,29 @@ def sample_messages() -> list[Message]:
             echo_ev=SAMPLE_EV,
             meta=control_meta(),
         ),
-        Probe(qp=0x00ABCD, probe_id=9, ev_under_test=SAMPLE_EV, send_ts=123_456, meta=control_meta()),
-        ProbeAck(qp=0x00ABCD, probe_id=9, ev_under_test=SAMPLE_EV, echo_ts=123_456, meta=control_meta()),
+        Probe(
+            qp=0x00ABCD,
+            probe_id=9,
+            ev_under_test=SAMPLE_EV,
+            send_ts=123_456,
+            meta=control_meta(),
+            reply_ev=SAMPLE_REPLY_EV,
+        ),
+        ProbeAck(
+            qp=0x00ABCD,
+            probe_id=9,
+            ev_under_test=SAMPLE_EV,
+            echo_ts=123_456,
+            meta=control_meta(),
+            port_status=0b01,
+        ),
+        Connect(qp=0x00ABCD, initial_psn=0x5A5A5A, nonce=0x0123_4567_89AB_CDEF, meta=control_meta()),
+        ConnectAck(
+            qp=0x40ABCD,
+            initial_psn=0x5A5A5A,
+            nonce=0x0123_4567_89AB_CDEF,
+            rkey=0x9E37_79B9,
+            status=ConnectStatus.ACCEPTED,
+            meta=control_meta(),
+        ),
     ]

@@ -61,9 +61,9 @@ for line in sys.stdin:
         ev = cmd["ev"]
         frame = bytes(
             Ether(src=cmd["src_mac"], dst=cmd["dst_mac"])
-            / IPv6(src=cmd["inner_src"], dst=cmd["outer_dst"], nh=41, hlim=64, fl=ev >> 16)
+            / IPv6(src=cmd["inner_src"], dst=cmd["outer_dst"], nh=41, hlim=64, fl=(ev >> 14) & 0x3FFFF)
             / IPv6(src=cmd["inner_src"], dst=cmd["inner_dst"], nh=17)
-            / UDP(sport=ev & 0xFFFF, dport=4791)
+            / UDP(sport=0xC000 | (ev & 0x3FFF), dport=4791)
             / Raw(MAGIC + cmd["tag"].encode())
         )
         tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
@@ -186,8 +186,8 @@ def send(
     ecmp_entropy: int | None = None,
 ) -> tuple[str, str]:
     """Send ``count`` frames src→dst in ``plane`` via T1 ``t1``; returns (tag, dst ifname)."""
-    from controller.hostconfig import HostConfig
     from mrc_fabric.ev import EV
+    from mrc_fabric.hostconfig import HostConfig
 
     cfg = HostConfig.load(tb.run_dir / "hosts" / f"{src}.json")
     ev = EV(plane, t1 or 0, ecmp_entropy or 0)

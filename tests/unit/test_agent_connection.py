@@ -11,15 +11,17 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+import pytest
+
 from controller.compiler import compile_host_configs
-from controller.hostconfig import HostConfig
+from mrc_fabric.hostconfig import HostConfig
 from mrc_fabric.topology import build_clos
-from mrc_host.agent.connection import Received, RecvConnection, SendConnection, Transfer
-from mrc_host.agent.paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, QpId
+from mrc_host.agent.connection import HandshakeError, Received, RecvConnection, SendConnection, Transfer
+from mrc_host.agent.paths import ROLE_SENDER, HostPaths, QpId
 from mrc_host.agent.payload import CHUNK_DATA_BYTES, ChunkFlag, ChunkKind
 from mrc_host.core import MessageReceived, MessageSent, Mode, SetTimer, Transmit, TransportConfig
-from mrc_host.wire.codec import decode
-from mrc_host.wire.messages import SACK_BITMAP_BITS
+from mrc_host.wire.codec import decode, decode_frame
+from mrc_host.wire.messages import SACK_BITMAP_BITS, Connect, ConnectAck
 
 
 def _configs() -> dict[str, HostConfig]:
@@ -32,11 +34,26 @@ class Wire:
     def __init__(self, mode: Mode = Mode.MRC, drop: Callable[[int, bytes], bool] | None = None) -> None:
         cfgs = _configs()
         a, b = HostPaths(cfgs["uch0"]), HostPaths(cfgs["uch3"])
-        cfg = TransportConfig.for_rtt(1_000_000, 64 * 1024, mode=mode, mtu=1364, rx_window=SACK_BITMAP_BITS)
+        isn = 0xFFFF00  # the PSN space wraps during every transfer here
+        cfg = TransportConfig.for_rtt(
+            1_000_000, 64 * 1024, mode=mode, mtu=1364, rx_window=SACK_BITMAP_BITS, initial_psn=isn
+        )
         q = QpId(ROLE_SENDER, mode, a.index, b.index)
-        self.tx = SendConnection(q, a.peer("uch3", mode), cfg, random.Random(1))
-        self.rx = RecvConnection(QpId(ROLE_RECEIVER, mode, a.index, b.index), b.peer("uch0", mode), cfg,
-                                 random.Random(2))  # fmt: skip
+        self.tx = SendConnection(q, a.peer("uch3", mode), cfg, random.Random(1), nonce=0x1234)
+        # the handshake, through real frames: CONNECT creates the receiving end, CONNECT_ACK
+        # gives the sender its rkey
+        connects = [decode_frame(self.tx.encode(c)[1]) for c in self.tx.connect_messages(0, random.Random(3))]
+        assert len(connects) == 2 and all(isinstance(c, Connect) for c in connects)
+        c = connects[0]
+        assert isinstance(c, Connect) and c.initial_psn == isn and c.nonce == 0x1234
+        self.rx = RecvConnection(
+            QpId.decode(c.qp), b.peer("uch0", mode), cfg, random.Random(2), nonce=c.nonce
+        )
+        assert self.rx.answers(c) and self.rx.qp.peer == self.tx.qp
+        ack = decode_frame(self.rx.encode(self.rx.connect_ack(c.meta.ev))[1])
+        assert isinstance(ack, ConnectAck) and not self.tx.established
+        assert self.tx.on_connect_ack(ack) and self.tx.established and self.tx.rkey == self.rx.rkey
+        assert not self.tx.on_connect_ack(ack)  # a repeated answer changes nothing
         self.now = 1_000_000
         self.flight: list[tuple[object, bytes]] = []
         self.timers: dict[int, int | None] = {}
@@ -161,3 +178,25 @@ def test_garbage_in_the_ring_is_counted_not_fatal() -> None:
     w = Wire()
     assert w.rx.take_chunk() is None  # an all-zero slot: no header
     assert w.rx.bad_chunks == 1
+
+
+def test_a_connect_ack_for_another_handshake_is_refused() -> None:
+    w = Wire()
+    forged = w.rx.connect_ack(0)
+    forged.nonce ^= 1
+    with pytest.raises(HandshakeError) as exc:
+        w.tx.on_connect_ack(forged)
+    assert exc.value.reason == "stale_handshake"
+    forged = w.rx.connect_ack(0)
+    forged.rkey ^= 1  # a second answer may not change the rkey
+    with pytest.raises(HandshakeError):
+        w.tx.on_connect_ack(forged)
+
+
+def test_nothing_is_posted_before_the_handshake() -> None:
+    cfgs = _configs()
+    a = HostPaths(cfgs["uch0"])
+    tx = SendConnection(QpId(ROLE_SENDER, Mode.MRC, a.index, 3), a.peer("uch3", Mode.MRC),
+                        TransportConfig(), random.Random(1))  # fmt: skip
+    tx.start(Transfer(1, "uch3", "mrc", 1000, seed=1, started_ns=0))
+    assert tx.pump(0) == [] and not tx.posted

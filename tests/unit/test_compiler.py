@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from controller.compiler import ECMP_GROUP, compile_host_configs, compile_routes
 from controller.entries import Exact, TableEntry
-from controller.hostconfig import HostConfig
 from controller.tablewalk import DropReason, build_views, walk
 from mrc_fabric.addressing import carrier, path_usids
 from mrc_fabric.ev import EV
+from mrc_fabric.hostconfig import HostConfig
 from mrc_fabric.topology import build_clos
 
 SHAPES = [  # (planes, T0 per plane, T1 per plane, hosts per T0)
@@ -153,7 +153,7 @@ def test_bad_carriers_are_dropped_with_a_reason() -> None:
 
 
 def test_host_config_file_round_trip(tmp_path) -> None:
-    from controller.hostconfig import write_host_configs
+    from mrc_fabric.hostconfig import write_host_configs
 
     topo = build_clos(2, 2, 2, 1, prefix="c")
     configs = compile_host_configs(topo)

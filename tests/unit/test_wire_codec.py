@@ -18,12 +18,25 @@ from mrc_host.wire.codec import (
     UDP_OFF,
     FrameEncoder,
     decode,
+    decode_frame,
     decode_inner,
+    decode_inner_frame,
     encode,
     trim,
 )
 from mrc_host.wire.layers import MAX_PAYLOAD, message_from_scapy, to_scapy
-from mrc_host.wire.messages import DataPacket, Dscp, Ecn, MalformedPacket, Message, Nack, Opcode, Sack
+from mrc_host.wire.messages import (
+    Connect,
+    ConnectAck,
+    DataPacket,
+    Dscp,
+    Ecn,
+    MalformedPacket,
+    Message,
+    Nack,
+    Opcode,
+    Sack,
+)
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_data, sample_messages
 
 MSGS = sample_messages()
@@ -60,7 +73,7 @@ def fix_lengths(frame: bytes) -> bytes:
 
 def reason_of(frame: bytes, **kw: bool) -> str:
     with pytest.raises(MalformedPacket) as info:
-        decode(frame, **kw)
+        decode_frame(frame, **kw)
     assert info.value.reason in REASONS
     return info.value.reason
 
@@ -68,9 +81,9 @@ def reason_of(frame: bytes, **kw: bool) -> str:
 @pytest.mark.parametrize("msg", MSGS, ids=IDS)
 def test_round_trip(msg: Message) -> None:
     frame = frame_of(msg)
-    assert decode(frame) == expected(msg)
-    assert decode(frame, verify_icrc=True) == expected(msg)
-    assert decode(memoryview(frame)) == expected(msg)
+    assert decode_frame(frame) == expected(msg)
+    assert decode_frame(frame, verify_icrc=True) == expected(msg)
+    assert decode_frame(memoryview(frame)) == expected(msg)
 
 
 @pytest.mark.parametrize("msg", MSGS, ids=IDS)
@@ -81,12 +94,12 @@ def test_fast_encoder_is_byte_identical_to_scapy(msg: Message) -> None:
 @pytest.mark.parametrize("msg", MSGS, ids=IDS)
 def test_scapy_dissects_fast_output_to_the_same_fields(msg: Message) -> None:
     frame = frame_of(msg)
-    assert message_from_scapy(Ether(frame)) == decode(frame) == expected(msg)
+    assert message_from_scapy(Ether(frame)) == decode_frame(frame) == expected(msg)
 
 
 @pytest.mark.parametrize("msg", MSGS, ids=IDS)
 def test_decode_inner_starts_at_inner_ipv6(msg: Message) -> None:
-    assert decode_inner(frame_of(msg)[INNER_OFF:], verify_icrc=True) == expected(msg)
+    assert decode_inner_frame(frame_of(msg)[INNER_OFF:], verify_icrc=True) == expected(msg)
 
 
 def test_carrier_forms_and_encoder_object_agree() -> None:
@@ -104,7 +117,7 @@ def test_encoder_reuse_does_not_alias_earlier_frames() -> None:
     other = IPv6Address("fcbb:bb00:4400:c402::")
     frames = [(m, enc.encode(m, other.packed)) for m in MSGS]
     for m, f in frames:
-        assert decode(f, verify_icrc=True) == expected(m)
+        assert decode_frame(f, verify_icrc=True) == expected(m)
         assert f[38:54] == other.packed
 
 
@@ -113,7 +126,7 @@ def test_every_ev_bit_and_mark_round_trips() -> None:
         for dscp, ecn in ((Dscp.DATA, Ecn.ECT0), (Dscp.RETX, Ecn.CE), (Dscp.CONTROL, Ecn.NOT_ECT), (63, 1)):
             msg = sample_data(64)
             msg.meta = dataclasses.replace(msg.meta, ev=ev, dscp=dscp, ecn=ecn)
-            got = decode(frame_of(msg))
+            got = decode_frame(frame_of(msg))
             assert (got.meta.ev, got.meta.dscp, got.meta.ecn) == (ev, dscp, ecn)
 
 
@@ -122,7 +135,7 @@ def test_empty_and_max_payload() -> None:
         msg = sample_data(n)
         frame = frame_of(msg)
         assert len(frame) == DATA_HDR_END + n + 4
-        assert decode(frame, verify_icrc=True) == expected(msg)
+        assert decode_frame(frame, verify_icrc=True) == expected(msg)
 
 
 # --------------------------------------------------------------------------- trimmed
@@ -132,7 +145,7 @@ def test_switch_trimmed_frame_decodes_as_trimmed() -> None:
     msg = sample_data(1024)
     cut = trim(frame_of(msg))
     assert len(cut) == DATA_HDR_END
-    got = decode(cut)
+    got = decode_frame(cut)
     assert isinstance(got, DataPacket)
     assert got.trimmed and got.payload == b""
     assert got.meta.dscp == Dscp.TRIMMED and got.meta.ecn == msg.meta.ecn
@@ -145,7 +158,7 @@ def test_cut_with_lengths_rewritten_but_dscp_kept_is_trimmed() -> None:
     """Payload shorter than the RETH length says (lengths consistent) means a switch cut it."""
     msg = sample_data(512)
     for keep in (0, 1, 100, 512 + 3):
-        got = decode(fix_lengths(frame_of(msg)[: DATA_HDR_END + keep]))
+        got = decode_frame(fix_lengths(frame_of(msg)[: DATA_HDR_END + keep]))
         assert isinstance(got, DataPacket) and got.trimmed and got.payload == b""
         assert got.meta.dscp == Dscp.DATA
 
@@ -153,7 +166,7 @@ def test_cut_with_lengths_rewritten_but_dscp_kept_is_trimmed() -> None:
 def test_dscp_trimmed_marks_trimmed_even_with_full_length() -> None:
     msg = sample_data(64)
     msg.meta.dscp = Dscp.TRIMMED
-    got = decode(frame_of(msg))
+    got = decode_frame(frame_of(msg))
     assert got.trimmed and got.payload == b""
 
 
@@ -232,21 +245,39 @@ def test_bad_field() -> None:
     assert reason_of(patch(frame_of(nack), 114 + 4, ">B", 99)) == "bad_field"
     sack = next(m for m in MSGS if isinstance(m, Sack))
     assert reason_of(patch(frame_of(sack), 114, ">B", 1)) == "bad_field"
+    # DESIGN §3: no EV gives a UDP source port below 0xC000 or flow-label bits above bit 17
+    assert reason_of(patch(frame_of(sack), 94, ">H", 4789)) == "bad_field"  # VXLAN's port
+    vtf = struct.unpack_from(">I", frame_of(sack), 14)[0]
+    assert reason_of(patch(frame_of(sack), 14, ">I", vtf | 0x80000)) == "bad_field"
+    connect_ack = next(m for m in MSGS if isinstance(m, ConnectAck))
+    assert reason_of(patch(frame_of(connect_ack), 114, ">B", 7)) == "bad_field"  # status
+
+
+def test_core_decoders_refuse_the_handshake() -> None:
+    """decode/decode_inner return only what the transport core takes; the agent uses decode_frame."""
+    for m in MSGS:
+        if isinstance(m, Connect | ConnectAck):
+            with pytest.raises(MalformedPacket) as exc:
+                decode(frame_of(m))
+            assert exc.value.reason == "unknown_opcode"
+            with pytest.raises(MalformedPacket):
+                decode_inner(frame_of(m)[INNER_OFF:])
+            assert decode_frame(frame_of(m)) == expected(m)
 
 
 def test_bad_icrc_only_when_asked() -> None:
     frame = bytearray(frame_of(sample_data(64)))
     frame[DATA_HDR_END] ^= 0x01
     assert reason_of(bytes(frame), verify_icrc=True) == "bad_icrc"
-    assert decode(bytes(frame)).payload[0] == 0x01
+    assert decode_frame(bytes(frame)).payload[0] == 0x01
 
 
 def test_non_bytes_input_is_malformed() -> None:
     for junk in (None, 42, "x" * 200, [1, 2, 3]):
         with pytest.raises(MalformedPacket):
-            decode(junk)  # type: ignore[arg-type]
+            decode_frame(junk)  # type: ignore[arg-type]
         with pytest.raises(MalformedPacket):
-            decode_inner(junk)  # type: ignore[arg-type]
+            decode_inner_frame(junk)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- encode errors
@@ -290,7 +321,7 @@ def test_module_encode_is_safe_across_threads() -> None:
         msg = sample_data(128)
         msg.meta = dataclasses.replace(msg.meta, ev=ev)
         for _ in range(300):
-            got = decode(encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING), verify_icrc=True)
+            got = decode_frame(encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING), verify_icrc=True)
             if got.meta.ev != ev:
                 errors.append(f"thread {ev:#x} got EV {got.meta.ev:#x}")
                 return

@@ -10,13 +10,23 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mrc_host.wire.codec import INNER_OFF, MAX_FRAME, UDP_OFF, FrameEncoder, decode, decode_inner
+from mrc_host.wire.codec import (
+    INNER_OFF,
+    MAX_FRAME,
+    UDP_OFF,
+    FrameEncoder,
+    decode_frame,
+    decode_inner_frame,
+)
 from mrc_host.wire.layers import MAX_PAYLOAD
 from mrc_host.wire.messages import (
+    Connect,
+    ConnectAck,
+    ConnectStatus,
     DataFlag,
     DataPacket,
+    Frame,
     MalformedPacket,
-    Message,
     Nack,
     NackReason,
     Opcode,
@@ -33,15 +43,15 @@ VALID = [ENC.encode(m, CARRIER) for m in sample_messages()]
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def outcome(data: bytes, inner: bool = False) -> Message | MalformedPacket:
-    """Decode; any exception other than MalformedPacket fails the test by propagating."""
+def outcome(data: bytes, inner: bool = False) -> Frame | MalformedPacket:
+    """Decode (handshake included); any exception other than MalformedPacket fails the test."""
     try:
-        return decode_inner(data) if inner else decode(data)
+        return decode_inner_frame(data) if inner else decode_frame(data)
     except MalformedPacket as exc:
         return exc
 
 
-def check_decoded_is_encodable(result: Message | MalformedPacket) -> None:
+def check_decoded_is_encodable(result: Frame | MalformedPacket) -> None:
     """Whatever decode accepts has every field in range, so it encodes again."""
     if not isinstance(result, MalformedPacket):
         ENC.encode(result, CARRIER)
@@ -80,7 +90,7 @@ def test_random_bit_flips(frame: bytes, bits: list[int]) -> None:
     check_decoded_is_encodable(outcome(bytes(flipped)))
     check_decoded_is_encodable(outcome(bytes(flipped[INNER_OFF:]), inner=True))
     with contextlib.suppress(MalformedPacket):
-        decode(bytes(flipped), verify_icrc=True)
+        decode_frame(bytes(flipped), verify_icrc=True)
 
 
 @settings(max_examples=40, deadline=None)
@@ -132,15 +142,33 @@ MESSAGES = st.one_of(
         meta=META,
     ),
     st.builds(Nack, qp=U24, psn=U24, reason=st.sampled_from(list(NackReason)), echo_ev=U32, meta=META),
-    st.builds(Probe, qp=U24, probe_id=U32, ev_under_test=U32, send_ts=U64, meta=META),
-    st.builds(ProbeAck, qp=U24, probe_id=U32, ev_under_test=U32, echo_ts=U64, meta=META),
+    st.builds(Probe, qp=U24, probe_id=U32, ev_under_test=U32, send_ts=U64, meta=META, reply_ev=U32),
+    st.builds(
+        ProbeAck,
+        qp=U24,
+        probe_id=U32,
+        ev_under_test=U32,
+        echo_ts=U64,
+        meta=META,
+        port_status=st.integers(0, 0xFFFF),
+    ),
+    st.builds(Connect, qp=U24, initial_psn=U24, nonce=U64, meta=META),
+    st.builds(
+        ConnectAck,
+        qp=U24,
+        initial_psn=U24,
+        nonce=U64,
+        rkey=U32,
+        status=st.sampled_from(list(ConnectStatus)),
+        meta=META,
+    ),
 )
 
 
 @FUZZ
 @given(MESSAGES)
-def test_random_messages_round_trip(msg: Message) -> None:
-    got = decode(ENC.encode(msg, CARRIER), verify_icrc=True)
+def test_random_messages_round_trip(msg: Frame) -> None:
+    got = decode_frame(ENC.encode(msg, CARRIER), verify_icrc=True)
     meta = dataclasses.replace(
         msg.meta, src=str(SAMPLE_ADDRESSING.inner_src), dst=str(SAMPLE_ADDRESSING.inner_dst)
     )

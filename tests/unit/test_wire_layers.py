@@ -10,8 +10,11 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
+from mrc_host.wire.codec import encode
 from mrc_host.wire.layers import (
     RETH,
+    MrcConnect,
+    MrcConnectAck,
     MrcData,
     MrcNack,
     MrcProbe,
@@ -46,8 +49,10 @@ def test_header_sizes_match_protocol_doc() -> None:
     assert len(MrcData()) == 16
     assert len(MrcSack()) == 32
     assert len(MrcNack()) == 12
-    assert len(MrcProbe()) == 16
-    assert len(MrcProbeAck()) == 16
+    assert len(MrcProbe()) == 20
+    assert len(MrcProbeAck()) == 20
+    assert len(MrcConnect()) == 16
+    assert len(MrcConnectAck()) == 16
 
 
 def test_outer_header_carries_path_ev_and_marks() -> None:
@@ -57,10 +62,21 @@ def test_outer_header_carries_path_ev_and_marks() -> None:
     assert outer.nh == 41 and inner.nh == 17
     assert outer.dst == str(SAMPLE_CARRIER)
     assert outer.tc == (msg.meta.dscp << 2) | msg.meta.ecn
-    assert outer.fl == msg.meta.ev >> 16
-    assert pkt[UDP].sport == msg.meta.ev & 0xFFFF and pkt[UDP].dport == 4791
-    assert pkt[UDP].chksum == 0
+    assert outer.fl == inner.fl == msg.meta.ev >> 14  # DESIGN §3: the high 18 EV bits
+    assert pkt[UDP].sport == 0xC000 | (msg.meta.ev & 0x3FFF) and pkt[UDP].dport == 4791
+    assert 0xC000 <= pkt[UDP].sport <= 0xFFFF
     assert inner.src == str(SAMPLE_ADDRESSING.inner_src) and inner.dst == str(SAMPLE_ADDRESSING.inner_dst)
+
+
+@pytest.mark.parametrize("msg", sample_messages(), ids=lambda m: type(m).__name__)
+def test_udp_checksum_is_valid_over_ipv6(msg: Message) -> None:
+    """RFC 8200: a UDP checksum of 0 is invalid over IPv6; scapy recomputes the codec's and agrees."""
+    frame = encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING)
+    pkt = Ether(frame)
+    sent = pkt[UDP].chksum
+    assert sent != 0
+    del pkt[UDP].chksum
+    assert Ether(bytes(pkt))[UDP].chksum == sent
 
 
 def test_icrc_is_computed_and_covers_payload() -> None:
@@ -69,3 +85,15 @@ def test_icrc_is_computed_and_covers_payload() -> None:
     msg.payload = b"\xff" + msg.payload[1:]
     b = Ether(bytes(to_scapy(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING)))[BTH].icrc
     assert a != 0 and b != 0 and a != b
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 255, 256, 257, 4095, 4096, 9000])
+def test_udp_checksum_of_every_payload_size_matches_scapy(size: int) -> None:
+    """Both sums of the codec (big integer, and numpy for long even payloads) agree with scapy."""
+    from mrc_host.wire.samples import sample_data
+
+    frame = encode(sample_data(size), SAMPLE_CARRIER, SAMPLE_ADDRESSING)
+    pkt = Ether(frame)
+    sent = pkt[UDP].chksum
+    del pkt[UDP].chksum
+    assert Ether(bytes(pkt))[UDP].chksum == sent != 0

@@ -6,6 +6,9 @@ destination from a per-destination template (MRC_FACTS: "no 128-bit address is s
 per path"). A template lists the path's uSIDs with the plane bits zero; the EV's plane
 goes into every uSID and the EV's t1 index into the uSID at ``t1_slot``.
 
+The format is part of the shared contract (mrc_fabric): the controller's route compiler
+writes it, the agents read it, and neither imports the other.
+
 File format (JSON, ``format`` 1)::
 
     {"format": 1, "host": "h0", "index": 0, "block": "fcbb:bb00::/32",
