@@ -4,7 +4,8 @@ from .actions import Action, EvStateChanged, MessageReceived, MessageSent, SetTi
 from .config import CcParams, Mode, TransportConfig
 from .counters import Counters, EvCounters
 from .endpoint import Endpoint
-from .evset import EvSet, EvState, PathSpace
+from .ev_state import EvEvent, EvState, EvTransitionError
+from .evset import EvSet, PathSpace
 from .region import MemoryRegion, RegionTable
 
 __all__ = [
@@ -13,9 +14,11 @@ __all__ = [
     "Counters",
     "Endpoint",
     "EvCounters",
+    "EvEvent",
     "EvSet",
     "EvState",
     "EvStateChanged",
+    "EvTransitionError",
     "MemoryRegion",
     "MessageReceived",
     "MessageSent",

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from mrc_host.wire.messages import Message
 
+from .ev_state import EvEvent, EvState
+
 
 @dataclass(slots=True)
 class Transmit:
@@ -39,10 +41,14 @@ class MessageReceived:
 
 @dataclass(slots=True)
 class EvStateChanged:
+    """An EV changed state (``old``/``new`` are ``EvState``, a ``StrEnum``: they still
+    compare equal to their names); ``event`` says what made it change."""
+
     ev: int
-    old: str
-    new: str
+    old: EvState
+    new: EvState
     reason: str
+    event: EvEvent | None = None
 
 
 Action = Transmit | SetTimer | MessageSent | MessageReceived | EvStateChanged

@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
+from mrc_host.wire.messages import PSN_MASK
+
 
 class Mode(enum.StrEnum):
     """How a connection uses paths. Same code, different policy switches."""
@@ -50,8 +52,14 @@ class TransportConfig:
 
     mode: Mode = Mode.MRC
     mtu: int = 4096  # payload bytes per DATA packet
-    max_evs: int = 64  # EVs drawn per connection, split equally across planes
+    max_evs: int = 128  # EVs drawn per connection, split equally across planes (any path count)
     backup_evs_per_plane: int = 4  # spare EVs per plane that replace retired ones
+    ev_min_active: int = 0  # OCP: loss retires no EV below this many usable; 0 = half the drawn EVs
+    skip_rotations: int = 4  # an ECN echo / trim NACK skips the EV this many turns (times its heat)
+    max_skip_rotations: int = 32  # cap of the above
+    penalty_halflife_ns: int = 16_000  # the heat of repeated ECN/trim penalties halves this often
+    flap_window_ns: int = 400_000  # an EV failing this soon after a restore is flapping ...
+    max_flap_backoff: int = 6  # ... and waits 2**flaps probe intervals (capped) before probing
     sack_gap_threshold: int = 3  # a PSN is lost once this many packets sent after it are SACKed
     reorder_window_ns: int = 1_000  # ... and one of them was sent this long after it
     rto_initial_ns: int = 40_000
@@ -64,6 +72,12 @@ class TransportConfig:
     rx_window: int = 1 << 14  # PSNs beyond the cumulative ACK the receiver accepts
     initial_psn: int = 0
     cc: CcParams = field(default_factory=CcParams)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.initial_psn <= PSN_MASK:
+            raise ValueError(f"initial_psn {self.initial_psn} is not a 24-bit PSN")
+        if self.max_evs < 1 or self.backup_evs_per_plane < 0 or self.ev_min_active < 0:
+            raise ValueError("max_evs >= 1, backup_evs_per_plane >= 0 and ev_min_active >= 0 required")
 
     @property
     def go_back_n(self) -> bool:
@@ -92,6 +106,8 @@ class TransportConfig:
             probe_interval_ns=10 * base_rtt_ns,
             ack_delay_ns=max(base_rtt_ns // 2, 1),
             reorder_window_ns=max(base_rtt_ns // 4, 1),
+            penalty_halflife_ns=4 * base_rtt_ns,
+            flap_window_ns=100 * base_rtt_ns,
             cc=cc,
         )
         return replace(base, **overrides)  # type: ignore[arg-type]

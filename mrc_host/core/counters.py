@@ -36,7 +36,9 @@ class Counters:
     sacks_received: int = 0
     ecn_echoes_received: int = 0
     nacks_received: Counter[str] = field(default_factory=Counter)
-    stray_acks: int = 0  # SACK/NACK naming PSNs never sent
+    stray_acks: int = 0  # SACK/NACK not believed (the total of acks_dropped)
+    acks_dropped: Counter[str] = field(default_factory=Counter)  # by reason (peer safety)
+    sack_echo_unmatched: int = 0  # SACKs whose echoed EV/time match no newly acked packet
     last_resort_sends: int = 0  # sent on an ASSUMED_BAD EV because nothing else was usable
     # receiver
     messages_received: int = 0
@@ -61,6 +63,7 @@ class Counters:
     ev_retired: int = 0
     ev_restored: int = 0
     ev_skipped: int = 0
+    ev_retire_floor_holds: int = 0  # losses that retired no EV: ev_min_active reached
     reverse_ev_retired: int = 0  # ack paths retired after a duplicate retransmission
     per_ev: dict[int, EvCounters] = field(default_factory=dict)
 
@@ -73,6 +76,6 @@ class Counters:
     def as_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["per_ev"] = {f"{ev:08x}": asdict(c) for ev, c in sorted(self.per_ev.items())}
-        for key in ("nacks_received", "nacks_sent", "refused_writes", "malformed"):
+        for key in ("nacks_received", "nacks_sent", "refused_writes", "malformed", "acks_dropped"):
             d[key] = dict(getattr(self, key))
         return d

@@ -32,6 +32,7 @@ from mrc_host.wire.messages import (
 from .actions import Action, SetTimer, Transmit
 from .config import TransportConfig
 from .counters import Counters
+from .ev_state import EvEvent, EvState
 from .evset import EvSet, PathSpace
 from .receiver import Receiver
 from .region import MemoryRegion, RegionTable
@@ -214,16 +215,17 @@ class Endpoint:
         if changes:
             c = self.counters
             for ch in changes:  # EV counters are tallied here, from the transitions themselves
-                if ch.new == "ASSUMED_BAD":
-                    if ch.old == "ASSUMED_BAD":
-                        c.probe_timeouts += 1
-                    else:
-                        c.ev_retired += 1
-                elif ch.new == "SKIP":
-                    c.ev_skipped += 1
-                elif ch.old == "ASSUMED_BAD" and ch.new == "GOOD":
+                ev_event = ch.event
+                if ev_event is EvEvent.PROBE_TIMEOUT:
+                    c.probe_timeouts += 1
+                elif ev_event is EvEvent.PROBES_ANSWERED:
                     c.ev_restored += 1
+                elif ch.new is EvState.ASSUMED_BAD:
+                    c.ev_retired += 1
+                elif ch.new is EvState.SKIP and ch.old is EvState.GOOD:
+                    c.ev_skipped += 1
             out.extend(changes)
+        self.counters.ev_retire_floor_holds = self.evset.floor_holds
         deadline = self.next_deadline()
         if deadline is not None and deadline < now_ns:
             deadline = now_ns

@@ -89,6 +89,7 @@ class Sender:
         self.records: dict[int, _TxRecord] = {}
         self.in_flight: dict[int, _TxRecord] = {}  # seq -> record, in transmission order
         self.inflight_bytes = 0
+        self.plane_load = evset.plane_load  # bytes in flight per plane (the rotation reads it)
         self.retx: deque[int] = deque()
         self.writes: deque[_Write] = deque()  # writes with packets not yet segmented
         self._tx_order = 0
@@ -194,6 +195,7 @@ class Sender:
             self.evset.note_sent(ev, now_ns)
         size = len(rec.payload)
         self.inflight_bytes += size
+        self.plane_load[ev >> 28] += size
         flags = _FLAGS[retx][rec.opcode in _LAST_OPCODES]
         if retx:
             self.c.retransmissions += 1
@@ -224,7 +226,9 @@ class Sender:
     # ---- feedback -----------------------------------------------------------------------
     def _leave_flight(self, rec: _TxRecord) -> None:
         if self.in_flight.pop(rec.seq, None) is not None:
-            self.inflight_bytes -= len(rec.payload)
+            size = len(rec.payload)
+            self.inflight_bytes -= size
+            self.plane_load[rec.ev >> 28] -= size
 
     def _finish_packet(self, rec: _TxRecord, out: list[Action], failure: str = "") -> None:
         w = rec.write
@@ -257,48 +261,87 @@ class Sender:
         self.evset.note_ok(rec.ev, now_ns)
         newly.append(rec)
 
+    def _drop_ack(self, reason: str) -> None:
+        """A SACK/NACK the sender does not believe: counted by reason, nothing else happens."""
+        self.c.acks_dropped[reason] += 1
+        self.c.stray_acks += 1
+
     def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:
+        """Believe a SACK only for PSNs this sender sent and has not yet seen acknowledged.
+
+        Everything is checked before any state changes: a cumulative PSN or a bitmap bit
+        beyond ``snd_nxt`` drops the whole SACK, and so does a SACK that acknowledges
+        nothing new (a replay or a duplicate). The ECN echo and the RTT sample are taken
+        only from the packet that triggered the SACK, recognised by its echoed EV *and*
+        send time among the packets this SACK newly acknowledges.
+        """
         c = self.c
         c.sacks_received += 1
         cum = unwrap(s.cum_psn, self.snd_una)
-        if cum < self.snd_una or cum > self.snd_nxt:
-            if cum > self.snd_nxt:
-                c.stray_acks += 1
-                return
-            cum = self.snd_una  # an old cumulative ACK arriving late: use its bitmap only
+        if cum > self.snd_nxt:
+            self._drop_ack("sack_cum_beyond_sent")
+            return
+        cum = max(cum, self.snd_una)  # an old cumulative ACK arriving late: its bitmap may be news
+        bitmap = s.bitmap & ((1 << 64) - 1)
+        base = unwrap(s.base_psn, self.snd_una)
+        if bitmap and base + bitmap.bit_length() - 1 >= self.snd_nxt:
+            self._drop_ack("sack_bitmap_beyond_sent")
+            return
+        records = self.records
+        news = cum > self.snd_una
+        if not news and bitmap:
+            b = bitmap
+            while b:
+                low = b & -b
+                b ^= low
+                rec = records.get(base + low.bit_length() - 1)
+                if rec is not None and not rec.sacked:
+                    news = True
+                    break
+        if not news:
+            self._drop_ack("sack_nothing_new")
+            return
         newly: list[_TxRecord] = []
         for seq in range(self.snd_una, cum):
-            rec = self.records.pop(seq, None)
+            rec = records.pop(seq, None)
             if rec is not None:
                 if not rec.sacked:
                     self._deliver(rec, newly, now_ns)
                 self._finish_packet(rec, out)
-        progressed = cum > self.snd_una
         self.snd_una = cum
-        bitmap = s.bitmap & ((1 << 64) - 1)
-        if bitmap:
-            base = unwrap(s.base_psn, self.snd_una)
-            while bitmap:
-                low = bitmap & -bitmap
-                seq = base + low.bit_length() - 1
-                bitmap ^= low
-                rec = self.records.get(seq)
-                if rec is not None and not rec.sacked:
-                    self._deliver(rec, newly, now_ns)
-        if progressed or newly:
-            self.backoff = 1
-        rtt = now_ns - s.echo_ts if 0 < s.echo_ts <= now_ns else None
-        if rtt is not None and rtt < self.cfg.rto_max_ns:
-            self._rtt_sample(rtt)
-        if s.ecn_echo:
-            c.ecn_echoes_received += 1
-            c.ev(s.echo_ev).ecn_echoes += 1
-            if self._retire:
-                self.evset.skip(s.echo_ev, "ecn echo")
-        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, s.ecn_echo, now_ns)
+        while bitmap:
+            low = bitmap & -bitmap
+            seq = base + low.bit_length() - 1
+            bitmap ^= low
+            rec = records.get(seq)
+            if rec is not None and not rec.sacked:
+                self._deliver(rec, newly, now_ns)
+        self.backoff = 1
+        trigger = None
+        for rec in newly:
+            if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
+                trigger = rec
+                break
+        rtt = None
+        ecn = False
+        if trigger is None:
+            c.sack_echo_unmatched += 1  # the acks are believed; the echo (ECN, RTT) is not
+        else:
+            rtt = now_ns - s.echo_ts
+            if 0 <= rtt < self.cfg.rto_max_ns:
+                self._rtt_sample(rtt)
+            else:
+                rtt = None
+            ecn = s.ecn_echo
+            if ecn:
+                c.ecn_echoes_received += 1
+                c.ev(s.echo_ev).ecn_echoes += 1
+                if self._retire:
+                    self.evset.ecn_echo(s.echo_ev, now_ns)
+        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, ecn, now_ns)
         self.evset.set_peer_ports(s.port_status)
-        if newly and not self._gbn:
-            self._gap_detect(newly, out)
+        if not self._gbn:
+            self._gap_detect(newly, now_ns)
 
     def _rtt_sample(self, rtt: int) -> None:
         if self.srtt_ns is None:
@@ -308,7 +351,7 @@ class Sender:
             self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
             self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
 
-    def _gap_detect(self, newly: list[_TxRecord], out: list[Action]) -> None:
+    def _gap_detect(self, newly: list[_TxRecord], now_ns: int) -> None:
         threshold = self.cfg.sack_gap_threshold
         # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
         # software switch's queues can stretch it far beyond the configured base RTT).
@@ -331,9 +374,9 @@ class Sender:
                 if rec.later_delivered >= threshold and rec.reordered_past:
                     lost.append(rec)
         for rec in lost:
-            self._lose(rec, "gap")  # no-op for a record already lost
+            self._lose(rec, "gap", now_ns)  # no-op for a record already lost
 
-    def _lose(self, rec: _TxRecord, cause: str) -> None:
+    def _lose(self, rec: _TxRecord, cause: str, now_ns: int = 0) -> None:
         if rec.sacked or rec.lost:
             return
         self._leave_flight(rec)
@@ -346,10 +389,17 @@ class Sender:
             c.losses_rto += 1
         c.ev(rec.ev).packets_lost += 1
         if self._retire:
-            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}")
+            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns)
         self.retx.append(rec.seq)
 
     def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
+        """Believe a NACK only for a PSN sent and not yet acknowledged, echoing one of our EVs.
+
+        A trim NACK for the copy currently in flight (echoed EV = the EV it left on) resends
+        it at once; one for an earlier copy (the packet was resent since) only penalises the
+        echoed EV -- the EV the trimmed copy really took -- and the window. A trim NACK for
+        a packet already queued for resending or acknowledged is stale and changes nothing.
+        """
         c = self.c
         try:
             reason = NackReason(n.reason)
@@ -358,25 +408,31 @@ class Sender:
             return
         c.nacks_received[reason.name] += 1
         seq = unwrap(n.psn, self.snd_una)
-        if not self.snd_una <= seq < self.snd_nxt:
-            c.stray_acks += 1
+        rec = self.records.get(seq) if self.snd_una <= seq < self.snd_nxt else None
+        if rec is None or rec.sacked:
+            self._drop_ack("nack_not_outstanding")
             return
-        rec = self.records.get(seq)
+        if self.evset.state(n.echo_ev) is None:
+            self._drop_ack("nack_unknown_ev")
+            return
         if reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
+            if rec.lost:
+                self._drop_ack("nack_stale")
+                return
             c.ev(n.echo_ev).trims += 1
             self.cc.on_trim()
-            if rec is None or rec.sacked or rec.lost:
+            if reason is NackReason.TRIMMED and self._retire:
+                self.evset.trimmed(n.echo_ev, now_ns)
+            if n.echo_ev != rec.ev:
+                c.acks_dropped["nack_earlier_copy"] += 1  # penalty taken, current copy flies on
                 return
-            fabric_trim = reason is NackReason.TRIMMED
-            if fabric_trim and self._retire:
-                self.evset.skip(rec.ev, "trim nack")
             self._leave_flight(rec)
             rec.lost = True
             self.retx.appendleft(seq)  # at once, ahead of new data
         elif reason is NackReason.OUT_OF_WINDOW:
             if self._gbn:
                 self.rewind(seq)
-        elif rec is not None:  # BAD_RKEY / BAD_ADDRESS: the peer refused, complete with error
+        else:  # BAD_RKEY / BAD_ADDRESS: the peer refused, complete with error
             self.records.pop(seq)
             self._leave_flight(rec)
             rec.lost = False
@@ -410,4 +466,4 @@ class Sender:
             self.rewind(self.snd_una)
             return
         for rec in expired:
-            self._lose(rec, "rto")
+            self._lose(rec, "rto", now_ns)
