@@ -32,6 +32,9 @@ class Counters:
     losses_rto: int = 0
     spurious_losses: int = 0  # gap losses whose original was SACKed after all (reordering)
     rto_fired: int = 0
+    losses_port: int = 0  # in flight on a plane whose local or peer NIC port went down: resent
+    losses_plane: int = 0  # in flight on a plane found silently failed: resent
+    planes_failed: int = 0  # silent whole-plane failures detected from the other planes
     go_back_n_rewinds: int = 0
     sacks_received: int = 0
     ecn_echoes_received: int = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 
+from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK
 from mrc_host.wire.messages import (
     DATA_OPCODES,
     PSN_MASK,
@@ -98,6 +99,7 @@ class Endpoint:
         self.counters = Counters()
         self.evset = EvSet(config, paths, rng, port_status)
         self.regions = RegionTable()
+        self._entropy = rng.getrandbits(ENTROPY_BITS)  # entropy bits of our probe replies
         self._now = 0  # time of the input being processed (for callbacks that need it)
         self.sender = Sender(config, self.evset, self.counters, peer_qp)
         self.receiver = Receiver(
@@ -129,7 +131,9 @@ class Endpoint:
 
     def set_port_status(self, bitmap: int, now_ns: int) -> list[Action]:
         """This host's NIC port-status bitmap (bit p: plane p's port is up)."""
-        self.evset.set_local_ports(bitmap)
+        down = self.evset.set_local_ports(bitmap)
+        if down:
+            self.sender.ports_down(down)
         return self._finish(now_ns, [])
 
     # ---- inputs ---------------------------------------------------------------------------
@@ -163,7 +167,7 @@ class Endpoint:
         elif isinstance(msg, Probe):
             self.counters.probes_received += 1
             ack = ProbeAck(self.peer_qp, msg.probe_id, msg.ev_under_test, echo_ts=msg.send_ts)
-            if self._send_control(ack, out) is not None:
+            if self._send_probe_ack(ack, out) is not None:
                 self.counters.probe_acks_sent += 1
         else:
             self.counters.probe_acks_received += 1
@@ -195,8 +199,8 @@ class Endpoint:
         return min(times) if times else None
 
     # ---- internals ------------------------------------------------------------------------
-    def _send_control(self, msg: Message, out: list[Action]) -> int | None:
-        ev = self.evset.next_control_ev()
+    def _send_control(self, msg: Message, out: list[Action], plane: int | None = None) -> int | None:
+        ev = self.evset.next_control_ev(plane)
         if ev is None:
             return None
         if self._retire:
@@ -207,6 +211,25 @@ class Endpoint:
         self.counters.ev(ev).control_packets_sent += 1
         out.append(Transmit(msg))
         return ev
+
+    def _send_probe_ack(self, ack: ProbeAck, out: list[Action]) -> int | None:
+        """A PROBE_ACK goes back on the reverse of the path under test (same plane, same T1:
+        the prober chose it by choosing the EV it tests), so a probe answers for one round
+        trip on one path and never depends on one of our rotating control EVs, which may
+        be dead. Falls back to a control EV when that path is not ours to use."""
+        tested = ack.ev_under_test
+        plane, t1 = tested >> 28, (tested >> ENTROPY_BITS) & 0x3FF
+        paths = self.evset.paths
+        if plane < paths.planes and t1 < paths.t1_count and self.evset.plane_up(plane):
+            ev = (tested & ~ENTROPY_MASK) | (self._entropy & ENTROPY_MASK)
+            if self.evset.state(ev) is not EvState.DENIED:
+                ack.meta.ev = ev
+                ack.meta.dscp = Dscp.CONTROL
+                ack.meta.ecn = Ecn.NOT_ECT
+                self.counters.ev(ev).control_packets_sent += 1
+                out.append(Transmit(ack))
+                return ev
+        return self._send_control(ack, out, plane if plane < paths.planes else None)
 
     def _finish(self, now_ns: int, out: list[Action]) -> list[Action]:
         self._now = now_ns

@@ -241,8 +241,18 @@ class EvSet:
         self._ctl_cursor += 1
         return choices[self._ctl_cursor % len(choices)].value
 
-    def next_control_ev(self) -> int | None:
-        """EV for a SACK/NACK/PROBE_ACK: rotate over usable active EVs, never serving SKIPs."""
+    def next_control_ev(self, plane: int | None = None) -> int | None:
+        """EV for a SACK/NACK/PROBE_ACK: rotate over usable active EVs, never serving SKIPs.
+
+        With ``plane`` (the plane the packet being answered arrived on) the answer goes
+        back on that plane when it has a usable EV: a plane the peer has stopped sending
+        on -- failed, or its port down -- then stops carrying our answers too, without
+        waiting for our own detection of the dead reverse path."""
+        if plane is not None and 0 <= plane < self.planes and self.plane_up(plane):
+            lst = self.active[plane]
+            if lst:
+                self._ctl_cursor += 1
+                return lst[self._ctl_cursor % len(lst)].value
         usable = self._usable_cache
         if usable is None:
             usable = [e for plane in self.active for e in plane if self.plane_up(e.plane)]
@@ -364,6 +374,16 @@ class EvSet:
             e.flaps = 0
         # probe at the next timer; a flapping EV waits 2**flaps probe intervals first
         e.next_probe_ns = now_ns + (self.cfg.probe_interval_ns << e.flaps if e.flaps else 0)
+
+    def fail_plane(self, plane: int, now_ns: int) -> int:
+        """Every EV of ``plane`` is retired at once (the plane stopped delivering); they are
+        probed back one by one. Not bound by ``ev_min_active``. Returns how many went."""
+        victims = [
+            e for e in (*self.active[plane], *self.backup[plane]) if allowed(e.state, EvEvent.PLANE_FAILED)
+        ]
+        for e in victims:
+            self._retire_one(e, "plane failed", now_ns, EvEvent.PLANE_FAILED)
+        return len(victims)
 
     def deny(self, ev: int) -> None:
         """Operator: never use ``ev``. Unknown EVs are remembered so they are never drawn."""

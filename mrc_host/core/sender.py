@@ -90,6 +90,10 @@ class Sender:
         self.in_flight: dict[int, _TxRecord] = {}  # seq -> record, in transmission order
         self.inflight_bytes = 0
         self.plane_load = evset.plane_load  # bytes in flight per plane (the rotation reads it)
+        planes = evset.planes
+        self.plane_srtt: list[float | None] = [None] * planes  # smoothed RTT of each plane
+        # send time of the newest packet each plane delivered (whole-plane failure detection)
+        self.plane_ok_sent: list[int] = [-1] * planes
         self.retx: deque[int] = deque()
         self.writes: deque[_Write] = deque()  # writes with packets not yet segmented
         self._tx_order = 0
@@ -257,6 +261,9 @@ class Sender:
                 self._clean_deliveries = 0
         rec.lost = False
         rec.sacked = True
+        plane = rec.ev >> 28
+        if rec.sent_ns > self.plane_ok_sent[plane]:
+            self.plane_ok_sent[plane] = rec.sent_ns
         self.c.ev(rec.ev).packets_delivered += 1
         self.evset.note_ok(rec.ev, now_ns)
         newly.append(rec)
@@ -330,6 +337,9 @@ class Sender:
             rtt = now_ns - s.echo_ts
             if 0 <= rtt < self.cfg.rto_max_ns:
                 self._rtt_sample(rtt)
+                plane = trigger.ev >> 28
+                ps = self.plane_srtt[plane]
+                self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
             else:
                 rtt = None
             ecn = s.ecn_echo
@@ -339,9 +349,63 @@ class Sender:
                 if self._retire:
                     self.evset.ecn_echo(s.echo_ev, now_ns)
         self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, ecn, now_ns)
-        self.evset.set_peer_ports(s.port_status)
+        down = self.evset.set_peer_ports(s.port_status)
+        if down:
+            self.ports_down(down)
         if not self._gbn:
             self._gap_detect(newly, now_ns)
+            if self._retire and newly and self.evset.planes > 1:
+                self._plane_detect(newly, now_ns)
+
+    # ---- whole planes -------------------------------------------------------------------
+    def flush_plane(self, plane: int, cause: str) -> int:
+        """Every packet in flight on ``plane`` is resent elsewhere now (its port is down,
+        or the plane stopped delivering): no timer, no SACK gap needed."""
+        n = 0
+        for rec in [r for r in self.in_flight.values() if r.ev >> 28 == plane]:
+            self._leave_flight(rec)
+            rec.lost = True
+            self.retx.append(rec.seq)
+            n += 1
+        if cause == "port":
+            self.c.losses_port += n
+        else:
+            self.c.losses_plane += n
+        return n
+
+    def ports_down(self, bitmap: int) -> None:
+        """Planes whose local or peer NIC port just went down (port-status bitmap)."""
+        for plane in range(self.evset.planes):
+            if bitmap >> plane & 1:
+                self.flush_plane(plane, "port")
+
+    def _plane_detect(self, newly: list[_TxRecord], now_ns: int) -> None:
+        """A plane that fails silently (a T0 down, a NIC link black hole) is seen from the
+        *other* planes: packets sent on them well after a packet still in flight on the
+        plane were delivered, while the plane delivered nothing sent since. "Well after"
+        is the plane's own smoothed RTT x 3/4 (at least the reorder window), so a plane that
+        is merely slower (deeper queue, lower rate) has a longer guard."""
+        newest = max(r.sent_ns for r in newly)
+        load = self.plane_load
+        for plane in range(self.evset.planes):
+            if not load[plane]:
+                continue
+            ok_sent = self.plane_ok_sent[plane]
+            ps = self.plane_srtt[plane] or self.srtt_ns
+            if ps is None:
+                continue
+            guard = max(int(ps * 3 / 4), self.cfg.reorder_window_ns)
+            if newest - ok_sent < guard:
+                continue
+            others = sum(1 for r in newly if r.ev >> 28 != plane and r.sent_ns >= ok_sent + guard)
+            if others == 0:
+                continue
+            oldest = next((r for r in self.in_flight.values() if r.ev >> 28 == plane), None)
+            if oldest is None or oldest.sent_ns <= ok_sent or newest - oldest.sent_ns < guard:
+                continue
+            self.c.planes_failed += 1
+            self.evset.fail_plane(plane, now_ns)
+            self.flush_plane(plane, "plane")
 
     def _rtt_sample(self, rtt: int) -> None:
         if self.srtt_ns is None:

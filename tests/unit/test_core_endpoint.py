@@ -287,3 +287,27 @@ def test_reordering_mistaken_for_loss_widens_the_reorder_window() -> None:
     a.receive(late, p.now)  # the original shows up before any resend could have arrived
     assert a.counters.spurious_losses == 1
     assert a.sender.reo_mult == 2
+
+
+def test_probe_ack_returns_on_the_reverse_of_the_path_under_test() -> None:
+    """Defect (issue 10): PROBE_ACKs rode the responder's rotating control EV (maybe dead)."""
+    from mrc_fabric.ev import EV
+    from mrc_host.core.actions import Transmit
+    from mrc_host.wire.messages import Probe, ProbeAck
+
+    p = make_pair()
+    for plane, t1 in ((0, 3), (1, 1), (1, 2)):
+        tested = EV(plane, t1, 12345).value
+        acts = p.b.receive(Probe(22, 7, tested, send_ts=5), p.now)
+        (ack,) = [a.msg for a in acts if isinstance(a, Transmit)]
+        assert isinstance(ack, ProbeAck) and ack.ev_under_test == tested
+        assert (EV.decode(ack.meta.ev).plane, EV.decode(ack.meta.ev).t1) == (plane, t1)
+
+
+def test_sacks_return_on_the_plane_the_data_came_on() -> None:
+    p = make_pair(size=1 << 16)
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    p.deliver()
+    sacks = [m for m in p.sent_log if isinstance(m, Sack)]
+    assert sacks and all(s.meta.ev >> 28 == s.echo_ev >> 28 for s in sacks)

@@ -146,3 +146,33 @@ def test_same_seed_same_run() -> None:
     a = run(sim_cfg(faults=["loss=0.01:all"], seed=4))
     b = run(sim_cfg(faults=["loss=0.01:all"], seed=4))
     assert a["completion_time_us"] == b["completion_time_us"] and a["events"] == b["events"]
+
+
+def test_slow_plane_gets_traffic_in_proportion() -> None:
+    """Defect (issue 10): strict plane round-robin capped a 100G+50G pair at 96 of 150 Gb/s."""
+    r = run(sim_cfg(size=8 << 20, faults=["rate=50:p0@0"]))
+    assert_done(r)
+    assert r["goodput_gbps"] >= 0.9 * 150
+
+
+def test_receiver_nic_port_down_resends_at_once_without_rto() -> None:
+    """Defect (issue 10): nic-down on the receiver took 32 RTOs though the SACK bitmap said so."""
+    r = run(sim_cfg(size=4 << 20, faults=["nic-down:h1-p1@30%"]))
+    assert_done(r)
+    c = r["counters"]["sender"]
+    assert c["losses_rto"] == 0 and c["rto_fired"] == 0
+    assert c["losses_port"] >= r["faults"][0]["data_packets_lost"] > 0
+
+
+@pytest.mark.parametrize("fault", ["switch-down:p0-t0_1@30%", "blackhole:h1-p0@30%"])
+def test_silent_plane_failure_retired_within_two_rtt(fault: str) -> None:
+    """Defect (issue 10): a silently failed plane was only caught by the RTO (3.3-4 RTT)."""
+    sim = Simulation(sim_cfg(size=4 << 20, faults=[fault]))
+    r = sim.run()
+    assert_done(r)
+    c = r["counters"]["sender"]
+    assert c["planes_failed"] == 1 and c["losses_rto"] == 0
+    start = r["faults"][0]["start_us"]
+    first = min(e["t_us"] for e in r["ev_timeline"] if e["side"] == "sender" and e["new"] == "ASSUMED_BAD")
+    assert start <= first <= start + 2 * r["base_rtt_us"]
+    assert r["faults"][0]["data_packets_lost"] <= 1.1 * c["losses_plane"] + 1
