@@ -73,7 +73,9 @@ def _check(msg: object) -> str | None:
     elif isinstance(msg, Nack):
         if not 0 <= msg.psn <= PSN_MASK or not 0 <= msg.echo_ev <= U32:
             return "bad_psn"
-    elif not (0 <= msg.probe_id <= U32 and 0 <= msg.ev_under_test <= U32):
+    elif not (0 <= msg.probe_id <= U32 and 0 <= msg.ev_under_test <= U32) or (
+        isinstance(msg, ProbeAck) and not 0 <= msg.port_status <= 0xFFFF
+    ):
         return "bad_probe"
     return None
 
@@ -166,12 +168,21 @@ class Endpoint:
             self.sender.on_nack(msg, now_ns, out)
         elif isinstance(msg, Probe):
             self.counters.probes_received += 1
-            ack = ProbeAck(self.peer_qp, msg.probe_id, msg.ev_under_test, echo_ts=msg.send_ts)
+            ack = ProbeAck(
+                self.peer_qp,
+                msg.probe_id,
+                msg.ev_under_test,
+                echo_ts=msg.send_ts,
+                port_status=self.evset.local_ports,
+            )
             if self._send_probe_ack(ack, out) is not None:
                 self.counters.probe_acks_sent += 1
         else:
             self.counters.probe_acks_received += 1
-            self.evset.probe_acked(msg.ev_under_test, msg.probe_id, now_ns)
+            if self.evset.probe_acked(msg.ev_under_test, msg.probe_id, now_ns) is not None:
+                down = self.evset.set_peer_ports(msg.port_status)  # only from a reply we asked for
+                if down:
+                    self.sender.ports_down(down)
         return self._finish(now_ns, out)
 
     def on_timer(self, now_ns: int) -> list[Action]:

@@ -494,17 +494,19 @@ class EvSet:
             out.append((e.value, e.probe_id))
         return out
 
-    def probe_acked(self, ev: int, probe_id: int, now_ns: int) -> bool:
-        """A PROBE_ACK arrived; True when it was the K-th success in a row (EV back to GOOD)."""
+    def probe_acked(self, ev: int, probe_id: int, now_ns: int) -> bool | None:
+        """A PROBE_ACK arrived. None: not a reply to a probe we have outstanding (ignored);
+        True: the K-th success in a row (EV back to GOOD); False: accepted, not yet."""
         e = self.entries.get(ev)
         if e is None:
-            return False
+            return None
         if e.live_probe_id is not None and e.live_probe_id == probe_id:
             if e.state in (EvState.GOOD, EvState.SKIP):
                 self.note_ok(ev, now_ns)
-            return False
+                return False
+            return None
         if e.state is not EvState.ASSUMED_BAD or e.probe_id != probe_id:
-            return False
+            return None
         e.probe_id = None
         e.probe_successes += 1
         if e.probe_successes >= self.cfg.probe_successes_to_restore:

@@ -26,7 +26,9 @@ import socket
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 from ipaddress import IPv6Address
+from typing import Any
 
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_host.wire.layers import MAX_PAYLOAD, SACK_FLAG_ECN_ECHO, FrameAddressing, to_scapy
@@ -168,7 +170,7 @@ class FrameEncoder:
             mask[0:4] = b"\x6f\xff\xff\xff"
             mask[7] = 0xFF
             self._mask[type(sample)] = mask
-        self._encoders = {
+        self._encoders: dict[type, Callable[[Any, bytes], bytes]] = {
             DataPacket: self._encode_data,
             Sack: self._encode_sack,
             Nack: self._encode_nack,
@@ -230,7 +232,7 @@ class FrameEncoder:
         return b"".join((hdr, payload, _ICRC.pack(icrc)))
 
     def _encode_ctrl(
-        self, cls: type, m: Message, carrier16: bytes, st: struct.Struct, psn: int, fields: tuple
+        self, cls: type, m: Message, carrier16: bytes, st: struct.Struct, psn: int, fields: tuple[int, ...]
     ) -> bytes:
         qp = m.qp
         if (qp | psn) >> 24:
@@ -268,7 +270,9 @@ class FrameEncoder:
 
     def _encode_probe_ack(self, m: ProbeAck, carrier16: bytes) -> bytes:
         fields = (m.probe_id, m.ev_under_test, m.echo_ts)
-        return self._encode_ctrl(ProbeAck, m, carrier16, _TAIL_PROBE, 0, fields)
+        if m.port_status >> 16:
+            raise ValueError(f"port_status {m.port_status:#x} is not 16 bits")
+        return self._encode_ctrl(ProbeAck, m, carrier16, _TAIL_PROBE, m.port_status, fields)
 
 
 _THREAD = threading.local()  # encoders patch scratch buffers: one cache per thread
@@ -440,7 +444,7 @@ def _decode_from_inner(
     elif opcode == Opcode.PROBE_ACK:
         _expect(rest, PROBE_ACK_LEN, "PROBE_ACK")
         probe_id, evt, ts = _PROBE.unpack_from(buf, h)
-        msg = ProbeAck(qp, probe_id, evt, ts, meta)
+        msg = ProbeAck(qp, probe_id, evt, ts, meta, psnw & 0xFFFF)  # port status in the BTH PSN
     else:
         raise MalformedPacket("unknown_opcode", f"{opcode:#04x}")
     if verify:

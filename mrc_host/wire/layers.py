@@ -197,7 +197,7 @@ def _bth_and_header(msg: Message) -> Packet:
             probe_id=msg.probe_id, ev_under_test=msg.ev_under_test, send_ts=msg.send_ts
         )
     if isinstance(msg, ProbeAck):
-        return BTH(opcode=int(Opcode.PROBE_ACK), dqpn=msg.qp) / MrcProbeAck(
+        return BTH(opcode=int(Opcode.PROBE_ACK), dqpn=msg.qp, psn=msg.port_status) / MrcProbeAck(
             probe_id=msg.probe_id, ev_under_test=msg.ev_under_test, echo_ts=msg.echo_ts
         )
     raise TypeError(f"not an MRC message: {type(msg).__name__}")

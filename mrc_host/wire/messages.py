@@ -130,6 +130,7 @@ class ProbeAck:
     ev_under_test: int
     echo_ts: int = 0
     meta: PathMeta = field(default_factory=PathMeta)
+    port_status: int = 0  # the responder's NIC port-status bitmap (BTH PSN field); 0 = not reported
 
 
 Message = DataPacket | Sack | Nack | Probe | ProbeAck

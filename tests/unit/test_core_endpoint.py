@@ -311,3 +311,29 @@ def test_sacks_return_on_the_plane_the_data_came_on() -> None:
     p.deliver()
     sacks = [m for m in p.sent_log if isinstance(m, Sack)]
     assert sacks and all(s.meta.ev >> 28 == s.echo_ev >> 28 for s in sacks)
+
+
+def test_probe_ack_carries_port_status_believed_only_for_our_probe() -> None:
+    from mrc_host.core.actions import Transmit
+    from mrc_host.wire.codec import decode, encode
+    from mrc_host.wire.messages import Probe, ProbeAck
+
+    p = make_pair()
+    p.b.set_port_status(0b01, p.now)
+    tested = p.a.evset.active_evs()[0]
+    acts = p.b.receive(Probe(22, 7, tested, send_ts=5), p.now)
+    (ack,) = [a.msg for a in acts if isinstance(a, Transmit)]
+    assert isinstance(ack, ProbeAck) and ack.port_status == 0b01
+    from ipaddress import IPv6Address
+
+    from mrc_host.wire.codec import FrameAddressing
+
+    addr = FrameAddressing("02:00:00:00:00:01", "02:00:00:00:00:02", "fc00::1", "fc00::1", "fc00::2")
+    back = decode(encode(ack, IPv6Address("fcbb:bb00:4000::"), addr))
+    assert isinstance(back, ProbeAck) and back.port_status == 0b01
+    p.a.receive(back, p.now)  # no probe of ours outstanding: the bitmap is not believed
+    assert p.a.evset.peer_ports == 0b11
+    p.a.evset.note_sent(tested, 0)
+    ((ev, pid),) = [x for x in p.a.evset.liveness_tick(p.a.cfg.probe_interval_ns) if x[0] == tested]
+    p.a.receive(ProbeAck(11, pid, ev, port_status=0b01), p.now)
+    assert p.a.evset.peer_ports == 0b01
