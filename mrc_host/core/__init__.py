@@ -1,7 +1,9 @@
 """Sans-I/O MRC transport core: state machines fed messages and time, returning actions."""
 
 from .actions import Action, EvStateChanged, MessageReceived, MessageSent, SetTimer, Transmit
-from .config import CcParams, Mode, TransportConfig
+from .cc_base import REGISTRY as CC_ALGORITHMS
+from .cc_base import CongestionControl, create_cc, register_cc
+from .config import CcParams, Mode, NsccParams, TransportConfig
 from .counters import Counters, EvCounters
 from .endpoint import Endpoint
 from .ev_state import EvEvent, EvState, EvTransitionError
@@ -9,8 +11,10 @@ from .evset import EvSet, PathSpace
 from .region import MemoryRegion, RegionTable
 
 __all__ = [
+    "CC_ALGORITHMS",
     "Action",
     "CcParams",
+    "CongestionControl",
     "Counters",
     "Endpoint",
     "EvCounters",
@@ -23,9 +27,12 @@ __all__ = [
     "MessageReceived",
     "MessageSent",
     "Mode",
+    "NsccParams",
     "PathSpace",
     "RegionTable",
     "SetTimer",
     "Transmit",
     "TransportConfig",
+    "create_cc",
+    "register_cc",
 ]

@@ -47,6 +47,44 @@ class CcParams:
 
 
 @dataclass(frozen=True, slots=True)
+class NsccParams:
+    """UET NSCC (``cc_algorithm="nscc"``), parameters named as the OCP NSCC profile.
+
+    Times are in ns, sizes in bytes. Per acknowledgement, with ``delay`` the RTT sample
+    minus ``base_rtt`` and ``avg_delay`` its moving average:
+    - no ECN, delay below ``target_delay`` -> proportional increase, ``eta`` bytes per
+      acked byte scaled by the headroom (target - delay) / target; once a whole window
+      has been acked at almost no delay, fast increase: ``fi_scale`` bytes per acked byte;
+    - no ECN, delay above target -> fair increase, about ``fi`` bytes per window acked;
+    - ECN, delay above target -> multiplicative decrease by ``gamma`` x (avg_delay -
+      target) / avg_delay, at most ``max_md_jump`` of the window, at most once per base RTT;
+    - ECN, delay below target -> no change (a transient queue);
+    increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
+    ``adjust_period_threshold`` ns. Quick adapt: when, in a period of base_rtt +
+    target_delay after a trim, a loss, a timeout or an average delay above
+    ``qa_threshold`` x target, fewer than cwnd / 2**``qa_gate`` bytes were acknowledged,
+    the window drops at once to what was acknowledged.
+    """
+
+    base_rtt: int = 4_000
+    target_delay: int = 2_000
+    eta: float = 0.5
+    fi: int = 4096
+    fi_scale: float = 0.5
+    gamma: float = 0.8
+    max_md_jump: float = 0.5
+    max_cwnd: int = 256 * 1024
+    qa_gate: int = 2
+    qa_threshold: float = 4.0
+    adjust_bytes_threshold: int = 16 * 1024
+    adjust_period_threshold: int = 4_000
+    min_cwnd: int = 4096  # not in the OCP profile: the window never goes below one packet
+    initial_cwnd: int = 0  # not in the OCP profile: 0 starts at max_cwnd (line rate)
+    delay_weight: float = 0.125  # not in the OCP profile: EWMA gain of avg_delay
+    fast_increase_delay: float = 0.1  # "almost no delay": below this fraction of target_delay
+
+
+@dataclass(frozen=True, slots=True)
 class TransportConfig:
     """Everything a queue pair's sender, receiver and EV set need to know."""
 
@@ -71,7 +109,9 @@ class TransportConfig:
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
     rx_window: int = 1 << 14  # PSNs beyond the cumulative ACK the receiver accepts
     initial_psn: int = 0
-    cc: CcParams = field(default_factory=CcParams)
+    cc: CcParams = field(default_factory=CcParams)  # parameters of cc_algorithm "window"
+    cc_algorithm: str = "nscc"  # a name in mrc_host.core.cc_base.REGISTRY: nscc, window, fixed
+    nscc: NsccParams = field(default_factory=NsccParams)
 
     def __post_init__(self) -> None:
         if not 0 <= self.initial_psn <= PSN_MASK:
@@ -98,8 +138,18 @@ class TransportConfig:
             min_cwnd_bytes=mtu,
             fair_increase_bytes=mtu,
         )
+        nscc = NsccParams(
+            base_rtt=base_rtt_ns,
+            target_delay=max(base_rtt_ns // 2, 1),
+            fi=mtu,
+            max_cwnd=max(int(bdp_bytes * 1.25), 2 * mtu),
+            min_cwnd=mtu,
+            adjust_bytes_threshold=max(mtu, bdp_bytes // 8),
+            adjust_period_threshold=base_rtt_ns,
+        )
         base = cls(
             mtu=mtu,
+            nscc=nscc,
             rto_initial_ns=10 * base_rtt_ns,
             rto_min_ns=4 * base_rtt_ns,
             rto_max_ns=1000 * base_rtt_ns,

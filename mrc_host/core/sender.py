@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Opcode, PathMeta, Sack
 
 from .actions import Action, MessageSent, Transmit
-from .cc import WindowCc
+from .cc_base import create_cc
 from .config import Mode, TransportConfig
 from .counters import Counters
 from .evset import EvSet
@@ -83,7 +83,7 @@ class Sender:
         self.evset = evset
         self.c = counters
         self.peer_qp = peer_qp
-        self.cc = WindowCc(cfg.cc, cfg.mtu)
+        self.cc = create_cc(cfg)
         self.snd_una = cfg.initial_psn  # oldest seq not cumulatively acknowledged
         self.snd_nxt = cfg.initial_psn  # next new seq
         self.records: dict[int, _TxRecord] = {}
@@ -452,6 +452,7 @@ class Sender:
         else:
             c.losses_rto += 1
         c.ev(rec.ev).packets_lost += 1
+        self.cc.on_loss(len(rec.payload), now_ns)
         if self._retire:
             self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns)
         self.retx.append(rec.seq)
@@ -484,7 +485,7 @@ class Sender:
                 self._drop_ack("nack_stale")
                 return
             c.ev(n.echo_ev).trims += 1
-            self.cc.on_trim()
+            self.cc.on_trim(now_ns)
             if reason is NackReason.TRIMMED and self._retire:
                 self.evset.trimmed(n.echo_ev, now_ns)
             if n.echo_ev != rec.ev:
@@ -525,6 +526,7 @@ class Sender:
             return
         self.c.rto_fired += 1
         self.backoff = min(self.backoff * 2, 64)
+        self.cc.on_timeout(now_ns)
         if self._gbn:
             self.c.losses_rto += len(expired)
             self.rewind(self.snd_una)

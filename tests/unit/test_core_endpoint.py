@@ -6,7 +6,7 @@ import ast
 import pathlib
 import random
 
-from mrc_host.core import CcParams, EvState, Mode
+from mrc_host.core import EvState, Mode, NsccParams
 from mrc_host.core.psn import PSN_MODULUS
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
 from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Sack
@@ -111,7 +111,7 @@ def test_receiver_nacks_trimmed_packets_by_where_they_were_cut() -> None:
 
 def test_sack_gap_declares_loss_retransmits_elsewhere_and_retires_the_ev() -> None:
     # a small window, so later packets leave later (on ACKs), past the reorder window
-    p = make_pair(size=1 << 16, cc=CcParams(max_cwnd_bytes=8192, min_cwnd_bytes=1024), reorder_window_ns=50)
+    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50)
     data = payload(1 << 16)
     _, acts = p.a.post_write(data, BASE, RKEY, p.now)
     p.absorb(p.a, acts)
@@ -167,7 +167,7 @@ def test_ecn_echo_moves_ev_to_skip() -> None:
 
 
 def test_sack_carries_port_status_and_sender_avoids_the_down_plane() -> None:
-    p = make_pair(size=1 << 16, cc=CcParams(max_cwnd_bytes=8192, min_cwnd_bytes=1024))
+    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024))
     p.absorb(p.b, p.b.set_port_status(0b01, p.now))  # receiver's plane-1 port is down
     _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
