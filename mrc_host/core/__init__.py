@@ -1,6 +1,14 @@
 """Sans-I/O MRC transport core: state machines fed messages and time, returning actions."""
 
-from .actions import Action, EvStateChanged, MessageReceived, MessageSent, SetTimer, Transmit
+from .actions import (
+    Action,
+    ConnectionFailed,
+    EvStateChanged,
+    MessageReceived,
+    MessageSent,
+    SetTimer,
+    Transmit,
+)
 from .cc_base import REGISTRY as CC_ALGORITHMS
 from .cc_base import CongestionControl, create_cc, register_cc
 from .config import CcParams, Mode, NsccParams, TransportConfig
@@ -15,6 +23,7 @@ __all__ = [
     "Action",
     "CcParams",
     "CongestionControl",
+    "ConnectionFailed",
     "Counters",
     "Endpoint",
     "EvCounters",

@@ -51,4 +51,14 @@ class EvStateChanged:
     event: EvEvent | None = None
 
 
-Action = Transmit | SetTimer | MessageSent | MessageReceived | EvStateChanged
+@dataclass(slots=True)
+class ConnectionFailed:
+    """The connection ended in error and sends nothing more: ``RETRY_EXCEEDED`` (the peer
+    stopped answering for ``retry_cnt`` timeouts in a row) or ``NO_USABLE_PATH`` (work
+    waited that long with no EV allowed to carry it, e.g. every EV DENIED). Every write
+    not yet complete got ``MessageSent(ok=False, reason)`` just before."""
+
+    reason: str
+
+
+Action = Transmit | SetTimer | MessageSent | MessageReceived | EvStateChanged | ConnectionFailed

@@ -103,6 +103,8 @@ class TransportConfig:
     rto_initial_ns: int = 40_000
     rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
     rto_max_ns: int = 4_000_000
+    retry_cnt: int = 7  # OCP/RoCE retry count: this many RTOs in a row without progress fail the QP
+    local_ack_timeout: int = 0  # RoCE timer 4.096 us x 2**this, fixed (0: RTO from SRTT/RTTVAR)
     probe_interval_ns: int = 40_000  # how often an ASSUMED_BAD EV is probed
     probe_successes_to_restore: int = 3  # K consecutive probe replies bring an EV back
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
@@ -116,6 +118,8 @@ class TransportConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.initial_psn <= PSN_MASK:
             raise ValueError(f"initial_psn {self.initial_psn} is not a 24-bit PSN")
+        if not 0 <= self.local_ack_timeout <= 31 or self.retry_cnt < 0:
+            raise ValueError("local_ack_timeout must be 0..31 and retry_cnt >= 0")
         if self.max_evs < 1 or self.backup_evs_per_plane < 0 or self.ev_min_active < 0:
             raise ValueError("max_evs >= 1, backup_evs_per_plane >= 0 and ev_min_active >= 0 required")
 
@@ -147,9 +151,15 @@ class TransportConfig:
             adjust_bytes_threshold=max(mtu, bdp_bytes // 8),
             adjust_period_threshold=base_rtt_ns,
         )
+        # single path behaves like RoCE: a fixed local ACK timeout, the smallest one of at
+        # least 64 base RTTs (a RoCE NIC's timer knows nothing of the RTT)
+        roce_timeout = 1
+        while 4096 << roce_timeout < 64 * base_rtt_ns:
+            roce_timeout += 1
         base = cls(
             mtu=mtu,
             nscc=nscc,
+            local_ack_timeout=roce_timeout if overrides.get("mode") is Mode.SINGLE_PATH else 0,
             rto_initial_ns=10 * base_rtt_ns,
             rto_min_ns=4 * base_rtt_ns,
             rto_max_ns=1000 * base_rtt_ns,

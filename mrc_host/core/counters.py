@@ -42,6 +42,7 @@ class Counters:
     stray_acks: int = 0  # SACK/NACK not believed (the total of acks_dropped)
     acks_dropped: Counter[str] = field(default_factory=Counter)  # by reason (peer safety)
     sack_echo_unmatched: int = 0  # SACKs whose echoed EV/time match no newly acked packet
+    connection_failures: Counter[str] = field(default_factory=Counter)  # RETRY_EXCEEDED ...
     last_resort_sends: int = 0  # sent on an ASSUMED_BAD EV because nothing else was usable
     # receiver
     messages_received: int = 0
@@ -79,6 +80,13 @@ class Counters:
     def as_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["per_ev"] = {f"{ev:08x}": asdict(c) for ev, c in sorted(self.per_ev.items())}
-        for key in ("nacks_received", "nacks_sent", "refused_writes", "malformed", "acks_dropped"):
+        for key in (
+            "nacks_received",
+            "nacks_sent",
+            "refused_writes",
+            "malformed",
+            "acks_dropped",
+            "connection_failures",
+        ):
             d[key] = dict(getattr(self, key))
         return d

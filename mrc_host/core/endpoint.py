@@ -119,8 +119,8 @@ class Endpoint:
         return self.regions.register(base, length, rkey)
 
     def post_write(self, data: bytes, remote_vaddr: int, rkey: int, now_ns: int) -> tuple[int, list[Action]]:
-        msg_id = self.sender.post_write(data, remote_vaddr, rkey)
         out: list[Action] = []
+        msg_id = self.sender.post_write(data, remote_vaddr, rkey, out)
         return msg_id, self._finish(now_ns, out)
 
     def deny(self, ev: int, now_ns: int) -> list[Action]:

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 
 from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Opcode, PathMeta, Sack
 
-from .actions import Action, MessageSent, Transmit
+from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .cc_base import create_cc
 from .config import Mode, TransportConfig
 from .counters import Counters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of, unwrap
 
+ROCE_TIMEOUT_UNIT_NS = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
 REO_MULT_MAX = 4  # the reordering window grows from SRTT/4 up to SRTT
 REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
 
@@ -105,12 +106,20 @@ class Sender:
         self.reo_mult = 1
         self._clean_deliveries = 0
         self.backoff = 1
+        self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
+        self.failed = ""  # why the connection ended in error ("" while it works)
+        self.stalled_since: int | None = None  # work waiting, no EV to carry it, since then
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
 
     # ---- API ----------------------------------------------------------------------------
-    def post_write(self, data: bytes, vaddr: int, rkey: int) -> int:
+    def post_write(self, data: bytes, vaddr: int, rkey: int, out: list[Action] | None = None) -> int:
         msg_id = self._next_msg_id
         self._next_msg_id = (self._next_msg_id + 1) & 0xFFFFFFFF or 1
+        if self.failed:  # the connection ended in error: refuse at once, same reason
+            self.c.messages_failed += 1
+            if out is not None:
+                out.append(MessageSent(msg_id, False, self.failed))
+            return msg_id
         w = _Write(msg_id, bytes(data), vaddr, rkey)
         w.remaining = max(1, -(-len(w.data) // self.cfg.mtu))
         self.writes.append(w)
@@ -120,6 +129,9 @@ class Sender:
     @property
     def rto_ns(self) -> int:
         cfg = self.cfg
+        if cfg.local_ack_timeout:
+            # RoCE: a fixed per-QP timer of 4.096 us x 2**timeout, no RTT estimate, no backoff
+            return ROCE_TIMEOUT_UNIT_NS << cfg.local_ack_timeout
         if self.srtt_ns is None:
             base = cfg.rto_initial_ns
         else:
@@ -129,14 +141,39 @@ class Sender:
     def deadline(self) -> int | None:
         for rec in self.in_flight.values():
             return rec.sent_ns + self.rto_ns
+        if self.stalled_since is not None:
+            return self.stalled_since + self.rto_ns * (self.cfg.retry_cnt + 1)
         return None
 
     def idle(self) -> bool:
         return not self.records and not self.writes
 
+    def fail(self, reason: str, out: list[Action]) -> None:
+        """Error completion: every write not yet completed ends with ``reason``; the
+        connection sends nothing more (OCP: retry count exceeded, no usable path)."""
+        if self.failed:
+            return
+        self.failed = reason
+        self.c.connection_failures[reason] += 1
+        pending = {rec.write.msg_id: rec.write for rec in self.records.values()}
+        for w in self.writes:
+            pending[w.msg_id] = w
+        for w in pending.values():
+            self.c.messages_failed += 1
+            out.append(MessageSent(w.msg_id, False, reason))
+        for rec in list(self.in_flight.values()):
+            self._leave_flight(rec)
+        self.records.clear()
+        self.writes.clear()
+        self.retx.clear()
+        self.stalled_since = None
+        out.append(ConnectionFailed(reason))
+
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
         """Send whatever the window and the EV set allow right now."""
+        if self.failed:
+            return
         cwnd = self.cc.cwnd
         while True:
             if self.retx:
@@ -148,6 +185,7 @@ class Sender:
                     return
                 ev = self._choose_ev(exclude=rec.ev)
                 if ev is None:
+                    self._stall(now_ns)
                     return
                 self.retx.popleft()
                 self._transmit(rec, ev, now_ns, out)
@@ -160,6 +198,7 @@ class Sender:
                 return
             ev = self._choose_ev(exclude=None)
             if ev is None:
+                self._stall(now_ns)
                 return
             first = w.offset == 0
             last = w.offset + size >= len(w.data)
@@ -176,6 +215,12 @@ class Sender:
             self.snd_nxt += 1
             self._transmit(rec, ev, now_ns, out)
 
+    def _stall(self, now_ns: int) -> None:
+        """Work is waiting and no EV can carry it (every one DENIED, every port down):
+        after ``retry_cnt`` + 1 timeouts' worth of this the connection fails."""
+        if self.stalled_since is None:
+            self.stalled_since = now_ns
+
     def _choose_ev(self, exclude: int | None) -> int | None:
         ev = self.evset.next_data_ev(exclude if self.cfg.mode is not Mode.SINGLE_PATH else None)
         if ev is None and self._retire:
@@ -185,6 +230,7 @@ class Sender:
         return ev
 
     def _transmit(self, rec: _TxRecord, ev: int, now_ns: int, out: list[Action]) -> None:
+        self.stalled_since = None
         retx = rec.transmissions > 0
         rec.transmissions += 1
         rec.ev = ev
@@ -324,6 +370,7 @@ class Sender:
             if rec is not None and not rec.sacked:
                 self._deliver(rec, newly, now_ns)
         self.backoff = 1
+        self.retries = 0
         trigger = None
         for rec in newly:
             if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
@@ -516,6 +563,12 @@ class Sender:
         self.retx = deque(s for s in range(self.snd_una, self.snd_nxt) if s in recs and recs[s].lost)
 
     def on_timer(self, now_ns: int, out: list[Action]) -> None:
+        if self.failed:
+            return
+        if self.stalled_since is not None and not self.in_flight:
+            if now_ns >= self.stalled_since + self.rto_ns * (self.cfg.retry_cnt + 1):
+                self.fail("NO_USABLE_PATH", out)
+            return
         rto = self.rto_ns
         expired = []
         for rec in self.in_flight.values():  # transmission order = send-time order
@@ -525,7 +578,12 @@ class Sender:
         if not expired:
             return
         self.c.rto_fired += 1
-        self.backoff = min(self.backoff * 2, 64)
+        self.retries += 1
+        if self.retries > self.cfg.retry_cnt:  # OCP retry count: the peer is gone
+            self.fail("RETRY_EXCEEDED", out)
+            return
+        if not self.cfg.local_ack_timeout:
+            self.backoff = min(self.backoff * 2, 64)
         self.cc.on_timeout(now_ns)
         if self._gbn:
             self.c.losses_rto += len(expired)

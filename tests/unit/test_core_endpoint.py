@@ -337,3 +337,51 @@ def test_probe_ack_carries_port_status_believed_only_for_our_probe() -> None:
     ((ev, pid),) = [x for x in p.a.evset.liveness_tick(p.a.cfg.probe_interval_ns) if x[0] == tested]
     p.a.receive(ProbeAck(11, pid, ev, port_status=0b01), p.now)
     assert p.a.evset.peer_ports == 0b01
+
+
+def test_peer_gone_ends_in_error_after_the_retry_count() -> None:
+    """Defect (issue 10): a transfer whose peer is gone stayed active forever."""
+    from mrc_host.core import ConnectionFailed
+
+    p = make_pair(retry_cnt=3)
+    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    for _ in range(200):
+        p.deliver(keep=lambda m: False)  # nothing ever arrives
+        p.fire_timers()
+        if any(isinstance(e, ConnectionFailed) for e in p.events):
+            break
+    failed = [e for e in p.events if isinstance(e, ConnectionFailed)]
+    assert [f.reason for f in failed] == ["RETRY_EXCEEDED"]
+    assert p.a.counters.rto_fired == 4  # retry_cnt + 1 expiries
+    done = p.sent_done()
+    assert len(done) == 1 and not done[0].ok and done[0].reason == "RETRY_EXCEEDED"
+    assert p.a.sender.idle() and p.a.sender.deadline() is None
+    _, acts = p.a.post_write(b"more", BASE, RKEY, p.now)  # refused at once, same reason
+    assert [a.reason for a in acts if isinstance(a, type(done[0]))] == ["RETRY_EXCEEDED"]
+
+
+def test_every_ev_denied_ends_in_error_after_the_limit() -> None:
+    from mrc_host.core import ConnectionFailed
+
+    p = make_pair(retry_cnt=2)
+    for ev in list(p.a.evset.entries):
+        p.a.deny(ev, p.now)
+    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    assert not data_sent(p)
+    for _ in range(10):
+        p.fire_timers()
+        if p.sent_done():
+            break
+    assert [e.reason for e in p.events if isinstance(e, ConnectionFailed)] == ["NO_USABLE_PATH"]
+    assert p.sent_done()[0].reason == "NO_USABLE_PATH"
+    assert p.now >= 1_000 + 3 * p.a.sender.rto_ns  # only after the limit
+
+
+def test_single_path_uses_a_fixed_roce_timeout() -> None:
+    from mrc_host.core import TransportConfig
+
+    cfg = TransportConfig.for_rtt(3_000, 40_000, mode=Mode.SINGLE_PATH)
+    assert cfg.local_ack_timeout == 6 and 4096 << 6 >= 64 * 3_000  # 262 us, not 4 base RTTs
+    assert TransportConfig.for_rtt(3_000, 40_000).local_ack_timeout == 0
