@@ -48,6 +48,9 @@ class Nscc(CongestionControl):
             return
         if now_ns < self._qa_end_ns:
             return
+        # a period is one RTT as measured (base_rtt + target_delay on a calm fabric): on a
+        # jittery one a shorter period would see too few acks and adapt for nothing
+        period = p.base_rtt + max(p.target_delay, int(self.avg_delay or 0))
         if self._qa_armed and self._qa_bytes < int(self.cwnd) >> p.qa_gate:
             self.cwnd = float(self._qa_bytes)
             self._clamp()
@@ -57,7 +60,7 @@ class Nscc(CongestionControl):
             self.quick_adapts += 1
         self._qa_armed = False
         self._qa_bytes = 0
-        self._qa_end_ns = now_ns + p.base_rtt + p.target_delay
+        self._qa_end_ns = now_ns + period
 
     def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
         p = self.p

@@ -66,6 +66,7 @@ class Counters:
     probe_timeouts: int = 0
     ev_retired: int = 0
     ev_restored: int = 0
+    ev_loss_undone: int = 0  # retirements undone: the "lost" packet arrived after all
     ev_skipped: int = 0
     ev_retire_floor_holds: int = 0  # losses that retired no EV: ev_min_active reached
     reverse_ev_retired: int = 0  # ack paths retired after a duplicate retransmission

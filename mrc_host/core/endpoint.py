@@ -180,6 +180,8 @@ class Endpoint:
         else:
             self.counters.probe_acks_received += 1
             if self.evset.probe_acked(msg.ev_under_test, msg.probe_id, now_ns) is not None:
+                if 0 < msg.echo_ts <= now_ns:
+                    self.evset.note_probe_rtt(now_ns - msg.echo_ts)
                 down = self.evset.set_peer_ports(msg.port_status)  # only from a reply we asked for
                 if down:
                     self.sender.ports_down(down)

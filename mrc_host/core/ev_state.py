@@ -35,6 +35,7 @@ class EvEvent(enum.StrEnum):
     PLANE_FAILED = "plane failed"  # its whole plane stopped delivering
     PROBE_TIMEOUT = "probe timeout"  # a probe of a retired EV went unanswered
     PROBES_ANSWERED = "probes answered"  # enough probes in a row came back
+    LOSS_UNDONE = "loss undone"  # the packet whose loss retired it arrived after all
     PROMOTED = "promoted from backup"  # a backup stepped into the rotation (state unchanged)
     OPERATOR_DENY = "operator deny"
     OPERATOR_ALLOW = "operator allow"
@@ -63,6 +64,7 @@ TRANSITIONS: dict[EvState, dict[EvEvent, EvState]] = {
     _B: {
         EvEvent.PROBE_TIMEOUT: _B,
         EvEvent.PROBES_ANSWERED: _G,
+        EvEvent.LOSS_UNDONE: _G,
         EvEvent.OPERATOR_DENY: _D,
     },
     _D: {EvEvent.OPERATOR_ALLOW: _G, EvEvent.FORGOTTEN: _U, EvEvent.OPERATOR_DENY: _D},

@@ -48,11 +48,14 @@ class EvEntry:
     in_use: bool = False  # something left on this EV since it last proved to work
     last_ok_ns: int = 0  # when it last proved to work (an ACKed packet, an answered probe)
     live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
+    live_probe_ns: int = 0  # when it left
     heat: float = 0.0  # ECN/trim penalty level, decaying (see module docstring)
     heat_ns: int = 0
     skips_left: int = 0  # rotations still to sit out while SKIP
     restored_ns: int | None = None  # when probes last brought it back
     flaps: int = 0  # quick re-failures after restores in a row
+    retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
+    ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +115,7 @@ def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
     return out
 
 
-_PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.ACK_LOST, EvEvent.LIVENESS_LOST})
+_PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
 
 
 class EvSet:
@@ -141,6 +144,7 @@ class EvSet:
         self._probe_seq = 0
         self.next_liveness_ns: int | None = None
         self.floor_holds = 0  # losses that retired nothing because of ev_min_active
+        self.probe_rtt_max = 0.0  # slowest probe round trip lately (decaying)
         drawn = draw(cfg, paths, rng)
         for plane in range(self.planes):
             for value in drawn.active[plane]:
@@ -342,7 +346,9 @@ class EvSet:
         if event is not EvEvent.PLANE_FAILED and e.active and not self._may_shrink(e.plane, None):
             self.floor_holds += 1
             return False
+        key = (e.value, now_ns)
         self._retire_one(e, reason, now_ns, event)
+        e.retired_for = key if event is EvEvent.LOSS else None
         if event in _PATH_EVENTS:
             # the EVs that differ only in entropy take the very same source-routed path
             for sib in [*self.active[e.plane], *self.backup[e.plane]]:
@@ -351,6 +357,7 @@ class EvSet:
                         self.floor_holds += 1
                         break
                     self._retire_one(sib, f"same path as {e.value:08x}: {reason}", now_ns, event)
+                    sib.retired_for = e.retired_for
         return True
 
     def _may_shrink(self, plane: int, avoid_t1: int | None) -> bool:
@@ -384,6 +391,37 @@ class EvSet:
         for e in victims:
             self._retire_one(e, "plane failed", now_ns, EvEvent.PLANE_FAILED)
         return len(victims)
+
+    def undo_loss(self, ev: int, now_ns: int) -> int:
+        """The packet whose loss retired ``ev`` was delivered after all (reordering, as a
+        jittery fabric causes): ``ev`` and the path siblings retired with it come back at
+        once, before any probe. Returns how many came back."""
+        e = self.entries.get(ev)
+        if e is None or e.state is not EvState.ASSUMED_BAD or e.retired_for is None or e.retired_for[0] != ev:
+            return 0
+        key = e.retired_for
+        back = [x for x in self.retired.values() if x.retired_for == key]
+        for x in back:
+            x.retired_for = None
+            x.probe_id = None
+            x.flaps = max(0, x.flaps - 1)
+            self._fire(x, EvEvent.LOSS_UNDONE, f"loss of a packet on {ev:08x} was reordering")
+            x.last_ok_ns = now_ns
+            self._place_good(x)
+        return len(back)
+
+    def ack_lost(self, ev: int, now_ns: int) -> bool:
+        """A SACK we sent on ``ev`` never reached the peer (it resent data we had acked).
+        One such sign can be a SACK merely delayed past the peer's timer on a jittery
+        path: the EV goes on the second, and alone (not its path siblings)."""
+        e = self.entries.get(ev)
+        if e is None:
+            return False
+        e.ack_lost_strikes += 1
+        if e.ack_lost_strikes < 2:
+            return False
+        e.ack_lost_strikes = 0
+        return self.retire(ev, "ack lost (duplicate retransmissions)", now_ns, EvEvent.ACK_LOST)
 
     def deny(self, ev: int) -> None:
         """Operator: never use ``ev``. Unknown EVs are remembered so they are never drawn."""
@@ -446,6 +484,7 @@ class EvSet:
             e.in_use = False
             e.live_probe_id = None
             e.last_ok_ns = now_ns
+            e.ack_lost_strikes = 0
 
     def liveness_tick(self, now_ns: int) -> list[tuple[int, int]]:
         """Every probe interval: a GOOD EV used since it last proved to work, and not proved
@@ -456,9 +495,13 @@ class EvSet:
             return []
         out = []
         pending = False
+        timeout = self.probe_timeout_ns()
         for plane in self.active:
             for e in list(plane):
                 if e.live_probe_id is not None:
+                    if now_ns - e.live_probe_ns < timeout:
+                        pending = True  # a slow (jittery) round trip: give it its time
+                        continue
                     e.live_probe_id = None
                     e.in_use = False
                     self.retire(e.value, "liveness probe lost", now_ns, EvEvent.LIVENESS_LOST)
@@ -469,6 +512,7 @@ class EvSet:
                 ):
                     self._probe_seq = (self._probe_seq + 1) & 0xFFFFFFFF
                     e.live_probe_id = self._probe_seq
+                    e.live_probe_ns = now_ns
                     e.in_use = False
                     out.append((e.value, e.live_probe_id))
                     pending = True
@@ -493,6 +537,14 @@ class EvSet:
             e.next_probe_ns = now_ns + self.cfg.probe_interval_ns
             out.append((e.value, e.probe_id))
         return out
+
+    def probe_timeout_ns(self) -> int:
+        """How long a probe may stay unanswered before it counts as lost: one probe
+        interval, or twice the slowest probe round trip seen lately if that is longer."""
+        return max(self.cfg.probe_interval_ns, int(2 * self.probe_rtt_max))
+
+    def note_probe_rtt(self, rtt_ns: int) -> None:
+        self.probe_rtt_max = max(float(rtt_ns), self.probe_rtt_max * (1 - 1 / 64))
 
     def probe_acked(self, ev: int, probe_id: int, now_ns: int) -> bool | None:
         """A PROBE_ACK arrived. None: not a reply to a probe we have outstanding (ignored);

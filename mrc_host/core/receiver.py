@@ -33,7 +33,6 @@ from mrc_host.wire.messages import (
 from .actions import Action, MessageReceived
 from .config import TransportConfig
 from .counters import Counters
-from .ev_state import EvEvent
 from .evset import EvSet
 from .psn import psn_of, unwrap
 from .region import RegionTable
@@ -109,9 +108,7 @@ class Receiver:
                 if (
                     sent is not None
                     and now_ns - sent[1] >= self.cfg.rto_min_ns
-                    and self.evset.retire(
-                        sent[0], "ack lost (duplicate retransmission)", now_ns, EvEvent.ACK_LOST
-                    )
+                    and self.evset.ack_lost(sent[0], now_ns)
                 ):
                     c.reverse_ev_retired += 1
             self._send_ack(pkt, now_ns, out)

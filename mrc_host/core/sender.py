@@ -32,6 +32,7 @@ from .psn import PSN_HALF, psn_of, unwrap
 ROCE_TIMEOUT_UNIT_NS = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
 REO_MULT_MAX = 4  # the reordering window grows from SRTT/4 up to SRTT
 REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
+SPREAD_DECAY = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
 _FLAGS = (
@@ -67,7 +68,8 @@ class _TxRecord:
     reordered_past: bool = False  # a packet sent reorder_window after this one was delivered
     sacked: bool = False
     lost: bool = False  # waiting in the retransmit queue
-    gap_lost: bool = False  # declared lost by the SACK gap rule (a guess that can be wrong)
+    gap_lost: bool = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
+    lost_ev: int = -1  # the EV it was last declared lost on
 
 
 class Sender:
@@ -95,6 +97,7 @@ class Sender:
         self.plane_srtt: list[float | None] = [None] * planes  # smoothed RTT of each plane
         # send time of the newest packet each plane delivered (whole-plane failure detection)
         self.plane_ok_sent: list[int] = [-1] * planes
+        self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
         self.retx: deque[int] = deque()
         self.writes: deque[_Write] = deque()  # writes with packets not yet segmented
         self._tx_order = 0
@@ -104,6 +107,8 @@ class Sender:
         # RACK-style reordering window: SRTT/4 times this, raised by every spurious gap loss
         # (the "lost" packet was SACKed after all), lowered again after a clean stretch.
         self.reo_mult = 1
+        self.min_rtt_ns: int | None = None
+        self.rtt_spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
         self._clean_deliveries = 0
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
@@ -135,7 +140,7 @@ class Sender:
         if self.srtt_ns is None:
             base = cfg.rto_initial_ns
         else:
-            base = int(self.srtt_ns + max(4 * self.rttvar_ns, cfg.cc.base_rtt_ns / 4))
+            base = int(self.srtt_ns + max(4 * self.rttvar_ns, self.rtt_spread, cfg.cc.base_rtt_ns / 4))
         return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
 
     def deadline(self) -> int | None:
@@ -300,6 +305,8 @@ class Sender:
             self.c.spurious_losses += 1
             self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
             self._clean_deliveries = 0
+            if self._retire and self.evset.undo_loss(rec.lost_ev, now_ns):
+                self.c.ev_loss_undone += 1
         else:
             self._clean_deliveries += 1
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
@@ -310,6 +317,7 @@ class Sender:
         plane = rec.ev >> 28
         if rec.sent_ns > self.plane_ok_sent[plane]:
             self.plane_ok_sent[plane] = rec.sent_ns
+            self._plane_evidence[plane] = 0
         self.c.ev(rec.ev).packets_delivered += 1
         self.evset.note_ok(rec.ev, now_ns)
         newly.append(rec)
@@ -441,20 +449,26 @@ class Sender:
             ps = self.plane_srtt[plane] or self.srtt_ns
             if ps is None:
                 continue
-            guard = max(int(ps * 3 / 4), self.cfg.reorder_window_ns)
+            guard = max(int(ps * 3 / 4), self.reorder_window())
             if newest - ok_sent < guard:
                 continue
             others = sum(1 for r in newly if r.ev >> 28 != plane and r.sent_ns >= ok_sent + guard)
-            if others == 0:
+            self._plane_evidence[plane] += others
+            if self._plane_evidence[plane] < self.cfg.sack_gap_threshold:
                 continue
             oldest = next((r for r in self.in_flight.values() if r.ev >> 28 == plane), None)
             if oldest is None or oldest.sent_ns <= ok_sent or newest - oldest.sent_ns < guard:
                 continue
+            self._plane_evidence[plane] = 0
             self.c.planes_failed += 1
             self.evset.fail_plane(plane, now_ns)
             self.flush_plane(plane, "plane")
 
     def _rtt_sample(self, rtt: int) -> None:
+        if self.min_rtt_ns is None or rtt < self.min_rtt_ns:
+            self.min_rtt_ns = rtt
+        spread = rtt - self.min_rtt_ns
+        self.rtt_spread = max(float(spread), self.rtt_spread * SPREAD_DECAY)
         if self.srtt_ns is None:
             self.srtt_ns = float(rtt)
             self.rttvar_ns = rtt / 2
@@ -462,13 +476,22 @@ class Sender:
             self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
             self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
 
+    def reorder_window(self) -> int:
+        """How much later a packet must have been sent than an outstanding one for its
+        delivery to count against it (RACK's reordering window, adapted to jitter):
+        the configured floor; SRTT/4, raised up to SRTT by spurious losses; and half the
+        RTT spread recently seen (max sample minus min, decaying), which is the one-way
+        delay variation a jittery fabric (a software switch) adds."""
+        window = self.cfg.reorder_window_ns
+        if self.srtt_ns is not None:
+            window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX, int(self.rtt_spread) // 2)
+        return window
+
     def _gap_detect(self, newly: list[_TxRecord], now_ns: int) -> None:
         threshold = self.cfg.sack_gap_threshold
         # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
         # software switch's queues can stretch it far beyond the configured base RTT).
-        window = self.cfg.reorder_window_ns
-        if self.srtt_ns is not None:
-            window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX)
+        window = self.reorder_window()
         lost: list[_TxRecord] = []
         for delivered in newly:
             order = delivered.tx_order
@@ -493,9 +516,10 @@ class Sender:
         self._leave_flight(rec)
         rec.lost = True
         c = self.c
+        rec.lost_ev = rec.ev
+        rec.gap_lost = True  # a guess (gap rule or timer) that the delivery may prove wrong
         if cause == "gap":
             c.losses_gap += 1
-            rec.gap_lost = True
         else:
             c.losses_rto += 1
         c.ev(rec.ev).packets_lost += 1

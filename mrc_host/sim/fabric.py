@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message
 
 from .engine import EventLoop
-from .faults import Fault, ns_per_byte, rate_hits
+from .faults import PASSIVE, Fault, extra_delay, ns_per_byte, rate_hits
 
 DATA_OVERHEAD = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
 CONTROL_BYTES = 150
@@ -203,8 +203,8 @@ class Fabric:
             if not fault.active(now):
                 continue
             kind = fault.kind
-            if kind == "rate":
-                continue  # applied when the port serialises (_start)
+            if kind in PASSIVE:
+                continue  # applied when the port sends (_start, _done)
             if kind == "loss":
                 if self.rng.random() < (fault.value or 0.0):
                     self._count_drop(fault, pkt)
@@ -271,7 +271,8 @@ class Fabric:
         port.tx_bytes += pkt.size
         if isinstance(pkt.msg, DataPacket):
             port.tx_data_bytes += len(pkt.msg.payload)
-        self.loop.at(self.loop.now + port.delay_ns, port.deliver, pkt)
+        delay = port.delay_ns + (extra_delay(port.faults, self.loop.now, self.rng) if port.faults else 0)
+        self.loop.at(self.loop.now + delay, port.deliver, pkt)
         port.busy = False
         if port.hi or port.lo:
             self._start(port)

@@ -10,6 +10,7 @@ kinds (value in brackets):
   switch-down          every port of a switch drops everything (silent failure)
   nic-down             a host NIC port goes down; the host sees it (port-status bitmap)
   rate=GBPS            the link (or every port of a switch or plane) runs at GBPS Gb/s
+  jitter=TIME          each packet on the link waits a random 0..TIME more (reorders, like BMv2)
 targets:
   links     p<plane>-t0_<i>-t1_<j>   (a T0-T1 link)   or  h<host>-p<plane>  (a NIC link)
   switches  p<plane>-t0_<i>  or  p<plane>-t1_<j>
@@ -21,10 +22,12 @@ times: a number with unit ns, us, ms or s, or a percentage of the ideal transfer
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 
-KINDS = ("blackhole", "down", "loss", "flap", "ecn", "trim", "switch-down", "nic-down", "rate")
+KINDS = ("blackhole", "down", "loss", "flap", "ecn", "trim", "switch-down", "nic-down", "rate", "jitter")
+PASSIVE = frozenset({"rate", "jitter"})  # act when the port sends, not when a packet is queued
 _PLANE = re.compile(r"^p(?P<plane>[0-9]+)$")
 _SPEC = re.compile(
     r"^(?P<kind>[a-z-]+)(?:=(?P<value>[0-9.eE+-]+(?:ns|us|ms|s)?))?:(?P<target>[a-z0-9_-]+)"
@@ -93,13 +96,15 @@ def parse_fault(spec: str, ideal_ns: int, default_start_ns: int = 0) -> Fault:
     raw = m["value"]
     value: float | None = None
     if raw is not None:
-        value = float(parse_time(raw, ideal_ns)) if kind == "flap" else float(raw)
+        value = float(parse_time(raw, ideal_ns)) if kind in ("flap", "jitter") else float(raw)
     if kind == "loss" and (value is None or not 0 <= value <= 1):
         raise FaultSpecError(f"loss needs a probability 0..1, got {raw!r}")
     if kind == "flap" and not value:
         raise FaultSpecError("flap needs a period, e.g. flap=20us")
     if kind == "trim" and value is not None and not 0 <= value <= 1:
         raise FaultSpecError(f"trim probability must be 0..1, got {raw!r}")
+    if kind == "jitter" and not value:
+        raise FaultSpecError("jitter needs a time, e.g. jitter=2us:all")
     if kind == "rate" and (value is None or value <= 0):
         raise FaultSpecError(f"rate needs a positive Gb/s value, e.g. rate=50:p0, got {raw!r}")
     start = parse_time(m["start"], ideal_ns) if m["start"] else default_start_ns
@@ -129,3 +134,12 @@ def ns_per_byte(faults: list[Fault], now_ns: int, nominal: float) -> float:
         if f.kind == "rate" and f.value and f.active(now_ns):
             ns = max(ns, 8 / f.value)
     return ns
+
+
+def extra_delay(faults: list[Fault], now_ns: int, rng: random.Random) -> int:
+    """Random extra propagation delay of one packet from the ``jitter`` faults active on a port."""
+    extra = 0
+    for f in faults:
+        if f.kind == "jitter" and f.value and f.active(now_ns):
+            extra += int(rng.random() * f.value)
+    return extra

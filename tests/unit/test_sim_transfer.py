@@ -176,3 +176,27 @@ def test_silent_plane_failure_retired_within_two_rtt(fault: str) -> None:
     first = min(e["t_us"] for e in r["ev_timeline"] if e["side"] == "sender" and e["new"] == "ASSUMED_BAD")
     assert start <= first <= start + 2 * r["base_rtt_us"]
     assert r["faults"][0]["data_packets_lost"] <= 1.1 * c["losses_plane"] + 1
+
+
+def test_jittery_lossless_fabric_retires_no_healthy_ev() -> None:
+    """Defect (issue 10): on a jittery fabric (BMv2) clean transfers retired healthy EVs."""
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=3us:all"]))  # RTT 3 us .. 27 us
+    r = sim.run()
+    assert_done(r)
+    assert r["faults"][0]["data_packets_lost"] == 0
+    for ep in (sim.sender, sim.receiver):
+        assert all(s in ("GOOD", "SKIP") for s in (e.state for e in ep.evset.entries.values()))
+    c = sim.sender.counters
+    assert c.planes_failed == 0 and c.losses_rto == 0
+    undone = [e for e in r["ev_timeline"] if e["side"] == "sender" and "was reordering" in e["reason"]]
+    assert c.ev_retired == len(undone)  # every retirement was taken back when the packet arrived
+
+
+def test_spurious_loss_undoes_the_retirement() -> None:
+    from mrc_host.core import EvEvent
+
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=3us:all"]))
+    sim.run()
+    c = sim.sender.counters
+    assert c.spurious_losses > 0 and c.ev_loss_undone == c.spurious_losses
+    assert EvEvent.LOSS_UNDONE.value == "loss undone"
