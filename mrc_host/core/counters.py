@@ -27,6 +27,7 @@ class Counters:
     messages_failed: int = 0
     data_packets_sent: int = 0
     data_bytes_sent: int = 0
+    data_bytes_delivered: int = 0  # payload the peer acknowledged (SACK or cumulative), once each
     retransmissions: int = 0
     losses_gap: int = 0
     losses_rto: int = 0

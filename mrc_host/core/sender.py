@@ -319,6 +319,7 @@ class Sender:
             self.plane_ok_sent[plane] = rec.sent_ns
             self._plane_evidence[plane] = 0
         self.c.ev(rec.ev).packets_delivered += 1
+        self.c.data_bytes_delivered += len(rec.payload)
         self.evset.note_ok(rec.ev, now_ns)
         newly.append(rec)
 
