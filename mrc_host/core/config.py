@@ -146,7 +146,9 @@ class TransportConfig:
             base_rtt=base_rtt_ns,
             target_delay=max(base_rtt_ns // 2, 1),
             fi=mtu,
-            max_cwnd=max(int(bdp_bytes * 1.25), 2 * mtu),
+            # one BDP plus two packets (the receiver acks every second one): more only builds a
+            # standing NIC queue, which is lost with any path that dies under it
+            max_cwnd=bdp_bytes + 2 * mtu,
             min_cwnd=mtu,
             adjust_bytes_threshold=max(mtu, bdp_bytes // 8),
             adjust_period_threshold=base_rtt_ns,

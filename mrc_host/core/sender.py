@@ -480,12 +480,15 @@ class Sender:
     def reorder_window(self) -> int:
         """How much later a packet must have been sent than an outstanding one for its
         delivery to count against it (RACK's reordering window, adapted to jitter):
-        the configured floor; SRTT/4, raised up to SRTT by spurious losses; and half the
-        RTT spread recently seen (max sample minus min, decaying), which is the one-way
-        delay variation a jittery fabric (a software switch) adds."""
+        the configured floor; SRTT/4, raised up to SRTT by spurious losses; and, once a
+        spurious loss has shown reordering, half the RTT spread recently seen (max sample
+        minus min, decaying), which is the one-way delay variation a jittery fabric (a
+        software switch) adds."""
         window = self.cfg.reorder_window_ns
         if self.srtt_ns is not None:
-            window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX, int(self.rtt_spread) // 2)
+            window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX)
+            if self.reo_mult > 1:  # only once reordering has been seen: it costs loss latency
+                window = max(window, int(self.rtt_spread) // 2)
         return window
 
     def _gap_detect(self, newly: list[_TxRecord], now_ns: int) -> None:
