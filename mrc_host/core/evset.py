@@ -252,14 +252,17 @@ class EvSet:
         back on that plane when it has a usable EV: a plane the peer has stopped sending
         on -- failed, or its port down -- then stops carrying our answers too, without
         waiting for our own detection of the dead reverse path."""
+        n = self.cfg.control_evs_per_plane
         if plane is not None and 0 <= plane < self.planes and self.plane_up(plane):
             lst = self.active[plane]
             if lst:
                 self._ctl_cursor += 1
-                return lst[self._ctl_cursor % len(lst)].value
+                return lst[self._ctl_cursor % min(len(lst), n)].value
         usable = self._usable_cache
         if usable is None:
-            usable = [e for plane in self.active for e in plane if self.plane_up(e.plane)]
+            # a few EVs per plane carry control: each one used must be kept proven alive
+            # (liveness probes), and probing every data EV of a big set costs real bandwidth
+            usable = [e for plane in self.active for e in plane[:n] if self.plane_up(e.plane)]
             self._usable_cache = usable
         if usable:
             self._ctl_cursor += 1
@@ -526,9 +529,17 @@ class EvSet:
         """(ev, probe_id) for every ASSUMED_BAD EV whose probe is due; a probe still
         unanswered at that point counts as a failure and resets the success streak."""
         out = []
+        # one probe per (plane, T1) path: EVs that differ only in entropy share its fate,
+        # and come back with the one probed (probing each would multiply probe traffic)
+        probing = {(e.plane, e.t1) for e in self.retired.values() if e.probe_id is not None}
         for e in list(self.retired.values()):
             if not self.plane_up(e.plane) or e.next_probe_ns > now_ns:
                 continue
+            path = (e.plane, e.t1)
+            if e.probe_id is None and path in probing:
+                e.next_probe_ns = now_ns + self.cfg.probe_interval_ns  # its path is being probed
+                continue
+            probing.add(path)
             if e.probe_id is not None:
                 e.probe_successes = 0
                 self._fire(e, EvEvent.PROBE_TIMEOUT, "probe timeout")
@@ -562,11 +573,20 @@ class EvSet:
         e.probe_id = None
         e.probe_successes += 1
         if e.probe_successes >= self.cfg.probe_successes_to_restore:
-            self._fire(e, EvEvent.PROBES_ANSWERED, f"{e.probe_successes} probes answered")
-            e.restored_ns = now_ns
-            e.last_ok_ns = now_ns
-            e.heat = 0.0
-            self._place_good(e)
+            for x in [
+                e,
+                *(x for x in self.retired.values() if (x.plane, x.t1) == (e.plane, e.t1) and x is not e),
+            ]:
+                why = f"{e.probe_successes} probes answered" + (
+                    "" if x is e else f" on {e.value:08x}, same path"
+                )
+                self._fire(x, EvEvent.PROBES_ANSWERED, why)
+                x.restored_ns = now_ns
+                x.last_ok_ns = now_ns
+                x.heat = 0.0
+                x.probe_id = None
+                x.retired_for = None
+                self._place_good(x)
             return True
         e.next_probe_ns = now_ns  # next probe right away: K successes take K RTTs
         return False

@@ -114,6 +114,8 @@ class Sender:
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         self.failed = ""  # why the connection ended in error ("" while it works)
         self.stalled_since: int | None = None  # work waiting, no EV to carry it, since then
+        self._last_tx_ns = 0
+        self._tail_done = False  # the tail probe for the current tail was sent
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
 
     # ---- API ----------------------------------------------------------------------------
@@ -143,9 +145,19 @@ class Sender:
             base = int(self.srtt_ns + max(4 * self.rttvar_ns, self.rtt_spread, cfg.cc.base_rtt_ns / 4))
         return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
 
+    def _tail_at(self) -> int | None:
+        """Tail loss probe time: with nothing new left to send, the SACK gap rule has no
+        later packets to work with, so packets unacknowledged well past an RTT after the
+        last transmission are resent then, not at the RTO (RACK-TLP's idea)."""
+        if self.writes or self._gbn or self.srtt_ns is None or not self.in_flight or self._tail_done:
+            return None
+        return self._last_tx_ns + int(2 * self.srtt_ns) + self.reorder_window()
+
     def deadline(self) -> int | None:
         for rec in self.in_flight.values():
-            return rec.sent_ns + self.rto_ns
+            rto_at = rec.sent_ns + self.rto_ns
+            tail = self._tail_at()
+            return rto_at if tail is None else min(rto_at, tail)
         if self.stalled_since is not None:
             return self.stalled_since + self.rto_ns * (self.cfg.retry_cnt + 1)
         return None
@@ -236,6 +248,8 @@ class Sender:
 
     def _transmit(self, rec: _TxRecord, ev: int, now_ns: int, out: list[Action]) -> None:
         self.stalled_since = None
+        self._last_tx_ns = now_ns
+        self._tail_done = False
         retx = rec.transmissions > 0
         rec.transmissions += 1
         rec.ev = ev
@@ -597,6 +611,17 @@ class Sender:
             if now_ns >= self.stalled_since + self.rto_ns * (self.cfg.retry_cnt + 1):
                 self.fail("NO_USABLE_PATH", out)
             return
+        tail = self._tail_at()
+        if tail is not None and now_ns >= tail:
+            self._tail_done = True
+            late = now_ns - int(self.srtt_ns or 0) - self.reorder_window()
+            for rec in [r for r in self.in_flight.values() if r.sent_ns <= late]:
+                self._leave_flight(rec)
+                rec.lost = True
+                rec.gap_lost = True  # a guess: a late delivery makes it spurious
+                rec.lost_ev = rec.ev
+                self.c.losses_tail += 1
+                self.retx.append(rec.seq)  # no retirement: nothing says the path failed
         rto = self.rto_ns
         expired = []
         for rec in self.in_flight.values():  # transmission order = send-time order

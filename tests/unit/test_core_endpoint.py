@@ -385,3 +385,20 @@ def test_single_path_uses_a_fixed_roce_timeout() -> None:
     cfg = TransportConfig.for_rtt(3_000, 40_000, mode=Mode.SINGLE_PATH)
     assert cfg.local_ack_timeout == 6 and 4096 << 6 >= 64 * 3_000  # 262 us, not 4 base RTTs
     assert TransportConfig.for_rtt(3_000, 40_000).local_ack_timeout == 0
+
+
+def test_lost_last_packet_recovered_by_tail_probe_not_rto() -> None:
+    p = make_pair(size=8 * 1024)
+    _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    last = data_sent(p)[-1]
+    p.deliver(keep=lambda m: not (isinstance(m, DataPacket) and m is last))
+    assert not p.sent_done()
+    for _ in range(10):
+        p.fire_timers()
+        p.deliver()
+        if p.sent_done():
+            break
+    c = p.a.counters
+    assert p.sent_done()[0].ok and 1 <= c.losses_tail <= 2 and c.rto_fired == 0  # (+ a delayed-ack one)
+    assert p.a.evset.state(last.meta.ev) is EvState.GOOD  # a tail loss blames no path

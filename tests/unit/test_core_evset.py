@@ -224,3 +224,16 @@ def test_loss_retires_nothing_below_ev_min_active() -> None:
     assert s.usable_count() >= 10  # whole paths (2 EVs) go at once, never below the floor
     assert s.floor_holds > 0
     assert make(planes=2, t1=4, max_evs=16).min_active == 8  # default: half the drawn EVs
+
+
+def test_one_probe_per_path_and_the_path_comes_back_together() -> None:
+    s = make(planes=1, t1=2, max_evs=8, backup_evs_per_plane=0, probe_successes_to_restore=1, ev_min_active=1)
+    path = [e.value for e in s.active[0] if e.t1 == s.active[0][0].t1]
+    assert len(path) == 4
+    s.retire(path[0], "loss", 0)
+    assert all(s.state(v) is EvState.ASSUMED_BAD for v in path)
+    due = s.due_probes(1)
+    assert len(due) == 1 and due[0][0] in path
+    assert s.probe_acked(due[0][0], due[0][1], 2)
+    assert all(s.state(v) is EvState.GOOD for v in path)
+    assert s.next_probe_deadline() is None or s.next_probe_deadline() > 2  # nothing left due
