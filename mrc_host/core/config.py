@@ -93,7 +93,7 @@ class TransportConfig:
     max_evs: int = 128  # EVs drawn per connection, split equally across planes (any path count)
     backup_evs_per_plane: int = 4  # spare EVs per plane that replace retired ones
     control_evs_per_plane: int = 4  # reverse EVs per plane that carry SACKs/NACKs (each probed)
-    ev_min_active: int = 0  # OCP: loss retires no EV below this many usable; 0 = half the drawn EVs
+    ev_min_active: int = 0  # OCP: loss retires no EV below this many usable; 0 = 3/4 of the drawn EVs
     skip_rotations: int = 4  # an ECN echo / trim NACK skips the EV this many turns (times its heat)
     max_skip_rotations: int = 32  # cap of the above
     penalty_halflife_ns: int = 16_000  # the heat of repeated ECN/trim penalties halves this often

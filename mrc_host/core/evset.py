@@ -154,7 +154,7 @@ class EvSet:
                 self.backup[plane].append(self._add(value, active=False))
         self.quota = [len(a) for a in self.active]
         total = sum(self.quota)
-        self.min_active = min(cfg.ev_min_active or max(1, total // 2), total)
+        self.min_active = min(cfg.ev_min_active or max(1, total * 3 // 4), total)
 
     # ---- inspection -------------------------------------------------------------------
     def state(self, ev: int) -> EvState | None:

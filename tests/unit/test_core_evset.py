@@ -223,7 +223,7 @@ def test_loss_retires_nothing_below_ev_min_active() -> None:
         s.retire(ev, "loss", 0)
     assert s.usable_count() >= 10  # whole paths (2 EVs) go at once, never below the floor
     assert s.floor_holds > 0
-    assert make(planes=2, t1=4, max_evs=16).min_active == 8  # default: half the drawn EVs
+    assert make(planes=2, t1=4, max_evs=16).min_active == 12  # default: 3/4 of the drawn EVs
 
 
 def test_one_probe_per_path_and_the_path_comes_back_together() -> None:
