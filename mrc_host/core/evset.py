@@ -400,8 +400,8 @@ class EvSet:
         jittery fabric causes): ``ev`` and the path siblings retired with it come back at
         once, before any probe. Returns how many came back."""
         e = self.entries.get(ev)
-        if e is None or e.state is not EvState.ASSUMED_BAD or e.retired_for is None or e.retired_for[0] != ev:
-            return 0
+        if e is None or e.state is not EvState.ASSUMED_BAD or e.retired_for is None:
+            return 0  # not retired for a loss (probes, ACK paths, a plane): not ours to undo
         key = e.retired_for
         back = [x for x in self.retired.values() if x.retired_for == key]
         for x in back:

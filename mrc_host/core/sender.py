@@ -70,6 +70,7 @@ class _TxRecord:
     lost: bool = False  # waiting in the retransmit queue
     gap_lost: bool = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
     lost_ev: int = -1  # the EV it was last declared lost on
+    prev_sent_ns: int = -1  # send time of the copy before the latest
 
 
 class Sender:
@@ -249,10 +250,12 @@ class Sender:
     def _transmit(self, rec: _TxRecord, ev: int, now_ns: int, out: list[Action]) -> None:
         self.stalled_since = None
         self._last_tx_ns = now_ns
-        self._tail_done = False
         retx = rec.transmissions > 0
+        if not retx:
+            self._tail_done = False  # new data: a new tail (resends never re-arm the probe)
         rec.transmissions += 1
         rec.ev = ev
+        rec.prev_sent_ns = rec.sent_ns
         rec.sent_ns = now_ns
         self._tx_order += 1
         rec.tx_order = self._tx_order
@@ -311,9 +314,12 @@ class Sender:
                 self.c.messages_completed += 1
             out.append(MessageSent(w.msg_id, not w.failed, w.failed))
 
-    def _deliver(self, rec: _TxRecord, newly: list[_TxRecord], now_ns: int) -> None:
+    def _deliver(self, rec: _TxRecord, newly: list[_TxRecord], now_ns: int, sack: Sack | None = None) -> None:
         self._leave_flight(rec)
-        if rec.gap_lost and (rec.lost or now_ns - rec.sent_ns < (self.srtt_ns or 0) / 2):
+        # the SACK echoes the send time and EV of the copy that arrived: the earlier one
+        # (Eifel's test) -- decisive where the RTT is too unsettled for the time test
+        earlier_copy = sack is not None and sack.echo_ts == rec.prev_sent_ns and sack.echo_ev == rec.lost_ev
+        if rec.gap_lost and (rec.lost or earlier_copy or now_ns - rec.sent_ns < (self.srtt_ns or 0) / 2):
             # the original arrived: it was reordering, not loss (still queued for resending,
             # or resent too recently for the copy to be the one acknowledged)
             self.c.spurious_losses += 1
@@ -382,7 +388,7 @@ class Sender:
             rec = records.pop(seq, None)
             if rec is not None:
                 if not rec.sacked:
-                    self._deliver(rec, newly, now_ns)
+                    self._deliver(rec, newly, now_ns, s)
                 self._finish_packet(rec, out)
         self.snd_una = cum
         while bitmap:
@@ -391,9 +397,10 @@ class Sender:
             bitmap ^= low
             rec = records.get(seq)
             if rec is not None and not rec.sacked:
-                self._deliver(rec, newly, now_ns)
+                self._deliver(rec, newly, now_ns, s)
         self.backoff = 1
         self.retries = 0
+        self._tail_done = False  # progress: the tail probe may fire again for what is left
         trigger = None
         for rec in newly:
             if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
@@ -542,7 +549,8 @@ class Sender:
             c.losses_rto += 1
         c.ev(rec.ev).packets_lost += 1
         self.cc.on_loss(len(rec.payload), now_ns)
-        if self._retire:
+        if self._retire and not (cause == "rto" and self.srtt_ns is None):
+            # (a timeout before any RTT sample says the RTT is unknown, not that a path died)
             self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns)
         self.retx.append(rec.seq)
 

@@ -137,20 +137,42 @@ def test_sack_gap_declares_loss_retransmits_elsewhere_and_retires_the_ev() -> No
 
 def test_timeout_retransmits_and_retires_the_ev() -> None:
     p = make_pair()
+    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)  # a first write gives an RTT sample
+    p.absorb(p.a, acts)
+    p.deliver()
+    assert p.a.sender.srtt_ns is not None
+    p.events.clear()
+    p.sent_log.clear()
     _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
     only = data_sent(p)[0]
-    for _ in range(10):  # timers in order (liveness ticks may come first), black hole throughout
+    for _ in range(50):  # timers in order (tail probe, liveness ticks come first), black hole throughout
         p.deliver(keep=lambda m: False)
         p.fire_timers()
         if p.a.counters.rto_fired:
             break
     assert p.a.counters.rto_fired == 1
     assert p.a.evset.state(only.meta.ev) is EvState.ASSUMED_BAD
+    assert p.a.counters.losses_tail >= 1  # the tail probe resent it first, blaming no path
     retx = data_sent(p)[-1]
     assert retx.psn == only.psn and retx.meta.ev != only.meta.ev
     p.deliver()
     assert p.sent_done()[0].ok
+
+
+def test_timeout_before_any_rtt_sample_retires_nothing() -> None:
+    p = make_pair()
+    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    only = data_sent(p)[0]
+    for _ in range(10):
+        p.deliver(keep=lambda m: False)
+        p.fire_timers()
+        if p.a.counters.rto_fired:
+            break
+    assert p.a.counters.rto_fired == 1 and p.a.counters.ev_retired == 0
+    assert p.a.evset.state(only.meta.ev) is EvState.GOOD
+    assert data_sent(p)[-1].meta.ev != only.meta.ev  # resent elsewhere all the same
 
 
 def test_ecn_echo_moves_ev_to_skip() -> None:
