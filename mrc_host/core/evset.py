@@ -56,6 +56,7 @@ class EvEntry:
     flaps: int = 0  # quick re-failures after restores in a row
     retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
     ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
+    late_probe_id: int | None = None  # the liveness probe whose time-out retired it
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +352,7 @@ class EvSet:
             return False
         key = (e.value, now_ns)
         self._retire_one(e, reason, now_ns, event)
-        e.retired_for = key if event is EvEvent.LOSS else None
+        e.retired_for = key if event in (EvEvent.LOSS, EvEvent.LIVENESS_LOST) else None
         if event in _PATH_EVENTS:
             # the EVs that differ only in entropy take the very same source-routed path
             for sib in [*self.active[e.plane], *self.backup[e.plane]]:
@@ -408,7 +409,7 @@ class EvSet:
             x.retired_for = None
             x.probe_id = None
             x.flaps = max(0, x.flaps - 1)
-            self._fire(x, EvEvent.LOSS_UNDONE, f"loss of a packet on {ev:08x} was reordering")
+            self._fire(x, EvEvent.LOSS_UNDONE, f"loss of a packet or probe on {ev:08x} was reordering")
             x.last_ok_ns = now_ns
             self._place_good(x)
         return len(back)
@@ -505,6 +506,7 @@ class EvSet:
                     if now_ns - e.live_probe_ns < timeout:
                         pending = True  # a slow (jittery) round trip: give it its time
                         continue
+                    e.late_probe_id = e.live_probe_id  # if its answer comes after all: undo
                     e.live_probe_id = None
                     e.in_use = False
                     self.retire(e.value, "liveness probe lost", now_ns, EvEvent.LIVENESS_LOST)
@@ -568,6 +570,9 @@ class EvSet:
                 self.note_ok(ev, now_ns)
                 return False
             return None
+        if e.state is EvState.ASSUMED_BAD and e.late_probe_id is not None and e.late_probe_id == probe_id:
+            e.late_probe_id = None  # the liveness probe was slow, not lost: the path works
+            return self.undo_loss(ev, now_ns) > 0
         if e.state is not EvState.ASSUMED_BAD or e.probe_id != probe_id:
             return None
         e.probe_id = None
