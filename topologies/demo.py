@@ -79,7 +79,17 @@ def watched_transfer(
     tb: Testbed, src: str, dst: str, size: int, mode: str, faults: list[PlannedFault]
 ) -> dict[str, Any]:
     planes0, t1s0 = port_bytes(tb, src), t1_bytes(tb)
-    result: WatchResult = TransferWatch(tb, src, dst, size, mode, faults).run()
+    # delivered bytes (SACKed or cumulatively acknowledged, each packet once) keep rising
+    # while the cumulative ACK stalls behind a hole; agents that do not report them yet
+    # leave the series empty and the plot shows the cumulative ACK alone
+    delivered: list[tuple[float, int]] = []
+
+    def on_progress(update: dict[str, Any]) -> None:
+        if "bytes_delivered" in update:
+            delivered.append((watch._now(), int(update["bytes_delivered"])))
+
+    watch = TransferWatch(tb, src, dst, size, mode, faults, on_progress=on_progress)
+    result: WatchResult = watch.run()
     planes1, t1s1 = port_bytes(tb, src), t1_bytes(tb)
     evs = []
     for ev, first in sorted(result.ev_first.items()):
@@ -125,6 +135,7 @@ def watched_transfer(
         "summary": result.summary,
         "wall_s": result.wall_s,
         "goodput_mbit_s": goodput_series(result.progress),
+        "delivered_mbit_s": goodput_series(delivered),
         "progress": result.progress,
         "ev_changes": [asdict(c) for c in result.ev_changes],
         "evs": evs,

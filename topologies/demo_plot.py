@@ -38,10 +38,26 @@ def timeline_png(result: dict[str, Any], path: Path) -> None:
         2, 1, figsize=(10, 6.5), sharex=True, gridspec_kw={"height_ratios": [2, 3]}
     )
     for run, colour, label in ((clean, "#9e9e9e", "no faults"), (faulted, "#1f77b4", "with faults")):
-        series = run["goodput_mbit_s"]
-        if series:
-            ax1.step([p[0] for p in series], [p[1] for p in series], where="pre", color=colour, label=label)
-    ax1.set_ylabel("goodput (Mbit/s)")
+        delivered = run.get("delivered_mbit_s") or []
+        acked = run["goodput_mbit_s"]
+        if len(delivered) > 1:  # delivered bytes: what the receiver got, holes or not
+            ax1.step(
+                [p[0] for p in delivered], [p[1] for p in delivered], where="pre", color=colour, label=label
+            )
+            label = f"{label}: cumulative ACK"
+            style = ":"
+        else:
+            style = "-"
+        if acked:
+            ax1.step(
+                [p[0] for p in acked],
+                [p[1] for p in acked],
+                where="pre",
+                color=colour,
+                label=label,
+                linestyle=style,
+            )
+    ax1.set_ylabel("delivered (Mbit/s)")
     ax1.set_title(
         f"MRC live on {result['target'].upper()} switches: {result['src']} → {result['dst']}, "
         f"{result['size'] >> 20} MiB",

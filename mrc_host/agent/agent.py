@@ -32,6 +32,7 @@ from mrc_fabric.frames import DEFAULT_PAYLOAD
 from mrc_fabric.hostconfig import HostConfig
 from mrc_host.core import (
     Action,
+    ConnectionFailed,
     EvStateChanged,
     MessageReceived,
     MessageSent,
@@ -415,6 +416,12 @@ class Agent:
                 conn.note_ev_change(act, now)
                 log.info("%s %s ev %08x %s -> %s (%s)", conn.kind, conn.peer.name, act.ev, act.old, act.new,
                          act.reason)  # fmt: skip
+            elif isinstance(act, ConnectionFailed):
+                # the core gave up (retry_cnt timeouts in a row, or no EV may carry the work):
+                # its transfers fail with that reason and a later send starts a new connection
+                if isinstance(conn, SendConnection):
+                    self._drop_send(conn, act.reason, now)
+                return
         if pump and isinstance(conn, SendConnection):
             more = conn.pump(now)
             if more:

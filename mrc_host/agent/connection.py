@@ -84,6 +84,7 @@ def _core_totals(ep: Endpoint) -> dict[str, int]:
     c = ep.counters
     return {
         "data_packets_sent": c.data_packets_sent,
+        "data_bytes_delivered": c.data_bytes_delivered,
         "retransmissions": c.retransmissions,
         "ev_retired": c.ev_retired,
         "ev_restored": c.ev_restored,

@@ -127,6 +127,9 @@ class TransferBook:
                 "transfer_id": f"{tid:016x}",
                 "bytes": t.size,
                 "bytes_acked": t.bytes_acked,
+                # payload the peer acknowledged, SACKed out of order included: the fabric's
+                # delivery rate, while bytes_acked only moves with the cumulative ACK
+                "bytes_delivered": c.data_bytes_delivered - t.base_counters.get("data_bytes_delivered", 0),
                 "elapsed_s": round((now_ns - t.started_ns) / 1e9, 3),
                 "retransmissions": c.retransmissions - t.base_counters.get("retransmissions", 0),
                 "evs_retired": c.ev_retired - t.base_counters.get("ev_retired", 0),

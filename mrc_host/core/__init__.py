@@ -1,28 +1,47 @@
 """Sans-I/O MRC transport core: state machines fed messages and time, returning actions."""
 
-from .actions import Action, EvStateChanged, MessageReceived, MessageSent, SetTimer, Transmit
-from .config import CcParams, Mode, TransportConfig
+from .actions import (
+    Action,
+    ConnectionFailed,
+    EvStateChanged,
+    MessageReceived,
+    MessageSent,
+    SetTimer,
+    Transmit,
+)
+from .cc_base import REGISTRY as CC_ALGORITHMS
+from .cc_base import CongestionControl, create_cc, register_cc
+from .config import CcParams, Mode, NsccParams, TransportConfig
 from .counters import Counters, EvCounters
 from .endpoint import Endpoint
-from .evset import EvSet, EvState, PathSpace
+from .ev_state import EvEvent, EvState, EvTransitionError
+from .evset import EvSet, PathSpace
 from .region import MemoryRegion, RegionTable
 
 __all__ = [
+    "CC_ALGORITHMS",
     "Action",
     "CcParams",
+    "CongestionControl",
+    "ConnectionFailed",
     "Counters",
     "Endpoint",
     "EvCounters",
+    "EvEvent",
     "EvSet",
     "EvState",
     "EvStateChanged",
+    "EvTransitionError",
     "MemoryRegion",
     "MessageReceived",
     "MessageSent",
     "Mode",
+    "NsccParams",
     "PathSpace",
     "RegionTable",
     "SetTimer",
     "Transmit",
     "TransportConfig",
+    "create_cc",
+    "register_cc",
 ]

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from mrc_host.wire.messages import Message
 
+from .ev_state import EvEvent, EvState
+
 
 @dataclass(slots=True)
 class Transmit:
@@ -39,10 +41,24 @@ class MessageReceived:
 
 @dataclass(slots=True)
 class EvStateChanged:
+    """An EV changed state (``old``/``new`` are ``EvState``, a ``StrEnum``: they still
+    compare equal to their names); ``event`` says what made it change."""
+
     ev: int
-    old: str
-    new: str
+    old: EvState
+    new: EvState
+    reason: str
+    event: EvEvent | None = None
+
+
+@dataclass(slots=True)
+class ConnectionFailed:
+    """The connection ended in error and sends nothing more: ``RETRY_EXCEEDED`` (the peer
+    stopped answering for ``retry_cnt`` timeouts in a row) or ``NO_USABLE_PATH`` (work
+    waited that long with no EV allowed to carry it, e.g. every EV DENIED). Every write
+    not yet complete got ``MessageSent(ok=False, reason)`` just before."""
+
     reason: str
 
 
-Action = Transmit | SetTimer | MessageSent | MessageReceived | EvStateChanged
+Action = Transmit | SetTimer | MessageSent | MessageReceived | EvStateChanged | ConnectionFailed

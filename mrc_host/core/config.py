@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
+from mrc_host.wire.messages import PSN_MASK
+
 
 class Mode(enum.StrEnum):
     """How a connection uses paths. Same code, different policy switches."""
@@ -45,25 +47,82 @@ class CcParams:
 
 
 @dataclass(frozen=True, slots=True)
+class NsccParams:
+    """UET NSCC (``cc_algorithm="nscc"``), parameters named as the OCP NSCC profile.
+
+    Times are in ns, sizes in bytes. Per acknowledgement, with ``delay`` the RTT sample
+    minus ``base_rtt`` and ``avg_delay`` its moving average:
+    - no ECN, delay below ``target_delay`` -> proportional increase, ``eta`` bytes per
+      acked byte scaled by the headroom (target - delay) / target; once a whole window
+      has been acked at almost no delay, fast increase: ``fi_scale`` bytes per acked byte;
+    - no ECN, delay above target -> fair increase, about ``fi`` bytes per window acked;
+    - ECN, delay above target -> multiplicative decrease by ``gamma`` x (avg_delay -
+      target) / avg_delay, at most ``max_md_jump`` of the window, at most once per base RTT;
+    - ECN, delay below target -> no change (a transient queue);
+    increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
+    ``adjust_period_threshold`` ns. Quick adapt: when, in a period of base_rtt +
+    target_delay after a trim, a loss, a timeout or an average delay above
+    ``qa_threshold`` x target, fewer than cwnd / 2**``qa_gate`` bytes were acknowledged,
+    the window drops at once to what was acknowledged.
+    """
+
+    base_rtt: int = 4_000
+    target_delay: int = 2_000
+    eta: float = 0.5
+    fi: int = 4096
+    fi_scale: float = 0.5
+    gamma: float = 0.8
+    max_md_jump: float = 0.5
+    max_cwnd: int = 256 * 1024
+    qa_gate: int = 2
+    qa_threshold: float = 4.0
+    adjust_bytes_threshold: int = 16 * 1024
+    adjust_period_threshold: int = 4_000
+    min_cwnd: int = 4096  # not in the OCP profile: the window never goes below one packet
+    initial_cwnd: int = 0  # not in the OCP profile: 0 starts at max_cwnd (line rate)
+    delay_weight: float = 0.125  # not in the OCP profile: EWMA gain of avg_delay
+    fast_increase_delay: float = 0.1  # "almost no delay": below this fraction of target_delay
+
+
+@dataclass(frozen=True, slots=True)
 class TransportConfig:
     """Everything a queue pair's sender, receiver and EV set need to know."""
 
     mode: Mode = Mode.MRC
     mtu: int = 4096  # payload bytes per DATA packet
-    max_evs: int = 64  # EVs drawn per connection, split equally across planes
+    max_evs: int = 128  # EVs drawn per connection, split equally across planes (any path count)
     backup_evs_per_plane: int = 4  # spare EVs per plane that replace retired ones
+    control_evs_per_plane: int = 4  # reverse EVs per plane that carry SACKs/NACKs (each probed)
+    ev_min_active: int = 0  # OCP: loss retires no EV below this many usable; 0 = 3/4 of the drawn EVs
+    skip_rotations: int = 4  # an ECN echo / trim NACK skips the EV this many turns (times its heat)
+    max_skip_rotations: int = 32  # cap of the above
+    penalty_halflife_ns: int = 16_000  # the heat of repeated ECN/trim penalties halves this often
+    flap_window_ns: int = 400_000  # an EV failing this soon after a restore is flapping ...
+    max_flap_backoff: int = 6  # ... and waits 2**flaps probe intervals (capped) before probing
     sack_gap_threshold: int = 3  # a PSN is lost once this many packets sent after it are SACKed
     reorder_window_ns: int = 1_000  # ... and one of them was sent this long after it
     rto_initial_ns: int = 40_000
     rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
     rto_max_ns: int = 4_000_000
+    retry_cnt: int = 7  # OCP/RoCE retry count: this many RTOs in a row without progress fail the QP
+    local_ack_timeout: int = 0  # RoCE timer 4.096 us x 2**this, fixed (0: RTO from SRTT/RTTVAR)
     probe_interval_ns: int = 40_000  # how often an ASSUMED_BAD EV is probed
     probe_successes_to_restore: int = 3  # K consecutive probe replies bring an EV back
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
     rx_window: int = 1 << 14  # PSNs beyond the cumulative ACK the receiver accepts
     initial_psn: int = 0
-    cc: CcParams = field(default_factory=CcParams)
+    cc: CcParams = field(default_factory=CcParams)  # parameters of cc_algorithm "window"
+    cc_algorithm: str = "nscc"  # a name in mrc_host.core.cc_base.REGISTRY: nscc, window, fixed
+    nscc: NsccParams = field(default_factory=NsccParams)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.initial_psn <= PSN_MASK:
+            raise ValueError(f"initial_psn {self.initial_psn} is not a 24-bit PSN")
+        if not 0 <= self.local_ack_timeout <= 31 or self.retry_cnt < 0:
+            raise ValueError("local_ack_timeout must be 0..31 and retry_cnt >= 0")
+        if self.max_evs < 1 or self.backup_evs_per_plane < 0 or self.ev_min_active < 0:
+            raise ValueError("max_evs >= 1, backup_evs_per_plane >= 0 and ev_min_active >= 0 required")
 
     @property
     def go_back_n(self) -> bool:
@@ -84,14 +143,34 @@ class TransportConfig:
             min_cwnd_bytes=mtu,
             fair_increase_bytes=mtu,
         )
+        nscc = NsccParams(
+            base_rtt=base_rtt_ns,
+            target_delay=max(base_rtt_ns // 2, 1),
+            fi=mtu,
+            # one BDP plus two packets (the receiver acks every second one): more only builds a
+            # standing NIC queue, which is lost with any path that dies under it
+            max_cwnd=bdp_bytes + 2 * mtu,
+            min_cwnd=mtu,
+            adjust_bytes_threshold=max(mtu, bdp_bytes // 8),
+            adjust_period_threshold=base_rtt_ns,
+        )
+        # single path behaves like RoCE: a fixed local ACK timeout, the smallest one of at
+        # least 64 base RTTs (a RoCE NIC's timer knows nothing of the RTT)
+        roce_timeout = 1
+        while 4096 << roce_timeout < 64 * base_rtt_ns:
+            roce_timeout += 1
         base = cls(
             mtu=mtu,
+            nscc=nscc,
+            local_ack_timeout=roce_timeout if overrides.get("mode") is Mode.SINGLE_PATH else 0,
             rto_initial_ns=10 * base_rtt_ns,
             rto_min_ns=4 * base_rtt_ns,
             rto_max_ns=1000 * base_rtt_ns,
             probe_interval_ns=10 * base_rtt_ns,
             ack_delay_ns=max(base_rtt_ns // 2, 1),
             reorder_window_ns=max(base_rtt_ns // 4, 1),
+            penalty_halflife_ns=4 * base_rtt_ns,
+            flap_window_ns=100 * base_rtt_ns,
             cc=cc,
         )
         return replace(base, **overrides)  # type: ignore[arg-type]

@@ -27,16 +27,24 @@ class Counters:
     messages_failed: int = 0
     data_packets_sent: int = 0
     data_bytes_sent: int = 0
+    data_bytes_delivered: int = 0  # payload the peer acknowledged (SACK or cumulative), once each
     retransmissions: int = 0
     losses_gap: int = 0
     losses_rto: int = 0
     spurious_losses: int = 0  # gap losses whose original was SACKed after all (reordering)
     rto_fired: int = 0
+    losses_tail: int = 0  # resent by the tail probe (nothing new left to send), no EV blamed
+    losses_port: int = 0  # in flight on a plane whose local or peer NIC port went down: resent
+    losses_plane: int = 0  # in flight on a plane found silently failed: resent
+    planes_failed: int = 0  # silent whole-plane failures detected from the other planes
     go_back_n_rewinds: int = 0
     sacks_received: int = 0
     ecn_echoes_received: int = 0
     nacks_received: Counter[str] = field(default_factory=Counter)
-    stray_acks: int = 0  # SACK/NACK naming PSNs never sent
+    stray_acks: int = 0  # SACK/NACK not believed (the total of acks_dropped)
+    acks_dropped: Counter[str] = field(default_factory=Counter)  # by reason (peer safety)
+    sack_echo_unmatched: int = 0  # SACKs whose echoed EV/time match no newly acked packet
+    connection_failures: Counter[str] = field(default_factory=Counter)  # RETRY_EXCEEDED ...
     last_resort_sends: int = 0  # sent on an ASSUMED_BAD EV because nothing else was usable
     # receiver
     messages_received: int = 0
@@ -60,7 +68,9 @@ class Counters:
     probe_timeouts: int = 0
     ev_retired: int = 0
     ev_restored: int = 0
+    ev_loss_undone: int = 0  # retirements undone: the "lost" packet arrived after all
     ev_skipped: int = 0
+    ev_retire_floor_holds: int = 0  # losses that retired no EV: ev_min_active reached
     reverse_ev_retired: int = 0  # ack paths retired after a duplicate retransmission
     per_ev: dict[int, EvCounters] = field(default_factory=dict)
 
@@ -73,6 +83,13 @@ class Counters:
     def as_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["per_ev"] = {f"{ev:08x}": asdict(c) for ev, c in sorted(self.per_ev.items())}
-        for key in ("nacks_received", "nacks_sent", "refused_writes", "malformed"):
+        for key in (
+            "nacks_received",
+            "nacks_sent",
+            "refused_writes",
+            "malformed",
+            "acks_dropped",
+            "connection_failures",
+        ):
             d[key] = dict(getattr(self, key))
         return d

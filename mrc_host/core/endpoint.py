@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 
+from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK
 from mrc_host.wire.messages import (
     DATA_OPCODES,
     PSN_MASK,
@@ -32,6 +33,7 @@ from mrc_host.wire.messages import (
 from .actions import Action, SetTimer, Transmit
 from .config import TransportConfig
 from .counters import Counters
+from .ev_state import EvEvent, EvState
 from .evset import EvSet, PathSpace
 from .receiver import Receiver
 from .region import MemoryRegion, RegionTable
@@ -71,7 +73,9 @@ def _check(msg: object) -> str | None:
     elif isinstance(msg, Nack):
         if not 0 <= msg.psn <= PSN_MASK or not 0 <= msg.echo_ev <= U32:
             return "bad_psn"
-    elif not (0 <= msg.probe_id <= U32 and 0 <= msg.ev_under_test <= U32):
+    elif not (0 <= msg.probe_id <= U32 and 0 <= msg.ev_under_test <= U32) or (
+        isinstance(msg, ProbeAck) and not 0 <= msg.port_status <= 0xFFFF
+    ):
         return "bad_probe"
     return None
 
@@ -97,6 +101,7 @@ class Endpoint:
         self.counters = Counters()
         self.evset = EvSet(config, paths, rng, port_status)
         self.regions = RegionTable()
+        self._entropy = rng.getrandbits(ENTROPY_BITS)  # entropy bits of our probe replies
         self._now = 0  # time of the input being processed (for callbacks that need it)
         self.sender = Sender(config, self.evset, self.counters, peer_qp)
         self.receiver = Receiver(
@@ -114,8 +119,8 @@ class Endpoint:
         return self.regions.register(base, length, rkey)
 
     def post_write(self, data: bytes, remote_vaddr: int, rkey: int, now_ns: int) -> tuple[int, list[Action]]:
-        msg_id = self.sender.post_write(data, remote_vaddr, rkey)
         out: list[Action] = []
+        msg_id = self.sender.post_write(data, remote_vaddr, rkey, out)
         return msg_id, self._finish(now_ns, out)
 
     def deny(self, ev: int, now_ns: int) -> list[Action]:
@@ -128,7 +133,9 @@ class Endpoint:
 
     def set_port_status(self, bitmap: int, now_ns: int) -> list[Action]:
         """This host's NIC port-status bitmap (bit p: plane p's port is up)."""
-        self.evset.set_local_ports(bitmap)
+        down = self.evset.set_local_ports(bitmap)
+        if down:
+            self.sender.ports_down(down)
         return self._finish(now_ns, [])
 
     # ---- inputs ---------------------------------------------------------------------------
@@ -161,12 +168,23 @@ class Endpoint:
             self.sender.on_nack(msg, now_ns, out)
         elif isinstance(msg, Probe):
             self.counters.probes_received += 1
-            ack = ProbeAck(self.peer_qp, msg.probe_id, msg.ev_under_test, echo_ts=msg.send_ts)
-            if self._send_control(ack, out) is not None:
+            ack = ProbeAck(
+                self.peer_qp,
+                msg.probe_id,
+                msg.ev_under_test,
+                echo_ts=msg.send_ts,
+                port_status=self.evset.local_ports,
+            )
+            if self._send_probe_ack(ack, out) is not None:
                 self.counters.probe_acks_sent += 1
         else:
             self.counters.probe_acks_received += 1
-            self.evset.probe_acked(msg.ev_under_test, msg.probe_id, now_ns)
+            if self.evset.probe_acked(msg.ev_under_test, msg.probe_id, now_ns) is not None:
+                if 0 < msg.echo_ts <= now_ns:
+                    self.evset.note_probe_rtt(now_ns - msg.echo_ts)
+                down = self.evset.set_peer_ports(msg.port_status)  # only from a reply we asked for
+                if down:
+                    self.sender.ports_down(down)
         return self._finish(now_ns, out)
 
     def on_timer(self, now_ns: int) -> list[Action]:
@@ -194,8 +212,8 @@ class Endpoint:
         return min(times) if times else None
 
     # ---- internals ------------------------------------------------------------------------
-    def _send_control(self, msg: Message, out: list[Action]) -> int | None:
-        ev = self.evset.next_control_ev()
+    def _send_control(self, msg: Message, out: list[Action], plane: int | None = None) -> int | None:
+        ev = self.evset.next_control_ev(plane)
         if ev is None:
             return None
         if self._retire:
@@ -207,6 +225,25 @@ class Endpoint:
         out.append(Transmit(msg))
         return ev
 
+    def _send_probe_ack(self, ack: ProbeAck, out: list[Action]) -> int | None:
+        """A PROBE_ACK goes back on the reverse of the path under test (same plane, same T1:
+        the prober chose it by choosing the EV it tests), so a probe answers for one round
+        trip on one path and never depends on one of our rotating control EVs, which may
+        be dead. Falls back to a control EV when that path is not ours to use."""
+        tested = ack.ev_under_test
+        plane, t1 = tested >> 28, (tested >> ENTROPY_BITS) & 0x3FF
+        paths = self.evset.paths
+        if plane < paths.planes and t1 < paths.t1_count and self.evset.plane_up(plane):
+            ev = (tested & ~ENTROPY_MASK) | (self._entropy & ENTROPY_MASK)
+            if self.evset.state(ev) is not EvState.DENIED:
+                ack.meta.ev = ev
+                ack.meta.dscp = Dscp.CONTROL
+                ack.meta.ecn = Ecn.NOT_ECT
+                self.counters.ev(ev).control_packets_sent += 1
+                out.append(Transmit(ack))
+                return ev
+        return self._send_control(ack, out, plane if plane < paths.planes else None)
+
     def _finish(self, now_ns: int, out: list[Action]) -> list[Action]:
         self._now = now_ns
         self.sender.pump(now_ns, out)
@@ -214,16 +251,17 @@ class Endpoint:
         if changes:
             c = self.counters
             for ch in changes:  # EV counters are tallied here, from the transitions themselves
-                if ch.new == "ASSUMED_BAD":
-                    if ch.old == "ASSUMED_BAD":
-                        c.probe_timeouts += 1
-                    else:
-                        c.ev_retired += 1
-                elif ch.new == "SKIP":
-                    c.ev_skipped += 1
-                elif ch.old == "ASSUMED_BAD" and ch.new == "GOOD":
+                ev_event = ch.event
+                if ev_event is EvEvent.PROBE_TIMEOUT:
+                    c.probe_timeouts += 1
+                elif ev_event is EvEvent.PROBES_ANSWERED:
                     c.ev_restored += 1
+                elif ch.new is EvState.ASSUMED_BAD:
+                    c.ev_retired += 1
+                elif ch.new is EvState.SKIP and ch.old is EvState.GOOD:
+                    c.ev_skipped += 1
             out.extend(changes)
+        self.counters.ev_retire_floor_holds = self.evset.floor_holds
         deadline = self.next_deadline()
         if deadline is not None and deadline < now_ns:
             deadline = now_ns

@@ -1,20 +1,27 @@
 """The EV set of one direction of a connection: which paths carry packets, and when.
 
 An EV names a path: plane (NIC port) + T1 (T0 uplink) + entropy (only hashed in the
-ECMP baseline). Each connection draws its EVs once (``draw``), split equally across
-planes, distinct (plane, T1) paths while there are enough, plus a backup set per plane.
+ECMP baseline). Each connection draws its EVs once (``draw``): ``max_evs`` (default 128)
+split equally across planes, whatever the number of paths -- several EVs per (plane, T1)
+path when paths are fewer, differing in their entropy bits -- plus a backup set per plane.
 
-States: GOOD carries data; SKIP is passed over once by the data rotation (after an ECN
-echo or a trim NACK) and then becomes GOOD again; ASSUMED_BAD is retired after an
-unexplained loss and probed until K probes in a row succeed; DENIED is set by an operator
-and never used. A retired or denied EV is replaced from the same plane's backups, so
-planes stay equally loaded. The data rotation goes round the planes first and round
-the EVs of each plane second, so a plane that lost paths still gets its share.
+States and the events that move between them are in ``ev_state.py`` (one table). A
+retired or denied EV is replaced from the same plane's backups (preferring another T1).
+Loss retires no EV once only ``ev_min_active`` usable EVs are left (OCP's floor): below
+that, loss is more likely everywhere than on one path. The ECN/trim penalty is a number
+of rotations the EV sits out, scaled by its *heat*, which grows with every mark and
+halves every ``penalty_halflife_ns``. An EV that fails again soon after probes restored
+it is flapping: it waits 2**flaps probe intervals before it is probed again.
+
+The data rotation picks a plane first -- the up plane with the fewest bytes in flight,
+which is how planes get traffic in proportion to what they deliver (a slow or congested
+plane's packets stay in flight longer) and equally while they are healthy -- and then
+the next EV of that plane round-robin.
 """
 
 from __future__ import annotations
 
-import enum
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -22,13 +29,9 @@ from mrc_fabric.ev import ENTROPY_MASK, EV
 
 from .actions import EvStateChanged
 from .config import Mode, TransportConfig
+from .ev_state import EvEvent, EvState, allowed, next_state
 
-
-class EvState(enum.StrEnum):
-    GOOD = "GOOD"
-    SKIP = "SKIP"
-    ASSUMED_BAD = "ASSUMED_BAD"
-    DENIED = "DENIED"
+__all__ = ["EvDraw", "EvEntry", "EvEvent", "EvSet", "EvState", "PathSpace", "draw"]
 
 
 @dataclass(slots=True)
@@ -45,6 +48,15 @@ class EvEntry:
     in_use: bool = False  # something left on this EV since it last proved to work
     last_ok_ns: int = 0  # when it last proved to work (an ACKed packet, an answered probe)
     live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
+    live_probe_ns: int = 0  # when it left
+    heat: float = 0.0  # ECN/trim penalty level, decaying (see module docstring)
+    heat_ns: int = 0
+    skips_left: int = 0  # rotations still to sit out while SKIP
+    restored_ns: int | None = None  # when probes last brought it back
+    flaps: int = 0  # quick re-failures after restores in a row
+    retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
+    ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
+    late_probe_id: int | None = None  # the liveness probe whose time-out retired it
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,25 +81,42 @@ class EvDraw:
 
 
 def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
-    """Draw a connection's EVs (see module docstring); deterministic for a seeded ``rng``."""
+    """Draw a connection's EVs (see module docstring); deterministic for a seeded ``rng``.
+
+    Within a plane the T1s are shuffled and dealt round-robin, so the EVs cover every path
+    as evenly as their number allows; backups continue the deal (so they start on paths
+    the actives cover least). Every EV value is distinct.
+    """
     out = EvDraw([[] for _ in range(paths.planes)], [[] for _ in range(paths.planes)])
     if cfg.mode is Mode.SINGLE_PATH:
         plane = rng.randrange(paths.planes)
         out.active[plane].append(EV(plane, rng.randrange(paths.t1_count), rng.randint(0, ENTROPY_MASK)).value)
         return out
     per_plane = max(1, cfg.max_evs // paths.planes)
+    seen: set[int] = set()
+
+    def fresh(plane: int, t1: int) -> int:
+        while True:
+            v = EV(plane, t1, rng.randint(0, ENTROPY_MASK)).value
+            if v not in seen:
+                seen.add(v)
+                return v
+
     for plane in range(paths.planes):
-        t1s = list(range(paths.t1_count))
-        rng.shuffle(t1s)
-        n_active = min(per_plane, paths.t1_count)
         if cfg.mode is Mode.ECMP:
             # same number of EVs as MRC would use, but the T1 is left to the switches' hash
-            out.active[plane] = [EV(plane, 0, rng.randint(0, ENTROPY_MASK)).value for _ in range(n_active)]
+            out.active[plane] = [fresh(plane, 0) for _ in range(per_plane)]
             continue
-        out.active[plane] = [EV(plane, t1, rng.randint(0, ENTROPY_MASK)).value for t1 in t1s[:n_active]]
-        spare = t1s[n_active : n_active + cfg.backup_evs_per_plane]
-        out.backup[plane] = [EV(plane, t1, rng.randint(0, ENTROPY_MASK)).value for t1 in spare]
+        t1s = list(range(paths.t1_count))
+        rng.shuffle(t1s)
+        n = len(t1s)
+        out.active[plane] = [fresh(plane, t1s[i % n]) for i in range(per_plane)]
+        spare = range(per_plane, per_plane + cfg.backup_evs_per_plane)
+        out.backup[plane] = [fresh(plane, t1s[i % n]) for i in spare]
     return out
+
+
+_PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
 
 
 class EvSet:
@@ -107,12 +136,16 @@ class EvSet:
         self.active: list[list[EvEntry]] = [[] for _ in range(self.planes)]
         self.backup: list[list[EvEntry]] = [[] for _ in range(self.planes)]
         self.changes: list[EvStateChanged] = []
+        # bytes in flight per plane, kept by the sender: the plane choice of the rotation
+        self.plane_load: list[int] = [0] * self.planes
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._ctl_cursor = 0
         self._usable_cache: list[EvEntry] | None = None
         self._probe_seq = 0
         self.next_liveness_ns: int | None = None
+        self.floor_holds = 0  # losses that retired nothing because of ev_min_active
+        self.probe_rtt_max = 0.0  # slowest probe round trip lately (decaying)
         drawn = draw(cfg, paths, rng)
         for plane in range(self.planes):
             for value in drawn.active[plane]:
@@ -121,6 +154,8 @@ class EvSet:
             for value in drawn.backup[plane]:
                 self.backup[plane].append(self._add(value, active=False))
         self.quota = [len(a) for a in self.active]
+        total = sum(self.quota)
+        self.min_active = min(cfg.ev_min_active or max(1, total * 3 // 4), total)
 
     # ---- inspection -------------------------------------------------------------------
     def state(self, ev: int) -> EvState | None:
@@ -136,25 +171,49 @@ class EvSet:
     def plane_up(self, plane: int) -> bool:
         return bool((self.local_ports & self.peer_ports) >> plane & 1)
 
+    def usable_count(self) -> int:
+        """EVs in the rotation that may carry data (GOOD or serving a SKIP)."""
+        return sum(len(a) for a in self.active)
+
+    def evs_per_path(self) -> dict[tuple[int, int], int]:
+        """How many active EVs each (plane, T1) path has."""
+        out: dict[tuple[int, int], int] = {}
+        for plane in self.active:
+            for e in plane:
+                out[(e.plane, e.t1)] = out.get((e.plane, e.t1), 0) + 1
+        return out
+
     def snapshot(self) -> dict[str, str]:
         return {f"{v:08x}": e.state.value + ("" if e.active else "/backup") for v, e in self.entries.items()}
 
     # ---- rotation ---------------------------------------------------------------------
     def next_data_ev(self, exclude: int | None = None) -> int | None:
-        """The EV for the next DATA packet: planes round-robin, then EVs round-robin.
+        """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
         only usable one. With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
         EV of an up plane (counted by the caller as a last-resort send).
         """
-        for _ in range(2):  # the first pass may only consume SKIPs
-            for _ in range(self.planes):
-                plane = self._plane_cursor
-                self._plane_cursor = (plane + 1) % self.planes
-                if not self.active[plane] or not self.plane_up(plane):
-                    continue
-                ev = self._pick_in_plane(plane, exclude)
+        planes = self.planes
+        load = self.plane_load
+        for _ in range(2):  # the first pass may only serve SKIP penalties
+            tried = 0
+            while True:
+                best = -1
+                best_load = 0
+                cursor = self._plane_cursor
+                for k in range(planes):
+                    plane = (cursor + k) % planes
+                    if tried >> plane & 1 or not self.active[plane] or not self.plane_up(plane):
+                        continue
+                    if best < 0 or load[plane] < best_load:
+                        best, best_load = plane, load[plane]
+                if best < 0:
+                    break
+                tried |= 1 << best
+                ev = self._pick_in_plane(best, exclude)
                 if ev is not None:
+                    self._plane_cursor = (best + 1) % planes
                     return ev
         if exclude is not None:
             return self.next_data_ev(None)
@@ -170,7 +229,9 @@ class EvSet:
             if e.value == exclude:
                 continue
             if e.state is EvState.SKIP:
-                self._set(e, EvState.GOOD, "skip consumed")
+                e.skips_left -= 1
+                if e.skips_left <= 0:
+                    self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
                 continue
             self._ev_cursor[plane] = idx + 1
             return e.value
@@ -185,11 +246,24 @@ class EvSet:
         self._ctl_cursor += 1
         return choices[self._ctl_cursor % len(choices)].value
 
-    def next_control_ev(self) -> int | None:
-        """EV for a SACK/NACK/PROBE_ACK: rotate over usable active EVs, never consuming SKIPs."""
+    def next_control_ev(self, plane: int | None = None) -> int | None:
+        """EV for a SACK/NACK/PROBE_ACK: rotate over usable active EVs, never serving SKIPs.
+
+        With ``plane`` (the plane the packet being answered arrived on) the answer goes
+        back on that plane when it has a usable EV: a plane the peer has stopped sending
+        on -- failed, or its port down -- then stops carrying our answers too, without
+        waiting for our own detection of the dead reverse path."""
+        n = self.cfg.control_evs_per_plane
+        if plane is not None and 0 <= plane < self.planes and self.plane_up(plane):
+            lst = self.active[plane]
+            if lst:
+                self._ctl_cursor += 1
+                return lst[self._ctl_cursor % min(len(lst), n)].value
         usable = self._usable_cache
         if usable is None:
-            usable = [e for plane in self.active for e in plane if self.plane_up(e.plane)]
+            # a few EVs per plane carry control: each one used must be kept proven alive
+            # (liveness probes), and probing every data EV of a big set costs real bandwidth
+            usable = [e for plane in self.active for e in plane[:n] if self.plane_up(e.plane)]
             self._usable_cache = usable
         if usable:
             self._ctl_cursor += 1
@@ -203,29 +277,32 @@ class EvSet:
         self.entries[value] = e
         return e
 
-    def _set(self, e: EvEntry, new: EvState, reason: str) -> None:
-        if e.state is not new:
-            self.changes.append(EvStateChanged(e.value, e.state.value, new.value, reason))
-            e.state = new
-            if new is EvState.ASSUMED_BAD:
-                self.retired[e.value] = e
-            else:
-                self.retired.pop(e.value, None)
+    def _fire(self, e: EvEntry, event: EvEvent, reason: str) -> None:
+        """The only place an EV changes state: through the transition table."""
+        old = e.state
+        new = next_state(old, event)
+        if new is not old or event in (EvEvent.PROBE_TIMEOUT, EvEvent.PROMOTED):
+            self.changes.append(EvStateChanged(e.value, old, new, reason, event))
+        e.state = new
+        if new is EvState.ASSUMED_BAD:
+            self.retired[e.value] = e
+        else:
+            self.retired.pop(e.value, None)
 
     def _deactivate(self, e: EvEntry) -> None:
-        """Take ``e`` out of the rotation or the backups; promote a backup of its plane."""
+        """Take ``e`` out of the rotation or the backups; promote a backup of its plane
+        (one on another T1 if there is one: the same path is likely dead as well)."""
         self._usable_cache = None
         if e.active:
             self.active[e.plane].remove(e)
             e.active = False
-            for b in self.backup[e.plane]:
-                if b.state is EvState.GOOD:
-                    self.backup[e.plane].remove(b)
-                    b.active = True
-                    self.active[e.plane].append(b)
-                    why = f"replaces {e.value:08x}"
-                    self.changes.append(EvStateChanged(b.value, "GOOD/backup", "GOOD", why))
-                    break
+            spares = [b for b in self.backup[e.plane] if b.state is EvState.GOOD]
+            if spares:
+                b = next((b for b in spares if b.t1 != e.t1), spares[0])
+                self.backup[e.plane].remove(b)
+                b.active = True
+                self.active[e.plane].append(b)
+                self._fire(b, EvEvent.PROMOTED, f"replaces {e.value:08x}")
         elif e in self.backup[e.plane]:
             self.backup[e.plane].remove(e)
 
@@ -237,24 +314,118 @@ class EvSet:
         else:
             self.backup[e.plane].append(e)
 
-    def skip(self, ev: int, reason: str) -> bool:
+    def _penalize(self, ev: int, now_ns: int, event: EvEvent) -> bool:
         e = self.entries.get(ev)
-        if e is None or e.state is not EvState.GOOD:
+        if e is None or not allowed(e.state, event) or not e.member:
             return False
-        self._set(e, EvState.SKIP, reason)
+        cfg = self.cfg
+        if e.heat:
+            e.heat *= 0.5 ** (max(0, now_ns - e.heat_ns) / max(cfg.penalty_halflife_ns, 1))
+        e.heat += 1.0
+        e.heat_ns = now_ns
+        e.skips_left = max(e.skips_left, min(math.ceil(cfg.skip_rotations * e.heat), cfg.max_skip_rotations))
+        self._fire(e, event, event.value)
         return True
 
-    def retire(self, ev: int, reason: str) -> bool:
-        """GOOD/SKIP -> ASSUMED_BAD at once, replaced from the plane's backups."""
+    def ecn_echo(self, ev: int, now_ns: int) -> bool:
+        """A SACK echoed CE for a packet sent on ``ev``: it sits out a few rotations."""
+        return self._penalize(ev, now_ns, EvEvent.ECN_ECHO)
+
+    def trimmed(self, ev: int, now_ns: int) -> bool:
+        """A packet sent on ``ev`` was trimmed in the fabric: the same penalty as ECN."""
+        return self._penalize(ev, now_ns, EvEvent.TRIM_NACK)
+
+    def skip(self, ev: int, reason: str = "ecn echo", now_ns: int = 0) -> bool:
+        """GOOD -> SKIP for one ECN-sized penalty (kept for callers of the first API)."""
+        return self._penalize(ev, now_ns, EvEvent.TRIM_NACK if "trim" in reason else EvEvent.ECN_ECHO)
+
+    def retire(self, ev: int, reason: str, now_ns: int = 0, event: EvEvent = EvEvent.LOSS) -> bool:
+        """GOOD/SKIP -> ASSUMED_BAD at once, replaced from the plane's backups.
+
+        Refused (False, counted in ``floor_holds``) when it would leave fewer than
+        ``ev_min_active`` usable EVs, unless the whole plane failed."""
         e = self.entries.get(ev)
-        if e is None or e.state in (EvState.ASSUMED_BAD, EvState.DENIED):
+        if e is None or not allowed(e.state, event) or e.state is EvState.ASSUMED_BAD:
             return False
-        self._deactivate(e)
-        self._set(e, EvState.ASSUMED_BAD, reason)
-        e.probe_id = None
-        e.probe_successes = 0
-        e.next_probe_ns = 0  # probe at the next timer
+        if event is not EvEvent.PLANE_FAILED and e.active and not self._may_shrink(e.plane, None):
+            self.floor_holds += 1
+            return False
+        key = (e.value, now_ns)
+        self._retire_one(e, reason, now_ns, event)
+        e.retired_for = key if event in (EvEvent.LOSS, EvEvent.LIVENESS_LOST) else None
+        if event in _PATH_EVENTS:
+            # the EVs that differ only in entropy take the very same source-routed path
+            for sib in [*self.active[e.plane], *self.backup[e.plane]]:
+                if sib.t1 == e.t1 and sib is not e and allowed(sib.state, event):
+                    if sib.active and not self._may_shrink(e.plane, e.t1):
+                        self.floor_holds += 1
+                        break
+                    self._retire_one(sib, f"same path as {e.value:08x}: {reason}", now_ns, event)
+                    sib.retired_for = e.retired_for
         return True
+
+    def _may_shrink(self, plane: int, avoid_t1: int | None) -> bool:
+        """Whether one more active EV of ``plane`` may go: a backup (off ``avoid_t1``) steps
+        in, or the usable count stays at or above ``ev_min_active``."""
+        if self.usable_count() - 1 >= self.min_active:
+            return True
+        return any(b.state is EvState.GOOD and b.t1 != avoid_t1 for b in self.backup[plane])
+
+    def _retire_one(self, e: EvEntry, reason: str, now_ns: int, event: EvEvent) -> None:
+        self._deactivate(e)
+        self._fire(e, event, reason)
+        e.probe_id = None
+        e.live_probe_id = None  # a liveness probe sent before must not retire it again later
+        e.in_use = False
+        e.probe_successes = 0
+        e.skips_left = 0
+        if e.restored_ns is not None and now_ns - e.restored_ns < self.cfg.flap_window_ns:
+            e.flaps = min(e.flaps + 1, self.cfg.max_flap_backoff)
+        else:
+            e.flaps = 0
+        # probe at the next timer; a flapping EV waits 2**flaps probe intervals first
+        e.next_probe_ns = now_ns + (self.cfg.probe_interval_ns << e.flaps if e.flaps else 0)
+
+    def fail_plane(self, plane: int, now_ns: int) -> int:
+        """Every EV of ``plane`` is retired at once (the plane stopped delivering); they are
+        probed back one by one. Not bound by ``ev_min_active``. Returns how many went."""
+        victims = [
+            e for e in (*self.active[plane], *self.backup[plane]) if allowed(e.state, EvEvent.PLANE_FAILED)
+        ]
+        for e in victims:
+            self._retire_one(e, "plane failed", now_ns, EvEvent.PLANE_FAILED)
+        return len(victims)
+
+    def undo_loss(self, ev: int, now_ns: int) -> int:
+        """The packet whose loss retired ``ev`` was delivered after all (reordering, as a
+        jittery fabric causes): ``ev`` and the path siblings retired with it come back at
+        once, before any probe. Returns how many came back."""
+        e = self.entries.get(ev)
+        if e is None or e.state is not EvState.ASSUMED_BAD or e.retired_for is None:
+            return 0  # not retired for a loss (probes, ACK paths, a plane): not ours to undo
+        key = e.retired_for
+        back = [x for x in self.retired.values() if x.retired_for == key]
+        for x in back:
+            x.retired_for = None
+            x.probe_id = None
+            x.flaps = max(0, x.flaps - 1)
+            self._fire(x, EvEvent.LOSS_UNDONE, f"loss of a packet or probe on {ev:08x} was reordering")
+            x.last_ok_ns = now_ns
+            self._place_good(x)
+        return len(back)
+
+    def ack_lost(self, ev: int, now_ns: int) -> bool:
+        """A SACK we sent on ``ev`` never reached the peer (it resent data we had acked).
+        One such sign can be a SACK merely delayed past the peer's timer on a jittery
+        path: the EV goes on the second, and alone (not its path siblings)."""
+        e = self.entries.get(ev)
+        if e is None:
+            return False
+        e.ack_lost_strikes += 1
+        if e.ack_lost_strikes < 2:
+            return False
+        e.ack_lost_strikes = 0
+        return self.retire(ev, "ack lost (duplicate retransmissions)", now_ns, EvEvent.ACK_LOST)
 
     def deny(self, ev: int) -> None:
         """Operator: never use ``ev``. Unknown EVs are remembered so they are never drawn."""
@@ -263,7 +434,8 @@ class EvSet:
             e = self._add(ev, active=False, member=False)  # EV.decode validates the value
         self._deactivate(e)
         e.probe_id = None
-        self._set(e, EvState.DENIED, "operator deny")
+        e.live_probe_id = None
+        self._fire(e, EvEvent.OPERATOR_DENY, "operator deny")
 
     def allow(self, ev: int) -> None:
         """Operator: lift a deny; the EV is GOOD again (active if its plane has room)."""
@@ -273,22 +445,33 @@ class EvSet:
         if e.state is not EvState.DENIED:
             return
         if not e.member:
+            self._fire(e, EvEvent.FORGOTTEN, "operator allow")
             del self.entries[ev]
-            self.changes.append(EvStateChanged(ev, "DENIED", "UNKNOWN", "operator allow"))
             return
-        self._set(e, EvState.GOOD, "operator allow")
+        self._fire(e, EvEvent.OPERATOR_ALLOW, "operator allow")
         self._place_good(e)
 
-    def set_local_ports(self, bitmap: int) -> None:
+    def all_denied(self) -> bool:
+        """Every EV of the set is DENIED: nothing can ever be sent."""
+        return all(e.state is EvState.DENIED for e in self.entries.values() if e.member)
+
+    def set_local_ports(self, bitmap: int) -> int:
+        """This host's NIC port-status bitmap; returns the bitmap of planes that just went down."""
+        before = self.local_ports & self.peer_ports
         self.local_ports = bitmap & ((1 << self.planes) - 1)
         self._usable_cache = None
+        return before & ~(self.local_ports & self.peer_ports)
 
-    def set_peer_ports(self, bitmap: int) -> None:
-        """The peer's NIC port-status bitmap from a SACK. 0 means 'not reported' (ignored)."""
+    def set_peer_ports(self, bitmap: int) -> int:
+        """The peer's NIC port-status bitmap (SACK, PROBE_ACK). 0 means 'not reported'
+        (ignored). Returns the bitmap of planes that just went down."""
         bitmap &= (1 << self.planes) - 1
-        if bitmap and bitmap != self.peer_ports:
-            self.peer_ports = bitmap
-            self._usable_cache = None
+        if not bitmap or bitmap == self.peer_ports:
+            return 0
+        before = self.local_ports & self.peer_ports
+        self.peer_ports = bitmap
+        self._usable_cache = None
+        return before & ~(self.local_ports & self.peer_ports)
 
     # ---- liveness of GOOD EVs -----------------------------------------------------------
     def note_sent(self, ev: int, now_ns: int) -> None:
@@ -305,23 +488,28 @@ class EvSet:
             e.in_use = False
             e.live_probe_id = None
             e.last_ok_ns = now_ns
+            e.ack_lost_strikes = 0
 
     def liveness_tick(self, now_ns: int) -> list[tuple[int, int]]:
         """Every probe interval: a GOOD EV used since it last proved to work, and not proved
         within the last interval, gets a probe; one whose probe from the previous tick is
-        still unanswered is retired. This is how
-        an endpoint that only sends SACKs (no data of its own, so no acks to learn from)
-        finds a dead reverse path."""
+        still unanswered is retired. This is how an endpoint that only sends SACKs (no data
+        of its own, so no acks to learn from) finds a dead reverse path."""
         if self.next_liveness_ns is None or now_ns < self.next_liveness_ns:
             return []
         out = []
         pending = False
+        timeout = self.probe_timeout_ns()
         for plane in self.active:
             for e in list(plane):
                 if e.live_probe_id is not None:
+                    if now_ns - e.live_probe_ns < timeout:
+                        pending = True  # a slow (jittery) round trip: give it its time
+                        continue
+                    e.late_probe_id = e.live_probe_id  # if its answer comes after all: undo
                     e.live_probe_id = None
                     e.in_use = False
-                    self.retire(e.value, "liveness probe lost")
+                    self.retire(e.value, "liveness probe lost", now_ns, EvEvent.LIVENESS_LOST)
                 elif (
                     e.in_use
                     and now_ns - e.last_ok_ns >= self.cfg.probe_interval_ns
@@ -329,6 +517,7 @@ class EvSet:
                 ):
                     self._probe_seq = (self._probe_seq + 1) & 0xFFFFFFFF
                     e.live_probe_id = self._probe_seq
+                    e.live_probe_ns = now_ns
                     e.in_use = False
                     out.append((e.value, e.live_probe_id))
                     pending = True
@@ -342,31 +531,67 @@ class EvSet:
         """(ev, probe_id) for every ASSUMED_BAD EV whose probe is due; a probe still
         unanswered at that point counts as a failure and resets the success streak."""
         out = []
+        # one probe per (plane, T1) path: EVs that differ only in entropy share its fate,
+        # and come back with the one probed (probing each would multiply probe traffic)
+        probing = {(e.plane, e.t1) for e in self.retired.values() if e.probe_id is not None}
         for e in list(self.retired.values()):
             if not self.plane_up(e.plane) or e.next_probe_ns > now_ns:
                 continue
+            path = (e.plane, e.t1)
+            if e.probe_id is None and path in probing:
+                e.next_probe_ns = now_ns + self.cfg.probe_interval_ns  # its path is being probed
+                continue
+            probing.add(path)
             if e.probe_id is not None:
                 e.probe_successes = 0
-                self.changes.append(EvStateChanged(e.value, "ASSUMED_BAD", "ASSUMED_BAD", "probe timeout"))
+                self._fire(e, EvEvent.PROBE_TIMEOUT, "probe timeout")
             self._probe_seq = (self._probe_seq + 1) & 0xFFFFFFFF
             e.probe_id = self._probe_seq
             e.next_probe_ns = now_ns + self.cfg.probe_interval_ns
             out.append((e.value, e.probe_id))
         return out
 
-    def probe_acked(self, ev: int, probe_id: int, now_ns: int) -> bool:
-        """A PROBE_ACK arrived; True when it was the K-th success in a row (EV back to GOOD)."""
+    def probe_timeout_ns(self) -> int:
+        """How long a probe may stay unanswered before it counts as lost: one probe
+        interval, or twice the slowest probe round trip seen lately if that is longer."""
+        return max(self.cfg.probe_interval_ns, int(2 * self.probe_rtt_max))
+
+    def note_probe_rtt(self, rtt_ns: int) -> None:
+        self.probe_rtt_max = max(float(rtt_ns), self.probe_rtt_max * (1 - 1 / 64))
+
+    def probe_acked(self, ev: int, probe_id: int, now_ns: int) -> bool | None:
+        """A PROBE_ACK arrived. None: not a reply to a probe we have outstanding (ignored);
+        True: the K-th success in a row (EV back to GOOD); False: accepted, not yet."""
         e = self.entries.get(ev)
-        if e is not None and e.live_probe_id is not None and e.live_probe_id == probe_id:
-            self.note_ok(ev, now_ns)
-            return False
-        if e is None or e.state is not EvState.ASSUMED_BAD or e.probe_id != probe_id:
-            return False
+        if e is None:
+            return None
+        if e.live_probe_id is not None and e.live_probe_id == probe_id:
+            if e.state in (EvState.GOOD, EvState.SKIP):
+                self.note_ok(ev, now_ns)
+                return False
+            return None
+        if e.state is EvState.ASSUMED_BAD and e.late_probe_id is not None and e.late_probe_id == probe_id:
+            e.late_probe_id = None  # the liveness probe was slow, not lost: the path works
+            return self.undo_loss(ev, now_ns) > 0
+        if e.state is not EvState.ASSUMED_BAD or e.probe_id != probe_id:
+            return None
         e.probe_id = None
         e.probe_successes += 1
         if e.probe_successes >= self.cfg.probe_successes_to_restore:
-            self._set(e, EvState.GOOD, f"{e.probe_successes} probes answered")
-            self._place_good(e)
+            for x in [
+                e,
+                *(x for x in self.retired.values() if (x.plane, x.t1) == (e.plane, e.t1) and x is not e),
+            ]:
+                why = f"{e.probe_successes} probes answered" + (
+                    "" if x is e else f" on {e.value:08x}, same path"
+                )
+                self._fire(x, EvEvent.PROBES_ANSWERED, why)
+                x.restored_ns = now_ns
+                x.last_ok_ns = now_ns
+                x.heat = 0.0
+                x.probe_id = None
+                x.retired_for = None
+                self._place_good(x)
             return True
         e.next_probe_ns = now_ns  # next probe right away: K successes take K RTTs
         return False

@@ -40,8 +40,9 @@ from .region import RegionTable
 _RETX = int(DataFlag.RETRANSMISSION)
 _RETX_OR_LAST = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
 
-# sends a control message on a reverse EV; returns the EV it chose (None: no usable EV)
-ControlSender = Callable[[Message, list[Action]], int | None]
+# sends a control message on a reverse EV (of the given plane when it can); returns the EV
+# it chose (None: no usable EV)
+ControlSender = Callable[[Message, list[Action], int | None], int | None]
 
 
 class Receiver:
@@ -107,7 +108,7 @@ class Receiver:
                 if (
                     sent is not None
                     and now_ns - sent[1] >= self.cfg.rto_min_ns
-                    and self.evset.retire(sent[0], "ack lost (duplicate retransmission)")
+                    and self.evset.ack_lost(sent[0], now_ns)
                 ):
                     c.reverse_ev_retired += 1
             self._send_ack(pkt, now_ns, out)
@@ -195,7 +196,7 @@ class Receiver:
             echo_ts=trigger.send_ts,
             port_status=self.port_status(),
         )
-        ev = self.send_control(sack, out)
+        ev = self.send_control(sack, out, trigger.meta.ev >> 28)
         self.c.sacks_sent += 1
         if ev is not None:
             for s in self._pending_seqs:
@@ -210,4 +211,4 @@ class Receiver:
 
     def _nack(self, seq: int, reason: NackReason, ev: int, out: list[Action]) -> None:
         self.c.nacks_sent[reason.name] += 1
-        self.send_control(Nack(self.peer_qp, psn_of(seq), reason, ev), out)
+        self.send_control(Nack(self.peer_qp, psn_of(seq), reason, ev), out, ev >> 28)

@@ -22,15 +22,17 @@ from dataclasses import dataclass
 
 from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Opcode, PathMeta, Sack
 
-from .actions import Action, MessageSent, Transmit
-from .cc import WindowCc
+from .actions import Action, ConnectionFailed, MessageSent, Transmit
+from .cc_base import create_cc
 from .config import Mode, TransportConfig
 from .counters import Counters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of, unwrap
 
+ROCE_TIMEOUT_UNIT_NS = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
 REO_MULT_MAX = 4  # the reordering window grows from SRTT/4 up to SRTT
 REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
+SPREAD_DECAY = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
 _FLAGS = (
@@ -66,7 +68,9 @@ class _TxRecord:
     reordered_past: bool = False  # a packet sent reorder_window after this one was delivered
     sacked: bool = False
     lost: bool = False  # waiting in the retransmit queue
-    gap_lost: bool = False  # declared lost by the SACK gap rule (a guess that can be wrong)
+    gap_lost: bool = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
+    lost_ev: int = -1  # the EV it was last declared lost on
+    prev_sent_ns: int = -1  # send time of the copy before the latest
 
 
 class Sender:
@@ -83,12 +87,18 @@ class Sender:
         self.evset = evset
         self.c = counters
         self.peer_qp = peer_qp
-        self.cc = WindowCc(cfg.cc, cfg.mtu)
+        self.cc = create_cc(cfg)
         self.snd_una = cfg.initial_psn  # oldest seq not cumulatively acknowledged
         self.snd_nxt = cfg.initial_psn  # next new seq
         self.records: dict[int, _TxRecord] = {}
         self.in_flight: dict[int, _TxRecord] = {}  # seq -> record, in transmission order
         self.inflight_bytes = 0
+        self.plane_load = evset.plane_load  # bytes in flight per plane (the rotation reads it)
+        planes = evset.planes
+        self.plane_srtt: list[float | None] = [None] * planes  # smoothed RTT of each plane
+        # send time of the newest packet each plane delivered (whole-plane failure detection)
+        self.plane_ok_sent: list[int] = [-1] * planes
+        self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
         self.retx: deque[int] = deque()
         self.writes: deque[_Write] = deque()  # writes with packets not yet segmented
         self._tx_order = 0
@@ -98,14 +108,26 @@ class Sender:
         # RACK-style reordering window: SRTT/4 times this, raised by every spurious gap loss
         # (the "lost" packet was SACKed after all), lowered again after a clean stretch.
         self.reo_mult = 1
+        self.min_rtt_ns: int | None = None
+        self.rtt_spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
         self._clean_deliveries = 0
         self.backoff = 1
+        self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
+        self.failed = ""  # why the connection ended in error ("" while it works)
+        self.stalled_since: int | None = None  # work waiting, no EV to carry it, since then
+        self._last_tx_ns = 0
+        self._tail_done = False  # the tail probe for the current tail was sent
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
 
     # ---- API ----------------------------------------------------------------------------
-    def post_write(self, data: bytes, vaddr: int, rkey: int) -> int:
+    def post_write(self, data: bytes, vaddr: int, rkey: int, out: list[Action] | None = None) -> int:
         msg_id = self._next_msg_id
         self._next_msg_id = (self._next_msg_id + 1) & 0xFFFFFFFF or 1
+        if self.failed:  # the connection ended in error: refuse at once, same reason
+            self.c.messages_failed += 1
+            if out is not None:
+                out.append(MessageSent(msg_id, False, self.failed))
+            return msg_id
         w = _Write(msg_id, bytes(data), vaddr, rkey)
         w.remaining = max(1, -(-len(w.data) // self.cfg.mtu))
         self.writes.append(w)
@@ -115,23 +137,61 @@ class Sender:
     @property
     def rto_ns(self) -> int:
         cfg = self.cfg
+        if cfg.local_ack_timeout:
+            # RoCE: a fixed per-QP timer of 4.096 us x 2**timeout, no RTT estimate, no backoff
+            return ROCE_TIMEOUT_UNIT_NS << cfg.local_ack_timeout
         if self.srtt_ns is None:
             base = cfg.rto_initial_ns
         else:
-            base = int(self.srtt_ns + max(4 * self.rttvar_ns, cfg.cc.base_rtt_ns / 4))
+            base = int(self.srtt_ns + max(4 * self.rttvar_ns, self.rtt_spread, cfg.cc.base_rtt_ns / 4))
         return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
+
+    def _tail_at(self) -> int | None:
+        """Tail loss probe time: with nothing new left to send, the SACK gap rule has no
+        later packets to work with, so packets unacknowledged well past an RTT after the
+        last transmission are resent then, not at the RTO (RACK-TLP's idea)."""
+        if self.writes or self._gbn or self.srtt_ns is None or not self.in_flight or self._tail_done:
+            return None
+        return self._last_tx_ns + int(2 * self.srtt_ns) + self.reorder_window()
 
     def deadline(self) -> int | None:
         for rec in self.in_flight.values():
-            return rec.sent_ns + self.rto_ns
+            rto_at = rec.sent_ns + self.rto_ns
+            tail = self._tail_at()
+            return rto_at if tail is None else min(rto_at, tail)
+        if self.stalled_since is not None:
+            return self.stalled_since + self.rto_ns * (self.cfg.retry_cnt + 1)
         return None
 
     def idle(self) -> bool:
         return not self.records and not self.writes
 
+    def fail(self, reason: str, out: list[Action]) -> None:
+        """Error completion: every write not yet completed ends with ``reason``; the
+        connection sends nothing more (OCP: retry count exceeded, no usable path)."""
+        if self.failed:
+            return
+        self.failed = reason
+        self.c.connection_failures[reason] += 1
+        pending = {rec.write.msg_id: rec.write for rec in self.records.values()}
+        for w in self.writes:
+            pending[w.msg_id] = w
+        for w in pending.values():
+            self.c.messages_failed += 1
+            out.append(MessageSent(w.msg_id, False, reason))
+        for rec in list(self.in_flight.values()):
+            self._leave_flight(rec)
+        self.records.clear()
+        self.writes.clear()
+        self.retx.clear()
+        self.stalled_since = None
+        out.append(ConnectionFailed(reason))
+
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
         """Send whatever the window and the EV set allow right now."""
+        if self.failed:
+            return
         cwnd = self.cc.cwnd
         while True:
             if self.retx:
@@ -143,6 +203,7 @@ class Sender:
                     return
                 ev = self._choose_ev(exclude=rec.ev)
                 if ev is None:
+                    self._stall(now_ns)
                     return
                 self.retx.popleft()
                 self._transmit(rec, ev, now_ns, out)
@@ -155,6 +216,7 @@ class Sender:
                 return
             ev = self._choose_ev(exclude=None)
             if ev is None:
+                self._stall(now_ns)
                 return
             first = w.offset == 0
             last = w.offset + size >= len(w.data)
@@ -171,6 +233,12 @@ class Sender:
             self.snd_nxt += 1
             self._transmit(rec, ev, now_ns, out)
 
+    def _stall(self, now_ns: int) -> None:
+        """Work is waiting and no EV can carry it (every one DENIED, every port down):
+        after ``retry_cnt`` + 1 timeouts' worth of this the connection fails."""
+        if self.stalled_since is None:
+            self.stalled_since = now_ns
+
     def _choose_ev(self, exclude: int | None) -> int | None:
         ev = self.evset.next_data_ev(exclude if self.cfg.mode is not Mode.SINGLE_PATH else None)
         if ev is None and self._retire:
@@ -180,9 +248,14 @@ class Sender:
         return ev
 
     def _transmit(self, rec: _TxRecord, ev: int, now_ns: int, out: list[Action]) -> None:
+        self.stalled_since = None
+        self._last_tx_ns = now_ns
         retx = rec.transmissions > 0
+        if not retx:
+            self._tail_done = False  # new data: a new tail (resends never re-arm the probe)
         rec.transmissions += 1
         rec.ev = ev
+        rec.prev_sent_ns = rec.sent_ns
         rec.sent_ns = now_ns
         self._tx_order += 1
         rec.tx_order = self._tx_order
@@ -194,6 +267,7 @@ class Sender:
             self.evset.note_sent(ev, now_ns)
         size = len(rec.payload)
         self.inflight_bytes += size
+        self.plane_load[ev >> 28] += size
         flags = _FLAGS[retx][rec.opcode in _LAST_OPCODES]
         if retx:
             self.c.retransmissions += 1
@@ -224,7 +298,9 @@ class Sender:
     # ---- feedback -----------------------------------------------------------------------
     def _leave_flight(self, rec: _TxRecord) -> None:
         if self.in_flight.pop(rec.seq, None) is not None:
-            self.inflight_bytes -= len(rec.payload)
+            size = len(rec.payload)
+            self.inflight_bytes -= size
+            self.plane_load[rec.ev >> 28] -= size
 
     def _finish_packet(self, rec: _TxRecord, out: list[Action], failure: str = "") -> None:
         w = rec.write
@@ -238,14 +314,19 @@ class Sender:
                 self.c.messages_completed += 1
             out.append(MessageSent(w.msg_id, not w.failed, w.failed))
 
-    def _deliver(self, rec: _TxRecord, newly: list[_TxRecord], now_ns: int) -> None:
+    def _deliver(self, rec: _TxRecord, newly: list[_TxRecord], now_ns: int, sack: Sack | None = None) -> None:
         self._leave_flight(rec)
-        if rec.gap_lost and (rec.lost or now_ns - rec.sent_ns < (self.srtt_ns or 0) / 2):
+        # the SACK echoes the send time and EV of the copy that arrived: the earlier one
+        # (Eifel's test) -- decisive where the RTT is too unsettled for the time test
+        earlier_copy = sack is not None and sack.echo_ts == rec.prev_sent_ns and sack.echo_ev == rec.lost_ev
+        if rec.gap_lost and (rec.lost or earlier_copy or now_ns - rec.sent_ns < (self.srtt_ns or 0) / 2):
             # the original arrived: it was reordering, not loss (still queued for resending,
             # or resent too recently for the copy to be the one acknowledged)
             self.c.spurious_losses += 1
             self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
             self._clean_deliveries = 0
+            if self._retire and self.evset.undo_loss(rec.lost_ev, now_ns):
+                self.c.ev_loss_undone += 1
         else:
             self._clean_deliveries += 1
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
@@ -253,54 +334,163 @@ class Sender:
                 self._clean_deliveries = 0
         rec.lost = False
         rec.sacked = True
+        plane = rec.ev >> 28
+        if rec.sent_ns > self.plane_ok_sent[plane]:
+            self.plane_ok_sent[plane] = rec.sent_ns
+            self._plane_evidence[plane] = 0
         self.c.ev(rec.ev).packets_delivered += 1
+        self.c.data_bytes_delivered += len(rec.payload)
         self.evset.note_ok(rec.ev, now_ns)
         newly.append(rec)
 
+    def _drop_ack(self, reason: str) -> None:
+        """A SACK/NACK the sender does not believe: counted by reason, nothing else happens."""
+        self.c.acks_dropped[reason] += 1
+        self.c.stray_acks += 1
+
     def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:
+        """Believe a SACK only for PSNs this sender sent and has not yet seen acknowledged.
+
+        Everything is checked before any state changes: a cumulative PSN or a bitmap bit
+        beyond ``snd_nxt`` drops the whole SACK, and so does a SACK that acknowledges
+        nothing new (a replay or a duplicate). The ECN echo and the RTT sample are taken
+        only from the packet that triggered the SACK, recognised by its echoed EV *and*
+        send time among the packets this SACK newly acknowledges.
+        """
         c = self.c
         c.sacks_received += 1
         cum = unwrap(s.cum_psn, self.snd_una)
-        if cum < self.snd_una or cum > self.snd_nxt:
-            if cum > self.snd_nxt:
-                c.stray_acks += 1
-                return
-            cum = self.snd_una  # an old cumulative ACK arriving late: use its bitmap only
+        if cum > self.snd_nxt:
+            self._drop_ack("sack_cum_beyond_sent")
+            return
+        cum = max(cum, self.snd_una)  # an old cumulative ACK arriving late: its bitmap may be news
+        bitmap = s.bitmap & ((1 << 64) - 1)
+        base = unwrap(s.base_psn, self.snd_una)
+        if bitmap and base + bitmap.bit_length() - 1 >= self.snd_nxt:
+            self._drop_ack("sack_bitmap_beyond_sent")
+            return
+        records = self.records
+        news = cum > self.snd_una
+        if not news and bitmap:
+            b = bitmap
+            while b:
+                low = b & -b
+                b ^= low
+                rec = records.get(base + low.bit_length() - 1)
+                if rec is not None and not rec.sacked:
+                    news = True
+                    break
+        if not news:
+            self._drop_ack("sack_nothing_new")
+            return
         newly: list[_TxRecord] = []
         for seq in range(self.snd_una, cum):
-            rec = self.records.pop(seq, None)
+            rec = records.pop(seq, None)
             if rec is not None:
                 if not rec.sacked:
-                    self._deliver(rec, newly, now_ns)
+                    self._deliver(rec, newly, now_ns, s)
                 self._finish_packet(rec, out)
-        progressed = cum > self.snd_una
         self.snd_una = cum
-        bitmap = s.bitmap & ((1 << 64) - 1)
-        if bitmap:
-            base = unwrap(s.base_psn, self.snd_una)
-            while bitmap:
-                low = bitmap & -bitmap
-                seq = base + low.bit_length() - 1
-                bitmap ^= low
-                rec = self.records.get(seq)
-                if rec is not None and not rec.sacked:
-                    self._deliver(rec, newly, now_ns)
-        if progressed or newly:
-            self.backoff = 1
-        rtt = now_ns - s.echo_ts if 0 < s.echo_ts <= now_ns else None
-        if rtt is not None and rtt < self.cfg.rto_max_ns:
-            self._rtt_sample(rtt)
-        if s.ecn_echo:
-            c.ecn_echoes_received += 1
-            c.ev(s.echo_ev).ecn_echoes += 1
-            if self._retire:
-                self.evset.skip(s.echo_ev, "ecn echo")
-        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, s.ecn_echo, now_ns)
-        self.evset.set_peer_ports(s.port_status)
-        if newly and not self._gbn:
-            self._gap_detect(newly, out)
+        while bitmap:
+            low = bitmap & -bitmap
+            seq = base + low.bit_length() - 1
+            bitmap ^= low
+            rec = records.get(seq)
+            if rec is not None and not rec.sacked:
+                self._deliver(rec, newly, now_ns, s)
+        self.backoff = 1
+        self.retries = 0
+        self._tail_done = False  # progress: the tail probe may fire again for what is left
+        trigger = None
+        for rec in newly:
+            if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
+                trigger = rec
+                break
+        rtt = None
+        ecn = False
+        if trigger is None:
+            c.sack_echo_unmatched += 1  # the acks are believed; the echo (ECN, RTT) is not
+        else:
+            rtt = now_ns - s.echo_ts
+            if 0 <= rtt < self.cfg.rto_max_ns:
+                self._rtt_sample(rtt)
+                plane = trigger.ev >> 28
+                ps = self.plane_srtt[plane]
+                self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
+            else:
+                rtt = None
+            ecn = s.ecn_echo
+            if ecn:
+                c.ecn_echoes_received += 1
+                c.ev(s.echo_ev).ecn_echoes += 1
+                if self._retire:
+                    self.evset.ecn_echo(s.echo_ev, now_ns)
+        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, ecn, now_ns)
+        down = self.evset.set_peer_ports(s.port_status)
+        if down:
+            self.ports_down(down)
+        if not self._gbn:
+            self._gap_detect(newly, now_ns)
+            if self._retire and newly and self.evset.planes > 1:
+                self._plane_detect(newly, now_ns)
+
+    # ---- whole planes -------------------------------------------------------------------
+    def flush_plane(self, plane: int, cause: str) -> int:
+        """Every packet in flight on ``plane`` is resent elsewhere now (its port is down,
+        or the plane stopped delivering): no timer, no SACK gap needed."""
+        n = 0
+        for rec in [r for r in self.in_flight.values() if r.ev >> 28 == plane]:
+            self._leave_flight(rec)
+            rec.lost = True
+            self.retx.append(rec.seq)
+            n += 1
+        if cause == "port":
+            self.c.losses_port += n
+        else:
+            self.c.losses_plane += n
+        return n
+
+    def ports_down(self, bitmap: int) -> None:
+        """Planes whose local or peer NIC port just went down (port-status bitmap)."""
+        for plane in range(self.evset.planes):
+            if bitmap >> plane & 1:
+                self.flush_plane(plane, "port")
+
+    def _plane_detect(self, newly: list[_TxRecord], now_ns: int) -> None:
+        """A plane that fails silently (a T0 down, a NIC link black hole) is seen from the
+        *other* planes: packets sent on them well after a packet still in flight on the
+        plane were delivered, while the plane delivered nothing sent since. "Well after"
+        is the plane's own smoothed RTT x 3/4 (at least the reorder window), so a plane that
+        is merely slower (deeper queue, lower rate) has a longer guard."""
+        newest = max(r.sent_ns for r in newly)
+        load = self.plane_load
+        for plane in range(self.evset.planes):
+            if not load[plane]:
+                continue
+            ok_sent = self.plane_ok_sent[plane]
+            ps = self.plane_srtt[plane] or self.srtt_ns
+            if ps is None:
+                continue
+            guard = max(int(ps * 3 / 4), self.reorder_window())
+            if newest - ok_sent < guard:
+                continue
+            others = sum(1 for r in newly if r.ev >> 28 != plane and r.sent_ns >= ok_sent + guard)
+            self._plane_evidence[plane] += others
+            if self._plane_evidence[plane] < self.cfg.sack_gap_threshold:
+                continue
+            oldest = next((r for r in self.in_flight.values() if r.ev >> 28 == plane), None)
+            if oldest is None or oldest.sent_ns <= ok_sent or newest - oldest.sent_ns < guard:
+                continue
+            self._plane_evidence[plane] = 0
+            self.c.planes_failed += 1
+            self.evset.fail_plane(plane, now_ns)
+            self.flush_plane(plane, "plane")
 
     def _rtt_sample(self, rtt: int) -> None:
+        if self.min_rtt_ns is None or rtt < self.min_rtt_ns:
+            self.min_rtt_ns = rtt
+        spread = rtt - self.min_rtt_ns
+        self.rtt_spread = max(float(spread), self.rtt_spread * SPREAD_DECAY)
         if self.srtt_ns is None:
             self.srtt_ns = float(rtt)
             self.rttvar_ns = rtt / 2
@@ -308,13 +498,25 @@ class Sender:
             self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
             self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
 
-    def _gap_detect(self, newly: list[_TxRecord], out: list[Action]) -> None:
-        threshold = self.cfg.sack_gap_threshold
-        # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
-        # software switch's queues can stretch it far beyond the configured base RTT).
+    def reorder_window(self) -> int:
+        """How much later a packet must have been sent than an outstanding one for its
+        delivery to count against it (RACK's reordering window, adapted to jitter):
+        the configured floor; SRTT/4, raised up to SRTT by spurious losses; and, once a
+        spurious loss has shown reordering, half the RTT spread recently seen (max sample
+        minus min, decaying), which is the one-way delay variation a jittery fabric (a
+        software switch) adds."""
         window = self.cfg.reorder_window_ns
         if self.srtt_ns is not None:
             window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX)
+            if self.reo_mult > 1:  # only once reordering has been seen: it costs loss latency
+                window = max(window, int(self.rtt_spread) // 2)
+        return window
+
+    def _gap_detect(self, newly: list[_TxRecord], now_ns: int) -> None:
+        threshold = self.cfg.sack_gap_threshold
+        # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
+        # software switch's queues can stretch it far beyond the configured base RTT).
+        window = self.reorder_window()
         lost: list[_TxRecord] = []
         for delivered in newly:
             order = delivered.tx_order
@@ -331,25 +533,35 @@ class Sender:
                 if rec.later_delivered >= threshold and rec.reordered_past:
                     lost.append(rec)
         for rec in lost:
-            self._lose(rec, "gap")  # no-op for a record already lost
+            self._lose(rec, "gap", now_ns)  # no-op for a record already lost
 
-    def _lose(self, rec: _TxRecord, cause: str) -> None:
+    def _lose(self, rec: _TxRecord, cause: str, now_ns: int = 0) -> None:
         if rec.sacked or rec.lost:
             return
         self._leave_flight(rec)
         rec.lost = True
         c = self.c
+        rec.lost_ev = rec.ev
+        rec.gap_lost = True  # a guess (gap rule or timer) that the delivery may prove wrong
         if cause == "gap":
             c.losses_gap += 1
-            rec.gap_lost = True
         else:
             c.losses_rto += 1
         c.ev(rec.ev).packets_lost += 1
-        if self._retire:
-            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}")
+        self.cc.on_loss(len(rec.payload), now_ns)
+        if self._retire and not (cause == "rto" and self.srtt_ns is None):
+            # (a timeout before any RTT sample says the RTT is unknown, not that a path died)
+            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns)
         self.retx.append(rec.seq)
 
     def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
+        """Believe a NACK only for a PSN sent and not yet acknowledged, echoing one of our EVs.
+
+        A trim NACK for the copy currently in flight (echoed EV = the EV it left on) resends
+        it at once; one for an earlier copy (the packet was resent since) only penalises the
+        echoed EV -- the EV the trimmed copy really took -- and the window. A trim NACK for
+        a packet already queued for resending or acknowledged is stale and changes nothing.
+        """
         c = self.c
         try:
             reason = NackReason(n.reason)
@@ -358,25 +570,31 @@ class Sender:
             return
         c.nacks_received[reason.name] += 1
         seq = unwrap(n.psn, self.snd_una)
-        if not self.snd_una <= seq < self.snd_nxt:
-            c.stray_acks += 1
+        rec = self.records.get(seq) if self.snd_una <= seq < self.snd_nxt else None
+        if rec is None or rec.sacked:
+            self._drop_ack("nack_not_outstanding")
             return
-        rec = self.records.get(seq)
+        if self.evset.state(n.echo_ev) is None:
+            self._drop_ack("nack_unknown_ev")
+            return
         if reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
-            c.ev(n.echo_ev).trims += 1
-            self.cc.on_trim()
-            if rec is None or rec.sacked or rec.lost:
+            if rec.lost:
+                self._drop_ack("nack_stale")
                 return
-            fabric_trim = reason is NackReason.TRIMMED
-            if fabric_trim and self._retire:
-                self.evset.skip(rec.ev, "trim nack")
+            c.ev(n.echo_ev).trims += 1
+            self.cc.on_trim(now_ns)
+            if reason is NackReason.TRIMMED and self._retire:
+                self.evset.trimmed(n.echo_ev, now_ns)
+            if n.echo_ev != rec.ev:
+                c.acks_dropped["nack_earlier_copy"] += 1  # penalty taken, current copy flies on
+                return
             self._leave_flight(rec)
             rec.lost = True
             self.retx.appendleft(seq)  # at once, ahead of new data
         elif reason is NackReason.OUT_OF_WINDOW:
             if self._gbn:
                 self.rewind(seq)
-        elif rec is not None:  # BAD_RKEY / BAD_ADDRESS: the peer refused, complete with error
+        else:  # BAD_RKEY / BAD_ADDRESS: the peer refused, complete with error
             self.records.pop(seq)
             self._leave_flight(rec)
             rec.lost = False
@@ -395,6 +613,23 @@ class Sender:
         self.retx = deque(s for s in range(self.snd_una, self.snd_nxt) if s in recs and recs[s].lost)
 
     def on_timer(self, now_ns: int, out: list[Action]) -> None:
+        if self.failed:
+            return
+        if self.stalled_since is not None and not self.in_flight:
+            if now_ns >= self.stalled_since + self.rto_ns * (self.cfg.retry_cnt + 1):
+                self.fail("NO_USABLE_PATH", out)
+            return
+        tail = self._tail_at()
+        if tail is not None and now_ns >= tail:
+            self._tail_done = True
+            late = now_ns - int(self.srtt_ns or 0) - self.reorder_window()
+            for rec in [r for r in self.in_flight.values() if r.sent_ns <= late]:
+                self._leave_flight(rec)
+                rec.lost = True
+                rec.gap_lost = True  # a guess: a late delivery makes it spurious
+                rec.lost_ev = rec.ev
+                self.c.losses_tail += 1
+                self.retx.append(rec.seq)  # no retirement: nothing says the path failed
         rto = self.rto_ns
         expired = []
         for rec in self.in_flight.values():  # transmission order = send-time order
@@ -404,10 +639,16 @@ class Sender:
         if not expired:
             return
         self.c.rto_fired += 1
-        self.backoff = min(self.backoff * 2, 64)
+        self.retries += 1
+        if self.retries > self.cfg.retry_cnt:  # OCP retry count: the peer is gone
+            self.fail("RETRY_EXCEEDED", out)
+            return
+        if not self.cfg.local_ack_timeout:
+            self.backoff = min(self.backoff * 2, 64)
+        self.cc.on_timeout(now_ns)
         if self._gbn:
             self.c.losses_rto += len(expired)
             self.rewind(self.snd_una)
             return
         for rec in expired:
-            self._lose(rec, "rto")
+            self._lose(rec, "rto", now_ns)

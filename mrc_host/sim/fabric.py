@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message
 
 from .engine import EventLoop
-from .faults import Fault
+from .faults import PASSIVE, Fault, extra_delay, ns_per_byte, rate_hits
 
 DATA_OVERHEAD = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
 CONTROL_BYTES = 150
@@ -142,6 +142,7 @@ class Fabric:
                 target == "all"
                 or port.link == target
                 or (fault.kind == "switch-down" and target in (src, dst))
+                or (fault.kind == "rate" and rate_hits(fault, port.link, src, dst))
             ):
                 hit.append(port)
         if not hit:
@@ -202,6 +203,8 @@ class Fabric:
             if not fault.active(now):
                 continue
             kind = fault.kind
+            if kind in PASSIVE:
+                continue  # applied when the port sends (_start, _done)
             if kind == "loss":
                 if self.rng.random() < (fault.value or 0.0):
                     self._count_drop(fault, pkt)
@@ -260,14 +263,16 @@ class Fabric:
         pkt = port.hi.popleft() if port.hi else port.lo.popleft()
         port.queued -= pkt.size
         port.busy = True
-        self.loop.at(self.loop.now + int(pkt.size * port.ns_per_byte), self._done, port, pkt)
+        ns = ns_per_byte(port.faults, self.loop.now, port.ns_per_byte) if port.faults else port.ns_per_byte
+        self.loop.at(self.loop.now + int(pkt.size * ns), self._done, port, pkt)
 
     def _done(self, port: Port, pkt: SimPacket) -> None:
         port.tx_packets += 1
         port.tx_bytes += pkt.size
         if isinstance(pkt.msg, DataPacket):
             port.tx_data_bytes += len(pkt.msg.payload)
-        self.loop.at(self.loop.now + port.delay_ns, port.deliver, pkt)
+        delay = port.delay_ns + (extra_delay(port.faults, self.loop.now, self.rng) if port.faults else 0)
+        self.loop.at(self.loop.now + delay, port.deliver, pkt)
         port.busy = False
         if port.hi or port.lo:
             self._start(port)

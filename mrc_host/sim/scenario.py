@@ -93,7 +93,11 @@ class Simulation:
         self.loop = EventLoop(START_NS)
         rng = random.Random(cfg.seed)
         self.fabric = Fabric(shape, self.loop, random.Random(cfg.seed + 1), cfg.mode is Mode.ECMP)
-        self.data = random.Random(cfg.seed + 2).randbytes(cfg.size)
+        # randbytes(n) builds one n*8-bit integer: above 256 MiB that overflows a C int, so
+        # draw in 64 MiB chunks (identical bytes for any size up to one chunk)
+        data_rng = random.Random(cfg.seed + 2)
+        chunk = 64 << 20
+        self.data = b"".join(data_rng.randbytes(min(chunk, cfg.size - o)) for o in range(0, cfg.size, chunk))
         self.faults: list[Fault] = []
         for spec in cfg.faults:
             fault = parse_fault(spec, self.ideal_ns)

@@ -6,7 +6,7 @@ import ast
 import pathlib
 import random
 
-from mrc_host.core import CcParams, EvState, Mode
+from mrc_host.core import EvState, Mode, NsccParams
 from mrc_host.core.psn import PSN_MODULUS
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
 from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Sack
@@ -42,7 +42,8 @@ def test_every_packet_carries_its_address_and_spreads_over_evs() -> None:
     pkts = data_sent(p)
     assert [d.vaddr for d in pkts] == [BASE + 1024 * i for i in range(16)]
     assert all(d.rkey == RKEY and d.meta.dscp == Dscp.DATA and d.meta.ecn == Ecn.ECT0 for d in pkts)
-    assert len({d.meta.ev for d in pkts}) == 8  # 2 planes x 4 T1s, each used
+    assert len({d.meta.ev for d in pkts}) == 16  # 16 distinct EVs, ...
+    assert len({(d.meta.ev >> 28, d.meta.ev >> 18 & 0x3FF) for d in pkts}) == 8  # ... on all 8 paths
 
 
 def test_bad_rkey_and_bad_address_refused_counted_and_fail_the_write() -> None:
@@ -110,7 +111,7 @@ def test_receiver_nacks_trimmed_packets_by_where_they_were_cut() -> None:
 
 def test_sack_gap_declares_loss_retransmits_elsewhere_and_retires_the_ev() -> None:
     # a small window, so later packets leave later (on ACKs), past the reorder window
-    p = make_pair(size=1 << 16, cc=CcParams(max_cwnd_bytes=8192, min_cwnd_bytes=1024), reorder_window_ns=50)
+    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50)
     data = payload(1 << 16)
     _, acts = p.a.post_write(data, BASE, RKEY, p.now)
     p.absorb(p.a, acts)
@@ -136,20 +137,42 @@ def test_sack_gap_declares_loss_retransmits_elsewhere_and_retires_the_ev() -> No
 
 def test_timeout_retransmits_and_retires_the_ev() -> None:
     p = make_pair()
+    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)  # a first write gives an RTT sample
+    p.absorb(p.a, acts)
+    p.deliver()
+    assert p.a.sender.srtt_ns is not None
+    p.events.clear()
+    p.sent_log.clear()
     _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
     only = data_sent(p)[0]
-    for _ in range(10):  # timers in order (liveness ticks may come first), black hole throughout
+    for _ in range(50):  # timers in order (tail probe, liveness ticks come first), black hole throughout
         p.deliver(keep=lambda m: False)
         p.fire_timers()
         if p.a.counters.rto_fired:
             break
     assert p.a.counters.rto_fired == 1
     assert p.a.evset.state(only.meta.ev) is EvState.ASSUMED_BAD
+    assert p.a.counters.losses_tail >= 1  # the tail probe resent it first, blaming no path
     retx = data_sent(p)[-1]
     assert retx.psn == only.psn and retx.meta.ev != only.meta.ev
     p.deliver()
     assert p.sent_done()[0].ok
+
+
+def test_timeout_before_any_rtt_sample_retires_nothing() -> None:
+    p = make_pair()
+    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    only = data_sent(p)[0]
+    for _ in range(10):
+        p.deliver(keep=lambda m: False)
+        p.fire_timers()
+        if p.a.counters.rto_fired:
+            break
+    assert p.a.counters.rto_fired == 1 and p.a.counters.ev_retired == 0
+    assert p.a.evset.state(only.meta.ev) is EvState.GOOD
+    assert data_sent(p)[-1].meta.ev != only.meta.ev  # resent elsewhere all the same
 
 
 def test_ecn_echo_moves_ev_to_skip() -> None:
@@ -166,7 +189,7 @@ def test_ecn_echo_moves_ev_to_skip() -> None:
 
 
 def test_sack_carries_port_status_and_sender_avoids_the_down_plane() -> None:
-    p = make_pair(size=1 << 16, cc=CcParams(max_cwnd_bytes=8192, min_cwnd_bytes=1024))
+    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024))
     p.absorb(p.b, p.b.set_port_status(0b01, p.now))  # receiver's plane-1 port is down
     _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
@@ -286,3 +309,118 @@ def test_reordering_mistaken_for_loss_widens_the_reorder_window() -> None:
     a.receive(late, p.now)  # the original shows up before any resend could have arrived
     assert a.counters.spurious_losses == 1
     assert a.sender.reo_mult == 2
+
+
+def test_probe_ack_returns_on_the_reverse_of_the_path_under_test() -> None:
+    """Defect (issue 10): PROBE_ACKs rode the responder's rotating control EV (maybe dead)."""
+    from mrc_fabric.ev import EV
+    from mrc_host.core.actions import Transmit
+    from mrc_host.wire.messages import Probe, ProbeAck
+
+    p = make_pair()
+    for plane, t1 in ((0, 3), (1, 1), (1, 2)):
+        tested = EV(plane, t1, 12345).value
+        acts = p.b.receive(Probe(22, 7, tested, send_ts=5), p.now)
+        (ack,) = [a.msg for a in acts if isinstance(a, Transmit)]
+        assert isinstance(ack, ProbeAck) and ack.ev_under_test == tested
+        assert (EV.decode(ack.meta.ev).plane, EV.decode(ack.meta.ev).t1) == (plane, t1)
+
+
+def test_sacks_return_on_the_plane_the_data_came_on() -> None:
+    p = make_pair(size=1 << 16)
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    p.deliver()
+    sacks = [m for m in p.sent_log if isinstance(m, Sack)]
+    assert sacks and all(s.meta.ev >> 28 == s.echo_ev >> 28 for s in sacks)
+
+
+def test_probe_ack_carries_port_status_believed_only_for_our_probe() -> None:
+    from mrc_host.core.actions import Transmit
+    from mrc_host.wire.codec import decode, encode
+    from mrc_host.wire.messages import Probe, ProbeAck
+
+    p = make_pair()
+    p.b.set_port_status(0b01, p.now)
+    tested = p.a.evset.active_evs()[0]
+    acts = p.b.receive(Probe(22, 7, tested, send_ts=5), p.now)
+    (ack,) = [a.msg for a in acts if isinstance(a, Transmit)]
+    assert isinstance(ack, ProbeAck) and ack.port_status == 0b01
+    from ipaddress import IPv6Address
+
+    from mrc_host.wire.codec import FrameAddressing
+
+    addr = FrameAddressing("02:00:00:00:00:01", "02:00:00:00:00:02", "fc00::1", "fc00::1", "fc00::2")
+    back = decode(encode(ack, IPv6Address("fcbb:bb00:4000::"), addr))
+    assert isinstance(back, ProbeAck) and back.port_status == 0b01
+    p.a.receive(back, p.now)  # no probe of ours outstanding: the bitmap is not believed
+    assert p.a.evset.peer_ports == 0b11
+    p.a.evset.note_sent(tested, 0)
+    ((ev, pid),) = [x for x in p.a.evset.liveness_tick(p.a.cfg.probe_interval_ns) if x[0] == tested]
+    p.a.receive(ProbeAck(11, pid, ev, port_status=0b01), p.now)
+    assert p.a.evset.peer_ports == 0b01
+
+
+def test_peer_gone_ends_in_error_after_the_retry_count() -> None:
+    """Defect (issue 10): a transfer whose peer is gone stayed active forever."""
+    from mrc_host.core import ConnectionFailed
+
+    p = make_pair(retry_cnt=3)
+    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    for _ in range(200):
+        p.deliver(keep=lambda m: False)  # nothing ever arrives
+        p.fire_timers()
+        if any(isinstance(e, ConnectionFailed) for e in p.events):
+            break
+    failed = [e for e in p.events if isinstance(e, ConnectionFailed)]
+    assert [f.reason for f in failed] == ["RETRY_EXCEEDED"]
+    assert p.a.counters.rto_fired == 4  # retry_cnt + 1 expiries
+    done = p.sent_done()
+    assert len(done) == 1 and not done[0].ok and done[0].reason == "RETRY_EXCEEDED"
+    assert p.a.sender.idle() and p.a.sender.deadline() is None
+    _, acts = p.a.post_write(b"more", BASE, RKEY, p.now)  # refused at once, same reason
+    assert [a.reason for a in acts if isinstance(a, type(done[0]))] == ["RETRY_EXCEEDED"]
+
+
+def test_every_ev_denied_ends_in_error_after_the_limit() -> None:
+    from mrc_host.core import ConnectionFailed
+
+    p = make_pair(retry_cnt=2)
+    for ev in list(p.a.evset.entries):
+        p.a.deny(ev, p.now)
+    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    assert not data_sent(p)
+    for _ in range(10):
+        p.fire_timers()
+        if p.sent_done():
+            break
+    assert [e.reason for e in p.events if isinstance(e, ConnectionFailed)] == ["NO_USABLE_PATH"]
+    assert p.sent_done()[0].reason == "NO_USABLE_PATH"
+    assert p.now >= 1_000 + 3 * p.a.sender.rto_ns  # only after the limit
+
+
+def test_single_path_uses_a_fixed_roce_timeout() -> None:
+    from mrc_host.core import TransportConfig
+
+    cfg = TransportConfig.for_rtt(3_000, 40_000, mode=Mode.SINGLE_PATH)
+    assert cfg.local_ack_timeout == 6 and 4096 << 6 >= 64 * 3_000  # 262 us, not 4 base RTTs
+    assert TransportConfig.for_rtt(3_000, 40_000).local_ack_timeout == 0
+
+
+def test_lost_last_packet_recovered_by_tail_probe_not_rto() -> None:
+    p = make_pair(size=8 * 1024)
+    _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    last = data_sent(p)[-1]
+    p.deliver(keep=lambda m: not (isinstance(m, DataPacket) and m is last))
+    assert not p.sent_done()
+    for _ in range(10):
+        p.fire_timers()
+        p.deliver()
+        if p.sent_done():
+            break
+    c = p.a.counters
+    assert p.sent_done()[0].ok and 1 <= c.losses_tail <= 2 and c.rto_fired == 0  # (+ a delayed-ack one)
+    assert p.a.evset.state(last.meta.ev) is EvState.GOOD  # a tail loss blames no path

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from mrc_fabric.ev import EV
-from mrc_host.core import EvSet, EvState, Mode, PathSpace, TransportConfig
+from mrc_host.core import EvEvent, EvSet, EvState, Mode, PathSpace, TransportConfig
 
 
 def make(planes: int = 2, t1: int = 8, **kw: object) -> EvSet:
@@ -27,15 +27,16 @@ def test_draw_distinct_paths_split_across_planes_with_backups() -> None:
     assert not {(e.plane, e.t1) for e in backups} & {(e.plane, e.t1) for e in active}
 
 
-def test_small_fabric_uses_every_path_once() -> None:
-    s = make(planes=2, t1=2, max_evs=64)
-    assert sorted((EV.decode(v).plane, EV.decode(v).t1) for v in s.active_evs()) == [
-        (0, 0),
-        (0, 1),
-        (1, 0),
-        (1, 1),
-    ]
-    assert s.backup_evs() == []
+def test_ev_count_is_independent_of_path_count() -> None:
+    """Defect (issue 10): EV count equalled path count (8 EVs on the default fabric, no backups)."""
+    s = make(planes=2, t1=2)  # default max_evs = 128
+    assert len(s.active_evs()) == 128 and len(set(s.active_evs())) == 128
+    assert s.evs_per_path() == {(0, 0): 32, (0, 1): 32, (1, 0): 32, (1, 1): 32}
+    assert len(s.backup_evs()) == 8
+    big = make(planes=8, t1=16, max_evs=256)
+    assert len(big.active_evs()) == 256
+    assert set(big.evs_per_path().values()) == {2} and len(big.evs_per_path()) == 128
+    assert Counter(EV.decode(v).plane for v in big.backup_evs()) == dict.fromkeys(range(8), 4)
 
 
 def test_rotation_alternates_planes_and_covers_every_ev() -> None:
@@ -45,13 +46,13 @@ def test_rotation_alternates_planes_and_covers_every_ev() -> None:
     assert Counter(picks) == dict.fromkeys(s.active_evs(), 2)
 
 
-def test_skip_passes_one_turn_then_good_again() -> None:
-    s = make(planes=1, t1=4, max_evs=4)
+def test_skip_sits_out_rotations_then_good_again() -> None:
+    s = make(planes=1, t1=4, max_evs=4, skip_rotations=2)  # first mark: 2 turns
     evs = s.active_evs()
     assert s.skip(evs[1], "ecn echo")
     assert s.state(evs[1]) is EvState.SKIP
-    first_round = [s.next_data_ev() for _ in range(3)]
-    assert evs[1] not in first_round
+    first_rounds = [s.next_data_ev() for _ in range(6)]  # two turns of the 3 others
+    assert evs[1] not in first_rounds
     assert s.state(evs[1]) is EvState.GOOD
     assert evs[1] in [s.next_data_ev() for _ in range(4)]
 
@@ -74,7 +75,9 @@ def test_retire_replaces_from_same_plane_backup_and_probes_restore() -> None:
 
 
 def test_unanswered_probe_resets_the_success_streak() -> None:
-    s = make(planes=1, t1=4, max_evs=2, probe_interval_ns=100, probe_successes_to_restore=2)
+    s = make(
+        planes=1, t1=4, max_evs=2, backup_evs_per_plane=2, probe_interval_ns=100, probe_successes_to_restore=2
+    )
     victim = s.active_evs()[0]
     s.retire(victim, "loss")
     ((ev, pid),) = s.due_probes(0)
@@ -88,7 +91,7 @@ def test_unanswered_probe_resets_the_success_streak() -> None:
 
 
 def test_denied_ev_never_chosen_until_allowed() -> None:
-    s = make(planes=2, t1=4, max_evs=8)
+    s = make(planes=2, t1=4, max_evs=8, backup_evs_per_plane=0)
     denied = s.active_evs()[3]
     s.deny(denied)
     assert s.state(denied) is EvState.DENIED
@@ -131,8 +134,106 @@ def test_single_path_and_ecmp_draws() -> None:
 
 
 def test_no_good_ev_leaves_last_resort() -> None:
-    s = make(planes=1, t1=2, max_evs=2, backup_evs_per_plane=0)
+    s = make(planes=1, t1=2, max_evs=2, backup_evs_per_plane=0, ev_min_active=1)
     for ev in s.active_evs():
         s.retire(ev, "loss")
+    assert s.usable_count() == 1 and s.floor_holds == 1  # the floor kept one
+    s = make(planes=1, t1=2, max_evs=2, backup_evs_per_plane=0, ev_min_active=1)
+    for ev in s.active_evs():
+        s.retire(ev, "plane failed", event=EvEvent.PLANE_FAILED)
     assert s.next_data_ev() is None
     assert s.last_resort_ev() in {e.value for e in s.entries.values()}
+
+
+def test_every_state_change_goes_through_the_table_and_carries_enums() -> None:
+    """Defect (issue 10): events carried strings and transitions were scattered."""
+    from mrc_host.core import EvTransitionError
+    from mrc_host.core.ev_state import TRANSITIONS, next_state
+
+    s = make(planes=1, t1=4, max_evs=4, backup_evs_per_plane=0, ev_min_active=1)
+    ev = s.active_evs()[0]
+    s.ecn_echo(ev, 0)
+    s.retire(ev, "loss", 10)
+    s.deny(ev)
+    changes = s.take_changes()
+    assert [(c.old, c.new, c.event) for c in changes] == [
+        (EvState.GOOD, EvState.SKIP, EvEvent.ECN_ECHO),
+        (EvState.SKIP, EvState.ASSUMED_BAD, EvEvent.LOSS),
+        (EvState.ASSUMED_BAD, EvState.DENIED, EvEvent.OPERATOR_DENY),
+    ]
+    assert all(type(c.old) is EvState and type(c.new) is EvState for c in changes)
+    with pytest.raises(EvTransitionError):
+        next_state(EvState.DENIED, EvEvent.PROBES_ANSWERED)
+    assert set(TRANSITIONS) == set(EvState)
+
+
+def test_ecn_penalty_grows_with_repeated_marks_and_decays() -> None:
+    """Defect (issue 10): the ECN reaction lasted exactly one rotation."""
+    s = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_halflife_ns=1000)
+    ev = s.active_evs()[0]
+    s.ecn_echo(ev, 0)
+    first = s.entries[ev].skips_left
+    for t in (1, 2, 3):
+        s.ecn_echo(ev, t)
+    assert s.entries[ev].skips_left > 2 * first  # marks in a row: a longer penalty
+    s2 = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_halflife_ns=1000)
+    ev2 = s2.active_evs()[0]
+    s2.ecn_echo(ev2, 0)
+    s2.entries[ev2].skips_left = 0
+    s2.ecn_echo(ev2, 100_000)  # long after: the heat has decayed
+    assert s2.entries[ev2].skips_left == first
+
+
+def test_restored_ev_failing_again_soon_waits_longer() -> None:
+    """Defect (issue 10): no flap damping (a 20 us flap cycled one EV 16 times)."""
+    s = make(planes=1, t1=4, max_evs=2, backup_evs_per_plane=2, probe_interval_ns=100,
+             probe_successes_to_restore=1, flap_window_ns=10_000)  # fmt: skip
+    ev = s.active_evs()[0]
+    t = 0
+    waits = []
+    for _ in range(3):
+        s.retire(ev, "loss", t)
+        waits.append(s.entries[ev].next_probe_ns - t)
+        t = s.entries[ev].next_probe_ns
+        ((pev, pid),) = s.due_probes(t)
+        assert s.probe_acked(pev, pid, t + 1)
+        t += 2
+    assert waits[0] == 0 and waits[1] == 200 and waits[2] == 400
+    s.retire(ev, "loss", t + 50_000)  # a failure long after: not a flap
+    assert s.entries[ev].next_probe_ns == t + 50_000
+
+
+def test_liveness_probe_id_does_not_survive_retire() -> None:
+    """Defect (issue 10): an EV restored by probes was retired again at the next liveness tick."""
+    s = make(planes=1, t1=4, max_evs=2, backup_evs_per_plane=2, probe_interval_ns=100,
+             probe_successes_to_restore=1)  # fmt: skip
+    ev = s.active_evs()[0]
+    s.note_sent(ev, 0)
+    assert [e for e, _ in s.liveness_tick(100)] == [ev]  # a liveness probe goes out ...
+    s.retire(ev, "loss", 120)  # ... and the EV is retired for a loss meanwhile
+    ((pev, pid),) = s.due_probes(130)
+    assert s.probe_acked(pev, pid, 131)
+    s.liveness_tick(200)
+    assert s.state(ev) is EvState.GOOD
+
+
+def test_loss_retires_nothing_below_ev_min_active() -> None:
+    s = make(planes=2, t1=4, max_evs=16, backup_evs_per_plane=0, ev_min_active=10)
+    for ev in list(s.active_evs()):
+        s.retire(ev, "loss", 0)
+    assert s.usable_count() >= 10  # whole paths (2 EVs) go at once, never below the floor
+    assert s.floor_holds > 0
+    assert make(planes=2, t1=4, max_evs=16).min_active == 12  # default: 3/4 of the drawn EVs
+
+
+def test_one_probe_per_path_and_the_path_comes_back_together() -> None:
+    s = make(planes=1, t1=2, max_evs=8, backup_evs_per_plane=0, probe_successes_to_restore=1, ev_min_active=1)
+    path = [e.value for e in s.active[0] if e.t1 == s.active[0][0].t1]
+    assert len(path) == 4
+    s.retire(path[0], "loss", 0)
+    assert all(s.state(v) is EvState.ASSUMED_BAD for v in path)
+    due = s.due_probes(1)
+    assert len(due) == 1 and due[0][0] in path
+    assert s.probe_acked(due[0][0], due[0][1], 2)
+    assert all(s.state(v) is EvState.GOOD for v in path)
+    assert s.next_probe_deadline() is None or s.next_probe_deadline() > 2  # nothing left due

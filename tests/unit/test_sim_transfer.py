@@ -18,9 +18,15 @@ def sim_cfg(**kw: Any) -> SimConfig:
     return SimConfig(shape=shape, size=kw.pop("size", 2 << 20), **kw)
 
 
+def evs_for(sim: Simulation, plane: int, t1: int) -> list[int]:
+    """The sender's active EVs on one (plane, T1) path (several: they differ in entropy)."""
+    evs = [v for v in sim.sender.evset.active_evs() if (EV.decode(v).plane, EV.decode(v).t1) == (plane, t1)]
+    assert evs
+    return evs
+
+
 def ev_for(sim: Simulation, plane: int, t1: int) -> int:
-    (ev,) = [v for v in sim.sender.evset.active_evs() if (EV.decode(v).plane, EV.decode(v).t1) == (plane, t1)]
-    return ev
+    return evs_for(sim, plane, t1)[0]
 
 
 def assert_done(r: dict[str, Any]) -> None:
@@ -38,14 +44,14 @@ def test_clean_transfer_places_exact_bytes_and_sprays_evenly() -> None:
 
 def test_black_hole_on_one_of_16_paths_retires_it_fast() -> None:
     sim = Simulation(sim_cfg(shape=FabricShape(planes=2, t1=8), faults=["blackhole:p0-t0_0-t1_1@30%"]))
-    victim = ev_for(sim, 0, 1)
+    victims = evs_for(sim, 0, 1)
     r = sim.run()
     assert_done(r)
-    assert sim.sender.evset.state(victim) is EvState.ASSUMED_BAD
-    assert sim.sender.counters.ev(victim).packets_lost <= 3
+    assert all(sim.sender.evset.state(v) is EvState.ASSUMED_BAD for v in victims)  # the whole path
+    assert sum(sim.sender.counters.ev(v).packets_lost for v in victims) <= 8
     assert r["faults"][0]["data_packets_lost"] <= 8
     retired = [e for e in r["ev_timeline"] if e["new"] == "ASSUMED_BAD" and e["side"] == "sender"]
-    assert retired and retired[0]["ev"] == f"{victim:08x}"
+    assert retired and {e["ev"] for e in retired[: len(victims)]} == {f"{v:08x}" for v in victims}
     assert r["faults"][0]["start_us"] <= retired[0]["t_us"] + 1  # retired after the fault, not before
 
 
@@ -58,7 +64,7 @@ def test_one_percent_loss_everywhere_completes() -> None:
 
 def test_trim_nack_fast_retransmit_skip_not_assumed_bad() -> None:
     sim = Simulation(sim_cfg(faults=["trim=0.3:p0-t0_0-t1_1@10%"]))
-    victim = ev_for(sim, 0, 1)
+    victims = {f"{v:08x}" for v in evs_for(sim, 0, 1)}
     r = sim.run()
     assert_done(r)
     trims = r["faults"][0]["trimmed"]
@@ -66,26 +72,28 @@ def test_trim_nack_fast_retransmit_skip_not_assumed_bad() -> None:
     s = sim.sender.counters
     assert s.nacks_received["TRIMMED"] == trims and s.retransmissions == trims
     assert s.losses_gap == 0 and s.losses_rto == 0
-    states = {(e["old"], e["new"]) for e in r["ev_timeline"] if e["ev"] == f"{victim:08x}"}
+    states = {(e["old"], e["new"]) for e in r["ev_timeline"] if e["ev"] in victims}
     assert ("GOOD", "SKIP") in states
     assert all(new != "ASSUMED_BAD" for _, new in states)
 
 
 def test_ecn_on_one_path_lowers_its_share() -> None:
-    sim = Simulation(sim_cfg(faults=["ecn:p0-t0_0-t1_1"]))
-    victim = ev_for(sim, 0, 1)
-    others = [v for v in sim.sender.evset.active_evs() if EV.decode(v).plane == 0 and v != victim]
+    """Defect (issue 10): the ECN reaction lasted one rotation (share 0.072 vs 0.143 fair)."""
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["ecn:p0-t0_0-t1_1"]))
+    victims = evs_for(sim, 0, 1)
+    others = [v for v in sim.sender.evset.active_evs() if EV.decode(v).plane == 0 and v not in victims]
     r = sim.run()
     assert_done(r)
-    sent = {ev: sim.sender.counters.ev(ev).data_packets_sent for ev in [victim, *others]}
+    sent = {ev: sim.sender.counters.ev(ev).data_packets_sent for ev in [*victims, *others]}
     mean_other = sum(sent[o] for o in others) / len(others)
-    assert sent[victim] < 0.8 * mean_other
+    mean_victim = sum(sent[v] for v in victims) / len(victims)
+    assert mean_victim <= 0.25 * mean_other
     assert sim.sender.counters.ecn_echoes_received > 0
 
 
 def test_cleared_fault_probes_bring_the_ev_back() -> None:
     sim = Simulation(sim_cfg(size=8 << 20, faults=["blackhole:p0-t0_0-t1_1@20%-40%"]))
-    victim = ev_for(sim, 0, 1)
+    victim = ev_for(sim, 0, 1)  # its path siblings share its fate
     r = sim.run()
     assert_done(r)
     hist = [
@@ -123,7 +131,7 @@ def test_baselines_complete_on_a_clean_fabric(mode: Mode) -> None:
     r = sim.run()
     assert_done(r)
     used = [ev for ev, c in sim.sender.counters.per_ev.items() if c.data_packets_sent]
-    assert len(used) == (1 if mode is Mode.SINGLE_PATH else 8)
+    assert len(used) == (1 if mode is Mode.SINGLE_PATH else sim.cfg.max_evs)
     assert r["ev_timeline"] == []  # baselines never change EV states
 
 
@@ -138,3 +146,57 @@ def test_same_seed_same_run() -> None:
     a = run(sim_cfg(faults=["loss=0.01:all"], seed=4))
     b = run(sim_cfg(faults=["loss=0.01:all"], seed=4))
     assert a["completion_time_us"] == b["completion_time_us"] and a["events"] == b["events"]
+
+
+def test_slow_plane_gets_traffic_in_proportion() -> None:
+    """Defect (issue 10): strict plane round-robin capped a 100G+50G pair at 96 of 150 Gb/s."""
+    r = run(sim_cfg(size=8 << 20, faults=["rate=50:p0@0"]))
+    assert_done(r)
+    assert r["goodput_gbps"] >= 0.9 * 150
+
+
+def test_receiver_nic_port_down_resends_at_once_without_rto() -> None:
+    """Defect (issue 10): nic-down on the receiver took 32 RTOs though the SACK bitmap said so."""
+    r = run(sim_cfg(size=4 << 20, faults=["nic-down:h1-p1@30%"]))
+    assert_done(r)
+    c = r["counters"]["sender"]
+    assert c["losses_rto"] == 0 and c["rto_fired"] == 0
+    assert c["losses_port"] >= r["faults"][0]["data_packets_lost"] > 0
+
+
+@pytest.mark.parametrize("fault", ["switch-down:p0-t0_1@30%", "blackhole:h1-p0@30%"])
+def test_silent_plane_failure_retired_within_two_rtt(fault: str) -> None:
+    """Defect (issue 10): a silently failed plane was only caught by the RTO (3.3-4 RTT)."""
+    sim = Simulation(sim_cfg(size=4 << 20, faults=[fault]))
+    r = sim.run()
+    assert_done(r)
+    c = r["counters"]["sender"]
+    assert c["planes_failed"] == 1 and c["losses_rto"] == 0
+    start = r["faults"][0]["start_us"]
+    first = min(e["t_us"] for e in r["ev_timeline"] if e["side"] == "sender" and e["new"] == "ASSUMED_BAD")
+    assert start <= first <= start + 2 * r["base_rtt_us"]
+    assert r["faults"][0]["data_packets_lost"] <= 1.1 * c["losses_plane"] + 1
+
+
+def test_jittery_lossless_fabric_retires_no_healthy_ev() -> None:
+    """Defect (issue 10): on a jittery fabric (BMv2) clean transfers retired healthy EVs."""
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=3us:all"]))  # RTT 3 us .. 27 us
+    r = sim.run()
+    assert_done(r)
+    assert r["faults"][0]["data_packets_lost"] == 0
+    for ep in (sim.sender, sim.receiver):
+        assert all(s in ("GOOD", "SKIP") for s in (e.state for e in ep.evset.entries.values()))
+    c = sim.sender.counters
+    assert c.planes_failed == 0 and c.losses_rto == 0
+    undone = [e for e in r["ev_timeline"] if e["side"] == "sender" and "was reordering" in e["reason"]]
+    assert c.ev_retired == len(undone)  # every retirement was taken back when the packet arrived
+
+
+def test_spurious_loss_undoes_the_retirement() -> None:
+    from mrc_host.core import EvEvent
+
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=3us:all"]))
+    sim.run()
+    c = sim.sender.counters
+    assert c.spurious_losses > 0 and c.ev_loss_undone == c.spurious_losses
+    assert EvEvent.LOSS_UNDONE.value == "loss undone"

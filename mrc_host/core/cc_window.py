@@ -1,11 +1,22 @@
-"""NSCC-like window congestion control; see ``CcParams`` for the four cases."""
+"""The first NSCC-like window (registered as ``window``); see ``CcParams`` for its four cases.
+
+Kept for comparison with ``nscc``: its decrease reacts to one instantaneous delay sample.
+"""
 
 from __future__ import annotations
 
-from .config import CcParams
+from .cc_base import CongestionControl, register_cc
+from .config import CcParams, TransportConfig
 
 
-class WindowCc:
+@register_cc
+class WindowCc(CongestionControl):
+    name = "window"
+
+    @classmethod
+    def from_config(cls, cfg: TransportConfig) -> WindowCc:
+        return cls(cfg.cc, cfg.mtu)
+
     def __init__(self, p: CcParams, mtu: int) -> None:
         self.p = p
         self.mtu = mtu
@@ -35,6 +46,6 @@ class WindowCc:
             self.cwnd += p.fair_increase_bytes * acked_bytes / self.cwnd
         self._clamp()
 
-    def on_trim(self) -> None:
+    def on_trim(self, now_ns: int = 0) -> None:
         self.cwnd -= self.mtu
         self._clamp()
