@@ -2,13 +2,22 @@
 
 Each plane is an independent Clos: ``t0`` leaves and ``t1`` spines, every leaf linked to
 every spine; host h hangs off leaf h // hosts_per_t0 in every plane through its NIC port
-of that plane. Every link direction is an egress port with a rate, a propagation delay,
-a drop-tail buffer, an ECN threshold (off on host-facing ports, as in MRC) and a trim
-threshold; trimmed and control packets go in a strict-priority queue.
+of that plane. Every link direction is an egress ``Port`` with a rate, a propagation
+delay and two queues: a strict-priority queue for trimmed headers and control packets,
+and a data queue with an ECN threshold (off on host-facing ports, as in MRC), a trim
+threshold and a drop-tail buffer. A host's NIC port has a bounded queue too: past
+``nic_buffer_bytes`` a data packet is trimmed to its header (the core then sees a trim
+NACK and backs off) instead of growing a standing queue without end.
 
-Routing follows DESIGN section 2 without bytes: the EV's plane picks the NIC port and the
-plane, its T1 bits pick the leaf's uplink (SRv6 mode). In ECMP mode the source leaf
-hashes the whole EV over its uplinks instead. Switches hold no other state.
+Any number of connections share these queues: the fabric only sees packets, each
+routed from its own fields. Routing follows DESIGN section 2 without bytes: the EV's
+plane picks the NIC port and the plane, its T1 bits pick the leaf's uplink (SRv6 mode).
+A packet with ``t1 is None`` (the ECMP baseline) is hashed by the source leaf over its
+uplinks instead. Switches hold no other state.
+
+Faults hook onto ports (``attach``). A failure (blackhole, down, flap, switch-down,
+nic-down) takes with it the packets queued for the port when it fails and the packets
+on the wire while it is down; a ``rate`` fault changes the port's line rate.
 """
 
 from __future__ import annotations
@@ -23,10 +32,14 @@ from dataclasses import dataclass
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message
 
 from .engine import EventLoop
-from .faults import Fault
+from .faults import KILLING_KINDS, Fault
 
 DATA_OVERHEAD = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
 CONTROL_BYTES = 150
+_ECT = (Ecn.ECT0, Ecn.ECT1)
+
+# what a port's far end is
+NIC_TO_LEAF, LEAF_TO_SPINE, SPINE_TO_LEAF, LEAF_TO_HOST = range(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +53,7 @@ class FabricShape:
     buffer_bytes: int = 1 << 20
     ecn_bytes: int = 64 * 1024
     trim_bytes: int = 256 * 1024
+    nic_buffer_bytes: int = 1 << 20  # a NIC port's queue bound; past it data packets are trimmed
 
     @property
     def hosts(self) -> int:
@@ -57,7 +71,8 @@ class SimPacket:
     plane: int
     t1: int | None  # None: ECMP (the source leaf hashes)
     size: int
-    data: bool
+    data: bool  # an untrimmed DATA packet (goes in the data queue)
+    tx_start: int = 0  # when it started onto the wire of its current port
 
 
 class Port:
@@ -67,73 +82,116 @@ class Port:
         "buffer_bytes",
         "busy",
         "delay_ns",
-        "deliver",
         "drops_congestion",
         "ecn_bytes",
         "faults",
+        "hash_salt",
         "hi",
+        "host",
+        "kill_faults",
+        "kind",
+        "leaf",
         "link",
         "lo",
         "name",
+        "nic",
         "ns_per_byte",
+        "plane",
         "queued",
+        "rate_faults",
+        "spine",
         "trim_bytes",
+        "trimmed",
         "tx_bytes",
         "tx_data_bytes",
         "tx_packets",
     )
 
-    def __init__(self, name: str, link: str, shape: FabricShape, host_facing: bool, host_nic: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        link: str,
+        shape: FabricShape,
+        kind: int,
+        plane: int,
+        leaf: int,
+        spine: int,
+        host: int,
+    ) -> None:
         self.name = name
         self.link = link
+        self.kind = kind
+        self.plane = plane
+        self.leaf = leaf
+        self.spine = spine
+        self.host = host
+        self.nic = kind == NIC_TO_LEAF
         self.ns_per_byte = 8 / shape.link_gbps
         self.delay_ns = shape.link_delay_ns
-        self.buffer_bytes = 1 << 40 if host_nic else shape.buffer_bytes  # a NIC queue never drops
-        self.ecn_bytes = None if (host_facing or host_nic) else shape.ecn_bytes
-        self.trim_bytes = None if host_nic else shape.trim_bytes
+        self.buffer_bytes = shape.nic_buffer_bytes if self.nic else shape.buffer_bytes
+        # ECN is off on the last hop (and at the NIC): a mark means in-fabric imbalance
+        self.ecn_bytes = None if kind in (NIC_TO_LEAF, LEAF_TO_HOST) else shape.ecn_bytes
+        self.trim_bytes = shape.nic_buffer_bytes if self.nic else shape.trim_bytes
+        self.hash_salt = name.split(">")[1].encode() if kind == NIC_TO_LEAF else b""  # the source leaf
         self.hi: deque[SimPacket] = deque()
         self.lo: deque[SimPacket] = deque()
         self.queued = 0
         self.busy = False
-        self.faults: list[Fault] = []
-        self.deliver: Callable[[SimPacket], None] = lambda p: None
+        self.faults: list[Fault] = []  # checked on enqueue (loss, ecn, trim, and failures)
+        self.kill_faults: list[Fault] = []  # failures: also kill queued and in-flight packets
+        self.rate_faults: list[Fault] = []
         self.tx_bytes = 0
         self.tx_data_bytes = 0
         self.tx_packets = 0
         self.drops_congestion = 0
+        self.trimmed = 0
 
 
 class Fabric:
-    def __init__(self, shape: FabricShape, loop: EventLoop, rng: random.Random, mode_ecmp: bool) -> None:
+    def __init__(self, shape: FabricShape, loop: EventLoop, rng: random.Random) -> None:
         self.shape = shape
         self.loop = loop
         self.rng = rng
-        self.ecmp = mode_ecmp
         self.ports: dict[tuple[str, str], Port] = {}
         self.host_rx: dict[int, Callable[[SimPacket, int], None]] = {}
         self.unroutable = 0
         s = shape
-        for p in range(s.planes):
-            for h in range(s.hosts):
-                host, leaf = f"h{h}", f"p{p}-t0_{s.t0_of(h)}"
+        P, H = s.planes, s.hosts
+        self.nic_up: list[list[Port]] = [[] for _ in range(H)]  # [host][plane]
+        self.leaf_down: list[list[Port]] = [[] for _ in range(P)]  # [plane][host]
+        self.leaf_up: list[list[list[Port]]] = [[[] for _ in range(s.t0)] for _ in range(P)]  # [p][t0][t1]
+        self.spine_down: list[list[list[Port]]] = [[[] for _ in range(s.t1)] for _ in range(P)]  # [p][t1][t0]
+        for p in range(P):
+            for h in range(H):
+                host, leaf = f"h{h}:p{p}", f"p{p}-t0_{s.t0_of(h)}"
                 link = f"h{h}-p{p}"
-                self._port(f"{host}:p{p}", leaf, link, host_facing=False, host_nic=True)
-                self._port(leaf, f"{host}:p{p}", link, host_facing=True, host_nic=False)
+                self.nic_up[h].append(self._port(host, leaf, link, NIC_TO_LEAF, p, s.t0_of(h), -1, h))
+                self.leaf_down[p].append(self._port(leaf, host, link, LEAF_TO_HOST, p, s.t0_of(h), -1, h))
             for a in range(s.t0):
                 for t in range(s.t1):
                     leaf, spine = f"p{p}-t0_{a}", f"p{p}-t1_{t}"
                     link = f"p{p}-t0_{a}-t1_{t}"
-                    self._port(leaf, spine, link, host_facing=False, host_nic=False)
-                    self._port(spine, leaf, link, host_facing=False, host_nic=False)
-        for (src, dst), port in self.ports.items():
-            port.deliver = self._forwarder(src, dst)
+                    self.leaf_up[p][a].append(self._port(leaf, spine, link, LEAF_TO_SPINE, p, a, t, -1))
+            for t in range(s.t1):
+                for a in range(s.t0):
+                    leaf, spine = f"p{p}-t0_{a}", f"p{p}-t1_{t}"
+                    link = f"p{p}-t0_{a}-t1_{t}"
+                    self.spine_down[p][t].append(self._port(spine, leaf, link, SPINE_TO_LEAF, p, a, t, -1))
 
-    def _port(self, src: str, dst: str, link: str, host_facing: bool, host_nic: bool) -> None:
-        self.ports[(src, dst)] = Port(f"{src}>{dst}", link, self.shape, host_facing, host_nic)
+    def _port(
+        self, src: str, dst: str, link: str, kind: int, plane: int, leaf: int, spine: int, host: int
+    ) -> Port:
+        port = Port(f"{src}>{dst}", link, self.shape, kind, plane, leaf, spine, host)
+        self.ports[(src, dst)] = port
+        return port
 
     # ---- faults -------------------------------------------------------------------------
     def attach(self, fault: Fault) -> None:
-        """Hook ``fault`` onto the ports its target names (raises ValueError if none)."""
+        """Hook ``fault`` onto the ports its target names (raises ValueError if none).
+
+        Targets: a link (both directions), a switch (every port in or out of it), a plane
+        ``p<N>`` (every port of the plane) or ``all`` (every port).
+        """
         target = fault.target
         hit = []
         for port in self.ports.values():
@@ -141,7 +199,8 @@ class Fabric:
             if (
                 target == "all"
                 or port.link == target
-                or (fault.kind == "switch-down" and target in (src, dst))
+                or (fault.kind in ("switch-down", "rate") and target in (src, dst))
+                or (fault.kind == "rate" and target == f"p{port.plane}")
             ):
                 hit.append(port)
         if not hit:
@@ -151,90 +210,87 @@ class Fabric:
                 f"switch-down needs a switch name (p<plane>-t0_<i>, p<plane>-t1_<j>), got {target!r}"
             )
         for port in hit:
+            if fault.kind == "rate":
+                port.rate_faults.append(fault)
+                continue
             port.faults.append(fault)
+            if fault.kind in KILLING_KINDS:
+                port.kill_faults.append(fault)
 
     # ---- forwarding ---------------------------------------------------------------------
     def send_from_host(self, pkt: SimPacket) -> None:
         if pkt.plane >= self.shape.planes or (pkt.t1 is not None and pkt.t1 >= self.shape.t1):
             self.unroutable += 1
             return
-        self.enqueue(
-            self.ports[(f"h{pkt.src}:p{pkt.plane}", f"p{pkt.plane}-t0_{self.shape.t0_of(pkt.src)}")], pkt
-        )
+        self.enqueue(self.nic_up[pkt.src][pkt.plane], pkt)
 
-    def _forwarder(self, src: str, node: str) -> Callable[[SimPacket], None]:
-        s = self.shape
-        if ":" in node:  # a host NIC port
-            host = int(node[1 : node.index(":")])
-
-            def to_host(pkt: SimPacket) -> None:
-                rx = self.host_rx.get(host)
-                if rx is not None:
-                    rx(pkt, self.loop.now)
-
-            return to_host
-        plane = int(node[1 : node.index("-")])
-        kind, index = node.split("-")[1].split("_")
-        idx = int(index)
-        if kind == "t1":
-
-            def from_spine(pkt: SimPacket) -> None:
-                self.enqueue(self.ports[(node, f"p{plane}-t0_{s.t0_of(pkt.dst)}")], pkt)
-
-            return from_spine
-
-        def from_leaf(pkt: SimPacket) -> None:
-            if s.t0_of(pkt.dst) == idx:
-                self.enqueue(self.ports[(node, f"h{pkt.dst}:p{plane}")], pkt)
-                return
-            if pkt.t1 is None:  # ECMP: hash the EV (and the switch) over the uplinks
-                key = pkt.msg.meta.ev.to_bytes(4, "big") + node.encode()
-                t1 = zlib.crc32(key) % s.t1
-            else:
-                t1 = pkt.t1
-            self.enqueue(self.ports[(node, f"p{plane}-t1_{t1}")], pkt)
-
-        return from_leaf
-
-    def enqueue(self, port: Port, pkt: SimPacket) -> None:
-        now = self.loop.now
-        for fault in port.faults:
-            if not fault.active(now):
-                continue
-            kind = fault.kind
-            if kind == "loss":
-                if self.rng.random() < (fault.value or 0.0):
+    def _arrive(self, port: Port, pkt: SimPacket) -> None:
+        """``pkt`` reached the far end of ``port``: forward it (or drop it, if the link died)."""
+        if port.kill_faults:
+            for fault in port.kill_faults:
+                if fault.down_between(pkt.tx_start, self.loop.now):
+                    fault.in_flight_dropped += 1
                     self._count_drop(fault, pkt)
                     return
-            elif kind == "ecn":
-                if pkt.data and pkt.msg.meta.ecn in (Ecn.ECT0, Ecn.ECT1):
-                    pkt.msg.meta.ecn = Ecn.CE
-                    fault.marked += 1
-            elif kind == "trim":
-                if pkt.data and self.rng.random() < (1.0 if fault.value is None else fault.value):
-                    self._trim(pkt, mark=True)
-                    fault.trimmed += 1
-            else:  # blackhole, down, flap (down phase), switch-down, nic-down
-                self._count_drop(fault, pkt)
-                return
-        msg = pkt.msg
+        kind = port.kind
+        s = self.shape
+        if kind == LEAF_TO_HOST:
+            rx = self.host_rx.get(pkt.dst)
+            if rx is not None:
+                rx(pkt, self.loop.now)
+            return
+        if kind == SPINE_TO_LEAF:
+            self.enqueue(self.leaf_down[port.plane][pkt.dst], pkt)
+            return
+        if kind == LEAF_TO_SPINE:
+            self.enqueue(self.spine_down[port.plane][port.spine][s.t0_of(pkt.dst)], pkt)
+            return
+        # NIC_TO_LEAF: the source leaf
+        leaf = port.leaf
+        if s.t0_of(pkt.dst) == leaf:
+            self.enqueue(self.leaf_down[port.plane][pkt.dst], pkt)
+            return
+        t1 = pkt.t1
+        if t1 is None:  # ECMP: hash the EV (and the switch) over the uplinks
+            t1 = zlib.crc32(pkt.msg.meta.ev.to_bytes(4, "big") + port.hash_salt) % s.t1
+        self.enqueue(self.leaf_up[port.plane][leaf][t1], pkt)
+
+    def enqueue(self, port: Port, pkt: SimPacket) -> None:
+        if port.faults:
+            now = self.loop.now
+            for fault in port.faults:
+                if not fault.active(now):
+                    continue
+                kind = fault.kind
+                if kind == "loss":
+                    if self.rng.random() < (fault.value or 0.0):
+                        self._count_drop(fault, pkt)
+                        return
+                elif kind == "ecn":
+                    if pkt.data and pkt.msg.meta.ecn in _ECT:
+                        pkt.msg.meta.ecn = Ecn.CE
+                        fault.marked += 1
+                elif kind == "trim":
+                    if pkt.data and self.rng.random() < (1.0 if fault.value is None else fault.value):
+                        self._trim(pkt, mark=True)
+                        fault.trimmed += 1
+                else:  # blackhole, down, flap (down phase), switch-down, nic-down
+                    self._count_drop(fault, pkt)
+                    return
         if pkt.data:
-            if (
-                port.ecn_bytes is not None
-                and port.queued > port.ecn_bytes
-                and msg.meta.ecn in (Ecn.ECT0, Ecn.ECT1)
-            ):
-                msg.meta.ecn = Ecn.CE
-            if port.trim_bytes is not None and port.queued > port.trim_bytes:
+            queued = port.queued
+            if port.ecn_bytes is not None and queued > port.ecn_bytes and pkt.msg.meta.ecn in _ECT:
+                pkt.msg.meta.ecn = Ecn.CE
+            if queued > port.trim_bytes:
                 self._trim(pkt, mark=False)
-        if not pkt.data or not isinstance(pkt.msg, DataPacket) or pkt.msg.trimmed:
-            queue = port.hi
-        else:
-            queue = port.lo
-            if port.queued + pkt.size > port.buffer_bytes:
+                port.trimmed += 1
+            elif queued + pkt.size > port.buffer_bytes:
                 port.drops_congestion += 1
                 return
-        queue.append(pkt)
+        if pkt.data:
+            port.lo.append(pkt)
+        else:
+            port.hi.append(pkt)
         port.queued += pkt.size
         if not port.busy:
             self._start(port)
@@ -243,7 +299,7 @@ class Fabric:
         msg = pkt.msg
         assert isinstance(msg, DataPacket)
         meta = dataclasses.replace(msg.meta, dscp=Dscp.TRIMMED)
-        if mark and meta.ecn in (Ecn.ECT0, Ecn.ECT1):
+        if mark and meta.ecn in _ECT:
             meta.ecn = Ecn.CE  # a fabric trim: the queue is also above the ECN threshold
         pkt.msg = dataclasses.replace(msg, payload=b"", trimmed=True, meta=meta)
         pkt.size = DATA_OVERHEAD
@@ -257,17 +313,40 @@ class Fabric:
             fault.control_dropped += 1
 
     def _start(self, port: Port) -> None:
-        pkt = port.hi.popleft() if port.hi else port.lo.popleft()
-        port.queued -= pkt.size
+        now = self.loop.now
+        while True:
+            pkt = port.hi.popleft() if port.hi else port.lo.popleft()
+            port.queued -= pkt.size
+            if port.kill_faults and self._killed_in_queue(port, pkt, now):
+                if not (port.hi or port.lo):
+                    port.busy = False
+                    return
+                continue
+            break
+        ns_per_byte = port.ns_per_byte
+        if port.rate_faults:
+            for fault in port.rate_faults:
+                if fault.active(now) and fault.value:
+                    ns_per_byte = 8 / fault.value
         port.busy = True
-        self.loop.at(self.loop.now + int(pkt.size * port.ns_per_byte), self._done, port, pkt)
+        pkt.tx_start = now
+        self.loop.at(now + int(pkt.size * ns_per_byte), self._done, port, pkt)
+
+    @staticmethod
+    def _killed_in_queue(port: Port, pkt: SimPacket, now: int) -> bool:
+        for fault in port.kill_faults:
+            if fault.active(now):
+                fault.queued_dropped += 1
+                Fabric._count_drop(fault, pkt)
+                return True
+        return False
 
     def _done(self, port: Port, pkt: SimPacket) -> None:
         port.tx_packets += 1
         port.tx_bytes += pkt.size
-        if isinstance(pkt.msg, DataPacket):
-            port.tx_data_bytes += len(pkt.msg.payload)
-        self.loop.at(self.loop.now + port.delay_ns, port.deliver, pkt)
+        if pkt.data:
+            port.tx_data_bytes += pkt.size - DATA_OVERHEAD
+        self.loop.at(self.loop.now + port.delay_ns, self._arrive, port, pkt)
         port.busy = False
         if port.hi or port.lo:
             self._start(port)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .scenario import Simulation
 
-START_NS = 1_000
+from .network import START_NS
 
 
 def _goodput_timeline(sim: Simulation, end_ns: int, buckets: int = 50) -> list[dict[str, float]]:
@@ -31,7 +31,7 @@ def _goodput_timeline(sim: Simulation, end_ns: int, buckets: int = 50) -> list[d
     return out
 
 
-def summarise(sim: Simulation) -> dict[str, object]:
+def summarise(sim: Simulation) -> dict[str, Any]:
     cfg = sim.cfg
     s = sim.sender.counters
     r = sim.receiver.counters
@@ -87,7 +87,7 @@ def summarise(sim: Simulation) -> dict[str, object]:
     }
 
 
-def human(result: dict[str, object]) -> str:
+def human(result: dict[str, Any]) -> str:
     lines = [
         f"mrc-sim ({result['mode']}) {result['size_bytes']} B from h{result['src']} to h{result['dst']}",
     ]
@@ -101,9 +101,9 @@ def human(result: dict[str, object]) -> str:
     losses = result["losses"]
     lines.append(
         f"  data packets sent {result['data_packets_sent']}, retransmissions {result['retransmissions']}, "
-        f"losses gap/rto {losses['gap']}/{losses['rto']}"  # type: ignore[index]
+        f"losses gap/rto {losses['gap']}/{losses['rto']}"
     )
-    for f in result["faults"]:  # type: ignore[attr-defined]
+    for f in result["faults"]:
         lines.append(
             f"  fault {f['spec']}: data packets lost {f['data_packets_lost']}, control lost "
             f"{f['control_packets_lost']}, marked {f['ecn_marked']}, trimmed {f['trimmed']}"
@@ -111,7 +111,7 @@ def human(result: dict[str, object]) -> str:
     bal = result["t1_balance_max_over_mean"]
     if bal is not None:
         lines.append(f"  T1 uplink balance (max/mean bytes): {bal:.3f}")
-    changes = [e for e in result["ev_timeline"] if e["old"] != e["new"]]  # type: ignore[attr-defined]
+    changes = [e for e in result["ev_timeline"] if e["old"] != e["new"]]
     lines.append(f"  EV state changes: {len(changes)}")
     for e in changes[:12]:
         lines.append(
