@@ -78,6 +78,7 @@ class Write:
     ok: bool | None = None
     on_received: Callable[[Write], None] | None = None
     on_sent: Callable[[Write], None] | None = None
+    counted: bool = True
 
     @property
     def done(self) -> bool:
@@ -178,6 +179,9 @@ class Network:
         self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
         self._ev_cache: dict[int, tuple[int, int]] = {}
         self.pending = 0  # writes posted and not yet done at both ends
+        self.bytes_posted = 0  # of counted writes (progress)
+        self.bytes_done = 0
+        self.stop_when_idle = True  # stop the loop once no counted write is pending
         self._started = False
         for h in range(shape.hosts):
             self.fabric.host_rx[h] = self._rx
@@ -236,12 +240,18 @@ class Network:
         at_ns: int | None = None,
         on_received: Callable[[Write], None] | None = None,
         on_sent: Callable[[Write], None] | None = None,
+        counted: bool = True,
     ) -> Write:
-        """Post an RDMA WRITE of ``size`` bytes now, or at ``at_ns`` (relative to the start)."""
+        """Post an RDMA WRITE of ``size`` bytes now, or at ``at_ns`` (relative to the start).
+
+        ``counted=False`` (background load): the run does not wait for it.
+        """
         if not 1 <= size <= len(conn.payload):
             raise ValueError(f"flow {conn.name!r}: write of {size} B outside 1..{len(conn.payload)}")
-        w = Write(conn, size, 0, on_received=on_received, on_sent=on_sent)
-        self.pending += 1
+        w = Write(conn, size, 0, on_received=on_received, on_sent=on_sent, counted=counted)
+        if counted:
+            self.pending += 1
+            self.bytes_posted += size
         if at_ns is None or START_NS + at_ns <= self.loop.now:
             self._post_now(w)
         else:
@@ -328,8 +338,11 @@ class Network:
                 )
 
     def _maybe_done(self, w: Write) -> None:
-        if w.done:
+        if w.done and w.counted:
             self.pending -= 1
+            self.bytes_done += w.size
+            if self.pending == 0 and self.stop_when_idle:
+                self.loop.stopped = True
 
     def _fire(self, side: Side, gen: int) -> None:
         if gen != side.timer_gen:
@@ -348,11 +361,23 @@ class Network:
             for conn in self.connections:
                 self._arm(conn)
 
-    def run(self, limit_ns: int, stop: Callable[[], bool] | None = None) -> None:
-        """Play events until ``stop()`` (default: no write pending) or ``limit_ns`` after the start."""
+    def run(self, limit_ns: int, max_events: int = 0) -> bool:
+        """Play events until no counted write is pending or ``limit_ns`` after the start.
+
+        With ``max_events`` it pauses after that many events and returns False (call again).
+        """
         self.start()
-        done = stop if stop is not None else (lambda: self.pending == 0)
-        self.loop.run(START_NS + limit_ns, done)
+        if self.pending == 0 and self.stop_when_idle and self.bytes_posted:
+            return True
+        return self.loop.run(START_NS + limit_ns, max_events=max_events)
+
+    @property
+    def progress(self) -> float:
+        """Fraction of the counted bytes placed so far (for progress bars)."""
+        if not self.bytes_posted:
+            return 0.0
+        placed = sum(c.receiver.counters.data_bytes_placed for c in self.connections)
+        return min(1.0, placed / self.bytes_posted)
 
     @property
     def elapsed_ns(self) -> int:

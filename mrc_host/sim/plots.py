@@ -60,3 +60,42 @@ def timeline_png(result: dict[str, Any], path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+RUN_COLOURS = ["#2ca02c", "#d62728", "#1f77b4", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def scenario_png(result: dict[str, Any], path: Path, max_flows: int = 8) -> None:
+    """One panel per run (goodput of its first flows over time) and one bar chart of job times."""
+    runs = result["runs"]
+    fig, axes = plt.subplots(len(runs) + 1, 1, figsize=(10, 2.6 * (len(runs) + 1)), squeeze=False)
+    for ax, (name, r) in zip(axes[:, 0], runs.items(), strict=False):
+        width = r["timeline_bucket_us"]
+        for f in r["flows"][:max_flows]:
+            tl = f["goodput_timeline_gbps"]
+            ax.step([i * width for i in range(len(tl))], tl, where="post", label=f["name"], linewidth=1)
+        for fault in r["faults"]:
+            ax.axvline(fault["start_us"], color="k", linestyle="--", linewidth=0.8)
+        ax.set_title(f"{result['scenario']} [{name}]", fontsize=9)
+        ax.set_ylabel("Gb/s")
+        if len(r["flows"]) <= max_flows:
+            ax.legend(fontsize=6, ncol=4, loc="upper right")
+    axes[-2, 0].set_xlabel("time (us, simulated)")
+    ax = axes[-1, 0]
+    jobs = [j for j, v in next(iter(runs.values()))["jobs"].items() if not v["background"]]
+    width = 0.8 / max(len(runs), 1)
+    for k, (name, r) in enumerate(runs.items()):
+        values = [r["jobs"][j]["completion_time_us"] or 0.0 for j in jobs]
+        ax.bar(
+            [i + k * width for i in range(len(jobs))],
+            values,
+            width,
+            color=RUN_COLOURS[k % len(RUN_COLOURS)],
+            label=name,
+        )
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(jobs))], jobs, fontsize=8)
+    ax.set_ylabel("completion time (us)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -128,9 +128,12 @@ class Simulation:
 
         self.net.start()
         self.write = self.net.post(self.conn, self.cfg.size)
-        limit = self.cfg.time_limit_ns or 200 * self.ideal_ns + 10_000_000
-        self.net.run(limit)
+        self.net.run(self.time_limit_ns)
         return summarise(self)
+
+    @property
+    def time_limit_ns(self) -> int:
+        return self.cfg.time_limit_ns or 200 * self.ideal_ns + 10_000_000
 
 
 def run(cfg: SimConfig) -> dict[str, Any]:
