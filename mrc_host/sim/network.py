@@ -58,8 +58,8 @@ class FlowSpec:
     max_evs: int = 64
     backup_evs_per_plane: int = 4
     initial_psn: int = 0
-    # (plane, t1): deny every EV of the connection's sender that is not on this path,
-    # i.e. force the flow onto one path that others may share
+    # (plane, t1): the fabric carries every packet of the connection (both directions) on
+    # this one path whatever its EV says -- "force a flow onto one EV" in any mode
     pin_path: tuple[int, int] | None = None
     transport: dict[str, object] = field(default_factory=dict)  # TransportConfig overrides
     cc: dict[str, object] = field(default_factory=dict)  # CcParams overrides
@@ -93,6 +93,7 @@ class Side:
     peer_host: int
     ep: Endpoint
     ecmp: bool
+    pin: tuple[int, int] | None = None
     timer_at: int | None = None
     timer_gen: int = 0
 
@@ -135,8 +136,11 @@ class Connection:
         self.payload = random.Random(net.seed * 7_919 + index).randbytes(max(payload_bytes, 1))
         self.region = self.receiver.register_region(REGION_BASE, len(self.payload), RKEY)
         ecmp = spec.mode is Mode.ECMP
-        self.tx = Side(self, "sender", spec.src, spec.dst, self.sender, ecmp)
-        self.rx = Side(self, "receiver", spec.dst, spec.src, self.receiver, ecmp)
+        pin = spec.pin_path
+        if pin is not None and not (0 <= pin[0] < shape.planes and 0 <= pin[1] < self.paths.t1_count):
+            raise ValueError(f"flow {spec.name!r}: pin_path {pin} is not a path between its hosts")
+        self.tx = Side(self, "sender", spec.src, spec.dst, self.sender, ecmp, pin)
+        self.rx = Side(self, "receiver", spec.dst, spec.src, self.receiver, ecmp, pin)
         self.writes: list[Write] = []
         self._by_msg: dict[int, Write] = {}
         self.goodput_samples: list[tuple[int, int]] = []  # (time, bytes placed so far)
@@ -194,15 +198,6 @@ class Network:
         self.connections.append(conn)
         self._sides[(conn.tx.host, conn.sender.local_qp)] = conn.tx
         self._sides[(conn.rx.host, conn.receiver.local_qp)] = conn.rx
-        if spec.pin_path is not None:
-            plane, t1 = spec.pin_path
-            evs = conn.sender.evset.active_evs() + conn.sender.evset.backup_evs()
-            keep = [ev for ev in evs if self._path(ev) == (plane, t1 if conn.paths.t1_count > 1 else 0)]
-            if not keep:
-                raise ValueError(f"flow {spec.name!r}: no EV of the connection lies on path {spec.pin_path}")
-            for ev in evs:
-                if ev not in keep:
-                    self._apply(conn.tx, conn.sender.deny(ev, self.loop.now))
         if self._started:
             self._arm(conn)
         return conn
@@ -268,6 +263,10 @@ class Network:
         self._apply(conn.tx, actions)
 
     # ---- plumbing -----------------------------------------------------------------------
+    def path_of(self, ev: int) -> tuple[int, int]:
+        """(plane, T1) of an EV."""
+        return self._path(ev)
+
     def _path(self, ev: int) -> tuple[int, int]:
         hit = self._ev_cache.get(ev)
         if hit is None:
@@ -296,7 +295,7 @@ class Network:
         for a in actions:
             if type(a) is Transmit:
                 msg = a.msg
-                plane, t1 = self._path(msg.meta.ev)
+                plane, t1 = self._path(msg.meta.ev) if side.pin is None else side.pin
                 if isinstance(msg, DataPacket):
                     size, is_data = DATA_OVERHEAD + len(msg.payload), True
                 else:

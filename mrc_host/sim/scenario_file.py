@@ -79,6 +79,7 @@ ITEM_KEYS = {
     "qps_per_pair",
     "mode",
     "pin_path",
+    "share_ev_with",
     "evs",
     "cc",
     "config",
@@ -114,6 +115,7 @@ class TrafficItem:
     qps_per_pair: int = 1
     mode: Mode | None = None
     pin_path: tuple[int, int] | None = None
+    share_ev_with: str | None = None  # an earlier item: pin onto the path of its first EV
     evs: int | None = None
     cc: dict[str, object] = field(default_factory=dict)
     config: dict[str, object] = field(default_factory=dict)
@@ -140,7 +142,7 @@ class RunSpec:
 
 @dataclass
 class Scenario:
-    file: str
+    file: str = field(compare=False)
     name: str
     description: str
     reproduces: str
@@ -156,7 +158,7 @@ class Scenario:
     runs: list[RunSpec]
     time_limit_ns: int
     nominal_ns: int
-    raw: dict[str, Any]
+    raw: dict[str, Any] = field(compare=False)
 
     def with_mode(self, mode: Mode) -> Scenario:
         """One run, ``mode`` on every connection (the ``--mode`` override)."""
@@ -238,6 +240,15 @@ def load(path: str | Path) -> Scenario:
     return parse(raw, file, p.stem)
 
 
+def load_text(text: str, file: str = "<text>") -> Scenario:
+    """``load`` for a string (ScenarioError on any problem)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(file, "-", f"not valid TOML: {exc}") from exc
+    return parse(raw, file)
+
+
 def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "scenario") -> Scenario:
     top = _Reader(file, raw, "", TOP_KEYS)
     fab = _Reader(file, top.get("fabric", dict, {}), "fabric", set(FABRIC_KEYS))
@@ -303,6 +314,13 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
     traffic = [_item(file, entry, i, shape) for i, entry in enumerate(traffic_raw)]
     if len({t.name for t in traffic}) != len(traffic):
         top.fail("traffic", "item names must differ")
+    for i, t in enumerate(traffic):
+        if t.share_ev_with is not None:
+            earlier = {u.name: u for u in traffic[:i]}
+            if t.share_ev_with not in earlier:
+                top.fail(f"traffic[{i}].share_ev_with", f"{t.share_ev_with!r} names no earlier traffic item")
+            if t.pattern not in ("flow", "background") or t.pin_path is not None:
+                top.fail(f"traffic[{i}].share_ev_with", "only for a flow or background item without pin_path")
 
     nominal = max(int(t.nominal_bytes() * 8 / (shape.link_gbps * shape.planes)) + 1 for t in traffic)
     faults_raw = raw.get("faults", [])
@@ -368,6 +386,7 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
         writes=r.get("writes", int, 1),
         qps_per_pair=r.get("qps_per_pair", int, 1),
         mode=r.get("mode", "mode"),
+        share_ev_with=r.get("share_ev_with", str),
         evs=r.get("evs", int),
         cc=_checked_fields(file, r.get("cc", dict, {}), f"{path}.cc", CcParams),
         config=_checked_fields(file, r.get("config", dict, {}), f"{path}.config", TransportConfig),
@@ -420,6 +439,86 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
     return item
 
 
+# ---- writing ----------------------------------------------------------------------------
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def to_toml(sc: Scenario) -> str:
+    """The scenario as a TOML file that ``load`` reads back to an equal ``Scenario``."""
+    shape = sc.shape
+    lines = [
+        f"name = {_toml_value(sc.name)}",
+        f"description = {_toml_value(sc.description)}",
+        f"reproduces = {_toml_value(sc.reproduces)}",
+        f"seed = {sc.seed}",
+        f'time_limit = "{sc.time_limit_ns}ns"',
+        f"faults = {_toml_value(sc.faults)}",
+        "runs = "
+        + _toml_value(
+            [
+                {"name": r.name, "mode": r.mode.value}
+                | ({"qps_per_pair": r.qps_per_pair} if r.qps_per_pair else {})
+                | ({"evs": r.evs} if r.evs else {})
+                for r in sc.runs
+            ]
+        ),
+        "",
+        "[fabric]",
+        f"planes = {shape.planes}",
+        f"t0 = {shape.t0}",
+        f"t1 = {shape.t1}",
+        f"hosts_per_t0 = {shape.hosts_per_t0}",
+        f"link_gbps = {float(shape.link_gbps)!r}",
+        f'link_delay = "{shape.link_delay_ns}ns"',
+        f"buffer = {shape.buffer_bytes}",
+        f"ecn = {shape.ecn_bytes}",
+        f"trim = {shape.trim_bytes}",
+        f"nic_buffer = {shape.nic_buffer_bytes}",
+        "",
+        "[transport]",
+        f"mtu = {sc.mtu}",
+        f"evs = {sc.evs}",
+        f"backups = {sc.backups}",
+        f"config = {_toml_value(sc.config)}",
+        f"cc = {_toml_value(sc.cc)}",
+    ]
+    for t in sc.traffic:
+        lines += ["", "[[traffic]]", f"pattern = {_toml_value(t.pattern)}", f"name = {_toml_value(t.name)}"]
+        lines += [f"size = {t.size}", f'start = "{t.start_ns}ns"', f"writes = {t.writes}"]
+        lines.append(f"qps_per_pair = {t.qps_per_pair}")
+        for key in ("src", "dst"):
+            if getattr(t, key) is not None:
+                lines.append(f"{key} = {getattr(t, key)}")
+        for key in ("senders", "hosts", "pairs"):
+            values = [list(x) if isinstance(x, tuple) else x for x in getattr(t, key)]
+            if values:
+                lines.append(f"{key} = {_toml_value(values)}")
+        if t.mode is not None:
+            lines.append(f"mode = {_toml_value(t.mode.value)}")
+        if t.pin_path is not None:
+            lines.append(f"pin_path = {_toml_value(list(t.pin_path))}")
+        if t.share_ev_with is not None:
+            lines.append(f"share_ev_with = {_toml_value(t.share_ev_with)}")
+        if t.evs is not None:
+            lines.append(f"evs = {t.evs}")
+        if t.cc:
+            lines.append(f"cc = {_toml_value(t.cc)}")
+        if t.config:
+            lines.append(f"config = {_toml_value(t.config)}")
+    return "\n".join(lines) + "\n"
+
+
 # ---- running ----------------------------------------------------------------------------
 def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
     """A fresh network with every traffic item and fault of ``sc`` for one run."""
@@ -439,6 +538,10 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
             transport={**sc.config, **item.config},
             cc=cc,
         )
+        if item.share_ev_with is not None:
+            other = next(j for j in jobs if j.name == item.share_ev_with).connections[0]
+            plane, t1 = net.path_of(sorted(other.sender.evset.active_evs())[0])
+            spec = replace(spec, pin_path=(plane, t1))
         job = Job(item.name, item.pattern, item.start_ns)
         qps = run.qps_per_pair or item.qps_per_pair
         p = item.pattern
