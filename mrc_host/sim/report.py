@@ -179,6 +179,12 @@ def summarise_network(net: Network, jobs: list[Job], label: str, buckets: int = 
                 "ev_retired": s.ev_retired,
                 "ev_skipped": s.ev_skipped,
                 "ev_changes": len(conn.ev_timeline),
+                # retirements, restorations and denials on the sender (no SKIPs), the first 200
+                "ev_events": [
+                    e
+                    for e in conn.ev_timeline
+                    if e["side"] == "sender" and "SKIP" not in (e["old"], e["new"]) and e["old"] != e["new"]
+                ][:200],
                 "goodput_timeline_gbps": _timeline(conn.goodput_samples, end, buckets),
             }
         )
