@@ -80,7 +80,7 @@ class Port:
 
     __slots__ = (
         "buffer_bytes",
-        "busy",
+        "busy_until",
         "delay_ns",
         "drops_congestion",
         "ecn_bytes",
@@ -105,6 +105,7 @@ class Port:
         "tx_bytes",
         "tx_data_bytes",
         "tx_packets",
+        "waking",
     )
 
     def __init__(
@@ -135,8 +136,9 @@ class Port:
         self.hash_salt = name.split(">")[1].encode() if kind == NIC_TO_LEAF else b""  # the source leaf
         self.hi: deque[SimPacket] = deque()
         self.lo: deque[SimPacket] = deque()
-        self.queued = 0
-        self.busy = False
+        self.queued = 0  # bytes waiting (not counting the packet on the wire)
+        self.busy_until = 0  # the wire is free from this time on
+        self.waking = False  # a wake-up is scheduled for busy_until
         self.faults: list[Fault] = []  # checked on enqueue (loss, ecn, trim, and failures)
         self.kill_faults: list[Fault] = []  # failures: also kill queued and in-flight packets
         self.rate_faults: list[Fault] = []
@@ -287,13 +289,18 @@ class Fabric:
             elif queued + pkt.size > port.buffer_bytes:
                 port.drops_congestion += 1
                 return
+        now = self.loop.now
+        if port.busy_until <= now and not port.waking:
+            self._transmit(port, pkt, now)  # idle wire: no queueing, no extra event
+            return
         if pkt.data:
             port.lo.append(pkt)
         else:
             port.hi.append(pkt)
         port.queued += pkt.size
-        if not port.busy:
-            self._start(port)
+        if not port.waking:
+            port.waking = True
+            self.loop.at(port.busy_until, self._wake, port)
 
     def _trim(self, pkt: SimPacket, mark: bool) -> None:
         msg = pkt.msg
@@ -312,25 +319,38 @@ class Fabric:
         else:
             fault.control_dropped += 1
 
-    def _start(self, port: Port) -> None:
-        now = self.loop.now
-        while True:
-            pkt = port.hi.popleft() if port.hi else port.lo.popleft()
-            port.queued -= pkt.size
-            if port.kill_faults and self._killed_in_queue(port, pkt, now):
-                if not (port.hi or port.lo):
-                    port.busy = False
-                    return
-                continue
-            break
+    def _transmit(self, port: Port, pkt: SimPacket, now: int) -> None:
+        """Put ``pkt`` on the wire now: it arrives after serialisation plus propagation."""
         ns_per_byte = port.ns_per_byte
         if port.rate_faults:
             for fault in port.rate_faults:
                 if fault.active(now) and fault.value:
                     ns_per_byte = 8 / fault.value
-        port.busy = True
+        size = pkt.size
+        end = now + int(size * ns_per_byte)
+        port.busy_until = end
+        port.tx_packets += 1
+        port.tx_bytes += size
+        if pkt.data:
+            port.tx_data_bytes += size - DATA_OVERHEAD
         pkt.tx_start = now
-        self.loop.at(now + int(pkt.size * ns_per_byte), self._done, port, pkt)
+        self.loop.at(end + port.delay_ns, self._arrive, port, pkt)
+
+    def _wake(self, port: Port) -> None:
+        """The wire is free: send the next queued packet (priority class first)."""
+        port.waking = False
+        now = self.loop.now
+        hi, lo = port.hi, port.lo
+        while hi or lo:
+            pkt = hi.popleft() if hi else lo.popleft()
+            port.queued -= pkt.size
+            if port.kill_faults and self._killed_in_queue(port, pkt, now):
+                continue
+            self._transmit(port, pkt, now)
+            if hi or lo:
+                port.waking = True
+                self.loop.at(port.busy_until, self._wake, port)
+            return
 
     @staticmethod
     def _killed_in_queue(port: Port, pkt: SimPacket, now: int) -> bool:
@@ -340,13 +360,3 @@ class Fabric:
                 Fabric._count_drop(fault, pkt)
                 return True
         return False
-
-    def _done(self, port: Port, pkt: SimPacket) -> None:
-        port.tx_packets += 1
-        port.tx_bytes += pkt.size
-        if pkt.data:
-            port.tx_data_bytes += pkt.size - DATA_OVERHEAD
-        self.loop.at(self.loop.now + port.delay_ns, self._arrive, port, pkt)
-        port.busy = False
-        if port.hi or port.lo:
-            self._start(port)
