@@ -28,6 +28,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message
 
@@ -334,7 +335,9 @@ class Fabric:
         if pkt.data:
             port.tx_data_bytes += size - DATA_OVERHEAD
         pkt.tx_start = now
-        self.loop.at(end + port.delay_ns, self._arrive, port, pkt)
+        loop = self.loop
+        loop.seq = seq = loop.seq + 1
+        heappush(loop.heap, (end + port.delay_ns, seq, self._arrive, (port, pkt)))
 
     def _wake(self, port: Port) -> None:
         """The wire is free: send the next queued packet (priority class first)."""

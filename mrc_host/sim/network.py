@@ -11,6 +11,7 @@ collectives are built from. Everything random comes from the seed.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,8 +95,8 @@ class Side:
     ep: Endpoint
     ecmp: bool
     pin: tuple[int, int] | None = None
-    timer_at: int | None = None
-    timer_gen: int = 0
+    timer_at: int | None = None  # when the endpoint wants on_timer
+    wake_at: int | None = None  # the earliest timer event on the loop for this side
 
 
 class Connection:
@@ -133,7 +134,8 @@ class Connection:
         qp = 2 * index + 1
         self.sender = Endpoint(local_qp=qp, peer_qp=qp + 1, config=self.tcfg, paths=self.paths, rng=rng)
         self.receiver = Endpoint(local_qp=qp + 1, peer_qp=qp, config=self.tcfg, paths=self.paths, rng=rng)
-        self.payload = random.Random(net.seed * 7_919 + index).randbytes(max(payload_bytes, 1))
+        # distinct bytes at every offset (a misplaced packet shows), deterministic, made in C
+        self.payload = hashlib.shake_128(f"mrc-sim {net.seed} {index}".encode()).digest(max(payload_bytes, 1))
         self.region = self.receiver.register_region(REGION_BASE, len(self.payload), RKEY)
         ecmp = spec.mode is Mode.ECMP
         pin = spec.pin_path
@@ -181,6 +183,7 @@ class Network:
         self.connections: list[Connection] = []
         self.faults: list[Fault] = []
         self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
+        self._host_sides: list[dict[int, Side]] = [{} for _ in range(shape.hosts)]  # [host][qp]
         self._ev_cache: dict[int, tuple[int, int]] = {}
         self.pending = 0  # writes posted and not yet done at both ends
         self.bytes_posted = 0  # of counted writes (progress)
@@ -198,6 +201,8 @@ class Network:
         self.connections.append(conn)
         self._sides[(conn.tx.host, conn.sender.local_qp)] = conn.tx
         self._sides[(conn.rx.host, conn.receiver.local_qp)] = conn.rx
+        self._host_sides[conn.tx.host][conn.sender.local_qp] = conn.tx
+        self._host_sides[conn.rx.host][conn.receiver.local_qp] = conn.rx
         if self._started:
             self._arm(conn)
         return conn
@@ -256,7 +261,8 @@ class Network:
     def _post_now(self, w: Write) -> None:
         conn = w.conn
         w.posted_ns = self.loop.now
-        msg_id, actions = conn.sender.post_write(conn.payload[: w.size], REGION_BASE, RKEY, self.loop.now)
+        data = conn.payload if w.size == len(conn.payload) else conn.payload[: w.size]
+        msg_id, actions = conn.sender.post_write(data, REGION_BASE, RKEY, self.loop.now)
         w.msg_id = msg_id
         conn.writes.append(w)
         conn._by_msg[msg_id] = w
@@ -275,7 +281,7 @@ class Network:
         return hit
 
     def _rx(self, pkt: SimPacket, now: int) -> None:
-        side = self._sides.get((pkt.dst, pkt.msg.qp))
+        side = self._host_sides[pkt.dst].get(pkt.msg.qp)
         if side is None:
             return
         ep = side.ep
@@ -292,10 +298,16 @@ class Network:
     def _apply(self, side: Side, actions: list[Action]) -> None:
         now = self.loop.now
         fabric = self.fabric
+        paths = self._ev_cache
         for a in actions:
             if type(a) is Transmit:
                 msg = a.msg
-                plane, t1 = self._path(msg.meta.ev) if side.pin is None else side.pin
+                if side.pin is None:
+                    ev = msg.meta.ev
+                    hit = paths.get(ev)
+                    plane, t1 = hit if hit is not None else self._path(ev)
+                else:
+                    plane, t1 = side.pin
                 if isinstance(msg, DataPacket):
                     size, is_data = DATA_OVERHEAD + len(msg.payload), True
                 else:
@@ -305,11 +317,12 @@ class Network:
                 )
                 fabric.send_from_host(pkt)
             elif type(a) is SetTimer:
-                if a.at_ns != side.timer_at:
-                    side.timer_at = a.at_ns
-                    side.timer_gen += 1
-                    if a.at_ns is not None:
-                        self.loop.at(a.at_ns, self._fire, side, side.timer_gen)
+                at = a.at_ns
+                side.timer_at = at
+                # a deadline that moved later keeps the earlier event, which re-arms itself
+                if at is not None and (side.wake_at is None or at < side.wake_at):
+                    side.wake_at = at
+                    self.loop.at(at, self._fire, side, at)
             elif isinstance(a, MessageSent):
                 w = side.conn._by_msg.get(a.msg_id)
                 if w is not None and w.sent_ns is None:
@@ -343,11 +356,20 @@ class Network:
             if self.pending == 0 and self.stop_when_idle:
                 self.loop.stopped = True
 
-    def _fire(self, side: Side, gen: int) -> None:
-        if gen != side.timer_gen:
+    def _fire(self, side: Side, at: int) -> None:
+        if at != side.wake_at:
+            return  # superseded by an earlier event
+        side.wake_at = None
+        due = side.timer_at
+        if due is None:
+            return
+        now = self.loop.now
+        if due > now:
+            side.wake_at = due
+            self.loop.at(due, self._fire, side, due)
             return
         side.timer_at = None
-        self._apply(side, side.ep.on_timer(self.loop.now))
+        self._apply(side, side.ep.on_timer(now))
 
     def _arm(self, conn: Connection) -> None:
         for side in (conn.tx, conn.rx):
