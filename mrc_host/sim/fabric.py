@@ -95,6 +95,7 @@ class Port:
         "link",
         "lo",
         "name",
+        "next_by_dst",
         "nic",
         "ns_per_byte",
         "plane",
@@ -135,6 +136,7 @@ class Port:
         self.ecn_bytes = None if kind in (NIC_TO_LEAF, LEAF_TO_HOST) else shape.ecn_bytes
         self.trim_bytes = shape.nic_buffer_bytes if self.nic else shape.trim_bytes
         self.hash_salt = name.split(">")[1].encode() if kind == NIC_TO_LEAF else b""  # the source leaf
+        self.next_by_dst: list[Port | None] = []  # filled by Fabric._route_tables
         self.hi: deque[SimPacket] = deque()
         self.lo: deque[SimPacket] = deque()
         self.queued = 0  # bytes waiting (not counting the packet on the wire)
@@ -180,6 +182,23 @@ class Fabric:
                     leaf, spine = f"p{p}-t0_{a}", f"p{p}-t1_{t}"
                     link = f"p{p}-t0_{a}-t1_{t}"
                     self.spine_down[p][t].append(self._port(spine, leaf, link, SPINE_TO_LEAF, p, a, t, -1))
+        self._route_tables()
+
+    def _route_tables(self) -> None:
+        """Per port, the next port for each destination host (None: decided per packet)."""
+        s = self.shape
+        for port in self.ports.values():
+            p = port.plane
+            if port.kind == SPINE_TO_LEAF:
+                port.next_by_dst = [self.leaf_down[p][h] for h in range(s.hosts)]
+            elif port.kind == LEAF_TO_SPINE:
+                port.next_by_dst = [self.spine_down[p][port.spine][s.t0_of(h)] for h in range(s.hosts)]
+            elif port.kind == NIC_TO_LEAF:
+                port.next_by_dst = [
+                    self.leaf_down[p][h] if s.t0_of(h) == port.leaf else None for h in range(s.hosts)
+                ]
+            else:
+                port.next_by_dst = [None] * s.hosts
 
     def _port(
         self, src: str, dst: str, link: str, kind: int, plane: int, leaf: int, spine: int, host: int
@@ -235,28 +254,19 @@ class Fabric:
                     fault.in_flight_dropped += 1
                     self._count_drop(fault, pkt)
                     return
-        kind = port.kind
-        s = self.shape
-        if kind == LEAF_TO_HOST:
-            rx = self.host_rx.get(pkt.dst)
-            if rx is not None:
-                rx(pkt, self.loop.now)
-            return
-        if kind == SPINE_TO_LEAF:
-            self.enqueue(self.leaf_down[port.plane][pkt.dst], pkt)
-            return
-        if kind == LEAF_TO_SPINE:
-            self.enqueue(self.spine_down[port.plane][port.spine][s.t0_of(pkt.dst)], pkt)
-            return
-        # NIC_TO_LEAF: the source leaf
-        leaf = port.leaf
-        if s.t0_of(pkt.dst) == leaf:
-            self.enqueue(self.leaf_down[port.plane][pkt.dst], pkt)
-            return
-        t1 = pkt.t1
-        if t1 is None:  # ECMP: hash the EV (and the switch) over the uplinks
-            t1 = zlib.crc32(pkt.msg.meta.ev.to_bytes(4, "big") + port.hash_salt) % s.t1
-        self.enqueue(self.leaf_up[port.plane][leaf][t1], pkt)
+        nxt = port.next_by_dst[pkt.dst]
+        if nxt is None:
+            if port.kind == LEAF_TO_HOST:
+                rx = self.host_rx.get(pkt.dst)
+                if rx is not None:
+                    rx(pkt, self.loop.now)
+                return
+            # the source leaf towards another leaf: the EV's T1 (SRv6) or a hash of it (ECMP)
+            t1 = pkt.t1
+            if t1 is None:
+                t1 = zlib.crc32(pkt.msg.meta.ev.to_bytes(4, "big") + port.hash_salt) % self.shape.t1
+            nxt = self.leaf_up[port.plane][port.leaf][t1]
+        self.enqueue(nxt, pkt)
 
     def enqueue(self, port: Port, pkt: SimPacket) -> None:
         if port.faults:
@@ -290,9 +300,23 @@ class Fabric:
             elif queued + pkt.size > port.buffer_bytes:
                 port.drops_congestion += 1
                 return
-        now = self.loop.now
+        loop = self.loop
+        now = loop.now
+        if port.busy_until <= now and not port.waking and not port.rate_faults:
+            # idle wire (the common case, inlined): straight onto it, one event at the far end
+            size = pkt.size
+            end = now + int(size * port.ns_per_byte)
+            port.busy_until = end
+            port.tx_packets += 1
+            port.tx_bytes += size
+            if pkt.data:
+                port.tx_data_bytes += size - DATA_OVERHEAD
+            pkt.tx_start = now
+            loop.seq = seq = loop.seq + 1
+            heappush(loop.heap, (end + port.delay_ns, seq, self._arrive, (port, pkt)))
+            return
         if port.busy_until <= now and not port.waking:
-            self._transmit(port, pkt, now)  # idle wire: no queueing, no extra event
+            self._transmit(port, pkt, now)
             return
         if pkt.data:
             port.lo.append(pkt)
