@@ -36,8 +36,8 @@ size = int(sys.argv[1])
 t, c = time.perf_counter(), time.process_time()
 r = run(SimConfig(shape=FabricShape(planes=2, t1=4), size=size))
 dt, dc = time.perf_counter() - t, time.process_time() - c
-print(json.dumps({"seconds": dt, "cpu_seconds": dc, "data_packets": r["data_packets_sent"], "events": r["events"],
-                  "completed": r["completed"] and r["data_ok"]}))
+print(json.dumps({"seconds": dt, "cpu_seconds": dc, "data_packets": r["data_packets_sent"],
+                  "events": r["events"], "completed": r["completed"] and r["data_ok"]}))
 """
 
 
