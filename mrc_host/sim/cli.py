@@ -151,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("planes", "t0", "t1", "hosts_per_t0", "mtu", "evs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.planes > 16 or args.t1 > 1024 or args.t0 > 1024 or args.mtu > 9000:
-        parser.error("--planes <= 16, --t0/--t1 <= 1024, --mtu <= 9000")
+    if args.planes > 16 or args.t1 > 1024 or args.t0 > 1024 or args.mtu > 9000 or args.hosts_per_t0 > 1024:
+        parser.error("--planes <= 16, --t0/--t1/--hosts-per-t0 <= 1024, --mtu <= 9000")
+    if args.t0 * args.hosts_per_t0 > 4096:
+        parser.error("--t0 x --hosts-per-t0 must be at most 4096 hosts")
     shape = FabricShape(
         planes=args.planes,
         t0=args.t0,

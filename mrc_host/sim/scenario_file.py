@@ -34,6 +34,13 @@ _MULT = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 1
 _MULT.update({"ki": 1 << 10, "kib": 1 << 10, "mi": 1 << 20, "mib": 1 << 20, "gi": 1 << 30, "gib": 1 << 30})
 
 
+# bounds that keep a hostile or mistaken file from exhausting memory
+MAX_HOSTS = 4096
+MAX_PORTS = 200_000
+MAX_WRITE = 1 << 30
+MAX_CONNECTIONS = 65_536
+
+
 class ScenarioError(ValueError):
     """A scenario file that cannot be run: which file, which key, why."""
 
@@ -120,6 +127,19 @@ class TrafficItem:
     cc: dict[str, object] = field(default_factory=dict)
     config: dict[str, object] = field(default_factory=dict)
 
+    def connections(self) -> int:
+        """How many queue pairs this item opens."""
+        n = len(self.hosts)
+        return {
+            "flow": 1,
+            "incast": len(self.senders),
+            "permutation": n,
+            "all-to-all": n * (n - 1),
+            "ring-allreduce": n * self.qps_per_pair,
+            "all-gather": n * self.qps_per_pair,
+            "background": len(self.pairs),
+        }[self.pattern]
+
     def nominal_bytes(self) -> int:
         """Bytes the busiest host of this item moves (sets the % time base)."""
         n = max(len(self.hosts), 2)
@@ -191,8 +211,8 @@ class _Reader:
         try:
             if kind == "size":
                 out: Any = parse_size(value)
-                if out < 1:
-                    raise ValueError("must be at least 1 byte")
+                if not 1 <= out <= MAX_WRITE:
+                    raise ValueError(f"must be 1 B .. 1 GiB, got {out}")
                 return out
             if kind == "time":
                 if isinstance(value, int | float) and not isinstance(value, bool):
@@ -271,6 +291,11 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
             fab.fail(key, f"must be {lo}..{hi}, got {getattr(shape, key)}")
     if shape.link_gbps <= 0:
         fab.fail("link_gbps", "must be above 0")
+    if shape.hosts > MAX_HOSTS:
+        fab.fail("hosts_per_t0", f"t0 x hosts_per_t0 = {shape.hosts} hosts, at most {MAX_HOSTS}")
+    ports = shape.planes * 2 * (shape.hosts + shape.t0 * shape.t1)
+    if ports > MAX_PORTS:
+        fab.fail("t1", f"{ports} ports (planes x 2 x (hosts + t0 x t1)), at most {MAX_PORTS}")
 
     tr = _Reader(file, top.get("transport", dict, {}), "transport", TRANSPORT_KEYS)
     mtu = tr.get("mtu", int, 4096)
@@ -314,6 +339,9 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
     traffic = [_item(file, entry, i, shape) for i, entry in enumerate(traffic_raw)]
     if len({t.name for t in traffic}) != len(traffic):
         top.fail("traffic", "item names must differ")
+    conns = sum(t.connections() for t in traffic)
+    if conns > MAX_CONNECTIONS:
+        top.fail("traffic", f"{conns} connections in all, at most {MAX_CONNECTIONS}")
     for i, t in enumerate(traffic):
         if t.share_ev_with is not None:
             earlier = {u.name: u for u in traffic[:i]}

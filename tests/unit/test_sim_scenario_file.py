@@ -80,6 +80,13 @@ def test_round_trip(tmp_path: Path) -> None:
         (("p0-t0_0-t1_1", "p0-t0_0-t1_9"), "faults[0]", "names no link or switch"),
         (("pairs = [[4, 2]]", "pairs = [[4, 4]]"), "traffic[2].pairs", "sends to itself"),
         (("seed = 5", "seed = 5\nseed = 6"), "-", "not valid TOML"),
+        (('size = "256KiB"', 'size = "1000GiB"'), "traffic[0].size", "must be 1 B .. 1 GiB"),
+        (("t0 = 3\nt1 = 2", "t0 = 1000\nt1 = 1000"), "fabric.t1", "4008000 ports"),
+        (
+            ("t0 = 3\nt1 = 2\nhosts_per_t0 = 2", "t0 = 8\nt1 = 2\nhosts_per_t0 = 1024"),
+            "fabric.hosts_per_t0",
+            "8192 hosts, at most 4096",
+        ),
     ],
 )
 def test_bad_files_name_file_key_and_reason(
@@ -92,6 +99,14 @@ def test_bad_files_name_file_key_and_reason(
     assert exc.value.file == str(path) and exc.value.key == key
     assert reason in exc.value.reason
     assert str(path) in str(exc.value) and key in str(exc.value)
+
+
+def test_too_many_connections(tmp_path: Path) -> None:
+    text = SMALL.replace("hosts_per_t0 = 2", "hosts_per_t0 = 100") + (
+        '\n[[traffic]]\npattern = "all-to-all"\nname = "a2a"\nsize = "4KiB"\n'
+    )
+    with pytest.raises(sf.ScenarioError, match="traffic: 89705 connections in all, at most 65536"):
+        sf.load(write(tmp_path, text))
 
 
 def test_missing_traffic_and_missing_file(tmp_path: Path) -> None:
