@@ -96,7 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", type=str, default=None, help="with --scenario: write <name>.json and <name>.png here"
     )
-    p.add_argument("--progress", action="store_true", help="show a progress bar (rich) on stderr")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar (rich) on stderr (default: on a terminal, for runs longer than a few seconds)",
+    )
     return p
 
 
@@ -182,15 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         sim = Simulation(cfg)
-        if args.progress:
+        if args.progress is False:
+            result = sim.run()
+        else:
             from .progress import run_with_progress
 
             sim.net.start()
             sim.write = sim.net.post(sim.conn, cfg.size)
-            run_with_progress(sim.net, sim.time_limit_ns, f"mrc-sim {cfg.mode.value} {cfg.size} B")
+            label = f"mrc-sim {cfg.mode.value} {cfg.size} B"
+            run_with_progress(sim.net, sim.time_limit_ns, label, show=args.progress)
             result = summarise(sim)
-        else:
-            result = sim.run()
     except (ValueError, faults_mod.FaultSpecError) as exc:
         parser.error(str(exc))
     try:

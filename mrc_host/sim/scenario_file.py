@@ -597,8 +597,11 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
     return net, jobs
 
 
-def run_scenario(sc: Scenario, progress: bool = False) -> dict[str, Any]:
-    """Every run of ``sc``, side by side: the JSON-able result."""
+def run_scenario(sc: Scenario, progress: bool | None = False) -> dict[str, Any]:
+    """Every run of ``sc``, side by side: the JSON-able result.
+
+    ``progress``: True shows a bar, None shows one on a terminal for long runs, False never.
+    """
     out: dict[str, Any] = {
         "scenario": sc.name,
         "file": sc.file,
@@ -611,12 +614,12 @@ def run_scenario(sc: Scenario, progress: bool = False) -> dict[str, Any]:
     }
     for run in sc.runs:
         net, jobs = build(sc, run)
-        if progress:
+        if progress is False:
+            net.run(sc.time_limit_ns)
+        else:
             from .progress import run_with_progress
 
-            run_with_progress(net, sc.time_limit_ns, f"{sc.name} [{run.name}]")
-        else:
-            net.run(sc.time_limit_ns)
+            run_with_progress(net, sc.time_limit_ns, f"{sc.name} [{run.name}]", show=progress)
         out["runs"][run.name] = summarise_network(net, jobs, run.name)
     return out
 
