@@ -252,6 +252,7 @@ class Network:
         if counted:
             self.pending += 1
             self.bytes_posted += size
+            self.loop.stopped = False  # posted from a callback just as the last one finished
         if at_ns is None or START_NS + at_ns <= self.loop.now:
             self._post_now(w)
         else:
