@@ -98,6 +98,7 @@ class Port:
         "next_by_dst",
         "nic",
         "ns_per_byte",
+        "peak_queued",
         "plane",
         "queued",
         "rate_faults",
@@ -131,7 +132,8 @@ class Port:
         self.nic = kind == NIC_TO_LEAF
         self.ns_per_byte = 8 / shape.link_gbps
         self.delay_ns = shape.link_delay_ns
-        self.buffer_bytes = shape.nic_buffer_bytes if self.nic else shape.buffer_bytes
+        # a NIC never drops its own packets: past its bound it trims them (the core backs off)
+        self.buffer_bytes = 1 << 62 if self.nic else shape.buffer_bytes
         # ECN is off on the last hop (and at the NIC): a mark means in-fabric imbalance
         self.ecn_bytes = None if kind in (NIC_TO_LEAF, LEAF_TO_HOST) else shape.ecn_bytes
         self.trim_bytes = shape.nic_buffer_bytes if self.nic else shape.trim_bytes
@@ -140,6 +142,7 @@ class Port:
         self.hi: deque[SimPacket] = deque()
         self.lo: deque[SimPacket] = deque()
         self.queued = 0  # bytes waiting (not counting the packet on the wire)
+        self.peak_queued = 0
         self.busy_until = 0  # the wire is free from this time on
         self.waking = False  # a wake-up is scheduled for busy_until
         self.faults: list[Fault] = []  # checked on enqueue (loss, ecn, trim, and failures)
@@ -323,6 +326,8 @@ class Fabric:
         else:
             port.hi.append(pkt)
         port.queued += pkt.size
+        if port.queued > port.peak_queued:
+            port.peak_queued = port.queued
         if not port.waking:
             port.waking = True
             self.loop.at(port.busy_until, self._wake, port)

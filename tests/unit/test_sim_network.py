@@ -93,3 +93,19 @@ def test_ring_allreduce_one_mrc_qp_and_many_single_path_qps_complete() -> None:
         assert sum(f["bytes_placed"] for f in r["flows"]) == 4 * 6 * (1 << 18)
         jct = r["jobs"]["ar"]["completion_time_us"]
         assert jct is not None and jct >= 6 * (1 << 18) * 8 / 200 / 1e3
+
+
+def test_nic_queue_is_bounded_and_trims_instead_of_dropping() -> None:
+    bound = 8 * 1024
+    net = Network(FabricShape(planes=2, t0=2, t1=4, nic_buffer_bytes=bound), seed=1)
+    conn = net.add_flow(FlowSpec("f", 0, 1), 4 << 20)
+    w = net.post(conn, 4 << 20)
+    net.run(50_000_000)
+    assert w.done and conn.data_ok
+    nics = [p for p in net.fabric.ports.values() if p.nic]
+    assert sum(p.trimmed for p in nics) > 0 and sum(p.drops_congestion for p in nics) == 0
+    data_packet = 4096 + 150
+    assert max(p.peak_queued for p in nics) <= bound + 2 * data_packet  # bound, one packet over, a header
+    assert conn.sender.counters.nacks_received["TRIMMED"] + conn.sender.counters.nacks_received[
+        "TRIMMED_LASTHOP"
+    ] == sum(p.trimmed for p in nics)
