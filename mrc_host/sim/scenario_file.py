@@ -393,8 +393,18 @@ def _checked_fields(file: str, table: dict[str, Any], path: str, cls: type) -> d
             raise ScenarioError(
                 file, f"{path}.{key}", f"unknown parameter (known: {', '.join(sorted(known))})"
             )
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ScenarioError(file, f"{path}.{key}", f"must be a number, got {value!r}")
+        if not isinstance(value, int | float | str | bool):
+            raise ScenarioError(file, f"{path}.{key}", f"must be a number, string or boolean, got {value!r}")
+        default = next(f.default for f in dataclasses.fields(cls) if f.name == key)
+        widened = isinstance(default, float) and type(value) is int  # 1 for 1.0 is fine
+        if default is not dataclasses.MISSING and type(default) is not type(value) and not widened:
+            raise ScenarioError(
+                file, f"{path}.{key}", f"must be {type(default).__name__} like its default {default!r}"
+            )
+        try:
+            dataclasses.replace(cls(), **{key: value})  # the class's own checks, if it has any
+        except (TypeError, ValueError) as exc:
+            raise ScenarioError(file, f"{path}.{key}", str(exc)) from exc
     return dict(table)
 
 

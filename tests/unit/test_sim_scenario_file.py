@@ -76,6 +76,7 @@ def test_round_trip(tmp_path: Path) -> None:
         (('pattern = "incast"', 'pattern = "multicast"'), "traffic[0].pattern", "unknown pattern"),
         (('modes = ["mrc", "single-path"]', 'modes = ["mrc", "rdma"]'), "modes[1]", "unknown mode"),
         (("cc = {md_gain = 0.4}", "cc = {md_gian = 0.4}"), "transport.cc.md_gian", "unknown parameter"),
+        (("cc = {md_gain = 0.4}", 'cc = {md_gain = "big"}'), "transport.cc.md_gain", "must be float"),
         (("@10%", "@10%-5%"), "faults[0]", "ends before it starts"),
         (("p0-t0_0-t1_1", "p0-t0_0-t1_9"), "faults[0]", "names no link or switch"),
         (("pairs = [[4, 2]]", "pairs = [[4, 4]]"), "traffic[2].pairs", "sends to itself"),
