@@ -33,7 +33,7 @@ from heapq import heappush
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message
 
 from .engine import EventLoop
-from .faults import KILLING_KINDS, Fault
+from .faults import KILLING_KINDS, PASSIVE, Fault, extra_delay, ns_per_byte, rate_hits
 
 DATA_OVERHEAD = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
 CONTROL_BYTES = 150
@@ -98,10 +98,10 @@ class Port:
         "next_by_dst",
         "nic",
         "ns_per_byte",
+        "passive_faults",
         "peak_queued",
         "plane",
         "queued",
-        "rate_faults",
         "spine",
         "trim_bytes",
         "trimmed",
@@ -147,7 +147,7 @@ class Port:
         self.waking = False  # a wake-up is scheduled for busy_until
         self.faults: list[Fault] = []  # checked on enqueue (loss, ecn, trim, and failures)
         self.kill_faults: list[Fault] = []  # failures: also kill queued and in-flight packets
-        self.rate_faults: list[Fault] = []
+        self.passive_faults: list[Fault] = []  # rate and jitter: act when the port sends
         self.tx_bytes = 0
         self.tx_data_bytes = 0
         self.tx_packets = 0
@@ -224,8 +224,8 @@ class Fabric:
             if (
                 target == "all"
                 or port.link == target
-                or (fault.kind in ("switch-down", "rate") and target in (src, dst))
-                or (fault.kind == "rate" and target == f"p{port.plane}")
+                or (fault.kind == "switch-down" and target in (src, dst))
+                or (fault.kind == "rate" and rate_hits(fault, port.link, src, dst))
             ):
                 hit.append(port)
         if not hit:
@@ -235,8 +235,8 @@ class Fabric:
                 f"switch-down needs a switch name (p<plane>-t0_<i>, p<plane>-t1_<j>), got {target!r}"
             )
         for port in hit:
-            if fault.kind == "rate":
-                port.rate_faults.append(fault)
+            if fault.kind in PASSIVE:
+                port.passive_faults.append(fault)
                 continue
             port.faults.append(fault)
             if fault.kind in KILLING_KINDS:
@@ -305,7 +305,7 @@ class Fabric:
                 return
         loop = self.loop
         now = loop.now
-        if port.busy_until <= now and not port.waking and not port.rate_faults:
+        if port.busy_until <= now and not port.waking and not port.passive_faults:
             # idle wire (the common case, inlined): straight onto it, one event at the far end
             size = pkt.size
             end = now + int(size * port.ns_per_byte)
@@ -351,13 +351,10 @@ class Fabric:
 
     def _transmit(self, port: Port, pkt: SimPacket, now: int) -> None:
         """Put ``pkt`` on the wire now: it arrives after serialisation plus propagation."""
-        ns_per_byte = port.ns_per_byte
-        if port.rate_faults:
-            for fault in port.rate_faults:
-                if fault.active(now) and fault.value:
-                    ns_per_byte = 8 / fault.value
+        passive = port.passive_faults
+        per_byte = ns_per_byte(passive, now, port.ns_per_byte) if passive else port.ns_per_byte
         size = pkt.size
-        end = now + int(size * ns_per_byte)
+        end = now + int(size * per_byte)
         port.busy_until = end
         port.tx_packets += 1
         port.tx_bytes += size
@@ -366,7 +363,8 @@ class Fabric:
         pkt.tx_start = now
         loop = self.loop
         loop.seq = seq = loop.seq + 1
-        heappush(loop.heap, (end + port.delay_ns, seq, self._arrive, (port, pkt)))
+        delay = port.delay_ns + (extra_delay(passive, now, self.rng) if passive else 0)
+        heappush(loop.heap, (end + delay, seq, self._arrive, (port, pkt)))
 
     def _wake(self, port: Port) -> None:
         """The wire is free: send the next queued packet (priority class first)."""

@@ -9,13 +9,14 @@ kinds (value in brackets):
   trim[=P]             data packets are cut to their headers (probability P, default 1)
   switch-down          every port of a switch drops everything (silent failure)
   nic-down             a host NIC port goes down; the host sees it (port-status bitmap)
-  rate=GBPS            the link (or every link of a switch or plane) runs at GBPS
+  rate=GBPS            the link (or every port of a switch or plane) runs at GBPS Gb/s
+  jitter=TIME          each packet on the link waits a random 0..TIME more (reorders, like BMv2)
 A failure (blackhole, down, flap, switch-down, nic-down) also takes the packets queued
 for the link when it fails and those on the wire while it is down.
 targets:
   links     p<plane>-t0_<i>-t1_<j>   (a T0-T1 link)   or  h<host>-p<plane>  (a NIC link)
   switches  p<plane>-t0_<i>  or  p<plane>-t1_<j>
-  planes    p<plane>  (rate only)
+  planes    p<plane>  (rate only: every link of the plane, NIC links included)
   all       every fabric link (T0-T1 and NIC links), e.g. loss=0.01:all
 times: a number with unit ns, us, ms or s, or a percentage of the ideal transfer time
 (size / (planes x link rate)), e.g. @30%, @50us-200us, @10%-60%. No end: until the run stops.
@@ -23,14 +24,17 @@ times: a number with unit ns, us, ms or s, or a percentage of the ideal transfer
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 
-KINDS = ("blackhole", "down", "loss", "flap", "ecn", "trim", "switch-down", "nic-down", "rate")
+KINDS = ("blackhole", "down", "loss", "flap", "ecn", "trim", "switch-down", "nic-down", "rate", "jitter")
 KILLING_KINDS = frozenset({"blackhole", "down", "flap", "switch-down", "nic-down"})
+PASSIVE = frozenset({"rate", "jitter"})  # act when the port sends, not when a packet is queued
+_PLANE = re.compile(r"^p(?P<plane>[0-9]+)$")
 _SPEC = re.compile(
     r"^(?P<kind>[a-z-]+)(?:=(?P<value>[0-9.eE+-]+(?:ns|us|ms|s)?))?:(?P<target>[a-z0-9_-]+)"
-    r"(?:@(?P<start>[0-9.]+(?:%|ns|us|ms|s))(?:-(?P<end>[0-9.]+(?:%|ns|us|ms|s)))?)?$"
+    r"(?:@(?P<start>0|[0-9.]+(?:%|ns|us|ms|s))(?:-(?P<end>[0-9.]+(?:%|ns|us|ms|s)))?)?$"
 )
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
@@ -40,6 +44,8 @@ class FaultSpecError(ValueError):
 
 
 def parse_time(text: str, ideal_ns: int) -> int:
+    if text == "0":
+        return 0
     if text.endswith("%"):
         return int(float(text[:-1]) / 100 * ideal_ns)
     for unit in ("ns", "us", "ms", "s"):
@@ -113,13 +119,15 @@ def parse_fault(spec: str, ideal_ns: int, default_start_ns: int = 0) -> Fault:
     raw = m["value"]
     value: float | None = None
     if raw is not None:
-        value = float(parse_time(raw, ideal_ns)) if kind == "flap" else float(raw)
+        value = float(parse_time(raw, ideal_ns)) if kind in ("flap", "jitter") else float(raw)
     if kind == "loss" and (value is None or not 0 <= value <= 1):
         raise FaultSpecError(f"loss needs a probability 0..1, got {raw!r}")
     if kind == "flap" and not value:
         raise FaultSpecError("flap needs a period, e.g. flap=20us")
     if kind == "rate" and (value is None or value <= 0):
-        raise FaultSpecError(f"rate needs a link rate in Gb/s above 0, e.g. rate=25, got {raw!r}")
+        raise FaultSpecError(f"rate needs a positive Gb/s value, e.g. rate=50:p0, got {raw!r}")
+    if kind == "jitter" and not value:
+        raise FaultSpecError("jitter needs a time, e.g. jitter=2us:all")
     if kind == "trim" and value is not None and not 0 <= value <= 1:
         raise FaultSpecError(f"trim probability must be 0..1, got {raw!r}")
     start = parse_time(m["start"], ideal_ns) if m["start"] else default_start_ns
@@ -127,3 +135,34 @@ def parse_fault(spec: str, ideal_ns: int, default_start_ns: int = 0) -> Fault:
     if end is not None and end <= start:
         raise FaultSpecError(f"fault {spec!r} ends before it starts")
     return Fault(spec, kind, m["target"], value, start, end)
+
+
+def rate_hits(fault: Fault, link: str, src: str, dst: str) -> bool:
+    """Whether a ``rate`` fault applies to the port ``src>dst`` of ``link``: the link itself,
+    every port of a named switch, or every link of a plane (``p<plane>``)."""
+    target = fault.target
+    if target in (link, src, dst):
+        return True
+    m = _PLANE.match(target)
+    if m is None:
+        return False
+    plane = f"p{m['plane']}"
+    return link.startswith(plane + "-") or link.endswith("-" + plane)
+
+
+def ns_per_byte(faults: list[Fault], now_ns: int, nominal: float) -> float:
+    """Serialisation time of a port with the ``rate`` faults active on it (the slowest wins)."""
+    ns = nominal
+    for f in faults:
+        if f.kind == "rate" and f.value and f.active(now_ns):
+            ns = max(ns, 8 / f.value)
+    return ns
+
+
+def extra_delay(faults: list[Fault], now_ns: int, rng: random.Random) -> int:
+    """Random extra propagation delay of one packet from the ``jitter`` faults active on a port."""
+    extra = 0
+    for f in faults:
+        if f.kind == "jitter" and f.value and f.active(now_ns):
+            extra += int(rng.random() * f.value)
+    return extra

@@ -85,3 +85,17 @@ def test_list_shipped_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--list-scenarios"]) == 0
     out = capsys.readouterr().out
     assert "incast-bystander" in out and "ring-allreduce-256-paths" in out
+
+
+def test_rate_fault_parses_and_targets_links_switches_and_planes() -> None:
+    from mrc_host.sim.faults import FaultSpecError, ns_per_byte, parse_fault, rate_hits
+
+    f = parse_fault("rate=50:p0@0", ideal_ns=1000)
+    assert f.kind == "rate" and f.value == 50 and f.start_ns == 0
+    assert rate_hits(f, "p0-t0_1-t1_2", "p0-t0_1", "p0-t1_2") and rate_hits(f, "h3-p0", "h3:p0", "p0-t0_1")
+    assert not rate_hits(f, "p1-t0_1-t1_2", "p1-t0_1", "p1-t1_2") and not rate_hits(
+        f, "h3-p10", "h3:p10", "x"
+    )
+    assert ns_per_byte([f], 5, 0.08) == pytest.approx(0.16)
+    with pytest.raises(FaultSpecError):
+        parse_fault("rate=0:p0", ideal_ns=1000)

@@ -109,3 +109,15 @@ def test_nic_queue_is_bounded_and_trims_instead_of_dropping() -> None:
     assert conn.sender.counters.nacks_received["TRIMMED"] + conn.sender.counters.nacks_received[
         "TRIMMED_LASTHOP"
     ] == sum(p.trimmed for p in nics)
+
+
+def test_jitter_delays_packets_without_losing_any() -> None:
+    net = Network(FabricShape(planes=2, t0=2, t1=4), seed=1)
+    conn = net.add_flow(FlowSpec("f", 0, 1), 2 << 20)
+    w = net.post(conn, 2 << 20)
+    fault = parse_fault("jitter=3us:all", ideal_ns=1)
+    net.add_fault(fault)
+    net.run(50_000_000)
+    assert w.done and conn.data_ok
+    assert fault.data_dropped == 0 and fault.control_dropped == 0
+    assert conn.receiver.counters.data_packets_received >= 512  # every packet arrived, some late
