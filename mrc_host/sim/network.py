@@ -62,6 +62,8 @@ class FlowSpec:
     # (plane, t1): the fabric carries every packet of the connection (both directions) on
     # this one path whatever its EV says -- "force a flow onto one EV" in any mode
     pin_path: tuple[int, int] | None = None
+    # the window cap in units of this flow's BDP (x1.25 inside the core), whatever the CC
+    window_scale: float = 1.0
     transport: dict[str, object] = field(default_factory=dict)  # TransportConfig overrides
     cc: dict[str, object] = field(default_factory=dict)  # CcParams overrides
 
@@ -115,7 +117,7 @@ class Connection:
         self.paths = PathSpace(shape.planes, 1 if same_t0 else shape.t1)
         self.base_rtt_ns = base_rtt_ns(shape, spec.mtu, same_t0)
         planes_used = 1 if spec.mode is Mode.SINGLE_PATH or spec.pin_path is not None else shape.planes
-        bdp = int(self.base_rtt_ns * shape.link_gbps * planes_used / 8)
+        bdp = int(self.base_rtt_ns * shape.link_gbps * planes_used / 8 * spec.window_scale)
         overrides = dict(spec.transport)
         self.tcfg = TransportConfig.for_rtt(
             self.base_rtt_ns,

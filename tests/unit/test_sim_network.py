@@ -11,9 +11,9 @@ from mrc_host.sim.traffic import Job, jain, point_to_point, ring
 
 
 def two_flows_on_one_uplink(ecn_bytes: int) -> float:
-    """h0->h2 and h1->h3 share the single T0->T1 uplink; flow a has a 4x larger window cap."""
+    """h0->h2 and h1->h3 share the single T0->T1 uplink; flow a may open an 8x larger window."""
     net = Network(FabricShape(planes=1, t0=2, t1=1, hosts_per_t0=2, ecn_bytes=ecn_bytes), seed=3)
-    a = net.add_flow(FlowSpec("a", 0, 2, cc={"max_cwnd_bytes": 1 << 20}), 4 << 20)
+    a = net.add_flow(FlowSpec("a", 0, 2, window_scale=8), 4 << 20)
     b = net.add_flow(FlowSpec("b", 1, 3), 4 << 20)
     wa = net.post(a, 4 << 20)
     wb = net.post(b, 4 << 20, at_ns=20_000)
