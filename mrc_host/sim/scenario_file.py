@@ -87,6 +87,7 @@ ITEM_KEYS = {
     "mode",
     "pin_path",
     "share_ev_with",
+    "window_scale",
     "evs",
     "cc",
     "config",
@@ -123,6 +124,7 @@ class TrafficItem:
     mode: Mode | None = None
     pin_path: tuple[int, int] | None = None
     share_ev_with: str | None = None  # an earlier item: pin onto the path of its first EV
+    window_scale: float = 1.0  # window cap in BDPs, whatever the CC
     evs: int | None = None
     cc: dict[str, object] = field(default_factory=dict)
     config: dict[str, object] = field(default_factory=dict)
@@ -425,12 +427,15 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
         qps_per_pair=r.get("qps_per_pair", int, 1),
         mode=r.get("mode", "mode"),
         share_ev_with=r.get("share_ev_with", str),
+        window_scale=r.get("window_scale", float, 1.0),
         evs=r.get("evs", int),
         cc=_checked_fields(file, r.get("cc", dict, {}), f"{path}.cc", CcParams),
         config=_checked_fields(file, r.get("config", dict, {}), f"{path}.config", TransportConfig),
     )
     if not 1 <= item.writes <= 1 << 20:
         r.fail("writes", "must be 1..1048576")
+    if not 0 < item.window_scale <= 1000:
+        r.fail("window_scale", f"must be above 0 and at most 1000, got {item.window_scale}")
     if not 1 <= item.qps_per_pair <= 256:
         r.fail("qps_per_pair", "must be 1..256")
     n = shape.hosts
@@ -548,6 +553,8 @@ def to_toml(sc: Scenario) -> str:
             lines.append(f"pin_path = {_toml_value(list(t.pin_path))}")
         if t.share_ev_with is not None:
             lines.append(f"share_ev_with = {_toml_value(t.share_ev_with)}")
+        if t.window_scale != 1.0:
+            lines.append(f"window_scale = {t.window_scale!r}")
         if t.evs is not None:
             lines.append(f"evs = {t.evs}")
         if t.cc:
@@ -573,6 +580,7 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
             max_evs=item.evs or run.evs or sc.evs,
             backup_evs_per_plane=sc.backups,
             pin_path=item.pin_path,
+            window_scale=item.window_scale,
             transport={**sc.config, **item.config},
             cc=cc,
         )
