@@ -146,7 +146,7 @@ class Connection:
         self.tx = Side(self, "sender", spec.src, spec.dst, self.sender, ecmp, pin)
         self.rx = Side(self, "receiver", spec.dst, spec.src, self.receiver, ecmp, pin)
         self.writes: list[Write] = []
-        self._by_msg: dict[int, Write] = {}
+        self.by_msg: dict[int, Write] = {}  # msg_id -> the write it names
         self.goodput_samples: list[tuple[int, int]] = []  # (time, bytes placed so far)
         self.ev_timeline: list[dict[str, object]] = []
 
@@ -235,6 +235,10 @@ class Network:
         if fault.end_ns is not None:
             self.loop.at(fault.end_ns, set_ports, True)
 
+    def deny(self, conn: Connection, ev: int) -> None:
+        """Operator deny of one of ``conn``'s sender EVs."""
+        self._apply(conn.tx, conn.sender.deny(ev, self.loop.now))
+
     def post(
         self,
         conn: Connection,
@@ -268,7 +272,7 @@ class Network:
         msg_id, actions = conn.sender.post_write(data, REGION_BASE, RKEY, self.loop.now)
         w.msg_id = msg_id
         conn.writes.append(w)
-        conn._by_msg[msg_id] = w
+        conn.by_msg[msg_id] = w
         self._apply(conn.tx, actions)
 
     # ---- plumbing -----------------------------------------------------------------------
@@ -327,14 +331,14 @@ class Network:
                     side.wake_at = at
                     self.loop.at(at, self._fire, side, at)
             elif isinstance(a, MessageSent):
-                w = side.conn._by_msg.get(a.msg_id)
+                w = side.conn.by_msg.get(a.msg_id)
                 if w is not None and w.sent_ns is None:
                     w.sent_ns, w.ok = now, a.ok
                     self._maybe_done(w)
                     if w.on_sent is not None:
                         w.on_sent(w)
             elif isinstance(a, MessageReceived):
-                w = side.conn._by_msg.get(a.msg_id)
+                w = side.conn.by_msg.get(a.msg_id)
                 if w is not None and w.received_ns is None:
                     w.received_ns = now
                     self._maybe_done(w)

@@ -121,7 +121,7 @@ class Simulation:
 
     def deny(self, ev: int) -> None:
         """Operator deny on the sender (before ``run``)."""
-        self.net._apply(self.conn.tx, self.sender.deny(ev, self.net.loop.now))
+        self.net.deny(self.conn, ev)
 
     def run(self) -> dict[str, Any]:
         from .report import summarise
