@@ -121,3 +121,29 @@ def test_jitter_delays_packets_without_losing_any() -> None:
     assert w.done and conn.data_ok
     assert fault.data_dropped == 0 and fault.control_dropped == 0
     assert conn.receiver.counters.data_packets_received >= 512  # every packet arrived, some late
+
+
+def test_permutation_all_to_all_and_all_gather_complete_with_their_bytes() -> None:
+    import random
+
+    from mrc_host.sim.traffic import permutation_pairs
+
+    hosts = [0, 1, 2, 3]
+    pairs = permutation_pairs(hosts, random.Random(3))
+    assert sorted(a for a, _ in pairs) == hosts and sorted(b for _, b in pairs) == hosts
+    assert all(a != b for a, b in pairs)
+    net = Network(FabricShape(planes=2, t0=2, t1=2, hosts_per_t0=2), seed=4)
+    base = FlowSpec("x", 0, 0)
+    perm = point_to_point(net, Job("perm", "permutation", 0), base, pairs, 128 << 10)
+    a2a_pairs = [(a, b) for a in hosts for b in hosts if a != b]
+    a2a = point_to_point(net, Job("a2a", "all-to-all", 10_000), base, a2a_pairs, 64 << 10)
+    ag = ring(net, Job("ag", "all-gather", 0), base, hosts, 256 << 10, allreduce=False)
+    net.run(100_000_000)
+    r = summarise_network(net, [perm, a2a, ag], "mrc")
+    assert r["completed"] and r["data_ok"]
+    assert r["jobs"]["a2a"]["connections"] == 12 and r["jobs"]["perm"]["connections"] == 4
+    flows = {f["name"]: f for f in r["flows"]}
+    assert all(flows[f"a2a/{a}->{b}"]["bytes_placed"] == 64 << 10 for a, b in a2a_pairs)
+    # all-gather: N-1 steps of a quarter each per rank
+    assert sum(f["bytes_placed"] for n, f in flows.items() if n.startswith("ag/")) == 4 * 3 * (64 << 10)
+    assert a2a.completion_ns is not None and a2a.start_ns == 10_000
