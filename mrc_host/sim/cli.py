@@ -111,6 +111,14 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     from . import scenario_file as sf
     from .report import human_network
 
+    single = [
+        a.option_strings[0]
+        for a in parser._actions
+        if a.dest not in ("help", "scenario", "list_scenarios", "out", "progress", "mode", "json")
+        and getattr(args, a.dest) != a.default
+    ]
+    if single:
+        parser.error(f"{', '.join(single)}: only for one connection; a scenario file sets these itself")
     if args.list_scenarios:
         for path in sf.shipped():
             sc = sf.load(path)

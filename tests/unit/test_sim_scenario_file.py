@@ -137,6 +137,9 @@ def test_cli_scenario_mode_override_and_output(tmp_path: Path, capsys: pytest.Ca
     assert {f["mode"] for f in result["runs"]["ecmp"]["flows"]} == {"ecmp"}
     assert json.loads((out / "small-incast.json").read_text()) == result
     assert (out / "small-incast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):
+        main(["--scenario", str(path), "--planes", "4"])
+    assert "--planes: only for one connection" in capsys.readouterr().err
     bad = write(tmp_path, SMALL.replace("dst = 0", "dst = 99"), "bad.toml")
     with pytest.raises(SystemExit) as exc:
         main(["--scenario", str(bad)])
