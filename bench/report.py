@@ -129,6 +129,21 @@ def render(results: Path) -> str:
     lines += [f"- {g}" for g in gaps] or ["- Every shape checked above holds in this run."]
     lines += ["", "Limits of the emulation that hold for every run:", ""]
     lines += [f"- {limit}" for limit in EMULATION_LIMITS]
+    shapes = results / "sim-shapes" / "sim_shapes.md"
+    if shapes.exists():  # bench/sim_shapes: the same shapes at production scale, in mrc-sim
+        lines += ["", "## In the simulator at production shape (mrc-sim, bench/sim_shapes.py)", ""]
+        lines += [shapes.read_text().rstrip(), "", "![sim shapes](sim-shapes/sim_shapes.png)"]
+    speed = results / "sim-speed" / "sim_speed.json"
+    if speed.exists():
+        try:
+            sp = json.loads(speed.read_text())
+            lines += [
+                "",
+                f"mrc-sim speed against {sp['base_commit']}: x{sp['speedup']:.2f} wall clock, "
+                f"x{sp['speedup_cpu']:.2f} CPU time ({sp['workload']}).",
+            ]
+        except (ValueError, KeyError):
+            pass
     if summary:
         lines += ["", "## Benchmarks run", "", "| name | status | seconds |", "|---|---|---|"]
         for name, s in summary.items():

@@ -36,6 +36,10 @@ BENCHMARKS = [
     Benchmark("agent", "bench.bench_agent", ("--quick",), needs_root=True),
     Benchmark("sim-figures", "mrc_host.sim.figures", ("--size-mib", "2", "--seeds", "1", "--no-sensitivity")),
     Benchmark("sim-transport", "bench.sim_transport", ("--quick",)),
+    # the paper's shapes at production scale in the simulator (8 planes x 100G, 128-256 EVs)
+    Benchmark("sim-shapes", "bench.sim_shapes", ("--quick",)),
+    # simulated packets per second against a git worktree of the base commit
+    Benchmark("sim-speed", "bench.sim_speed", ("--quick",)),
     # the paper's results in shape, on the live testbed (bench/experiments, docs/experiments.md);
     # each writes its JSON even when it is skipped, so they need no root check here
     *(Benchmark(e.id, e.module, ("--quick",), takes_target=True) for e in EXPERIMENTS),

@@ -1,7 +1,11 @@
-"""``mrc-sim``: run one RDMA WRITE over a simulated multi-plane fabric with the real MRC core.
+"""``mrc-sim``: the real MRC core over a simulated multi-plane fabric.
 
-Deterministic for a given --seed, needs no root and no network. Example:
+Two ways in: flags run one RDMA WRITE over one connection; ``--scenario FILE`` runs a
+scenario file (many connections, collectives, faults, every mode side by side).
+Deterministic for a given seed, needs no root and no network. Examples:
   mrc-sim --planes 2 --t1 4 --size 8MiB --fault blackhole:p0-t0_0-t1_1@30% --mode mrc --json
+  mrc-sim --scenario incast-bystander            (a shipped scenario, by name)
+  mrc-sim --scenario my.toml --mode ecmp --out results/
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from mrc_host.core import Mode
 
 from . import faults as faults_mod
 from .fabric import FabricShape
-from .report import human
-from .scenario import SimConfig, run
+from .report import human, summarise
+from .scenario import SimConfig, Simulation
 
 _SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMG]i?B?|B)?$", re.IGNORECASE)
 _MULT = {
@@ -68,7 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trim-kib", type=int, default=256, help="trimming threshold")
     p.add_argument("--size", type=parse_size, default=parse_size("1MiB"), help="bytes to write (e.g. 8MiB)")
     p.add_argument("--mtu", type=int, default=4096, help="payload bytes per packet")
-    p.add_argument("--mode", choices=[m.value for m in Mode], default=Mode.MRC.value)
+    p.add_argument(
+        "--mode",
+        choices=[m.value for m in Mode],
+        default=None,
+        help="connection mode (default mrc); with --scenario: one run, this mode on every connection",
+    )
     p.add_argument("--evs", type=int, default=64, help="max EVs per connection (split across planes)")
     p.add_argument("--backups", type=int, default=4, help="backup EVs per plane")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC", help="see FAULTS below")
@@ -78,17 +87,87 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--initial-psn", type=int, default=0, help="first PSN (try 16777000 for wrap-around)")
     p.add_argument("--time-limit-us", type=float, default=0, help="0: 200 x ideal time + 10 ms")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
+    p.add_argument(
+        "--scenario",
+        metavar="FILE",
+        help="run a scenario file (TOML), or a shipped scenario by name (see --list-scenarios)",
+    )
+    p.add_argument("--list-scenarios", action="store_true", help="list the shipped scenarios and exit")
+    p.add_argument(
+        "--out", type=str, default=None, help="with --scenario: write <name>.json and <name>.png here"
+    )
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar (rich) on stderr (default: on a terminal, for runs longer than a few seconds)",
+    )
     return p
+
+
+def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import scenario_file as sf
+    from .report import human_network
+
+    single = [
+        a.option_strings[0]
+        for a in parser._actions
+        if a.dest not in ("help", "scenario", "list_scenarios", "out", "progress", "mode", "json")
+        and getattr(args, a.dest) != a.default
+    ]
+    if single:
+        parser.error(f"{', '.join(single)}: only for one connection; a scenario file sets these itself")
+    if args.list_scenarios:
+        for path in sf.shipped():
+            sc = sf.load(path)
+            print(f"{path.stem:28} {sc.reproduces or sc.description}")
+        return 0
+    path = Path(args.scenario)
+    if not path.exists() and (sf.SCENARIO_DIR / f"{args.scenario}.toml").exists():
+        path = sf.SCENARIO_DIR / f"{args.scenario}.toml"
+    try:
+        sc = sf.load(path)
+    except sf.ScenarioError as exc:
+        parser.error(str(exc))
+    if args.mode is not None:
+        sc = sc.with_mode(Mode(args.mode))
+    result = sf.run_scenario(sc, progress=args.progress)
+    if args.out:
+        from .plots import scenario_png
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{sc.name}.json").write_text(json.dumps(result, indent=1))
+        scenario_png(result, out / f"{sc.name}.png")
+    try:
+        if args.json:
+            json.dump(result, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            print(f"scenario {sc.name}: {sc.reproduces or sc.description}")
+            for r in result["runs"].values():
+                print(human_network(r))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    runs = result["runs"].values()
+    return 0 if all(r["completed"] and r["data_ok"] for r in runs) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.scenario or args.list_scenarios:
+        return _scenario_main(parser, args)
     for name in ("planes", "t0", "t1", "hosts_per_t0", "mtu", "evs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    if args.planes > 16 or args.t1 > 1024 or args.t0 > 1024 or args.mtu > 9000:
-        parser.error("--planes <= 16, --t0/--t1 <= 1024, --mtu <= 9000")
+    if args.planes > 16 or args.t1 > 1024 or args.t0 > 1024 or args.mtu > 9000 or args.hosts_per_t0 > 1024:
+        parser.error("--planes <= 16, --t0/--t1/--hosts-per-t0 <= 1024, --mtu <= 9000")
+    if args.t0 * args.hosts_per_t0 > 4096:
+        parser.error("--t0 x --hosts-per-t0 must be at most 4096 hosts")
     shape = FabricShape(
         planes=args.planes,
         t0=args.t0,
@@ -103,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = SimConfig(
         shape=shape,
         size=args.size,
-        mode=Mode(args.mode),
+        mode=Mode(args.mode or Mode.MRC.value),
         mtu=args.mtu,
         max_evs=args.evs,
         backup_evs_per_plane=args.backups,
@@ -115,7 +194,17 @@ def main(argv: list[str] | None = None) -> int:
         time_limit_ns=int(args.time_limit_us * 1000),
     )
     try:
-        result = run(cfg)
+        sim = Simulation(cfg)
+        if args.progress is False:
+            result = sim.run()
+        else:
+            from .progress import run_with_progress
+
+            sim.net.start()
+            sim.write = sim.net.post(sim.conn, cfg.size)
+            label = f"mrc-sim {cfg.mode.value} {cfg.size} B"
+            run_with_progress(sim.net, sim.time_limit_ns, label, show=args.progress)
+            result = summarise(sim)
     except (ValueError, faults_mod.FaultSpecError) as exc:
         parser.error(str(exc))
     try:

@@ -1,31 +1,54 @@
-"""A minimal deterministic discrete-event loop (time in integer nanoseconds)."""
+"""A minimal deterministic discrete-event loop (time in integer nanoseconds).
+
+Events are (time, sequence, callback, args) tuples on a binary heap; the sequence number
+breaks ties in scheduling order, so a run is a pure function of its inputs. The loop
+stops when the heap is empty, when the next event lies past ``until_ns``, when
+``stopped`` is set (by a callback: "everything I was waiting for is done"), when an
+optional ``stop()`` predicate holds, or after ``max_events`` (to report progress).
+``heap`` and ``seq`` are public so the fabric's per-packet path can push without a call.
+"""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import Any
 
 
 class EventLoop:
+    __slots__ = ("events", "heap", "now", "seq", "stopped")
+
     def __init__(self, start_ns: int = 0) -> None:
         self.now = start_ns
-        self._heap: list[tuple[int, int, Callable[..., None], tuple[Any, ...]]] = []
-        self._seq = 0
+        self.heap: list[tuple[int, int, Callable[..., None], tuple[Any, ...]]] = []
+        self.seq = 0
         self.events = 0
+        self.stopped = False
 
     def at(self, t_ns: int, fn: Callable[..., None], *args: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (max(t_ns, self.now), self._seq, fn, args))
+        self.seq = seq = self.seq + 1
+        heappush(self.heap, (t_ns if t_ns > self.now else self.now, seq, fn, args))
 
-    def run(self, until_ns: int, stop: Callable[[], bool]) -> None:
-        heap = self._heap
-        while heap and not stop():
-            t, _, fn, args = heap[0]
-            if t > until_ns:
-                self.now = until_ns
-                return
-            heapq.heappop(heap)
-            self.now = t
-            self.events += 1
-            fn(*args)
+    def run(self, until_ns: int, stop: Callable[[], bool] | None = None, max_events: int = 0) -> bool:
+        """Play events; True when the run is over (not just paused by ``max_events``)."""
+        heap = self.heap
+        budget = max_events or -1
+        n = 0
+        try:
+            while heap and not self.stopped:
+                if stop is not None and stop():
+                    return True
+                if n == budget:
+                    return False
+                event = heappop(heap)
+                t = event[0]
+                if t > until_ns:
+                    heappush(heap, event)
+                    self.now = until_ns
+                    return True
+                self.now = t
+                n += 1
+                event[2](*event[3])
+        finally:
+            self.events += n
+        return True

@@ -2,13 +2,22 @@
 
 Each plane is an independent Clos: ``t0`` leaves and ``t1`` spines, every leaf linked to
 every spine; host h hangs off leaf h // hosts_per_t0 in every plane through its NIC port
-of that plane. Every link direction is an egress port with a rate, a propagation delay,
-a drop-tail buffer, an ECN threshold (off on host-facing ports, as in MRC) and a trim
-threshold; trimmed and control packets go in a strict-priority queue.
+of that plane. Every link direction is an egress ``Port`` with a rate, a propagation
+delay and two queues: a strict-priority queue for trimmed headers and control packets,
+and a data queue with an ECN threshold (off on host-facing ports, as in MRC), a trim
+threshold and a drop-tail buffer. A host's NIC port has a bounded queue too: past
+``nic_buffer_bytes`` a data packet is trimmed to its header (the core then sees a trim
+NACK and backs off) instead of growing a standing queue without end.
 
-Routing follows DESIGN section 2 without bytes: the EV's plane picks the NIC port and the
-plane, its T1 bits pick the leaf's uplink (SRv6 mode). In ECMP mode the source leaf
-hashes the whole EV over its uplinks instead. Switches hold no other state.
+Any number of connections share these queues: the fabric only sees packets, each
+routed from its own fields. Routing follows DESIGN section 2 without bytes: the EV's
+plane picks the NIC port and the plane, its T1 bits pick the leaf's uplink (SRv6 mode).
+A packet with ``t1 is None`` (the ECMP baseline) is hashed by the source leaf over its
+uplinks instead. Switches hold no other state.
+
+Faults hook onto ports (``attach``). A failure (blackhole, down, flap, switch-down,
+nic-down) takes with it the packets queued for the port when it fails and the packets
+on the wire while it is down; a ``rate`` fault changes the port's line rate.
 """
 
 from __future__ import annotations
@@ -19,14 +28,19 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message
 
 from .engine import EventLoop
-from .faults import PASSIVE, Fault, extra_delay, ns_per_byte, rate_hits
+from .faults import KILLING_KINDS, PASSIVE, Fault, extra_delay, ns_per_byte, rate_hits
 
 DATA_OVERHEAD = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
 CONTROL_BYTES = 150
+_ECT = (Ecn.ECT0, Ecn.ECT1)
+
+# what a port's far end is
+NIC_TO_LEAF, LEAF_TO_SPINE, SPINE_TO_LEAF, LEAF_TO_HOST = range(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +54,7 @@ class FabricShape:
     buffer_bytes: int = 1 << 20
     ecn_bytes: int = 64 * 1024
     trim_bytes: int = 256 * 1024
+    nic_buffer_bytes: int = 1 << 20  # a NIC port's queue bound; past it data packets are trimmed
 
     @property
     def hosts(self) -> int:
@@ -57,7 +72,8 @@ class SimPacket:
     plane: int
     t1: int | None  # None: ECMP (the source leaf hashes)
     size: int
-    data: bool
+    data: bool  # an untrimmed DATA packet (goes in the data queue)
+    tx_start: int = 0  # when it started onto the wire of its current port
 
 
 class Port:
@@ -65,75 +81,142 @@ class Port:
 
     __slots__ = (
         "buffer_bytes",
-        "busy",
+        "busy_until",
         "delay_ns",
-        "deliver",
         "drops_congestion",
         "ecn_bytes",
         "faults",
+        "hash_salt",
         "hi",
+        "host",
+        "kill_faults",
+        "kind",
+        "leaf",
         "link",
         "lo",
         "name",
+        "next_by_dst",
+        "nic",
         "ns_per_byte",
+        "passive_faults",
+        "peak_queued",
+        "plane",
         "queued",
+        "spine",
         "trim_bytes",
+        "trimmed",
         "tx_bytes",
         "tx_data_bytes",
         "tx_packets",
+        "waking",
     )
 
-    def __init__(self, name: str, link: str, shape: FabricShape, host_facing: bool, host_nic: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        link: str,
+        shape: FabricShape,
+        kind: int,
+        plane: int,
+        leaf: int,
+        spine: int,
+        host: int,
+    ) -> None:
         self.name = name
         self.link = link
+        self.kind = kind
+        self.plane = plane
+        self.leaf = leaf
+        self.spine = spine
+        self.host = host
+        self.nic = kind == NIC_TO_LEAF
         self.ns_per_byte = 8 / shape.link_gbps
         self.delay_ns = shape.link_delay_ns
-        self.buffer_bytes = 1 << 40 if host_nic else shape.buffer_bytes  # a NIC queue never drops
-        self.ecn_bytes = None if (host_facing or host_nic) else shape.ecn_bytes
-        self.trim_bytes = None if host_nic else shape.trim_bytes
+        # a NIC never drops its own packets: past its bound it trims them (the core backs off)
+        self.buffer_bytes = 1 << 62 if self.nic else shape.buffer_bytes
+        # ECN is off on the last hop (and at the NIC): a mark means in-fabric imbalance
+        self.ecn_bytes = None if kind in (NIC_TO_LEAF, LEAF_TO_HOST) else shape.ecn_bytes
+        self.trim_bytes = shape.nic_buffer_bytes if self.nic else shape.trim_bytes
+        self.hash_salt = name.split(">")[1].encode() if kind == NIC_TO_LEAF else b""  # the source leaf
+        self.next_by_dst: list[Port | None] = []  # filled by Fabric._route_tables
         self.hi: deque[SimPacket] = deque()
         self.lo: deque[SimPacket] = deque()
-        self.queued = 0
-        self.busy = False
-        self.faults: list[Fault] = []
-        self.deliver: Callable[[SimPacket], None] = lambda p: None
+        self.queued = 0  # bytes waiting (not counting the packet on the wire)
+        self.peak_queued = 0
+        self.busy_until = 0  # the wire is free from this time on
+        self.waking = False  # a wake-up is scheduled for busy_until
+        self.faults: list[Fault] = []  # checked on enqueue (loss, ecn, trim, and failures)
+        self.kill_faults: list[Fault] = []  # failures: also kill queued and in-flight packets
+        self.passive_faults: list[Fault] = []  # rate and jitter: act when the port sends
         self.tx_bytes = 0
         self.tx_data_bytes = 0
         self.tx_packets = 0
         self.drops_congestion = 0
+        self.trimmed = 0
 
 
 class Fabric:
-    def __init__(self, shape: FabricShape, loop: EventLoop, rng: random.Random, mode_ecmp: bool) -> None:
+    def __init__(self, shape: FabricShape, loop: EventLoop, rng: random.Random) -> None:
         self.shape = shape
         self.loop = loop
         self.rng = rng
-        self.ecmp = mode_ecmp
         self.ports: dict[tuple[str, str], Port] = {}
         self.host_rx: dict[int, Callable[[SimPacket, int], None]] = {}
         self.unroutable = 0
         s = shape
-        for p in range(s.planes):
-            for h in range(s.hosts):
-                host, leaf = f"h{h}", f"p{p}-t0_{s.t0_of(h)}"
+        P, H = s.planes, s.hosts
+        self.nic_up: list[list[Port]] = [[] for _ in range(H)]  # [host][plane]
+        self.leaf_down: list[list[Port]] = [[] for _ in range(P)]  # [plane][host]
+        self.leaf_up: list[list[list[Port]]] = [[[] for _ in range(s.t0)] for _ in range(P)]  # [p][t0][t1]
+        self.spine_down: list[list[list[Port]]] = [[[] for _ in range(s.t1)] for _ in range(P)]  # [p][t1][t0]
+        for p in range(P):
+            for h in range(H):
+                host, leaf = f"h{h}:p{p}", f"p{p}-t0_{s.t0_of(h)}"
                 link = f"h{h}-p{p}"
-                self._port(f"{host}:p{p}", leaf, link, host_facing=False, host_nic=True)
-                self._port(leaf, f"{host}:p{p}", link, host_facing=True, host_nic=False)
+                self.nic_up[h].append(self._port(host, leaf, link, NIC_TO_LEAF, p, s.t0_of(h), -1, h))
+                self.leaf_down[p].append(self._port(leaf, host, link, LEAF_TO_HOST, p, s.t0_of(h), -1, h))
             for a in range(s.t0):
                 for t in range(s.t1):
                     leaf, spine = f"p{p}-t0_{a}", f"p{p}-t1_{t}"
                     link = f"p{p}-t0_{a}-t1_{t}"
-                    self._port(leaf, spine, link, host_facing=False, host_nic=False)
-                    self._port(spine, leaf, link, host_facing=False, host_nic=False)
-        for (src, dst), port in self.ports.items():
-            port.deliver = self._forwarder(src, dst)
+                    self.leaf_up[p][a].append(self._port(leaf, spine, link, LEAF_TO_SPINE, p, a, t, -1))
+            for t in range(s.t1):
+                for a in range(s.t0):
+                    leaf, spine = f"p{p}-t0_{a}", f"p{p}-t1_{t}"
+                    link = f"p{p}-t0_{a}-t1_{t}"
+                    self.spine_down[p][t].append(self._port(spine, leaf, link, SPINE_TO_LEAF, p, a, t, -1))
+        self._route_tables()
 
-    def _port(self, src: str, dst: str, link: str, host_facing: bool, host_nic: bool) -> None:
-        self.ports[(src, dst)] = Port(f"{src}>{dst}", link, self.shape, host_facing, host_nic)
+    def _route_tables(self) -> None:
+        """Per port, the next port for each destination host (None: decided per packet)."""
+        s = self.shape
+        for port in self.ports.values():
+            p = port.plane
+            if port.kind == SPINE_TO_LEAF:
+                port.next_by_dst = [self.leaf_down[p][h] for h in range(s.hosts)]
+            elif port.kind == LEAF_TO_SPINE:
+                port.next_by_dst = [self.spine_down[p][port.spine][s.t0_of(h)] for h in range(s.hosts)]
+            elif port.kind == NIC_TO_LEAF:
+                port.next_by_dst = [
+                    self.leaf_down[p][h] if s.t0_of(h) == port.leaf else None for h in range(s.hosts)
+                ]
+            else:
+                port.next_by_dst = [None] * s.hosts
+
+    def _port(
+        self, src: str, dst: str, link: str, kind: int, plane: int, leaf: int, spine: int, host: int
+    ) -> Port:
+        port = Port(f"{src}>{dst}", link, self.shape, kind, plane, leaf, spine, host)
+        self.ports[(src, dst)] = port
+        return port
 
     # ---- faults -------------------------------------------------------------------------
     def attach(self, fault: Fault) -> None:
-        """Hook ``fault`` onto the ports its target names (raises ValueError if none)."""
+        """Hook ``fault`` onto the ports its target names (raises ValueError if none).
+
+        Targets: a link (both directions), a switch (every port in or out of it), a plane
+        ``p<N>`` (every port of the plane) or ``all`` (every port).
+        """
         target = fault.target
         hit = []
         for port in self.ports.values():
@@ -152,101 +235,108 @@ class Fabric:
                 f"switch-down needs a switch name (p<plane>-t0_<i>, p<plane>-t1_<j>), got {target!r}"
             )
         for port in hit:
+            if fault.kind in PASSIVE:
+                port.passive_faults.append(fault)
+                continue
             port.faults.append(fault)
+            if fault.kind in KILLING_KINDS:
+                port.kill_faults.append(fault)
 
     # ---- forwarding ---------------------------------------------------------------------
     def send_from_host(self, pkt: SimPacket) -> None:
         if pkt.plane >= self.shape.planes or (pkt.t1 is not None and pkt.t1 >= self.shape.t1):
             self.unroutable += 1
             return
-        self.enqueue(
-            self.ports[(f"h{pkt.src}:p{pkt.plane}", f"p{pkt.plane}-t0_{self.shape.t0_of(pkt.src)}")], pkt
-        )
+        self.enqueue(self.nic_up[pkt.src][pkt.plane], pkt)
 
-    def _forwarder(self, src: str, node: str) -> Callable[[SimPacket], None]:
-        s = self.shape
-        if ":" in node:  # a host NIC port
-            host = int(node[1 : node.index(":")])
-
-            def to_host(pkt: SimPacket) -> None:
-                rx = self.host_rx.get(host)
-                if rx is not None:
-                    rx(pkt, self.loop.now)
-
-            return to_host
-        plane = int(node[1 : node.index("-")])
-        kind, index = node.split("-")[1].split("_")
-        idx = int(index)
-        if kind == "t1":
-
-            def from_spine(pkt: SimPacket) -> None:
-                self.enqueue(self.ports[(node, f"p{plane}-t0_{s.t0_of(pkt.dst)}")], pkt)
-
-            return from_spine
-
-        def from_leaf(pkt: SimPacket) -> None:
-            if s.t0_of(pkt.dst) == idx:
-                self.enqueue(self.ports[(node, f"h{pkt.dst}:p{plane}")], pkt)
-                return
-            if pkt.t1 is None:  # ECMP: hash the EV (and the switch) over the uplinks
-                key = pkt.msg.meta.ev.to_bytes(4, "big") + node.encode()
-                t1 = zlib.crc32(key) % s.t1
-            else:
-                t1 = pkt.t1
-            self.enqueue(self.ports[(node, f"p{plane}-t1_{t1}")], pkt)
-
-        return from_leaf
-
-    def enqueue(self, port: Port, pkt: SimPacket) -> None:
-        now = self.loop.now
-        for fault in port.faults:
-            if not fault.active(now):
-                continue
-            kind = fault.kind
-            if kind in PASSIVE:
-                continue  # applied when the port sends (_start, _done)
-            if kind == "loss":
-                if self.rng.random() < (fault.value or 0.0):
+    def _arrive(self, port: Port, pkt: SimPacket) -> None:
+        """``pkt`` reached the far end of ``port``: forward it (or drop it, if the link died)."""
+        if port.kill_faults:
+            for fault in port.kill_faults:
+                if fault.down_between(pkt.tx_start, self.loop.now):
+                    fault.in_flight_dropped += 1
                     self._count_drop(fault, pkt)
                     return
-            elif kind == "ecn":
-                if pkt.data and pkt.msg.meta.ecn in (Ecn.ECT0, Ecn.ECT1):
-                    pkt.msg.meta.ecn = Ecn.CE
-                    fault.marked += 1
-            elif kind == "trim":
-                if pkt.data and self.rng.random() < (1.0 if fault.value is None else fault.value):
-                    self._trim(pkt, mark=True)
-                    fault.trimmed += 1
-            else:  # blackhole, down, flap (down phase), switch-down, nic-down
-                self._count_drop(fault, pkt)
+        nxt = port.next_by_dst[pkt.dst]
+        if nxt is None:
+            if port.kind == LEAF_TO_HOST:
+                rx = self.host_rx.get(pkt.dst)
+                if rx is not None:
+                    rx(pkt, self.loop.now)
                 return
-        msg = pkt.msg
+            # the source leaf towards another leaf: the EV's T1 (SRv6) or a hash of it (ECMP)
+            t1 = pkt.t1
+            if t1 is None:
+                t1 = zlib.crc32(pkt.msg.meta.ev.to_bytes(4, "big") + port.hash_salt) % self.shape.t1
+            nxt = self.leaf_up[port.plane][port.leaf][t1]
+        self.enqueue(nxt, pkt)
+
+    def enqueue(self, port: Port, pkt: SimPacket) -> None:
+        if port.faults:
+            now = self.loop.now
+            for fault in port.faults:
+                if not fault.active(now):
+                    continue
+                kind = fault.kind
+                if kind == "loss":
+                    if self.rng.random() < (fault.value or 0.0):
+                        self._count_drop(fault, pkt)
+                        return
+                elif kind == "ecn":
+                    if pkt.data and pkt.msg.meta.ecn in _ECT:
+                        pkt.msg.meta.ecn = Ecn.CE
+                        fault.marked += 1
+                elif kind == "trim":
+                    if pkt.data and self.rng.random() < (1.0 if fault.value is None else fault.value):
+                        self._trim(pkt, mark=True)
+                        fault.trimmed += 1
+                else:  # blackhole, down, flap (down phase), switch-down, nic-down
+                    self._count_drop(fault, pkt)
+                    return
         if pkt.data:
-            if (
-                port.ecn_bytes is not None
-                and port.queued > port.ecn_bytes
-                and msg.meta.ecn in (Ecn.ECT0, Ecn.ECT1)
-            ):
-                msg.meta.ecn = Ecn.CE
-            if port.trim_bytes is not None and port.queued > port.trim_bytes:
+            queued = port.queued
+            if port.ecn_bytes is not None and queued > port.ecn_bytes and pkt.msg.meta.ecn in _ECT:
+                pkt.msg.meta.ecn = Ecn.CE
+            if queued > port.trim_bytes:
                 self._trim(pkt, mark=False)
-        if not pkt.data or not isinstance(pkt.msg, DataPacket) or pkt.msg.trimmed:
-            queue = port.hi
-        else:
-            queue = port.lo
-            if port.queued + pkt.size > port.buffer_bytes:
+                port.trimmed += 1
+            elif queued + pkt.size > port.buffer_bytes:
                 port.drops_congestion += 1
                 return
-        queue.append(pkt)
+        loop = self.loop
+        now = loop.now
+        if port.busy_until <= now and not port.waking and not port.passive_faults:
+            # idle wire (the common case, inlined): straight onto it, one event at the far end
+            size = pkt.size
+            end = now + int(size * port.ns_per_byte)
+            port.busy_until = end
+            port.tx_packets += 1
+            port.tx_bytes += size
+            if pkt.data:
+                port.tx_data_bytes += size - DATA_OVERHEAD
+            pkt.tx_start = now
+            loop.seq = seq = loop.seq + 1
+            heappush(loop.heap, (end + port.delay_ns, seq, self._arrive, (port, pkt)))
+            return
+        if port.busy_until <= now and not port.waking:
+            self._transmit(port, pkt, now)
+            return
+        if pkt.data:
+            port.lo.append(pkt)
+        else:
+            port.hi.append(pkt)
         port.queued += pkt.size
-        if not port.busy:
-            self._start(port)
+        if port.queued > port.peak_queued:
+            port.peak_queued = port.queued
+        if not port.waking:
+            port.waking = True
+            self.loop.at(port.busy_until, self._wake, port)
 
     def _trim(self, pkt: SimPacket, mark: bool) -> None:
         msg = pkt.msg
         assert isinstance(msg, DataPacket)
         meta = dataclasses.replace(msg.meta, dscp=Dscp.TRIMMED)
-        if mark and meta.ecn in (Ecn.ECT0, Ecn.ECT1):
+        if mark and meta.ecn in _ECT:
             meta.ecn = Ecn.CE  # a fabric trim: the queue is also above the ECN threshold
         pkt.msg = dataclasses.replace(msg, payload=b"", trimmed=True, meta=meta)
         pkt.size = DATA_OVERHEAD
@@ -259,20 +349,44 @@ class Fabric:
         else:
             fault.control_dropped += 1
 
-    def _start(self, port: Port) -> None:
-        pkt = port.hi.popleft() if port.hi else port.lo.popleft()
-        port.queued -= pkt.size
-        port.busy = True
-        ns = ns_per_byte(port.faults, self.loop.now, port.ns_per_byte) if port.faults else port.ns_per_byte
-        self.loop.at(self.loop.now + int(pkt.size * ns), self._done, port, pkt)
-
-    def _done(self, port: Port, pkt: SimPacket) -> None:
+    def _transmit(self, port: Port, pkt: SimPacket, now: int) -> None:
+        """Put ``pkt`` on the wire now: it arrives after serialisation plus propagation."""
+        passive = port.passive_faults
+        per_byte = ns_per_byte(passive, now, port.ns_per_byte) if passive else port.ns_per_byte
+        size = pkt.size
+        end = now + int(size * per_byte)
+        port.busy_until = end
         port.tx_packets += 1
-        port.tx_bytes += pkt.size
-        if isinstance(pkt.msg, DataPacket):
-            port.tx_data_bytes += len(pkt.msg.payload)
-        delay = port.delay_ns + (extra_delay(port.faults, self.loop.now, self.rng) if port.faults else 0)
-        self.loop.at(self.loop.now + delay, port.deliver, pkt)
-        port.busy = False
-        if port.hi or port.lo:
-            self._start(port)
+        port.tx_bytes += size
+        if pkt.data:
+            port.tx_data_bytes += size - DATA_OVERHEAD
+        pkt.tx_start = now
+        loop = self.loop
+        loop.seq = seq = loop.seq + 1
+        delay = port.delay_ns + (extra_delay(passive, now, self.rng) if passive else 0)
+        heappush(loop.heap, (end + delay, seq, self._arrive, (port, pkt)))
+
+    def _wake(self, port: Port) -> None:
+        """The wire is free: send the next queued packet (priority class first)."""
+        port.waking = False
+        now = self.loop.now
+        hi, lo = port.hi, port.lo
+        while hi or lo:
+            pkt = hi.popleft() if hi else lo.popleft()
+            port.queued -= pkt.size
+            if port.kill_faults and self._killed_in_queue(port, pkt, now):
+                continue
+            self._transmit(port, pkt, now)
+            if hi or lo:
+                port.waking = True
+                self.loop.at(port.busy_until, self._wake, port)
+            return
+
+    @staticmethod
+    def _killed_in_queue(port: Port, pkt: SimPacket, now: int) -> bool:
+        for fault in port.kill_faults:
+            if fault.active(now):
+                fault.queued_dropped += 1
+                Fabric._count_drop(fault, pkt)
+                return True
+        return False

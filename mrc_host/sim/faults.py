@@ -11,6 +11,8 @@ kinds (value in brackets):
   nic-down             a host NIC port goes down; the host sees it (port-status bitmap)
   rate=GBPS            the link (or every port of a switch or plane) runs at GBPS Gb/s
   jitter=TIME          each packet on the link waits a random 0..TIME more (reorders, like BMv2)
+A failure (blackhole, down, flap, switch-down, nic-down) also takes the packets queued
+for the link when it fails and those on the wire while it is down.
 targets:
   links     p<plane>-t0_<i>-t1_<j>   (a T0-T1 link)   or  h<host>-p<plane>  (a NIC link)
   switches  p<plane>-t0_<i>  or  p<plane>-t1_<j>
@@ -27,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 KINDS = ("blackhole", "down", "loss", "flap", "ecn", "trim", "switch-down", "nic-down", "rate", "jitter")
+KILLING_KINDS = frozenset({"blackhole", "down", "flap", "switch-down", "nic-down"})
 PASSIVE = frozenset({"rate", "jitter"})  # act when the port sends, not when a packet is queued
 _PLANE = re.compile(r"^p(?P<plane>[0-9]+)$")
 _SPEC = re.compile(
@@ -63,6 +66,23 @@ class Fault:
     control_dropped: int = 0
     marked: int = 0
     trimmed: int = 0
+    in_flight_dropped: int = 0  # on the wire when the link died
+    queued_dropped: int = 0  # waiting in the port's queue when the link died
+
+    def down_between(self, t0_ns: int, t1_ns: int) -> bool:
+        """Whether the fault was active at any time in [t0_ns, t1_ns]."""
+        if self.active(t0_ns) or self.active(t1_ns):
+            return True
+        start = self.start_ns
+        if t1_ns < start or (self.end_ns is not None and t0_ns >= self.end_ns):
+            return False
+        if self.kind != "flap":
+            return t0_ns <= start <= t1_ns
+        period = int(self.value or 1)
+        # the next down phase after t0 starts at start + 2kP
+        k = max(0, -(-(t0_ns - start) // (2 * period)))
+        nxt = start + 2 * k * period
+        return nxt <= t1_ns and (self.end_ns is None or nxt < self.end_ns)
 
     def active(self, now_ns: int) -> bool:
         if now_ns < self.start_ns or (self.end_ns is not None and now_ns >= self.end_ns):
@@ -83,6 +103,9 @@ class Fault:
             "control_packets_lost": self.control_dropped,
             "ecn_marked": self.marked,
             "trimmed": self.trimmed,
+            "in_flight_dropped": self.in_flight_dropped,
+            "queued_dropped": self.queued_dropped,
+            "rate_gbps": self.value if self.kind == "rate" else None,
         }
 
 
@@ -101,12 +124,12 @@ def parse_fault(spec: str, ideal_ns: int, default_start_ns: int = 0) -> Fault:
         raise FaultSpecError(f"loss needs a probability 0..1, got {raw!r}")
     if kind == "flap" and not value:
         raise FaultSpecError("flap needs a period, e.g. flap=20us")
-    if kind == "trim" and value is not None and not 0 <= value <= 1:
-        raise FaultSpecError(f"trim probability must be 0..1, got {raw!r}")
-    if kind == "jitter" and not value:
-        raise FaultSpecError("jitter needs a time, e.g. jitter=2us:all")
     if kind == "rate" and (value is None or value <= 0):
         raise FaultSpecError(f"rate needs a positive Gb/s value, e.g. rate=50:p0, got {raw!r}")
+    if kind == "jitter" and not value:
+        raise FaultSpecError("jitter needs a time, e.g. jitter=2us:all")
+    if kind == "trim" and value is not None and not 0 <= value <= 1:
+        raise FaultSpecError(f"trim probability must be 0..1, got {raw!r}")
     start = parse_time(m["start"], ideal_ns) if m["start"] else default_start_ns
     end = parse_time(m["end"], ideal_ns) if m["end"] else None
     if end is not None and end <= start:

@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
 
 STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#ffbf00", "ASSUMED_BAD": "#d62728", "DENIED": "#7f7f7f"}
 
@@ -31,6 +32,27 @@ def ev_intervals(result: dict[str, Any], side: str = "sender") -> dict[str, list
     return out
 
 
+def draw_ev_states(
+    ax: Any, segments: dict[str, list[tuple[float, float, str]]], min_width: float, ylabel: str = "sender EV"
+) -> None:
+    """One row per EV, coloured by state over time: the EV timeline every MRC figure shares.
+
+    ``segments`` maps an EV label to its (start, end, state) pieces, in any time unit;
+    ``min_width`` keeps one-rotation states (SKIP) visible. Used by the simulator's
+    figures and meant for the live demo's (topologies/demo_plot.py) as well.
+    """
+    rows = sorted(segments)
+    for row, label in enumerate(rows):
+        for start, stop, state in segments[label]:
+            colour = STATE_COLOURS.get(state.split("/")[0], "k")
+            ax.broken_barh([(start, max(stop - start, min_width))], (row - 0.4, 0.8), color=colour)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=7, family="monospace")
+    ax.set_ylabel(ylabel)
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLOURS.values()]
+    ax.legend(handles, list(STATE_COLOURS), loc="upper right", fontsize=7, ncol=4)
+
+
 def timeline_png(result: dict[str, Any], path: Path, title: str) -> None:
     fig, (ax1, ax2) = plt.subplots(
         2, 1, figsize=(10, 6.5), sharex=True, gridspec_kw={"height_ratios": [2, 3]}
@@ -43,19 +65,65 @@ def timeline_png(result: dict[str, Any], path: Path, title: str) -> None:
         for ax in (ax1, ax2):
             ax.axvline(f["start_us"], color="k", linestyle="--", linewidth=0.8)
         ax1.annotate(f["spec"], (f["start_us"], ax1.get_ylim()[1] * 0.92), fontsize=7, rotation=0)
-    segs = ev_intervals(result)
-    # merge SKIP flickers visually: SKIP lasts one rotation, draw it anyway (thin in time)
-    for row, (_ev, parts) in enumerate(sorted(segs.items())):
-        for start, end, state in parts:
-            ax2.broken_barh(
-                [(start, max(end - start, 0.3))], (row - 0.4, 0.8), color=STATE_COLOURS.get(state, "k")
-            )
-    ax2.set_yticks(range(len(segs)))
-    ax2.set_yticklabels(sorted(segs), fontsize=7, family="monospace")
-    ax2.set_ylabel("sender EV")
+    # SKIP lasts one rotation: drawn anyway, at least 0.3 us wide
+    draw_ev_states(ax2, ev_intervals(result), min_width=0.3)
     ax2.set_xlabel("time (us, simulated)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLOURS.values()]
-    ax2.legend(handles, list(STATE_COLOURS), loc="upper right", fontsize=7, ncol=4)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+RUN_COLOURS = ["#2ca02c", "#d62728", "#1f77b4", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def scenario_png(result: dict[str, Any], path: Path, max_flows: int = 8) -> None:
+    """One panel per run (goodput of its first flows over time) and one bar chart of job times."""
+    runs = result["runs"]
+    first_run = next(iter(runs.values()))
+    flow = first_run["flows"][0]
+    changed = sorted({e["ev"] for e in flow["ev_events"]})[:32]
+    panels = len(runs) + 1 + (1 if changed else 0)
+    fig, axes = plt.subplots(panels, 1, figsize=(10, 2.6 * panels), squeeze=False)
+    for ax, (name, r) in zip(axes[:, 0], runs.items(), strict=False):
+        width = r["timeline_bucket_us"]
+        for f in r["flows"][:max_flows]:
+            tl = f["goodput_timeline_gbps"]
+            ax.step([i * width for i in range(len(tl))], tl, where="post", label=f["name"], linewidth=1)
+        for fault in r["faults"]:
+            ax.axvline(fault["start_us"], color="k", linestyle="--", linewidth=0.8)
+        ax.set_title(f"{result['scenario']} [{name}]", fontsize=9)
+        ax.set_ylabel("Gb/s")
+        if len(r["flows"]) <= max_flows:
+            ax.legend(fontsize=6, ncol=4, loc="upper right")
+    axes[len(runs) - 1, 0].set_xlabel("time (us, simulated)")
+    if changed:  # the EVs of the first flow that left GOOD (retired, restored, denied)
+        segments: dict[str, list[tuple[float, float, str]]] = {}
+        for ev in changed:
+            state, start, parts = "GOOD", 0.0, []
+            for e in flow["ev_events"]:
+                if e["ev"] == ev:
+                    parts.append((start, e["t_us"], state))
+                    state, start = e["new"], e["t_us"]
+            parts.append((start, first_run["elapsed_us"], state))
+            segments[ev] = parts
+        ax = axes[len(runs), 0]
+        draw_ev_states(ax, segments, min_width=first_run["elapsed_us"] * 0.003, ylabel="EV")
+        ax.set_title(f"{flow['name']} [{next(iter(runs))}]: sender EVs that changed state", fontsize=9)
+    ax = axes[-1, 0]
+    jobs = [j for j, v in next(iter(runs.values()))["jobs"].items() if not v["background"]]
+    width = 0.8 / max(len(runs), 1)
+    for k, (name, r) in enumerate(runs.items()):
+        values = [r["jobs"][j]["completion_time_us"] or 0.0 for j in jobs]
+        ax.bar(
+            [i + k * width for i in range(len(jobs))],
+            values,
+            width,
+            color=RUN_COLOURS[k % len(RUN_COLOURS)],
+            label=name,
+        )
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(jobs))], jobs, fontsize=8)
+    ax.set_ylabel("completion time (us)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
     plt.close(fig)

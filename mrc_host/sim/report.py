@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .network import Network
     from .scenario import Simulation
+    from .traffic import Job
 
-START_NS = 1_000
+from .network import START_NS
 
 
 def _goodput_timeline(sim: Simulation, end_ns: int, buckets: int = 50) -> list[dict[str, float]]:
@@ -31,7 +33,7 @@ def _goodput_timeline(sim: Simulation, end_ns: int, buckets: int = 50) -> list[d
     return out
 
 
-def summarise(sim: Simulation) -> dict[str, object]:
+def summarise(sim: Simulation) -> dict[str, Any]:
     cfg = sim.cfg
     s = sim.sender.counters
     r = sim.receiver.counters
@@ -87,7 +89,7 @@ def summarise(sim: Simulation) -> dict[str, object]:
     }
 
 
-def human(result: dict[str, object]) -> str:
+def human(result: dict[str, Any]) -> str:
     lines = [
         f"mrc-sim ({result['mode']}) {result['size_bytes']} B from h{result['src']} to h{result['dst']}",
     ]
@@ -101,9 +103,9 @@ def human(result: dict[str, object]) -> str:
     losses = result["losses"]
     lines.append(
         f"  data packets sent {result['data_packets_sent']}, retransmissions {result['retransmissions']}, "
-        f"losses gap/rto {losses['gap']}/{losses['rto']}"  # type: ignore[index]
+        f"losses gap/rto {losses['gap']}/{losses['rto']}"
     )
-    for f in result["faults"]:  # type: ignore[attr-defined]
+    for f in result["faults"]:
         lines.append(
             f"  fault {f['spec']}: data packets lost {f['data_packets_lost']}, control lost "
             f"{f['control_packets_lost']}, marked {f['ecn_marked']}, trimmed {f['trimmed']}"
@@ -111,7 +113,7 @@ def human(result: dict[str, object]) -> str:
     bal = result["t1_balance_max_over_mean"]
     if bal is not None:
         lines.append(f"  T1 uplink balance (max/mean bytes): {bal:.3f}")
-    changes = [e for e in result["ev_timeline"] if e["old"] != e["new"]]  # type: ignore[attr-defined]
+    changes = [e for e in result["ev_timeline"] if e["old"] != e["new"]]
     lines.append(f"  EV state changes: {len(changes)}")
     for e in changes[:12]:
         lines.append(
@@ -119,4 +121,137 @@ def human(result: dict[str, object]) -> str:
         )
     if len(changes) > 12:
         lines.append(f"    ... {len(changes) - 12} more (see --json)")
+    return "\n".join(lines)
+
+
+# ---- many connections ------------------------------------------------------------------
+def _timeline(samples: list[tuple[int, int]], end_ns: int, buckets: int) -> list[float]:
+    """Goodput (Gb/s) in ``buckets`` equal slices of [START_NS, end_ns]."""
+    width = max((end_ns - START_NS) // buckets, 1)
+    out = [0.0] * buckets
+    prev = 0
+    for t, placed in samples:
+        b = min((t - START_NS) // width, buckets - 1)
+        out[b] += (placed - prev) * 8 / width
+        prev = placed
+    return [round(v, 3) for v in out]
+
+
+def summarise_network(net: Network, jobs: list[Job], label: str, buckets: int = 50) -> dict[str, Any]:
+    """The JSON-able result of a multi-connection run."""
+    from .traffic import jain
+
+    end = net.loop.now
+    flows: list[dict[str, Any]] = []
+    for conn in net.connections:
+        s, r = conn.sender.counters, conn.receiver.counters
+        done = [w for w in conn.writes if w.done]
+        first = conn.writes[0].posted_ns if conn.writes else None
+        last = max((max(w.sent_ns or 0, w.received_ns or 0) for w in done), default=None)
+        busy = (last - first) if first is not None and last is not None and last > first else None
+        placed = r.data_bytes_placed
+        flows.append(
+            {
+                "name": conn.name,
+                "src": conn.spec.src,
+                "dst": conn.spec.dst,
+                "mode": conn.spec.mode.value,
+                "pin_path": list(conn.spec.pin_path) if conn.spec.pin_path else None,
+                "writes_posted": len(conn.writes),
+                "writes_done": len(done),
+                "bytes_placed": placed,
+                "first_write_fct_us": (
+                    (
+                        max(conn.writes[0].sent_ns or 0, conn.writes[0].received_ns or 0)
+                        - conn.writes[0].posted_ns
+                    )
+                    / 1e3
+                    if conn.writes and conn.writes[0].done
+                    else None
+                ),
+                "goodput_gbps": round(placed * 8 / busy, 3) if busy else None,
+                "data_ok": conn.data_ok,
+                "data_packets_sent": s.data_packets_sent,
+                "retransmissions": s.retransmissions,
+                "losses": {"gap": s.losses_gap, "rto": s.losses_rto, "rto_fired": s.rto_fired},
+                "trim_nacks": s.nacks_received.get("TRIMMED", 0) + s.nacks_received.get("TRIMMED_LASTHOP", 0),
+                "ecn_echoes": s.ecn_echoes_received,
+                "ev_retired": s.ev_retired,
+                "ev_skipped": s.ev_skipped,
+                "ev_changes": len(conn.ev_timeline),
+                # retirements, restorations and denials on the sender (no SKIPs), the first 200
+                "ev_events": [
+                    e
+                    for e in conn.ev_timeline
+                    if e["side"] == "sender" and "SKIP" not in (e["old"], e["new"]) and e["old"] != e["new"]
+                ][:200],
+                "goodput_timeline_gbps": _timeline(conn.goodput_samples, end, buckets),
+            }
+        )
+    job_out = {}
+    for job in jobs:
+        names = {c.name for c in job.connections}
+        rates = [f["goodput_gbps"] or 0.0 for f in flows if f["name"] in names]
+        job_out[job.name] = {
+            "pattern": job.pattern,
+            "background": job.background,
+            "connections": len(job.connections),
+            "ranks": len(job.rank_done_ns),
+            "ranks_done": sum(1 for t in job.rank_done_ns.values() if t is not None),
+            "completion_time_us": None if job.completion_ns is None else job.completion_ns / 1e3,
+            "flow_goodput_jain": jain(rates),
+        }
+    foreground = [j for j in jobs if not j.background]
+    ports = net.fabric.ports.values()
+    return {
+        "simulator": "mrc-sim (discrete-event, runs the real mrc_host.core)",
+        "run": label,
+        "seed": net.seed,
+        "completed": all(j.done for j in foreground),
+        "data_ok": all(f["data_ok"] for f in flows),
+        "elapsed_us": (end - START_NS) / 1e3,
+        "timeline_bucket_us": max((end - START_NS) // buckets, 1) / 1e3,
+        "jobs": job_out,
+        "flows": flows,
+        "faults": [f.as_dict() for f in net.faults],
+        "congestion_drops": sum(p.drops_congestion for p in ports),
+        "switch_trims": sum(p.trimmed for p in ports if not p.nic),
+        "nic_trims": sum(p.trimmed for p in ports if p.nic),
+        "events": net.loop.events,
+    }
+
+
+def human_network(result: dict[str, Any]) -> str:
+    lines = [
+        f"[{result['run']}] elapsed {result['elapsed_us']:.1f} us, completed {result['completed']}, "
+        f"data ok {result['data_ok']}, congestion drops {result['congestion_drops']}, "
+        f"trims switch/NIC {result['switch_trims']}/{result['nic_trims']}"
+    ]
+    for name, j in result["jobs"].items():
+        jct = j["completion_time_us"]
+        jain_ = j["flow_goodput_jain"]
+        lines.append(
+            f"  job {name:24} {j['pattern']:15} ranks {j['ranks_done']}/{j['ranks']} "
+            + (
+                f"JCT {jct:10.1f} us"
+                if jct is not None
+                else ("background" if j["background"] else "NOT DONE")
+            )
+            + (f"  Jain {jain_:.3f}" if jain_ is not None else "")
+        )
+    flows = result["flows"]
+    for f in flows[:16]:
+        gp = f["goodput_gbps"]
+        lines.append(
+            f"    {f['name']:28} {f['mode']:11} h{f['src']}->h{f['dst']} "
+            + (f"{gp:7.1f} Gb/s" if gp is not None else "   -   Gb/s")
+            + f"  retx {f['retransmissions']:5}  trims {f['trim_nacks']:5}  ecn {f['ecn_echoes']:5}"
+        )
+    if len(flows) > 16:
+        lines.append(f"    ... {len(flows) - 16} more flows (see --json)")
+    for f in result["faults"]:
+        lines.append(
+            f"  fault {f['spec']}: data lost {f['data_packets_lost']} (in flight {f['in_flight_dropped']}, "
+            f"queued {f['queued_dropped']}), trimmed {f['trimmed']}, marked {f['ecn_marked']}"
+        )
     return "\n".join(lines)

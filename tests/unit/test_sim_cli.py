@@ -73,6 +73,20 @@ def test_demo_writes_json_and_png(tmp_path, capsys: pytest.CaptureFixture[str]) 
     assert "SIMULATOR" in out and "ASSUMED_BAD" in out
 
 
+def test_progress_bar_run_gives_the_same_result(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--size", "512KiB", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(["--size", "512KiB", "--json", "--progress"]) == 0
+    with_bar = json.loads(capsys.readouterr().out)
+    assert with_bar == plain  # the bar pauses the loop between slices without changing the run
+
+
+def test_list_shipped_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list-scenarios"]) == 0
+    out = capsys.readouterr().out
+    assert "incast-bystander" in out and "ring-allreduce-256-paths" in out
+
+
 def test_rate_fault_parses_and_targets_links_switches_and_planes() -> None:
     from mrc_host.sim.faults import FaultSpecError, ns_per_byte, parse_fault, rate_hits
 

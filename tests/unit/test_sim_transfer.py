@@ -139,7 +139,9 @@ def test_switch_and_nic_failures_complete() -> None:
     assert_done(run(sim_cfg(faults=["switch-down:p1-t1_2@30%"])))
     r = run(sim_cfg(faults=["nic-down:h0-p1@20%-60%"]))
     assert_done(r)
-    assert r["faults"][0]["data_packets_lost"] == 0  # the host saw its port go down
+    f = r["faults"][0]
+    # the host saw its port go down: it lost only data already queued or on the wire
+    assert f["data_packets_lost"] <= f["in_flight_dropped"] + f["queued_dropped"]
 
 
 def test_same_seed_same_run() -> None:

@@ -1,0 +1,412 @@
+"""Many queue pairs on one simulated fabric, each run by two real core endpoints.
+
+``Network`` owns the event loop, the fabric and every ``Connection``. A connection is
+one queue pair from host ``src`` to host ``dst`` with its own mode (mrc, single-path,
+ecmp), its own ``TransportConfig`` (CC and EV parameters) and its own seeded random
+source; all connections share the fabric's queues, so they contend for them exactly as
+flows do in a real Clos. RDMA WRITEs are posted on a connection at a time or when an
+earlier one completes (``Network.post``), which is what traffic patterns and
+collectives are built from. Everything random comes from the seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mrc_fabric.ev import EV
+from mrc_host.core import (
+    Action,
+    CcParams,
+    Endpoint,
+    EvStateChanged,
+    MessageReceived,
+    MessageSent,
+    Mode,
+    PathSpace,
+    SetTimer,
+    Transmit,
+    TransportConfig,
+)
+from mrc_host.wire.messages import DataPacket
+
+from .engine import EventLoop
+from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Fabric, FabricShape, SimPacket
+from .faults import Fault
+
+START_NS = 1_000  # time 0 is reserved: a zero timestamp means "none" on the wire
+REGION_BASE = 0x7F00_0000_0000
+RKEY = 0x1234
+
+
+def base_rtt_ns(shape: FabricShape, mtu: int, same_t0: bool) -> int:
+    hops = 2 if same_t0 else 4
+    per_byte = 8 / shape.link_gbps
+    return int(hops * (2 * shape.link_delay_ns + (mtu + DATA_OVERHEAD + CONTROL_BYTES) * per_byte))
+
+
+@dataclass
+class FlowSpec:
+    """One queue pair: who talks to whom, how, and with which parameters."""
+
+    name: str
+    src: int
+    dst: int
+    mode: Mode = Mode.MRC
+    mtu: int = 4096
+    max_evs: int = 64
+    backup_evs_per_plane: int = 4
+    initial_psn: int = 0
+    # (plane, t1): the fabric carries every packet of the connection (both directions) on
+    # this one path whatever its EV says -- "force a flow onto one EV" in any mode
+    pin_path: tuple[int, int] | None = None
+    # the window cap in units of this flow's BDP (x1.25 inside the core), whatever the CC
+    window_scale: float = 1.0
+    transport: dict[str, object] = field(default_factory=dict)  # TransportConfig overrides
+    cc: dict[str, object] = field(default_factory=dict)  # CcParams overrides
+
+
+@dataclass
+class Write:
+    """One RDMA WRITE posted on a connection, and when it completed at each end."""
+
+    conn: Connection
+    size: int
+    posted_ns: int
+    msg_id: int = 0
+    sent_ns: int | None = None  # every packet acknowledged
+    received_ns: int | None = None  # every packet placed at the receiver
+    ok: bool | None = None
+    on_received: Callable[[Write], None] | None = None
+    on_sent: Callable[[Write], None] | None = None
+    counted: bool = True
+
+    @property
+    def done(self) -> bool:
+        return self.sent_ns is not None and self.received_ns is not None
+
+
+@dataclass
+class Side:
+    conn: Connection
+    role: str  # "sender" or "receiver"
+    host: int
+    peer_host: int
+    ep: Endpoint
+    ecmp: bool
+    pin: tuple[int, int] | None = None
+    timer_at: int | None = None  # when the endpoint wants on_timer
+    wake_at: int | None = None  # the earliest timer event on the loop for this side
+
+
+class Connection:
+    def __init__(self, net: Network, index: int, spec: FlowSpec, payload_bytes: int) -> None:
+        shape = net.shape
+        if not (0 <= spec.src < shape.hosts and 0 <= spec.dst < shape.hosts and spec.src != spec.dst):
+            raise ValueError(
+                f"flow {spec.name!r}: src {spec.src} and dst {spec.dst} must be two different hosts "
+                f"of 0..{shape.hosts - 1}"
+            )
+        self.net = net
+        self.index = index
+        self.spec = spec
+        self.name = spec.name
+        same_t0 = shape.t0_of(spec.src) == shape.t0_of(spec.dst)
+        self.paths = PathSpace(shape.planes, 1 if same_t0 else shape.t1)
+        self.base_rtt_ns = base_rtt_ns(shape, spec.mtu, same_t0)
+        planes_used = 1 if spec.mode is Mode.SINGLE_PATH or spec.pin_path is not None else shape.planes
+        bdp = int(self.base_rtt_ns * shape.link_gbps * planes_used / 8 * spec.window_scale)
+        overrides = dict(spec.transport)
+        self.tcfg = TransportConfig.for_rtt(
+            self.base_rtt_ns,
+            bdp,
+            mtu=spec.mtu,
+            mode=spec.mode,
+            max_evs=spec.max_evs,
+            backup_evs_per_plane=spec.backup_evs_per_plane,
+            initial_psn=spec.initial_psn,
+            **overrides,
+        )
+        if spec.cc:
+            cc = CcParams(**{**_fields(self.tcfg.cc), **spec.cc})  # type: ignore[arg-type]
+            self.tcfg = TransportConfig(**{**_fields(self.tcfg), "cc": cc})  # type: ignore[arg-type]
+        rng = random.Random(net.seed * 1_000_003 + index)
+        qp = 2 * index + 1
+        self.sender = Endpoint(local_qp=qp, peer_qp=qp + 1, config=self.tcfg, paths=self.paths, rng=rng)
+        self.receiver = Endpoint(local_qp=qp + 1, peer_qp=qp, config=self.tcfg, paths=self.paths, rng=rng)
+        # distinct bytes at every offset (a misplaced packet shows), deterministic, made in C
+        self.payload = hashlib.shake_128(f"mrc-sim {net.seed} {index}".encode()).digest(max(payload_bytes, 1))
+        self.region = self.receiver.register_region(REGION_BASE, len(self.payload), RKEY)
+        ecmp = spec.mode is Mode.ECMP
+        pin = spec.pin_path
+        if pin is not None and not (0 <= pin[0] < shape.planes and 0 <= pin[1] < self.paths.t1_count):
+            raise ValueError(f"flow {spec.name!r}: pin_path {pin} is not a path between its hosts")
+        self.tx = Side(self, "sender", spec.src, spec.dst, self.sender, ecmp, pin)
+        self.rx = Side(self, "receiver", spec.dst, spec.src, self.receiver, ecmp, pin)
+        self.writes: list[Write] = []
+        self.by_msg: dict[int, Write] = {}  # msg_id -> the write it names
+        self.goodput_samples: list[tuple[int, int]] = []  # (time, bytes placed so far)
+        self.ev_timeline: list[dict[str, object]] = []
+
+    @property
+    def data_ok(self) -> bool:
+        """The receiver's region holds the bytes of the largest completed write."""
+        sizes = [w.size for w in self.writes if w.received_ns is not None]
+        if not sizes:
+            return not self.writes
+        n = max(sizes)
+        return bytes(self.region.buffer[:n]) == self.payload[:n]
+
+    def throughput_gbps(self, t0_ns: int, t1_ns: int) -> float:
+        """Goodput placed at the receiver between two times."""
+        before = after = 0
+        for t, placed in self.goodput_samples:
+            if t <= t0_ns:
+                before = placed
+            if t <= t1_ns:
+                after = placed
+            else:
+                break
+        return (after - before) * 8 / max(t1_ns - t0_ns, 1)
+
+
+def _fields(obj: object) -> dict[str, object]:
+    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}  # type: ignore[attr-defined]
+
+
+class Network:
+    def __init__(self, shape: FabricShape, seed: int = 1) -> None:
+        self.shape = shape
+        self.seed = seed
+        self.loop = EventLoop(START_NS)
+        self.fabric = Fabric(shape, self.loop, random.Random(seed + 1))
+        self.connections: list[Connection] = []
+        self.faults: list[Fault] = []
+        self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
+        self._host_sides: list[dict[int, Side]] = [{} for _ in range(shape.hosts)]  # [host][qp]
+        self._ev_cache: dict[int, tuple[int, int]] = {}
+        self.pending = 0  # writes posted and not yet done at both ends
+        self.bytes_posted = 0  # of counted writes (progress)
+        self.bytes_done = 0
+        self.stop_when_idle = True  # stop the loop once no counted write is pending
+        self._started = False
+        for h in range(shape.hosts):
+            self.fabric.host_rx[h] = self._rx
+
+    # ---- building -----------------------------------------------------------------------
+    def add_flow(self, spec: FlowSpec, payload_bytes: int) -> Connection:
+        if any(c.name == spec.name for c in self.connections):
+            raise ValueError(f"flow name {spec.name!r} used twice")
+        conn = Connection(self, len(self.connections), spec, payload_bytes)
+        self.connections.append(conn)
+        self._sides[(conn.tx.host, conn.sender.local_qp)] = conn.tx
+        self._sides[(conn.rx.host, conn.receiver.local_qp)] = conn.rx
+        self._host_sides[conn.tx.host][conn.sender.local_qp] = conn.tx
+        self._host_sides[conn.rx.host][conn.receiver.local_qp] = conn.rx
+        if self._started:
+            self._arm(conn)
+        return conn
+
+    def add_fault(self, fault: Fault) -> None:
+        """Attach a fault whose times are relative to the start of the run."""
+        fault.start_ns += START_NS
+        if fault.end_ns is not None:
+            fault.end_ns += START_NS
+        self.fabric.attach(fault)
+        self.faults.append(fault)
+        if fault.kind == "nic-down":
+            self._schedule_nic(fault)
+
+    def _schedule_nic(self, fault: Fault) -> None:
+        host, plane = fault.target[1:].split("-p")
+        h, p = int(host), int(plane)
+
+        def set_ports(up: bool) -> None:
+            for (side_host, _), side in sorted(self._sides.items()):
+                if side_host != h:
+                    continue
+                ep = side.ep
+                bitmap = ep.evset.local_ports | (1 << p) if up else ep.evset.local_ports & ~(1 << p)
+                self._apply(side, ep.set_port_status(bitmap, self.loop.now))
+
+        self.loop.at(fault.start_ns, set_ports, False)
+        if fault.end_ns is not None:
+            self.loop.at(fault.end_ns, set_ports, True)
+
+    def deny(self, conn: Connection, ev: int) -> None:
+        """Operator deny of one of ``conn``'s sender EVs."""
+        self._apply(conn.tx, conn.sender.deny(ev, self.loop.now))
+
+    def post(
+        self,
+        conn: Connection,
+        size: int,
+        at_ns: int | None = None,
+        on_received: Callable[[Write], None] | None = None,
+        on_sent: Callable[[Write], None] | None = None,
+        counted: bool = True,
+    ) -> Write:
+        """Post an RDMA WRITE of ``size`` bytes now, or at ``at_ns`` (relative to the start).
+
+        ``counted=False`` (background load): the run does not wait for it.
+        """
+        if not 1 <= size <= len(conn.payload):
+            raise ValueError(f"flow {conn.name!r}: write of {size} B outside 1..{len(conn.payload)}")
+        w = Write(conn, size, 0, on_received=on_received, on_sent=on_sent, counted=counted)
+        if counted:
+            self.pending += 1
+            self.bytes_posted += size
+            self.loop.stopped = False  # posted from a callback just as the last one finished
+        if at_ns is None or START_NS + at_ns <= self.loop.now:
+            self._post_now(w)
+        else:
+            self.loop.at(START_NS + at_ns, self._post_now, w)
+        return w
+
+    def _post_now(self, w: Write) -> None:
+        conn = w.conn
+        w.posted_ns = self.loop.now
+        data = conn.payload if w.size == len(conn.payload) else conn.payload[: w.size]
+        msg_id, actions = conn.sender.post_write(data, REGION_BASE, RKEY, self.loop.now)
+        w.msg_id = msg_id
+        conn.writes.append(w)
+        conn.by_msg[msg_id] = w
+        self._apply(conn.tx, actions)
+
+    # ---- plumbing -----------------------------------------------------------------------
+    def path_of(self, ev: int) -> tuple[int, int]:
+        """(plane, T1) of an EV."""
+        return self._path(ev)
+
+    def _path(self, ev: int) -> tuple[int, int]:
+        hit = self._ev_cache.get(ev)
+        if hit is None:
+            e = EV.decode(ev)
+            hit = self._ev_cache[ev] = (e.plane, e.t1)
+        return hit
+
+    def _rx(self, pkt: SimPacket, now: int) -> None:
+        side = self._host_sides[pkt.dst].get(pkt.msg.qp)
+        if side is None:
+            return
+        ep = side.ep
+        if side.role == "receiver" and pkt.data:
+            conn = side.conn
+            before = ep.counters.data_bytes_placed
+            self._apply(side, ep.receive(pkt.msg, now))
+            placed = ep.counters.data_bytes_placed
+            if placed != before:
+                conn.goodput_samples.append((now, placed))
+            return
+        self._apply(side, ep.receive(pkt.msg, now))
+
+    def _apply(self, side: Side, actions: list[Action]) -> None:
+        now = self.loop.now
+        fabric = self.fabric
+        paths = self._ev_cache
+        for a in actions:
+            if type(a) is Transmit:
+                msg = a.msg
+                if side.pin is None:
+                    ev = msg.meta.ev
+                    hit = paths.get(ev)
+                    plane, t1 = hit if hit is not None else self._path(ev)
+                else:
+                    plane, t1 = side.pin
+                if isinstance(msg, DataPacket):
+                    size, is_data = DATA_OVERHEAD + len(msg.payload), True
+                else:
+                    size, is_data = CONTROL_BYTES, False
+                pkt = SimPacket(
+                    msg, side.host, side.peer_host, plane, None if side.ecmp else t1, size, is_data
+                )
+                fabric.send_from_host(pkt)
+            elif type(a) is SetTimer:
+                at = a.at_ns
+                side.timer_at = at
+                # a deadline that moved later keeps the earlier event, which re-arms itself
+                if at is not None and (side.wake_at is None or at < side.wake_at):
+                    side.wake_at = at
+                    self.loop.at(at, self._fire, side, at)
+            elif isinstance(a, MessageSent):
+                w = side.conn.by_msg.get(a.msg_id)
+                if w is not None and w.sent_ns is None:
+                    w.sent_ns, w.ok = now, a.ok
+                    self._maybe_done(w)
+                    if w.on_sent is not None:
+                        w.on_sent(w)
+            elif isinstance(a, MessageReceived):
+                w = side.conn.by_msg.get(a.msg_id)
+                if w is not None and w.received_ns is None:
+                    w.received_ns = now
+                    self._maybe_done(w)
+                    if w.on_received is not None:
+                        w.on_received(w)
+            elif isinstance(a, EvStateChanged):
+                side.conn.ev_timeline.append(
+                    {
+                        "t_us": (now - START_NS) / 1e3,
+                        "side": side.role,
+                        "ev": f"{a.ev:08x}",
+                        "old": a.old,
+                        "new": a.new,
+                        "reason": a.reason,
+                    }
+                )
+
+    def _maybe_done(self, w: Write) -> None:
+        if w.done and w.counted:
+            self.pending -= 1
+            self.bytes_done += w.size
+            if self.pending == 0 and self.stop_when_idle:
+                self.loop.stopped = True
+
+    def _fire(self, side: Side, at: int) -> None:
+        if at != side.wake_at:
+            return  # superseded by an earlier event
+        side.wake_at = None
+        due = side.timer_at
+        if due is None:
+            return
+        now = self.loop.now
+        if due > now:
+            side.wake_at = due
+            self.loop.at(due, self._fire, side, due)
+            return
+        side.timer_at = None
+        self._apply(side, side.ep.on_timer(now))
+
+    def _arm(self, conn: Connection) -> None:
+        for side in (conn.tx, conn.rx):
+            self._apply(side, [SetTimer(side.ep.next_deadline())])
+
+    # ---- running ------------------------------------------------------------------------
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            for conn in self.connections:
+                self._arm(conn)
+
+    def run(self, limit_ns: int, max_events: int = 0) -> bool:
+        """Play events until no counted write is pending or ``limit_ns`` after the start.
+
+        With ``max_events`` it pauses after that many events and returns False (call again).
+        """
+        self.start()
+        if self.pending == 0 and self.stop_when_idle and self.bytes_posted:
+            return True
+        return self.loop.run(START_NS + limit_ns, max_events=max_events)
+
+    @property
+    def progress(self) -> float:
+        """Fraction of the counted bytes placed so far (for progress bars)."""
+        if not self.bytes_posted:
+            return 0.0
+        placed = sum(c.receiver.counters.data_bytes_placed for c in self.connections)
+        return min(1.0, placed / self.bytes_posted)
+
+    @property
+    def elapsed_ns(self) -> int:
+        return self.loop.now - START_NS

@@ -1,0 +1,42 @@
+"""A rich progress bar for long simulations: the loop runs in slices of events between redraws.
+
+Slicing never changes a run (the loop only pauses between events). The bar appears only
+when asked for, or, in ``auto`` mode, when stderr is a terminal and the run has already
+taken more than ``AUTO_AFTER_S`` seconds of wall-clock time.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .network import Network
+
+SLICE_EVENTS = 100_000
+AUTO_AFTER_S = 3.0
+
+
+def run_with_progress(net: Network, limit_ns: int, label: str, show: bool | None = True) -> None:
+    """``net.run(limit_ns)`` with a bar of bytes placed on stderr; ``show=None``: automatic."""
+    started = time.monotonic()
+    if show is None:
+        if not sys.stderr.isatty():
+            net.run(limit_ns)
+            return
+        while time.monotonic() - started < AUTO_AFTER_S:
+            if net.run(limit_ns, max_events=SLICE_EVENTS):
+                return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TextColumn("sim {task.fields[sim_us]:>10.1f} us"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=1.0, sim_us=0.0)
+        while not net.run(limit_ns, max_events=SLICE_EVENTS):
+            bar.update(task, completed=net.progress, sim_us=net.elapsed_ns / 1e3)

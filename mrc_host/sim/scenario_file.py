@@ -1,0 +1,647 @@
+"""Scenario files: a whole experiment (fabric, traffic, faults, CC/EV parameters, seed) in TOML.
+
+Read with the standard library (``tomllib``); every key is checked and a bad file fails
+with ``ScenarioError`` naming the file, the key and the reason. docs/simulator.md
+describes the format; the shipped scenarios live in ``mrc_host/sim/scenarios/``.
+
+A scenario runs once per entry of ``runs`` (default: one per entry of ``modes``), each
+in a fresh network with the same seed, so MRC and its baselines meet the same traffic
+and faults in one invocation. A run's ``mode`` applies to every traffic item that does
+not name its own; ``--mode`` on the command line replaces the runs by one and applies
+its mode to every connection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from mrc_host.core import CcParams, Mode, TransportConfig
+
+from .fabric import FabricShape
+from .faults import FaultSpecError, parse_fault, parse_time
+from .network import FlowSpec, Network
+from .report import summarise_network
+from .traffic import PATTERNS, Job, background, permutation_pairs, point_to_point, ring
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMG]i?B?|B)?$", re.IGNORECASE)
+_MULT = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
+_MULT.update({"ki": 1 << 10, "kib": 1 << 10, "mi": 1 << 20, "mib": 1 << 20, "gi": 1 << 30, "gib": 1 << 30})
+
+
+# bounds that keep a hostile or mistaken file from exhausting memory
+MAX_HOSTS = 4096
+MAX_PORTS = 200_000
+MAX_WRITE = 1 << 30
+MAX_CONNECTIONS = 65_536
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run: which file, which key, why."""
+
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        super().__init__(f"{file}: {key}: {reason}")
+        self.file, self.key, self.reason = file, key, reason
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from an int or a string such as 64KiB, 8MiB, 1MB (ValueError if not)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    m = _SIZE.match(str(text).strip())
+    if not m:
+        raise ValueError(f"size {text!r}: use bytes or a unit such as 64KiB, 8MiB, 1MB")
+    return int(float(m[1]) * _MULT[(m[2] or "").lower()])
+
+
+FABRIC_KEYS = {
+    "planes": int,
+    "t0": int,
+    "t1": int,
+    "hosts_per_t0": int,
+    "link_gbps": float,
+    "link_delay": "time",
+    "buffer": "size",
+    "ecn": "size",
+    "trim": "size",
+    "nic_buffer": "size",
+}
+TRANSPORT_KEYS = {"mtu", "evs", "backups", "config", "cc"}
+ITEM_KEYS = {
+    "pattern",
+    "name",
+    "size",
+    "start",
+    "writes",
+    "src",
+    "dst",
+    "senders",
+    "hosts",
+    "pairs",
+    "qps_per_pair",
+    "mode",
+    "pin_path",
+    "share_ev_with",
+    "window_scale",
+    "evs",
+    "cc",
+    "config",
+}
+RUN_KEYS = {"name", "mode", "qps_per_pair", "evs"}
+TOP_KEYS = {
+    "name",
+    "description",
+    "reproduces",
+    "seed",
+    "time_limit",
+    "modes",
+    "runs",
+    "fabric",
+    "transport",
+    "traffic",
+    "faults",
+}
+
+
+@dataclass
+class TrafficItem:
+    pattern: str
+    name: str
+    size: int
+    start_ns: int = 0
+    writes: int = 1
+    src: int | None = None
+    dst: int | None = None
+    senders: list[int] = field(default_factory=list)
+    hosts: list[int] = field(default_factory=list)
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    qps_per_pair: int = 1
+    mode: Mode | None = None
+    pin_path: tuple[int, int] | None = None
+    share_ev_with: str | None = None  # an earlier item: pin onto the path of its first EV
+    window_scale: float = 1.0  # window cap in BDPs, whatever the CC
+    evs: int | None = None
+    cc: dict[str, object] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)
+
+    def connections(self) -> int:
+        """How many queue pairs this item opens."""
+        n = len(self.hosts)
+        return {
+            "flow": 1,
+            "incast": len(self.senders),
+            "permutation": n,
+            "all-to-all": n * (n - 1),
+            "ring-allreduce": n * self.qps_per_pair,
+            "all-gather": n * self.qps_per_pair,
+            "background": len(self.pairs),
+        }[self.pattern]
+
+    def nominal_bytes(self) -> int:
+        """Bytes the busiest host of this item moves (sets the % time base)."""
+        n = max(len(self.hosts), 2)
+        return {
+            "flow": self.size * self.writes,
+            "incast": self.size * max(len(self.senders), 1),
+            "all-to-all": self.size * (n - 1),
+            "ring-allreduce": 2 * self.size * (n - 1) // n,
+            "all-gather": self.size * (n - 1) // n,
+        }.get(self.pattern, self.size)
+
+
+@dataclass
+class RunSpec:
+    name: str
+    mode: Mode
+    qps_per_pair: int | None = None
+    evs: int | None = None
+
+
+@dataclass
+class Scenario:
+    file: str = field(compare=False)
+    name: str
+    description: str
+    reproduces: str
+    seed: int
+    shape: FabricShape
+    mtu: int
+    evs: int
+    backups: int
+    config: dict[str, object]
+    cc: dict[str, object]
+    traffic: list[TrafficItem]
+    faults: list[str]
+    runs: list[RunSpec]
+    time_limit_ns: int
+    nominal_ns: int
+    raw: dict[str, Any] = field(compare=False)
+
+    def with_mode(self, mode: Mode) -> Scenario:
+        """One run, ``mode`` on every connection (the ``--mode`` override)."""
+        qps = next((r.qps_per_pair for r in self.runs if r.mode is mode), None)
+        traffic = [replace(t, mode=mode) for t in self.traffic]
+        return replace(self, runs=[RunSpec(mode.value, mode, qps)], traffic=traffic)
+
+
+class _Reader:
+    """Typed access to one table of the file, with the key path for error messages."""
+
+    def __init__(self, file: str, table: dict[str, Any], path: str, allowed: set[str]) -> None:
+        self.file, self.table, self.path = file, table, path
+        for key in table:
+            if key not in allowed:
+                self.fail(key, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+
+    def key(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def fail(self, key: str, reason: str) -> None:
+        raise ScenarioError(self.file, self.key(key), reason)
+
+    def get(self, key: str, kind: Any, default: Any = None, required: bool = False) -> Any:
+        if key not in self.table:
+            if required:
+                self.fail(key, "missing (required)")
+            return default
+        value = self.table[key]
+        try:
+            if kind == "size":
+                out: Any = parse_size(value)
+                if not 1 <= out <= MAX_WRITE:
+                    raise ValueError(f"must be 1 B .. 1 GiB, got {out}")
+                return out
+            if kind == "time":
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    raise ValueError("needs a unit (ns, us, ms, s)")
+                return parse_time(str(value), 0)
+            if kind == "mode":
+                return Mode(value)
+            if kind is int:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError(f"must be an integer, got {value!r}")
+                return value
+            if kind is float:
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ValueError(f"must be a number, got {value!r}")
+                return float(value)
+            if kind is str:
+                if not isinstance(value, str):
+                    raise ValueError(f"must be a string, got {value!r}")
+                return value
+            if kind is dict:
+                if not isinstance(value, dict):
+                    raise ValueError("must be a table")
+                return value
+            if kind == "hosts":
+                if not isinstance(value, list) or not all(
+                    isinstance(h, int) and not isinstance(h, bool) for h in value
+                ):
+                    raise ValueError("must be a list of host numbers")
+                return list(value)
+        except (ValueError, FaultSpecError) as exc:
+            self.fail(key, str(exc))
+        raise AssertionError(kind)
+
+
+def load(path: str | Path) -> Scenario:
+    """Read and check a scenario file (ScenarioError on any problem)."""
+    p = Path(path)
+    file = str(p)
+    try:
+        raw = tomllib.loads(p.read_text())
+    except OSError as exc:
+        raise ScenarioError(file, "-", f"cannot read: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(file, "-", f"not valid TOML: {exc}") from exc
+    return parse(raw, file, p.stem)
+
+
+def load_text(text: str, file: str = "<text>") -> Scenario:
+    """``load`` for a string (ScenarioError on any problem)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(file, "-", f"not valid TOML: {exc}") from exc
+    return parse(raw, file)
+
+
+def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "scenario") -> Scenario:
+    top = _Reader(file, raw, "", TOP_KEYS)
+    fab = _Reader(file, top.get("fabric", dict, {}), "fabric", set(FABRIC_KEYS))
+    base = FabricShape()
+    shape_kw: dict[str, Any] = {}
+    names = {
+        "link_delay": "link_delay_ns",
+        "buffer": "buffer_bytes",
+        "ecn": "ecn_bytes",
+        "trim": "trim_bytes",
+    }
+    names["nic_buffer"] = "nic_buffer_bytes"
+    for key, kind in FABRIC_KEYS.items():
+        value = fab.get(key, kind)
+        if value is not None:
+            shape_kw[names.get(key, key)] = value
+    shape = replace(base, **shape_kw)
+    for key, lo, hi in (("planes", 1, 16), ("t0", 1, 1024), ("t1", 1, 1024), ("hosts_per_t0", 1, 1024)):
+        if not lo <= getattr(shape, key) <= hi:
+            fab.fail(key, f"must be {lo}..{hi}, got {getattr(shape, key)}")
+    if shape.link_gbps <= 0:
+        fab.fail("link_gbps", "must be above 0")
+    if shape.hosts > MAX_HOSTS:
+        fab.fail("hosts_per_t0", f"t0 x hosts_per_t0 = {shape.hosts} hosts, at most {MAX_HOSTS}")
+    ports = shape.planes * 2 * (shape.hosts + shape.t0 * shape.t1)
+    if ports > MAX_PORTS:
+        fab.fail("t1", f"{ports} ports (planes x 2 x (hosts + t0 x t1)), at most {MAX_PORTS}")
+
+    tr = _Reader(file, top.get("transport", dict, {}), "transport", TRANSPORT_KEYS)
+    mtu = tr.get("mtu", int, 4096)
+    if not 256 <= mtu <= 9000:
+        tr.fail("mtu", f"must be 256..9000, got {mtu}")
+    evs = tr.get("evs", int, 64)
+    backups = tr.get("backups", int, 4)
+    config = _checked_fields(file, tr.get("config", dict, {}), "transport.config", TransportConfig)
+    cc = _checked_fields(file, tr.get("cc", dict, {}), "transport.cc", CcParams)
+
+    modes_raw = raw.get("modes", ["mrc"])
+    if not isinstance(modes_raw, list) or not modes_raw:
+        top.fail("modes", "must be a non-empty list of modes")
+    runs: list[RunSpec] = []
+    if "runs" in raw:
+        if not isinstance(raw["runs"], list) or not raw["runs"]:
+            top.fail("runs", "must be a non-empty array of tables")
+        for i, entry in enumerate(raw["runs"]):
+            if not isinstance(entry, dict):
+                top.fail(f"runs[{i}]", "must be a table")
+            rr = _Reader(file, entry, f"runs[{i}]", RUN_KEYS)
+            mode = rr.get("mode", "mode", required=True)
+            runs.append(
+                RunSpec(
+                    rr.get("name", str, mode.value), mode, rr.get("qps_per_pair", int), rr.get("evs", int)
+                )
+            )
+    else:
+        for i, m in enumerate(modes_raw):
+            try:
+                runs.append(RunSpec(str(m), Mode(m)))
+            except ValueError:
+                top.fail(f"modes[{i}]", f"unknown mode {m!r}; modes: {', '.join(x.value for x in Mode)}")
+    if len({r.name for r in runs}) != len(runs):
+        top.fail("runs", "run names must differ")
+
+    traffic_raw = raw.get("traffic")
+    if not isinstance(traffic_raw, list) or not traffic_raw:
+        top.fail("traffic", "missing: at least one [[traffic]] item is needed")
+    assert isinstance(traffic_raw, list)
+    traffic = [_item(file, entry, i, shape) for i, entry in enumerate(traffic_raw)]
+    if len({t.name for t in traffic}) != len(traffic):
+        top.fail("traffic", "item names must differ")
+    conns = sum(t.connections() for t in traffic)
+    if conns > MAX_CONNECTIONS:
+        top.fail("traffic", f"{conns} connections in all, at most {MAX_CONNECTIONS}")
+    for i, t in enumerate(traffic):
+        if t.share_ev_with is not None:
+            earlier = {u.name: u for u in traffic[:i]}
+            if t.share_ev_with not in earlier:
+                top.fail(f"traffic[{i}].share_ev_with", f"{t.share_ev_with!r} names no earlier traffic item")
+            if t.pattern not in ("flow", "background") or t.pin_path is not None:
+                top.fail(f"traffic[{i}].share_ev_with", "only for a flow or background item without pin_path")
+
+    nominal = max(int(t.nominal_bytes() * 8 / (shape.link_gbps * shape.planes)) + 1 for t in traffic)
+    faults_raw = raw.get("faults", [])
+    if not isinstance(faults_raw, list) or not all(isinstance(f, str) for f in faults_raw):
+        top.fail("faults", "must be a list of fault specs (kind[=value]:target@start[-end])")
+    check = Network(shape).fabric if faults_raw else None  # does each target exist?
+    for i, spec in enumerate(faults_raw):
+        try:
+            fault = parse_fault(spec, nominal)
+            if check is not None:
+                check.attach(fault)
+        except (FaultSpecError, ValueError) as exc:
+            top.fail(f"faults[{i}]", str(exc))
+    limit = top.get("time_limit", "time", 200 * nominal + 10_000_000)
+    if limit <= 0:
+        top.fail("time_limit", "must be above 0")
+    return Scenario(
+        file=file,
+        name=top.get("name", str, default_name),
+        description=top.get("description", str, ""),
+        reproduces=top.get("reproduces", str, ""),
+        seed=top.get("seed", int, 1),
+        shape=shape,
+        mtu=mtu,
+        evs=evs,
+        backups=backups,
+        config=config,
+        cc=cc,
+        traffic=traffic,
+        faults=list(faults_raw),
+        runs=runs,
+        time_limit_ns=limit,
+        nominal_ns=nominal,
+        raw=raw,
+    )
+
+
+def _checked_fields(file: str, table: dict[str, Any], path: str, cls: type) -> dict[str, object]:
+    known = {f.name for f in dataclasses.fields(cls)} - {"cc", "mode", "mtu"}
+    for key, value in table.items():
+        if key not in known:
+            raise ScenarioError(
+                file, f"{path}.{key}", f"unknown parameter (known: {', '.join(sorted(known))})"
+            )
+        if not isinstance(value, int | float | str | bool):
+            raise ScenarioError(file, f"{path}.{key}", f"must be a number, string or boolean, got {value!r}")
+        default = next(f.default for f in dataclasses.fields(cls) if f.name == key)
+        widened = isinstance(default, float) and type(value) is int  # 1 for 1.0 is fine
+        if default is not dataclasses.MISSING and type(default) is not type(value) and not widened:
+            raise ScenarioError(
+                file, f"{path}.{key}", f"must be {type(default).__name__} like its default {default!r}"
+            )
+        try:
+            dataclasses.replace(cls(), **{key: value})  # the class's own checks, if it has any
+        except (TypeError, ValueError) as exc:
+            raise ScenarioError(file, f"{path}.{key}", str(exc)) from exc
+    return dict(table)
+
+
+def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
+    path = f"traffic[{i}]"
+    if not isinstance(entry, dict):
+        raise ScenarioError(file, path, "must be a table")
+    r = _Reader(file, entry, path, ITEM_KEYS)
+    pattern = r.get("pattern", str, required=True)
+    if pattern not in PATTERNS:
+        r.fail("pattern", f"unknown pattern {pattern!r}; patterns: {', '.join(PATTERNS)}")
+    item = TrafficItem(
+        pattern=pattern,
+        name=r.get("name", str, f"{pattern}{i}"),
+        size=r.get("size", "size", required=True),
+        start_ns=r.get("start", "time", 0),
+        writes=r.get("writes", int, 1),
+        qps_per_pair=r.get("qps_per_pair", int, 1),
+        mode=r.get("mode", "mode"),
+        share_ev_with=r.get("share_ev_with", str),
+        window_scale=r.get("window_scale", float, 1.0),
+        evs=r.get("evs", int),
+        cc=_checked_fields(file, r.get("cc", dict, {}), f"{path}.cc", CcParams),
+        config=_checked_fields(file, r.get("config", dict, {}), f"{path}.config", TransportConfig),
+    )
+    if not 1 <= item.writes <= 1 << 20:
+        r.fail("writes", "must be 1..1048576")
+    if not 0 < item.window_scale <= 1000:
+        r.fail("window_scale", f"must be above 0 and at most 1000, got {item.window_scale}")
+    if not 1 <= item.qps_per_pair <= 256:
+        r.fail("qps_per_pair", "must be 1..256")
+    n = shape.hosts
+
+    def host(key: str, value: int) -> int:
+        if not 0 <= value < n:
+            r.fail(key, f"host {value} is not one of 0..{n - 1}")
+        return value
+
+    if pattern in ("flow", "incast"):
+        item.dst = host("dst", r.get("dst", int, required=True))
+    if pattern == "flow":
+        item.src = host("src", r.get("src", int, required=True))
+        if item.src == item.dst:
+            r.fail("dst", "must differ from src")
+    if pattern == "incast":
+        item.senders = [host("senders", h) for h in r.get("senders", "hosts", required=True)]
+        if not item.senders or item.dst in item.senders:
+            r.fail("senders", "must be a non-empty list of hosts other than dst")
+    if pattern in ("permutation", "all-to-all", "ring-allreduce", "all-gather"):
+        raw_hosts = entry.get("hosts", "all")
+        hosts = list(range(n)) if raw_hosts == "all" else [host("hosts", h) for h in r.get("hosts", "hosts")]
+        if len(hosts) < 2 or len(set(hosts)) != len(hosts):
+            r.fail("hosts", 'must name at least two distinct hosts (or "all")')
+        item.hosts = hosts
+    if pattern == "background":
+        pairs = entry.get("pairs")
+        if not isinstance(pairs, list) or not pairs:
+            r.fail("pairs", "must be a non-empty list of [src, dst] pairs")
+        assert isinstance(pairs, list)
+        for pair in pairs:
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(h, int) for h in pair)):
+                r.fail("pairs", f"each pair is [src, dst], got {pair!r}")
+            if pair[0] == pair[1]:
+                r.fail("pairs", f"pair {pair!r} sends to itself")
+            item.pairs.append((host("pairs", pair[0]), host("pairs", pair[1])))
+    pin = entry.get("pin_path")
+    if pin is not None:
+        if not (isinstance(pin, list) and len(pin) == 2 and all(isinstance(v, int) for v in pin)):
+            r.fail("pin_path", "must be [plane, t1]")
+        if not (0 <= pin[0] < shape.planes and 0 <= pin[1] < shape.t1):
+            r.fail("pin_path", f"path {pin!r} is not in this fabric (planes {shape.planes}, t1 {shape.t1})")
+        item.pin_path = (pin[0], pin[1])
+    return item
+
+
+# ---- writing ----------------------------------------------------------------------------
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def to_toml(sc: Scenario) -> str:
+    """The scenario as a TOML file that ``load`` reads back to an equal ``Scenario``."""
+    shape = sc.shape
+    lines = [
+        f"name = {_toml_value(sc.name)}",
+        f"description = {_toml_value(sc.description)}",
+        f"reproduces = {_toml_value(sc.reproduces)}",
+        f"seed = {sc.seed}",
+        f'time_limit = "{sc.time_limit_ns}ns"',
+        f"faults = {_toml_value(sc.faults)}",
+        "runs = "
+        + _toml_value(
+            [
+                {"name": r.name, "mode": r.mode.value}
+                | ({"qps_per_pair": r.qps_per_pair} if r.qps_per_pair else {})
+                | ({"evs": r.evs} if r.evs else {})
+                for r in sc.runs
+            ]
+        ),
+        "",
+        "[fabric]",
+        f"planes = {shape.planes}",
+        f"t0 = {shape.t0}",
+        f"t1 = {shape.t1}",
+        f"hosts_per_t0 = {shape.hosts_per_t0}",
+        f"link_gbps = {float(shape.link_gbps)!r}",
+        f'link_delay = "{shape.link_delay_ns}ns"',
+        f"buffer = {shape.buffer_bytes}",
+        f"ecn = {shape.ecn_bytes}",
+        f"trim = {shape.trim_bytes}",
+        f"nic_buffer = {shape.nic_buffer_bytes}",
+        "",
+        "[transport]",
+        f"mtu = {sc.mtu}",
+        f"evs = {sc.evs}",
+        f"backups = {sc.backups}",
+        f"config = {_toml_value(sc.config)}",
+        f"cc = {_toml_value(sc.cc)}",
+    ]
+    for t in sc.traffic:
+        lines += ["", "[[traffic]]", f"pattern = {_toml_value(t.pattern)}", f"name = {_toml_value(t.name)}"]
+        lines += [f"size = {t.size}", f'start = "{t.start_ns}ns"', f"writes = {t.writes}"]
+        lines.append(f"qps_per_pair = {t.qps_per_pair}")
+        for key in ("src", "dst"):
+            if getattr(t, key) is not None:
+                lines.append(f"{key} = {getattr(t, key)}")
+        for key in ("senders", "hosts", "pairs"):
+            values = [list(x) if isinstance(x, tuple) else x for x in getattr(t, key)]
+            if values:
+                lines.append(f"{key} = {_toml_value(values)}")
+        if t.mode is not None:
+            lines.append(f"mode = {_toml_value(t.mode.value)}")
+        if t.pin_path is not None:
+            lines.append(f"pin_path = {_toml_value(list(t.pin_path))}")
+        if t.share_ev_with is not None:
+            lines.append(f"share_ev_with = {_toml_value(t.share_ev_with)}")
+        if t.window_scale != 1.0:
+            lines.append(f"window_scale = {t.window_scale!r}")
+        if t.evs is not None:
+            lines.append(f"evs = {t.evs}")
+        if t.cc:
+            lines.append(f"cc = {_toml_value(t.cc)}")
+        if t.config:
+            lines.append(f"config = {_toml_value(t.config)}")
+    return "\n".join(lines) + "\n"
+
+
+# ---- running ----------------------------------------------------------------------------
+def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
+    """A fresh network with every traffic item and fault of ``sc`` for one run."""
+    net = Network(sc.shape, sc.seed)
+    jobs: list[Job] = []
+    for item in sc.traffic:
+        cc = {**sc.cc, **item.cc}
+        spec = FlowSpec(
+            item.name,
+            0,
+            0,
+            mode=item.mode or run.mode,
+            mtu=sc.mtu,
+            max_evs=item.evs or run.evs or sc.evs,
+            backup_evs_per_plane=sc.backups,
+            pin_path=item.pin_path,
+            window_scale=item.window_scale,
+            transport={**sc.config, **item.config},
+            cc=cc,
+        )
+        if item.share_ev_with is not None:
+            other = next(j for j in jobs if j.name == item.share_ev_with).connections[0]
+            plane, t1 = net.path_of(sorted(other.sender.evset.active_evs())[0])
+            spec = replace(spec, pin_path=(plane, t1))
+        job = Job(item.name, item.pattern, item.start_ns)
+        qps = run.qps_per_pair or item.qps_per_pair
+        p = item.pattern
+        if p == "flow":
+            assert item.src is not None and item.dst is not None
+            point_to_point(net, job, spec, [(item.src, item.dst)], item.size, item.writes)
+        elif p == "incast":
+            assert item.dst is not None
+            point_to_point(net, job, spec, [(s, item.dst) for s in item.senders], item.size, item.writes)
+        elif p == "permutation":
+            import random
+
+            pairs = permutation_pairs(item.hosts, random.Random(sc.seed * 31 + len(jobs)))
+            point_to_point(net, job, spec, pairs, item.size, item.writes)
+        elif p == "all-to-all":
+            pairs = [(a, b) for a in item.hosts for b in item.hosts if a != b]
+            point_to_point(net, job, spec, pairs, item.size, item.writes)
+        elif p in ("ring-allreduce", "all-gather"):
+            ring(net, job, spec, item.hosts, item.size, qps, allreduce=p == "ring-allreduce")
+        else:
+            background(net, job, spec, item.pairs, item.size)
+        jobs.append(job)
+    for spec_text in sc.faults:
+        net.add_fault(parse_fault(spec_text, sc.nominal_ns))
+    return net, jobs
+
+
+def run_scenario(sc: Scenario, progress: bool | None = False) -> dict[str, Any]:
+    """Every run of ``sc``, side by side: the JSON-able result.
+
+    ``progress``: True shows a bar, None shows one on a terminal for long runs, False never.
+    """
+    out: dict[str, Any] = {
+        "scenario": sc.name,
+        "file": sc.file,
+        "reproduces": sc.reproduces,
+        "description": sc.description,
+        "seed": sc.seed,
+        "nominal_time_us": sc.nominal_ns / 1e3,
+        "fabric": {k: getattr(sc.shape, k) for k in sc.shape.__dataclass_fields__},
+        "runs": {},
+    }
+    for run in sc.runs:
+        net, jobs = build(sc, run)
+        if progress is False:
+            net.run(sc.time_limit_ns)
+        else:
+            from .progress import run_with_progress
+
+            run_with_progress(net, sc.time_limit_ns, f"{sc.name} [{run.name}]", show=progress)
+        out["runs"][run.name] = summarise_network(net, jobs, run.name)
+    return out
+
+
+def shipped() -> list[Path]:
+    """The scenario files that ship with mrc-sim."""
+    return sorted(SCENARIO_DIR.glob("*.toml"))

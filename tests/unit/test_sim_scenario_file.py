@@ -1,0 +1,167 @@
+"""Scenario files: round trip, precise errors for bad files, determinism, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mrc_host.sim import scenario_file as sf
+from mrc_host.sim.cli import main
+
+SMALL = """
+name = "small-incast"
+reproduces = "test"
+seed = 5
+modes = ["mrc", "single-path"]
+faults = ["loss=0.01:p0-t0_0-t1_1@10%"]
+
+[fabric]
+planes = 2
+t0 = 3
+t1 = 2
+hosts_per_t0 = 2
+link_delay = "500ns"
+buffer = "1MiB"
+
+[transport]
+evs = 16
+cc = {md_gain = 0.4}
+
+[[traffic]]
+pattern = "incast"
+name = "incast"
+senders = [2, 3, 4]
+dst = 0
+size = "256KiB"
+
+[[traffic]]
+pattern = "flow"
+name = "bystander"
+src = 5
+dst = 1
+size = "512KiB"
+
+[[traffic]]
+pattern = "background"
+name = "bg"
+pairs = [[4, 2]]
+size = "64KiB"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "sc.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    sc = sf.load(write(tmp_path, SMALL))
+    again = sf.load(write(tmp_path, sf.to_toml(sc), "again.toml"))
+    assert again == sc
+    assert [t.pattern for t in again.traffic] == ["incast", "flow", "background"]
+    assert again.cc == {"md_gain": 0.4} and again.shape.link_delay_ns == 500
+
+
+@pytest.mark.parametrize(
+    ("patch", "key", "reason"),
+    [
+        (("planes = 2", "planes = 0"), "fabric.planes", "must be 1..16"),
+        (("planes = 2", "planez = 2"), "fabric.planez", "unknown key"),
+        (('link_delay = "500ns"', "link_delay = 500"), "fabric.link_delay", "needs a unit"),
+        (('size = "256KiB"', 'size = "lots"'), "traffic[0].size", "use bytes or a unit"),
+        (("dst = 0", "dst = 99"), "traffic[0].dst", "host 99 is not one of 0..5"),
+        (('pattern = "incast"', 'pattern = "multicast"'), "traffic[0].pattern", "unknown pattern"),
+        (('modes = ["mrc", "single-path"]', 'modes = ["mrc", "rdma"]'), "modes[1]", "unknown mode"),
+        (("cc = {md_gain = 0.4}", "cc = {md_gian = 0.4}"), "transport.cc.md_gian", "unknown parameter"),
+        (("cc = {md_gain = 0.4}", 'cc = {md_gain = "big"}'), "transport.cc.md_gain", "must be float"),
+        (("@10%", "@10%-5%"), "faults[0]", "ends before it starts"),
+        (("p0-t0_0-t1_1", "p0-t0_0-t1_9"), "faults[0]", "names no link or switch"),
+        (("pairs = [[4, 2]]", "pairs = [[4, 4]]"), "traffic[2].pairs", "sends to itself"),
+        (("seed = 5", "seed = 5\nseed = 6"), "-", "not valid TOML"),
+        (('size = "256KiB"', 'size = "1000GiB"'), "traffic[0].size", "must be 1 B .. 1 GiB"),
+        (("t0 = 3\nt1 = 2", "t0 = 1000\nt1 = 1000"), "fabric.t1", "4008000 ports"),
+        (
+            ("t0 = 3\nt1 = 2\nhosts_per_t0 = 2", "t0 = 8\nt1 = 2\nhosts_per_t0 = 1024"),
+            "fabric.hosts_per_t0",
+            "8192 hosts, at most 4096",
+        ),
+    ],
+)
+def test_bad_files_name_file_key_and_reason(
+    tmp_path: Path, patch: tuple[str, str], key: str, reason: str
+) -> None:
+    assert patch[0] in SMALL
+    path = write(tmp_path, SMALL.replace(patch[0], patch[1], 1))
+    with pytest.raises(sf.ScenarioError) as exc:
+        sf.load(path)
+    assert exc.value.file == str(path) and exc.value.key == key
+    assert reason in exc.value.reason
+    assert str(path) in str(exc.value) and key in str(exc.value)
+
+
+def test_too_many_connections(tmp_path: Path) -> None:
+    text = SMALL.replace("hosts_per_t0 = 2", "hosts_per_t0 = 100") + (
+        '\n[[traffic]]\npattern = "all-to-all"\nname = "a2a"\nsize = "4KiB"\n'
+    )
+    with pytest.raises(sf.ScenarioError, match="traffic: 89705 connections in all, at most 65536"):
+        sf.load(write(tmp_path, text))
+
+
+def test_missing_traffic_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(sf.ScenarioError, match="traffic: missing"):
+        sf.load(write(tmp_path, 'name = "x"\n'))
+    with pytest.raises(sf.ScenarioError, match="cannot read"):
+        sf.load(tmp_path / "nope.toml")
+
+
+def test_same_seed_same_json_and_another_seed_differs(tmp_path: Path) -> None:
+    sc = sf.load(write(tmp_path, SMALL))
+    a, b = sf.run_scenario(sc), sf.run_scenario(sc)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    for run in a["runs"].values():
+        assert run["completed"] and run["data_ok"]
+        assert run["jobs"]["bg"]["background"] and run["flows"][-1]["writes_done"] >= 1
+    c = sf.run_scenario(sf.load(write(tmp_path, SMALL.replace("seed = 5", "seed = 6"), "c.toml")))
+    assert json.dumps(a["runs"], sort_keys=True) != json.dumps(c["runs"], sort_keys=True)
+
+
+def test_cli_scenario_mode_override_and_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, SMALL)
+    out = tmp_path / "out"
+    assert main(["--scenario", str(path), "--mode", "ecmp", "--json", "--out", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert list(result["runs"]) == ["ecmp"]
+    assert {f["mode"] for f in result["runs"]["ecmp"]["flows"]} == {"ecmp"}
+    assert json.loads((out / "small-incast.json").read_text()) == result
+    assert (out / "small-incast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):
+        main(["--scenario", str(path), "--planes", "4"])
+    assert "--planes: only for one connection" in capsys.readouterr().err
+    bad = write(tmp_path, SMALL.replace("dst = 0", "dst = 99"), "bad.toml")
+    with pytest.raises(SystemExit) as exc:
+        main(["--scenario", str(bad)])
+    assert exc.value.code == 2 and "traffic[0].dst" in capsys.readouterr().err
+
+
+def test_every_shipped_scenario_loads_and_names_its_result() -> None:
+    files = sf.shipped()
+    assert len(files) >= 1
+    for path in files:
+        sc = sf.load(path)
+        assert sc.name == path.stem and sc.reproduces
+        assert sf.load_text(sf.to_toml(sc)) == sc
+
+
+def test_shape_bench_writes_its_table(tmp_path: Path) -> None:
+    from bench import sim_shapes
+
+    assert sim_shapes.main(["--out", str(tmp_path), "--quick", "--only", "two-flows-one-ev"]) == 0
+    summary = json.loads((tmp_path / "sim_shapes.json").read_text())
+    (row,) = summary["rows"]
+    assert row["scenario"] == "two-flows-one-ev" and row["paper"].startswith("Second flow")
+    assert {"mrc", "single-path", "ecmp"} <= set(row["metrics"])
+    assert (tmp_path / "sim_shapes.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| paper's shape |" in (tmp_path / "sim_shapes.md").read_text()
