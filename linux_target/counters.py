@@ -8,9 +8,13 @@
   1 hop limit = Ip6InHdrErrors (the kernel counts hop-limit expiry there, along with
                 other malformed IPv6 headers);
   2 fault     = sum of the nftables fault counters of every port and hook;
-  3 trimmed   = 0 (no trimming on this target).
+  3 trimmed   = frames the egress program trimmed, summed over the ports (bytes: the
+                frames' lengths before the cut, as BMv2 counts them);
+  5 queue full = frames the egress program tail-dropped (a Linux-target addition: BMv2
+                does not count its own queue drops).
   The snmp6 counters count packets only: their byte counts read 0.
-- ``ecn_marked[p]``: always 0 (no ECN marking on this target).
+- ``ecn_marked[p]``: frames the egress program of port ``p`` marked CE.
+The egress counters come from each port's ``mrc_state`` map (``egress.py``).
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ from finsy.proto import p4r
 
 from mrc_fabric.p4info import CounterInfo
 
+from .egress import PortState
 from .netlink_backend import LinkStats
 
 DROP_NO_ROUTE = 0
 DROP_HOP_LIMIT = 1
 DROP_FAULT = 2
 DROP_TRIMMED = 3
+DROP_QUEUE_FULL = 5
 
 
 class CounterReader:
@@ -38,11 +44,13 @@ class CounterReader:
         links: dict[str, LinkStats],
         snmp6: dict[str, int],
         fault_counters: dict[str, tuple[int, int]],
+        egress: dict[int, PortState] | None = None,
     ) -> None:
         self.ports = ports
         self.links = links
         self.snmp6 = snmp6
         self.faults = fault_counters
+        self.egress = egress or {}
 
     def _port(self, index: int, pick: Callable[[LinkStats], tuple[int, int]]) -> tuple[int, int]:
         ifname = self.ports.get(index)
@@ -63,7 +71,16 @@ class CounterReader:
                 return self.snmp6.get("Ip6InHdrErrors", 0), 0
             if index == DROP_FAULT:
                 return sum(p for p, _b in self.faults.values()), sum(b for _p, b in self.faults.values())
-        return 0, 0  # ecn_marked, trimmed, unused drop reasons
+            if index == DROP_TRIMMED:
+                states = self.egress.values()
+                return sum(s.trimmed_packets for s in states), sum(s.trimmed_bytes for s in states)
+            if index == DROP_QUEUE_FULL:
+                states = self.egress.values()
+                return sum(s.dropped_packets for s in states), sum(s.dropped_bytes for s in states)
+        if counter == "ecn_marked":
+            state = self.egress.get(index)
+            return (state.marked_packets, state.marked_bytes) if state else (0, 0)
+        return 0, 0  # unused drop reasons
 
     def entries(self, counter: CounterInfo, index: int | None) -> list[p4r.CounterEntry]:
         cells = range(counter.size) if index is None else [index]
