@@ -19,7 +19,7 @@ The BPF object is compiled from the source in the repository at first use into
 
 CLI (run inside the switch's namespace; the testbed uses it to slow a port on purpose)::
 
-    python -m linux_target.egress set-link --dev IFNAME --rate-mbit 50 [--buffer-bytes N]
+    python -m linux_target.egress set-link --dev IFNAME --rate-mbit 50 [--buffer-bytes N]   (0: unlimited)
     python -m linux_target.egress set-policy --dev IFNAME --ecn-packets 20 --trim-packets 64 [--last-hop]
     python -m linux_target.egress show --dev IFNAME
 """
@@ -250,35 +250,38 @@ class PortEgress:
         """HTB (when ``rate_bps`` > 0) and the clsact egress program; replaces what was there."""
         obj = build_object()
         self.remove()
-        dev = self.dev
         if rate_bps > 0:
-            _run(["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "2"])
-            for cmd in htb_commands(dev, rate_bps):
-                _run(cmd)
-            for parent, handle, limit in (
-                ("1:1", "11:", HIGH_FIFO_PACKETS),
-                ("1:2", "12:", DATA_FIFO_PACKETS),
-            ):
-                _run(
-                    [
-                        "tc",
-                        "qdisc",
-                        "add",
-                        "dev",
-                        dev,
-                        "parent",
-                        parent,
-                        "handle",
-                        handle,
-                        "pfifo",
-                        "limit",
-                        str(limit),
-                    ]
-                )
-        _run(["tc", "qdisc", "add", "dev", dev, "clsact"])
-        _run(["tc", "filter", "add", "dev", dev, "egress", "bpf", "da", "obj", str(obj), "sec", SECTION])
+            self._add_htb(rate_bps)
+        _run(["tc", "qdisc", "add", "dev", self.dev, "clsact"])
+        _run(["tc", "filter", "add", "dev", self.dev, "egress", "bpf", "da", "obj", str(obj), "sec", SECTION])
         self.maps = None
         self.write_link(rate_bps, buffer_bytes)
+
+    def _add_htb(self, rate_bps: int) -> None:
+        dev = self.dev
+        _run(["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "2"])
+        for cmd in htb_commands(dev, rate_bps):
+            _run(cmd)
+        for parent, handle, limit in (("1:1", "11:", HIGH_FIFO_PACKETS), ("1:2", "12:", DATA_FIFO_PACKETS)):
+            _run(
+                [
+                    "tc",
+                    "qdisc",
+                    "add",
+                    "dev",
+                    dev,
+                    "parent",
+                    parent,
+                    "handle",
+                    handle,
+                    "pfifo",
+                    "limit",
+                    str(limit),
+                ]
+            )
+
+    def _has_htb(self) -> bool:
+        return '"htb"' in _run(["tc", "-j", "qdisc", "show", "dev", self.dev, "root"])
 
     def remove(self) -> None:
         """Remove the clsact qdisc (freeing the program and its maps) and the root qdisc."""
@@ -371,14 +374,22 @@ class PortEgress:
 
     # -- slowing a port on purpose -----------------------------------------------------
     def set_link(self, rate_bps: int, buffer_bytes: int) -> None:
-        """Change the port's rate (HTB classes and the virtual queue's drain rate) and buffer."""
-        if rate_bps <= 0:
-            raise EgressError("rate: must be > 0 (an unlimited port has no HTB to change)")
-        root = _run(["tc", "-j", "qdisc", "show", "dev", self.dev, "root"])
-        if '"htb"' not in root:
-            raise EgressError(f"{self.dev}: no HTB root (the port was set up without a link rate)")
-        for cmd in htb_commands(self.dev, rate_bps, verb="change"):
-            _run(cmd)
+        """Change the port's rate (HTB classes and the virtual queue's drain rate) and buffer.
+
+        A port without a rate gets its HTB here; ``rate_bps`` 0 removes it (unlimited again).
+        """
+        if rate_bps < 0:
+            raise EgressError(f"rate: {rate_bps} is negative")
+        self.map_ids()  # the program must be there before the qdisc changes
+        if rate_bps == 0:
+            self.write_link(0, buffer_bytes)
+            _run(["tc", "qdisc", "del", "dev", self.dev, "root"], check=False)
+            return
+        if self._has_htb():
+            for cmd in htb_commands(self.dev, rate_bps, verb="change"):
+                _run(cmd)
+        else:
+            self._add_htb(rate_bps)
         self.write_link(rate_bps, buffer_bytes)
 
 

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scapy.layers.inet6 import IPv6
@@ -81,7 +82,7 @@ class Lab:
         existing = [e for e in self.sw.read_table("port_policy") if e.match[0].exact.value[-1] == port]
         (self.sw.modify if existing else self.sw.insert)(entry)
 
-    def show(self, port: int) -> dict:
+    def show(self, port: int) -> dict[str, Any]:
         out = run([sys.executable, "-m", "linux_target.egress", "show", "--dev", f"le-s-p{port}"], ns="le-s")
         return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -151,8 +152,14 @@ def ecn_of(frame: bytes) -> int:
     return int(Ether(frame)[IPv6].tc) & 3
 
 
+def data_of(frame: bytes) -> DataPacket:
+    msg = decode(frame)
+    assert isinstance(msg, DataPacket), msg
+    return msg
+
+
 def psn_of(frame: bytes) -> int:
-    return decode(frame).psn
+    return data_of(frame).psn
 
 
 def two_senders(lab: Lab, usid: int, n: int) -> tuple[list[bytes], list[bytes]]:
@@ -179,7 +186,7 @@ def test_ce_marks_only_above_the_threshold_and_never_on_a_last_hop_port(lab: Lab
             fa, fb = two_senders(lab, usid, 50)
             got = list(tap.wait_count(100, timeout=20))
             # one more frame after the queue has drained: it meets an empty queue
-            wait_for(lambda p=port: lab.show(p)["queue_bytes_now"] == 0, 10, "queue drained")
+            wait_for(lambda: lab.show(port)["queue_bytes_now"] == 0, 10, "queue drained")  # noqa: B023
             lab.send("a", [lab.frame("a", usid, 500, Dscp.RETX, Ecn.ECT0)])
             late = tap.wait_count(101, timeout=10)[100]
         finally:
@@ -227,7 +234,7 @@ def test_trimmed_frames_are_bmv2s_frame_and_overtake_the_queued_data(lab: Lab) -
         assert f[0:6] == lab.macs["le-r-e0"].to_bytes(6, "big")
         o = Ether(f)[IPv6]
         assert (o.tc >> 2, o.tc & 3, o.plen, o.payload.plen) == (Dscp.TRIMMED, Ecn.ECT0, 92, 52)
-        assert decode(f).trimmed
+        assert data_of(f).trimmed
     for f in got:
         if len(f) != TRIMMED_LEN:
             assert len(f) == len(sent[psn_of(f)])
