@@ -10,6 +10,7 @@ the receiving namespace) and against the counters read back over P4Runtime.
 from __future__ import annotations
 
 import json
+import struct
 import sys
 import threading
 from collections.abc import Iterator
@@ -245,6 +246,37 @@ def test_trimmed_frames_are_bmv2s_frame_and_overtake_the_queued_data(lab: Lab) -
     assert after[0] - before[0] == 8
     assert after[1] - before[1] == sum(len(f) for f in data)  # bytes before the cut, as BMv2 counts
     assert lab.sw.read_counter("ecn_marked", 3)[0] == marked_before
+
+
+def cut(frame: bytes, length: int) -> bytes:
+    """A frame cut to ``length`` bytes with consistent IPv6/UDP lengths (the kernel forwards it)."""
+    out = bytearray(frame[:length])
+    struct.pack_into(">H", out, 18, length - 54)  # outer payload length
+    struct.pack_into(">H", out, 58, length - 94)  # inner payload length
+    struct.pack_into(">H", out, 98, length - 94)  # UDP length
+    return bytes(out)
+
+
+def test_only_whole_data_frames_are_trimmed(lab: Lab) -> None:
+    """Under congestion, a DATA frame cut short before the end of its MRC header, and a RoCE
+    frame that is not a WRITE, both marked DSCP DATA, leave as they came: never "trimmed" to
+    bytes they do not have."""
+    lab.policy(3, ecn=QDEPTH_NEVER, trim=2)
+    fillers = [lab.frame("a", NEXT_R, i, Dscp.RETX, Ecn.ECT0) for i in range(30)]
+    short = cut(lab.frame("a", NEXT_R, 200, Dscp.DATA, Ecn.ECT0), 120)
+    not_write = bytearray(lab.frame("a", NEXT_R, 201, Dscp.DATA, Ecn.ECT0))
+    not_write[102] = 0x04  # BTH opcode SEND ONLY: no RETH, no MRC data header
+    before = lab.sw.read_counter("drop_reason", DROP_TRIMMED)[0]
+    tap = Sniffer("le-r", "le-r-e0", MARKER)
+    try:
+        lab.send("a", [*fillers, short, bytes(not_write)])
+        got = tap.wait_count(32, timeout=20)
+    finally:
+        tap.close()
+    lengths = sorted(len(f) for f in got)
+    assert 120 in lengths and len(not_write) in lengths
+    assert TRIMMED_LEN not in lengths
+    assert lab.sw.read_counter("drop_reason", DROP_TRIMMED)[0] == before
 
 
 def test_tail_drop_above_the_buffer_is_counted(lab: Lab) -> None:
