@@ -208,6 +208,23 @@ def _run(cmd: list[str], check: bool = True) -> str:
     return proc.stdout
 
 
+def _tc_batch(cmds: list[list[str]]) -> None:
+    """Run tc commands in one ``tc -batch -`` (stops at the first refusal, naming it); one
+    process each when an argument (a path with a space) cannot go through a batch line."""
+    lines = []
+    for cmd in cmds:
+        if any(not arg or any(c.isspace() or c in "\"'\\#" for c in arg) for arg in cmd[1:]):
+            for one in cmds:
+                _run(one)
+            return
+        lines.append(" ".join(cmd[1:]))
+    proc = subprocess.run(
+        ["tc", "-batch", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise EgressError(f"tc -batch: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
 def _hex(data: bytes) -> list[str]:
     return [f"{b:02x}" for b in data]
 
@@ -247,23 +264,27 @@ class PortEgress:
 
     # -- life cycle --------------------------------------------------------------------
     def install(self, rate_bps: int, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
-        """HTB (when ``rate_bps`` > 0) and the clsact egress program; replaces what was there."""
+        """HTB (when ``rate_bps`` > 0) and the clsact egress program; replaces what was there.
+
+        One ``tc -batch`` for the whole setup (a switch has many ports, and each tc process
+        costs milliseconds at bring-up)."""
         obj = build_object()
         self.remove()
-        if rate_bps > 0:
-            self._add_htb(rate_bps)
-        _run(["tc", "qdisc", "add", "dev", self.dev, "clsact"])
-        _run(["tc", "filter", "add", "dev", self.dev, "egress", "bpf", "da", "obj", str(obj), "sec", SECTION])
+        cmds = self._htb_setup(rate_bps) if rate_bps > 0 else []
+        cmds.append(["tc", "qdisc", "add", "dev", self.dev, "clsact"])
+        cmds.append(
+            ["tc", "filter", "add", "dev", self.dev, "egress", "bpf", "da", "obj", str(obj), "sec", SECTION]
+        )
+        _tc_batch(cmds)
         self.maps = None
         self.write_link(rate_bps, buffer_bytes)
 
-    def _add_htb(self, rate_bps: int) -> None:
+    def _htb_setup(self, rate_bps: int) -> list[list[str]]:
         dev = self.dev
-        _run(["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "2"])
-        for cmd in htb_commands(dev, rate_bps):
-            _run(cmd)
+        cmds = [["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "2"]]
+        cmds += htb_commands(dev, rate_bps)
         for parent, handle, limit in (("1:1", "11:", HIGH_FIFO_PACKETS), ("1:2", "12:", DATA_FIFO_PACKETS)):
-            _run(
+            cmds.append(
                 [
                     "tc",
                     "qdisc",
@@ -279,6 +300,10 @@ class PortEgress:
                     str(limit),
                 ]
             )
+        return cmds
+
+    def _add_htb(self, rate_bps: int) -> None:
+        _tc_batch(self._htb_setup(rate_bps))
 
     def _has_htb(self) -> bool:
         return '"htb"' in _run(["tc", "-j", "qdisc", "show", "dev", self.dev, "root"])
@@ -386,8 +411,7 @@ class PortEgress:
             _run(["tc", "qdisc", "del", "dev", self.dev, "root"], check=False)
             return
         if self._has_htb():
-            for cmd in htb_commands(self.dev, rate_bps, verb="change"):
-                _run(cmd)
+            _tc_batch(htb_commands(self.dev, rate_bps, verb="change"))
         else:
             self._add_htb(rate_bps)
         self.write_link(rate_bps, buffer_bytes)
@@ -400,6 +424,24 @@ def data_backlog(dev: str) -> tuple[int, int]:
         if q.get("handle") == "12:":
             return int(q.get("backlog", 0)), int(q.get("qlen", 0))
     raise EgressError(f"{dev}: no data fifo 12:")
+
+
+def sample(port: PortEgress, timeout: float) -> None:
+    """Virtual queue against HTB's backlog, read back to back, until a queue that was seen
+    non-empty is empty again (or ``timeout``): how closely the program tracks HTB."""
+    rate, _buffer = port.read_link()
+    seen = False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = port.read_state()
+        virtual = state.queue_at(time.clock_gettime_ns(time.CLOCK_MONOTONIC), rate)
+        backlog = data_backlog(port.dev)[0]
+        print(json.dumps([virtual, backlog]), flush=True)
+        if backlog or virtual:
+            seen = True
+        elif seen:
+            return
+        time.sleep(0.01)
 
 
 # -- CLI ---------------------------------------------------------------------------------
@@ -421,12 +463,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--last-hop", action="store_true")
     sh = sub.add_parser("show", help="print a port's policy, link and state as JSON")
     sh.add_argument("--dev", required=True)
+    sm = sub.add_parser(
+        "sample", help="print [virtual queue, HTB data backlog] (bytes) as JSON lines until the queue empties"
+    )
+    sm.add_argument("--dev", required=True)
+    sm.add_argument("--timeout", type=float, default=30.0)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "build":
             print(build_object(force=args.force))
         elif args.cmd == "set-link":
             PortEgress(args.dev).set_link(int(args.rate_mbit * 1e6), args.buffer_bytes)
+        elif args.cmd == "sample":
+            sample(PortEgress(args.dev), args.timeout)
         elif args.cmd == "set-policy":
             PortEgress(args.dev).write_policy(
                 Policy.from_packets(args.ecn_packets, args.trim_packets, args.last_hop)

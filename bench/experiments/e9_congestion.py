@@ -48,7 +48,7 @@ SHAPE_FABRIC = {"planes": 2, "t0": 2, "t1": 2, "hosts_per_t0": 3}
 # could say "congestion": the slowed ports get thresholds of a few packets instead.
 LINUX_INCAST_MBIT = 20.0
 LINUX_ECN_MBIT = 20.0
-LINUX_ECN_THRESHOLD = 2
+LINUX_ECN_THRESHOLD = 1
 LINUX_TRIM_THRESHOLD = 8
 PRIORITY_DATA = 0  # p4src/include/constants.p4: data queue; trimmed headers use 7
 TRIM_OFF = (1 << 19) - 1  # the largest 19-bit trim threshold: a queue never gets that deep
@@ -173,7 +173,7 @@ def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     mbit = LINUX_INCAST_MBIT
     for port in topo.host(victim).ports:
         slow_port(tb, port.t0, port.t0_port, pps, depth, mbit, (TRIM_OFF, LINUX_TRIM_THRESHOLD))
-    size = ctx.size(2, 1) // 2
+    size = (ctx.size(8, 2) if is_linux(tb) else ctx.size(2, 1)) // 2
     out: dict[str, Any] = {
         "victim": victim,
         "senders": senders,
@@ -256,7 +256,7 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     topo = tb.topology
     src = next(h.name for h in topo.hosts if h.t0_index == 0)
     dst = next(h.name for h in topo.hosts if h.t0_index == 1)
-    size = ctx.size(2, 1)
+    size = ctx.size(16, 4) if is_linux(tb) else ctx.size(2, 1)  # Linux: ~100 Mbit/s, not ~1
     tb.send(src, dst, 64 << 10, mode="mrc")
     clean = run_transfer(tb, src, dst, size, "mrc")
     t0, t1 = topo.t0(0, 0), topo.t1(0, 0)
