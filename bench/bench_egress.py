@@ -8,7 +8,9 @@ the kernel's own forwarding. Two measures, side by side in one run, in a namespa
   run_cnt``, enabled for the run with ``kernel.bpf_stats_enabled`` and restored after) on each
   path: pass (no policy), CE mark, trim (``bpf_skb_change_tail``), tail drop;
 - frames/s a raw-socket loop sends out of the port with and without the program (the ratio is
-  what the program costs a sender; no HTB, so nothing else shapes the rate).
+  what the program costs a sender; no HTB, so nothing else shapes the rate);
+- how long a shim with 8 ports takes to serve with and without the egress model (HTB and
+  the program on every port: bring-up cost, E11's concern).
 
     sudo python -m bench.bench_egress --out results/ [--frames 50000] [--quick]
 """
@@ -99,6 +101,38 @@ def measure(frames: int) -> dict[str, Any]:
     return out
 
 
+def shim_start_s(ports: int, egress_model: bool, sock: Path) -> float:
+    """Seconds from starting a shim with ``ports`` ports (50 Mbit/s each) until it serves."""
+    from linux_target.p4rt_client import wait_until_serving
+
+    cmd = ["ip", "netns", "exec", NS, sys.executable, "-m", "linux_target.shim_main", "--name", "be-shim"]
+    cmd += ["--device-id", "1", "--listen", f"unix:{sock}"]
+    for p in range(1, ports + 1):
+        cmd += ["--port", f"{p}=be-p{p}", "--rate", f"{p}=50"]
+    if not egress_model:
+        cmd.append("--no-egress-model")
+    t = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_serving(f"unix:{sock}", 60, alive=lambda: proc.poll() is None)
+        return time.monotonic() - t
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def shim_starts(ports: int, repeats: int) -> dict[str, Any]:
+    for p in range(1, ports + 1):
+        ns_run("ip", "link", "add", f"be-p{p}", "type", "veth", "peer", "name", f"be-q{p}")
+    sock = Path(f"/tmp/{NS}.sock")
+    out: dict[str, Any] = {"ports": ports}
+    for label, model in (("with_egress_model_s", True), ("without_egress_model_s", False)):
+        times = sorted(shim_start_s(ports, model, sock) for _ in range(repeats))
+        out[label] = times[len(times) // 2]
+    sock.unlink(missing_ok=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_egress", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("results"))
@@ -118,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         ns_run("ip", "link", "set", PEER, "up")
         stats_path.write_text("1")
         result = measure(frames)
+        result["shim_start"] = shim_starts(8, 3)
     finally:
         stats_path.write_text(stats_before)
         subprocess.run(["ip", "netns", "del", NS], check=False)
@@ -130,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     for case, row in result["paths"].items():
         ns, fps = row["ns_per_frame"], row["sender_fps"]
         print(f"{case:5} {ns:7.0f} ns/frame in the program, sender {fps:9.0f} frames/s")
+    st = result["shim_start"]
+    print(
+        f"shim start, {st['ports']} ports at 50 Mbit/s: {st['with_egress_model_s']:.2f} s with the egress "
+        f"model, {st['without_egress_model_s']:.2f} s without (median of 3)"
+    )
     print(
         f"sender without the program {result['without_program_fps']:.0f} frames/s, with "
         f"{result['with_program_fps']:.0f}: ratio {result['ratio_with_over_without']:.3f} -> {path}"
