@@ -17,7 +17,8 @@ writes them with ``bpftool`` as raw little-endian bytes.
 The BPF object is compiled from the source in the repository at first use into
 ``linux_target/bpf/build/`` (ignored by git) with Debian's clang and libbpf headers.
 
-CLI (run inside the switch's namespace; the testbed uses it to slow a port on purpose)::
+CLI ``mrc-egress`` (= ``python -m linux_target.egress``; run inside the switch's namespace;
+the testbed uses it to slow a port on purpose)::
 
     python -m linux_target.egress set-link --dev IFNAME --rate-mbit 50 [--buffer-bytes N]   (0: unlimited)
     python -m linux_target.egress set-policy --dev IFNAME --ecn-packets 20 --trim-packets 64 [--last-hop]
