@@ -48,8 +48,8 @@ class KernelProgrammer:
             out.append(
                 Step(
                     f"add neighbour {nh}",
-                    lambda nh=nh: nl.set_neighbour(nh, True),
-                    lambda nh=nh: nl.set_neighbour(nh, False),
+                    partial(nl.set_neighbour, nh, True),
+                    partial(nl.set_neighbour, nh, False),
                 )
             )
         for dst, spec in new.routes.items():
@@ -58,8 +58,8 @@ class KernelProgrammer:
                 out.append(
                     Step(
                         f"set route {dst}",
-                        lambda d=dst, s=spec: nl.set_route(d, s),
-                        lambda d=dst, s=before: nl.set_route(d, s),
+                        partial(nl.set_route, dst, spec),
+                        partial(nl.set_route, dst, before),
                     )
                 )
         for dst, before in old.routes.items():
@@ -67,16 +67,16 @@ class KernelProgrammer:
                 out.append(
                     Step(
                         f"delete route {dst}",
-                        lambda d=dst: nl.set_route(d, None),
-                        lambda d=dst, s=before: nl.set_route(d, s),
+                        partial(nl.set_route, dst, None),
+                        partial(nl.set_route, dst, before),
                     )
                 )
         for nh in sorted(old.neighbours - new.neighbours):
             out.append(
                 Step(
                     f"delete neighbour {nh}",
-                    lambda nh=nh: nl.set_neighbour(nh, False),
-                    lambda nh=nh: nl.set_neighbour(nh, True),
+                    partial(nl.set_neighbour, nh, False),
+                    partial(nl.set_neighbour, nh, True),
                 )
             )
         keys = sorted(set(old.faults) | set(new.faults))

@@ -218,11 +218,11 @@ def updated_state(
             routes[prefix] = spec
     fault_specs = dict(old.faults)
     for key in faults:
-        spec = fault_for(key, tables, ports, index)
-        if spec is None:
+        fault = fault_for(key, tables, ports, index)
+        if fault is None:
             fault_specs.pop(key, None)
         else:
-            fault_specs[key] = spec
+            fault_specs[key] = fault
     policies = dict(old.policies)
     for port in policy_ports:
         pol = policy_for(port, tables, ports, index)

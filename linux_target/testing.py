@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .p4rt_client import wait_until_serving
 
@@ -41,7 +42,9 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval:
         time.sleep(interval)
 
 
-def run(cmd: list[str], ns: str | None = None, check: bool = True, **kw) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str], ns: str | None = None, check: bool = True, **kw: Any
+) -> subprocess.CompletedProcess[str]:
     full = (["ip", "netns", "exec", ns] if ns else []) + cmd
     return subprocess.run(full, capture_output=True, text=True, check=check, **kw)
 
@@ -122,7 +125,7 @@ class NetnsLab:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.namespaces: list[str] = []
-        self.shims: list[subprocess.Popen] = []
+        self.shims: list[subprocess.Popen[bytes]] = []
 
     def __enter__(self) -> NetnsLab:
         return self

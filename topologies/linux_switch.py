@@ -54,11 +54,11 @@ class LinuxSrv6Switch(P4PortsSwitch):
         self,
         name: str,
         device_id: int,
-        run_dir: str | os.PathLike = "runs",
+        run_dir: str | os.PathLike[str] = "runs",
         start_timeout: float = SHIM_START_TIMEOUT,
         buffer_bytes: int | None = None,
         egress_model: bool = True,
-        **params,
+        **params: Any,
     ) -> None:
         # Always its own namespace: Mininet.addSwitch passes inNamespace=False by default, and a
         # shim in the root namespace would reprogram the machine's own routes and sysctls.
@@ -71,7 +71,7 @@ class LinuxSrv6Switch(P4PortsSwitch):
         self.shim_log = self.run_dir / f"{name}.shim.log"
         self.socket_path = self.run_dir / f"{name}.p4rt.sock"
         self.p4rt_address = f"unix:{self.socket_path}"
-        self.shim: subprocess.Popen | None = None
+        self.shim: subprocess.Popen[bytes] | None = None
         self.buffer_bytes = buffer_bytes  # per-port data buffer (None: the shim's default)
         self.egress_model = egress_model
 
@@ -140,7 +140,7 @@ class LinuxSrv6Switch(P4PortsSwitch):
         out = self.cmd(f"{sys.executable} -m linux_target.egress show --dev {ifname}")
         return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
-    def start(self, controllers=None) -> None:
+    def start(self, controllers: Any = None) -> None:
         self.start_shim()
 
     def start_shim(self) -> None:

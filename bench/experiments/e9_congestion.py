@@ -40,7 +40,7 @@ SHAPE = (
     "Trimming separates "
     "congestion from failure. A flow on a congested EV: ECN moves it; rates stay near line rate."
 )
-SHAPE_FABRIC = {"planes": 2, "t0": 2, "t1": 2, "hosts_per_t0": 3}
+SHAPE_FABRIC: dict[str, Any] = {"planes": 2, "t0": 2, "t1": 2, "hosts_per_t0": 3}
 # Linux target: slowed rates in Mbit/s (an agent moves about 120 Mbit/s unslowed here) and the
 # thresholds of the slowed ports, in packets. With no propagation delay the fabric's RTT is well
 # under a millisecond, so a queue of the controller's 20/64 packets (tens of ms at these rates)
@@ -87,7 +87,7 @@ def policies(sw: Any) -> list[tuple[str, int, int, int, int]]:
     return [(h, int(p, 16), int(e, 16), int(t, 16), int(lh, 16)) for h, p, e, t, lh in _ENTRY.findall(out)]
 
 
-def set_trimming(tb: Any, on: bool, saved: dict[str, list]) -> int:
+def set_trimming(tb: Any, on: bool, saved: dict[str, list[Any]]) -> int:
     """Trimming off: every port's trim threshold to TRIM_OFF (remembering the controller's); on: restore."""
     if is_linux(tb):
         return linux_set_trimming(tb, on, saved)
@@ -183,7 +183,7 @@ def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         "queue_depth": depth,
         "size": size,
     }
-    saved: dict[str, list] = {}
+    saved: dict[str, list[Any]] = {}
     groups: dict[str, dict[str, float]] = {}
     for trimming in (True, False):
         set_trimming(tb, trimming, saved)
