@@ -275,7 +275,8 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
 
             restore = (saved["ecn_threshold_bytes"] // CELL, saved["trim_threshold_bytes"] // CELL)
         slow_port(tb, t0.name, port, 0, 64, 0.0, restore)
-    marked = linux_marks(tb, t0.name, port) if is_linux(tb) else None
+    port_state = tb.net.get(t0.name).port_egress(port)["state"] if is_linux(tb) else {}
+    marked = port_state.get("marked_packets")
     per_ev = r.data_per_ev()
     total = sum(per_ev.values()) or 1
     slow_evs = [ev for ev, row in r.ev_after.items() if row["plane"] == 0 and row["t1"] == 0]
@@ -290,7 +291,8 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     step(
         f"E9 ECN: slowed {t0.name}->{t1.name} to {slowed_to}: its EVs carried {share:.1%} (fair {fair:.1%}), "
         f"ECN echoes {sum(echoes.get(ev, 0) for ev in slow_evs)} on it / {sum(echoes.values())} total, "
-        f"goodput {fmt(ratio)} of clean, EVs retired {retired}, CE marks at the port {marked}"
+        f"goodput {fmt(ratio)} of clean, EVs retired {retired}, CE marks at the port {marked}, "
+        f"tail drops {port_state.get('dropped_packets')}, deepest queue {port_state.get('max_queue_bytes')} B"
     )
     res.add(
         "data share of the ECN-marked EV",
@@ -331,6 +333,7 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         "pps": None if is_linux(tb) else pps,
         "mbit_s": mbit if is_linux(tb) else None,
         "ce_marks_at_port": marked,
+        "port_state": port_state,
         "evs_retired": retired,
         "share": share,
         "fair": fair,
@@ -339,11 +342,6 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         "slowed": r.record(),
         "ratio": ratio,
     }
-
-
-def linux_marks(tb: Any, switch: str, port: int) -> int:
-    """CE marks the egress program of one Linux switch port has made so far."""
-    return int(tb.net.get(switch).port_egress(port)["state"]["marked_packets"])
 
 
 def run(ctx: Context, res: Result) -> None:
