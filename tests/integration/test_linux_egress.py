@@ -249,6 +249,27 @@ def test_trimmed_frames_are_bmv2s_frame_and_overtake_the_queued_data(lab: Lab) -
     assert lab.sw.read_counter("ecn_marked", 3)[0] == marked_before
 
 
+def test_control_frames_take_the_high_class_unmarked(lab: Lab) -> None:
+    """Control-DSCP frames meeting a congested data queue overtake it and are never marked,
+    while the data behind the same queue is."""
+    lab.policy(3, ecn=0, trim=QDEPTH_NEVER)
+    fillers = [lab.frame("a", NEXT_R, i, Dscp.RETX, Ecn.ECT0) for i in range(40)]
+    control = [lab.frame("a", NEXT_R, 300 + i, Dscp.CONTROL, Ecn.ECT0, payload_len=64) for i in range(5)]
+    high_before = lab.show(3)["state"]["high_packets"]
+    tap = Sniffer("le-r", "le-r-e0", MARKER)
+    try:
+        lab.send("a", [*fillers, *control])
+        got = list(tap.wait_count(45, timeout=20))
+    finally:
+        tap.close()
+    order = [psn_of(f) for f in got]
+    last_control = max(order.index(p) for p in range(300, 305))
+    assert any(p < 40 for p in order[last_control + 1 :]), "control frames did not overtake the data queue"
+    assert all(ecn_of(f) == Ecn.ECT0 for f in got if psn_of(f) >= 300), "a control frame was marked"
+    assert any(ecn_of(f) == Ecn.CE for f in got if psn_of(f) < 40), "the queued data was not marked"
+    assert lab.show(3)["state"]["high_packets"] - high_before == 5
+
+
 def cut(frame: bytes, length: int) -> bytes:
     """A frame cut to ``length`` bytes with consistent IPv6/UDP lengths (the kernel forwards it)."""
     out = bytearray(frame[:length])
