@@ -44,13 +44,21 @@ class CounterReader:
         links: dict[str, LinkStats],
         snmp6: dict[str, int],
         fault_counters: dict[str, tuple[int, int]],
-        egress: dict[int, PortState] | None = None,
+        egress: dict[int, PortState] | Callable[[], dict[int, PortState]] | None = None,
     ) -> None:
+        """``egress``: the ports' egress states, or how to read them (then read once, and
+        only if the Read asks for a counter they feed: one bpftool call per port)."""
         self.ports = ports
         self.links = links
         self.snmp6 = snmp6
         self.faults = fault_counters
-        self.egress = egress or {}
+        self._egress = egress
+
+    @property
+    def egress(self) -> dict[int, PortState]:
+        if callable(self._egress):
+            self._egress = self._egress()
+        return self._egress or {}
 
     def _port(self, index: int, pick: Callable[[LinkStats], tuple[int, int]]) -> tuple[int, int]:
         ifname = self.ports.get(index)

@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         return out
 
     def snapshot() -> CounterReader:
-        return CounterReader(ports, netlink.link_stats(), read_snmp6(), nft.counters(), egress_states())
+        return CounterReader(ports, netlink.link_stats(), read_snmp6(), nft.counters(), egress_states)
 
     service = P4RuntimeShim(args.name, args.device_id, index, tables, snapshot)
 

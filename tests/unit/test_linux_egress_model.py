@@ -74,12 +74,21 @@ def test_counters_come_from_the_egress_state() -> None:
         1: PortState(marked_packets=4, marked_bytes=4000, trimmed_packets=2, trimmed_bytes=3000),
         2: PortState(trimmed_packets=1, trimmed_bytes=1500, dropped_packets=7, dropped_bytes=7000),
     }
-    reader = CounterReader(PORTS, {}, {}, {}, states)
+    calls = []
+
+    def read_states() -> dict[int, PortState]:
+        calls.append(1)
+        return states
+
+    reader = CounterReader(PORTS, {}, {}, {}, read_states)
+    assert reader.value("port_rx", 1) == (0, 0)
+    assert calls == []  # the maps are read only when a counter needs them, and once
     assert reader.value("ecn_marked", 1) == (4, 4000)
     assert reader.value("ecn_marked", 2) == (0, 0)
     assert reader.value("ecn_marked", 9) == (0, 0)  # not a port of this switch
     assert reader.value("drop_reason", DROP_TRIMMED) == (3, 4500)
     assert reader.value("drop_reason", DROP_QUEUE_FULL) == (7, 7000)
+    assert calls == [1]
 
 
 def test_virtual_queue_drains_at_the_link_rate_between_frames() -> None:
