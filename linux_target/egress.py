@@ -231,28 +231,14 @@ def _hex(data: bytes) -> list[str]:
 
 
 def htb_commands(dev: str, rate_bps: int, verb: str = "add") -> list[list[str]]:
-    """The HTB classes of one port at ``rate_bps`` (``verb`` add or change)."""
-    rate = f"{rate_bps}bit"
-    cls = ["tc", "class", verb, "dev", dev]
-    quantum = ["quantum", str(QUEUE_CELL_BYTES)]
+    """The HTB classes of one port at ``rate_bps`` (``verb`` add or change). Interface names
+    never contain white space, so each command is written as one line and split."""
+    rate, q = f"{rate_bps}bit", QUEUE_CELL_BYTES
+    cls = f"tc class {verb} dev {dev} parent"
     return [
-        [*cls, "parent", "1:", "classid", "1:10", "htb", "rate", rate, "ceil", rate],
-        [*cls, "parent", "1:10", "classid", "1:1", "htb", "rate", rate, "ceil", rate, "prio", "0", *quantum],
-        [
-            *cls,
-            "parent",
-            "1:10",
-            "classid",
-            "1:2",
-            "htb",
-            "rate",
-            "8kbit",
-            "ceil",
-            rate,
-            "prio",
-            "1",
-            *quantum,
-        ],
+        f"{cls} 1: classid 1:10 htb rate {rate} ceil {rate}".split(),
+        f"{cls} 1:10 classid 1:1 htb rate {rate} ceil {rate} prio 0 quantum {q}".split(),
+        f"{cls} 1:10 classid 1:2 htb rate 8kbit ceil {rate} prio 1 quantum {q}".split(),
     ]
 
 
@@ -282,25 +268,10 @@ class PortEgress:
 
     def _htb_setup(self, rate_bps: int) -> list[list[str]]:
         dev = self.dev
-        cmds = [["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "2"]]
+        cmds = [f"tc qdisc add dev {dev} root handle 1: htb default 2".split()]
         cmds += htb_commands(dev, rate_bps)
         for parent, handle, limit in (("1:1", "11:", HIGH_FIFO_PACKETS), ("1:2", "12:", DATA_FIFO_PACKETS)):
-            cmds.append(
-                [
-                    "tc",
-                    "qdisc",
-                    "add",
-                    "dev",
-                    dev,
-                    "parent",
-                    parent,
-                    "handle",
-                    handle,
-                    "pfifo",
-                    "limit",
-                    str(limit),
-                ]
-            )
+            cmds.append(f"tc qdisc add dev {dev} parent {parent} handle {handle} pfifo limit {limit}".split())
         return cmds
 
     def _add_htb(self, rate_bps: int) -> None:
