@@ -24,8 +24,9 @@ EMULATION_LIMITS = [
     "Absolute numbers are not comparable with the paper: the host agents are Python (about 200 Mbit/s, "
     "20k packets/s per transfer), links are htb-limited veths, timers are scaled to millisecond RTTs "
     "(base RTT 10 ms), so 'tens of microseconds' become tens of milliseconds.",
-    "The Linux SRv6 target has no ECN marking and no packet trimming (no RED/netem in this kernel): "
-    "congestion shapes (ECN steering, incast with trimming) need the BMv2 target (E9).",
+    "The Linux SRv6 target marks ECN and trims in an eBPF program per switch port in front of HTB, but "
+    "has no propagation delay (no netem): RTTs are well under a millisecond, so queues of tens of "
+    "packets look like loss to the reordering detector, and E9 gives its slowed ports low thresholds.",
     "Single-path connections use one NIC port (one plane), as a single-path RoCE QP does, so on a clean "
     "fabric they get 1/planes of MRC's bandwidth; completion ratios are against each mode's own clean run.",
     "The machine's 2 CPU cores are shared by all agents, switches and other work: repeated runs vary; "

@@ -8,9 +8,13 @@
   1 hop limit = Ip6InHdrErrors (the kernel counts hop-limit expiry there, along with
                 other malformed IPv6 headers);
   2 fault     = sum of the nftables fault counters of every port and hook;
-  3 trimmed   = 0 (no trimming on this target).
+  3 trimmed   = frames the egress program trimmed, summed over the ports (bytes: the
+                frames' lengths before the cut, as BMv2 counts them);
+  5 queue full = frames the egress program tail-dropped (a Linux-target addition: BMv2
+                does not count its own queue drops).
   The snmp6 counters count packets only: their byte counts read 0.
-- ``ecn_marked[p]``: always 0 (no ECN marking on this target).
+- ``ecn_marked[p]``: frames the egress program of port ``p`` marked CE.
+The egress counters come from each port's ``mrc_state`` map (``egress.py``).
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from finsy.proto import p4r
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import CounterInfo
 
+from .egress import PortState
 from .netlink_backend import LinkStats
 
 DROP_NO_ROUTE = DropReason.NO_ROUTE
 DROP_HOP_LIMIT = DropReason.HOP_LIMIT
 DROP_FAULT = DropReason.FAULT
 DROP_TRIMMED = DropReason.TRIMMED
+DROP_QUEUE_FULL = DropReason.QUEUE_FULL
 
 
 class CounterReader:
@@ -39,11 +45,21 @@ class CounterReader:
         links: dict[str, LinkStats],
         snmp6: dict[str, int],
         fault_counters: dict[str, tuple[int, int]],
+        egress: dict[int, PortState] | Callable[[], dict[int, PortState]] | None = None,
     ) -> None:
+        """``egress``: the ports' egress states, or how to read them (then read once, and
+        only if the Read asks for a counter they feed: one bpftool call per port)."""
         self.ports = ports
         self.links = links
         self.snmp6 = snmp6
         self.faults = fault_counters
+        self._egress = egress
+
+    @property
+    def egress(self) -> dict[int, PortState]:
+        if callable(self._egress):
+            self._egress = self._egress()
+        return self._egress or {}
 
     def _port(self, index: int, pick: Callable[[LinkStats], tuple[int, int]]) -> tuple[int, int]:
         ifname = self.ports.get(index)
@@ -64,7 +80,16 @@ class CounterReader:
                 return self.snmp6.get("Ip6InHdrErrors", 0), 0
             if index == DROP_FAULT:
                 return sum(p for p, _b in self.faults.values()), sum(b for _p, b in self.faults.values())
-        return 0, 0  # ecn_marked, trimmed, unused drop reasons
+            if index == DROP_TRIMMED:
+                states = self.egress.values()
+                return sum(s.trimmed_packets for s in states), sum(s.trimmed_bytes for s in states)
+            if index == DROP_QUEUE_FULL:
+                states = self.egress.values()
+                return sum(s.dropped_packets for s in states), sum(s.dropped_bytes for s in states)
+        if counter == "ecn_marked":
+            state = self.egress.get(index)
+            return (state.marked_packets, state.marked_bytes) if state else (0, 0)
+        return 0, 0  # unused drop reasons
 
     def entries(self, counter: CounterInfo, index: int | None) -> list[p4r.CounterEntry]:
         cells = range(counter.size) if index is None else [index]

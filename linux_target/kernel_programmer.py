@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from .kernel_state import KernelState
+from .egress import Policy, PortEgress
+from .kernel_state import KernelState, PolicySpec
 from .netlink_backend import KernelError, NetlinkBackend
 from .nft_backend import NftFaults
 
@@ -26,10 +27,19 @@ class Step:
     undo: Callable[[], None]
 
 
+def _bytes_policy(spec: PolicySpec | None) -> Policy | None:
+    if spec is None:
+        return None
+    return Policy.from_packets(spec.ecn_threshold, spec.trim_threshold, spec.last_hop)
+
+
 class KernelProgrammer:
-    def __init__(self, netlink: NetlinkBackend, nft: NftFaults) -> None:
+    def __init__(
+        self, netlink: NetlinkBackend, nft: NftFaults, egress: dict[int, PortEgress] | None = None
+    ) -> None:
         self.netlink = netlink
         self.nft = nft
+        self.egress = egress or {}  # port -> its egress program (none: policies are stored only)
 
     def steps(self, old: KernelState, new: KernelState) -> list[Step]:
         nl = self.netlink
@@ -78,6 +88,17 @@ class KernelProgrammer:
             out.append(
                 Step("fault rules", lambda: self.nft.change(forward), lambda: self.nft.change(backward))
             )
+        for port in sorted(set(old.policies) | set(new.policies)):
+            was, will = old.policies.get(port), new.policies.get(port)
+            egress = self.egress.get(port)
+            if was != will and egress is not None:
+                out.append(
+                    Step(
+                        f"port policy {port}",
+                        partial(egress.write_policy, _bytes_policy(will)),
+                        partial(egress.write_policy, _bytes_policy(was)),
+                    )
+                )
         return out
 
     def transition(self, old: KernelState, new: KernelState) -> None:

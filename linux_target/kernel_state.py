@@ -17,12 +17,15 @@ Mapping (DESIGN §2, §5):
   (dropped and counted as "no route").
 - ``port_fault`` / ``ingress_fault`` → one nftables netdev egress / ingress
   chain on that port's interface.
-- ``port_policy`` and default actions have no kernel state.
+- ``port_policy`` → the port's entry in the egress program's ``mrc_policy`` map
+  (``egress.py``): ECN and trim thresholds (packets, converted to bytes there) and
+  the last-hop flag. Default actions have no kernel state.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address, IPv6Network
 from typing import Literal
@@ -75,11 +78,23 @@ class FaultSpec:
     loss: int | None
 
 
+@dataclass(frozen=True)
+class PolicySpec:
+    """A ``port_policy`` entry: thresholds in queued packets, as the P4 program has them."""
+
+    port: int
+    ifname: str
+    ecn_threshold: int
+    trim_threshold: int
+    last_hop: bool
+
+
 @dataclass
 class KernelState:
     routes: dict[IPv6Network, RouteSpec] = field(default_factory=dict)
     neighbours: set[NextHop] = field(default_factory=set)
     faults: dict[tuple[Hook, int], FaultSpec] = field(default_factory=dict)
+    policies: dict[int, PolicySpec] = field(default_factory=dict)
 
 
 Tables = dict[str, dict[MatchKey, TableRow]]
@@ -166,6 +181,15 @@ def fault_for(
     return FaultSpec(hook, port, ports[port], loss)
 
 
+def policy_for(port: int, tables: Tables, ports: dict[int, str], index: P4InfoIndex) -> PolicySpec | None:
+    fid = index.table("port_policy").match_fields["port"].id
+    row = tables.get("port_policy", {}).get(((fid, port, -1),))
+    if row is None:
+        return None
+    p = row.action.params
+    return PolicySpec(port, ports[port], p["ecn_threshold"], p["trim_threshold"], bool(p["last_hop"]))
+
+
 def _neighbours(routes: dict[IPv6Network, RouteSpec]) -> set[NextHop]:
     return {nh for spec in routes.values() for nh, _w in spec.nexthops}
 
@@ -177,8 +201,10 @@ def updated_state(
     index: P4InfoIndex,
     prefixes: set[IPv6Network],
     faults: set[tuple[Hook, int]],
+    policy_ports: Collection[int] = (),
 ) -> KernelState:
-    """``old`` with the routes of ``prefixes`` and the fault rules of ``faults`` recomputed.
+    """``old`` with the routes of ``prefixes``, the fault rules of ``faults`` and the port
+    policies of ``policy_ports`` recomputed.
 
     A write touches a handful of keys; recomputing only those keeps a write
     O(entries) in cheap set operations instead of rebuilding every route.
@@ -197,7 +223,14 @@ def updated_state(
             fault_specs.pop(key, None)
         else:
             fault_specs[key] = fault
-    return KernelState(routes, _neighbours(routes), fault_specs)
+    policies = dict(old.policies)
+    for port in policy_ports:
+        pol = policy_for(port, tables, ports, index)
+        if pol is None:
+            policies.pop(port, None)
+        else:
+            policies[port] = pol
+    return KernelState(routes, _neighbours(routes), fault_specs, policies)
 
 
 def desired_state(tables: Tables, ports: dict[int, str], index: P4InfoIndex) -> KernelState:
@@ -208,4 +241,5 @@ def desired_state(tables: Tables, ports: dict[int, str], index: P4InfoIndex) -> 
         for t, hook in FAULT_TABLES.items()
         for r in tables.get(t, {}).values()
     }
-    return updated_state(KernelState(), tables, ports, index, prefixes, faults)
+    policy_ports = {_exact(r, "port", index) for r in tables.get("port_policy", {}).values()}
+    return updated_state(KernelState(), tables, ports, index, prefixes, faults, policy_ports)

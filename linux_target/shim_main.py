@@ -1,13 +1,18 @@
 """``mrc-p4rt-shim``: one P4Runtime server for one Linux SRv6 switch.
 
     mrc-p4rt-shim --name NAME --device-id N --listen unix:/path/to.sock|127.0.0.1:PORT
-                  --port 1=IFNAME [--port 2=IFNAME ...] [--log FILE] [--p4info PATH]
+                  --port 1=IFNAME [--port 2=IFNAME ...] [--rate 1=MBIT ...]
+                  [--buffer-bytes N] [--no-egress-model] [--log FILE] [--p4info PATH]
 
 It programs the network namespace it runs in (start it with ``ip netns exec NS``
 or from a Mininet node). On start it enables IPv6 forwarding and seg6 on every
 interface, removes what an earlier shim of the same name left, then serves
-until SIGTERM/SIGINT, when it removes its routes, neighbours, nft tables and
-socket. Needs root and Linux ≥ 6.1 (seg6local ``flavors next-csid``).
+until SIGTERM/SIGINT, when it removes its routes, neighbours, nft tables,
+qdiscs, BPF programs and socket. On every port it installs the egress model
+(``egress.py``: HTB at the port's ``--rate`` with a high-priority class, and the
+eBPF program that marks ECN, trims and tail-drops as ``port_policy`` says).
+Needs root, Linux ≥ 6.1 (seg6local ``flavors next-csid``) and clang, libbpf-dev
+and bpftool for the egress program (``--no-egress-model`` runs without it).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from finsy.proto import p4r_grpc
 from mrc_fabric.p4info import P4INFO_PATH, P4InfoIndex, load_p4info
 
 from .counters import CounterReader
+from .egress import DEFAULT_BUFFER_BYTES, EgressError, PortEgress, PortState, build_object
 from .kernel_programmer import KernelProgrammer, reapply
 from .link_watch import LinkWatcher
 from .netlink_backend import KernelError, NetlinkBackend, read_snmp6, write_sysctl
@@ -57,6 +63,13 @@ def parse_port(text: str) -> tuple[int, str]:
     return port, m.group(2)
 
 
+def parse_rate(text: str) -> tuple[int, float]:
+    m = re.fullmatch(r"(\d+)=(\d+(?:\.\d+)?)", text)
+    if not m or float(m.group(2)) <= 0:
+        raise argparse.ArgumentTypeError(f"--rate {text!r}: expected PORT=MBIT with MBIT > 0")
+    return int(m.group(1)), float(m.group(2))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mrc-p4rt-shim", description=__doc__.split("\n\n")[0])
     p.add_argument("--name", required=True, help="switch name (logs, nft table name)")
@@ -69,6 +82,25 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="N=IFNAME",
         help="P4 port number = interface name (repeat)",
+    )
+    p.add_argument(
+        "--rate",
+        type=parse_rate,
+        action="append",
+        default=[],
+        metavar="N=MBIT",
+        help="link rate of port N in Mbit/s (HTB); ports without one are not rate limited",
+    )
+    p.add_argument(
+        "--buffer-bytes",
+        type=int,
+        default=DEFAULT_BUFFER_BYTES,
+        help=f"data queue size per port before tail drop (default {DEFAULT_BUFFER_BYTES})",
+    )
+    p.add_argument(
+        "--no-egress-model",
+        action="store_true",
+        help="no HTB/eBPF egress model: port_policy is stored only (no ECN, no trimming)",
     )
     p.add_argument("--log", help="log file (default: stderr)")
     p.add_argument(
@@ -153,19 +185,42 @@ def run(args: argparse.Namespace) -> int:
             "start the shim with 'ip netns exec NS' or from a Mininet node in its own namespace, "
             "or pass --allow-root-namespace"
         )
+    rates = dict(args.rate)
+    if set(rates) - set(ports):
+        raise ShimSetupError(f"--rate: ports {sorted(set(rates) - set(ports))} are not given with --port")
     index = P4InfoIndex(load_p4info(args.p4info))
     enable_forwarding(ports)
+    egress: dict[int, PortEgress] = {}
+    if not args.no_egress_model:
+        try:
+            build_object()
+            for port, ifname in sorted(ports.items()):
+                egress[port] = PortEgress(ifname)
+                egress[port].install(int(rates.get(port, 0) * 1e6), args.buffer_bytes)
+        except EgressError as exc:
+            for e in egress.values():
+                e.remove()
+            raise ShimSetupError(f"{exc} (or run the shim with --no-egress-model)") from exc
 
     netlink = NetlinkBackend()
     nft = NftFaults(nft_table_name(args.name))
     netlink.flush_own_routes()
     netlink.create_anchor(fallback=ports[min(ports)] if ports else "lo")
     nft.start(ports)
-    programmer = KernelProgrammer(netlink, nft)
-    tables = SwitchTables(index, ports, programmer)
+    programmer = KernelProgrammer(netlink, nft, egress)
+    tables = SwitchTables(index, ports, programmer, egress_model=bool(egress))
+
+    def egress_states() -> dict[int, PortState]:
+        out = {}
+        for port, e in egress.items():
+            try:
+                out[port] = e.read_state()
+            except EgressError as exc:  # the interface went away (Mininet stopping)
+                log.warning("cannot read the egress counters of port %d: %s", port, exc)
+        return out
 
     def snapshot() -> CounterReader:
-        return CounterReader(ports, netlink.link_stats(), read_snmp6(), nft.counters())
+        return CounterReader(ports, netlink.link_stats(), read_snmp6(), nft.counters(), egress_states)
 
     service = P4RuntimeShim(args.name, args.device_id, index, tables, snapshot)
 
@@ -195,10 +250,17 @@ def run(args: argparse.Namespace) -> int:
         address,
         ", ".join(f"{p}={i}" for p, i in sorted(ports.items())),
     )
-    log.info(
-        "Linux target: no ECN marking and no trimming on this kernel (no RED/netem); "
-        "port_policy entries are stored only"
-    )
+    if egress:
+        log.info(
+            "egress model on every port (HTB + eBPF: ECN marking, trimming, tail drop); rates %s, "
+            "buffer %d B",
+            ", ".join(f"{p}={rates.get(p, 0):g} Mbit/s" for p in sorted(ports)) or "-",
+            args.buffer_bytes,
+        )
+    else:
+        log.info(
+            "no egress model (--no-egress-model): no ECN marking, no trimming; port_policy is stored only"
+        )
     try:
         stop.wait()
     finally:
@@ -215,6 +277,8 @@ def run(args: argparse.Namespace) -> int:
         netlink.flush_own_routes()
         netlink.remove_anchor()
         nft.remove()
+        for e in egress.values():
+            e.remove()
         netlink.close()
         if sock is not None:
             sock.unlink(missing_ok=True)

@@ -35,8 +35,11 @@ class Transitioner(Protocol):
 
 
 class SwitchTables:
-    def __init__(self, index: P4InfoIndex, ports: dict[int, str], kernel: Transitioner) -> None:
+    def __init__(
+        self, index: P4InfoIndex, ports: dict[int, str], kernel: Transitioner, egress_model: bool = True
+    ) -> None:
         self.index = index
+        self.egress_model = egress_model  # port_policy entries reach the egress program
         self.ports = ports
         self.kernel = kernel
         self.tables: Tables = {alias: {} for alias in index.tables}
@@ -96,23 +99,28 @@ class SwitchTables:
             ) from exc
         self.tables = new_tables
         self.state = new_state
-        if row.table == "port_policy" and update_type != p4r.Update.DELETE and not self._policy_warned:
+        stored_only = row.table == "port_policy" and update_type != p4r.Update.DELETE
+        if stored_only and not self.egress_model and not self._policy_warned:
             self._policy_warned = True
             log.warning(
-                "port_policy stored, but the Linux target cannot mark ECN or trim packets: this "
-                "kernel has no RED/netem qdisc; use the bmv2 target for ECN and trimming"
+                "port_policy stored only: this shim runs without its egress program "
+                "(--no-egress-model), so it neither marks ECN nor trims"
             )
 
-    def _affected(self, row: TableRow, new_tables: Tables) -> tuple[set[IPv6Network], set[tuple[Hook, int]]]:
-        """The route prefixes and fault keys an update of ``row`` can change."""
+    def _affected(
+        self, row: TableRow, new_tables: Tables
+    ) -> tuple[set[IPv6Network], set[tuple[Hook, int]], set[int]]:
+        """The route prefixes, fault keys and policy ports an update of ``row`` can change."""
         if row.table in ("my_usid", "usid_route"):
-            return {route_prefix(row, self.index)}, set()
+            return {route_prefix(row, self.index)}, set(), set()
         if row.table == "ecmp_member":
             group = row.field("group_id", self.index)[0]  # type: ignore[index]
-            return set(ecmp_routes(new_tables, group)), set()
+            return set(ecmp_routes(new_tables, group)), set(), set()
         if row.table in FAULT_TABLES:
-            return set(), {(FAULT_TABLES[row.table], row.field("port", self.index)[0])}  # type: ignore[index]
-        return set(), set()
+            return set(), {(FAULT_TABLES[row.table], row.field("port", self.index)[0])}, set()  # type: ignore[index]
+        if row.table == "port_policy" and self.egress_model:
+            return set(), set(), {row.field("port", self.index)[0]}  # type: ignore[index]
+        return set(), set(), set()
 
     def _apply_default(self, update_type: int, row: TableRow) -> None:
         if update_type != p4r.Update.MODIFY:

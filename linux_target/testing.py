@@ -153,9 +153,18 @@ class NetnsLab:
         return int(text.replace(":", ""), 16)
 
     def start_shim(
-        self, ns: str, name: str, device_id: int, ports: dict[int, str], timeout: float = 20
+        self,
+        ns: str,
+        name: str,
+        device_id: int,
+        ports: dict[int, str],
+        timeout: float = 20,
+        extra_args: list[str] | None = None,
     ) -> str:
-        """Start a shim in ``ns``; return its P4Runtime address once it answers."""
+        """Start a shim in ``ns``; return its P4Runtime address once it answers.
+
+        ``extra_args`` go to the shim's command line (``--rate 1=50``, ``--buffer-bytes N``...).
+        """
         sock = self.run_dir / f"{name}.p4rt.sock"
         log = self.run_dir / f"{name}.shim.log"
         cmd = [
@@ -177,6 +186,7 @@ class NetnsLab:
         ]
         for port, ifname in sorted(ports.items()):
             cmd += ["--port", f"{port}={ifname}"]
+        cmd += extra_args or []
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
@@ -189,7 +199,8 @@ class NetnsLab:
             raise RuntimeError(f"shim {name} did not start: {exc}\n{tail}") from exc
         return address
 
-    def close(self) -> None:
+    def stop_shims(self) -> None:
+        """SIGTERM every shim and wait for it (it removes what it installed)."""
         for proc in self.shims:
             if proc.poll() is None:
                 proc.terminate()
@@ -199,6 +210,9 @@ class NetnsLab:
                     proc.kill()
                     proc.wait()
         self.shims.clear()
+
+    def close(self) -> None:
+        self.stop_shims()
         for ns in reversed(self.namespaces):
             run(["ip", "netns", "del", ns], check=False)
         self.namespaces.clear()

@@ -7,12 +7,20 @@ PKGS=(
   make python3 python3-venv python3-dev python3-pip
   mininet iproute2 nftables ethtool iperf3 procps psmisc
   tshark tcpdump
+  # the Linux target's egress program (linux_target/bpf: ECN, trimming, priority queues)
+  clang llvm libbpf-dev linux-libc-dev gcc
 )
 [ "${WITH_VAGRANT:-0}" = 1 ] && PKGS+=(vagrant)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-system-deps: needs root (apt-get); run it with sudo" >&2
   exit 1
+fi
+
+# bpftool is its own package on Debian 12; Ubuntu ships it in linux-tools-common.
+if ! command -v bpftool >/dev/null 2>&1; then
+  apt-cache show bpftool >/dev/null 2>&1 || apt-get update -qq
+  if apt-cache show bpftool >/dev/null 2>&1; then PKGS+=(bpftool); else PKGS+=(linux-tools-common); fi
 fi
 
 missing=()

@@ -11,23 +11,30 @@ Interface for the controller and topology code::
     sw.port_of("ls1-eth2")   # P4 port number of an interface (name or Intf); sw.port_map() for all
     sw.shim_log              # <run_dir>/<name>.shim.log
     sw.restart_shim()        # kill and restart the shim: the kernel state is wiped, re-install entries
+    sw.set_port_rate(2, 5)   # slow port 2 to 5 Mbit/s on purpose (HTB and the virtual queue)
     net.stop()               # stop(): SIGTERM to the shim by PID (SIGKILL after 5 s), socket removed
 
 The switch lives in its own network namespace (``inNamespace=True``); the shim
 runs inside it and programs that namespace only: seg6local End next-csid for
-``my_usid``, /48 routes for ``usid_route``, nftables for faults. There is no
-ECN marking and no trimming on this target (the kernel has no RED/netem); the
-shim logs so when it starts. Forwarding and seg6 sysctls are set by the shim
-before it starts serving, so a switch that answers gRPC is ready to forward.
+``my_usid``, /48 routes for ``usid_route``, nftables for faults, and on every
+port the egress model (linux_target/egress.py: HTB at the link's rate with a
+high-priority class, and the eBPF program that marks ECN, trims and tail-drops
+as ``port_policy`` says). A port's rate is its link's ``bw`` (Mininet TCLink,
+Mbit/s); a port without one is not rate limited. The shim replaces TCLink's own
+qdisc on the switch side with the same rate. Forwarding and seg6 sysctls are
+set by the shim before it starts serving, so a switch that answers gRPC is
+ready to forward; the shim removes its qdiscs and BPF programs when it stops.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
 from topologies.p4_switch import P4PortsSwitch
@@ -47,9 +54,11 @@ class LinuxSrv6Switch(P4PortsSwitch):
         self,
         name: str,
         device_id: int,
-        run_dir: str | os.PathLike = "runs",
+        run_dir: str | os.PathLike[str] = "runs",
         start_timeout: float = SHIM_START_TIMEOUT,
-        **params,
+        buffer_bytes: int | None = None,
+        egress_model: bool = True,
+        **params: Any,
     ) -> None:
         # Always its own namespace: Mininet.addSwitch passes inNamespace=False by default, and a
         # shim in the root namespace would reprogram the machine's own routes and sysctls.
@@ -62,7 +71,9 @@ class LinuxSrv6Switch(P4PortsSwitch):
         self.shim_log = self.run_dir / f"{name}.shim.log"
         self.socket_path = self.run_dir / f"{name}.p4rt.sock"
         self.p4rt_address = f"unix:{self.socket_path}"
-        self.shim: subprocess.Popen | None = None
+        self.shim: subprocess.Popen[bytes] | None = None
+        self.buffer_bytes = buffer_bytes  # per-port data buffer (None: the shim's default)
+        self.egress_model = egress_model
 
     # -- life cycle ----------------------------------------------------------------
     def shim_command(self) -> list[str]:
@@ -81,9 +92,55 @@ class LinuxSrv6Switch(P4PortsSwitch):
         ]
         for port, ifname in sorted(self.port_map().items()):
             cmd += ["--port", f"{port}={ifname}"]
+        for port, mbit in sorted(self.port_rates().items()):
+            cmd += ["--rate", f"{port}={mbit:g}"]
+        if self.buffer_bytes is not None:
+            cmd += ["--buffer-bytes", str(self.buffer_bytes)]
+        if not self.egress_model:
+            cmd.append("--no-egress-model")
         return cmd
 
-    def start(self, controllers=None) -> None:
+    def port_rates(self) -> dict[int, float]:
+        """Link rate (Mbit/s) of every port whose link has one (TCLink ``bw``)."""
+        rates = {}
+        for port, ifname in self.port_map().items():
+            bw = getattr(self.nameToIntf.get(ifname), "params", {}).get("bw")
+            if bw:
+                rates[port] = float(bw)
+        return rates
+
+    def set_port_rate(self, port: int, mbit: float, buffer_bytes: int | None = None) -> None:
+        """Slow (or restore) one port: its HTB classes and the virtual queue's drain rate."""
+        from linux_target.egress import DEFAULT_BUFFER_BYTES
+
+        ifname = self.port_map()[port]
+        buffer = buffer_bytes or self.buffer_bytes or DEFAULT_BUFFER_BYTES
+        out = self.cmd(
+            f"{sys.executable} -m linux_target.egress set-link --dev {ifname} --rate-mbit {mbit:g} "
+            f"--buffer-bytes {buffer} && echo set-link-ok"
+        )
+        if "set-link-ok" not in out:
+            raise RuntimeError(f"{self.name} port {port}: {out.strip()}")
+
+    def set_port_policy(self, port: int, ecn_packets: int, trim_packets: int, last_hop: bool) -> None:
+        """Overwrite a port's thresholds in the egress program behind the shim's back (the
+        shim's tables keep the controller's entry) — how E9 turns trimming off, as
+        simple_switch_CLI does on BMv2."""
+        ifname = self.port_map()[port]
+        out = self.cmd(
+            f"{sys.executable} -m linux_target.egress set-policy --dev {ifname} --ecn-packets {ecn_packets} "
+            f"--trim-packets {trim_packets}{' --last-hop' if last_hop else ''} && echo set-policy-ok"
+        )
+        if "set-policy-ok" not in out:
+            raise RuntimeError(f"{self.name} port {port}: {out.strip()}")
+
+    def port_egress(self, port: int) -> dict[str, Any]:
+        """The egress program's view of a port (policy, rate, buffer, queue, counters)."""
+        ifname = self.port_map()[port]
+        out = self.cmd(f"{sys.executable} -m linux_target.egress show --dev {ifname}")
+        return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def start(self, controllers: Any = None) -> None:
         self.start_shim()
 
     def start_shim(self) -> None:

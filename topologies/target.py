@@ -17,7 +17,10 @@ from mrc_fabric.topology import Target
 PIPELINE_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
 BMV2_BINARY = "simple_switch_grpc"
 CHOICES = ("auto", "bmv2", "linux")
-LINUX_LIMITS = "no ECN marking and no packet trimming on this target (the kernel here has no RED/netem)"
+LINUX_LIMITS = (
+    "ECN marking, trimming and priority queues in an eBPF program per switch port (HTB at the link rate); "
+    "no propagation delay (no netem)"
+)
 
 
 class TargetError(RuntimeError):

@@ -193,7 +193,8 @@ def experiment_main(
     Runs ``run(ctx, result)``, catches any failure into the result (status ``failed`` with
     the reason) and always writes ``<out>/<experiment>.json``. Exit status 1 on failure.
     ``target_override``: the data plane this experiment needs whatever ``--target`` says
-    (E9: only BMv2 has ECN and trimming); skipped with the reason where it cannot run.
+    (none needs one today: both targets mark ECN and trim); skipped with the reason where it
+    cannot run.
     """
     ap = argparse.ArgumentParser(prog=f"python -m bench.experiments.{experiment}", description=title)
     ap.add_argument("--out", type=Path, default=Path("results") / experiment)

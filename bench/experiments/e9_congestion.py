@@ -1,11 +1,15 @@
-"""E9 (BMv2 only): congestion: incast with a bystander (trimming on/off), ECN on one EV.
+"""E9: congestion: incast with a bystander (trimming on/off), ECN on one EV.
 
-Only BMv2 marks ECN and trims (the Linux target cannot: no RED/netem in this kernel), so
-E9 always runs on BMv2 when it is installed, whatever ``--target`` says, and is skipped
-with the reason otherwise. Fabric: 2 planes x 2 T0 x 2 T1, 3 hosts per T0.
+Runs on either target (``--target``): BMv2 marks ECN and trims in the P4 program; the Linux
+target does the same in its per-port eBPF egress program in front of HTB
+(docs/linux-target.md). Fabric: 2 planes x 2 T0 x 2 T1, 3 hosts per T0.
 
-A. Incast with a bystander. The receiver's last-hop port in every plane is slowed
-   (``set_queue_rate``/``set_queue_depth`` on its T0, the BMv2 node's helpers). Three
+Slowing a port on purpose: on BMv2 the data queue's rate (packets/s) and depth (packets)
+through simple_switch_CLI; on Linux the port's HTB rate (Mbit/s) and the program's buffer
+(``LinuxSrv6Switch.set_port_rate``). Trimming off: every port's trim threshold out of reach,
+behind the controller's back (simple_switch_CLI ``table_modify`` / the egress program's map).
+
+A. Incast with a bystander. The receiver's last-hop port in every plane is slowed. Three
    senders write to that receiver at once while a bystander flow crosses the same T0s and
    T1s to another host. Per mode (MRC, single-path) and with trimming on (the
    controller's thresholds) or off (every port's trim threshold raised out of reach with
@@ -30,13 +34,22 @@ from .plots import bars
 from .transfer import run_concurrent, run_transfer
 
 ID = "e9"
-TITLE = "BMv2 congestion: incast with a bystander (trimming on/off), ECN moving traffic off an EV"
+TITLE = "Congestion: incast with a bystander (trimming on/off), ECN moving traffic off an EV"
 SHAPE = (
     "Incast with a bystander flow: single-path RoCE costs the bystander 25-75 %; MRC none. "
     "Trimming separates "
     "congestion from failure. A flow on a congested EV: ECN moves it; rates stay near line rate."
 )
-SHAPE_FABRIC = {"planes": 2, "t0": 2, "t1": 2, "hosts_per_t0": 3}
+SHAPE_FABRIC: dict[str, Any] = {"planes": 2, "t0": 2, "t1": 2, "hosts_per_t0": 3}
+# Linux target: slowed rates in Mbit/s (an agent moves about 120 Mbit/s unslowed here) and the
+# thresholds of the slowed ports, in packets. With no propagation delay the fabric's RTT is well
+# under a millisecond, so a queue of the controller's 20/64 packets (tens of ms at these rates)
+# makes the core's reordering detector call the queued packets lost long before a mark or a trim
+# could say "congestion": the slowed ports get thresholds of a few packets instead.
+LINUX_INCAST_MBIT = 20.0
+LINUX_ECN_MBIT = 20.0
+LINUX_ECN_THRESHOLD = 1
+LINUX_TRIM_THRESHOLD = 8
 PRIORITY_DATA = 0  # p4src/include/constants.p4: data queue; trimmed headers use 7
 TRIM_OFF = (1 << 19) - 1  # the largest 19-bit trim threshold: a queue never gets that deep
 POLICY_TABLE = "MrcIngress.port_policy"
@@ -74,8 +87,10 @@ def policies(sw: Any) -> list[tuple[str, int, int, int, int]]:
     return [(h, int(p, 16), int(e, 16), int(t, 16), int(lh, 16)) for h, p, e, t, lh in _ENTRY.findall(out)]
 
 
-def set_trimming(tb: Any, on: bool, saved: dict[str, list]) -> int:
+def set_trimming(tb: Any, on: bool, saved: dict[str, list[Any]]) -> int:
     """Trimming off: every port's trim threshold to TRIM_OFF (remembering the controller's); on: restore."""
+    if is_linux(tb):
+        return linux_set_trimming(tb, on, saved)
     changed = 0
     for sw in tb.net.switches:
         entries = saved.setdefault(sw.name, policies(sw)) if not on else saved.get(sw.name, [])
@@ -89,11 +104,62 @@ def set_trimming(tb: Any, on: bool, saved: dict[str, list]) -> int:
     return changed
 
 
-def slow_port(tb: Any, switch: str, port: int, pps: int, depth: int) -> None:
-    """Slow the data queue (priority 0) of one port; trimmed headers (priority 7) still pass."""
+def slow_port(
+    tb: Any,
+    switch: str,
+    port: int,
+    pps: int,
+    depth: int,
+    mbit: float = 0.0,
+    thresholds: tuple[int, int] | None = None,
+) -> None:
+    """Slow the data queue of one port; trimmed headers (high priority) still pass.
+
+    BMv2: ``pps`` packets/s (0 = unlimited), ``depth`` packets. Linux: ``mbit`` Mbit/s
+    (0 = unlimited), a buffer of ``depth`` full frames, and (ECN, trim) ``thresholds`` in
+    packets written into the port's egress program (None: leave the controller's)."""
     sw = tb.net.get(switch)
+    if is_linux(tb):
+        from linux_target.egress import QUEUE_CELL_BYTES
+
+        sw.set_port_rate(port, mbit, depth * QUEUE_CELL_BYTES)
+        if thresholds is not None:
+            pol = sw.port_egress(port)["policy"]
+            sw.set_port_policy(port, *thresholds, bool(pol and pol["last_hop"]))
+        return
     sw.set_queue_depth(port, depth, priority=PRIORITY_DATA)
     sw.set_queue_rate(port, pps, priority=PRIORITY_DATA)
+
+
+def is_linux(tb: Any) -> bool:
+    return bool(tb.choice.target.value == "linux")
+
+
+def linux_set_trimming(tb: Any, on: bool, saved: dict[str, list[Any]]) -> int:
+    """The Linux target's trimming switch: every port's trim threshold in its egress program."""
+    from linux_target.egress import QUEUE_CELL_BYTES
+
+    changed = 0
+    for sw in tb.net.switches:
+        if not on:
+            entries = []
+            for port in sorted(sw.port_map()):
+                pol = sw.port_egress(port)["policy"]
+                if pol:
+                    cell = QUEUE_CELL_BYTES
+                    entries.append(
+                        (
+                            port,
+                            pol["ecn_threshold_bytes"] // cell,
+                            pol["trim_threshold_bytes"] // cell,
+                            pol["last_hop"],
+                        )
+                    )
+            saved[sw.name] = entries
+        for port, ecn, trim, last_hop in saved.get(sw.name, []):
+            sw.set_port_policy(port, ecn, trim if on else TRIM_OFF, last_hop)
+            changed += 1
+    return changed
 
 
 def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
@@ -104,18 +170,20 @@ def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     senders = [*left[1:], right[1]]
     bystander = (left[0], bystander_dst)
     pps, depth = int(ctx.scale(400, 400)), 128  # deeper than the trim threshold (64): trimming has room
+    mbit = LINUX_INCAST_MBIT
     for port in topo.host(victim).ports:
-        slow_port(tb, port.t0, port.t0_port, pps, depth)
-    size = ctx.size(2, 1) // 2
+        slow_port(tb, port.t0, port.t0_port, pps, depth, mbit, (TRIM_OFF, LINUX_TRIM_THRESHOLD))
+    size = (ctx.size(8, 2) if is_linux(tb) else ctx.size(2, 1)) // 2
     out: dict[str, Any] = {
         "victim": victim,
         "senders": senders,
         "bystander": bystander,
-        "last_hop_pps": pps,
+        "last_hop_pps": None if is_linux(tb) else pps,
+        "last_hop_mbit_s": mbit if is_linux(tb) else None,
         "queue_depth": depth,
         "size": size,
     }
-    saved: dict[str, list] = {}
+    saved: dict[str, list[Any]] = {}
     groups: dict[str, dict[str, float]] = {}
     for trimming in (True, False):
         set_trimming(tb, trimming, saved)
@@ -188,18 +256,27 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     topo = tb.topology
     src = next(h.name for h in topo.hosts if h.t0_index == 0)
     dst = next(h.name for h in topo.hosts if h.t0_index == 1)
-    size = ctx.size(2, 1)
+    size = ctx.size(16, 4) if is_linux(tb) else ctx.size(2, 1)  # Linux: ~100 Mbit/s, not ~1
     tb.send(src, dst, 64 << 10, mode="mrc")
     clean = run_transfer(tb, src, dst, size, "mrc")
     t0, t1 = topo.t0(0, 0), topo.t1(0, 0)
     link = topo.find_link(f"{t0.name}-{t1.name}")
     port = link.a.port if link.a.node == t0.name else link.b.port
     pps = int(ctx.scale(150, 150))
-    slow_port(tb, t0.name, port, pps, 64)
+    mbit = LINUX_ECN_MBIT
+    saved = tb.net.get(t0.name).port_egress(port)["policy"] if is_linux(tb) else None
+    slow_port(tb, t0.name, port, pps, 64, mbit, (LINUX_ECN_THRESHOLD, TRIM_OFF))
     try:
         r = run_transfer(tb, src, dst, size, "mrc")
     finally:
-        slow_port(tb, t0.name, port, 0, 64)
+        restore = None
+        if saved:  # the controller's thresholds again (bytes in the map, packets in P4)
+            from linux_target.egress import QUEUE_CELL_BYTES as CELL
+
+            restore = (saved["ecn_threshold_bytes"] // CELL, saved["trim_threshold_bytes"] // CELL)
+        slow_port(tb, t0.name, port, 0, 64, 0.0, restore)
+    port_state = tb.net.get(t0.name).port_egress(port)["state"] if is_linux(tb) else {}
+    marked = port_state.get("marked_packets")
     per_ev = r.data_per_ev()
     total = sum(per_ev.values()) or 1
     slow_evs = [ev for ev, row in r.ev_after.items() if row["plane"] == 0 and row["t1"] == 0]
@@ -209,10 +286,13 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     ratio = (
         r.summary.get("goodput_mbit_s", 0) / clean.summary["goodput_mbit_s"] if r.ok and clean.ok else None
     )
+    slowed_to = f"{mbit:g} Mbit/s" if is_linux(tb) else f"{pps} pps"
+    retired = int(r.summary.get("evs_retired", 0))
     step(
-        f"E9 ECN: slowed {t0.name}->{t1.name} to {pps} pps: its EVs carried {share:.1%} (fair {fair:.1%}), "
+        f"E9 ECN: slowed {t0.name}->{t1.name} to {slowed_to}: its EVs carried {share:.1%} (fair {fair:.1%}), "
         f"ECN echoes {sum(echoes.get(ev, 0) for ev in slow_evs)} on it / {sum(echoes.values())} total, "
-        f"goodput {fmt(ratio)} of clean"
+        f"goodput {fmt(ratio)} of clean, EVs retired {retired}, CE marks at the port {marked}, "
+        f"tail drops {port_state.get('dropped_packets')}, deepest queue {port_state.get('max_queue_bytes')} B"
     )
     res.add(
         "data share of the ECN-marked EV",
@@ -232,6 +312,14 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         holds=sum(echoes.get(ev, 0) for ev in slow_evs) > 0,
     )
     res.add(
+        "EVs retired by loss during the ECN run",
+        float(retired),
+        mode="mrc",
+        paper="ECN, not loss, moves the traffic",
+        expect="0",
+        holds=retired == 0,
+    )
+    res.add(
         "goodput with one slow path / clean",
         ratio,
         unit="x",
@@ -242,7 +330,11 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     )
     return {
         "link": link.name,
-        "pps": pps,
+        "pps": None if is_linux(tb) else pps,
+        "mbit_s": mbit if is_linux(tb) else None,
+        "ce_marks_at_port": marked,
+        "port_state": port_state,
+        "evs_retired": retired,
         "share": share,
         "fair": fair,
         "ecn_echoes": echoes,
@@ -257,15 +349,21 @@ def run(ctx: Context, res: Result) -> None:
         res.fabric = fabric_info(tb)
         res.data["ecn"] = ecn(ctx, tb, res)
         res.data["incast"] = incast(ctx, tb, res)
-        res.caveats.append(
-            "BMv2 forwards a few thousand packets/s per switch, so queues are slowed to hundreds of "
-            "packets/s to "
-            "be the bottleneck; transfers are a few MiB"
-        )
+        if is_linux(tb):
+            res.caveats.append(
+                "Linux target: slowed ports are HTB classes at tens of Mbit/s with the eBPF egress "
+                "program's virtual queue (ECN, trimming, tail drop); no propagation delay (no netem); "
+                "transfers are a few MiB"
+            )
+        else:
+            res.caveats.append(
+                "BMv2 forwards a few thousand packets/s per switch, so queues are slowed to hundreds of "
+                "packets/s to be the bottleneck; transfers are a few MiB"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv, target_override="bmv2")
+    return experiment_main(ID, TITLE, SHAPE, run, argv)
 
 
 if __name__ == "__main__":

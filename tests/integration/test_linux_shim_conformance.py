@@ -6,6 +6,8 @@ create (``ls-cf``); nothing is faked.
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import grpc
 import pytest
 from finsy.proto import p4r, rpc_code
 
+from linux_target.egress import QUEUE_CELL_BYTES
 from linux_target.p4rt_client import P4RuntimeTestClient, write_errors
 from linux_target.testing import NetnsLab, leftovers, run
 from mrc_fabric.addressing import t0_usid, top48, usid_prefix
@@ -431,10 +434,22 @@ def test_capabilities(shim: str) -> None:
         c.close()
 
 
-def test_logs_say_no_ecn_no_trimming(client: P4RuntimeTestClient, lab: NetnsLab) -> None:
+def test_port_policy_reaches_the_egress_program(client: P4RuntimeTestClient, lab: NetnsLab) -> None:
+    def policy_in_map() -> object:
+        out = run([sys.executable, "-m", "linux_target.egress", "show", "--dev", PORTS[1]], ns=NS).stdout
+        return json.loads(out)["policy"]
+
     client.insert(entries_of_every_table(client)["port_policy"])
+    cell = QUEUE_CELL_BYTES
+    assert policy_in_map() == {
+        "ecn_threshold_bytes": 50 * cell,
+        "trim_threshold_bytes": 100 * cell,
+        "last_hop": True,
+    }
+    client.delete(entries_of_every_table(client)["port_policy"])
+    assert policy_in_map() is None
     logs = "".join(p.read_text() for p in Path(lab.run_dir).glob("*.shim.log"))
-    assert "cannot mark ECN or trim" in logs
+    assert "egress model on every port" in logs
 
 
 def test_save_commit_and_reconcile(client: P4RuntimeTestClient) -> None:

@@ -41,7 +41,7 @@ def test_target_auto_says_why_it_falls_back_to_linux(tmp_path: Path) -> None:
     choice = choose_target("auto", pipeline_json=tmp_path / "missing.json")
     assert choice.target.value == "linux"
     assert "missing.json missing" in choice.reason
-    assert "no ECN marking and no packet trimming" in choice.banner()
+    assert "ECN marking, trimming and priority queues in an eBPF program" in choice.banner()
     assert choose_target("linux").reason == "asked for with --target linux"
     with pytest.raises(TargetError, match=r"missing\.json"):
         choose_target("bmv2", pipeline_json=tmp_path / "missing.json")
