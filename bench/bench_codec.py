@@ -23,7 +23,7 @@ from scapy.layers.l2 import Ether
 
 from mrc_host.wire.codec import FrameEncoder, decode
 from mrc_host.wire.layers import message_from_scapy, to_scapy
-from mrc_host.wire.messages import Message
+from mrc_host.wire.messages import Message, Sack
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_data, sample_messages
 
 TARGETS = {"encode": 200_000, "decode": 150_000}  # packets/s, 1 KiB DATA, one core
@@ -65,7 +65,7 @@ def _scapy_decode(frame: bytes) -> object:
 def measure(seconds: float, scapy_seconds: float) -> list[Result]:
     enc = FrameEncoder(SAMPLE_ADDRESSING)
     carrier16 = SAMPLE_CARRIER.packed
-    sack = next(m for m in sample_messages() if type(m).__name__ == "Sack")
+    sack = next(m for m in sample_messages() if isinstance(m, Sack))
     cases: list[tuple[str, Message]] = [("DATA-1KiB", sample_data(1024)), ("SACK", sack)]
     out: list[Result] = []
     for label, msg in cases:

@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
 
 STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#ffbf00", "ASSUMED_BAD": "#d62728", "DENIED": "#7f7f7f"}
 
@@ -80,7 +81,7 @@ def timeline_png(result: dict[str, Any], path: Path) -> None:
     ax2.set_yticklabels(sorted(segs), fontsize=7, family="monospace")
     ax2.set_ylabel("sender EV")
     ax2.set_xlabel("seconds since the transfer started")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLOURS.values()]
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLOURS.values()]
     ax2.legend(handles, list(STATE_COLOURS), loc="upper right", fontsize=7, ncol=4)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -191,7 +191,12 @@ def test_jittery_lossless_fabric_retires_no_healthy_ev() -> None:
     c = sim.sender.counters
     assert c.planes_failed == 0 and c.losses_rto == 0
     undone = [e for e in r["ev_timeline"] if e["side"] == "sender" and "was reordering" in e["reason"]]
-    assert c.ev_retired == len(undone)  # every retirement was taken back when the packet arrived
+    # every retirement was taken back: at once when the "lost" packet turned up after all (Eifel
+    # undo), else by the probes. The undo cannot see a loss whose retransmission overtook the
+    # original (the original then arrives as a duplicate the receiver does not report: no D-SACK),
+    # so it must catch most of the spurious losses, not all of them.
+    assert c.ev_retired == len(undone) + c.ev_restored
+    assert c.losses_gap > 0 and 2 * c.spurious_losses >= c.losses_gap
 
 
 def test_spurious_loss_undoes_the_retirement() -> None:
