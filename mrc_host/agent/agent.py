@@ -354,6 +354,10 @@ class Agent:
             mode=mode,
             mtu=self.mtu,
             rto_initial_ns=max(10 * rtt, INITIAL_RTO_NS),
+            # a whole plane is declared dead only after 2 base RTTs of silence: one plane's
+            # frames can wait several ms behind the other's in a busy Python receiver or behind
+            # neighbour discovery on a path's first packets (the core's default is 1 base RTT)
+            plane_guard_min_ns=2 * rtt,
             rx_window=self.opts.psn_window,
             initial_psn=initial_psn,
             ack_every=self.opts.ack_every,

@@ -80,6 +80,14 @@ class Transfer:
         return self.finished_ns != 0
 
 
+# the core's own connection failures (ConnectionFailed), said as the user sees them; anything
+# else is the peer's NACK of a write
+_FAILURE_TEXT = {
+    "RETRY_EXCEEDED": "peer {peer} stopped answering: {reason} (retry_cnt timeouts in a row)",
+    "NO_USABLE_PATH": "no usable path to {peer}: {reason} (no EV allowed to carry the work)",
+}
+
+
 def _core_totals(ep: Endpoint) -> dict[str, int]:
     c = ep.counters
     return {
@@ -306,7 +314,9 @@ class SendConnection(Connection):
         if ok:
             t.bytes_acked += length
         elif not t.error:
-            t.error = f"peer refused a write: {reason}"
+            t.error = _FAILURE_TEXT.get(reason, "peer refused a write: {reason}").format(
+                peer=self.peer.name, reason=reason
+            )
         if t.all_acked:
             t.acked_ns = now_ns
         return t

@@ -99,6 +99,7 @@ class TransportConfig:
     penalty_halflife_ns: int = 16_000  # the heat of repeated ECN/trim penalties halves this often
     flap_window_ns: int = 400_000  # an EV failing this soon after a restore is flapping ...
     max_flap_backoff: int = 6  # ... and waits 2**flaps probe intervals (capped) before probing
+    plane_guard_min_ns: int = 0  # a plane is declared failed no sooner than this after its oldest packet
     sack_gap_threshold: int = 3  # a PSN is lost once this many packets sent after it are SACKed
     reorder_window_ns: int = 1_000  # ... and one of them was sent this long after it
     rto_initial_ns: int = 40_000
@@ -169,6 +170,7 @@ class TransportConfig:
             probe_interval_ns=10 * base_rtt_ns,
             ack_delay_ns=max(base_rtt_ns // 2, 1),
             reorder_window_ns=max(base_rtt_ns // 4, 1),
+            plane_guard_min_ns=base_rtt_ns,
             penalty_halflife_ns=4 * base_rtt_ns,
             flap_window_ns=100 * base_rtt_ns,
             cc=cc,

@@ -460,8 +460,10 @@ class Sender:
         """A plane that fails silently (a T0 down, a NIC link black hole) is seen from the
         *other* planes: packets sent on them well after a packet still in flight on the
         plane were delivered, while the plane delivered nothing sent since. "Well after"
-        is the plane's own smoothed RTT x 3/4 (at least the reorder window), so a plane that
-        is merely slower (deeper queue, lower rate) has a longer guard."""
+        is the plane's own smoothed RTT x 3/4 (at least the reorder window and the configured
+        ``plane_guard_min_ns``, the base RTT), so a plane that is merely slower (deeper queue,
+        lower rate) has a longer guard, and delay spikes shorter than a base RTT (a software
+        fabric, a busy host) are never taken for a dead plane."""
         newest = max(r.sent_ns for r in newly)
         load = self.plane_load
         for plane in range(self.evset.planes):
@@ -471,7 +473,7 @@ class Sender:
             ps = self.plane_srtt[plane] or self.srtt_ns
             if ps is None:
                 continue
-            guard = max(int(ps * 3 / 4), self.reorder_window())
+            guard = max(int(ps * 3 / 4), self.reorder_window(), self.cfg.plane_guard_min_ns)
             if newest - ok_sent < guard:
                 continue
             others = sum(1 for r in newly if r.ev >> 28 != plane and r.sent_ns >= ok_sent + guard)

@@ -373,7 +373,16 @@ def test_cli_send_deny_allow_and_json(fabric: Fabric) -> None:
     summary = mrc("send", H3, "1MiB")
     assert summary["ok"] and summary["verified"] is True
     evs = [r for r in mrc("evs") if r["peer"] == H3 and r["conn"] == "send" and r["mode"] == "mrc"]
-    assert len(evs) == 4
+    from mrc_fabric.ev import EV
+    from mrc_host.core import TransportConfig
+
+    # the core's EV set: max_evs drawn over the 2 planes x 2 T1 paths (they differ in entropy),
+    # plus the backups of each plane, every path covered
+    cfg = TransportConfig()
+    assert len(evs) == cfg.max_evs + 2 * cfg.backup_evs_per_plane
+    assert {(EV.decode(int(r["ev"], 16)).plane, EV.decode(int(r["ev"], 16)).t1) for r in evs} == {
+        (p, t) for p in range(2) for t in range(2)
+    }
     target = evs[0]["ev"]
     assert mrc("deny", target)["connections"] >= 1
     row = next(r for r in mrc("evs") if r["ev"] == target and r["peer"] == H3 and r["conn"] == "send")

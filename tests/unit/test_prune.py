@@ -174,7 +174,13 @@ def test_cleanup_command_prunes_with_keep(tmp_path: Path, capsys: pytest.Capture
 def test_make_clean_runs_only_the_cleanup() -> None:
     """README: `make clean` removes what a crashed run left behind "and nothing else"."""
     out = subprocess.run(
-        ["make", "-n", "clean", "KEEP_RUNS=3"], cwd=REPO, capture_output=True, text=True, check=True
+        # --no-print-directory: under `make test` (a parent make) make -n also prints its
+        # "Entering directory" lines
+        ["make", "-n", "--no-print-directory", "clean", "KEEP_RUNS=3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     commands = [line for line in out.splitlines() if line.strip()]
     assert len(commands) == 1, commands
