@@ -450,7 +450,8 @@ class Testbed:
         stamp = time.strftime("%H%M%S", time.gmtime())
         path = self.run.sub("captures") / f"{end.ifname}-{stamp}-{len(self.captures) + 1}.pcap"
         proc = node.popen(
-            ["tcpdump", "-Z", "root", "-U", "-n", "-i", end.ifname, "-w", str(path)],
+            # -B: an 8 MiB kernel buffer, so a busy CPU does not cost the capture packets
+            ["tcpdump", "-Z", "root", "-U", "-B", "8192", "-n", "-i", end.ifname, "-w", str(path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -214,7 +214,7 @@ def test_cli_capture_writes_a_pcap_of_the_traffic(testbed: Any, verbs: tuple[Any
     cap = cmd.capture(f"{H0}:0 30")  # tbh0's plane-0 NIC port
     # tcpdump is running once it holds the interface; then traffic, then stop it
     wait_until(lambda: cap.path.exists(), "tcpdump to open its file")
-    s = testbed.send(H0, H3, 1 << 20)
+    s = testbed.send(H0, H3, 4 << 20)  # 1,024 DATA frames of 4 KiB, about half on plane 0
     assert s["ok"], s
     cap.stop()
     assert cap.proc.poll() is not None
