@@ -24,7 +24,7 @@ import signal
 import socket
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from mrc_fabric.hostconfig import HostConfig
 from mrc_host.core import (
     Action,
     ConnectionFailed,
+    EvSet,
     EvStateChanged,
     MessageReceived,
     MessageSent,
@@ -53,6 +54,7 @@ from .connection import (
     Transfer,
 )
 from .control import ControlClient, ControlServer
+from .ev_profile import AgentEvProfile, ProfileError
 from .netio import KernelQuiet, interface_mtu
 from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, QpId, payload_mtu
 from .payload import ChunkFlag, ChunkKind
@@ -89,6 +91,8 @@ class AgentOptions:
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
     deadline_s: float = DEFAULT_DEADLINE_S
+    # which EVs connections draw and deny, and the CC (mrc_host/agent/ev_profile.py)
+    ev_profile: AgentEvProfile = field(default_factory=AgentEvProfile)
 
 
 class Agent:
@@ -118,6 +122,7 @@ class Agent:
             raise ValueError(f"--ack-every: {opts.ack_every} is outside 1..64")
         if not 2 <= opts.psn_window < 1 << 23:
             raise ValueError(f"--psn-window: {opts.psn_window} is outside 2..{(1 << 23) - 1}")
+        self._check_ev_profile()
 
     # ---- set-up and tear-down ----------------------------------------------------------------
     def _choose_mtu(self, wanted: int | None) -> int:
@@ -361,13 +366,32 @@ class Agent:
             rx_window=self.opts.psn_window,
             initial_psn=initial_psn,
             ack_every=self.opts.ack_every,
+            **self.opts.ev_profile.transport_overrides(),
         )
+
+    def _check_ev_profile(self) -> None:
+        """Refuse at start an EV profile some destination's fabric cannot honour (an explicit
+        EV outside its path space, too narrow an entropy mask), not at its first CONNECT."""
+        for name in sorted(self.paths.cfg.destinations):
+            if name == self.paths.name:
+                continue
+            for mode in Mode:
+                try:
+                    EvSet(self._transport(mode, 0), self.paths.peer(name, mode).path_space, random.Random(0))
+                except ValueError as exc:
+                    raise ProfileError(f"EV profile for {name} ({mode.value}): {exc}") from None
 
     def _conn_rng(self) -> random.Random:
         return random.Random(self.rng.getrandbits(64))
 
     def _add(self, conn: Connection) -> None:
         self.conns[conn.qp.value] = conn
+        self._deny_by_profile(conn)
+
+    def _deny_by_profile(self, conn: Connection) -> None:
+        """The profile's DENIED rules hold on every connection from its first packet."""
+        for ev in self.opts.ev_profile.denied(sorted(conn.endpoint.evset.entries)):
+            conn.endpoint.deny(ev, time.monotonic_ns())
         now = time.monotonic_ns()
         for ev in self.denied:
             self._apply(conn, conn.endpoint.deny(ev, now), now)

@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--deadline", type=float, default=600.0, help="default transfer deadline in seconds")
     s.add_argument("--no-kernel-rules", action="store_true", help="do not install the nftables drop rules")
+    s.add_argument("--ev-profile", type=Path, help="TOML EV profile: EV count, values, DENIED rules, CC")
+    s.add_argument("--evs", type=int, help="EVs per connection, split over the planes (default 128)")
+    s.add_argument("--backup-evs", type=int, help="spare EVs per plane that replace retired ones (default 4)")
+    s.add_argument("--ev-min-active", type=int, help="loss retires no EV below this many (default 0: 3/4)")
+    s.add_argument("--cc", help="congestion control: nscc (default), window or fixed")
     s.add_argument("--seed", type=int, help="seed of the EV draws and transfer ids (default: random)")
     s.add_argument("-v", "--verbose", action="store_true")
 
@@ -98,6 +103,7 @@ def _fmt_bytes(n: float) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from . import ev_profile
     from .agent import AgentOptions, serve
 
     handler: logging.Handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
@@ -105,7 +111,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        profile = ev_profile.load(args.ev_profile) if args.ev_profile else ev_profile.AgentEvProfile()
+        overrides = {
+            "evs": args.evs,
+            "backups_per_plane": args.backup_evs,
+            "min_active": args.ev_min_active,
+            "cc": args.cc,
+        }
+        profile = ev_profile.parse(
+            profile.as_dict() | {k: v for k, v in overrides.items() if v is not None}, "command line"
+        )
+    except ev_profile.ProfileError as exc:
+        print(f"mrc-agent: {exc}", file=sys.stderr)
+        return 2
     opts = AgentOptions(
+        ev_profile=profile,
         config=args.config,
         control=args.control,
         mtu=args.mtu,
@@ -120,7 +141,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         peer_timeout_s=args.peer_timeout,
         deadline_s=args.deadline,
     )
-    serve(opts)
+    try:
+        serve(opts)
+    except ev_profile.ProfileError as exc:  # the profile does not fit a destination's fabric
+        print(f"mrc-agent: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -11,7 +11,7 @@ from .actions import (
 )
 from .cc_base import REGISTRY as CC_ALGORITHMS
 from .cc_base import CongestionControl, create_cc, register_cc
-from .config import CcParams, Mode, NsccParams, TransportConfig
+from .config import CcParams, EvProfile, Mode, NsccParams, TransportConfig
 from .counters import Counters, EvCounters
 from .endpoint import Endpoint
 from .ev_state import EvEvent, EvState, EvTransitionError
@@ -28,6 +28,7 @@ __all__ = [
     "Endpoint",
     "EvCounters",
     "EvEvent",
+    "EvProfile",
     "EvSet",
     "EvState",
     "EvStateChanged",

@@ -48,10 +48,19 @@ def register_cc(cls: _CC) -> _CC:
     return cls
 
 
-def create_cc(cfg: TransportConfig) -> CongestionControl:
-    """The congestion control ``cfg.cc_algorithm`` names (ValueError lists the known ones)."""
+def _load_builtins() -> None:
     from . import cc_fixed, cc_nscc, cc_window  # noqa: F401 - register the built-in algorithms
 
+
+def cc_names() -> list[str]:
+    """Every selectable algorithm name (the built-ins and anything registered since)."""
+    _load_builtins()
+    return sorted(REGISTRY)
+
+
+def create_cc(cfg: TransportConfig) -> CongestionControl:
+    """The congestion control ``cfg.cc_algorithm`` names (ValueError lists the known ones)."""
+    _load_builtins()
     cls = REGISTRY.get(cfg.cc_algorithm)
     if cls is None:
         raise ValueError(f"cc_algorithm {cfg.cc_algorithm!r} unknown; known: {', '.join(sorted(REGISTRY))}")

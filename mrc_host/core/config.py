@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
+from mrc_fabric.ev import ENTROPY_MASK, EV
 from mrc_host.wire.messages import PSN_MASK
 
 
@@ -85,6 +86,36 @@ class NsccParams:
 
 
 @dataclass(frozen=True, slots=True)
+class EvProfile:
+    """Which EVs a connection may draw (the OCP EV profile's generation rules).
+
+    The EV format is fixed by the contract (DESIGN §3: plane and T1 choose the path, the low
+    14 bits ride in the UDP source port, the high 18 in the flow label); a profile only
+    narrows the values: ``explicit`` lists the EVs to use (each must fit the path space; the
+    first ``max_evs / planes`` of each plane are active, the rest backups), otherwise EVs are
+    drawn with entropy ``entropy_base | (random & entropy_mask)``, so a researcher can pin the
+    entropy bits an ECMP hash would see, or give every EV of a path the same entropy.
+    """
+
+    explicit: tuple[int, ...] = ()
+    entropy_mask: int = ENTROPY_MASK
+    entropy_base: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.entropy_mask <= ENTROPY_MASK:
+            raise ValueError(f"entropy_mask {self.entropy_mask:#x} is not within {ENTROPY_MASK:#x}")
+        if not 0 <= self.entropy_base <= ENTROPY_MASK or self.entropy_base & self.entropy_mask:
+            raise ValueError(f"entropy_base {self.entropy_base:#x} must be 18 bits outside entropy_mask")
+        if len(set(self.explicit)) != len(self.explicit):
+            raise ValueError("explicit: an EV is listed twice")
+        for v in self.explicit:
+            EV.decode(v)  # raises on a value that is not a 32-bit EV
+
+    def entropy(self, random_bits: int) -> int:
+        return self.entropy_base | (random_bits & self.entropy_mask)
+
+
+@dataclass(frozen=True, slots=True)
 class TransportConfig:
     """Everything a queue pair's sender, receiver and EV set need to know."""
 
@@ -93,6 +124,7 @@ class TransportConfig:
     max_evs: int = 128  # EVs drawn per connection, split equally across planes (any path count)
     backup_evs_per_plane: int = 4  # spare EVs per plane that replace retired ones
     control_evs_per_plane: int = 4  # reverse EVs per plane that carry SACKs/NACKs (each probed)
+    ev_profile: EvProfile = field(default_factory=EvProfile)  # which EV values may be drawn
     ev_min_active: int = 0  # OCP: loss retires no EV below this many usable; 0 = 3/4 of the drawn EVs
     skip_rotations: int = 4  # an ECN echo / trim NACK skips the EV this many turns (times its heat)
     max_skip_rotations: int = 32  # cap of the above

@@ -93,11 +93,20 @@ def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
         out.active[plane].append(EV(plane, rng.randrange(paths.t1_count), rng.randint(0, ENTROPY_MASK)).value)
         return out
     per_plane = max(1, cfg.max_evs // paths.planes)
+    profile = cfg.ev_profile
+    if profile.explicit:
+        return _explicit(profile.explicit, per_plane, cfg.backup_evs_per_plane, paths)
     seen: set[int] = set()
+    wanted = -(-(per_plane + cfg.backup_evs_per_plane) // (1 if cfg.mode is Mode.ECMP else paths.t1_count))
+    if wanted > 1 << profile.entropy_mask.bit_count():
+        raise ValueError(
+            f"entropy_mask {profile.entropy_mask:#x} gives {1 << profile.entropy_mask.bit_count()} "
+            f"values per path, fewer than the {wanted} distinct EVs a path needs"
+        )
 
     def fresh(plane: int, t1: int) -> int:
         while True:
-            v = EV(plane, t1, rng.randint(0, ENTROPY_MASK)).value
+            v = EV(plane, t1, profile.entropy(rng.randint(0, ENTROPY_MASK))).value
             if v not in seen:
                 seen.add(v)
                 return v
@@ -113,6 +122,23 @@ def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
         out.active[plane] = [fresh(plane, t1s[i % n]) for i in range(per_plane)]
         spare = range(per_plane, per_plane + cfg.backup_evs_per_plane)
         out.backup[plane] = [fresh(plane, t1s[i % n]) for i in spare]
+    return out
+
+
+def _explicit(values: tuple[int, ...], per_plane: int, backups: int, paths: PathSpace) -> EvDraw:
+    """An explicit EV list: per plane, in the order given, actives first, then backups."""
+    out = EvDraw([[] for _ in range(paths.planes)], [[] for _ in range(paths.planes)])
+    for v in values:
+        ev = EV.decode(v)
+        if ev.plane >= paths.planes or ev.t1 >= paths.t1_count:
+            raise ValueError(f"explicit EV {v:08x}: plane {ev.plane} T1 {ev.t1} is outside {paths}")
+        if len(out.active[ev.plane]) < per_plane:
+            out.active[ev.plane].append(v)
+        elif len(out.backup[ev.plane]) < backups:
+            out.backup[ev.plane].append(v)
+    for plane, evs in enumerate(out.active):
+        if not evs:
+            raise ValueError(f"explicit: no EV on plane {plane} (deny a plane's EVs to leave it unused)")
     return out
 
 

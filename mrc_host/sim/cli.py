@@ -17,6 +17,7 @@ import re
 import sys
 
 from mrc_host.core import Mode
+from mrc_host.core.cc_base import cc_names
 
 from . import faults as faults_mod
 from .fabric import FabricShape
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="connection mode (default mrc); with --scenario: one run, this mode on every connection",
     )
     p.add_argument("--evs", type=int, default=64, help="max EVs per connection (split across planes)")
+    p.add_argument("--cc", choices=cc_names(), help="congestion control (default: the core's, nscc)")
     p.add_argument("--backups", type=int, default=4, help="backup EVs per plane")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC", help="see FAULTS below")
     p.add_argument("--seed", type=int, default=1)
@@ -192,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         dst=args.dst,
         initial_psn=args.initial_psn,
         time_limit_ns=int(args.time_limit_us * 1000),
+        transport_overrides={} if args.cc is None else {"cc_algorithm": args.cc},
     )
     try:
         sim = Simulation(cfg)

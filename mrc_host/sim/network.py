@@ -25,6 +25,7 @@ from mrc_host.core import (
     MessageReceived,
     MessageSent,
     Mode,
+    NsccParams,
     PathSpace,
     SetTimer,
     Transmit,
@@ -65,7 +66,8 @@ class FlowSpec:
     # the window cap in units of this flow's BDP (x1.25 inside the core), whatever the CC
     window_scale: float = 1.0
     transport: dict[str, object] = field(default_factory=dict)  # TransportConfig overrides
-    cc: dict[str, object] = field(default_factory=dict)  # CcParams overrides
+    cc: dict[str, object] = field(default_factory=dict)  # CcParams overrides (cc_algorithm "window")
+    nscc: dict[str, object] = field(default_factory=dict)  # NsccParams overrides (cc_algorithm "nscc")
 
 
 @dataclass
@@ -132,6 +134,9 @@ class Connection:
         if spec.cc:
             cc = CcParams(**{**_fields(self.tcfg.cc), **spec.cc})  # type: ignore[arg-type]
             self.tcfg = TransportConfig(**{**_fields(self.tcfg), "cc": cc})  # type: ignore[arg-type]
+        if spec.nscc:
+            nscc = NsccParams(**{**_fields(self.tcfg.nscc), **spec.nscc})  # type: ignore[arg-type]
+            self.tcfg = TransportConfig(**{**_fields(self.tcfg), "nscc": nscc})  # type: ignore[arg-type]
         rng = random.Random(net.seed * 1_000_003 + index)
         qp = 2 * index + 1
         self.sender = Endpoint(local_qp=qp, peer_qp=qp + 1, config=self.tcfg, paths=self.paths, rng=rng)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mrc_host.core import CcParams, Mode, TransportConfig
+from mrc_host.core import CcParams, Mode, NsccParams, TransportConfig
 
 from .fabric import FabricShape
 from .faults import FaultSpecError, parse_fault, parse_time
@@ -71,7 +71,7 @@ FABRIC_KEYS = {
     "trim": "size",
     "nic_buffer": "size",
 }
-TRANSPORT_KEYS = {"mtu", "evs", "backups", "config", "cc"}
+TRANSPORT_KEYS = {"mtu", "evs", "backups", "config", "cc", "nscc"}
 ITEM_KEYS = {
     "pattern",
     "name",
@@ -90,6 +90,7 @@ ITEM_KEYS = {
     "window_scale",
     "evs",
     "cc",
+    "nscc",
     "config",
 }
 RUN_KEYS = {"name", "mode", "qps_per_pair", "evs"}
@@ -127,6 +128,7 @@ class TrafficItem:
     window_scale: float = 1.0  # window cap in BDPs, whatever the CC
     evs: int | None = None
     cc: dict[str, object] = field(default_factory=dict)
+    nscc: dict[str, object] = field(default_factory=dict)
     config: dict[str, object] = field(default_factory=dict)
 
     def connections(self) -> int:
@@ -175,6 +177,7 @@ class Scenario:
     backups: int
     config: dict[str, object]
     cc: dict[str, object]
+    nscc: dict[str, object]
     traffic: list[TrafficItem]
     faults: list[str]
     runs: list[RunSpec]
@@ -307,6 +310,7 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
     backups = tr.get("backups", int, 4)
     config = _checked_fields(file, tr.get("config", dict, {}), "transport.config", TransportConfig)
     cc = _checked_fields(file, tr.get("cc", dict, {}), "transport.cc", CcParams)
+    nscc = _checked_fields(file, tr.get("nscc", dict, {}), "transport.nscc", NsccParams)
 
     modes_raw = raw.get("modes", ["mrc"])
     if not isinstance(modes_raw, list) or not modes_raw:
@@ -379,6 +383,7 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
         backups=backups,
         config=config,
         cc=cc,
+        nscc=nscc,
         traffic=traffic,
         faults=list(faults_raw),
         runs=runs,
@@ -430,6 +435,7 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
         window_scale=r.get("window_scale", float, 1.0),
         evs=r.get("evs", int),
         cc=_checked_fields(file, r.get("cc", dict, {}), f"{path}.cc", CcParams),
+        nscc=_checked_fields(file, r.get("nscc", dict, {}), f"{path}.nscc", NsccParams),
         config=_checked_fields(file, r.get("config", dict, {}), f"{path}.config", TransportConfig),
     )
     if not 1 <= item.writes <= 1 << 20:
@@ -535,6 +541,7 @@ def to_toml(sc: Scenario) -> str:
         f"backups = {sc.backups}",
         f"config = {_toml_value(sc.config)}",
         f"cc = {_toml_value(sc.cc)}",
+        f"nscc = {_toml_value(sc.nscc)}",
     ]
     for t in sc.traffic:
         lines += ["", "[[traffic]]", f"pattern = {_toml_value(t.pattern)}", f"name = {_toml_value(t.name)}"]
@@ -559,6 +566,8 @@ def to_toml(sc: Scenario) -> str:
             lines.append(f"evs = {t.evs}")
         if t.cc:
             lines.append(f"cc = {_toml_value(t.cc)}")
+        if t.nscc:
+            lines.append(f"nscc = {_toml_value(t.nscc)}")
         if t.config:
             lines.append(f"config = {_toml_value(t.config)}")
     return "\n".join(lines) + "\n"
@@ -583,6 +592,7 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
             window_scale=item.window_scale,
             transport={**sc.config, **item.config},
             cc=cc,
+            nscc={**sc.nscc, **item.nscc},
         )
         if item.share_ev_with is not None:
             other = next(j for j in jobs if j.name == item.share_ev_with).connections[0]

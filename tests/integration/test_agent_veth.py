@@ -130,3 +130,45 @@ def test_bad_arguments_stop_the_agent_with_a_message(lab, tmp_path) -> None:
         assert proc.returncode != 0 and text in proc.stderr, proc.stderr
     assert not (tmp_path / "s.sock").exists()
     assert "mrc_agent" not in _tables(h.name)
+
+
+def test_an_ev_profile_sets_the_evs_and_denies_by_rule(lab, tmp_path) -> None:
+    from mrc_host.agent.client import AgentClient
+
+    profile = tmp_path / "evs.toml"
+    profile.write_text(
+        'explicit = ["00000011", "00000012", "00000013", "00000014"]\nevs = 4\nbackups_per_plane = 0\n'
+        'cc = "window"\n[[deny]]\nev = "00000012"\n'
+    )
+    for h in lab.hosts:
+        lab.start_agent(h, "--ev-profile", str(profile))
+    try:
+        a, b = lab.hosts
+        c = AgentClient(a.control)
+        assert c.send(b.name, "512K")["ok"]
+        rows = {r["ev"]: r for r in c.evs() if r["conn"] == "send"}
+        assert set(rows) == {"00000011", "00000012", "00000013", "00000014"}
+        assert rows["00000012"]["state"] == "DENIED" and rows["00000012"]["data_sent"] == 0
+        assert all(rows[ev]["data_sent"] > 0 for ev in ("00000011", "00000013", "00000014"))
+    finally:
+        for h in lab.hosts:
+            lab.stop_agent(h)
+
+
+def test_a_profile_the_fabric_cannot_honour_stops_the_agent_with_a_message(lab, tmp_path) -> None:
+    h = lab.hosts[0]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('explicit = ["30000001"]\n')  # plane 3: this host has one NIC port
+    base = [sys.executable, "-m", "mrc_host.agent.cli", "serve", "--control", str(tmp_path / "s.sock"),
+            "--config", str(h.config_path)]  # fmt: skip
+    for extra, text in (
+        (["--ev-profile", str(bad)], "plane 3"),
+        (["--cc", "cubic"], "cc: 'cubic' is not one of"),
+        (["--evs", "0"], "evs: must be an integer in 1..4096"),
+    ):
+        proc = subprocess.run(
+            ["ip", "netns", "exec", h.name, *base, *extra], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 2 and text in proc.stderr, proc.stderr
+    assert not (tmp_path / "s.sock").exists()
+    assert "mrc_agent" not in _tables(h.name)

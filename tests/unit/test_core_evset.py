@@ -237,3 +237,49 @@ def test_one_probe_per_path_and_the_path_comes_back_together() -> None:
     assert s.probe_acked(due[0][0], due[0][1], 2)
     assert all(s.state(v) is EvState.GOOD for v in path)
     assert s.next_probe_deadline() is None or s.next_probe_deadline() > 2  # nothing left due
+
+
+# -- EV profiles (OCP: EVs generated from field masks or listed explicitly) ------------------
+
+
+def test_profile_entropy_mask_and_base_fix_the_entropy_bits() -> None:
+    from mrc_host.core import EvProfile
+
+    prof = EvProfile(entropy_mask=0x00FF, entropy_base=0x2A00)
+    s = make(planes=2, t1=4, ev_profile=prof)
+    values = s.active_evs() + s.backup_evs()
+    assert len(values) == len(set(values)) == 128 + 8
+    assert all(EV.decode(v).entropy & ~0x00FF == 0x2A00 for v in values)
+    assert len({EV.decode(v).entropy for v in values}) > 16  # the masked bits still vary
+
+
+def test_profile_too_narrow_for_the_ev_count_names_the_mask() -> None:
+    from mrc_host.core import EvProfile
+
+    with pytest.raises(ValueError, match="entropy_mask 0x3 gives 4 values per path"):
+        make(planes=2, t1=4, ev_profile=EvProfile(entropy_mask=0x3))
+    with pytest.raises(ValueError, match="entropy_base"):
+        EvProfile(entropy_mask=0xFF, entropy_base=0x1)  # base overlaps the mask
+    with pytest.raises(ValueError, match="listed twice"):
+        EvProfile(explicit=(5, 5))
+
+
+def test_profile_explicit_list_is_used_in_order_actives_then_backups() -> None:
+    from mrc_host.core import EvProfile
+
+    listed = [
+        EV(p, t, 100 + i).value for i, (p, t) in enumerate([(0, 0), (1, 1), (0, 1), (1, 0), (0, 2), (1, 2)])
+    ]
+    s = make(planes=2, t1=4, max_evs=4, backup_evs_per_plane=1, ev_profile=EvProfile(explicit=tuple(listed)))
+    assert s.active_evs() == [listed[0], listed[2], listed[1], listed[3]]  # plane 0 first, in order
+    assert s.backup_evs() == [listed[4], listed[5]]
+    assert set(s.entries) == set(listed)
+
+
+def test_profile_explicit_ev_outside_the_fabric_or_a_plane_left_empty_is_refused() -> None:
+    from mrc_host.core import EvProfile
+
+    with pytest.raises(ValueError, match="T1 7 is outside"):
+        make(planes=2, t1=4, ev_profile=EvProfile(explicit=(EV(0, 7, 1).value, EV(1, 0, 1).value)))
+    with pytest.raises(ValueError, match="no EV on plane 1"):
+        make(planes=2, t1=4, ev_profile=EvProfile(explicit=(EV(0, 1, 1).value,)))

@@ -99,3 +99,14 @@ def test_rate_fault_parses_and_targets_links_switches_and_planes() -> None:
     assert ns_per_byte([f], 5, 0.08) == pytest.approx(0.16)
     with pytest.raises(FaultSpecError):
         parse_fault("rate=0:p0", ideal_ns=1000)
+
+
+def test_cc_flag_selects_the_congestion_control(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = {}
+    for cc in ("nscc", "window"):
+        assert main(["--size", "2MiB", "--fault", "ecn:p0-t0_0-t1_1@0", "--cc", cc, "--json"]) == 0
+        runs[cc] = json.loads(capsys.readouterr().out)
+        assert runs[cc]["completed"], runs[cc]
+    assert runs["nscc"]["counters"]["sender"] != runs["window"]["counters"]["sender"]
+    with pytest.raises(SystemExit):
+        main(["--cc", "cubic"])

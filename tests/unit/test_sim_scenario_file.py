@@ -28,6 +28,7 @@ buffer = "1MiB"
 [transport]
 evs = 16
 cc = {md_gain = 0.4}
+nscc = {max_md_jump = 0.3}
 
 [[traffic]]
 pattern = "incast"
@@ -63,6 +64,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert again == sc
     assert [t.pattern for t in again.traffic] == ["incast", "flow", "background"]
     assert again.cc == {"md_gain": 0.4} and again.shape.link_delay_ns == 500
+    assert again.nscc == {"max_md_jump": 0.3}
 
 
 @pytest.mark.parametrize(
@@ -77,6 +79,7 @@ def test_round_trip(tmp_path: Path) -> None:
         (('modes = ["mrc", "single-path"]', 'modes = ["mrc", "rdma"]'), "modes[1]", "unknown mode"),
         (("cc = {md_gain = 0.4}", "cc = {md_gian = 0.4}"), "transport.cc.md_gian", "unknown parameter"),
         (("cc = {md_gain = 0.4}", 'cc = {md_gain = "big"}'), "transport.cc.md_gain", "must be float"),
+        (("max_md_jump = 0.3", "max_md_jmp = 0.3"), "transport.nscc.max_md_jmp", "unknown parameter"),
         (("@10%", "@10%-5%"), "faults[0]", "ends before it starts"),
         (("p0-t0_0-t1_1", "p0-t0_0-t1_9"), "faults[0]", "names no link or switch"),
         (("pairs = [[4, 2]]", "pairs = [[4, 4]]"), "traffic[2].pairs", "sends to itself"),
@@ -165,3 +168,12 @@ def test_shape_bench_writes_its_table(tmp_path: Path) -> None:
     assert {"mrc", "single-path", "ecmp"} <= set(row["metrics"])
     assert (tmp_path / "sim_shapes.png").read_bytes()[:4] == b"\x89PNG"
     assert "| paper's shape |" in (tmp_path / "sim_shapes.md").read_text()
+
+
+def test_nscc_table_reaches_the_connections(tmp_path: Path) -> None:
+    from mrc_host.sim.network import FlowSpec, Network
+
+    sc = sf.load(write(tmp_path, SMALL))
+    net = Network(sc.shape, sc.seed)
+    conn = net.add_flow(FlowSpec("f", 0, 5, nscc=dict(sc.nscc)), 64 << 10)
+    assert conn.tcfg.nscc.max_md_jump == 0.3 and conn.tcfg.cc_algorithm == "nscc"
