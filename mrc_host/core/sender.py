@@ -32,6 +32,7 @@ from .psn import PSN_HALF, psn_of, unwrap
 ROCE_TIMEOUT_UNIT_NS = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
 REO_MULT_MAX = 4  # the reordering window grows from SRTT/4 up to SRTT
 REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
+OVERTAKEN_MAX = 4096  # resent-and-acked packets remembered for a D-SACK that proves them spurious
 SPREAD_DECAY = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
@@ -111,6 +112,9 @@ class Sender:
         self.min_rtt_ns: int | None = None
         self.rtt_spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
         self._clean_deliveries = 0
+        # (send time, EV) of original copies whose resent copy was acknowledged first -> the EV
+        # the loss was blamed on: a D-SACK naming one proves the loss spurious (bounded, FIFO)
+        self._overtaken: dict[tuple[int, int], int] = {}
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         self.failed = ""  # why the connection ended in error ("" while it works)
@@ -322,16 +326,20 @@ class Sender:
         if rec.gap_lost and (rec.lost or earlier_copy or now_ns - rec.sent_ns < (self.srtt_ns or 0) / 2):
             # the original arrived: it was reordering, not loss (still queued for resending,
             # or resent too recently for the copy to be the one acknowledged)
-            self.c.spurious_losses += 1
-            self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
-            self._clean_deliveries = 0
-            if self._retire and self.evset.undo_loss(rec.lost_ev, now_ns):
-                self.c.ev_loss_undone += 1
+            self._spurious(rec.lost_ev, now_ns)
         else:
+            if rec.gap_lost and rec.prev_sent_ns >= 0:
+                # the resent copy was acknowledged first: the original may still arrive (it
+                # was reordered, and overtaken); the receiver then reports it as a duplicate
+                # (D-SACK) and the loss is undone then
+                self._overtaken[(rec.prev_sent_ns, rec.lost_ev)] = rec.lost_ev
+                if len(self._overtaken) > OVERTAKEN_MAX:
+                    del self._overtaken[next(iter(self._overtaken))]
             self._clean_deliveries += 1
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
                 self.reo_mult -= 1
                 self._clean_deliveries = 0
+        rec.gap_lost = False
         rec.lost = False
         rec.sacked = True
         plane = rec.ev >> 28
@@ -342,6 +350,31 @@ class Sender:
         self.c.data_bytes_delivered += len(rec.payload)
         self.evset.note_ok(rec.ev, now_ns)
         newly.append(rec)
+
+    def _spurious(self, lost_ev: int, now_ns: int) -> None:
+        """A loss declared by the gap rule or a timer was reordering after all: the reorder
+        window grows a step (RACK's reo_wnd_mult), and the EVs it retired come back."""
+        self.c.spurious_losses += 1
+        self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
+        self._clean_deliveries = 0
+        if self._retire and self.evset.undo_loss(lost_ev, now_ns):
+            self.c.ev_loss_undone += 1
+
+    def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
+        """D-SACK: the packet copy named by the echoed send time and EV reached the peer
+        after another copy of the same PSN. If it is an original whose resent copy won the
+        race, the loss that caused the resend was spurious: undone here, however late. The
+        echo must match a copy this sender remembers exactly, so a forged report undoes
+        nothing; its round trip is a true RTT sample (the spike that caused the guess)."""
+        self.c.dsacks_received += 1
+        lost_ev = self._overtaken.pop((s.echo_ts, s.echo_ev), None)
+        if lost_ev is None:
+            return False
+        rtt = now_ns - s.echo_ts
+        if 0 <= rtt < self.cfg.rto_max_ns:
+            self._rtt_sample(rtt)
+        self._spurious(lost_ev, now_ns)
+        return True
 
     def _drop_ack(self, reason: str) -> None:
         """A SACK/NACK the sender does not believe: counted by reason, nothing else happens."""
@@ -370,6 +403,7 @@ class Sender:
             self._drop_ack("sack_bitmap_beyond_sent")
             return
         records = self.records
+        undone = s.duplicate and self._on_duplicate_report(s, now_ns)
         news = cum > self.snd_una
         if not news and bitmap:
             b = bitmap
@@ -381,7 +415,8 @@ class Sender:
                     news = True
                     break
         if not news:
-            self._drop_ack("sack_nothing_new")
+            if not undone:  # (a D-SACK that proved a loss spurious was news enough)
+                self._drop_ack("sack_nothing_new")
             return
         newly: list[_TxRecord] = []
         for seq in range(self.snd_una, cum):
@@ -406,6 +441,15 @@ class Sender:
             if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
                 trigger = rec
                 break
+        if trigger is None:
+            # the copy acknowledged was the earlier one of a packet resent since (a spurious
+            # timeout or gap loss): its echoed send time still names that copy exactly, so the
+            # sample is sound (no Karn ambiguity) -- and it is the very delay spike the RTO and
+            # the reorder window must learn from, so it must not be thrown away
+            for rec in newly:
+                if rec.prev_sent_ns == s.echo_ts and rec.lost_ev == s.echo_ev:
+                    trigger = rec
+                    break
         rtt = None
         ecn = False
         if trigger is None:
@@ -414,7 +458,7 @@ class Sender:
             rtt = now_ns - s.echo_ts
             if 0 <= rtt < self.cfg.rto_max_ns:
                 self._rtt_sample(rtt)
-                plane = trigger.ev >> 28
+                plane = s.echo_ev >> 28
                 ps = self.plane_srtt[plane]
                 self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
             else:
@@ -491,6 +535,7 @@ class Sender:
             self.min_rtt_ns = rtt
         spread = rtt - self.min_rtt_ns
         self.rtt_spread = max(float(spread), self.rtt_spread * SPREAD_DECAY)
+        self.evset.tx_delay_spread = self.rtt_spread
         if self.srtt_ns is None:
             self.srtt_ns = float(rtt)
             self.rttvar_ns = rtt / 2
@@ -649,6 +694,19 @@ class Sender:
         if self._gbn:
             self.c.losses_rto += len(expired)
             self.rewind(self.snd_una)
+            return
+        if self.srtt_ns is None:
+            # no RTT sample yet: the timer was a guess, and its expiry says the RTT is
+            # unknown, not that every packet sent died. Resend the oldest one as a probe
+            # (RFC 6298 resends one segment; RACK-TLP's probe elicits feedback) with the
+            # timer backed off; its SACK -- or the original's -- gives the first sample.
+            rec = expired[0]
+            self._leave_flight(rec)
+            rec.lost = True
+            rec.gap_lost = True  # a guess: the original's delivery proves it spurious
+            rec.lost_ev = rec.ev
+            self.c.rto_probes += 1
+            self.retx.append(rec.seq)
             return
         for rec in expired:
             self._lose(rec, "rto", now_ns)
