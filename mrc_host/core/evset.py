@@ -558,11 +558,13 @@ class EvSet:
 
     def probe_timeout_ns(self) -> int:
         """How long a probe may stay unanswered before it counts as lost: one probe
-        interval plus the round-trip delay variation measured on the data (a jittery
-        fabric delays probes as much as packets), or twice the slowest probe round trip
-        seen lately if that is longer."""
+        interval; twice the slowest probe round trip seen lately; or twice the round-trip
+        delay variation measured on the data (a jittery fabric delays probes as much as
+        packets: a probe takes at most the minimum RTT plus that variation), whichever is
+        longest. (Not interval + variation: liveness ticks come once per interval, so any
+        excess over it would cost a whole extra interval of detection on a quiet fabric.)"""
         spread = max(self.tx_delay_spread, self.rx_delay_spread)
-        return max(self.cfg.probe_interval_ns + int(spread), int(2 * self.probe_rtt_max))
+        return max(self.cfg.probe_interval_ns, int(2 * self.probe_rtt_max), int(2 * spread))
 
     def note_probe_rtt(self, rtt_ns: int) -> None:
         self.probe_rtt_max = max(float(rtt_ns), self.probe_rtt_max * (1 - 1 / 64))

@@ -32,8 +32,9 @@ from .psn import PSN_HALF, psn_of, unwrap
 ROCE_TIMEOUT_UNIT_NS = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
 REO_MULT_MAX = 4  # the reordering window grows from SRTT/4 up to SRTT
 REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
-OVERTAKEN_MAX = 4096  # resent-and-acked packets remembered for a D-SACK that proves them spurious
+GUESSES_MAX = 4096  # guessed-lost, acked packets remembered for a D-SACK that proves them spurious
 SPREAD_DECAY = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
+REO_EXTENT_DECAY = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
 _FLAGS = (
@@ -111,10 +112,17 @@ class Sender:
         self.reo_mult = 1
         self.min_rtt_ns: int | None = None
         self.rtt_spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
+        # reordering actually seen, measured without waiting for a spurious loss: how much
+        # earlier than the newest packet already delivered on its plane a delivered packet
+        # was sent (decaying max); the gap rule's time guard never goes below it
+        self.reo_extent = 0.0
+        self._newest_sent = [-1] * planes  # send time of the newest delivered packet per plane
         self._clean_deliveries = 0
-        # (send time, EV) of original copies whose resent copy was acknowledged first -> the EV
-        # the loss was blamed on: a D-SACK naming one proves the loss spurious (bounded, FIFO)
-        self._overtaken: dict[tuple[int, int], int] = {}
+        # packets declared lost by a guess (gap rule, timer), resent once, acknowledged, and not
+        # (yet) shown spurious: (send time, EV) of each of their two copies -> the EV the loss
+        # was blamed on and the other copy's key. Both copies arrived iff the peer reports one
+        # as a duplicate (D-SACK): then the loss was spurious. Bounded, oldest out first.
+        self._guesses: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         self.failed = ""  # why the connection ended in error ("" while it works)
@@ -328,13 +336,17 @@ class Sender:
             # or resent too recently for the copy to be the one acknowledged)
             self._spurious(rec.lost_ev, now_ns)
         else:
-            if rec.gap_lost and rec.prev_sent_ns >= 0:
-                # the resent copy was acknowledged first: the original may still arrive (it
-                # was reordered, and overtaken); the receiver then reports it as a duplicate
-                # (D-SACK) and the loss is undone then
-                self._overtaken[(rec.prev_sent_ns, rec.lost_ev)] = rec.lost_ev
-                if len(self._overtaken) > OVERTAKEN_MAX:
-                    del self._overtaken[next(iter(self._overtaken))]
+            if rec.gap_lost and rec.transmissions == 2:
+                # nothing shows yet which copy arrived (the resent one may have overtaken the
+                # original, or a coalesced SACK named another packet): if the other copy
+                # arrives too, the receiver reports it as a duplicate and the loss is undone
+                # then. (With three copies or more a duplicate proves nothing.)
+                first, second = (rec.prev_sent_ns, rec.lost_ev), (rec.sent_ns, rec.ev)
+                guesses = self._guesses
+                guesses[first] = (rec.lost_ev, second)
+                guesses[second] = (rec.lost_ev, first)
+                while len(guesses) > GUESSES_MAX:
+                    del guesses[next(iter(guesses))]
             self._clean_deliveries += 1
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
                 self.reo_mult -= 1
@@ -343,6 +355,11 @@ class Sender:
         rec.lost = False
         rec.sacked = True
         plane = rec.ev >> 28
+        newest = self._newest_sent[plane]
+        if rec.sent_ns >= newest:
+            self._newest_sent[plane] = rec.sent_ns
+        elif rec.transmissions == 1:
+            self.reo_extent = max(float(newest - rec.sent_ns), self.reo_extent * REO_EXTENT_DECAY)
         if rec.sent_ns > self.plane_ok_sent[plane]:
             self.plane_ok_sent[plane] = rec.sent_ns
             self._plane_evidence[plane] = 0
@@ -362,14 +379,17 @@ class Sender:
 
     def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
         """D-SACK: the packet copy named by the echoed send time and EV reached the peer
-        after another copy of the same PSN. If it is an original whose resent copy won the
-        race, the loss that caused the resend was spurious: undone here, however late. The
-        echo must match a copy this sender remembers exactly, so a forged report undoes
-        nothing; its round trip is a true RTT sample (the spike that caused the guess)."""
+        after another copy of the same PSN. If it is a copy of a packet resent once on a
+        guess, both copies arrived, so the loss was spurious: undone here, however late
+        (the resent copy may have won the race). The echo must match a copy this sender
+        remembers exactly, so a forged report undoes nothing; its round trip is a true RTT
+        sample (an original's is the very spike that caused the guess)."""
         self.c.dsacks_received += 1
-        lost_ev = self._overtaken.pop((s.echo_ts, s.echo_ev), None)
-        if lost_ev is None:
+        guess = self._guesses.pop((s.echo_ts, s.echo_ev), None)
+        if guess is None:
             return False
+        lost_ev, other = guess
+        self._guesses.pop(other, None)
         rtt = now_ns - s.echo_ts
         if 0 <= rtt < self.cfg.rto_max_ns:
             self._rtt_sample(rtt)
@@ -550,7 +570,7 @@ class Sender:
         spurious loss has shown reordering, half the RTT spread recently seen (max sample
         minus min, decaying), which is the one-way delay variation a jittery fabric (a
         software switch) adds."""
-        window = self.cfg.reorder_window_ns
+        window = max(self.cfg.reorder_window_ns, int(self.reo_extent))
         if self.srtt_ns is not None:
             window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX)
             if self.reo_mult > 1:  # only once reordering has been seen: it costs loss latency
