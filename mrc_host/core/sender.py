@@ -35,6 +35,7 @@ REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
 GUESSES_MAX = 4096  # guessed-lost, acked packets remembered for a D-SACK that proves them spurious
 SPREAD_DECAY = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
 REO_EXTENT_DECAY = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
+REO_EXTENT_MARGIN = 1.5  # the largest reordering seen so far understates the largest to come
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
 _FLAGS = (
@@ -570,7 +571,7 @@ class Sender:
         spurious loss has shown reordering, half the RTT spread recently seen (max sample
         minus min, decaying), which is the one-way delay variation a jittery fabric (a
         software switch) adds."""
-        window = max(self.cfg.reorder_window_ns, int(self.reo_extent))
+        window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
         if self.srtt_ns is not None:
             window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX)
             if self.reo_mult > 1:  # only once reordering has been seen: it costs loss latency
