@@ -552,7 +552,11 @@ class Sender:
             self.flush_plane(plane, "plane")
 
     def _rtt_sample(self, rtt: int) -> None:
-        if self.min_rtt_ns is None or rtt < self.min_rtt_ns:
+        if self.min_rtt_ns is None:
+            self.min_rtt_ns = rtt
+        elif rtt < self.min_rtt_ns:
+            # a new floor: the slow samples seen so far sit that much further above it
+            self.rtt_spread += self.min_rtt_ns - rtt
             self.min_rtt_ns = rtt
         spread = rtt - self.min_rtt_ns
         self.rtt_spread = max(float(spread), self.rtt_spread * SPREAD_DECAY)
