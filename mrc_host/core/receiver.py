@@ -8,7 +8,9 @@ Acknowledgement policy (coalescing): one SACK per ``ack_every`` in-order packets
 ``ack_delay_ns`` after the first unacknowledged one, whichever comes first; a SACK goes
 out at once for a packet that is out of order or fills a hole, a duplicate, a
 retransmission, ECN-CE marked, refused, or the last of a message. A SACK echoes the EV,
-the CE mark and the send timestamp of the packet that triggered it. A trimmed packet gets a NACK at once:
+the CE mark and the send timestamp of the packet that triggered it, and flags it as a
+duplicate (D-SACK) when its PSN had already arrived: the sender's proof that a loss it
+guessed was reordering. A trimmed packet gets a NACK at once:
 TRIMMED when it also carries CE (it was cut inside the fabric, where ECN marking is on,
 and a queue above the trim threshold is above the ECN threshold), TRIMMED_LASTHOP when
 not (the last hop does not mark ECN, so the cut happened there: incast at this host).

@@ -5,14 +5,17 @@ address (RETH), so it can go on any EV and arrive in any order. Loss is found th
 - a trim NACK (the packet was cut by a congested switch): resend at once on another EV;
   the EV only goes to SKIP, since trimming means congestion, not failure;
 - the SACK gap rule: ``sack_gap_threshold`` packets sent *after* it on the same plane
-  were SACKed, one of them sent at least ``reorder_window_ns`` (or SRTT/4, if larger;
-  up to SRTT after spurious losses, as in RACK) after it. Counting per plane (each plane
-  has its own NIC queue, whose depths differ) and the time guard keep the reordering
-  that spraying causes from passing for loss;
-- the retransmission timeout (RTO from SRTT/RTTVAR, clamped, doubled per expiry).
+  were SACKed, one of them sent at least the reorder window after it. Counting per plane
+  (each plane has its own NIC queue, whose depths differ) and the time guard keep the
+  reordering that spraying and a jittery fabric cause from passing for loss; the guard
+  adapts as RACK's does, to the reordering measured on deliveries and to spurious losses;
+- the retransmission timeout (RTO from SRTT, RTTVAR and the RTT spread, clamped, doubled
+  per expiry; before any RTT sample it only resends the oldest packet, as a probe).
 The last two mean the path failed: in MRC mode the EV that lost it is retired at once
-(ASSUMED_BAD) and the packet is resent on another EV. In single-path mode the sender
-goes back N from the first missing PSN, as RoCE does.
+(ASSUMED_BAD) and the packet is resent on another EV. Both are guesses: when the packet
+turns out to have arrived (its original acknowledged, Eifel's echo, or a D-SACK) the loss
+is spurious and the retirement is undone. In single-path mode the sender goes back N
+from the first missing PSN, as RoCE does.
 """
 
 from __future__ import annotations
