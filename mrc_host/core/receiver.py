@@ -83,7 +83,7 @@ class Receiver:
         # cancels in the spread): its floor, and how far above it packets arrive lately
         self._owd_min: int | None = None
         self.owd_spread = 0.0
-        self._spread_cap = float(cfg.rto_max_ns // 4)
+        self._spread_cap = float(cfg.rto_max_ns // 8)
 
     def _note_delay(self, owd: int) -> None:
         """Track the one-way delay variation of the data (jitter), as the sender tracks the

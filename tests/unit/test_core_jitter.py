@@ -138,3 +138,20 @@ def test_ack_lost_rule_waits_out_the_measured_jitter() -> None:
     assert rx.owd_spread > 30_000
     assert rx.ack_lost_guard_ns() >= p.b.cfg.rto_min_ns + 60_000
     assert p.b.evset.probe_timeout_ns() >= 60_000  # liveness probes get the same allowance
+
+
+def test_forged_timestamps_only_stretch_the_ack_side_guard_within_a_cap() -> None:
+    """Untrusted input: a DATA timestamp from the far past or future must not switch the
+    reverse-path checks off (nor crash): the one-way spread is capped at rto_max / 8."""
+    p = make_pair(size=1 << 16)
+    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    pkts = [m for _, m in p.in_flight]
+    p.in_flight = []
+    pkts[0].send_ts, pkts[1].send_ts = 0, (1 << 64) - 1
+    for pkt in pkts:
+        p.absorb(p.b, p.b.receive(pkt, p.now))
+    cfg = p.b.cfg
+    assert p.b.receiver.ack_lost_guard_ns() <= cfg.rto_min_ns + cfg.rto_max_ns // 4
+    assert p.b.evset.probe_timeout_ns() <= max(cfg.probe_interval_ns, cfg.rto_max_ns // 2)
+    assert p.b.counters.data_bytes_placed == 4096  # the data itself is placed as usual
