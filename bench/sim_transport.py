@@ -183,15 +183,25 @@ def jitter(quick: bool) -> dict[str, Any]:
     for j in ("1us", "3us") if quick else ("1us", "3us", "10us"):
         s = sim(FabricShape(planes=2, t1=4), (4 if quick else 16) << 20, [f"jitter={j}:all"])
         c = s.sender.counters
+        rc = s.receiver.counters  # the receiving endpoint's EVs carry the SACKs: the reverse path
         bad = sum(
             1 for ep in (s.sender, s.receiver) for e in ep.evset.entries.values() if e.state == "ASSUMED_BAD"
         )
+        r = result(s)
+        undone_evs = sum(
+            1 for e in r["ev_timeline"] if e["side"] == "sender" and "was reordering" in e["reason"]
+        )
         out[j] = {
-            "retired": c.ev_retired,
+            "retired": c.ev_retired,  # forward EVs (path siblings included)
+            "undone_evs": undone_evs,  # of those, brought back by the loss undo (not by probes)
+            "restored_by_probes": c.ev_restored + rc.ev_restored,
+            "retired_reverse": rc.ev_retired,
             "undone": c.ev_loss_undone,
             "assumed_bad_at_end": bad,
+            "gap_losses": c.losses_gap,
             "rto_losses": c.losses_rto,
-            "goodput_gbps": result(s)["goodput_gbps"],
+            "spurious_losses": c.spurious_losses,
+            "goodput_gbps": r["goodput_gbps"],
         }
         print(f"   jitter {j}: {out[j]}", flush=True)
     return out
@@ -286,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         "ecn_share_le_quarter": data["ecn"]["share_of_fair"] <= 0.25,
         "big_fabric_completes": data["big_fabric"]["completed"],
         "jitter_no_ev_left_retired": all(v["assumed_bad_at_end"] == 0 for v in data["jitter"].values()),
+        "jitter_no_healthy_ev_retired": all(
+            v["retired"] == v["undone_evs"] and not v["retired_reverse"] and not v["rto_losses"]
+            for v in data["jitter"].values()
+        ),
     }
     (args.out / "sim_transport.json").write_text(json.dumps(data, indent=1))
     plot(data, args.out / "sim_transport.png")

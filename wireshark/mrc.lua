@@ -51,6 +51,7 @@ local f = {
     sack_echo_ev = ProtoField.uint32("mrc.sack.echo_ev", "Echoed EV", base.HEX),
     sflags = ProtoField.uint8("mrc.sack.flags", "Flags", base.HEX),
     ecn_echo = ProtoField.bool("mrc.sack.ecn_echo", "ECN echo", 8, nil, 0x01),
+    sack_dup = ProtoField.bool("mrc.sack.duplicate", "Duplicate (D-SACK)", 8, nil, 0x02),
     sack_ports = ProtoField.uint16("mrc.sack.port_status", "Port status", base.HEX),
     sack_echo_ts = ProtoField.uint64("mrc.sack.echo_ts", "Echoed timestamp (ns)", base.DEC),
     -- NACK
@@ -176,11 +177,13 @@ function mrc.dissector(tvb, pinfo, tree)
             t:add(f.sack_echo_ev, tvb(h + 16, 4))
             local sf = t:add(f.sflags, tvb(h + 20, 1))
             sf:add(f.ecn_echo, tvb(h + 20, 1))
+            sf:add(f.sack_dup, tvb(h + 20, 1))
             t:add(f.sack_ports, tvb(h + 22, 2))
             t:add(f.sack_echo_ts, tvb(h + 24, 8))
-            info = string.format("MRC SACK cum=%d base=%d bitmap=0x%s%s", tvb(h + 1, 3):uint(),
+            info = string.format("MRC SACK cum=%d base=%d bitmap=0x%s%s%s", tvb(h + 1, 3):uint(),
                 tvb(h + 5, 3):uint(), tostring(tvb(h + 8, 8):bytes():tohex()),
-                (tvb(h + 20, 1):uint() % 2 == 1) and " ECE" or "")
+                (tvb(h + 20, 1):uint() % 2 == 1) and " ECE" or "",
+                (math.floor(tvb(h + 20, 1):uint() / 2) % 2 == 1) and " DUP" or "")
         elseif op == 0xC1 then
             t:add(f.nack_psn, tvb(h + 1, 3))
             t:add(f.nack_reason, tvb(h + 4, 1))

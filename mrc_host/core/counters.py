@@ -33,6 +33,8 @@ class Counters:
     losses_rto: int = 0
     spurious_losses: int = 0  # gap losses whose original was SACKed after all (reordering)
     rto_fired: int = 0
+    rto_probes: int = 0  # timeouts before any RTT sample: the oldest packet resent, none declared lost
+    dsacks_received: int = 0  # SACKs reporting a duplicate arrival (D-SACK)
     losses_tail: int = 0  # resent by the tail probe (nothing new left to send), no EV blamed
     losses_port: int = 0  # in flight on a plane whose local or peer NIC port went down: resent
     losses_plane: int = 0  # in flight on a plane found silently failed: resent

@@ -172,6 +172,11 @@ class EvSet:
         self.next_liveness_ns: int | None = None
         self.floor_holds = 0  # losses that retired nothing because of ev_min_active
         self.probe_rtt_max = 0.0  # slowest probe round trip lately (decaying)
+        # round-trip delay variation measured lately (jitter), written per packet by the
+        # sender (RTT samples: max - min, decaying) and the receiver (2 x the one-way spread
+        # of arriving data): a probe may be that much slower than usual without being lost
+        self.tx_delay_spread = 0.0
+        self.rx_delay_spread = 0.0
         drawn = draw(cfg, paths, rng)
         for plane in range(self.planes):
             for value in drawn.active[plane]:
@@ -579,8 +584,13 @@ class EvSet:
 
     def probe_timeout_ns(self) -> int:
         """How long a probe may stay unanswered before it counts as lost: one probe
-        interval, or twice the slowest probe round trip seen lately if that is longer."""
-        return max(self.cfg.probe_interval_ns, int(2 * self.probe_rtt_max))
+        interval; twice the slowest probe round trip seen lately; or twice the round-trip
+        delay variation measured on the data (a jittery fabric delays probes as much as
+        packets: a probe takes at most the minimum RTT plus that variation), whichever is
+        longest. (Not interval + variation: liveness ticks come once per interval, so any
+        excess over it would cost a whole extra interval of detection on a quiet fabric.)"""
+        spread = max(self.tx_delay_spread, self.rx_delay_spread)
+        return max(self.cfg.probe_interval_ns, int(2 * self.probe_rtt_max), int(2 * spread))
 
     def note_probe_rtt(self, rtt_ns: int) -> None:
         self.probe_rtt_max = max(float(rtt_ns), self.probe_rtt_max * (1 - 1 / 64))

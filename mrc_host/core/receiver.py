@@ -8,7 +8,9 @@ Acknowledgement policy (coalescing): one SACK per ``ack_every`` in-order packets
 ``ack_delay_ns`` after the first unacknowledged one, whichever comes first; a SACK goes
 out at once for a packet that is out of order or fills a hole, a duplicate, a
 retransmission, ECN-CE marked, refused, or the last of a message. A SACK echoes the EV,
-the CE mark and the send timestamp of the packet that triggered it. A trimmed packet gets a NACK at once:
+the CE mark and the send timestamp of the packet that triggered it, and flags it as a
+duplicate (D-SACK) when its PSN had already arrived: the sender's proof that a loss it
+guessed was reordering. A trimmed packet gets a NACK at once:
 TRIMMED when it also carries CE (it was cut inside the fabric, where ECN marking is on,
 and a queue above the trim threshold is above the ECN threshold), TRIMMED_LASTHOP when
 not (the last hop does not mark ECN, so the cut happened there: incast at this host).
@@ -39,6 +41,8 @@ from .region import RegionTable
 
 _RETX = int(DataFlag.RETRANSMISSION)
 _RETX_OR_LAST = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
+OWD_SPREAD_DECAY = 1 - 1 / 256  # per packet: the jitter estimate forgets over a few windows
+OWD_FLOOR_CREEP = 4096  # per packet above the floor: the floor follows clock drift, slowly
 
 # sends a control message on a reverse EV (of the given plane when it can); returns the EV
 # it chose (None: no usable EV)
@@ -75,6 +79,30 @@ class Receiver:
         self._ack_ev_of_seq: dict[int, tuple[int, int]] = {}  # seq -> (EV, time) of its ACK
         self._msg_last_seq: dict[int, int] = {}  # seq of a WRITE's last packet -> msg_id
         self._gbn_nacked: int | None = None
+        # one-way delay of DATA (arrival minus the sender's timestamp: the clocks' offset
+        # cancels in the spread): its floor, and how far above it packets arrive lately
+        self._owd_min: int | None = None
+        self.owd_spread = 0.0
+        self._spread_cap = float(cfg.rto_max_ns // 8)
+
+    def _note_delay(self, owd: int) -> None:
+        """Track the one-way delay variation of the data (jitter), as the sender tracks the
+        RTT's: a decaying maximum above the floor; the floor creeps up slowly so clock drift
+        between the hosts does not pass for jitter."""
+        m = self._owd_min
+        if m is None or owd < m:
+            self._owd_min = m = owd
+        else:
+            self._owd_min = m = m + (owd - m) // OWD_FLOOR_CREEP
+        # (capped: a forged timestamp must not switch the reverse-path checks off for long)
+        self.owd_spread = min(max(float(owd - m), self.owd_spread * OWD_SPREAD_DECAY), self._spread_cap)
+        self.evset.rx_delay_spread = 2 * self.owd_spread
+
+    def ack_lost_guard_ns(self) -> int:
+        """How long after our ACK a retransmission of the same packet must arrive to say the
+        ACK was lost: the minimum RTO, plus the round-trip delay variation (twice the one-way
+        variation measured here), which a slow ACK may have spent in the fabric."""
+        return self.cfg.rto_min_ns + int(2 * self.owd_spread)
 
     def deadline(self) -> int | None:
         return self.ack_deadline
@@ -98,20 +126,23 @@ class Receiver:
             c.trimmed_received += 1
             self._nack(seq, NackReason.TRIMMED if ce else NackReason.TRIMMED_LASTHOP, ev, out)
             return
+        self._note_delay(now_ns - pkt.send_ts)
         offset = seq - self.expected
         if offset < 0 or seq in self.out_of_order:
             c.duplicates_received += 1
             if flags & _RETX and self._retire:
                 # the sender never saw our ACK for this packet: the path that ACK took failed
-                # (only if that ACK left long ago: a spurious fast retransmit arrives sooner)
+                # -- only if that ACK left long ago: a spurious fast retransmit arrives sooner,
+                # and so does one the sender's timer sent while our ACK was merely delayed by
+                # jitter (the round-trip variation is about twice the one-way one seen here)
                 sent = self._ack_ev_of_seq.pop(seq, None)
                 if (
                     sent is not None
-                    and now_ns - sent[1] >= self.cfg.rto_min_ns
+                    and now_ns - sent[1] >= self.ack_lost_guard_ns()
                     and self.evset.ack_lost(sent[0], now_ns)
                 ):
                     c.reverse_ev_retired += 1
-            self._send_ack(pkt, now_ns, out)
+            self._send_ack(pkt, now_ns, out, duplicate=True)
             return
         if offset >= self.cfg.rx_window:
             c.out_of_window += 1
@@ -184,7 +215,7 @@ class Receiver:
             bitmap = (1 << (self.expected - base)) - 1
         return base, bitmap
 
-    def _send_ack(self, trigger: DataPacket, now_ns: int, out: list[Action]) -> None:
+    def _send_ack(self, trigger: DataPacket, now_ns: int, out: list[Action], duplicate: bool = False) -> None:
         base, bitmap = self._bitmap(unwrap(trigger.psn, self.expected))
         sack = Sack(
             self.peer_qp,
@@ -195,6 +226,7 @@ class Receiver:
             ecn_echo=trigger.meta.ecn == Ecn.CE,
             echo_ts=trigger.send_ts,
             port_status=self.port_status(),
+            duplicate=duplicate,
         )
         ev = self.send_control(sack, out, trigger.meta.ev >> 28)
         self.c.sacks_sent += 1

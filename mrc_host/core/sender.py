@@ -5,14 +5,17 @@ address (RETH), so it can go on any EV and arrive in any order. Loss is found th
 - a trim NACK (the packet was cut by a congested switch): resend at once on another EV;
   the EV only goes to SKIP, since trimming means congestion, not failure;
 - the SACK gap rule: ``sack_gap_threshold`` packets sent *after* it on the same plane
-  were SACKed, one of them sent at least ``reorder_window_ns`` (or SRTT/4, if larger;
-  up to SRTT after spurious losses, as in RACK) after it. Counting per plane (each plane
-  has its own NIC queue, whose depths differ) and the time guard keep the reordering
-  that spraying causes from passing for loss;
-- the retransmission timeout (RTO from SRTT/RTTVAR, clamped, doubled per expiry).
+  were SACKed, one of them sent at least the reorder window after it. Counting per plane
+  (each plane has its own NIC queue, whose depths differ) and the time guard keep the
+  reordering that spraying and a jittery fabric cause from passing for loss; the guard
+  adapts as RACK's does, to the reordering measured on deliveries and to spurious losses;
+- the retransmission timeout (RTO from SRTT, RTTVAR and the RTT spread, clamped, doubled
+  per expiry; before any RTT sample it only resends the oldest packet, as a probe).
 The last two mean the path failed: in MRC mode the EV that lost it is retired at once
-(ASSUMED_BAD) and the packet is resent on another EV. In single-path mode the sender
-goes back N from the first missing PSN, as RoCE does.
+(ASSUMED_BAD) and the packet is resent on another EV. Both are guesses: when the packet
+turns out to have arrived (its original acknowledged, Eifel's echo, or a D-SACK) the loss
+is spurious and the retirement is undone. In single-path mode the sender goes back N
+from the first missing PSN, as RoCE does.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from .psn import PSN_HALF, psn_of, unwrap
 ROCE_TIMEOUT_UNIT_NS = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
 REO_MULT_MAX = 4  # the reordering window grows from SRTT/4 up to SRTT
 REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
+GUESSES_MAX = 4096  # guessed-lost, acked packets remembered for a D-SACK that proves them spurious
 SPREAD_DECAY = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
+REO_EXTENT_DECAY = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
+REO_EXTENT_MARGIN = 1.5  # the largest reordering seen so far understates the largest to come
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
 _FLAGS = (
@@ -110,7 +116,17 @@ class Sender:
         self.reo_mult = 1
         self.min_rtt_ns: int | None = None
         self.rtt_spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
+        # reordering actually seen, measured without waiting for a spurious loss: how much
+        # earlier than the newest packet already delivered on its plane a delivered packet
+        # was sent (decaying max); the gap rule's time guard never goes below it
+        self.reo_extent = 0.0
+        self._newest_sent = [-1] * planes  # send time of the newest delivered packet per plane
         self._clean_deliveries = 0
+        # packets declared lost by a guess (gap rule, timer), resent once, acknowledged, and not
+        # (yet) shown spurious: (send time, EV) of each of their two copies -> the EV the loss
+        # was blamed on and the other copy's key. Both copies arrived iff the peer reports one
+        # as a duplicate (D-SACK): then the loss was spurious. Bounded, oldest out first.
+        self._guesses: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         self.failed = ""  # why the connection ended in error ("" while it works)
@@ -322,19 +338,32 @@ class Sender:
         if rec.gap_lost and (rec.lost or earlier_copy or now_ns - rec.sent_ns < (self.srtt_ns or 0) / 2):
             # the original arrived: it was reordering, not loss (still queued for resending,
             # or resent too recently for the copy to be the one acknowledged)
-            self.c.spurious_losses += 1
-            self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
-            self._clean_deliveries = 0
-            if self._retire and self.evset.undo_loss(rec.lost_ev, now_ns):
-                self.c.ev_loss_undone += 1
+            self._spurious(rec.lost_ev, now_ns)
         else:
+            if rec.gap_lost and rec.transmissions == 2:
+                # nothing shows yet which copy arrived (the resent one may have overtaken the
+                # original, or a coalesced SACK named another packet): if the other copy
+                # arrives too, the receiver reports it as a duplicate and the loss is undone
+                # then. (With three copies or more a duplicate proves nothing.)
+                first, second = (rec.prev_sent_ns, rec.lost_ev), (rec.sent_ns, rec.ev)
+                guesses = self._guesses
+                guesses[first] = (rec.lost_ev, second)
+                guesses[second] = (rec.lost_ev, first)
+                while len(guesses) > GUESSES_MAX:
+                    del guesses[next(iter(guesses))]
             self._clean_deliveries += 1
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
                 self.reo_mult -= 1
                 self._clean_deliveries = 0
+        rec.gap_lost = False
         rec.lost = False
         rec.sacked = True
         plane = rec.ev >> 28
+        newest = self._newest_sent[plane]
+        if rec.sent_ns >= newest:
+            self._newest_sent[plane] = rec.sent_ns
+        elif rec.transmissions == 1:
+            self.reo_extent = max(float(newest - rec.sent_ns), self.reo_extent * REO_EXTENT_DECAY)
         if rec.sent_ns > self.plane_ok_sent[plane]:
             self.plane_ok_sent[plane] = rec.sent_ns
             self._plane_evidence[plane] = 0
@@ -342,6 +371,34 @@ class Sender:
         self.c.data_bytes_delivered += len(rec.payload)
         self.evset.note_ok(rec.ev, now_ns)
         newly.append(rec)
+
+    def _spurious(self, lost_ev: int, now_ns: int) -> None:
+        """A loss declared by the gap rule or a timer was reordering after all: the reorder
+        window grows a step (RACK's reo_wnd_mult), and the EVs it retired come back."""
+        self.c.spurious_losses += 1
+        self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
+        self._clean_deliveries = 0
+        if self._retire and self.evset.undo_loss(lost_ev, now_ns):
+            self.c.ev_loss_undone += 1
+
+    def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
+        """D-SACK: the packet copy named by the echoed send time and EV reached the peer
+        after another copy of the same PSN. If it is a copy of a packet resent once on a
+        guess, both copies arrived, so the loss was spurious: undone here, however late
+        (the resent copy may have won the race). The echo must match a copy this sender
+        remembers exactly, so a forged report undoes nothing; its round trip is a true RTT
+        sample (an original's is the very spike that caused the guess)."""
+        self.c.dsacks_received += 1
+        guess = self._guesses.pop((s.echo_ts, s.echo_ev), None)
+        if guess is None:
+            return False
+        lost_ev, other = guess
+        self._guesses.pop(other, None)
+        rtt = now_ns - s.echo_ts
+        if 0 <= rtt < self.cfg.rto_max_ns:
+            self._rtt_sample(rtt)
+        self._spurious(lost_ev, now_ns)
+        return True
 
     def _drop_ack(self, reason: str) -> None:
         """A SACK/NACK the sender does not believe: counted by reason, nothing else happens."""
@@ -370,6 +427,7 @@ class Sender:
             self._drop_ack("sack_bitmap_beyond_sent")
             return
         records = self.records
+        undone = s.duplicate and self._on_duplicate_report(s, now_ns)
         news = cum > self.snd_una
         if not news and bitmap:
             b = bitmap
@@ -381,7 +439,8 @@ class Sender:
                     news = True
                     break
         if not news:
-            self._drop_ack("sack_nothing_new")
+            if not undone:  # (a D-SACK that proved a loss spurious was news enough)
+                self._drop_ack("sack_nothing_new")
             return
         newly: list[_TxRecord] = []
         for seq in range(self.snd_una, cum):
@@ -406,6 +465,15 @@ class Sender:
             if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
                 trigger = rec
                 break
+        if trigger is None:
+            # the copy acknowledged was the earlier one of a packet resent since (a spurious
+            # timeout or gap loss): its echoed send time still names that copy exactly, so the
+            # sample is sound (no Karn ambiguity) -- and it is the very delay spike the RTO and
+            # the reorder window must learn from, so it must not be thrown away
+            for rec in newly:
+                if rec.prev_sent_ns == s.echo_ts and rec.lost_ev == s.echo_ev:
+                    trigger = rec
+                    break
         rtt = None
         ecn = False
         if trigger is None:
@@ -414,7 +482,7 @@ class Sender:
             rtt = now_ns - s.echo_ts
             if 0 <= rtt < self.cfg.rto_max_ns:
                 self._rtt_sample(rtt)
-                plane = trigger.ev >> 28
+                plane = s.echo_ev >> 28
                 ps = self.plane_srtt[plane]
                 self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
             else:
@@ -489,10 +557,15 @@ class Sender:
             self.flush_plane(plane, "plane")
 
     def _rtt_sample(self, rtt: int) -> None:
-        if self.min_rtt_ns is None or rtt < self.min_rtt_ns:
+        if self.min_rtt_ns is None:
+            self.min_rtt_ns = rtt
+        elif rtt < self.min_rtt_ns:
+            # a new floor: the slow samples seen so far sit that much further above it
+            self.rtt_spread += self.min_rtt_ns - rtt
             self.min_rtt_ns = rtt
         spread = rtt - self.min_rtt_ns
         self.rtt_spread = max(float(spread), self.rtt_spread * SPREAD_DECAY)
+        self.evset.tx_delay_spread = self.rtt_spread
         if self.srtt_ns is None:
             self.srtt_ns = float(rtt)
             self.rttvar_ns = rtt / 2
@@ -507,7 +580,7 @@ class Sender:
         spurious loss has shown reordering, half the RTT spread recently seen (max sample
         minus min, decaying), which is the one-way delay variation a jittery fabric (a
         software switch) adds."""
-        window = self.cfg.reorder_window_ns
+        window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
         if self.srtt_ns is not None:
             window = max(window, int(self.srtt_ns) * self.reo_mult // REO_MULT_MAX)
             if self.reo_mult > 1:  # only once reordering has been seen: it costs loss latency
@@ -651,6 +724,19 @@ class Sender:
         if self._gbn:
             self.c.losses_rto += len(expired)
             self.rewind(self.snd_una)
+            return
+        if self.srtt_ns is None:
+            # no RTT sample yet: the timer was a guess, and its expiry says the RTT is
+            # unknown, not that every packet sent died. Resend the oldest one as a probe
+            # (RFC 6298 resends one segment; RACK-TLP's probe elicits feedback) with the
+            # timer backed off; its SACK -- or the original's -- gives the first sample.
+            rec = expired[0]
+            self._leave_flight(rec)
+            rec.lost = True
+            rec.gap_lost = True  # a guess: the original's delivery proves it spurious
+            rec.lost_ev = rec.ev
+            self.c.rto_probes += 1
+            self.retx.append(rec.seq)
             return
         for rec in expired:
             self._lose(rec, "rto", now_ns)

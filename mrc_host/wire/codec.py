@@ -37,7 +37,13 @@ import numpy as np
 
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_fabric.ev import FLOW_LABEL_BITS, SPORT_BASE, SPORT_EV_BITS, SPORT_EV_MASK, ev_from_wire
-from mrc_host.wire.layers import MAX_PAYLOAD, SACK_FLAG_ECN_ECHO, FrameAddressing, to_scapy
+from mrc_host.wire.layers import (
+    MAX_PAYLOAD,
+    SACK_FLAG_DUPLICATE,
+    SACK_FLAG_ECN_ECHO,
+    FrameAddressing,
+    to_scapy,
+)
 from mrc_host.wire.messages import (
     Connect,
     ConnectAck,
@@ -324,7 +330,7 @@ class FrameEncoder:
     def _encode_sack(self, m: Sack, carrier16: bytes) -> bytes:
         if (m.cum_psn | m.base_psn) >> 24:
             raise ValueError(f"cum_psn {m.cum_psn} or base_psn {m.base_psn} is not 24 bits")
-        flags = SACK_FLAG_ECN_ECHO if m.ecn_echo else 0
+        flags = (SACK_FLAG_ECN_ECHO if m.ecn_echo else 0) | (SACK_FLAG_DUPLICATE if m.duplicate else 0)
         fields = (m.cum_psn, m.base_psn, m.bitmap, m.echo_ev, flags, 0, m.port_status, m.echo_ts)
         return self._encode_ctrl(Sack, m, carrier16, _TAIL_SACK, m.cum_psn, fields)
 
@@ -524,7 +530,16 @@ def _decode_from_inner(
         if (cum | base) >> 24:
             raise MalformedPacket("bad_field", "SACK PSN reserved bits")
         msg: Frame = Sack(
-            qp, cum, base, bitmap, echo_ev, bool(sflags & SACK_FLAG_ECN_ECHO), echo_ts, port_status, meta
+            qp,
+            cum,
+            base,
+            bitmap,
+            echo_ev,
+            bool(sflags & SACK_FLAG_ECN_ECHO),
+            echo_ts,
+            port_status,
+            meta,
+            bool(sflags & SACK_FLAG_DUPLICATE),
         )
     elif opcode == Opcode.NACK:
         _expect(rest, NACK_LEN, "NACK")

@@ -91,6 +91,7 @@ MAX_PAYLOAD = 9000  # bytes of RDMA payload in one packet (jumbo frame)
 IPPROTO_IPV6 = 41
 IPPROTO_UDP = 17
 SACK_FLAG_ECN_ECHO = 0x01
+SACK_FLAG_DUPLICATE = 0x02  # D-SACK: the packet that triggered the SACK had already arrived
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +143,7 @@ class MrcSack(Packet):
         ThreeBytesField("base_psn", 0),
         XLongField("bitmap", 0),
         XIntField("echo_ev", 0),
-        FlagsField("flags", 0, 8, ["ECN_ECHO"]),
+        FlagsField("flags", 0, 8, ["ECN_ECHO", "DUPLICATE"]),
         ByteField("reserved2", 0),
         XShortField("port_status", 0),
         LongField("echo_ts", 0),
@@ -226,7 +227,7 @@ def _bth_and_header(msg: Frame) -> Packet:
             / Raw(bytes(msg.payload))
         )
     if isinstance(msg, Sack):
-        flags = SACK_FLAG_ECN_ECHO if msg.ecn_echo else 0
+        flags = (SACK_FLAG_ECN_ECHO if msg.ecn_echo else 0) | (SACK_FLAG_DUPLICATE if msg.duplicate else 0)
         return BTH(opcode=int(Opcode.SACK), dqpn=msg.qp, psn=msg.cum_psn) / MrcSack(
             cum_psn=msg.cum_psn,
             base_psn=msg.base_psn,
@@ -336,6 +337,7 @@ def message_from_scapy(pkt: Packet) -> Frame:
             echo_ts=s.echo_ts,
             port_status=s.port_status,
             meta=meta,
+            duplicate=bool(int(s.flags) & SACK_FLAG_DUPLICATE),
         )
     if op == Opcode.NACK:
         n = pkt[MrcNack]

@@ -105,6 +105,8 @@ class Sack:
     echo_ts: int = 0
     port_status: int = 0  # the sender's NIC port-status bitmap (bit p = port of plane p up)
     meta: PathMeta = field(default_factory=PathMeta)
+    # D-SACK: the packet that triggered this SACK (echo_ev, echo_ts) had already arrived
+    duplicate: bool = False
 
 
 @dataclass(slots=True)

@@ -90,6 +90,7 @@ def sample_messages() -> list[Frame]:
             echo_ts=1_700_000_000_000_000_001,
             port_status=0b11,
             meta=control_meta(),
+            duplicate=True,
         ),
         Nack(
             qp=0x00ABCD,

@@ -180,30 +180,53 @@ def test_silent_plane_failure_retired_within_two_rtt(fault: str) -> None:
     assert r["faults"][0]["data_packets_lost"] <= 1.1 * c["losses_plane"] + 1
 
 
-def test_jittery_lossless_fabric_retires_no_healthy_ev() -> None:
-    """Defect (issue 10): on a jittery fabric (BMv2) clean transfers retired healthy EVs."""
-    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=3us:all"]))  # RTT 3 us .. 27 us
-    r = sim.run()
+def assert_no_healthy_ev_retired(sim: Simulation, r: dict[str, Any]) -> None:
+    """No path of a lossless fabric ends up retired, nor is left to the probes to bring back:
+    a forward retirement may only be a guess undone when the "lost" packet turned up (Eifel
+    or D-SACK undo); no reverse (ACK-side) EV is retired; no timeout declares a loss."""
     assert_done(r)
     assert r["faults"][0]["data_packets_lost"] == 0
     for ep in (sim.sender, sim.receiver):
         assert all(s in ("GOOD", "SKIP") for s in (e.state for e in ep.evset.entries.values()))
-    c = sim.sender.counters
+        assert ep.counters.ev_restored == 0  # nothing waited for probes
+    c, rc = sim.sender.counters, sim.receiver.counters
     assert c.planes_failed == 0 and c.losses_rto == 0
+    assert rc.ev_retired == 0 and rc.reverse_ev_retired == 0
     undone = [e for e in r["ev_timeline"] if e["side"] == "sender" and "was reordering" in e["reason"]]
-    # every retirement was taken back: at once when the "lost" packet turned up after all (Eifel
-    # undo), else by the probes. The undo cannot see a loss whose retransmission overtook the
-    # original (the original then arrives as a duplicate the receiver does not report: no D-SACK),
-    # so it must catch most of the spurious losses, not all of them.
-    assert c.ev_retired == len(undone) + c.ev_restored
-    assert c.losses_gap > 0 and 2 * c.spurious_losses >= c.losses_gap
+    assert c.ev_retired == len(undone)
+    assert c.spurious_losses >= c.losses_gap  # every gap loss shown to be reordering
 
 
-def test_spurious_loss_undoes_the_retirement() -> None:
-    from mrc_host.core import EvEvent
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_jittery_lossless_fabric_retires_no_healthy_ev(seed: int) -> None:
+    """Defect (issue 10): on a jittery fabric (BMv2) clean transfers retired healthy EVs; one
+    gap loss in four was never undone (its resend overtook the original: no D-SACK)."""
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=3us:all"], seed=seed))  # RTT 3 us .. 27 us
+    r = sim.run()
+    assert_no_healthy_ev_retired(sim, r)
+    assert sim.sender.counters.losses_gap <= 1  # the reorder guard learnt the reordering
 
-    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=3us:all"]))
-    sim.run()
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_very_jittery_fabric_no_rto_loss_no_reverse_ev_retired(seed: int) -> None:
+    """Defect (issue 10): with 10 us of jitter per hop (RTT 3 us .. 83 us) 20-22 packets were
+    declared lost by the first timeout before any RTT sample, and the duplicates they caused
+    retired 25 healthy reverse EVs as "ack lost" (and liveness probes timed out)."""
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=10us:all"], seed=seed))
+    r = sim.run()
+    assert_no_healthy_ev_retired(sim, r)
     c = sim.sender.counters
-    assert c.spurious_losses > 0 and c.ev_loss_undone == c.spurious_losses
-    assert EvEvent.LOSS_UNDONE.value == "loss undone"
+    assert c.rto_probes <= 1  # at most the one probe resend before the first RTT sample
+    assert sim.sender.sender.rto_ns > sim.sender.sender.min_rtt_ns + sim.sender.sender.rtt_spread  # type: ignore[operator]
+
+
+def test_reordering_seen_is_not_taken_for_loss_later() -> None:
+    """Defect (issue 10): the reorder guard grew only after a spurious loss, and shrank back
+    after 1024 clean deliveries, so a jittery fabric paid a spurious loss every ~500 us."""
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=1us:all"], seed=1))
+    r = sim.run()
+    assert_no_healthy_ev_retired(sim, r)
+    snd = sim.sender.sender
+    assert snd.reo_extent > 0 and snd.reorder_window() > snd.reo_extent
+    late = [e for e in r["ev_timeline"] if e["side"] == "sender" and e["t_us"] > 20 * r["base_rtt_us"]]
+    assert not [e for e in late if e["new"] == "ASSUMED_BAD"]

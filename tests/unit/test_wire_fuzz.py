@@ -140,6 +140,7 @@ MESSAGES = st.one_of(
         echo_ts=U64,
         port_status=st.integers(0, 0xFFFF),
         meta=META,
+        duplicate=st.booleans(),
     ),
     st.builds(Nack, qp=U24, psn=U24, reason=st.sampled_from(list(NackReason)), echo_ev=U32, meta=META),
     st.builds(Probe, qp=U24, probe_id=U32, ev_under_test=U32, send_ts=U64, meta=META, reply_ev=U32),

@@ -79,6 +79,7 @@ MRC_FIELDS = [
     "mrc.sack.bitmap",
     "mrc.sack.echo_ev",
     "mrc.sack.ecn_echo",
+    "mrc.sack.duplicate",
     "mrc.sack.port_status",
     "mrc.sack.echo_ts",
     "mrc.nack.psn",
@@ -199,6 +200,7 @@ def test_lua_dissector_decodes_every_mrc_header(tmp_path: Path) -> None:
             assert _int(row["mrc.sack.bitmap"]) == msg.bitmap
             assert _int(row["mrc.sack.echo_ev"]) == msg.echo_ev
             assert _flag(row["mrc.sack.ecn_echo"]) is msg.ecn_echo
+            assert _flag(row["mrc.sack.duplicate"]) is msg.duplicate
             assert _int(row["mrc.sack.port_status"]) == msg.port_status
             assert int(row["mrc.sack.echo_ts"]) == msg.echo_ts
         elif isinstance(msg, Nack):

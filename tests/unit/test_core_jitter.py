@@ -1,0 +1,157 @@
+"""Loss rules on a jittery fabric, message by message: reordering and delay spikes must not
+pass for loss, and a loss guessed wrongly must be undone (issue 10, item 9)."""
+
+from __future__ import annotations
+
+import random
+
+from mrc_host.core import EvState, NsccParams
+from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
+from mrc_host.wire.messages import DataFlag, DataPacket, Sack
+
+
+def payload(n: int, seed: int = 1) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+def data_sent(p: Pair) -> list[DataPacket]:
+    return [m for m in p.sent_log if isinstance(m, DataPacket)]
+
+
+def sacks_from(out: list[object]) -> list[Sack]:
+    return [a.msg for a in out if isinstance(getattr(a, "msg", None), Sack)]  # type: ignore[attr-defined]
+
+
+def gap_loss_with_original_held() -> tuple[Pair, DataPacket]:
+    """A small window (later packets leave on ACKs, past the reorder window); the first packet's
+    original is held back -- not lost -- until after its resend was delivered and acked."""
+    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50)
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[0]
+    held: list[DataPacket] = []
+
+    def keep(m: object) -> bool:
+        if isinstance(m, DataPacket) and m.psn == victim.psn and not m.flags & DataFlag.RETRANSMISSION:
+            held.append(m)
+            return False
+        return True
+
+    p.deliver(keep)
+    assert held == [victim]
+    assert p.a.counters.losses_gap == 1 and p.a.sender.idle()  # the resend won the race
+    return p, victim
+
+
+def test_dsack_undoes_a_loss_whose_resend_overtook_the_original() -> None:
+    """Defect (issue 10): when the resend overtook the original, the original arrived as a
+    duplicate the receiver never reported, so the EV retired by the guess stayed retired."""
+    p, victim = gap_loss_with_original_held()
+    assert p.a.evset.state(victim.meta.ev) is EvState.ASSUMED_BAD
+    assert p.a.counters.spurious_losses == 0
+    out = p.b.receive(victim, p.now + 100)  # the reordered original turns up at last
+    sacks = sacks_from(out)
+    assert len(sacks) == 1 and sacks[0].duplicate  # D-SACK, echoing the original copy
+    assert (sacks[0].echo_ev, sacks[0].echo_ts) == (victim.meta.ev, victim.send_ts)
+    assert p.b.counters.duplicates_received == 1
+    p.absorb(p.b, out)
+    p.deliver()
+    c = p.a.counters
+    assert c.dsacks_received == 1 and c.spurious_losses == 1 and c.ev_loss_undone == 1
+    assert p.a.evset.state(victim.meta.ev) is EvState.GOOD  # back without a single probe
+    assert c.ev_restored == 0 and c.stray_acks == 0
+    assert p.a.sender.reo_mult > 1  # and the reorder window grew (RACK's reo_wnd_mult)
+
+
+def test_forged_or_unmatched_dsack_undoes_nothing() -> None:
+    p, victim = gap_loss_with_original_held()
+    una = p.a.sender.snd_una & 0xFFFFFF
+    for echo_ts, echo_ev in ((victim.send_ts + 1, victim.meta.ev), (victim.send_ts, victim.meta.ev ^ 1)):
+        forged = Sack(11, una, una, 0, echo_ev, echo_ts=echo_ts, duplicate=True)
+        p.a.receive(forged, p.now)
+    c = p.a.counters
+    assert c.dsacks_received == 2 and c.spurious_losses == 0 and c.ev_loss_undone == 0
+    assert c.acks_dropped["sack_nothing_new"] == 2  # counted and dropped
+    assert p.a.evset.state(victim.meta.ev) is EvState.ASSUMED_BAD
+    # the genuine report still works afterwards, once
+    real = Sack(11, una, una, 0, victim.meta.ev, echo_ts=victim.send_ts, duplicate=True)
+    p.a.receive(real, p.now + 100)
+    p.a.receive(real, p.now + 200)  # a replay proves nothing more
+    assert c.spurious_losses == 1 and c.ev_loss_undone == 1
+    assert p.a.evset.state(victim.meta.ev) is EvState.GOOD
+
+
+def test_receiver_reports_only_duplicates_as_duplicates() -> None:
+    p = make_pair()
+    _, acts = p.a.post_write(payload(2048), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    first, second = data_sent(p)[:2]
+    p.in_flight = []
+    fresh = sacks_from(p.b.receive(first, p.now) + p.b.receive(second, p.now))
+    assert fresh and not any(s.duplicate for s in fresh)
+    again = sacks_from(p.b.receive(first, p.now + 10))
+    assert len(again) == 1 and again[0].duplicate and again[0].echo_ts == first.send_ts
+
+
+def test_timeout_before_any_rtt_sample_resends_one_packet_and_declares_no_loss() -> None:
+    """Defect (issue 10): the first timeout, which only says the RTT is not known yet, declared
+    every packet in flight lost (20-22 on a 10 us-jitter fabric) and resent them all."""
+    p = make_pair(size=8 * 1024, probe_interval_ns=1_000_000)  # the RTO is the first timer
+    _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    originals = data_sent(p)
+    assert len(originals) == 8
+    held, p.in_flight = p.in_flight, []  # delayed, not lost: a delay spike at start-up
+    p.now = p.timers[id(p.a)] or 0
+    p.absorb(p.a, p.a.on_timer(p.now))
+    c = p.a.counters
+    resent = data_sent(p)[8:]
+    assert c.rto_fired == 1 and c.rto_probes == 1 and c.losses_rto == 0 and c.ev_retired == 0
+    assert [m.psn for m in resent] == [originals[0].psn]  # the oldest one only
+    assert p.a.sender.backoff == 2
+    p.in_flight = held + p.in_flight  # the originals arrive first, then the probe resend
+    p.deliver()
+    assert p.sent_done()[0].ok
+    snd = p.a.sender
+    # the late original's SACK echoes its own send time: a sound RTT sample (no Karn
+    # ambiguity), and it is the spike itself, which the RTO's variance term now covers
+    spike = p.now - held[0][1].send_ts - 1_000  # type: ignore[attr-defined]
+    assert snd.srtt_ns is not None and snd.rtt_spread >= spike - snd.min_rtt_ns - 1_000  # type: ignore[operator]
+    assert snd.rto_ns >= spike
+    assert c.spurious_losses == 1 and c.ev_retired == 0
+
+
+def test_ack_lost_rule_waits_out_the_measured_jitter() -> None:
+    """Defect (issue 10): a resend the sender's timer sent while our SACK was merely delayed
+    counted as a lost SACK: two of them retired a healthy reverse EV."""
+    p = make_pair(size=1 << 16)
+    rx = p.b.receiver
+    quiet = rx.ack_lost_guard_ns()
+    assert quiet == p.b.cfg.rto_min_ns
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    pkts = [m for _, m in p.in_flight]
+    p.in_flight = []
+    jitter = random.Random(5)
+    for pkt in pkts:  # arrivals 0..40 us later than the fastest
+        p.b.receive(pkt, pkt.send_ts + 2_000 + jitter.randrange(40_000))
+    assert rx.owd_spread > 30_000
+    assert rx.ack_lost_guard_ns() >= p.b.cfg.rto_min_ns + 60_000
+    assert p.b.evset.probe_timeout_ns() >= 60_000  # liveness probes get the same allowance
+
+
+def test_forged_timestamps_only_stretch_the_ack_side_guard_within_a_cap() -> None:
+    """Untrusted input: a DATA timestamp from the far past or future must not switch the
+    reverse-path checks off (nor crash): the one-way spread is capped at rto_max / 8."""
+    p = make_pair(size=1 << 16)
+    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    pkts = [m for _, m in p.in_flight]
+    p.in_flight = []
+    pkts[0].send_ts, pkts[1].send_ts = 0, (1 << 64) - 1
+    for pkt in pkts:
+        p.absorb(p.b, p.b.receive(pkt, p.now))
+    cfg = p.b.cfg
+    assert p.b.receiver.ack_lost_guard_ns() <= cfg.rto_min_ns + cfg.rto_max_ns // 4
+    assert p.b.evset.probe_timeout_ns() <= max(cfg.probe_interval_ns, cfg.rto_max_ns // 2)
+    assert p.b.counters.data_bytes_placed == 4096  # the data itself is placed as usual
