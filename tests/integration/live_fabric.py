@@ -42,3 +42,23 @@ def running_testbed(prefix: str, target: str) -> Iterator[Any]:
         left = leftovers(tb.run.path, tb.namespaces, prefix, tb.teardown_ticks) if tb.run else []
         shutil.rmtree(root, ignore_errors=True)
     assert left == []
+
+
+def path_view(rows: list[dict[str, Any]], dst: str, mode: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """(plane, t1) -> one path of a send connection to ``dst`` from an agent's ``evs`` rows.
+
+    The core draws many EVs per path (128 over 4 paths, plus backups), so a path's DATA is
+    summed over its EVs and its state is the worst of theirs (ASSUMED_BAD if any is, then
+    DENIED, SKIP, GOOD): a path is "retired" while any EV on it is, "GOOD" once all are.
+    """
+    worst = ["GOOD", "SKIP", "DENIED", "ASSUMED_BAD"]
+    paths: dict[tuple[int, int], dict[str, Any]] = {}
+    for r in rows:
+        if r["peer"] != dst or r["conn"] != "send" or r["mode"] != mode:
+            continue
+        p = paths.setdefault((r["plane"], r["t1"]), {"data_sent": 0, "state": "GOOD", "evs": []})
+        p["data_sent"] += r["data_sent"]
+        p["evs"].append(r["ev"])
+        if worst.index(r["state"]) > worst.index(p["state"]):
+            p["state"] = r["state"]
+    return paths

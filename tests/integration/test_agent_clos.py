@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
-from live_fabric import fabric_leftovers
+from live_fabric import fabric_leftovers, path_view
 
 pytestmark = pytest.mark.root
 
@@ -158,13 +158,8 @@ def received_record(fab: Fabric, host: str, transfer_id: str) -> dict | None:
 
 
 def send_evs(fab: Fabric, src: str, dst: str, mode: str = "mrc") -> dict[tuple[int, int], dict]:
-    """(plane, t1) -> EV row of ``src``'s send connection to ``dst``."""
-    rows = fab.client(src).evs()
-    return {
-        (r["plane"], r["t1"]): r
-        for r in rows
-        if r["peer"] == dst and r["conn"] == "send" and r["mode"] == mode
-    }
+    """(plane, t1) -> that path as ``src``'s send connection to ``dst`` sees it."""
+    return path_view(fab.client(src).evs(), dst, mode)
 
 
 # -- tests -------------------------------------------------------------------------------------------

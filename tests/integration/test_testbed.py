@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_fabric import running_testbed
+from live_fabric import path_view, running_testbed
 
 pytestmark = pytest.mark.root
 
@@ -57,12 +57,8 @@ def no_faults_after(testbed: Any) -> Iterator[None]:
 
 
 def send_evs(tb: Any, src: str, dst: str) -> dict[tuple[int, int], dict]:
-    """(plane, t1) -> EV row of ``src``'s mrc send connection to ``dst``."""
-    return {
-        (r["plane"], r["t1"]): r
-        for r in tb.agent(src).client.evs()
-        if r["peer"] == dst and r["conn"] == "send" and r["mode"] == "mrc"
-    }
+    """(plane, t1) -> that path as ``src``'s mrc send connection to ``dst`` sees it."""
+    return path_view(tb.agent(src).client.evs(), dst, "mrc")
 
 
 def transfer_with_fault(tb: Any, src: str, dst: str, kind: str, target: str, at: float = 0.1) -> dict:
