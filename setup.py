@@ -41,6 +41,7 @@ COMPILED = [
     "mrc_host/core/region.py",
     "mrc_host/core/sender.py",
     "mrc_host/wire/codec.py",
+    "mrc_host/wire/messages.py",
     "mrc_host/sim/engine.py",
     "mrc_host/sim/fabric.py",
     "mrc_host/sim/network.py",
