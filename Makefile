@@ -32,7 +32,6 @@ $(VENV)/.installed: pyproject.toml setup.py
 test: setup p4-if-present
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The live demo needs root (namespaces); without it, topologies.demo runs the simulator demo.
 # Compiled modules from an earlier build (another module list) must not outlive it.
 build: setup
 	find mrc_host -name '*.cpython-*.so' -delete; rm -f ./*__mypyc.cpython-*.so
@@ -43,6 +42,7 @@ build: setup
 test-pure: setup
 	MRC_PURE_PYTHON=1 $(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+# The live demo needs root (namespaces); without it, topologies.demo runs the simulator demo.
 demo: setup p4-if-present
 	$(PY) -m topologies.demo $(DEMO_ARGS)
 

@@ -175,8 +175,8 @@ class Connection:
 def payload_pattern(seed: int, index: int, size: int) -> bytes:
     """``size`` deterministic bytes in which every aligned 8-byte word differs from every
     other (a misplaced packet shows): a counter from a seeded start, times an odd 64-bit
-    constant (a bijection modulo 2**64), made by numpy in one pass (a 64 MiB run spent
-    12 % of its time drawing the pattern from SHAKE-128)."""
+    constant (a bijection modulo 2**64), made by numpy (a 64 MiB run spent 12 % of its
+    time drawing the pattern from SHAKE-128)."""
     start = int.from_bytes(hashlib.blake2b(f"mrc-sim {seed} {index}".encode(), digest_size=8).digest())
     words = np.arange((size + 7) // 8, dtype=np.uint64)
     words += np.uint64(start)
