@@ -33,9 +33,8 @@ def _source_of(compiled: Path) -> Path:
 
 def built_modules() -> list[Path]:
     """The compiled (mypyc) module files present in the package tree."""
-    return sorted(
-        so for suffix in EXTENSION_SUFFIXES for so in _PACKAGE.rglob("*" + suffix) if _source_of(so).is_file()
-    )
+    found = {so for suffix in EXTENSION_SUFFIXES for so in _PACKAGE.rglob("*" + suffix)}  # ".so" matches all
+    return sorted(so for so in found if _source_of(so).is_file())
 
 
 def stale_modules() -> list[Path]:

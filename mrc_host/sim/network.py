@@ -174,14 +174,11 @@ class Connection:
 
 def payload_pattern(seed: int, index: int, size: int) -> bytes:
     """``size`` deterministic bytes in which every aligned 8-byte word differs from every
-    other (a misplaced packet shows): a counter from a seeded start, times an odd 64-bit
-    constant (a bijection modulo 2**64), made by numpy (a 64 MiB run spent 12 % of its
-    time drawing the pattern from SHAKE-128)."""
-    start = int.from_bytes(hashlib.blake2b(f"mrc-sim {seed} {index}".encode(), digest_size=8).digest())
-    words = np.arange((size + 7) // 8, dtype=np.uint64)
-    words += np.uint64(start)
-    words *= np.uint64(0x9E3779B97F4A7C15)
-    data = words.tobytes()
+    other (a misplaced packet shows): 64-bit counters from a seeded start, made by numpy in
+    two passes over the memory (a 64 MiB run spent 12 % of its time drawing the pattern
+    from SHAKE-128)."""
+    start = int.from_bytes(hashlib.blake2b(f"mrc-sim {seed} {index}".encode(), digest_size=8).digest()) >> 2
+    data = np.arange(start, start + (size + 7) // 8, dtype=np.uint64).tobytes()
     return data if len(data) == size else data[:size]
 
 
