@@ -6,12 +6,14 @@ SYSTEM_PYTHON ?= /usr/bin/python3
 RUN_DIR ?= runs
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo bench cli lint clean p4 p4info p4-if-present help
+.PHONY: setup build test test-pure demo bench cli lint clean p4 p4info p4-if-present help
 
 help:
 	@echo "setup  venv with the project (can import Debian's mininet); BMV2=1 also installs BMv2/p4c"
 	@echo "demo   MRC surviving faults (see README)"
+	@echo "build  recompile the mypyc modules after editing them (setup.py; MRC_PURE_PYTHON=1 builds none)"
 	@echo "test   unit, integration (root) and BMv2 tests"
+	@echo "test-pure  the unit tests on the pure-Python modules (MRC_PURE_PYTHON=1: mypyc-compiled ones not loaded)"
 	@echo "bench  benchmarks and the paper's experiments: JSON + PNG + REPORT.md under results/ (QUICK=1, ONLY=e1,e7)"
 	@echo "cli    Mininet CLI on the default fabric"
 	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
@@ -21,7 +23,7 @@ help:
 setup: $(VENV)/.installed
 	$(if $(filter 1,$(BMV2)),./scripts/install-bmv2.sh,@true)
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -29,6 +31,16 @@ $(VENV)/.installed: pyproject.toml
 
 test: setup p4-if-present
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Compiled modules from an earlier build (another module list) must not outlive it.
+build: setup
+	find mrc_host -name '*.cpython-*.so' -delete; rm -f ./*__mypyc.cpython-*.so
+	$(PY) -m pip install -q --no-deps -e .
+
+# The core and simulator modules run compiled by mypyc where the install built them
+# (setup.py); this runs the unit tests on their pure-Python sources as well.
+test-pure: setup
+	MRC_PURE_PYTHON=1 $(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # The live demo needs root (namespaces); without it, topologies.demo runs the simulator demo.
 demo: setup p4-if-present

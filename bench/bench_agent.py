@@ -6,7 +6,7 @@ joined by one veth (``mrc_host.agent.vethlab``, prefix ``agb``) and measures, in
 
 1. with the veth at MTU 1500 (the fabric's MTU before issue 13): the bare ``send()`` /
    ``recv`` loops with 1364-byte payload frames, and the *before* agent (``--before``, a
-   ``git worktree`` of an older commit, default b06aeb9) -- "today's goodput";
+   ``git worktree`` of an older commit, default fbde7b5) -- "today's goodput";
 2. with the veth at the fabric MTU (mrc_fabric.frames.FABRIC_MTU, 4096-byte payloads):
    the bare loops again, the *before* agent (same frame size), the *after* agent (this
    tree) and the after agent with ``--no-icrc-check`` (the cost of verifying the ICRC);
@@ -17,7 +17,7 @@ once, one ``--size`` transfer per mode, verified by the receiver), so load drift
 shared machine hits them alike; medians are reported. Writes ``agent.json`` and
 ``agent.png`` under ``--out`` (default results/).
 
-    sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick] [--before b06aeb9]
+    sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick] [--before fbde7b5]
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None, help="length of the raw-socket loop (default 5)")
     ap.add_argument("--repeat", type=int, default=None, help="transfers per mode (default 3)")
     ap.add_argument("--modes", default="mrc", help="comma-separated modes")
-    ap.add_argument("--before", default="b06aeb9", help="commit of the 'before' agent ('' to skip)")
+    ap.add_argument("--before", default="fbde7b5", help="commit of the 'before' agent ('' to skip)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_agent needs root (network namespaces, raw sockets)", file=sys.stderr)

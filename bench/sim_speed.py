@@ -7,7 +7,7 @@ directory and both trees run the same single-connection transfer (2 planes x 4 T
 best run of each counts (the machine is shared, the best run is the least disturbed).
 Writes ``sim_speed.json`` and ``sim_speed.png`` under ``--out``.
 
-    python -m bench.sim_speed --out results/sim-speed [--quick] [--base b06aeb9]
+    python -m bench.sim_speed --out results/sim-speed [--quick] [--base fbde7b5]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 REPO = Path(__file__).resolve().parent.parent
-BASE = "b06aeb9"
+BASE = "fbde7b5"
 PROBE = """
 import json, sys, time
 from mrc_host.sim.fabric import FabricShape

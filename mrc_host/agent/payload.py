@@ -141,9 +141,12 @@ class Verifier:
         """Check one chunk; True once the last chunk was seen."""
         if hdr.offset != self.received:
             self.out_of_order += 1
-        if data != self.pattern.slice(hdr.offset, hdr.length):
+        # bytes against bytes is one memcmp; a memoryview (what take_chunk hands us) compared
+        # with bytes goes byte by byte, ~10 ns each: 10 ms per 1 MiB chunk, 40 us per packet
+        chunk = bytes(data)
+        if chunk != self.pattern.slice(hdr.offset, hdr.length):
             self.mismatched_chunks += 1
-        self._hash.update(data)
+        self._hash.update(chunk)
         self.received += hdr.length
         self.chunks += 1
         if hdr.flags & ChunkFlag.LAST:

@@ -9,7 +9,6 @@ from .cc_base import CongestionControl, register_cc
 from .config import TransportConfig
 
 
-@register_cc
 class FixedCc(CongestionControl):
     name = "fixed"
 
@@ -22,3 +21,7 @@ class FixedCc(CongestionControl):
 
     def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
         return None
+
+
+# registered by a call, not a decorator: mypyc compiles only undecorated classes natively
+register_cc(FixedCc)

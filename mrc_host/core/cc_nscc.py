@@ -13,7 +13,6 @@ from .cc_base import CongestionControl, register_cc
 from .config import NsccParams, TransportConfig
 
 
-@register_cc
 class Nscc(CongestionControl):
     name = "nscc"
 
@@ -126,3 +125,7 @@ class Nscc(CongestionControl):
 
     def on_timeout(self, now_ns: int) -> None:
         self._qa_armed = True
+
+
+# registered by a call, not a decorator: mypyc compiles only undecorated classes natively
+register_cc(Nscc)

@@ -9,7 +9,6 @@ from .cc_base import CongestionControl, register_cc
 from .config import CcParams, TransportConfig
 
 
-@register_cc
 class WindowCc(CongestionControl):
     name = "window"
 
@@ -49,3 +48,7 @@ class WindowCc(CongestionControl):
     def on_trim(self, now_ns: int = 0) -> None:
         self.cwnd -= self.mtu
         self._clamp()
+
+
+# registered by a call, not a decorator: mypyc compiles only undecorated classes natively
+register_cc(WindowCc)

@@ -633,6 +633,8 @@ class EvSet:
         return False
 
     def next_probe_deadline(self) -> int | None:
+        if not self.retired:  # the common case, asked after every packet: no list to build
+            return self.next_liveness_ns
         times = [e.next_probe_ns for e in self.retired.values() if self.plane_up(e.plane)]
         if self.next_liveness_ns is not None:
             times.append(self.next_liveness_ns)

@@ -16,6 +16,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from mrc_fabric.ev import EV
 from mrc_host.core import (
     Action,
@@ -141,8 +143,7 @@ class Connection:
         qp = 2 * index + 1
         self.sender = Endpoint(local_qp=qp, peer_qp=qp + 1, config=self.tcfg, paths=self.paths, rng=rng)
         self.receiver = Endpoint(local_qp=qp + 1, peer_qp=qp, config=self.tcfg, paths=self.paths, rng=rng)
-        # distinct bytes at every offset (a misplaced packet shows), deterministic, made in C
-        self.payload = hashlib.shake_128(f"mrc-sim {net.seed} {index}".encode()).digest(max(payload_bytes, 1))
+        self.payload = payload_pattern(net.seed, index, max(payload_bytes, 1))
         self.region = self.receiver.register_region(REGION_BASE, len(self.payload), RKEY)
         ecmp = spec.mode is Mode.ECMP
         pin = spec.pin_path
@@ -161,8 +162,7 @@ class Connection:
         sizes = [w.size for w in self.writes if w.received_ns is not None]
         if not sizes:
             return not self.writes
-        n = max(sizes)
-        return bytes(self.region.buffer[:n]) == self.payload[:n]
+        return same_prefix(self.region.buffer, self.payload, max(sizes))
 
     def throughput_gbps(self, t0_ns: int, t1_ns: int) -> float:
         """Goodput placed at the receiver between two times."""
@@ -175,6 +175,24 @@ class Connection:
             else:
                 break
         return (after - before) * 8 / max(t1_ns - t0_ns, 1)
+
+
+def payload_pattern(seed: int, index: int, size: int) -> bytes:
+    """``size`` deterministic bytes in which every aligned 8-byte word differs from every
+    other (a misplaced packet shows): 64-bit counters from a seeded start, made by numpy in
+    two passes over the memory (a 64 MiB run spent 12 % of its time drawing the pattern
+    from SHAKE-128)."""
+    start = int.from_bytes(hashlib.blake2b(f"mrc-sim {seed} {index}".encode(), digest_size=8).digest()) >> 2
+    data = np.arange(start, start + (size + 7) // 8, dtype=np.uint64).tobytes()
+    return data if len(data) == size else data[:size]
+
+
+def same_prefix(buffer: bytearray, data: bytes, n: int) -> bool:
+    """The first ``n`` bytes of ``buffer`` equal those of ``data`` (without copying 64 MiB
+    twice when the whole buffer is compared)."""
+    if len(buffer) == n and len(data) == n:
+        return buffer == data
+    return buffer[:n] == data[:n]
 
 
 def _fields(obj: object) -> dict[str, object]:

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from .scenario import Simulation
     from .traffic import Job
 
-from .network import START_NS
+from .network import START_NS, same_prefix
 
 
 def _goodput_timeline(sim: Simulation, end_ns: int, buckets: int = 50) -> list[dict[str, float]]:
@@ -40,7 +40,7 @@ def summarise(sim: Simulation) -> dict[str, Any]:
     done = sim.sent_done_ns is not None and sim.received_done_ns is not None
     end = max(sim.sent_done_ns or 0, sim.received_done_ns or 0) if done else sim.loop.now
     elapsed = end - START_NS
-    data_ok = bytes(sim.region.buffer[: cfg.size]) == sim.data
+    data_ok = same_prefix(sim.region.buffer, sim.conn.payload, cfg.size)
     fab = sim.fabric
     shape = cfg.shape
     src_t0 = shape.t0_of(cfg.src)

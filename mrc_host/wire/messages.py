@@ -113,7 +113,9 @@ class Sack:
 class Nack:
     qp: int
     psn: int
-    reason: NackReason
+    # a NackReason value; typed int because the core takes any int and refuses unknown ones
+    # itself (counted), and a compiled (mypyc) Nack must be able to carry them to it
+    reason: int
     echo_ev: int
     meta: PathMeta = field(default_factory=PathMeta)
 
