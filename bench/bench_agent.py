@@ -259,6 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=None, help="transfers per mode (default 3)")
     ap.add_argument("--modes", default="mrc", help="comma-separated modes")
     ap.add_argument("--before", default="fbde7b5", help="commit of the 'before' agent ('' to skip)")
+    ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="FLAGS",
+        help="one more 'after' configuration with these agent flags, e.g. --also='--window 1M' (repeatable)",
+    )
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_agent needs root (network namespaces, raw sockets)", file=sys.stderr)
@@ -288,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             configs.append(("before, same frames", FABRIC_MTU, before, ()))
         configs.append(("after", FABRIC_MTU, None, ()))
         configs.append(("after, no ICRC check", FABRIC_MTU, None, ("--no-icrc-check",)))
+        for flags in args.also:
+            configs.append((f"after, {flags}", FABRIC_MTU, None, tuple(flags.split())))
         for mtu in sorted({c[1] for c in configs}):
             lab.set_mtu(mtu)
             c = ceiling(lab, payload_for_mtu(mtu), seconds)
