@@ -102,12 +102,23 @@ def sim_cell(claim: Claim, shapes: dict[str, Any] | None) -> str:
             f"`{name}`: MRC {r['mrc']}; baseline single-path {r['single-path'] or 'n/a'}"
             + (f", ECMP {r['ecmp']}" if r.get("ecmp") else "")
             + f", {'holds' if r['holds'] else 'does not hold'}"
+            + _sim_context(r)
         )
     scale = shapes.get("scale")
     return (
         f"{_verdict(holds)}: "
         + "; ".join(parts)
         + (f" (flow sizes x{scale})" if scale not in (None, 1, 1.0) else "")
+    )
+
+
+def _sim_context(r: dict[str, Any]) -> str:
+    f = r.get("fabric")
+    if not f:
+        return ""
+    return (
+        f" [{r.get('data_plane', 'mrc-sim')}, {f['planes']}p x {f['t0']} T0 x {f['t1']} T1, "
+        f"{f['link_gbps']:g} Gb/s, {r.get('evs')} EVs, MTU {r.get('mtu')}, seed {r.get('seed')}]"
     )
 
 

@@ -49,3 +49,5 @@ def test_a_sim_cell_carries_the_measured_number_and_its_baseline(quick_results: 
     rows = _rows(report.render(quick_results))
     loss = next(r for r in rows if r[0].startswith("1 % random loss"))
     assert "MRC" in loss[1] and "% of line rate" in loss[1] and "baseline single-path" in loss[1]
+    # every cell states its data plane, fabric, link rate and seed
+    assert "[mrc-sim, 8p x" in loss[1] and "100 Gb/s" in loss[1] and "seed " in loss[1]
