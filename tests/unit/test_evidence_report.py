@@ -8,6 +8,7 @@ with a skip status (as an experiment does without root), renders the report with
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,23 @@ def test_a_sim_cell_carries_the_measured_number_and_its_baseline(quick_results: 
     assert "MRC" in loss[1] and "% of line rate" in loss[1] and "baseline single-path" in loss[1]
     # every cell states its data plane, fabric, link rate and seed
     assert "[mrc-sim, 8p x" in loss[1] and "100 Gb/s" in loss[1] and "seed " in loss[1]
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "quick_live"
+
+
+def test_recorded_live_quick_run_fills_every_live_cell(quick_results: Path, tmp_path: Path) -> None:
+    """Live cells from a recorded QUICK run on the Linux target (as root, by ``make bench QUICK=1``;
+    the JSON is the experiments' own output with its bulky ``data`` section dropped)."""
+    recorded = sorted(FIXTURES.glob("e*.json"))
+    assert len(recorded) == 9, "tests/unit/fixtures/quick_live must hold e1..e9"
+    shutil.copytree(quick_results / "sim-shapes", tmp_path / "sim-shapes")
+    for path in recorded:
+        (tmp_path / path.stem).mkdir()
+        shutil.copy(path, tmp_path / path.stem / path.name)
+    rows = _rows(report.render(tmp_path))
+    for claim, _sim, live, bmv2 in rows:
+        assert live.startswith(("**holds**", "**does not hold**")), (claim, live)
+        assert "[linux, " in live and "Mbit/s, seed " in live, (claim, live)
+        assert "n/a (want" not in live, (claim, live)  # QUICK measures every judged number
+        assert bmv2.startswith("cannot be shown here:"), (claim, bmv2)
