@@ -296,7 +296,7 @@ def print_summary(r: dict[str, Any]) -> None:
 def report_pointer(results: Path = Path("results")) -> str:
     """Where the full evidence (every published result, sim and live) is, or how to make it."""
     reports = sorted(results.glob("*/REPORT.md"), key=lambda p: p.stat().st_mtime)
-    where = f"latest full report: {reports[-1]}" if reports else "no report yet"
+    where = f"latest report: {reports[-1]}" if reports else "no report yet"
     return (
         f"{where}; `make bench` (or `make bench QUICK=1`, minutes) writes results/<timestamp>/REPORT.md, "
         "one row per published MRC result (docs/results.md explains the table)"
