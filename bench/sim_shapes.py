@@ -293,6 +293,18 @@ def main(argv: list[str] | None = None) -> int:
             "single-path": row["cells"].get("single-path", ""),
             "ecmp": row["cells"].get("ecmp", ""),
             "holds": bool(row["holds"]),
+            # what every run states: data plane, fabric shape, link rate, seed, frame size, EVs
+            "data_plane": "mrc-sim",
+            "fabric": {
+                "planes": sc.shape.planes,
+                "t0": sc.shape.t0,
+                "t1": sc.shape.t1,
+                "hosts_per_t0": sc.shape.hosts_per_t0,
+                "link_gbps": sc.shape.link_gbps,
+            },
+            "seed": sc.seed,
+            "mtu": sc.mtu,
+            "evs": sc.evs,
             "metrics": row["metrics"],
             "seconds": round(time.monotonic() - t0, 1),
         }

@@ -293,6 +293,16 @@ def print_summary(r: dict[str, Any]) -> None:
     )
 
 
+def report_pointer(results: Path = Path("results")) -> str:
+    """Where the full evidence (every published result, sim and live) is, or how to make it."""
+    reports = sorted(results.glob("*/REPORT.md"), key=lambda p: p.stat().st_mtime)
+    where = f"latest report: {reports[-1]}" if reports else "no report yet"
+    return (
+        f"{where}; `make bench` (or `make bench QUICK=1`, minutes) writes results/<timestamp>/REPORT.md, "
+        "one row per published MRC result (docs/results.md explains the table)"
+    )
+
+
 def _kv(d: dict[str, int], prefix: str = "") -> str:
     total = sum(d.values()) or 1
     return ", ".join(f"{prefix}{k} {v / 1e6:.1f} MB ({v / total:.0%})" for k, v in d.items())
@@ -334,7 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         print("demo: the live fabric needs root; running the simulator demo instead", file=sys.stderr)
         from mrc_host.sim.demo import main as sim_demo
 
-        return sim_demo([])
+        rc = sim_demo([])
+        print(report_pointer())
+        return rc
     from mininet.log import setLogLevel
 
     setLogLevel("warning")
@@ -358,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(result)
     print(f"written: {out / 'results.json'}, {out / 'timeline.png'} (runs/latest -> {out.name})")
     print(f"demo took {time.monotonic() - started:.0f} s including fabric bring-up and teardown")
+    print(report_pointer())
     s = result["faulted"]["summary"]
     return 0 if s.get("ok") and s.get("verified") else 1
 

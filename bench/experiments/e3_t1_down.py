@@ -28,7 +28,7 @@ DEADLINE_GRACE_S = 40.0
 
 
 def run(ctx: Context, res: Result) -> None:
-    size = ctx.size(32, 8)
+    size = ctx.size(32, 24)  # QUICK: long enough that the steady window lies inside the transfer
     with fabric(ctx, **FAULT_SHAPE) as tb:
         res.fabric = fabric_info(tb)
         lab = Lab(tb, ctx)

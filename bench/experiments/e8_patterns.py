@@ -39,14 +39,32 @@ def patterns(hosts: list[str]) -> dict[str, list[tuple[str, str]]]:
     }
 
 
+def busiest_uplink(tb: Any, runs: list[Any]) -> str | None:
+    """The sender-T0 uplink that carries most of ``runs``' connections (by their EVs).
+
+    Why: a single-path connection rides one plane and one T1, so a fault on a fixed link
+    (plane 0, T1 0) may miss every single-path connection of the pattern and say nothing
+    about them; the fault goes where this mode's own traffic is. ``None``: no EV rows."""
+    counts: dict[tuple[int, int, int], int] = {}
+    t0_of = {h.name: int(h.t0_index) for h in tb.topology.hosts}
+    for r in runs:
+        for row in r.ev_after.values():
+            key = (int(row["plane"]), t0_of[r.src], int(row["t1"]))
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return None
+    plane, t0, t1 = max(counts.items(), key=lambda kv: kv[1])[0]
+    return uplink_name(tb, plane, t0, t1)
+
+
 def run(ctx: Context, res: Result) -> None:
     sizes = {"all-to-all": ctx.size(4, 1), "ring": ctx.size(8, 2)}
     with fabric(ctx, **FAULT_SHAPE) as tb:
         res.fabric = fabric_info(tb)
         hosts = tb.host_names()
-        link = uplink_name(tb, 0, 0, 0)
+        mrc_link = uplink_name(tb, 0, 0, 0)  # MRC sprays every uplink: any one is on its paths
         groups: dict[str, dict[str, float]] = {}
-        data: dict[str, Any] = {"fault_link": link}
+        data: dict[str, Any] = {"fault_link": {}}
         for name, pairs in patterns(hosts).items():
             size = sizes[name]
             for mode in MODES:
@@ -54,6 +72,8 @@ def run(ctx: Context, res: Result) -> None:
                     tb.send(src, dst, 256 << 10, mode=mode)
                 clean_runs, clean_s = run_concurrent(tb, pairs, size, mode)
                 fault_s = max(0.5, clean_s)
+                link = (busiest_uplink(tb, clean_runs) if mode == "single-path" else None) or mrc_link
+                data["fault_link"].setdefault(name, {})[mode] = link
                 plan = FaultPlan("blackhole", link, None, duration_s=fault_s)
                 fault_runs, fault_job_s = run_concurrent(
                     tb,

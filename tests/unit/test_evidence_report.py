@@ -1,0 +1,74 @@
+"""The QUICK report's evidence table: every published result has a value or says why not.
+
+Runs the real ``bench.sim_shapes --quick`` (about 15 s on two cores) into a results
+directory, adds one real live-experiment record written by ``bench.experiments.common``
+with a skip status (as an experiment does without root), renders the report with
+``bench.report`` and checks every row and column of the evidence table.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench import evidence, report, sim_shapes
+from bench.experiments import EXPERIMENTS
+from bench.experiments.common import Result, write_result
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("quick")
+    assert sim_shapes.main(["--out", str(out / "sim-shapes"), "--quick"]) == 0
+    for e in EXPERIMENTS[:9]:
+        res = Result(e.id, e.summary, "", status="skipped", reason="needs root", target="linux")
+        write_result(out / e.id, res)
+    return out
+
+
+def _rows(text: str) -> list[list[str]]:
+    section = text[text.index("## Evidence") : text.index("## Every number")]
+    table = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    body = table[1:]  # header, then (after the separator, which starts with "|---") the rows
+    return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in body]
+
+
+def test_every_claim_has_a_row_with_a_value_or_a_reason(quick_results: Path) -> None:
+    text = report.render(quick_results)
+    rows = _rows(text)
+    assert [r[0] for r in rows] == [c.claim for c in evidence.CLAIMS]
+    for claim, sim, live, bmv2 in rows:
+        assert "—" not in sim + live + bmv2, claim
+        assert sim.startswith(("**holds**", "**does not hold**", "cannot be shown here:")), (claim, sim)
+        assert "cannot be shown here:" in live and "needs root" in live, (claim, live)
+        assert bmv2.startswith("cannot be shown here:") or "holds" in bmv2, (claim, bmv2)
+
+
+def test_a_sim_cell_carries_the_measured_number_and_its_baseline(quick_results: Path) -> None:
+    rows = _rows(report.render(quick_results))
+    loss = next(r for r in rows if r[0].startswith("1 % random loss"))
+    assert "MRC" in loss[1] and "% of line rate" in loss[1] and "baseline single-path" in loss[1]
+    # every cell states its data plane, fabric, link rate and seed
+    assert "[mrc-sim, 8p x" in loss[1] and "100 Gb/s" in loss[1] and "seed " in loss[1]
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "quick_live"
+
+
+def test_recorded_live_quick_run_fills_every_live_cell(quick_results: Path, tmp_path: Path) -> None:
+    """Live cells from a recorded QUICK run on the Linux target (as root, by ``make bench QUICK=1``;
+    the JSON is the experiments' own output with its bulky ``data`` section dropped)."""
+    recorded = sorted(FIXTURES.glob("e*.json"))
+    assert len(recorded) == 9, "tests/unit/fixtures/quick_live must hold e1..e9"
+    shutil.copytree(quick_results / "sim-shapes", tmp_path / "sim-shapes")
+    for path in recorded:
+        (tmp_path / path.stem).mkdir()
+        shutil.copy(path, tmp_path / path.stem / path.name)
+    rows = _rows(report.render(tmp_path))
+    for claim, _sim, live, bmv2 in rows:
+        assert live.startswith(("**holds**", "**does not hold**")), (claim, live)
+        assert "[linux, " in live and "Mbit/s, seed " in live, (claim, live)
+        assert "n/a (want" not in live, (claim, live)  # QUICK measures every judged number
+        assert bmv2.startswith("cannot be shown here:"), (claim, bmv2)
