@@ -22,7 +22,7 @@ class DropReason(enum.IntEnum):
     NO_ROUTE = 0  # no table entry for the (shifted) destination, or an empty ECMP group
     HOP_LIMIT = 1  # hop limit was <= 1 on arrival
     FAULT = 2  # an injected fault (port_fault / ingress_fault) dropped it
-    TRIMMED = 3  # the payload was dropped and the headers forwarded (BMv2 only)
+    TRIMMED = 3  # the payload was dropped and the headers forwarded (BMv2, and the Linux eBPF egress)
     MALFORMED = 4  # not an IPv6 frame the switch can forward (e.g. ARP, a runt)
     QUEUE_FULL = 5  # tail drop at a full egress queue: the Linux target counts it; BMv2 cannot
 
