@@ -167,6 +167,7 @@ class EvSet:
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._ctl_cursor = 0
+        self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
         self._usable_cache: list[EvEntry] | None = None
         self._probe_seq = 0
         self.next_liveness_ns: int | None = None
@@ -227,7 +228,11 @@ class EvSet:
         """
         planes = self.planes
         load = self.plane_load
-        for _ in range(2):  # the first pass may only serve SKIP penalties
+        # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
+        # they serve some, so a connection whose every usable EV sits out (one path, or
+        # every path marked) sends on the least penalised one instead of stalling.
+        for _ in range(self.cfg.max_skip_rotations + 1):
+            served = self._skips_served
             tried = 0
             while True:
                 best = -1
@@ -246,6 +251,8 @@ class EvSet:
                 if ev is not None:
                     self._plane_cursor = (best + 1) % planes
                     return ev
+            if self._skips_served == served:
+                break
         if exclude is not None:
             return self.next_data_ev(None)
         return None
@@ -260,6 +267,7 @@ class EvSet:
             if e.value == exclude:
                 continue
             if e.state is EvState.SKIP:
+                self._skips_served += 1
                 e.skips_left -= 1
                 if e.skips_left <= 0:
                     self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
@@ -346,17 +354,36 @@ class EvSet:
             self.backup[e.plane].append(e)
 
     def _penalize(self, ev: int, now_ns: int, event: EvEvent) -> bool:
+        """An ECN echo or a trim NACK on ``ev``: ``ev`` and the active EVs on its path sit out.
+
+        The EVs of one (plane, T1) differ only in entropy bits, which a source-routed fabric
+        ignores: they cross the very same queues, so a mark on one is a mark on all of them.
+        Penalising the echoed EV alone moved 1/16 to 1/32 of a congested path's traffic per
+        echo (the live E9 run kept the queue growing until the gap rule took the delayed
+        packets for lost and retired the path). In ECMP mode the switches hash the entropy
+        bits, so there the siblings are other paths and only ``ev`` is penalised.
+        """
         e = self.entries.get(ev)
         if e is None or not allowed(e.state, event) or not e.member:
             return False
+        self._heat_up(e, now_ns)
+        self._fire(e, event, event.value)
+        if self.cfg.mode is not Mode.ECMP:
+            why = f"{event.value} on {e.value:08x}, same path"
+            for sib in self.active[e.plane]:
+                if sib.t1 == e.t1 and sib is not e and sib.member and allowed(sib.state, event):
+                    self._heat_up(sib, now_ns)
+                    self._fire(sib, event, why)
+        return True
+
+    def _heat_up(self, e: EvEntry, now_ns: int) -> None:
+        """One more penalty on ``e``: its decayed heat plus one, in SKIP turns (capped)."""
         cfg = self.cfg
         if e.heat:
             e.heat *= 0.5 ** (max(0, now_ns - e.heat_ns) / max(cfg.penalty_halflife_ns, 1))
         e.heat += 1.0
         e.heat_ns = now_ns
         e.skips_left = max(e.skips_left, min(math.ceil(cfg.skip_rotations * e.heat), cfg.max_skip_rotations))
-        self._fire(e, event, event.value)
-        return True
 
     def ecn_echo(self, ev: int, now_ns: int) -> bool:
         """A SACK echoed CE for a packet sent on ``ev``: it sits out a few rotations."""

@@ -6,6 +6,7 @@ import ast
 import pathlib
 import random
 
+from mrc_fabric.ev import EV
 from mrc_host.core import EvState, Mode, NsccParams
 from mrc_host.core.psn import PSN_MODULUS
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
@@ -185,7 +186,16 @@ def test_ecn_echo_moves_ev_to_skip() -> None:
     assert p.b.counters.ecn_ce_received == 1
     assert p.a.counters.ecn_echoes_received == 1
     assert p.a.counters.ev(pkt.meta.ev).ecn_echoes == 1
-    assert p.a.counters.ev_skipped == 1
+    # the echoed EV and the active EVs on its (plane, T1) path cross the same queue: all sit out
+    ev = EV.decode(pkt.meta.ev)
+    same_path = [
+        v for v in p.a.evset.active_evs() if (EV.decode(v).plane, EV.decode(v).t1) == (ev.plane, ev.t1)
+    ]
+    assert len(same_path) > 1
+    assert p.a.counters.ev_skipped == len(same_path)
+    assert all(p.a.evset.state(v) is EvState.SKIP for v in same_path)
+    others = [v for v in p.a.evset.active_evs() if v not in same_path]
+    assert others and all(p.a.evset.state(v) is EvState.GOOD for v in others)
 
 
 def test_sack_carries_port_status_and_sender_avoids_the_down_plane() -> None:
