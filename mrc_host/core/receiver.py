@@ -19,6 +19,7 @@ not (the last hop does not mark ECN, so the cut happened there: incast at this h
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from mrc_host.wire.messages import (
     SACK_BITMAP_BITS,
@@ -39,10 +40,10 @@ from .evset import EvSet
 from .psn import psn_of, unwrap
 from .region import RegionTable
 
-_RETX = int(DataFlag.RETRANSMISSION)
-_RETX_OR_LAST = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
-OWD_SPREAD_DECAY = 1 - 1 / 256  # per packet: the jitter estimate forgets over a few windows
-OWD_FLOOR_CREEP = 4096  # per packet above the floor: the floor follows clock drift, slowly
+_RETX: Final = int(DataFlag.RETRANSMISSION)
+_RETX_OR_LAST: Final = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
+OWD_SPREAD_DECAY: Final = 1 - 1 / 256  # per packet: the jitter estimate forgets over a few windows
+OWD_FLOOR_CREEP: Final = 4096  # per packet above the floor: the floor follows clock drift, slowly
 
 # sends a control message on a reverse EV (of the given plane when it can); returns the EV
 # it chose (None: no usable EV)
