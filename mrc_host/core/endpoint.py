@@ -14,6 +14,7 @@ rules as the sender's forward ones.
 from __future__ import annotations
 
 import random
+from typing import Final
 
 from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK
 from mrc_host.wire.messages import (
@@ -39,9 +40,9 @@ from .receiver import Receiver
 from .region import MemoryRegion, RegionTable
 from .sender import Sender
 
-MAX_PAYLOAD = 9000
-U32 = 0xFFFFFFFF
-U64 = (1 << 64) - 1
+MAX_PAYLOAD: Final = 9000
+U32: Final = 0xFFFFFFFF
+U64: Final = (1 << 64) - 1
 
 
 def _check(msg: object) -> str | None:

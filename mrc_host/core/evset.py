@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Final
 
 from mrc_fabric.ev import ENTROPY_MASK, EV
 
@@ -143,6 +144,8 @@ def _explicit(values: tuple[int, ...], per_plane: int, backups: int, paths: Path
 
 
 _PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
+# read per packet by the rotation: a static, not a lookup of ``EvState`` (not compiled) each time
+_SKIP: Final = EvState.SKIP
 
 
 class EvSet:
@@ -266,7 +269,7 @@ class EvSet:
             e = lst[idx]
             if e.value == exclude:
                 continue
-            if e.state is EvState.SKIP:
+            if e.state is _SKIP:
                 self._skips_served += 1
                 e.skips_left -= 1
                 if e.skips_left <= 0:

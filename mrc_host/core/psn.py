@@ -9,10 +9,12 @@ PSN space of each other -- the receive window (``TransportConfig.rx_window``) is
 
 from __future__ import annotations
 
+from typing import Final
+
 from mrc_host.wire.messages import PSN_BITS, PSN_MASK
 
-PSN_MODULUS = 1 << PSN_BITS
-PSN_HALF = PSN_MODULUS >> 1
+PSN_MODULUS: Final = 1 << PSN_BITS
+PSN_HALF: Final = PSN_MODULUS >> 1
 
 
 def psn_of(seq: int) -> int:

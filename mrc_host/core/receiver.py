@@ -19,6 +19,7 @@ not (the last hop does not mark ECN, so the cut happened there: incast at this h
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from mrc_host.wire.messages import (
     SACK_BITMAP_BITS,
@@ -39,10 +40,11 @@ from .evset import EvSet
 from .psn import psn_of, unwrap
 from .region import RegionTable
 
-_RETX = int(DataFlag.RETRANSMISSION)
-_RETX_OR_LAST = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
-OWD_SPREAD_DECAY = 1 - 1 / 256  # per packet: the jitter estimate forgets over a few windows
-OWD_FLOOR_CREEP = 4096  # per packet above the floor: the floor follows clock drift, slowly
+_RETX: Final = int(DataFlag.RETRANSMISSION)
+_RETX_OR_LAST: Final = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
+OWD_SPREAD_DECAY: Final = 1 - 1 / 256  # per packet: the jitter estimate forgets over a few windows
+OWD_FLOOR_CREEP: Final = 4096  # per packet above the floor: the floor follows clock drift, slowly
+_CE: Final = int(Ecn.CE)  # compiled, ``ecn == _CE`` is a native compare
 
 # sends a control message on a reverse EV (of the given plane when it can); returns the EV
 # it chose (None: no usable EV)
@@ -118,7 +120,7 @@ class Receiver:
         evc = c.ev(ev)
         evc.data_packets_received += 1
         c.data_packets_received += 1
-        ce = pkt.meta.ecn == Ecn.CE
+        ce = pkt.meta.ecn == _CE
         flags = int(pkt.flags)
         if ce:
             c.ecn_ce_received += 1
@@ -223,7 +225,7 @@ class Receiver:
             psn_of(base),
             bitmap,
             trigger.meta.ev,
-            ecn_echo=trigger.meta.ecn == Ecn.CE,
+            ecn_echo=trigger.meta.ecn == _CE,
             echo_ts=trigger.send_ts,
             port_status=self.port_status(),
             duplicate=duplicate,

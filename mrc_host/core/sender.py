@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Final
 
 from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Opcode, PathMeta, Sack
 
@@ -32,23 +33,24 @@ from .counters import Counters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of, unwrap
 
-ROCE_TIMEOUT_UNIT_NS = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
-REO_MULT_MAX = 4  # the reordering window grows from SRTT/4 up to SRTT
-REO_DECAY_DELIVERIES = 1024  # clean deliveries before it shrinks by one step
-GUESSES_MAX = 4096  # guessed-lost, acked packets remembered for a D-SACK that proves them spurious
-SPREAD_DECAY = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
-REO_EXTENT_DECAY = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
-REO_EXTENT_MARGIN = 1.5  # the largest reordering seen so far understates the largest to come
+ROCE_TIMEOUT_UNIT_NS: Final = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
+REO_MULT_MAX: Final = 4  # the reordering window grows from SRTT/4 up to SRTT
+REO_DECAY_DELIVERIES: Final = 1024  # clean deliveries before it shrinks by one step
+GUESSES_MAX: Final = 4096  # guessed-lost, acked packets remembered for a D-SACK that proves them spurious
+SPREAD_DECAY: Final = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
+REO_EXTENT_DECAY: Final = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
+REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates the largest to come
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
-_FLAGS = (
+_FLAGS: Final = (
     (DataFlag.NONE, DataFlag.LAST_OF_MESSAGE),
     (DataFlag.RETRANSMISSION, DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE),
 )
-_LAST_OPCODES = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
+_LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 
 
-@dataclass(slots=True)
+# ``init=False`` + a spelled-out ``__init__``: mypyc compiles it (see mrc_host/wire/messages.py)
+@dataclass(slots=True, init=False)
 class _Write:
     msg_id: int
     data: bytes
@@ -58,8 +60,26 @@ class _Write:
     remaining: int = 0  # packets not yet acknowledged
     failed: str = ""
 
+    def __init__(
+        self,
+        msg_id: int,
+        data: bytes,
+        vaddr: int,
+        rkey: int,
+        offset: int = 0,
+        remaining: int = 0,
+        failed: str = "",
+    ) -> None:
+        self.msg_id = msg_id
+        self.data = data
+        self.vaddr = vaddr
+        self.rkey = rkey
+        self.offset = offset
+        self.remaining = remaining
+        self.failed = failed
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class _TxRecord:
     seq: int
     write: _Write
@@ -77,6 +97,42 @@ class _TxRecord:
     gap_lost: bool = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
     lost_ev: int = -1  # the EV it was last declared lost on
     prev_sent_ns: int = -1  # send time of the copy before the latest
+
+    def __init__(
+        self,
+        seq: int,
+        write: _Write,
+        vaddr: int,
+        payload: bytes,
+        opcode: Opcode,
+        ev: int = 0,
+        sent_ns: int = 0,
+        tx_order: int = 0,
+        transmissions: int = 0,
+        later_delivered: int = 0,
+        reordered_past: bool = False,
+        sacked: bool = False,
+        lost: bool = False,
+        gap_lost: bool = False,
+        lost_ev: int = -1,
+        prev_sent_ns: int = -1,
+    ) -> None:
+        self.seq = seq
+        self.write = write
+        self.vaddr = vaddr
+        self.payload = payload
+        self.opcode = opcode
+        self.ev = ev
+        self.sent_ns = sent_ns
+        self.tx_order = tx_order
+        self.transmissions = transmissions
+        self.later_delivered = later_delivered
+        self.reordered_past = reordered_past
+        self.sacked = sacked
+        self.lost = lost
+        self.gap_lost = gap_lost
+        self.lost_ev = lost_ev
+        self.prev_sent_ns = prev_sent_ns
 
 
 class Sender:

@@ -29,18 +29,24 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappush
+from typing import Final, cast
 
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message
 
-from .engine import EventLoop
+from .engine import EventLoop, Handler
 from .faults import KILLING_KINDS, PASSIVE, Fault, extra_delay, ns_per_byte, rate_hits
 
-DATA_OVERHEAD = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
-CONTROL_BYTES = 150
-_ECT = (Ecn.ECT0, Ecn.ECT1)
+DATA_OVERHEAD: Final = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
+CONTROL_BYTES: Final = 150
+# ECN-capable code points as plain ints: compiled, ``ecn == _ECT0`` is a native compare
+_ECT0: Final = int(Ecn.ECT0)
+_ECT1: Final = int(Ecn.ECT1)
 
 # what a port's far end is
-NIC_TO_LEAF, LEAF_TO_SPINE, SPINE_TO_LEAF, LEAF_TO_HOST = range(4)
+NIC_TO_LEAF: Final = 0
+LEAF_TO_SPINE: Final = 1
+SPINE_TO_LEAF: Final = 2
+LEAF_TO_HOST: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +70,8 @@ class FabricShape:
         return host // self.hosts_per_t0
 
 
-@dataclass(slots=True)
+# ``init=False`` + a spelled-out ``__init__``: mypyc compiles it (see mrc_host/wire/messages.py)
+@dataclass(slots=True, init=False)
 class SimPacket:
     msg: Message
     src: int  # host
@@ -75,9 +82,33 @@ class SimPacket:
     data: bool  # an untrimmed DATA packet (goes in the data queue)
     tx_start: int = 0  # when it started onto the wire of its current port
 
+    def __init__(
+        self,
+        msg: Message,
+        src: int,
+        dst: int,
+        plane: int,
+        t1: int | None,
+        size: int,
+        data: bool,
+        tx_start: int = 0,
+    ) -> None:
+        self.msg = msg
+        self.src = src
+        self.dst = dst
+        self.plane = plane
+        self.t1 = t1
+        self.size = size
+        self.data = data
+        self.tx_start = tx_start
 
-class Port:
-    """One direction of a link: a two-class egress queue feeding a wire."""
+
+class Port(Handler):
+    """One direction of a link: a two-class egress queue feeding a wire.
+
+    It is also the event handler of the packets arriving at its far end (``fire``), and
+    ``waker`` that of its wire coming free, so the per-packet events carry no closures.
+    """
 
     __slots__ = (
         "buffer_bytes",
@@ -85,6 +116,7 @@ class Port:
         "delay_ns",
         "drops_congestion",
         "ecn_bytes",
+        "fabric",
         "faults",
         "hash_salt",
         "hi",
@@ -108,11 +140,13 @@ class Port:
         "tx_bytes",
         "tx_data_bytes",
         "tx_packets",
+        "waker",
         "waking",
     )
 
     def __init__(
         self,
+        fabric: Fabric,
         name: str,
         link: str,
         shape: FabricShape,
@@ -122,6 +156,8 @@ class Port:
         spine: int,
         host: int,
     ) -> None:
+        self.fabric = fabric
+        self.waker = _PortWake(self)
         self.name = name
         self.link = link
         self.kind = kind
@@ -153,6 +189,22 @@ class Port:
         self.tx_packets = 0
         self.drops_congestion = 0
         self.trimmed = 0
+
+    def fire(self, arg: object) -> None:
+        """A packet reached the far end of this port."""
+        self.fabric._arrive(self, cast(SimPacket, arg))
+
+
+class _PortWake(Handler):
+    """The event of a port's wire coming free (``Fabric._wake``)."""
+
+    __slots__ = ("port",)
+
+    def __init__(self, port: Port) -> None:
+        self.port = port
+
+    def fire(self, arg: object) -> None:
+        self.port.fabric._wake(self.port)
 
 
 class Fabric:
@@ -206,7 +258,7 @@ class Fabric:
     def _port(
         self, src: str, dst: str, link: str, kind: int, plane: int, leaf: int, spine: int, host: int
     ) -> Port:
-        port = Port(f"{src}>{dst}", link, self.shape, kind, plane, leaf, spine, host)
+        port = Port(self, f"{src}>{dst}", link, self.shape, kind, plane, leaf, spine, host)
         self.ports[(src, dst)] = port
         return port
 
@@ -283,7 +335,7 @@ class Fabric:
                         self._count_drop(fault, pkt)
                         return
                 elif kind == "ecn":
-                    if pkt.data and pkt.msg.meta.ecn in _ECT:
+                    if pkt.data and pkt.msg.meta.ecn in (_ECT0, _ECT1):
                         pkt.msg.meta.ecn = Ecn.CE
                         fault.marked += 1
                 elif kind == "trim":
@@ -295,8 +347,12 @@ class Fabric:
                     return
         if pkt.data:
             queued = port.queued
-            if port.ecn_bytes is not None and queued > port.ecn_bytes and pkt.msg.meta.ecn in _ECT:
-                pkt.msg.meta.ecn = Ecn.CE
+            ecn_bytes = port.ecn_bytes
+            if ecn_bytes is not None and queued > ecn_bytes:
+                meta = pkt.msg.meta
+                ecn = meta.ecn
+                if ecn in (_ECT0, _ECT1):
+                    meta.ecn = Ecn.CE
             if queued > port.trim_bytes:
                 self._trim(pkt, mark=False)
                 port.trimmed += 1
@@ -316,7 +372,7 @@ class Fabric:
                 port.tx_data_bytes += size - DATA_OVERHEAD
             pkt.tx_start = now
             loop.seq = seq = loop.seq + 1
-            heappush(loop.heap, (end + port.delay_ns, seq, self._arrive, (port, pkt)))
+            heappush(loop.heap, (end + port.delay_ns, seq, port, pkt))
             return
         if port.busy_until <= now and not port.waking:
             self._transmit(port, pkt, now)
@@ -330,13 +386,13 @@ class Fabric:
             port.peak_queued = port.queued
         if not port.waking:
             port.waking = True
-            self.loop.at(port.busy_until, self._wake, port)
+            self.loop.push(port.busy_until, port.waker, None)
 
     def _trim(self, pkt: SimPacket, mark: bool) -> None:
         msg = pkt.msg
         assert isinstance(msg, DataPacket)
         meta = dataclasses.replace(msg.meta, dscp=Dscp.TRIMMED)
-        if mark and meta.ecn in _ECT:
+        if mark and meta.ecn in (_ECT0, _ECT1):
             meta.ecn = Ecn.CE  # a fabric trim: the queue is also above the ECN threshold
         pkt.msg = dataclasses.replace(msg, payload=b"", trimmed=True, meta=meta)
         pkt.size = DATA_OVERHEAD
@@ -364,7 +420,7 @@ class Fabric:
         loop = self.loop
         loop.seq = seq = loop.seq + 1
         delay = port.delay_ns + (extra_delay(passive, now, self.rng) if passive else 0)
-        heappush(loop.heap, (end + delay, seq, self._arrive, (port, pkt)))
+        heappush(loop.heap, (end + delay, seq, port, pkt))
 
     def _wake(self, port: Port) -> None:
         """The wire is free: send the next queued packet (priority class first)."""
@@ -379,7 +435,7 @@ class Fabric:
             self._transmit(port, pkt, now)
             if hi or lo:
                 port.waking = True
-                self.loop.at(port.busy_until, self._wake, port)
+                self.loop.push(port.busy_until, port.waker, None)
             return
 
     @staticmethod
