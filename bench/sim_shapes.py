@@ -92,11 +92,15 @@ def check_flaps(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -> Ro
     cells, extra = {}, {}
     for mode, run in res["runs"].items():
         jct, clean = _job(run, "allreduce"), _job(ref["runs"][mode], "allreduce")
-        phases = 0
+        phases = 0  # link-downs that happened while the job ran
+        end = jct if jct is not None else run["elapsed_us"]
         for f in run["faults"]:
-            period = float(f["spec"].split("=")[1].split("us")[0])
-            span = (jct if jct is not None else run["elapsed_us"]) - f["start_us"]
-            phases += max(0, int(-(-span // (2 * period))))
+            span = end - f["start_us"]
+            if f["kind"] == "flap":
+                period = float(f["spec"].split("=")[1].split("us")[0])
+                phases += max(0, int(-(-span // (2 * period))))
+            else:  # one down (and later up): one flap
+                phases += span > 0
         lost = sum(f["data_packets_lost"] for f in run["faults"])
         per_flap = lost / phases if phases else None
         extra[mode] = {"jct_us": jct, "jct_no_fault_us": clean, "flaps": phases, "lost_per_flap": per_flap}
