@@ -197,12 +197,18 @@ def check_shared_ev(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -
             "b_of_line_rate": fb,
             "a_ecn_echoes": a["ecn_echoes"],
             "a_ev_skips": a["ev_skipped"],
+            "a_ev_retired": a["ev_retired"],
+            "b_ecn_echoes": b["ecn_echoes"],
         }
-        cells[mode] = f"a {fa:.0%}, b {fb:.0%} of line rate; a: {a['ecn_echoes']} ECN echoes"
+        cells[mode] = (
+            f"a {fa:.0%}, b {fb:.0%} of line rate; a: {a['ecn_echoes']} ECN echoes, "
+            f"{a['ev_retired']} EVs retired; b: {b['ecn_echoes']} ECN echoes"
+        )
     m = extra["mrc"]
     return {
         "cells": cells,
-        "holds": m["a_of_line_rate"] >= 0.8 and m["b_of_line_rate"] >= 0.8,
+        # ECN must be what moved a: echoes on a, both near line rate
+        "holds": m["a_of_line_rate"] >= 0.8 and m["b_of_line_rate"] >= 0.8 and m["a_ecn_echoes"] > 0,
         "metrics": extra,
     }
 
