@@ -260,6 +260,32 @@ def check_ring(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -> Row
     return {"cells": cells, "holds": m is not None and (s is None or m < s), "metrics": extra}
 
 
+def uplink_balance(run: dict[str, Any], t0: int) -> tuple[float | None, int]:
+    """Busiest uplink of ``t0`` over the mean of all its uplinks, and how many carried data."""
+    rows = run.get("t0_uplink_data_bytes", {}).get(str(t0))
+    if not rows:
+        return None, 0
+    flat = [b for row in rows for b in row]
+    mean = sum(flat) / len(flat)
+    return (max(flat) / mean if mean else None), sum(1 for b in flat if b)
+
+
+def check_spray(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -> Row:
+    """MRC's uplink max/mean near 1; ECMP (the baseline with the same EVs, hashed) above it."""
+    src = sc.traffic[0].src
+    assert src is not None
+    t0 = sc.shape.t0_of(src)
+    cells, extra = {}, {}
+    for mode, run in res["runs"].items():
+        ratio, used = uplink_balance(run, t0)
+        n = sc.shape.planes * sc.shape.t1
+        extra[mode] = {"uplink_max_over_mean": ratio, "uplinks_used": used, "uplinks": n}
+        cells[mode] = f"uplink max/mean {_fmt(ratio)} ({used} of {n} uplinks carry data)"
+    m, e = extra["mrc"]["uplink_max_over_mean"], extra["ecmp"]["uplink_max_over_mean"]
+    holds = m is not None and m <= 1.15 and e is not None and e > m
+    return {"cells": cells, "holds": holds, "metrics": extra}
+
+
 # scenario -> (check, what reference run it needs)
 CHECKS: dict[str, tuple[Callable[[sf.Scenario, dict[str, Any], dict[str, Any]], Row], str]] = {
     "link-flaps-allreduce": (check_flaps, "no-faults"),
@@ -270,6 +296,7 @@ CHECKS: dict[str, tuple[Callable[[sf.Scenario, dict[str, Any], dict[str, Any]], 
     "incast-bystander": (check_bystander, "bystander-alone"),
     "random-loss-1pct": (check_loss, "no-faults"),
     "ring-allreduce-256-paths": (check_ring, "none"),
+    "spray-balance": (check_spray, "none"),
 }
 
 
