@@ -145,7 +145,8 @@ def check_switch(expect: str) -> Callable[[sf.Scenario, dict[str, Any], dict[str
                 "dip_over_no_fault": dip,
             }
             cells[mode] = (
-                f"steady after fault / no-fault {_fmt(steady)}, dip to {_fmt(dip)}, JCT x{_fmt(_ratio(jct, clean))}"
+                f"steady after fault / no-fault {_fmt(steady)}, dip to {_fmt(dip)}, "
+                f"JCT x{_fmt(_ratio(jct, clean))}"
                 if jct is not None
                 else "stalled: did not complete"
             )

@@ -28,12 +28,12 @@ def test_spray_judge_wants_mrc_even_and_ecmp_above_it() -> None:
     assert not sim_shapes.check_spray(sc, res, {})["holds"]
 
 
-def _flow_run(timeline: list[float], jct: float, faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _flow_run(timeline: list[float], jct: float) -> dict[str, Any]:
     return {
         "jobs": {"flow": {"completion_time_us": jct}},
         "flows": [{"name": "flow", "goodput_timeline_gbps": timeline}],
         "timeline_bucket_us": 10.0,
-        "faults": faults or [{"start_us": 30.0}],
+        "faults": [{"start_us": 30.0}],
     }
 
 
@@ -55,8 +55,13 @@ def test_flap_judge_counts_a_down_then_up_fault_as_one_flap() -> None:
     def run(jct: float, lost: int) -> dict[str, Any]:
         faults = [
             {"kind": "down", "spec": "down:p0-t0_0-t1_3@5%-35%", "start_us": 10.0, "data_packets_lost": lost},
-            {"kind": "down", "spec": "down:p1-t0_1-t1_7@90%-120%", "start_us": 500.0, "data_packets_lost": 0},
-            {"kind": "flap", "spec": "flap=20us:p2-t0_1-t1_7@1%", "start_us": 20.0, "data_packets_lost": lost},
+            {"kind": "down", "spec": "down:p1-t0_1-t1_7@90%-99%", "start_us": 500.0, "data_packets_lost": 0},
+            {
+                "kind": "flap",
+                "spec": "flap=20us:p2-t0_1-t1_7@1%",
+                "start_us": 20.0,
+                "data_packets_lost": lost,
+            },
         ]
         return {"jobs": {"allreduce": {"completion_time_us": jct}}, "faults": faults, "elapsed_us": jct}
 
