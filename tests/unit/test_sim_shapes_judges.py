@@ -63,13 +63,23 @@ def test_flap_judge_counts_a_down_then_up_fault_as_one_flap() -> None:
                 "data_packets_lost": lost,
             },
         ]
-        return {"jobs": {"allreduce": {"completion_time_us": jct}}, "faults": faults, "elapsed_us": jct}
+        for f in faults:
+            f["target"] = f["spec"].split(":")[1].split("@")[0]
+        flows = [{"src": 0, "dst": 4}, {"src": 4, "dst": 8}]  # T0 0 -> T0 1 -> T0 2
+        return {
+            "jobs": {"allreduce": {"completion_time_us": jct}},
+            "faults": faults,
+            "elapsed_us": jct,
+            "flows": flows,
+        }
 
     res = {"runs": {m: run(101.0, 2) for m in ("mrc", "single-path", "ecmp")}}
     ref = {"runs": {m: run(100.0, 0) for m in ("mrc", "single-path", "ecmp")}}
     row = sim_shapes.check_flaps(sc, res, ref)
     # one down before the job ended, one after (not counted), a 20 us flap over 81 us: 3 downs
     assert row["metrics"]["mrc"]["flaps"] == 1 + 3 and row["metrics"]["mrc"]["lost_per_flap"] == 1.0
+    # the T0 0 link meets one connection, the T0 1 flap two (one ends there, one starts)
+    assert row["metrics"]["mrc"]["lost_per_flap_per_connection"] == 4 / (1 * 1 + 3 * 2)
     assert row["holds"]
     res["runs"]["mrc"] = run(120.0, 2)
     assert not sim_shapes.check_flaps(sc, res, ref)["holds"]
