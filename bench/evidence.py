@@ -64,7 +64,7 @@ CLAIMS = [
         ("ring-allreduce-256-paths",),
         ("e8",),
     ),
-    Claim("spray balance over T1 uplinks: MRC even, ECMP uneven with few flows", (), ("e7",)),
+    Claim("spray balance over T1 uplinks: MRC even, ECMP uneven with few flows", ("spray-balance",), ("e7",)),
 ]
 
 
@@ -84,10 +84,7 @@ def _num(v: Any, unit: str = "") -> str:
 
 def sim_cell(claim: Claim, shapes: dict[str, Any] | None) -> str:
     if not claim.scenarios:
-        return (
-            "cannot be shown here: no mrc-sim scenario for spray balance "
-            "(E7 measures it live; bench.sim_transport compares ECMP)"
-        )
+        return "cannot be shown here: no mrc-sim scenario for this result"
     if shapes is None:
         return "not run in this results directory (make bench ONLY=sim-shapes)"
     rows = {r["scenario"]: r for r in shapes.get("rows", [])}

@@ -9,6 +9,12 @@ address (RETH), so it can go on any EV and arrive in any order. Loss is found th
   (each plane has its own NIC queue, whose depths differ) and the time guard keep the
   reordering that spraying and a jittery fabric cause from passing for loss; the guard
   adapts as RACK's does, to the reordering measured on deliveries and to spurious losses;
+- at the tail (nothing new left to send), the RACK timer: a packet still unacknowledged its
+  plane's SRTT plus the reorder window after it was sent, while a packet sent after it (on
+  any plane) was delivered, is lost. The gap rule cannot see a loss among the last packets
+  of a message (a few packets per plane, all sent in one burst), and the tail probe waits
+  two SRTTs after the last send: the stall a ring collective pays on every lossy step. In
+  bulk transfer the gap rule alone decides (it is the one that tolerates reordering);
 - the retransmission timeout (RTO from SRTT, RTTVAR and the RTT spread, clamped, doubled
   per expiry; before any RTT sample it only resends the oldest packet, as a probe).
 The last two mean the path failed: in MRC mode the EV that lost it is retired at once
@@ -189,6 +195,7 @@ class Sender:
         self.stalled_since: int | None = None  # work waiting, no EV to carry it, since then
         self._last_tx_ns = 0
         self._tail_done = False  # the tail probe for the current tail was sent
+        self._rack_order = -1  # transmission order of the newest first-copy packet delivered (RACK)
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
 
     # ---- API ----------------------------------------------------------------------------
@@ -226,11 +233,39 @@ class Sender:
             return None
         return self._last_tx_ns + int(2 * self.srtt_ns) + self.reorder_window()
 
+    def _rack_wait(self, rec: _TxRecord) -> int:
+        """How long after its send a packet overtaken by a delivered one may still arrive:
+        its plane's smoothed RTT (each plane has its own NIC queue) plus the reorder window."""
+        rtt = self.plane_srtt[rec.ev >> 28] or self.srtt_ns or 0.0
+        return int(rtt) + self.reorder_window()
+
+    def _rack_at(self) -> int | None:
+        """RACK timer: when the oldest packet in flight, if a later one was delivered, is lost."""
+        if self.writes or self._gbn or self.srtt_ns is None:
+            return None
+        for rec in self.in_flight.values():
+            return rec.sent_ns + self._rack_wait(rec) if rec.tx_order < self._rack_order else None
+        return None
+
+    def _rack_detect(self, now_ns: int) -> None:
+        """Every packet in flight sent before a delivered one and overdue by the RACK rule."""
+        lost = []
+        for rec in self.in_flight.values():  # transmission order
+            if rec.tx_order >= self._rack_order:
+                break
+            if now_ns >= rec.sent_ns + self._rack_wait(rec):
+                lost.append(rec)
+        for rec in lost:
+            self._lose(rec, "gap", now_ns)
+
     def deadline(self) -> int | None:
         for rec in self.in_flight.values():
             rto_at = rec.sent_ns + self.rto_ns
             tail = self._tail_at()
-            return rto_at if tail is None else min(rto_at, tail)
+            if tail is not None:
+                rto_at = min(rto_at, tail)
+            rack = self._rack_at()
+            return rto_at if rack is None else min(rto_at, rack)
         if self.stalled_since is not None:
             return self.stalled_since + self.rto_ns * (self.cfg.retry_cnt + 1)
         return None
@@ -554,9 +589,14 @@ class Sender:
         if down:
             self.ports_down(down)
         if not self._gbn:
+            for rec in newly:
+                if rec.transmissions == 1 and rec.tx_order > self._rack_order:
+                    self._rack_order = rec.tx_order
             self._gap_detect(newly, now_ns)
             if self._retire and newly and self.evset.planes > 1:
                 self._plane_detect(newly, now_ns)
+            if not self._gbn and not self.writes and self.srtt_ns is not None:
+                self._rack_detect(now_ns)  # after the plane check: a dead plane is flushed whole
 
     # ---- whole planes -------------------------------------------------------------------
     def flush_plane(self, plane: int, cause: str) -> int:
@@ -750,6 +790,8 @@ class Sender:
             if now_ns >= self.stalled_since + self.rto_ns * (self.cfg.retry_cnt + 1):
                 self.fail("NO_USABLE_PATH", out)
             return
+        if not self._gbn and not self.writes and self.srtt_ns is not None:
+            self._rack_detect(now_ns)
         tail = self._tail_at()
         if tail is not None and now_ns >= tail:
             self._tail_done = True

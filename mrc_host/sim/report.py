@@ -217,8 +217,21 @@ def summarise_network(net: Network, jobs: list[Job], label: str, buckets: int = 
         "congestion_drops": sum(p.drops_congestion for p in ports),
         "switch_trims": sum(p.trimmed for p in ports if not p.nic),
         "nic_trims": sum(p.trimmed for p in ports if p.nic),
+        "t0_uplink_data_bytes": _uplinks(net),
         "events": net.loop.events,
     }
+
+
+def _uplinks(net: Network) -> dict[str, list[list[int]]]:
+    """Payload bytes each T0 sent up to each T1, ``{t0: [[per T1] per plane]}``, for the
+    T0s that sent any: how evenly a mode spreads a few flows over the uplinks (spray balance)."""
+    fab = net.fabric
+    out: dict[str, list[list[int]]] = {}
+    for a in range(net.shape.t0):
+        rows = [[port.tx_data_bytes for port in fab.leaf_up[p][a]] for p in range(net.shape.planes)]
+        if any(any(r) for r in rows):
+            out[str(a)] = rows
+    return out
 
 
 def human_network(result: dict[str, Any]) -> str:

@@ -419,6 +419,37 @@ def test_single_path_uses_a_fixed_roce_timeout() -> None:
     assert TransportConfig.for_rtt(3_000, 40_000).local_ack_timeout == 0
 
 
+def test_loss_inside_a_short_message_found_by_the_rack_timer_not_the_tail_probe() -> None:
+    """Issue 11 (flaps in a ring all-reduce): a message of a few packets per plane, sent in
+    one burst, gives the gap rule nothing to count; the packet lost in it waited for the
+    tail probe (2 SRTT after the last send) on every lossy ring step. A later packet was
+    delivered, so it is lost once its plane's SRTT plus the reorder window have passed."""
+    p = make_pair(size=8 * 1024)
+    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)  # a first write gives an RTT sample
+    p.absorb(p.a, acts)
+    p.deliver()
+    p.fire_timers()
+    p.deliver()
+    p.events.clear()
+    p.sent_log.clear()
+    _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[1]  # not the last: packets sent after it will be acknowledged
+    p.deliver(keep=lambda m: m is not victim)
+    s = p.a.sender
+    assert s.srtt_ns is not None and not p.sent_done()
+    due = victim.send_ts + int(s.plane_srtt[victim.meta.ev >> 28] or s.srtt_ns) + s.reorder_window()
+    tail = s._tail_at()
+    assert tail is not None and p.a.next_deadline() == due < tail  # before the tail probe
+    p.fire_timers()
+    p.deliver()
+    c = p.a.counters
+    assert p.sent_done() and p.sent_done()[0].ok
+    assert c.losses_gap == 1 and c.losses_tail == 0 and c.rto_fired == 0
+    assert data_sent(p)[-1].psn == victim.psn and data_sent(p)[-1].meta.ev != victim.meta.ev
+    assert p.a.evset.state(victim.meta.ev) is EvState.ASSUMED_BAD  # a loss, as the gap rule says
+
+
 def test_lost_last_packet_recovered_by_tail_probe_not_rto() -> None:
     p = make_pair(size=8 * 1024)
     _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)

@@ -72,3 +72,16 @@ def test_recorded_live_quick_run_fills_every_live_cell(quick_results: Path, tmp_
         assert "[linux, " in live and "Mbit/s, seed " in live, (claim, live)
         assert "n/a (want" not in live, (claim, live)  # QUICK measures every judged number
         assert bmv2.startswith("cannot be shown here:"), (claim, bmv2)
+
+
+def test_spray_balance_has_a_simulator_cell_with_mrc_against_ecmp(quick_results: Path) -> None:
+    rows = _rows(report.render(quick_results))
+    spray = next(r for r in rows if r[0].startswith("spray balance"))
+    assert "`spray-balance`" in spray[1] and "uplink max/mean" in spray[1] and "ECMP" in spray[1]
+    shapes = evidence.load_shapes(quick_results)
+    assert shapes is not None
+    m = next(r for r in shapes["rows"] if r["scenario"] == "spray-balance")["metrics"]
+    # MRC's 128 EVs cover the 128 uplinks evenly; ECMP hashes the same EVs unevenly
+    assert m["mrc"]["uplinks_used"] == m["mrc"]["uplinks"] == 128
+    assert m["mrc"]["uplink_max_over_mean"] <= 1.15 < m["ecmp"]["uplink_max_over_mean"]
+    assert m["single-path"]["uplinks_used"] == 2  # one uplink per flow
