@@ -99,6 +99,8 @@ def _core_totals(ep: Endpoint) -> dict[str, int]:
         "losses_gap": c.losses_gap,
         "losses_rto": c.losses_rto,
         "rto_fired": c.rto_fired,
+        "spurious_losses": c.spurious_losses,
+        "ev_loss_undone": c.ev_loss_undone,
     }
 
 
@@ -343,6 +345,10 @@ class SendConnection(Connection):
             "evs_restored": delta["ev_restored"],
             "losses_gap": delta["losses_gap"],
             "losses_rto": delta["losses_rto"],
+            # loss guesses the delivery later proved to be reordering, and the retirements
+            # (one per guess, its path's sibling EVs with it) that were undone for them
+            "spurious_losses": delta["spurious_losses"],
+            "ev_loss_undone": delta["ev_loss_undone"],
             "sha256": t.sha256,
             "verified": verified,
             "receipt": t.receipt,
