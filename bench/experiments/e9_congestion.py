@@ -313,12 +313,16 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     )
     slowed_to = f"{mbit:g} Mbit/s" if is_linux(tb) else f"{pps} pps"
     retired = int(r.summary.get("evs_retired", 0))
+    guesses = int(r.summary.get("losses_gap", 0)) + int(r.summary.get("losses_rto", 0))
+    spurious = int(r.summary.get("spurious_losses", 0))
+    trimmed = int(r.summary.get("losses_trimmed_after_guess", 0))
+    real = max(0, guesses - spurious - trimmed)
     step(
         f"E9 ECN: slowed {t0.name}->{t1.name} to {slowed_to}: its EVs carried {share:.1%} (fair {fair:.1%}), "
         f"ECN echoes {sum(echoes.get(ev, 0) for ev in slow_evs)} on it / {sum(echoes.values())} total, "
         f"goodput {fmt(ratio)} of clean, EVs retired {retired} (loss guesses "
         f"{r.summary.get('losses_gap', 0)} gap + {r.summary.get('losses_rto', 0)} RTO, "
-        f"{r.summary.get('spurious_losses')} proven reordering), CE marks at the port {marked}, "
+        f"{spurious} proven reordering, {trimmed} proven trimmed), CE marks at the port {marked}, "
         f"trims {port_state.get('trimmed_packets')}, tail drops {port_state.get('dropped_packets')}, "
         f"deepest queue {port_state.get('max_queue_bytes')} B"
     )
@@ -347,15 +351,12 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         expect=f"info (trims {port_state.get('trimmed_packets')}: the first window's burst)",
         holds=None,
     )
-    guesses = int(r.summary.get("losses_gap", 0)) + int(r.summary.get("losses_rto", 0))
-    spurious = int(r.summary.get("spurious_losses", 0))
-    real = max(0, guesses - spurious)
     res.add(
         "EVs retired by loss during the ECN run",
         float(retired),
         mode="mrc",
         paper="ECN, not loss, moves the traffic",
-        expect=f"info ({guesses} loss guesses, {spurious} proven reordering and undone)",
+        expect=f"info ({guesses} loss guesses: {spurious} proven reordering, {trimmed} proven trimmed)",
         holds=None,
     )
     res.add(
@@ -384,6 +385,7 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         "evs_retired": retired,
         "loss_guesses": guesses,
         "spurious_losses": spurious,
+        "losses_trimmed_after_guess": trimmed,
         "share": share,
         "fair": fair,
         "ecn_echoes": echoes,
