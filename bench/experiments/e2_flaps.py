@@ -89,7 +89,12 @@ def run(ctx: Context, res: Result) -> None:
                     holds=cost_rtts is not None and cost_rtts <= 10,
                     note=f"{cost * 1e3:.0f} ms each" if cost is not None else "",
                 )
-                per = lost / downs if downs else None
+                # the EVs' lost counts are the sender's guesses; those a late delivery proved to be
+                # reordering (or a trim NACK congestion) were not lost (28 of 69 in one QUICK run)
+                sm = r.summary
+                proven = int(sm.get("spurious_losses", 0)) + int(sm.get("losses_trimmed_after_guess", 0))
+                stand = max(0, lost - proven)
+                per = stand / downs if downs else None
                 res.add(
                     "data packets lost per link-down",
                     per,
@@ -98,6 +103,7 @@ def run(ctx: Context, res: Result) -> None:
                     paper="a few packets, often one",
                     expect="<= 10",
                     holds=per is not None and per <= 10,
+                    note=f"{lost} guessed lost, {proven} of them proven delivered",
                 )
             else:
                 res.add(
