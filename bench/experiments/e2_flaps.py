@@ -1,15 +1,16 @@
 """E2: several T0-T1 links flap (down/up every ``period``) during a long transfer.
 
-One uplink of the sender's T0 in every plane flaps (the single-path connection's own
-uplink among them, so every mode is hit): down for ``period``, up for ``period``, from
-10 % of the bytes until the transfer ends. Measured per mode: completion time / clean,
-the goodput timeline, and the data packets lost per down-transition of a link.
+Fabric: 4 planes x 2 T0 x 4 T1 (``E2_SHAPE``). One uplink of the sender's T0 in every
+plane flaps (the single-path connection's own uplink among them, so every mode is hit):
+down for ``period``, up for ``period``, from 10 % of the bytes until the transfer ends.
+Measured per mode: completion time / clean, the goodput timeline, and the data packets lost per down-transition of a link.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from typing import Any
 
 from .common import Context, Result, experiment_main, fabric, fabric_info, step
 from .lab import FAULT_SHAPE, MODES, Lab, uplink_name
@@ -37,10 +38,16 @@ def down_transitions(run_wall_s: float, injected_at: float | None, period_s: flo
     return max(1, math.ceil((run_wall_s - injected_at) / (2 * period_s)))
 
 
+# 4 T1 per plane (issue 15: a fabric large enough for "often one packet per flap"): a flapping
+# uplink carries 1/16 of the spray instead of 1/8, so fewer packets are in flight on it and
+# sent onto it before the sender's gap rule sees it dead.
+E2_SHAPE: dict[str, Any] = {**FAULT_SHAPE, "t1": 4}
+
+
 def run(ctx: Context, res: Result) -> None:
     size = ctx.size(32, 6)
     period = ctx.scale(0.3, 0.25)
-    with fabric(ctx, **FAULT_SHAPE) as tb:
+    with fabric(ctx, **E2_SHAPE) as tb:
         res.fabric = fabric_info(tb)
         lab = Lab(tb, ctx)
         step(f"E2 reference transfers {lab.src} -> {lab.dst}")
