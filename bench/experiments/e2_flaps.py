@@ -3,7 +3,8 @@
 Fabric: 4 planes x 2 T0 x 4 T1 (``E2_SHAPE``). One uplink of the sender's T0 in every
 plane flaps (the single-path connection's own uplink among them, so every mode is hit):
 down for ``period``, up for ``period``, from 10 % of the bytes until the transfer ends.
-Measured per mode: completion time / clean, the goodput timeline, and the data packets lost per down-transition of a link.
+Measured per mode: completion time / clean, the goodput timeline, and the data packets
+lost per down-transition of a link.
 """
 
 from __future__ import annotations
