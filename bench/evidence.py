@@ -160,7 +160,9 @@ def live_cell(claim: Claim, experiments: dict[str, dict[str, Any]], target: str)
             or "no judged number"
         )
         bl = "; ".join(
-            f"{f['mode']} {f['metric']} {_num(f.get('value'), f.get('unit', ''))}" for f in base[:2]
+            f"{f['mode']} {f['metric']} {_num(f.get('value'), f.get('unit', ''))}"
+            + (f" ({f['expect']})" if str(f.get("expect", "")).startswith("cannot be shown here") else "")
+            for f in base[:2]
         )
         parts.append(f"{eid} [{_context(e)}]: {meas}" + (f"; baseline: {bl}" if bl else ""))
     return (f"{_verdict(holds)}: " if holds else "") + " / ".join(parts)

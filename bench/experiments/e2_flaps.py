@@ -1,15 +1,17 @@
 """E2: several T0-T1 links flap (down/up every ``period``) during a long transfer.
 
-One uplink of the sender's T0 in every plane flaps (the single-path connection's own
-uplink among them, so every mode is hit): down for ``period``, up for ``period``, from
-10 % of the bytes until the transfer ends. Measured per mode: completion time / clean,
-the goodput timeline, and the data packets lost per down-transition of a link.
+Fabric: 4 planes x 2 T0 x 4 T1 (``E2_SHAPE``). One uplink of the sender's T0 in every
+plane flaps (the single-path connection's own uplink among them, so every mode is hit):
+down for ``period``, up for ``period``, from 10 % of the bytes until the transfer ends.
+Measured per mode: completion time / clean, the goodput timeline, and the data packets
+lost per down-transition of a link.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from typing import Any
 
 from .common import Context, Result, experiment_main, fabric, fabric_info, step
 from .lab import FAULT_SHAPE, MODES, Lab, uplink_name
@@ -37,10 +39,16 @@ def down_transitions(run_wall_s: float, injected_at: float | None, period_s: flo
     return max(1, math.ceil((run_wall_s - injected_at) / (2 * period_s)))
 
 
+# 4 T1 per plane (issue 15: a fabric large enough for "often one packet per flap"): a flapping
+# uplink carries 1/16 of the spray instead of 1/8, so fewer packets are in flight on it and
+# sent onto it before the sender's gap rule sees it dead.
+E2_SHAPE: dict[str, Any] = {**FAULT_SHAPE, "t1": 4}
+
+
 def run(ctx: Context, res: Result) -> None:
     size = ctx.size(32, 6)
     period = ctx.scale(0.3, 0.25)
-    with fabric(ctx, **FAULT_SHAPE) as tb:
+    with fabric(ctx, **E2_SHAPE) as tb:
         res.fabric = fabric_info(tb)
         lab = Lab(tb, ctx)
         step(f"E2 reference transfers {lab.src} -> {lab.dst}")
@@ -89,7 +97,12 @@ def run(ctx: Context, res: Result) -> None:
                     holds=cost_rtts is not None and cost_rtts <= 10,
                     note=f"{cost * 1e3:.0f} ms each" if cost is not None else "",
                 )
-                per = lost / downs if downs else None
+                # the EVs' lost counts are the sender's guesses; those a late delivery proved to be
+                # reordering (or a trim NACK congestion) were not lost (28 of 69 in one QUICK run)
+                sm = r.summary
+                proven = int(sm.get("spurious_losses", 0)) + int(sm.get("losses_trimmed_after_guess", 0))
+                stand = max(0, lost - proven)
+                per = stand / downs if downs else None
                 res.add(
                     "data packets lost per link-down",
                     per,
@@ -98,6 +111,7 @@ def run(ctx: Context, res: Result) -> None:
                     paper="a few packets, often one",
                     expect="<= 10",
                     holds=per is not None and per <= 10,
+                    note=f"{lost} guessed lost, {proven} of them proven delivered",
                 )
             else:
                 res.add(

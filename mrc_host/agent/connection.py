@@ -99,7 +99,14 @@ def _core_totals(ep: Endpoint) -> dict[str, int]:
         "losses_gap": c.losses_gap,
         "losses_rto": c.losses_rto,
         "rto_fired": c.rto_fired,
+        "spurious_losses": c.spurious_losses,
+        "ev_loss_undone": c.ev_loss_undone,
+        "losses_trimmed_after_guess": c.losses_trimmed_after_guess,
     }
+
+
+def _us(ns: float | int | None) -> float | None:
+    return None if ns is None else round(ns / 1000, 1)
 
 
 class HandshakeError(ValueError):
@@ -343,6 +350,14 @@ class SendConnection(Connection):
             "evs_restored": delta["ev_restored"],
             "losses_gap": delta["losses_gap"],
             "losses_rto": delta["losses_rto"],
+            # loss guesses a late delivery proved to be reordering or a trim NACK proved to be
+            # congestion, and the retirements (each with its path's sibling EVs) undone for them
+            "spurious_losses": delta["spurious_losses"],
+            "ev_loss_undone": delta["ev_loss_undone"],
+            "losses_trimmed_after_guess": delta["losses_trimmed_after_guess"],
+            # the sender's smoothed and smallest RTT so far (the fabric's BDP = rate x RTT)
+            "srtt_us": _us(self.endpoint.sender.srtt_ns),
+            "min_rtt_us": _us(self.endpoint.sender.min_rtt_ns),
             "sha256": t.sha256,
             "verified": verified,
             "receipt": t.receipt,

@@ -32,6 +32,7 @@ class Counters:
     losses_gap: int = 0
     losses_rto: int = 0
     spurious_losses: int = 0  # gap losses whose original was SACKed after all (reordering)
+    losses_trimmed_after_guess: int = 0  # guessed lost, then its trim NACK came: congestion
     rto_fired: int = 0
     rto_probes: int = 0  # timeouts before any RTT sample: the oldest packet resent, none declared lost
     dsacks_received: int = 0  # SACKs reporting a duplicate arrival (D-SACK)

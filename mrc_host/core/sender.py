@@ -472,6 +472,13 @@ class Sender:
         if self._retire and self.evset.undo_loss(lost_ev, now_ns):
             self.c.ev_loss_undone += 1
 
+    def _trim_proves_congestion(self, rec: _TxRecord, now_ns: int) -> None:
+        c = self.c
+        rec.gap_lost = False  # answered: neither a later SACK nor another NACK undoes it again
+        c.losses_trimmed_after_guess += 1
+        if self._retire and self.evset.undo_loss(rec.lost_ev, now_ns):
+            c.ev_loss_undone += 1
+
     def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
         """D-SACK: the packet copy named by the echoed send time and EV reached the peer
         after another copy of the same PSN. If it is a copy of a packet resent once on a
@@ -749,6 +756,16 @@ class Sender:
             self._drop_ack("nack_unknown_ev")
             return
         if reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
+            if rec.gap_lost and n.echo_ev == rec.lost_ev:
+                # the copy the gap rule or a timer guessed lost was trimmed by a congested
+                # switch: congestion, not a failed path -- the retirement it caused is undone
+                # and the EV takes the trim penalty instead (a trimmed header, queued in the
+                # high class, can arrive after packets sent later on an idle path made the guess)
+                self._trim_proves_congestion(rec, now_ns)
+                if rec.lost:  # still queued for resending: only the penalty is new
+                    c.ev(n.echo_ev).trims += 1
+                    if reason is NackReason.TRIMMED and self._retire:
+                        self.evset.trimmed(n.echo_ev, now_ns)
             if rec.lost:
                 self._drop_ack("nack_stale")
                 return

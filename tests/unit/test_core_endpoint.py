@@ -465,3 +465,33 @@ def test_lost_last_packet_recovered_by_tail_probe_not_rto() -> None:
     c = p.a.counters
     assert p.sent_done()[0].ok and 1 <= c.losses_tail <= 2 and c.rto_fired == 0  # (+ a delayed-ack one)
     assert p.a.evset.state(last.meta.ev) is EvState.GOOD  # a tail loss blames no path
+
+
+def test_trim_nack_after_a_gap_guess_undoes_the_retirement() -> None:
+    """A packet the gap rule called lost, whose trim NACK arrives afterwards (the trimmed
+    header waited in a congested switch while packets sent later on an idle path were
+    SACKed), was congestion, not a failed path: the EV is back, with the trim penalty."""
+    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50)
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[0]
+    resent = []
+
+    def keep(m):  # type: ignore[no-untyped-def]
+        if isinstance(m, DataPacket) and m.flags & DataFlag.RETRANSMISSION:
+            resent.append(m)  # the guess was made: the fabric goes quiet from here on
+        return not resent and not (isinstance(m, DataPacket) and m.psn == victim.psn)
+
+    p.deliver(keep)
+    assert [m.psn for m in resent][:1] == [victim.psn] and p.a.counters.losses_gap == 1
+    ev = victim.meta.ev
+    assert p.a.evset.state(ev) is EvState.ASSUMED_BAD  # the guess retired it
+    undone = p.a.counters.ev_loss_undone
+    p.a.receive(Nack(11, victim.psn, NackReason.TRIMMED, ev), p.now + 1)
+    c = p.a.counters
+    assert c.losses_trimmed_after_guess == 1 and c.ev_loss_undone == undone + 1
+    assert p.a.evset.state(ev) is EvState.SKIP
+    assert c.ev(ev).trims == 1
+    # the same NACK again changes nothing more
+    p.a.receive(Nack(11, victim.psn, NackReason.TRIMMED, ev), p.now + 2)
+    assert c.losses_trimmed_after_guess == 1
