@@ -400,15 +400,17 @@ def data_backlog(dev: str) -> tuple[int, int]:
 
 def sample(port: PortEgress, timeout: float) -> None:
     """Virtual queue against HTB's backlog, read back to back, until a queue that was seen
-    non-empty is empty again (or ``timeout``): how closely the program tracks HTB."""
+    non-empty is empty again (or ``timeout``): how closely the program tracks HTB. Each line
+    also carries the monotonic time (ns), so a reader can tell when HTB fell behind its rate."""
     rate, _buffer = port.read_link()
     seen = False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = port.read_state()
-        virtual = state.queue_at(time.clock_gettime_ns(time.CLOCK_MONOTONIC), rate)
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        virtual = state.queue_at(now, rate)
         backlog = data_backlog(port.dev)[0]
-        print(json.dumps([virtual, backlog]), flush=True)
+        print(json.dumps([virtual, backlog, now]), flush=True)
         if backlog or virtual:
             seen = True
         elif seen:
@@ -436,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     sh = sub.add_parser("show", help="print a port's policy, link and state as JSON")
     sh.add_argument("--dev", required=True)
     sm = sub.add_parser(
-        "sample", help="print [virtual queue, HTB data backlog] (bytes) as JSON lines until the queue empties"
+        "sample",
+        help="print [virtual queue, HTB backlog (bytes), time (ns)] as JSON lines until the queue empties",
     )
     sm.add_argument("--dev", required=True)
     sm.add_argument("--timeout", type=float, default=30.0)

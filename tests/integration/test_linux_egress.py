@@ -360,13 +360,30 @@ def test_virtual_queue_tracks_the_htb_queue(lab: Lab) -> None:
             sampler.wait()
         lab.set_link(3, RATE_MBIT, 128 * QUEUE_CELL_BYTES)
     samples = [tuple(json.loads(line)) for line in out.splitlines()]
-    print("virtual queue vs HTB backlog (bytes):", samples)
-    deep = [(v, h) for v, h in samples if h > 20 * QUEUE_CELL_BYTES]
+    print("virtual queue vs HTB backlog (bytes, ns):", samples)
+    deep = [(v, h, t) for v, h, t in samples if h > 20 * QUEUE_CELL_BYTES]
     assert len(deep) >= 10, f"too few samples of a deep queue: {samples}"
-    worst = max(abs(v - h) for v, h in deep)
     # bpftool and tc read a few ms apart (under 1 KB at 1 Mbit/s) and HTB holds one frame in
     # flight that the virtual queue still counts: allow 4 frames.
-    assert worst <= 4 * QUEUE_CELL_BYTES, f"virtual queue off by {worst} B: {deep}"
+    slack = 4 * QUEUE_CELL_BYTES
+    # The program never believes the queue deeper than HTB's: it would mark and trim too early.
+    above = max(v - h for v, h, _ in deep)
+    assert above <= slack, f"virtual queue above HTB's by {above} B: {deep}"
+    # Below: the virtual queue drains at the configured rate by construction, so it matches HTB
+    # only while HTB serves at that rate. On a loaded machine HTB's watchdog fires late and HTB
+    # falls behind (seen in CI: 5 % slow, then a 0.3 s stall). Compare on the samples taken
+    # while HTB kept within 4 frames of its schedule, and say how far behind it fell.
+    rate_bytes_per_ns = 1e6 / 8 / 1e9
+    h0, t0 = deep[0][1], deep[0][2]
+    behind = [int(h - (h0 - rate_bytes_per_ns * (t - t0))) for _, h, t in deep]
+    on_pace = [(v, h) for (v, h, _), lag in zip(deep, behind, strict=True) if lag <= slack]
+    if len(on_pace) < 10:
+        pytest.skip(
+            f"HTB fell {max(behind)} B behind its 1 Mbit/s schedule (a loaded machine): only "
+            f"{len(on_pace)} samples to compare the virtual queue with"
+        )
+    below = max(h - v for v, h in on_pace)
+    assert below <= slack, f"virtual queue below HTB's by {below} B while HTB kept its rate: {on_pace}"
 
 
 def test_teardown_leaves_no_program_map_or_qdisc(tmp_path: Path) -> None:
