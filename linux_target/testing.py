@@ -8,6 +8,7 @@ session-end leak check. Traffic only ever flows between namespaces the lab made.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -30,6 +31,23 @@ for i in range(count):
     s.send(frames[i % len(frames)])
     if i % 50 == 49:
         time.sleep(0.002)  # pace bursts: veth backlogs are 1000 packets, we test faults, not queues
+"""
+
+PACED_SEND_CODE = r"""
+import json, socket, sys, time
+iface, offsets = sys.argv[1], json.loads(sys.argv[2])
+frames = [bytes.fromhex(line) for line in sys.stdin.read().split()]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+late = []
+start = time.monotonic()
+for frame, offset in zip(frames, offsets):
+    due = start + offset
+    while (left := due - time.monotonic()) > 0:
+        time.sleep(left)
+    s.send(frame)
+    late.append(time.monotonic() - due)
+print(json.dumps(late))
 """
 
 
@@ -117,6 +135,27 @@ def send_frames(
         capture_output=True,
         timeout=120,
     )
+
+
+def send_paced(
+    ns: str, ifname: str, frames: list[bytes], offsets: list[float], prefix: list[str] | None = None
+) -> list[float]:
+    """Send frame i from a raw socket inside ``ns`` at ``offsets[i]`` seconds after the first
+    send (deadlines from one start, so lateness never accumulates); return how late each send
+    left (seconds), so a caller can tell a loaded machine from the behaviour it tests.
+    ``prefix`` as for :func:`send_frames` (``[]``: the current namespace)."""
+    if len(offsets) != len(frames):
+        raise ValueError(f"{len(frames)} frames but {len(offsets)} send times")
+    prefix = ["ip", "netns", "exec", ns] if prefix is None else prefix
+    out = subprocess.run(
+        [*prefix, sys.executable, "-c", PACED_SEND_CODE, ifname, json.dumps(offsets)],
+        input="\n".join(f.hex() for f in frames),
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=120 + (max(offsets) if offsets else 0),
+    )
+    return [float(x) for x in json.loads(out.stdout)]
 
 
 class NetnsLab:

@@ -75,6 +75,17 @@ def lab(tmp_path_factory: pytest.TempPathFactory, compiled: CompiledProgram) -> 
         yield bench
 
 
+def write_policy(p4rt: P4RuntimeClient, port: int, ecn: int, trim: int, last_hop: bool = False) -> None:
+    """Insert ``port_policy(port)``: thresholds in queued packets (bit<19>), as the P4 program has
+    them. Any P4Runtime client of either target (the differential test writes both with it)."""
+    p4rt.insert(
+        p4rt.table_entry(
+            "port_policy", {"port": port}, "set_port_policy",
+            ecn_threshold=ecn, trim_threshold=trim, last_hop=int(last_hop),
+        )
+    )  # fmt: skip
+
+
 @dataclass
 class Switch:
     """The switch under test as a test sees it: P4Runtime client, bench, and entry helpers."""
@@ -109,12 +120,7 @@ class Switch:
             self.route(usid, port)
 
     def policy(self, port: int, ecn: int, trim: int, last_hop: bool = False) -> None:
-        self.p4rt.insert(
-            self.p4rt.table_entry(
-                "port_policy", {"port": port}, "set_port_policy",
-                ecn_threshold=ecn, trim_threshold=trim, last_hop=int(last_hop),
-            )
-        )  # fmt: skip
+        write_policy(self.p4rt, port, ecn, trim, last_hop)
 
     def drops(self, reason: int) -> int:
         return self.p4rt.read_counter("drop_reason", reason).packets

@@ -1,18 +1,25 @@
-"""Differential test: the same random uSID carriers through BMv2 and through the Linux SRv6 target.
+"""Differential tests: the same frames through BMv2 and through the Linux SRv6 target.
 
-Both switches get the same P4Runtime writes (my_usid + /48 routes) from the same client
-code; every carrier must leave both on the same port with the same outer destination
-and hop limit, or be dropped by both. The Linux switch lives in namespace ``pb-lsw``
-and is fed from ``pb-lhost``; the BMv2 switch is the bench of conftest.
+Both switches get the same P4Runtime writes from the same client code. The Linux switch
+lives in namespace ``pb-lsw`` and is fed from ``pb-lhost``; the BMv2 switch is the bench of
+conftest.
 
-Carriers never repeat the switch's own uSID after the first position: Linux would
-shift it a second time in the same pass (its lookup of the shifted address hits the
-local End route again) where BMv2 routes it; that is not a carrier MRC ever builds.
+1. Random uSID carriers: every carrier must leave both on the same port with the same outer
+   destination and hop limit, or be dropped by both. Carriers never repeat the switch's own
+   uSID after the first position: Linux would shift it a second time in the same pass (its
+   lookup of the shifted address hits the local End route again) where BMv2 routes it; that is
+   not a carrier MRC ever builds.
+2. ECN and trimming on a congested port: the same ``port_policy`` entry, the same drain rate
+   (BMv2's queue rate in packets/s, the Linux port's HTB rate in bits/s for full frames), the
+   same paced burst of ECT(0) DATA frames; which frames each target marked CE and trimmed must
+   agree within the offsets and tolerance that the two queue models predict (see
+   ``test_congested_port_marks_and_trims_on_bmv2_and_linux_alike``).
 """
 
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,16 +27,21 @@ from pathlib import Path
 import pytest
 from bmv2_lab import wait_for
 from bmv2_p4rt import P4RuntimeClient
-from conftest import H0, H1, IN_PORT, OWN, PORT_OF, T1A, T1B, Switch
+from conftest import H0, H1, IN_PORT, OWN, PORT_OF, T1A, T1B, Switch, write_policy
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
+from test_bmv2_dataplane import TRIMMED_LEN, data_frame, forwarded, outer, psn_of
 
-from linux_target.testing import NetnsLab, Sniffer, send_frames
+from linux_target.egress import QUEUE_CELL_BYTES, missing_tools
+from linux_target.testing import NetnsLab, Sniffer, run, send_frames, send_paced
 from linux_target.testing import leftovers as linux_leftovers
-from mrc_fabric.addressing import carrier, host_usid, nic_address, t0_usid, top48, usid_prefix
+from mrc_fabric.addressing import carrier, host_usid, nic_address, shift, t0_usid, top48, usid_prefix
+from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import load_p4info
+from mrc_host.wire.codec import trim
+from mrc_host.wire.messages import Ecn
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
 
@@ -82,6 +94,17 @@ def linux_switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LinuxSwit
             if client is not None:
                 client.close()
     assert linux_leftovers("pb-l") == []
+
+
+@pytest.fixture
+def linux(linux_switch: LinuxSwitch) -> Iterator[LinuxSwitch]:
+    """The Linux switch with a freshly committed pipeline (no entries), as ``switch`` is for BMv2;
+    committed again afterwards, so a test using ``linux_switch`` directly still finds no entries."""
+    linux_switch.p4rt.set_pipeline(load_p4info(), b"")
+    try:
+        yield linux_switch
+    finally:
+        linux_switch.p4rt.set_pipeline(load_p4info(), b"")
 
 
 def program(p4rt: P4RuntimeClient, dmac_of) -> None:
@@ -164,3 +187,223 @@ def test_random_carriers_leave_bmv2_and_linux_alike(switch: Switch, linux_switch
         i: (carriers[i], bmv2.get(i), linux.get(i)) for i in range(N_CARRIERS) if bmv2.get(i) != linux.get(i)
     }
     assert diffs == {}, "carrier: (uSIDs, BMv2 (port, dst, hlim), Linux (port, dst, hlim))"
+
+
+# -- ECN and trimming on a congested port ----------------------------------------------------------
+
+RATE_PPS = 20  # drain rate: BMv2's queue rate; the Linux port's HTB rate is this many full frames/s
+SLOT = 1 / RATE_PPS  # one frame's time on the congested link
+ECN_PKTS, TRIM_PKTS = 4, 8  # port_policy thresholds, in queued packets on both targets
+N_BURST = 40
+# Frame 0 at 0, frame k at (k + 1/2) half-slots: two arrivals per slot, each a quarter slot away
+# from BMv2's dequeue instants (which frame 0 fixes at whole slots after itself).
+OFFSETS = [0.0] + [(k + 0.5) * SLOT / 2 for k in range(1, N_BURST)]
+MAX_LATE = 0.4 * SLOT  # a send later than this may cross a dequeue instant: see the test's docstring
+# What the two queue models predict, BMv2 minus Linux (see the test's docstring), and the tolerance.
+MODEL_OFFSET = {"first marked": 2, "first trimmed": 3, "marked": 1, "trimmed": -3}
+TOLERANCE = 2
+INNER_DST = nic_address(0, 1).packed  # in every burst frame, whole or trimmed (data_frame's inner dst)
+
+
+def full_frame_payload(usids: list[int]) -> int:
+    """The payload that makes a DATA frame exactly one queue cell (1514 bytes with its ICRC), so a
+    packet of BMv2's queue and a cell of the Linux virtual queue are the same thing."""
+    return QUEUE_CELL_BYTES - len(data_frame(usids, payload_len=0))
+
+
+def burst(usids: list[int]) -> list[bytes]:
+    """N_BURST trimmable DATA frames, ECT(0), one cell each, psn = index."""
+    payload = full_frame_payload(usids)
+    frames = [data_frame(usids, psn=i, payload_len=payload) for i in range(N_BURST)]
+    assert {len(f) for f in frames} == {QUEUE_CELL_BYTES}
+    return frames
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What one target did to the burst: the indices it marked CE and the ones it trimmed."""
+
+    marked: frozenset[int]
+    trimmed: frozenset[int]
+
+    @classmethod
+    def of(cls, out: dict[int, bytes]) -> Decisions:
+        return cls(
+            frozenset(i for i, f in out.items() if outer(f).tc & 3 == Ecn.CE),
+            frozenset(i for i, f in out.items() if len(f) == TRIMMED_LEN),
+        )
+
+    def measures(self) -> dict[str, int]:
+        """The quantities compared across targets (a first index is N_BURST when there is none)."""
+        return {
+            "first marked": min(self.marked, default=N_BURST),
+            "first trimmed": min(self.trimmed, default=N_BURST),
+            "marked": len(self.marked),
+            "trimmed": len(self.trimmed),
+        }
+
+
+def by_index(frames: list[bytes]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for f in frames:
+        i = psn_of(f)
+        assert i not in out, f"frame {i} came out twice"
+        out[i] = f
+    assert sorted(out) == list(range(N_BURST)), f"lost frames: {sorted(set(range(N_BURST)) - set(out))}"
+    return out
+
+
+def bmv2_congested_burst(
+    switch: Switch, port: int, frames: list[bytes]
+) -> tuple[dict[int, bytes], list[float]]:
+    """Drain ``port`` at RATE_PPS (every priority queue: BMv2's Thrift CLI, as the data-plane
+    tests do), send the paced burst into IN_PORT, return what left ``port`` by index and how
+    late each send was."""
+    assert switch.lab.switch is not None
+    switch.lab.switch.set_queue_rate(port, RATE_PPS)
+    late = send_paced("", switch.lab.host_if(IN_PORT), frames, OFFSETS, prefix=[])
+    got = switch.lab.taps[port].wait(N_BURST, timeout=10 + 2 * N_BURST / RATE_PPS)
+    return by_index(got), late
+
+
+def linux_congested_burst(
+    linux: LinuxSwitch, port: int, frames: list[bytes]
+) -> tuple[dict[int, bytes], list[float]]:
+    """The same on the Linux switch: the port's HTB (and the egress program's virtual queue) at
+    RATE_PPS full frames per second, as ``python -m linux_target.egress set-link`` sets it
+    (tests/integration/test_linux_egress.py), the same frames addressed to the switch port's MAC,
+    sent from ``pb-lhost``, captured by tcpdump; the port is unlimited again afterwards."""
+    dev = LinuxSwitch.switch_if(port)
+    rate_mbit = RATE_PPS * QUEUE_CELL_BYTES * 8 / 1e6
+
+    def set_link(mbit: float) -> None:
+        run([sys.executable, "-m", "linux_target.egress", "set-link", "--dev", dev, "--rate-mbit", str(mbit)],
+            ns=SW_NS)  # fmt: skip
+
+    mac = bytes.fromhex(linux.in_mac)
+    set_link(rate_mbit)
+    tap = Sniffer(HOST_NS, LinuxSwitch.host_if(port), INNER_DST)
+    try:
+        late = send_paced(HOST_NS, LinuxSwitch.host_if(IN_PORT), [mac + f[6:] for f in frames], OFFSETS)
+        got = tap.wait_count(N_BURST, timeout=10 + 2 * N_BURST / RATE_PPS)
+    finally:
+        tap.close()
+        set_link(0)
+    return by_index(got), late
+
+
+def counters(p4rt: P4RuntimeClient, port: int) -> tuple[int, int]:
+    """(ecn_marked of ``port``, drop_reason[TRIMMED]) in packets."""
+    return p4rt.read_counter("ecn_marked", port).packets, p4rt.read_counter(
+        "drop_reason", DropReason.TRIMMED
+    ).packets
+
+
+def without_src_mac(frame: bytes) -> bytes:
+    return frame[:6] + frame[12:]
+
+
+@pytest.mark.skipif(bool(missing_tools()), reason=f"egress program cannot be built: {missing_tools()}")
+@pytest.mark.parametrize("last_hop", [False, True], ids=["fabric-port", "last-hop-port"])
+def test_congested_port_marks_and_trims_on_bmv2_and_linux_alike(
+    switch: Switch, linux: LinuxSwitch, last_hop: bool
+) -> None:
+    """The same ``port_policy`` (ECN above 4 queued packets, trimming above 8, last hop or not),
+    the same drain rate, the same 40 ECT(0) DATA frames of one full cell (1514 bytes) each, paced
+    at two arrivals per drain slot; then which frames each target marked and trimmed.
+
+    Why the decisions differ at all — the queue models (traced frame by frame with the actual
+    code: BMv2 ``QueueingLogicPriRL`` and ``simple_switch``, ``linux_target/bpf/mrc_egress.c``):
+
+    - BMv2 gives each frame a departure time when it is queued (one slot after the previous
+      one) and takes it off the queue at that instant: ``enq_qdepth`` counts the frames waiting
+      behind the one on the wire. The Linux virtual queue counts bytes not yet drained, the
+      frame on the wire included: at an arrival a fraction f into a slot it reads W + 1 - f
+      frames when BMv2 reads W. With integer thresholds Linux marks from W >= 4, BMv2 from
+      W >= 5: one queued frame, which at two arrivals per slot is 2 frames later on BMv2.
+    - BMv2 trims on ``egress_qdepth``, the depth the last dequeued data frame left behind:
+      fresh for the first arrival after a dequeue, one arrival stale for the second. Linux trims
+      on its live queue from W >= 8, BMv2 from W >= 9 (fresh) or 10 (stale): 3 frames later with
+      these arrival phases (2 to 4 for others).
+    - A trimmed header leaves BMv2 through priority queue 7, whose rate is its own, so the data
+      queue never sees it; the virtual queue adds its 146 bytes (0.1 frame) to the link's
+      backlog. Linux therefore trims a little more once both trim, and marks fewer (a trimmed
+      frame is not marked): counted over the burst, BMv2 marks 1 more and trims 3 fewer.
+    - Neither target marks a trimmed header: Linux never does; BMv2 could (its ECN rule reads
+      the depth of priority queue 7), but at two arrivals per slot that queue holds at most one.
+
+    Replaying these rules on the burst gives Linux first mark 9, first trim 17, 18 marked,
+    13 trimmed; BMv2 11, 20, 19, 10 — the offsets in MODEL_OFFSET (BMv2 minus Linux). Both clocks
+    are exact between arrivals; what moves a decision is an arrival that slips across a dequeue
+    instant on one target's clock (a late send, the switch's own latency). Each such slip moves
+    a first index or a count by one, and replaying the rules with sends up to 0.4 slot (20 ms)
+    late moved none by more than 2: so every measure must be within TOLERANCE = 2 of the model's
+    offset, and a run whose sender was later than that (a loaded machine) is skipped, not judged.
+
+    Frames both targets forwarded whole, or both trimmed, must be the same bytes but for the
+    source MAC (BMv2 writes the MAC the frame was addressed to, the kernel its egress port's
+    own) and, for whole frames in the marking region, the ECN bits; trimmed frames must be
+    ``codec.trim`` of the forwarded frame on both (DSCP 46, ECN kept, lengths 92/52/52). On a
+    last-hop port neither target marks anything, and trimming agrees as on a fabric port. The
+    counters each target reports (``ecn_marked``, ``drop_reason[TRIMMED]``) equal what left it.
+    """
+    if last_hop:
+        usids, port = [OWN, H1], PORT_OF[H1]
+    else:
+        usids, port = [OWN, T1A, t0_usid(0, 1), host_usid(0, 3)], PORT_OF[T1A]
+    program(switch.p4rt, switch.dmac)
+    program(linux.p4rt, switch.dmac)  # the same next-hop MACs: only the source MAC may differ
+    for p4rt in (switch.p4rt, linux.p4rt):
+        write_policy(p4rt, port, ECN_PKTS, TRIM_PKTS, last_hop)
+    frames = burst(usids)
+    before = {"BMv2": counters(switch.p4rt, port), "Linux": counters(linux.p4rt, port)}
+
+    bmv2_out, bmv2_late = bmv2_congested_burst(switch, port, frames)
+    linux_out, linux_late = linux_congested_burst(linux, port, frames)
+    late = max(*bmv2_late, *linux_late)
+    if late > MAX_LATE:
+        pytest.skip(
+            f"the paced sender left a frame {late * 1e3:.1f} ms late (more than {MAX_LATE * 1e3:.0f} ms, "
+            "0.4 drain slot): a loaded machine; the queue models' tolerance does not cover that"
+        )
+    outs = {"BMv2": bmv2_out, "Linux": linux_out}
+    decisions = {name: Decisions.of(out) for name, out in outs.items()}
+    measures = {name: d.measures() for name, d in decisions.items()}
+    print("decisions (BMv2, Linux):", measures, "sends late up to", f"{late * 1e3:.1f} ms")
+
+    # Each target on its own: its counters say what its frames show; marks only above the
+    # threshold (the queue cannot hold 4 frames before arrival 2 * 4 + 1 on either model).
+    for name, d in decisions.items():
+        p4rt = switch.p4rt if name == "BMv2" else linux.p4rt
+        marked, trimmed = counters(p4rt, port)
+        assert (marked - before[name][0], trimmed - before[name][1]) == (len(d.marked), len(d.trimmed)), name
+        assert d.trimmed, f"{name} trimmed nothing although the queue passed {TRIM_PKTS} packets"
+        assert min(d.marked | d.trimmed) >= 2 * ECN_PKTS, f"{name} acted below the threshold: {d}"
+        assert not d.marked & d.trimmed, f"{name} marked a trimmed header: {sorted(d.marked & d.trimmed)}"
+        if last_hop:
+            assert d.marked == frozenset(), f"{name} marked CE on a last-hop port: {sorted(d.marked)}"
+        else:
+            assert d.marked, f"{name} marked nothing although the queue passed {ECN_PKTS} packets"
+
+    # Across targets: every measure within TOLERANCE of what the queue models predict.
+    offsets = dict(MODEL_OFFSET)
+    if last_hop:
+        offsets["first marked"] = offsets["marked"] = 0  # nothing marked on either (checked above)
+    diffs = {k: measures["BMv2"][k] - measures["Linux"][k] for k in offsets}
+    off = {k: diffs[k] - offsets[k] for k in offsets if abs(diffs[k] - offsets[k]) > TOLERANCE}
+    assert off == {}, f"BMv2 minus Linux {diffs}, models predict {offsets} +- {TOLERANCE}: {measures}"
+
+    # The frames themselves, where both targets did the same thing to them.
+    new_dst = shift(carrier(usids))
+    for i in range(N_BURST):
+        b, lx = bmv2_out[i], linux_out[i]
+        if (i in decisions["BMv2"].trimmed) != (i in decisions["Linux"].trimmed):
+            continue  # one trimmed it, the other did not: counted above
+        want = forwarded(frames[i], switch.dmac(port), new_dst)
+        if len(b) == TRIMMED_LEN:
+            assert without_src_mac(b) == without_src_mac(lx) == without_src_mac(trim(want)), f"trimmed {i}"
+        else:
+            ecn_free = [bytearray(without_src_mac(f)) for f in (b, lx, want)]
+            for f in ecn_free:
+                f[9] &= 0xCF  # the ECN bits: byte 15 of the frame, byte 9 once the source MAC is out
+            assert ecn_free[0] == ecn_free[1] == ecn_free[2], f"whole frame {i}"
