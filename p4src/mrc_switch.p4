@@ -323,6 +323,13 @@ control MrcIngress(inout headers_t hdr,
                     hdr.inner.payload_len = TRIMMED_UDP_LEN;
                     hdr.udp.length = TRIMMED_UDP_LEN;
                     hdr.outer.dscp = DSCP_TRIMMED;
+                    /* Cut inside the fabric above the ECN threshold too: congestion
+                     * experienced, so the receiver NACKs TRIMMED, not TRIMMED_LASTHOP
+                     * (egress counts no ecn_marked for it: its ECN is already CE). */
+                    if (meta.last_hop == 0 && hdr.outer.ecn != ECN_NOT_ECT
+                            && depth > meta.ecn_threshold) {
+                        hdr.outer.ecn = ECN_CE;
+                    }
                     standard_metadata.priority = PRIORITY_TRIMMED;
                     meta.trimmed = 1;
                     drop_reason.count(DROP_TRIMMED);

@@ -102,7 +102,7 @@ class Lab:
             rows = list(self.clean[mode].ev_after.values())
             if rows:
                 return int(rows[0]["plane"]), int(rows[0]["t1"])
-        if mode == "ecmp" and self.clean_uplinks.get(mode):
+        if mode in ("ecmp", "mrc") and self.clean_uplinks.get(mode):
             busiest = max(self.clean_uplinks[mode].items(), key=lambda kv: kv[1])[0]
             topo = self.tb.topology
             t1 = topo.switch(busiest.split("-", 1)[1])

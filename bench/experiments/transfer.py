@@ -43,6 +43,7 @@ class FaultPlan:
     direction: str = "both"
     fault_id: str = ""
     injected_at: float | None = None  # seconds since the transfer started (negative: before)
+    landed_at: float | None = None  # when the controller had the fault in place (same clock)
     error: str = ""
 
     def record(self) -> dict[str, Any]:
@@ -123,7 +124,9 @@ def send_rows(evs: list[dict[str, Any]], peer: str, mode: str) -> dict[str, dict
     }
 
 
-def inject(tb: Any, plan: FaultPlan, t: float) -> None:
+def inject(tb: Any, plan: FaultPlan, t: float, clock: Any = None) -> None:
+    """Fire ``plan`` at ``t``; ``clock()`` (same origin as ``t``) stamps when the controller
+    answered, i.e. when the fault was in the data plane."""
     try:
         fault = tb.controller.inject(
             plan.kind,
@@ -134,6 +137,7 @@ def inject(tb: Any, plan: FaultPlan, t: float) -> None:
             duration_s=plan.duration_s,
         )
         plan.fault_id, plan.injected_at = fault.id, t
+        plan.landed_at = clock() if clock is not None else t
     except Exception as exc:  # reported in the result; the transfer goes on
         plan.error = f"{type(exc).__name__}: {exc}"
 
@@ -166,7 +170,7 @@ class _Watch:
             if self.done.is_set():
                 plan.error = plan.error or "the transfer finished before this fault was due"
                 continue
-            inject(self.tb, plan, self.now())
+            inject(self.tb, plan, self.now(), self.now)
 
     def deadline(self) -> None:
         if self.run.deadline_s <= 0 or self.done.wait(self.run.deadline_s):

@@ -7,7 +7,10 @@
  * p4src/mrc_switch.p4 does on BMv2:
  *   - a trimmable DATA frame (every MRC header present, outer DSCP DATA) meeting a queue above
  *     the trim threshold is cut to its 146 header bytes, its lengths fixed (outer 92, inner 52,
- *     UDP 52), its outer DSCP set to TRIMMED (ECN kept), and sent in the high class;
+ *     UDP 52), its outer DSCP set to TRIMMED, and sent in the high class; an ECT one also
+ *     leaves CE when the queue is above the ECN threshold too and the port is not a last hop
+ *     (congestion met inside the fabric: the receiver NACKs it TRIMMED, not TRIMMED_LASTHOP),
+ *     counted as trimmed, not as marked;
  *   - any other frame of the data class is tail-dropped when it does not fit in the buffer;
  *   - an ECT frame of the data class meeting a queue above the ECN threshold is marked CE,
  *     except on a last-hop (host-facing) port;
@@ -130,6 +133,7 @@ int mrc_egress(struct __sk_buff *skb)
 
 	__u64 now = bpf_ktime_get_ns();
 	enum verdict v = PASS;
+	int trim_ce = 0;
 	bpf_spin_lock(&st->lock);
 	__u64 rate = lnk->rate_bps;
 	__u64 q = st->queue_bytes;
@@ -149,6 +153,7 @@ int mrc_egress(struct __sk_buff *skb)
 	if (!high) {
 		if (trimmable && pol->valid && q > pol->trim_threshold) {
 			v = TRIM;
+			trim_ce = ect && !pol->last_hop && q > pol->ecn_threshold;
 			out_len = TRIMMED_FRAME_LEN;
 			st->trimmed_packets++;
 			st->trimmed_bytes += len;
@@ -186,7 +191,7 @@ int mrc_egress(struct __sk_buff *skb)
 		if (bpf_skb_change_tail(skb, TRIMMED_FRAME_LEN, 0))
 			return TC_ACT_SHOT;
 		__u32 tc = (((hdr[OUTER_OFF] & 0x0f) << 4) | (hdr[OUTER_OFF + 1] >> 4));
-		tc = (DSCP_TRIMMED << 2) | (tc & 3);
+		tc = (DSCP_TRIMMED << 2) | (trim_ce ? 3 : (tc & 3));
 		__u8 vt[2] = {(__u8)(0x60 | (tc >> 4)), (__u8)(((tc & 0x0f) << 4) | (hdr[OUTER_OFF + 1] & 0x0f))};
 		__u16 outer_plen = bpf_htons(TRIMMED_OUTER_PLEN);
 		__u16 udp_len = bpf_htons(TRIMMED_UDP_LEN);

@@ -102,6 +102,8 @@ def _core_totals(ep: Endpoint) -> dict[str, int]:
         "spurious_losses": c.spurious_losses,
         "ev_loss_undone": c.ev_loss_undone,
         "losses_trimmed_after_guess": c.losses_trimmed_after_guess,
+        "losses_while_hot": c.losses_while_hot,
+        "ev_retired_by_loss": c.ev_retired_by_loss,
     }
 
 
@@ -347,6 +349,7 @@ class SendConnection(Connection):
             "data_packets_sent": delta["data_packets_sent"],
             "retransmissions": delta["retransmissions"],
             "evs_retired": delta["ev_retired"],
+            "evs_retired_by_loss": delta["ev_retired_by_loss"],
             "evs_restored": delta["ev_restored"],
             "losses_gap": delta["losses_gap"],
             "losses_rto": delta["losses_rto"],
@@ -355,6 +358,8 @@ class SendConnection(Connection):
             "spurious_losses": delta["spurious_losses"],
             "ev_loss_undone": delta["ev_loss_undone"],
             "losses_trimmed_after_guess": delta["losses_trimmed_after_guess"],
+            # loss guesses on a path that was marked or trimmed lately: it sat out, not retired
+            "losses_while_hot": delta["losses_while_hot"],
             # the sender's smoothed and smallest RTT so far (the fabric's BDP = rate x RTT)
             "srtt_us": _us(self.endpoint.sender.srtt_ns),
             "min_rtt_us": _us(self.endpoint.sender.min_rtt_ns),

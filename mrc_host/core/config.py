@@ -129,6 +129,9 @@ class TransportConfig:
     skip_rotations: int = 4  # an ECN echo / trim NACK skips the EV this many turns (times its heat)
     max_skip_rotations: int = 32  # cap of the above
     penalty_halflife_ns: int = 16_000  # the heat of repeated ECN/trim penalties halves this often
+    # a loss guess on an EV at least this hot (its path was marked or trimmed within about a
+    # half-life) is taken for a queue, not a failure: the EV sits out, no retirement; 0 = never
+    hot_path_heat: float = 0.5
     flap_window_ns: int = 400_000  # an EV failing this soon after a restore is flapping ...
     max_flap_backoff: int = 6  # ... and waits 2**flaps probe intervals (capped) before probing
     plane_guard_min_ns: int = 0  # a plane is declared failed no sooner than this after its oldest packet

@@ -33,6 +33,7 @@ class Counters:
     losses_rto: int = 0
     spurious_losses: int = 0  # gap losses whose original was SACKed after all (reordering)
     losses_trimmed_after_guess: int = 0  # guessed lost, then its trim NACK came: congestion
+    losses_while_hot: int = 0  # guessed lost on a path marked/trimmed lately: no retirement
     rto_fired: int = 0
     rto_probes: int = 0  # timeouts before any RTT sample: the oldest packet resent, none declared lost
     dsacks_received: int = 0  # SACKs reporting a duplicate arrival (D-SACK)
@@ -70,6 +71,7 @@ class Counters:
     probe_acks_received: int = 0
     probe_timeouts: int = 0
     ev_retired: int = 0
+    ev_retired_by_loss: int = 0  # of those, retired by a data loss guess (with path siblings)
     ev_restored: int = 0
     ev_loss_undone: int = 0  # retirements undone: the "lost" packet arrived after all
     ev_skipped: int = 0

@@ -261,6 +261,8 @@ class Endpoint:
                     c.ev_restored += 1
                 elif ch.new is EvState.ASSUMED_BAD:
                     c.ev_retired += 1
+                    if ev_event is EvEvent.LOSS:
+                        c.ev_retired_by_loss += 1
                 elif ch.new is EvState.SKIP and ch.old is EvState.GOOD:
                     c.ev_skipped += 1
             out.extend(changes)

@@ -30,6 +30,7 @@ class EvEvent(enum.StrEnum):
     TRIM_NACK = "trim nack"  # a packet sent on it was trimmed inside the fabric
     PENALTY_SERVED = "penalty served"  # the rotation passed it over enough times
     LOSS = "loss"  # a packet sent on it was lost without a trim (gap rule or timeout)
+    LOSS_WHILE_HOT = "loss on a congested path"  # ... while its path still signalled congestion
     ACK_LOST = "ack lost"  # a SACK sent on it never arrived (the peer resent the data)
     LIVENESS_LOST = "liveness probe lost"  # a probe of a GOOD EV went unanswered
     PLANE_FAILED = "plane failed"  # its whole plane stopped delivering
@@ -49,6 +50,7 @@ TRANSITIONS: dict[EvState, dict[EvEvent, EvState]] = {
     _G: {
         EvEvent.ECN_ECHO: _S,
         EvEvent.TRIM_NACK: _S,
+        EvEvent.LOSS_WHILE_HOT: _S,
         EvEvent.PROMOTED: _G,
         EvEvent.OPERATOR_DENY: _D,
         **_RETIRE,
@@ -56,6 +58,7 @@ TRANSITIONS: dict[EvState, dict[EvEvent, EvState]] = {
     _S: {
         EvEvent.ECN_ECHO: _S,
         EvEvent.TRIM_NACK: _S,
+        EvEvent.LOSS_WHILE_HOT: _S,
         EvEvent.PENALTY_SERVED: _G,
         EvEvent.PROMOTED: _S,
         EvEvent.OPERATOR_DENY: _D,

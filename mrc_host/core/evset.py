@@ -400,6 +400,38 @@ class EvSet:
         """GOOD -> SKIP for one ECN-sized penalty (kept for callers of the first API)."""
         return self._penalize(ev, now_ns, EvEvent.TRIM_NACK if "trim" in reason else EvEvent.ECN_ECHO)
 
+    def heat(self, ev: int, now_ns: int) -> float:
+        """``ev``'s ECN/trim heat decayed to ``now_ns`` (0.0 for an EV not in the set)."""
+        e = self.entries.get(ev)
+        if e is None or not e.heat:
+            return 0.0
+        decay: float = 0.5 ** (max(0, now_ns - e.heat_ns) / max(self.cfg.penalty_halflife_ns, 1))
+        return e.heat * decay
+
+    def is_hot(self, ev: int, at_ns: int) -> bool:
+        """Whether ``ev``'s path had signalled congestion recently enough at ``at_ns`` (or has
+        since) that a packet missing on it is more likely still queued, or trimmed with its
+        NACK on the way, than lost to a failure (``hot_path_heat``; never in ECMP mode, where
+        the EV names no one path)."""
+        threshold = self.cfg.hot_path_heat
+        return threshold > 0 and self.cfg.mode is not Mode.ECMP and self.heat(ev, at_ns) >= threshold
+
+    def lost_while_hot(self, ev: int, now_ns: int) -> bool:
+        """A loss guess on a hot ``ev``: it and its path siblings sit out the turns their heat
+        already earns, as for a mark, but the heat does not grow -- a path that has failed
+        sends no more marks, cools within a few half-lives, and its next loss retires it."""
+        e = self.entries.get(ev)
+        event = EvEvent.LOSS_WHILE_HOT
+        if e is None or not allowed(e.state, event) or not e.member:
+            return False
+        why = f"{event.value} on {e.value:08x}, same path"
+        for x in (e, *(sib for sib in self.active[e.plane] if sib.t1 == e.t1 and sib is not e)):
+            if x.member and allowed(x.state, event):
+                turns = math.ceil(self.cfg.skip_rotations * self.heat(x.value, now_ns))
+                x.skips_left = max(x.skips_left, min(turns, self.cfg.max_skip_rotations))
+                self._fire(x, event, event.value if x is e else why)
+        return True
+
     def retire(self, ev: int, reason: str, now_ns: int = 0, event: EvEvent = EvEvent.LOSS) -> bool:
         """GOOD/SKIP -> ASSUMED_BAD at once, replaced from the plane's backups.
 

@@ -183,6 +183,7 @@ class Sender:
         # was sent (decaying max); the gap rule's time guard never goes below it
         self.reo_extent = 0.0
         self._newest_sent = [-1] * planes  # send time of the newest delivered packet per plane
+        self._lasthop_trim_ns = -(1 << 62)  # when the peer's last hop last trimmed one of ours
         self._clean_deliveries = 0
         # packets declared lost by a guess (gap rule, timer), resent once, acknowledged, and not
         # (yet) shown spurious: (send time, EV) of each of their two copies -> the EV the loss
@@ -485,7 +486,8 @@ class Sender:
         guess, both copies arrived, so the loss was spurious: undone here, however late
         (the resent copy may have won the race). The echo must match a copy this sender
         remembers exactly, so a forged report undoes nothing; its round trip is a true RTT
-        sample (an original's is the very spike that caused the guess)."""
+        sample (an original's is the very spike that caused the guess), and its CE echo a
+        true mark of the EV it took."""
         self.c.dsacks_received += 1
         guess = self._guesses.pop((s.echo_ts, s.echo_ev), None)
         if guess is None:
@@ -496,6 +498,14 @@ class Sender:
         if 0 <= rtt < self.cfg.rto_max_ns:
             self._rtt_sample(rtt)
         self._spurious(lost_ev, now_ns)
+        if s.ecn_echo:
+            # the late copy met a marking queue on its way: the very congestion that delayed
+            # it past the reorder window, and the echo names the EV it took exactly
+            c = self.c
+            c.ecn_echoes_received += 1
+            c.ev(s.echo_ev).ecn_echoes += 1
+            if self._retire:
+                self.evset.ecn_echo(s.echo_ev, now_ns)
         return True
 
     def _drop_ack(self, reason: str) -> None:
@@ -729,7 +739,19 @@ class Sender:
         self.cc.on_loss(len(rec.payload), now_ns)
         if self._retire and not (cause == "rto" and self.srtt_ns is None):
             # (a timeout before any RTT sample says the RTT is unknown, not that a path died)
-            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns)
+            # (judged as of when the packet left: a timer fires long after the marks it met)
+            cfg = self.cfg
+            if self.evset.is_hot(rec.ev, rec.sent_ns):
+                # the path is queueing (marked or trimmed lately): trimming is what tells
+                # congestion from failure, so its NACK, not this guess, gets the last word
+                c.losses_while_hot += 1
+                self.evset.lost_while_hot(rec.ev, now_ns)
+            elif cfg.hot_path_heat > 0 and self._lasthop_trim_ns >= rec.sent_ns - cfg.penalty_halflife_ns:
+                # the peer's last hop is trimming (incast): every path ends in that queue, so a
+                # gap says it is deep, not that this path failed; no path is to blame either
+                c.losses_while_hot += 1
+            else:
+                self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns)
         self.retx.append(rec.seq)
 
     def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
@@ -756,6 +778,8 @@ class Sender:
             self._drop_ack("nack_unknown_ev")
             return
         if reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
+            if reason is NackReason.TRIMMED_LASTHOP:
+                self._lasthop_trim_ns = now_ns
             if rec.gap_lost and n.echo_ev == rec.lost_ev:
                 # the copy the gap rule or a timer guessed lost was trimmed by a congested
                 # switch: congestion, not a failed path -- the retirement it caused is undone

@@ -384,15 +384,19 @@ def encode(msg: Frame, carrier: IPv6Address | bytes | str, addressing: FrameAddr
     return enc.encode(msg, _carrier_bytes(carrier))
 
 
-def trim(frame: bytes) -> bytes:
+def trim(frame: bytes, *, ce: bool = False) -> bytes:
     """What a trimming switch does to a DATA frame: cut after the MRC data header, fix the
-    outer/inner IPv6 and UDP lengths, re-mark DSCP TRIMMED (ECN kept). For tests and simulators."""
+    outer/inner IPv6 and UDP lengths, re-mark DSCP TRIMMED. ECN is kept, except that ``ce``
+    (a fabric port whose queue is above its ECN threshold too) turns an ECT frame's into CE.
+    For tests and simulators."""
     if len(frame) < DATA_HDR_END:
         raise ValueError("frame shorter than the DATA headers")
     out = bytearray(frame[:DATA_HDR_END])
     ulen = DATA_HDR_END - UDP_OFF
     (vtf,) = struct.unpack_from(">I", out, OUTER_OFF)
     vtf = (vtf & ~(0x3F << 22)) | (_TRIMMED << 22)
+    if ce and vtf >> 20 & 3:
+        vtf |= 3 << 20
     struct.pack_into(">IH", out, OUTER_OFF, vtf, ulen + IP6_LEN)
     _U16.pack_into(out, INNER_OFF + 4, ulen)
     _U16.pack_into(out, UDP_OFF + 4, ulen)

@@ -249,6 +249,41 @@ def test_trimmed_frames_are_bmv2s_frame_and_overtake_the_queued_data(lab: Lab) -
     assert lab.sw.read_counter("ecn_marked", 3)[0] == marked_before
 
 
+def test_a_fabric_trim_carries_ce_and_a_last_hop_trim_does_not(lab: Lab) -> None:
+    """A frame cut at a fabric port whose queue is above the ECN threshold too leaves CE (the
+    receiver NACKs it TRIMMED: congestion inside the fabric); cut at a last-hop port it keeps
+    its ECN (TRIMMED_LASTHOP: incast at the host). Either way it counts as trimmed, not marked;
+    a Not-ECT frame never becomes CE."""
+    for port, ns, usid, last_hop in ((3, "le-r", NEXT_R, False), (4, "le-h", NEXT_H, True)):
+        lab.policy(port, ecn=1, trim=4, last_hop=last_hop)
+        fillers = [lab.frame("a", usid, i, Dscp.RETX, Ecn.ECT0) for i in range(40)]
+        ecns = [Ecn.ECT0 if i % 2 else Ecn.NOT_ECT for i in range(8)]
+        data = [lab.frame("a", usid, 100 + i, Dscp.DATA, ecn) for i, ecn in enumerate(ecns)]
+        marked_before = lab.sw.read_counter("ecn_marked", port)[0]
+        trimmed_before = lab.sw.read_counter("drop_reason", DROP_TRIMMED)[0]
+        tap = Sniffer(ns, f"{ns}-e0", MARKER)
+        try:
+            lab.send("a", fillers + data)
+            got = list(tap.wait_count(48, timeout=20))
+        finally:
+            tap.close()
+        trimmed = {psn_of(f): f for f in got if len(f) == TRIMMED_LEN}
+        assert sorted(trimmed) == list(range(100, 108)), f"port {port}: exactly the DATA frames are trimmed"
+        sent = {psn_of(f): f for f in data}
+        for psn, f in trimmed.items():
+            ect = ecn_of(sent[psn]) == Ecn.ECT0
+            want = Ecn.CE if ect and not last_hop else ecn_of(sent[psn])
+            assert ecn_of(f) == want, f"port {port} (last hop {last_hop}): psn {psn} left ECN {ecn_of(f)}"
+            ref = bytearray(trim(sent[psn], ce=not last_hop))
+            ref[14 + 7] -= 1  # the switch decremented the hop limit
+            assert f[14:] == bytes(ref[14:]), "not the codec's reference trim"
+        whole_ce = sum(1 for f in got if len(f) != TRIMMED_LEN and ecn_of(f) == Ecn.CE)
+        marks = lab.sw.read_counter("ecn_marked", port)[0] - marked_before
+        assert marks == whole_ce, f"port {port}: ecn_marked {marks}, whole CE frames {whole_ce}"
+        assert lab.sw.read_counter("drop_reason", DROP_TRIMMED)[0] - trimmed_before == 8
+        wait_for(lambda: lab.show(port)["queue_bytes_now"] == 0, 10, "queue drained")  # noqa: B023
+
+
 def test_control_frames_take_the_high_class_unmarked(lab: Lab) -> None:
     """Control-DSCP frames meeting a congested data queue overtake it and are never marked,
     while the data behind the same queue is."""

@@ -9,7 +9,7 @@ import random
 from mrc_fabric.ev import EV
 from mrc_host.core import EvState, Mode, NsccParams
 from mrc_host.core.psn import PSN_MODULUS
-from mrc_host.sim.loopback import BASE, RKEY, make_pair
+from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
 from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Sack
 
 
@@ -495,3 +495,83 @@ def test_trim_nack_after_a_gap_guess_undoes_the_retirement() -> None:
     # the same NACK again changes nothing more
     p.a.receive(Nack(11, victim.psn, NackReason.TRIMMED, ev), p.now + 2)
     assert c.losses_trimmed_after_guess == 1
+
+
+def _gap_guess_on_a_marked_path(
+    lasthop: bool = False, mark_age_ns: int = 0, **cfg: object
+) -> tuple[Pair, int]:
+    """The first packet is held back while the rest are delivered, after an ECN echo heated
+    its EV's path ``mark_age_ns`` before it left (``lasthop``: after the peer's last hop
+    trimmed another packet): returns the pair once the gap rule guessed it lost, and its EV."""
+    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50, **cfg)
+    p.now = 1_000_000_000
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim, other = data_sent(p)[:2]
+    ev = victim.meta.ev
+    if lasthop:
+        p.a.receive(Nack(11, other.psn, NackReason.TRIMMED_LASTHOP, other.meta.ev), p.now)
+    else:
+        assert p.a.evset.ecn_echo(ev, p.now - mark_age_ns)  # a SACK echoed CE for the path
+    resent: list[DataPacket] = []
+
+    def keep(m):  # type: ignore[no-untyped-def]
+        if isinstance(m, DataPacket) and m.flags & DataFlag.RETRANSMISSION:
+            resent.append(m)
+        return not resent and not (isinstance(m, DataPacket) and m.psn == victim.psn)
+
+    p.deliver(keep)
+    assert [m.psn for m in resent][:1] == [victim.psn] and p.a.counters.losses_gap == 1
+    return p, ev
+
+
+def test_a_loss_guess_on_a_marked_path_penalises_it_instead_of_retiring_it() -> None:
+    """A gap on a path that signalled congestion lately is taken for a queue: resent at once,
+    the path sits out (SKIP), nothing retired; the trim NACK or the path's cooling decides."""
+    p, ev = _gap_guess_on_a_marked_path()
+    c = p.a.counters
+    assert p.a.evset.state(ev) is EvState.SKIP
+    assert c.losses_while_hot == 1 and c.ev_retired == 0 and c.ev_retired_by_loss == 0
+    assert c.ev(ev).packets_lost == 1  # still a loss: counted and resent
+
+
+def test_a_loss_guess_retires_the_path_once_its_marks_have_cooled() -> None:
+    """A mark 100 half-lives before the packet left is forgotten: the gap is a plain loss."""
+    p, ev = _gap_guess_on_a_marked_path(mark_age_ns=100_000, penalty_halflife_ns=1_000)
+    c = p.a.counters
+    assert p.a.evset.state(ev) is EvState.ASSUMED_BAD
+    assert c.losses_while_hot == 0 and c.ev_retired_by_loss >= 1 and c.ev_retired == c.ev_retired_by_loss
+
+
+def test_hot_path_heat_zero_keeps_every_loss_guess_a_retirement() -> None:
+    p, ev = _gap_guess_on_a_marked_path(hot_path_heat=0.0)
+    assert p.a.evset.state(ev) is EvState.ASSUMED_BAD
+    assert p.a.counters.losses_while_hot == 0
+
+
+def test_a_loss_guess_while_the_peers_last_hop_trims_retires_nothing() -> None:
+    """Incast: the peer's last hop trimmed one of our packets lately, so every path ends in a
+    deep queue; a gap then is that queue, not a failed path (and no path is to blame)."""
+    p, ev = _gap_guess_on_a_marked_path(lasthop=True)
+    c = p.a.counters
+    assert p.a.evset.state(ev) is EvState.GOOD
+    assert c.losses_while_hot == 1 and c.ev_retired == 0
+
+
+def test_a_late_original_that_met_a_marking_queue_echoes_its_mark_in_the_dsack() -> None:
+    """The packet guessed lost was only queued, and marked CE there: when it arrives after
+    its resend, the D-SACK undoes the loss and its CE echo marks the EV it took."""
+    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50)
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[0]
+    ev = victim.meta.ev
+    p.deliver(lambda m: not (isinstance(m, DataPacket) and m.psn == victim.psn and m is victim))
+    c = p.a.counters
+    assert c.losses_gap == 1 and c.ev(ev).ecn_echoes == 0
+    victim.meta.ecn = Ecn.CE  # it waited behind a marking queue all along
+    p.absorb(p.b, p.b.receive(victim, p.now + 1))
+    p.deliver()
+    assert c.spurious_losses == 1
+    assert c.ev(ev).ecn_echoes == 1 and c.ecn_echoes_received >= 1
+    assert p.a.evset.state(ev) is EvState.SKIP  # the retirement undone, the mark taken

@@ -154,6 +154,17 @@ def test_switch_trimmed_frame_decodes_as_trimmed() -> None:
     assert got == want
 
 
+def test_a_fabric_trim_marks_an_ect_frame_ce_and_leaves_the_rest_alone() -> None:
+    for ecn, want in ((Ecn.ECT0, Ecn.CE), (Ecn.ECT1, Ecn.CE), (Ecn.CE, Ecn.CE), (Ecn.NOT_ECT, Ecn.NOT_ECT)):
+        msg = sample_data(256)
+        msg.meta.ecn = ecn
+        got = decode_frame(trim(frame_of(msg), ce=True))
+        assert isinstance(got, DataPacket) and got.trimmed
+        assert (got.meta.dscp, got.meta.ecn) == (Dscp.TRIMMED, want), ecn
+        kept = decode_frame(trim(frame_of(msg)))
+        assert kept.meta.ecn == ecn
+
+
 def test_cut_with_lengths_rewritten_but_dscp_kept_is_trimmed() -> None:
     """Payload shorter than the RETH length says (lengths consistent) means a switch cut it."""
     msg = sample_data(512)
