@@ -382,9 +382,7 @@ class EvSet:
     def _heat_up(self, e: EvEntry, now_ns: int) -> None:
         """One more penalty on ``e``: its decayed heat plus one, in SKIP turns (capped)."""
         cfg = self.cfg
-        if e.heat:
-            e.heat *= 0.5 ** (max(0, now_ns - e.heat_ns) / max(cfg.penalty_halflife_ns, 1))
-        e.heat += 1.0
+        e.heat = self.heat(e.value, now_ns) + 1.0
         e.heat_ns = now_ns
         e.skips_left = max(e.skips_left, min(math.ceil(cfg.skip_rotations * e.heat), cfg.max_skip_rotations))
 
