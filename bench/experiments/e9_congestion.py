@@ -307,9 +307,9 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     slow_evs = [ev for ev, row in r.ev_after.items() if row["plane"] == 0 and row["t1"] == 0]
     share = sum(per_ev.get(ev, 0) for ev in slow_evs) / total
     fair = len(slow_evs) / max(1, len(per_ev))
-    echoes = {ev: row["ecn"] - r.ev_before.get(ev, {}).get("ecn", 0) for ev, row in r.ev_after.items()}
+    echoes = r.ev_delta("ecn")
     # trim NACKs: the slowed port is a fabric port, so its trimmed headers carry CE (TRIMMED)
-    trims = {ev: row["trims"] - r.ev_before.get(ev, {}).get("trims", 0) for ev, row in r.ev_after.items()}
+    trims = r.ev_delta("trims")
     slow_echoes = sum(echoes.get(ev, 0) for ev in slow_evs)
     slow_trims = sum(trims.get(ev, 0) for ev in slow_evs)
     ratio = (
@@ -320,9 +320,9 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     by_loss = int(r.summary.get("evs_retired_by_loss", 0))
     # loss guesses by path: on the slowed one (its queue) or elsewhere (the software fabric's jitter)
     lost_on: dict[str, int] = {}
-    for ev, row in r.ev_after.items():
-        key = f"p{row['plane']}t{row['t1']}"
-        lost_on[key] = lost_on.get(key, 0) + row["lost"] - r.ev_before.get(ev, {}).get("lost", 0)
+    for ev, lost in r.ev_delta("lost").items():
+        key = f"p{r.ev_after[ev]['plane']}t{r.ev_after[ev]['t1']}"
+        lost_on[key] = lost_on.get(key, 0) + lost
     hot = int(r.summary.get("losses_while_hot", 0))
     guesses = int(r.summary.get("losses_gap", 0)) + int(r.summary.get("losses_rto", 0))
     spurious = int(r.summary.get("spurious_losses", 0))

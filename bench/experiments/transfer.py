@@ -77,15 +77,17 @@ class TransferRun:
     def seconds(self) -> float:
         return float(self.summary.get("seconds") or self.wall_s)
 
+    def ev_delta(self, counter: str) -> dict[str, int]:
+        """How much the sender's per-EV ``counter`` (an EV-table column) grew during this transfer."""
+        before = self.ev_before
+        return {ev: r[counter] - before.get(ev, {}).get(counter, 0) for ev, r in self.ev_after.items()}
+
     def lost_packets(self) -> int:
         """Data packets the sender counted lost on its EVs during this transfer."""
-        return sum(r["lost"] - self.ev_before.get(ev, {}).get("lost", 0) for ev, r in self.ev_after.items())
+        return sum(self.ev_delta("lost").values())
 
     def data_per_ev(self) -> dict[str, int]:
-        return {
-            ev: r["data_sent"] - self.ev_before.get(ev, {}).get("data_sent", 0)
-            for ev, r in self.ev_after.items()
-        }
+        return self.ev_delta("data_sent")
 
     def bin_s(self) -> float:
         """Goodput bin length: a few chunks' worth at this transfer's mean rate (at least 0.2 s)."""
