@@ -19,12 +19,10 @@ import os
 from setuptools import setup
 
 # The per-packet path of the simulator and the agent: the sans-I/O core (except its EV
-# state table, whose exception subclasses a builtin), the wire codec (struct, zlib and numpy
-# already do most of its work: compiled, a 4 KiB DATA frame decodes ~5 % faster) and the
-# simulator's event loop, fabric and network. Left out: mrc_host/wire/messages.py (compiled
-# dataclasses check field types at construction, so a Nack built with a bare int reason --
-# as the hostile-input tests do on purpose -- raises TypeError instead of reaching the
-# core's checks).
+# state table, whose exception subclasses a builtin), the wire codec and its messages, the
+# simulator's event loop, fabric and network, and the agent's packet loop (agent,
+# connections, paths, payload check, ports). The rest of the
+# agent (control socket, CLI, EV profiles, transfers book) runs as Python.
 COMPILED = [
     "mrc_host/core/__init__.py",
     "mrc_host/core/actions.py",
@@ -40,6 +38,11 @@ COMPILED = [
     "mrc_host/core/receiver.py",
     "mrc_host/core/region.py",
     "mrc_host/core/sender.py",
+    "mrc_host/agent/agent.py",
+    "mrc_host/agent/connection.py",
+    "mrc_host/agent/paths.py",
+    "mrc_host/agent/payload.py",
+    "mrc_host/agent/ports.py",
     "mrc_host/wire/codec.py",
     "mrc_host/wire/messages.py",
     "mrc_host/sim/engine.py",

@@ -8,8 +8,10 @@ joined by one veth (``mrc_host.agent.vethlab``, prefix ``agb``) and measures, in
    ``recv`` loops with 1364-byte payload frames, and the *before* agent (``--before``, a
    ``git worktree`` of an older commit, default fbde7b5) -- "today's goodput";
 2. with the veth at the fabric MTU (mrc_fabric.frames.FABRIC_MTU, 4096-byte payloads):
-   the bare loops again, the *before* agent (same frame size), the *after* agent (this
-   tree) and the after agent with ``--no-icrc-check`` (the cost of verifying the ICRC);
+   the bare loops again, the *before* agent (same frame size), the *previous* agent
+   (``--previous COMMIT``, e.g. the parent commit, its modules compiled as its own
+   ``make build`` would), the *after* agent (this tree) and the after agent with
+   ``--no-icrc-check`` (the cost of verifying the ICRC) and with each ``--also`` set of flags;
 3. in-process: µs per ``decode_frame`` of a 4 KiB DATA frame with and without the ICRC.
 
 The agent configurations run in ``--repeat`` rounds (each round: every configuration
@@ -192,6 +194,13 @@ def before_tree(commit: str, where: Path) -> Path:
     return where
 
 
+def build_tree(where: Path) -> None:
+    """Compile the tree's mypyc modules in place, as ``make build`` would have for that commit
+    (a fresh worktree has none, and its agent would run as pure Python)."""
+    subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=where, check=True,
+                   capture_output=True)  # fmt: skip
+
+
 def drop_tree(where: Path) -> None:
     repo = Path(__file__).resolve().parents[1]
     subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(where)],
@@ -231,7 +240,8 @@ def plot(doc: dict[str, Any], path: Path) -> None:
             labels.append(f"{name}\n{s['payload_bytes']} B")
             pps.append(s["packets_per_s"])
             mbit.append(s["goodput_mbit_s"])
-            colors.append("#ff7f0e" if name.startswith("before") else "#1f77b4")
+            kind = name.split()[0]
+            colors.append({"before": "#ff7f0e", "previous": "#9467bd"}.get(kind, "#1f77b4"))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
     for ax, values, ylabel in ((ax1, [p / 1e3 for p in pps], "thousand frames/s (agent: DATA packets)"),
                                (ax2, mbit, "Mbit/s of payload (agent: verified goodput)")):  # fmt: skip
@@ -260,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="mrc", help="comma-separated modes")
     ap.add_argument("--before", default="fbde7b5", help="commit of the 'before' agent ('' to skip)")
     ap.add_argument(
+        "--previous",
+        default="",
+        metavar="COMMIT",
+        help="also run the agent of this commit, compiled as its make build would (e.g. the parent commit)",
+    )
+    ap.add_argument(
         "--also",
         action="append",
         default=[],
@@ -284,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="agb-before-"))
     before = before_tree(args.before, tmp / "tree") if args.before else None
+    previous = before_tree(args.previous, tmp / "previous") if args.previous else None
+    if previous is not None:
+        print(f"building the compiled modules of {args.previous} ...", flush=True)
+        build_tree(previous)
     lab = VethLab(prefix="agb").open()
     ceilings: dict[str, dict[str, Any]] = {}
     summary: dict[str, dict[str, Any]] = {}
@@ -293,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         if before is not None:
             configs.append(("before (today, MTU 1500)", 1500, before, ()))
             configs.append(("before, same frames", FABRIC_MTU, before, ()))
+        if previous is not None:
+            configs.append((f"previous ({args.previous})", FABRIC_MTU, previous, ()))
         configs.append(("after", FABRIC_MTU, None, ()))
         configs.append(("after, no ICRC check", FABRIC_MTU, None, ("--no-icrc-check",)))
         for flags in args.also:
@@ -322,8 +344,9 @@ def main(argv: list[str] | None = None) -> int:
             }
     finally:
         lab.close()
-        if before is not None:
-            drop_tree(before)
+        for tree in (before, previous):
+            if tree is not None:
+                drop_tree(tree)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
     after = summary["after"]
     ratios: dict[str, float] = {
@@ -338,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         ratios["after_vs_before_same_frames"] = (
             after["goodput_mbit_s"] / summary["before, same frames"]["goodput_mbit_s"]
         )
+    if previous is not None:
+        prev = summary[f"previous ({args.previous})"]
+        ratios["after_vs_previous"] = after["goodput_mbit_s"] / prev["goodput_mbit_s"]
     doc = {
         "benchmark": "agent goodput and packets/s: before vs after vs a bare AF_PACKET loop, "
         "two namespaces, one veth",
@@ -348,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_after": os.getloadavg(),
         "transfer_bytes": size,
         "before_commit": args.before,
+        "previous_commit": args.previous,
         "ceilings": ceilings,
         "agent_runs": rows,
         "agent_summary": summary,

@@ -68,7 +68,7 @@ DEFAULT_BASE_RTT_US = 10_000  # Python agents on a shared CPU: see docs/agent.md
 DEFAULT_WINDOW = 0  # 0: DEFAULT_WINDOW_PACKETS payloads (see _transport)
 DEFAULT_WINDOW_PACKETS = 64  # CC maximum in payloads: see docs/agent.md, "Timers and window"
 DEFAULT_PSN_WINDOW = 1 << 14  # PSNs a sender may have past its oldest unacknowledged one
-DEFAULT_ACK_EVERY = 4  # one SACK per this many in-order DATA packets (or the ACK delay)
+DEFAULT_ACK_EVERY = 8  # one SACK per this many in-order DATA packets (or the ACK delay)
 INITIAL_RTO_NS = 200_000_000
 CONNECT_INTERVAL_NS = 200_000_000  # a CONNECT is repeated this often until answered ...
 DEFAULT_CONNECT_TIMEOUT_S = 5.0  # ... for this long, then the peer is reported dead
@@ -480,7 +480,7 @@ class Agent:
             return
         hdr, data = chunk
         if hdr.kind is ChunkKind.RECEIPT:
-            self._on_receipt(conn.peer.name, hdr.transfer_id, hdr.flags, hdr.total, hdr.digest, now)
+            self._on_receipt(conn.peer.name, hdr.transfer_id, hdr.flags, hdr.total, hdr.crc32, now)
             return
         rec = conn.on_data_chunk(hdr, data)
         if rec is None:
@@ -489,12 +489,11 @@ class Agent:
         log.info("received transfer %016x from %s: %d B, ok=%s", rec.transfer_id, rec.peer, rec.received,
                  rec.ok)  # fmt: skip
         back = self.send_connection(conn.peer.name, conn.qp.mode)
-        digest = bytes.fromhex(rec.sha256)
-        back.queue_receipt(rec.transfer_id, rec.ok, rec.received, digest)
+        back.queue_receipt(rec.transfer_id, rec.ok, rec.received, int(rec.crc32, 16))
         self._apply(back, back.pump(now), now)
 
-    def _on_receipt(self, peer: str, tid: int, flags: int, received: int, digest: bytes, now: int) -> None:
-        done = self.transfers.on_receipt(peer, tid, bool(flags & ChunkFlag.OK), received, digest)
+    def _on_receipt(self, peer: str, tid: int, flags: int, received: int, crc: int, now: int) -> None:
+        done = self.transfers.on_receipt(peer, tid, bool(flags & ChunkFlag.OK), received, crc)
         if done is None:
             self.malformed["stray_receipt"] += 1
         elif done:

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1 << 14,
         help="PSNs a sender may have past its oldest unacknowledged one (2..8388607)",
     )
-    s.add_argument("--ack-every", type=int, default=4, help="one SACK per this many in-order DATA packets")
+    s.add_argument("--ack-every", type=int, default=None, help="one SACK per this many in-order DATA packets")
     s.add_argument("--no-icrc-check", action="store_true", help="do not verify the ICRC of received frames")
     s.add_argument(
         "--connect-timeout",
@@ -104,7 +104,7 @@ def _fmt_bytes(n: float) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from . import ev_profile
-    from .agent import AgentOptions, serve
+    from .agent import DEFAULT_ACK_EVERY, AgentOptions, serve
 
     handler: logging.Handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -133,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         base_rtt_us=args.base_rtt_us,
         window_bytes=parse_size(args.window),
         psn_window=args.psn_window,
-        ack_every=args.ack_every,
+        ack_every=DEFAULT_ACK_EVERY if args.ack_every is None else args.ack_every,
         kernel_rules=not args.no_kernel_rules,
         seed=args.seed,
         verify_icrc=not args.no_icrc_check,
@@ -196,7 +196,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("retransmissions", str(s["retransmissions"])),
         ("EVs retired / restored", f"{s['evs_retired']} / {s['evs_restored']}"),
         ("receiver verified", verified),
-        ("sha256", s["sha256"]),
+        ("crc32", s["crc32"]),
     ]
     if s.get("error"):
         rows.append(("error", f"[red]{s['error']}[/]"))

@@ -11,15 +11,15 @@ carries out the actions that come back.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mrc_fabric.ev import EV, ev_plane, ev_t1
 from mrc_host.core import Action, Endpoint, EvStateChanged, TransportConfig
-from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, Dscp, Ecn, PathMeta
+from mrc_host.wire.codec import crc32, payload_sums
+from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Dscp, Ecn, PathMeta
 
 from .paths import ROLE_RECEIVER, ROLE_SENDER, RX_BASE_VADDR, PeerPaths, QpId
 from .payload import (
@@ -63,9 +63,9 @@ class Transfer:
     finished_ns: int = 0
     error: str = ""
     receipt: dict[str, Any] | None = None  # what the receiver said about the bytes it got
-    sha256: str = ""
+    crc32: str = ""  # of all the bytes sent, once the last chunk is posted
     base_counters: dict[str, int] = field(default_factory=dict)
-    _hash: Any = field(default_factory=hashlib.sha256)
+    crc: int = 0  # running CRC-32 of the chunks posted so far
 
     @property
     def all_posted(self) -> bool:
@@ -231,15 +231,19 @@ class SendConnection(Connection):
         self.queue: deque[Transfer] = deque()
         self.chunk_seq = 0  # chunks ever posted on this connection (slot = seq % RING_SLOTS)
         self.posted: dict[int, tuple[Transfer | None, int]] = {}  # msg_id -> (transfer, data bytes)
-        self.receipts: deque[tuple[int, int, bytes, bool]] = deque()  # (transfer, bytes, digest, ok)
+        self.receipts: deque[tuple[int, int, int, bool]] = deque()  # (transfer, bytes, crc32, ok)
+        # msg_id -> (its first vaddr, its length, each packet payload's UDP checksum share):
+        # summed once per posted chunk, used by every (re)transmission of its packets
+        self.piece_sums: dict[int, tuple[int, int, list[int]]] = {}
+        self.mtu = cfg.mtu
 
     def start(self, t: Transfer) -> None:
         t.chunks_total = chunk_count(t.size)
         t.base_counters = _core_totals(self.endpoint)
         self.queue.append(t)
 
-    def queue_receipt(self, transfer_id: int, ok: bool, received: int, digest: bytes) -> None:
-        self.receipts.append((transfer_id, received, digest, ok))
+    def queue_receipt(self, transfer_id: int, ok: bool, received: int, crc: int) -> None:
+        self.receipts.append((transfer_id, received, crc, ok))
 
     def connect_messages(self, now_ns: int, rng: random.Random) -> list[Connect]:
         """One CONNECT per plane (a random path in each), so one dead plane cannot stop it."""
@@ -280,9 +284,9 @@ class SendConnection(Connection):
             return out
         while len(self.posted) < MAX_POSTED:
             if self.receipts:
-                tid, received, digest, ok = self.receipts.popleft()
+                tid, received, crc, ok = self.receipts.popleft()
                 flags = ChunkFlag.OK if ok else ChunkFlag.NONE
-                hdr = ChunkHeader(ChunkKind.RECEIPT, flags, tid, 0, 0, received, 0, digest)
+                hdr = ChunkHeader(ChunkKind.RECEIPT, flags, tid, 0, 0, received, 0, crc)
                 out += self._post(hdr.pack(), None, 0, now_ns)
                 continue
             if not self.queue:
@@ -290,15 +294,14 @@ class SendConnection(Connection):
             t = self.queue[0]
             length = min(CHUNK_DATA_BYTES, t.size - t.next_offset)
             data = Pattern(t.seed).slice(t.next_offset, length)
-            t._hash.update(data)
+            t.crc = crc32(data, t.crc)
             last = t.chunks_posted + 1 >= t.chunks_total
-            digest = t._hash.digest() if last else b"\0" * 32
             if last:
-                t.sha256 = t._hash.hexdigest()
+                t.crc32 = f"{t.crc:08x}"
             flags = ChunkFlag.LAST if last else ChunkFlag.NONE
-            hdr = ChunkHeader(
-                ChunkKind.DATA, flags, t.transfer_id, t.next_offset, length, t.size, t.seed, digest
-            )
+            crc = t.crc if last else 0
+            tid, offset = t.transfer_id, t.next_offset
+            hdr = ChunkHeader(ChunkKind.DATA, flags, tid, offset, length, t.size, t.seed, crc)
             out += self._post(hdr.pack() + data, t, length, now_ns)
             t.next_offset += length
             t.chunks_posted += 1
@@ -311,11 +314,28 @@ class SendConnection(Connection):
         self.chunk_seq += 1
         msg_id, actions = self.endpoint.post_write(chunk, vaddr, self.rkey, now_ns)
         self.posted[msg_id] = (t, length)
+        self.piece_sums[msg_id] = (vaddr, len(chunk), payload_sums(chunk, self.mtu))
         return actions
+
+    def encode(self, msg: Any) -> tuple[int, bytes]:
+        """``Connection.encode``, with a DATA payload's checksum share taken from ``piece_sums``."""
+        if type(msg) is DataPacket:
+            entry = self.piece_sums.get(msg.msg_id)
+            if entry is not None:
+                base, length, sums = entry
+                mtu = self.mtu
+                k, rem = divmod(msg.vaddr - base, mtu)
+                # only a payload that is exactly that piece (a stale or foreign id is summed anew)
+                if rem == 0 and 0 <= k < len(sums) and len(msg.payload) == min(mtu, length - k * mtu):
+                    ev = msg.meta.ev
+                    plane = ev_plane(ev)
+                    return plane, self.encoders[plane].encode_data(msg, self.peer.carrier(ev), sums[k])
+        return super().encode(msg)
 
     def on_sent(self, msg_id: int, ok: bool, reason: str, now_ns: int) -> Transfer | None:
         """A WRITE completed; returns its transfer (None for a receipt or an unknown id)."""
         entry = self.posted.pop(msg_id, None)
+        self.piece_sums.pop(msg_id, None)
         t, length = entry if entry is not None else (None, 0)
         if t is None:
             return None
@@ -363,7 +383,7 @@ class SendConnection(Connection):
             # the sender's smoothed and smallest RTT so far (the fabric's BDP = rate x RTT)
             "srtt_us": _us(self.endpoint.sender.srtt_ns),
             "min_rtt_us": _us(self.endpoint.sender.min_rtt_ns),
-            "sha256": t.sha256,
+            "crc32": t.crc32,
             "verified": verified,
             "receipt": t.receipt,
             "error": t.error,
@@ -382,11 +402,11 @@ class Received:
     chunks: int
     mismatched_chunks: int
     out_of_order: int
-    sha256: str
+    crc32: str
     ok: bool
 
     def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
+        d = asdict(self)  # (a compiled class has no __dict__)
         d["transfer_id"] = f"{self.transfer_id:016x}"
         return d
 
@@ -445,5 +465,5 @@ class RecvConnection(Connection):
         del self.verifiers[hdr.transfer_id]
         return Received(
             self.peer.name, v.transfer_id, v.total, v.received, v.chunks, v.mismatched_chunks,
-            v.out_of_order, v.sha256, v.ok,
+            v.out_of_order, v.crc32, v.ok,
         )  # fmt: skip

@@ -72,15 +72,15 @@ class TransferBook:
         self.sent.append(summary)
         return at, summary
 
-    def on_receipt(self, peer: str, tid: int, ok: bool, received: int, digest: bytes) -> bool | None:
+    def on_receipt(self, peer: str, tid: int, ok: bool, received: int, crc: int) -> bool | None:
         """The receiver's verdict on transfer ``tid``: None if no such transfer to ``peer`` is
         active (a stray receipt), else whether the transfer is now done."""
         at = self.active.get(tid)
         if at is None or at.conn.peer.name != peer:
             return None
         t = at.transfer
-        good = ok and digest.hex() == t.sha256 and received == t.size
-        t.receipt = {"ok": good, "bytes": received, "sha256": digest.hex()}
+        good = ok and f"{crc:08x}" == t.crc32 and received == t.size
+        t.receipt = {"ok": good, "bytes": received, "crc32": f"{crc:08x}"}
         return t.all_acked
 
     def forget_client(self, c: ControlClient) -> None:

@@ -28,12 +28,16 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-import zlib
 from collections.abc import Callable
 from ipaddress import IPv6Address
 from typing import Any
 
 import numpy as np
+
+try:  # zlib-ng's CRC-32 (same polynomial and results) runs ~8x faster on a 4 KiB frame
+    from zlib_ng.zlib_ng import crc32 as crc32
+except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib is the fallback
+    from zlib import crc32 as crc32
 
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_fabric.ev import FLOW_LABEL_BITS, SPORT_BASE, SPORT_EV_BITS, SPORT_EV_MASK, ev_from_wire
@@ -134,10 +138,11 @@ _TAIL_PROBE = struct.Struct(">HHHHBBHIIIIQI")
 _TAIL_PROBE_ACK = struct.Struct(">HHHHBBHIIIIQHxx")
 _TAIL_CONNECT = struct.Struct(">HHHHBBHIIIIQ")
 _CSUM_OFF = UDP_OFF + 6  # UDP checksum
-_BE16 = np.dtype(">u2")
+_LE16 = np.dtype("<u2")
+_LE32 = np.dtype("<u4")
 _NUMPY_MIN = 256  # below this a payload's sum is cheaper as one big integer
 
-_CRC_LRH = zlib.crc32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
+_CRC_LRH = crc32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
 _ICRC_MASKED = IP6_LEN + UDP_LEN + 5  # inner IPv6 + UDP + BTH up to its FECN/BECN byte
 _BTH_MASK_QPW = 0xFF000000  # FECN, BECN and reserved bits set to one in the ICRC pseudo header
 
@@ -174,22 +179,68 @@ def compute_icrc(packet: bytes | bytearray | memoryview) -> int:
     m[7] = 0xFF  # hop limit
     m[46:48] = b"\xff\xff"  # UDP checksum
     m[52] = 0xFF  # BTH FECN/BECN/reserved
-    return zlib.crc32(memoryview(packet)[_ICRC_MASKED:], zlib.crc32(m, _CRC_LRH))
+    return crc32(memoryview(packet)[_ICRC_MASKED:], crc32(m, _CRC_LRH))
 
 
 # --------------------------------------------------------------------------- encoding
 
 
+def payload_sums(data: bytes | bytearray | memoryview, size: int) -> list[int]:
+    """Each ``size``-byte piece's share of the UDP checksum, for a message cut into packets.
+
+    Why: the sender cuts a message into ``size``-byte payloads (the last may be shorter) and
+    may send a piece more than once. Summing every piece's 16-bit words in one numpy pass
+    when the message is posted costs about 0.5 µs per 4 KiB piece, against about 3 µs for a
+    numpy call per packet. Item k is ``int.from_bytes(piece_k, "big") % 0xFFFF`` (what
+    ``FrameEncoder.encode_data`` takes as ``payload_sum``), or -1 for a piece of odd length,
+    whose sum the encoder works out itself.
+    """
+    if size <= 0:
+        raise ValueError(f"piece size must be positive, got {size}")
+    n = len(data)
+    full = n // size
+    out: list[int]
+    if full and size % 2 == 0:
+        # little-endian words: one's-complement sums do not depend on byte order except for a
+        # swap, and swapping a 16-bit value is multiplying by 256 (mod 0xFFFF); 32-bit words
+        # add two 16-bit words at once (2**16 = 1 mod 0xFFFF)
+        dt = _LE32 if size % 4 == 0 else _LE16
+        rows = np.frombuffer(data, dtype=dt, count=full * size // dt.itemsize).reshape(full, -1)
+        out = [v * 256 % 0xFFFF for v in rows.sum(axis=1, dtype=np.uint64).tolist()]
+    else:
+        out = [-1] * full
+    tail = n - full * size
+    if tail:
+        out.append(-1 if tail & 1 else int.from_bytes(data[full * size :], "big") % 0xFFFF)
+    return out
+
+
+def _words_sum(payload: bytes | bytearray | memoryview) -> int:
+    """``int.from_bytes(payload, "big") % 0xFFFF`` for an even-length payload, at numpy speed."""
+    n = len(payload)
+    if n < _NUMPY_MIN:
+        return int.from_bytes(payload, "big") % 0xFFFF
+    dt = _LE32 if n % 4 == 0 else _LE16
+    return int(np.frombuffer(payload, dtype=dt).sum(dtype=np.uint64)) * 256 % 0xFFFF
+
+
 def _udp_checksum(
-    pseudo: int, ulen: int, hdr: bytes | bytearray | memoryview, payload: bytes, icrc: bytes
+    pseudo: int,
+    ulen: int,
+    hdr: bytes | bytearray | memoryview,
+    payload: bytes,
+    icrc: bytes,
+    payload_sum: int = -1,
 ) -> int:
     """UDP checksum (RFC 768 over the IPv6 pseudo header, RFC 8200) of hdr + payload + icrc.
 
     ``pseudo`` is the sum of the inner source and destination addresses mod 0xFFFF and
     ``hdr`` starts at the UDP header with a zero checksum field. Uses 2**16 = 1 (mod 0xFFFF):
     the one's-complement sum of 16-bit words is the big-endian integer of the bytes mod
-    0xFFFF, so each piece is summed by one ``int.from_bytes`` (C speed) and the pieces are
-    joined by their length parity. Never returns 0 (0 is sent as 0xFFFF).
+    0xFFFF, so each piece is summed by one ``int.from_bytes`` (C speed) or numpy and the
+    pieces are joined by their length parity. ``payload_sum`` is the payload's own sum when
+    the caller has it already (``payload_sums``), -1 otherwise. Never returns 0 (0 is sent
+    as 0xFFFF).
     """
     odd = len(payload) & 1
     total = int.from_bytes(hdr, "big") % 0xFFFF
@@ -197,12 +248,9 @@ def _udp_checksum(
         total = total * 256 + int.from_bytes(payload, "big") % 0xFFFF
         total = total + int.from_bytes(icrc, "big")
         total *= 256  # pad the odd total with one zero byte
-    elif len(payload) >= _NUMPY_MIN:
-        # same sum, 16-bit words added by numpy: about 2.5x faster than the big-int mod for 4 KiB
-        words = np.frombuffer(payload, dtype=_BE16).sum(dtype=np.uint64)
-        total += int(words) % 0xFFFF + int.from_bytes(icrc, "big")
     else:
-        total += int.from_bytes(payload, "big") % 0xFFFF + int.from_bytes(icrc, "big")
+        psum = payload_sum if payload_sum >= 0 else _words_sum(payload)
+        total += psum + int.from_bytes(icrc, "big")
     return 0xFFFF - (total + pseudo + ulen + 17) % 0xFFFF
 
 
@@ -258,6 +306,15 @@ class FrameEncoder:
         except struct.error as exc:
             raise ValueError(f"{type(msg).__name__} field out of range: {exc}") from exc
 
+    def encode_data(self, m: DataPacket, carrier16: bytes, payload_sum: int = -1) -> bytes:
+        """``encode`` for a DATA packet whose payload's checksum share is known (``payload_sums``)."""
+        if len(carrier16) != 16:
+            raise ValueError(f"carrier must be 16 bytes, got {len(carrier16)}")
+        try:
+            return self._encode_data(m, carrier16, payload_sum)
+        except struct.error as exc:
+            raise ValueError(f"DataPacket field out of range: {exc}") from exc
+
     @staticmethod
     def _vtf(meta: PathMeta) -> int:
         ev, dscp, ecn = meta.ev, meta.dscp, meta.ecn
@@ -265,7 +322,7 @@ class FrameEncoder:
             raise ValueError(f"meta out of range: ev={ev:#x} dscp={dscp} ecn={ecn}")
         return 0x60000000 | (dscp << 22) | (ecn << 20) | (ev >> _FL_SHIFT)
 
-    def _encode_data(self, m: DataPacket, carrier16: bytes) -> bytes:
+    def _encode_data(self, m: DataPacket, carrier16: bytes, payload_sum: int = -1) -> bytes:
         payload = m.payload
         n = len(payload)
         if n > MAX_PAYLOAD:
@@ -293,9 +350,9 @@ class FrameEncoder:
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psnw,
             va, rkey, n, msg_id, flags, 0, ts,
         )  # fmt: skip
-        icrc = _ICRC.pack(zlib.crc32(payload, zlib.crc32(mask, _CRC_LRH)))
+        icrc = _ICRC.pack(crc32(payload, crc32(mask, _CRC_LRH)))
         udp = memoryview(hdr)[UDP_OFF:]
-        _U16.pack_into(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, udp, payload, icrc))
+        _U16.pack_into(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, udp, payload, icrc, payload_sum))
         frame = b"".join((hdr, payload, icrc))
         _U16.pack_into(hdr, _CSUM_OFF, 0)  # the template keeps a zero checksum for the next sum
         return frame
@@ -320,7 +377,7 @@ class FrameEncoder:
         st.pack_into(
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psn, *fields
         )
-        icrc = _ICRC.pack(zlib.crc32(mask, _CRC_LRH))
+        icrc = _ICRC.pack(crc32(mask, _CRC_LRH))
         csum = _udp_checksum(self._pseudo, ulen, memoryview(hdr)[UDP_OFF:], b"", icrc)
         _U16.pack_into(hdr, _CSUM_OFF, csum)
         frame = bytes(hdr) + icrc

@@ -171,7 +171,7 @@ def test_transfer_between_t0s_delivers_the_exact_bytes(fabric: Fabric) -> None:
     rec = received_record(fabric, H3, summary["transfer_id"])
     assert rec is not None
     assert rec["ok"] and rec["received"] == 6 << 20 and rec["mismatched_chunks"] == 0
-    assert rec["sha256"] == summary["sha256"]
+    assert rec["crc32"] == summary["crc32"]
     # sprayed: DATA left on all four (plane, T1) paths
     evs = send_evs(fabric, H0, H3)
     assert set(evs) == {(0, 0), (0, 1), (1, 0), (1, 1)}
@@ -222,7 +222,7 @@ def test_blackhole_mid_transfer_retires_the_ev_and_probes_restore_it(fabric: Fab
     assert summary["ok"] and summary["verified"] is True, summary
     assert summary["evs_retired"] >= 1 and summary["retransmissions"] >= 1, summary
     rec = received_record(fabric, H3, summary["transfer_id"])
-    assert rec is not None and rec["ok"] and rec["sha256"] == summary["sha256"]
+    assert rec is not None and rec["ok"] and rec["crc32"] == summary["crc32"]
 
     # the path through the black hole is retired and stays so while the fault lasts
     assert send_evs(fabric, H0, H3)[(0, 0)]["state"] == "ASSUMED_BAD"

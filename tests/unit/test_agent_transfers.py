@@ -51,11 +51,11 @@ def test_no_dead_peer_while_the_handshake_is_pending_but_the_deadline_still_hold
 
 def test_receipts_finish_transfers_and_strays_are_told_apart() -> None:
     book, t = _book(_conn())
-    t.chunks_total, t.chunks_acked, t.sha256 = 1, 1, "00" * 32
-    assert book.on_receipt("uth2", 7, True, 10_000, b"\0" * 32) is None  # wrong peer
-    assert book.on_receipt("uth3", 8, True, 10_000, b"\0" * 32) is None  # unknown transfer
-    assert book.on_receipt("uth3", 7, True, 10_000, b"\0" * 32) is True
-    assert t.receipt == {"ok": True, "bytes": 10_000, "sha256": "00" * 32}
+    t.chunks_total, t.chunks_acked, t.crc32 = 1, 1, "0badc0de"
+    assert book.on_receipt("uth2", 7, True, 10_000, 0x0BADC0DE) is None  # wrong peer
+    assert book.on_receipt("uth3", 8, True, 10_000, 0x0BADC0DE) is None  # unknown transfer
+    assert book.on_receipt("uth3", 7, True, 10_000, 0x0BADC0DE) is True
+    assert t.receipt == {"ok": True, "bytes": 10_000, "crc32": "0badc0de"}
     done = book.finish(7, 3 * S)
     assert done is not None and book.finish(7, 3 * S) is None
     assert [s["transfer_id"] for s in book.sent] == [f"{7:016x}"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 import struct
 from ipaddress import IPv6Address
 
@@ -136,6 +137,30 @@ def test_empty_and_max_payload() -> None:
         frame = frame_of(msg)
         assert len(frame) == DATA_HDR_END + n + 4
         assert decode_frame(frame, verify_icrc=True) == expected(msg)
+
+
+@pytest.mark.parametrize(
+    ("length", "piece"),
+    [(3 * 4096 + 80, 4096), (4096, 4096), (5000, 1364), (5001, 1364), (4101, 1366), (4099, 1365), (0, 4096)],
+)
+def test_payload_sums_give_the_checksum_scapy_computes(length: int, piece: int) -> None:
+    """A message cut into packets, each encoded with its piece's precomputed checksum share,
+    is byte-identical to scapy's frame (which computes the UDP checksum itself); odd pieces
+    are summed by the encoder (-1)."""
+    data = random.Random(length * 7 + piece).randbytes(length)
+    sums = codec.payload_sums(data, piece)
+    starts = range(0, length, piece)
+    assert len(sums) == len(starts)
+    enc = FrameEncoder(SAMPLE_ADDRESSING)
+    for k, start in enumerate(starts):
+        chunk = data[start : start + piece]
+        assert sums[k] == (-1 if len(chunk) & 1 else int.from_bytes(chunk, "big") % 0xFFFF)
+        msg = dataclasses.replace(sample_data(0), payload=chunk, vaddr=0x1000 + start)
+        frame = enc.encode_data(msg, SAMPLE_CARRIER.packed, sums[k])
+        assert frame == bytes(to_scapy(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING))
+        assert frame == enc.encode(msg, SAMPLE_CARRIER.packed)
+    with pytest.raises(ValueError, match="piece size"):
+        codec.payload_sums(data, 0)
 
 
 # --------------------------------------------------------------------------- trimmed
