@@ -63,13 +63,17 @@ class Transfer:
     finished_ns: int = 0
     error: str = ""
     receipt: dict[str, Any] | None = None  # what the receiver said about the bytes it got
-    crc32: str = ""  # of all the bytes sent, once the last chunk is posted
     base_counters: dict[str, int] = field(default_factory=dict)
     crc: int = 0  # running CRC-32 of the chunks posted so far
 
     @property
     def all_posted(self) -> bool:
         return self.chunks_posted >= self.chunks_total
+
+    @property
+    def crc32(self) -> str:
+        """CRC-32 of all the bytes sent, once the last chunk is posted ("" before)."""
+        return f"{self.crc:08x}" if self.all_posted else ""
 
     @property
     def all_acked(self) -> bool:
@@ -296,8 +300,6 @@ class SendConnection(Connection):
             data = Pattern(t.seed).slice(t.next_offset, length)
             t.crc = crc32(data, t.crc)
             last = t.chunks_posted + 1 >= t.chunks_total
-            if last:
-                t.crc32 = f"{t.crc:08x}"
             flags = ChunkFlag.LAST if last else ChunkFlag.NONE
             crc = t.crc if last else 0
             tid, offset = t.transfer_id, t.next_offset

@@ -220,8 +220,7 @@ def _words_sum(payload: bytes | bytearray | memoryview) -> int:
     n = len(payload)
     if n < _NUMPY_MIN:
         return int.from_bytes(payload, "big") % 0xFFFF
-    dt = _LE32 if n % 4 == 0 else _LE16
-    return int(np.frombuffer(payload, dtype=dt).sum(dtype=np.uint64)) * 256 % 0xFFFF
+    return payload_sums(payload, n)[0]
 
 
 def _udp_checksum(

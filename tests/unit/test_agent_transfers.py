@@ -51,7 +51,7 @@ def test_no_dead_peer_while_the_handshake_is_pending_but_the_deadline_still_hold
 
 def test_receipts_finish_transfers_and_strays_are_told_apart() -> None:
     book, t = _book(_conn())
-    t.chunks_total, t.chunks_acked, t.crc32 = 1, 1, "0badc0de"
+    t.chunks_total, t.chunks_posted, t.chunks_acked, t.crc = 1, 1, 1, 0x0BADC0DE
     assert book.on_receipt("uth2", 7, True, 10_000, 0x0BADC0DE) is None  # wrong peer
     assert book.on_receipt("uth3", 8, True, 10_000, 0x0BADC0DE) is None  # unknown transfer
     assert book.on_receipt("uth3", 7, True, 10_000, 0x0BADC0DE) is True
