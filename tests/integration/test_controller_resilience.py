@@ -168,16 +168,26 @@ def test_killed_shim_is_reported_and_resynced_after_restart(testbed: Any) -> Non
         def health() -> Any:
             return {s.switch: s for s in tb.controller.health().switches}[name]
 
+        def restarts() -> int:
+            return {h.name: h for h in tb.health()}[name].restarts
+
         pushes = health().pipeline_pushes
+        restarted = restarts()
         node = tb.net.get(name)
-        os.kill(node.shim.pid, signal.SIGKILL)
-        wait_until(lambda: not health().reachable, "the controller to see the shim gone")
-        through = [p for p in tb.controller.paths(SRC, DST) if any(h.node == name for h in p.hops)]
-        assert through and all(p.status == "unreachable" for p in through), through
-        with pytest.raises(grpc.RpcError) as err:
-            tb.controller.inject("blackhole", f"{PREFIX}t0p0n0-{name}")
-        assert err.value.code() == grpc.StatusCode.UNAVAILABLE and name in (err.value.details() or "")
-        node.restart_shim()  # what the supervisor does: same command, empty tables
+        # supervision paused while the dead switch is looked at: the supervisor would restart
+        # it within its poll interval, before the controller has even noticed it gone
+        tb.supervisor.stop()
+        try:
+            os.kill(node.shim.pid, signal.SIGKILL)
+            wait_until(lambda: not health().reachable, "the controller to see the shim gone")
+            through = [p for p in tb.controller.paths(SRC, DST) if any(h.node == name for h in p.hops)]
+            assert through and all(p.status == "unreachable" for p in through), through
+            with pytest.raises(grpc.RpcError) as err:
+                tb.controller.inject("blackhole", f"{PREFIX}t0p0n0-{name}")
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE and name in (err.value.details() or "")
+        finally:
+            tb.supervisor.start()  # it finds the shim dead and restarts it: same command, empty tables
+        wait_until(lambda: restarts() == restarted + 1, "the supervisor to restart the shim")
         wait_until(lambda: health().primary, "the controller to re-sync the restarted shim")
         assert shim_entries(tb, name) == before
         assert health().pipeline_pushes == pushes + 1
