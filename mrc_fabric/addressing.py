@@ -13,13 +13,14 @@ import enum
 import ipaddress
 from dataclasses import dataclass
 from ipaddress import IPv6Address, IPv6Network
+from typing import Final
 
 DEFAULT_BLOCK = IPv6Network("fcbb:bb00::/32")
 USID_BITS = 16
 MAX_USIDS = 6  # F3216: a /32 block leaves 96 bits = six 16-bit uSIDs
 MAX_PLANES = 16
 MAX_INDEX = 1024
-MRC_UDP_PORT = 4791
+MRC_UDP_PORT: Final = 4791
 
 
 class Tier(enum.IntEnum):

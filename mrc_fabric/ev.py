@@ -15,20 +15,21 @@ agent and the tools decode EV bits through it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from mrc_fabric.addressing import MAX_INDEX, MAX_PLANES, AddressingError
 
-ENTROPY_BITS = 18
-ENTROPY_MASK = (1 << ENTROPY_BITS) - 1
-PLANE_SHIFT = 28
-T1_SHIFT = ENTROPY_BITS
-T1_MASK = 0x3FF
+ENTROPY_BITS: Final = 18
+ENTROPY_MASK: Final = (1 << ENTROPY_BITS) - 1
+PLANE_SHIFT: Final = 28
+T1_SHIFT: Final = ENTROPY_BITS
+T1_MASK: Final = 0x3FF
 
-SPORT_EV_BITS = 14  # low EV bits carried in the UDP source port
-SPORT_EV_MASK = (1 << SPORT_EV_BITS) - 1  # 0x3FFF
-SPORT_BASE = 0xC000  # every MRC source port is in 0xC000..0xFFFF
-FLOW_LABEL_BITS = 32 - SPORT_EV_BITS  # 18 high EV bits in the 20-bit flow label
-FLOW_LABEL_EV_MASK = (1 << FLOW_LABEL_BITS) - 1
+SPORT_EV_BITS: Final = 14  # low EV bits carried in the UDP source port
+SPORT_EV_MASK: Final = (1 << SPORT_EV_BITS) - 1  # 0x3FFF
+SPORT_BASE: Final = 0xC000  # every MRC source port is in 0xC000..0xFFFF
+FLOW_LABEL_BITS: Final = 32 - SPORT_EV_BITS  # 18 high EV bits in the 20-bit flow label
+FLOW_LABEL_EV_MASK: Final = (1 << FLOW_LABEL_BITS) - 1
 
 
 class EvWireError(ValueError):

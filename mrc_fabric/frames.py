@@ -8,9 +8,11 @@ and host ports get an MTU (the IPv6 packet size Linux calls MTU) that fits a RoC
 
 from __future__ import annotations
 
-DATA_OVERHEAD = 40 + 40 + 8 + 12 + 16 + 16 + 4  # 136 bytes of headers and ICRC per DATA packet
-DEFAULT_PAYLOAD = 4096  # bytes of RDMA payload per DATA packet, as RoCE NICs use
-FABRIC_MTU = DEFAULT_PAYLOAD + DATA_OVERHEAD  # 4232: every link and host port of the fabric
+from typing import Final
+
+DATA_OVERHEAD: Final = 40 + 40 + 8 + 12 + 16 + 16 + 4  # 136 bytes of headers and ICRC per DATA packet
+DEFAULT_PAYLOAD: Final = 4096  # bytes of RDMA payload per DATA packet, as RoCE NICs use
+FABRIC_MTU: Final = DEFAULT_PAYLOAD + DATA_OVERHEAD  # 4232: every link and host port of the fabric
 
 
 def payload_for_mtu(mtu: int) -> int:

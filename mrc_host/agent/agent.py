@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from mrc_fabric.frames import DEFAULT_PAYLOAD
 from mrc_fabric.hostconfig import HostConfig
@@ -63,17 +63,17 @@ from .transfers import TransferBook
 
 log = logging.getLogger("mrc.agent")
 
-TICK_S = 0.1  # handshakes, deadlines and progress lines are looked at this often
-DEFAULT_BASE_RTT_US = 10_000  # Python agents on a shared CPU: see docs/agent.md, 'Timers'
-DEFAULT_WINDOW = 0  # 0: DEFAULT_WINDOW_PACKETS payloads (see _transport)
-DEFAULT_WINDOW_PACKETS = 64  # CC maximum in payloads: see docs/agent.md, "Timers and window"
-DEFAULT_PSN_WINDOW = 1 << 14  # PSNs a sender may have past its oldest unacknowledged one
-DEFAULT_ACK_EVERY = 8  # one SACK per this many in-order DATA packets (or the ACK delay)
-INITIAL_RTO_NS = 200_000_000
-CONNECT_INTERVAL_NS = 200_000_000  # a CONNECT is repeated this often until answered ...
-DEFAULT_CONNECT_TIMEOUT_S = 5.0  # ... for this long, then the peer is reported dead
-DEFAULT_PEER_TIMEOUT_S = 10.0  # no acknowledgement for this long: the peer is reported dead
-DEFAULT_DEADLINE_S = 600.0  # a transfer not finished by then ends with an error
+TICK_S: Final = 0.1  # handshakes, deadlines and progress lines are looked at this often
+DEFAULT_BASE_RTT_US: Final = 10_000  # Python agents on a shared CPU: see docs/agent.md, 'Timers'
+DEFAULT_WINDOW: Final = 0  # 0: DEFAULT_WINDOW_PACKETS payloads (see _transport)
+DEFAULT_WINDOW_PACKETS: Final = 64  # CC maximum in payloads: see docs/agent.md, "Timers and window"
+DEFAULT_PSN_WINDOW: Final = 1 << 14  # PSNs a sender may have past its oldest unacknowledged one
+DEFAULT_ACK_EVERY: Final = 8  # one SACK per this many in-order DATA packets (or the ACK delay)
+INITIAL_RTO_NS: Final = 200_000_000
+CONNECT_INTERVAL_NS: Final = 200_000_000  # a CONNECT is repeated this often until answered ...
+DEFAULT_CONNECT_TIMEOUT_S: Final = 5.0  # ... for this long, then the peer is reported dead
+DEFAULT_PEER_TIMEOUT_S: Final = 10.0  # no acknowledgement for this long: the peer is reported dead
+DEFAULT_DEADLINE_S: Final = 600.0  # a transfer not finished by then ends with an error
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from mrc_fabric.ev import EV, ev_plane, ev_t1
 from mrc_host.core import Action, Endpoint, EvStateChanged, TransportConfig
@@ -38,10 +38,10 @@ from .payload import (
     slot_vaddr,
 )
 
-EV_HISTORY = 200
+EV_HISTORY: Final = 200
 # WRITEs handed to the core at once: enough to keep a window of chunks in flight, few enough
 # that preparing them (pattern, hash, copy) is no long stall; never more than the ring holds
-MAX_POSTED = min(4, RING_SLOTS)
+MAX_POSTED: Final = min(4, RING_SLOTS)
 
 
 @dataclass
@@ -86,7 +86,7 @@ class Transfer:
 
 # the core's own connection failures (ConnectionFailed), said as the user sees them; anything
 # else is the peer's NACK of a write
-_FAILURE_TEXT = {
+_FAILURE_TEXT: Final = {
     "RETRY_EXCEEDED": "peer {peer} stopped answering: {reason} (retry_cnt timeouts in a row)",
     "NO_USABLE_PATH": "no usable path to {peer}: {reason} (no EV allowed to carry the work)",
 }

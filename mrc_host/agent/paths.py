@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address, IPv6Network
+from typing import Final
 
 from mrc_fabric.addressing import MAX_INDEX
 from mrc_fabric.frames import payload_for_mtu
@@ -26,17 +27,17 @@ from mrc_host.wire.codec import FrameEncoder
 from mrc_host.wire.layers import FrameAddressing
 
 # QP number (24 bits) = role(1) | mode(2) | data sender index(10) | data receiver index(10)
-ROLE_SHIFT = 22
-MODE_SHIFT = 20
-SRC_SHIFT = 10
-INDEX_MASK = MAX_INDEX - 1
-MODE_CODES: dict[Mode, int] = {Mode.MRC: 0, Mode.SINGLE_PATH: 1, Mode.ECMP: 2}
-MODES_BY_CODE = {v: k for k, v in MODE_CODES.items()}
-ROLE_SENDER = 1  # the QP end that sends DATA (and receives SACK/NACK)
-ROLE_RECEIVER = 0  # the QP end that places DATA in its region
+ROLE_SHIFT: Final = 22
+MODE_SHIFT: Final = 20
+SRC_SHIFT: Final = 10
+INDEX_MASK: Final = MAX_INDEX - 1
+MODE_CODES: Final[dict[Mode, int]] = {Mode.MRC: 0, Mode.SINGLE_PATH: 1, Mode.ECMP: 2}
+MODES_BY_CODE: Final = {v: k for k, v in MODE_CODES.items()}
+ROLE_SENDER: Final = 1  # the QP end that sends DATA (and receives SACK/NACK)
+ROLE_RECEIVER: Final = 0  # the QP end that places DATA in its region
 
 
-RX_BASE_VADDR = 0x1_0000_0000  # virtual address of byte 0 of every receive ring
+RX_BASE_VADDR: Final = 0x1_0000_0000  # virtual address of byte 0 of every receive ring
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,18 +27,19 @@ import random
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Final
 
 from mrc_host.wire.codec import crc32 as _crc32
 
-RING_SLOTS = 16
-SLOT_BYTES = 1 << 20
-RING_BYTES = RING_SLOTS * SLOT_BYTES
-MAGIC = b"MRCT"
-VERSION = 1
-PERIOD = (1 << 20) + 61  # longer than any chunk, and not a power of two, so chunks differ
-_HEADER = struct.Struct(">4sBBHQQII QQI28x".replace(" ", ""))
-HEADER_BYTES = _HEADER.size  # 80
-CHUNK_DATA_BYTES = SLOT_BYTES - HEADER_BYTES
+RING_SLOTS: Final = 16
+SLOT_BYTES: Final = 1 << 20
+RING_BYTES: Final = RING_SLOTS * SLOT_BYTES
+MAGIC: Final = b"MRCT"
+VERSION: Final = 1
+PERIOD: Final = (1 << 20) + 61  # longer than any chunk, and not a power of two, so chunks differ
+_HEADER: Final = struct.Struct(">4sBBHQQII QQI28x".replace(" ", ""))
+HEADER_BYTES: Final = _HEADER.size  # 80
+CHUNK_DATA_BYTES: Final = SLOT_BYTES - HEADER_BYTES
 
 
 class ChunkKind(enum.IntEnum):

@@ -14,13 +14,13 @@ import selectors
 import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final
 
 from .netio import open_port_socket, socket_drops
 
 log = logging.getLogger("mrc.agent")
 
-RX_BATCH = 64  # rounds of reading (one frame per ready port) before the loop looks at timers
+RX_BATCH: Final = 64  # rounds of reading (one frame per ready port) before the loop looks at timers
 
 
 @dataclass

@@ -30,7 +30,7 @@ import struct
 import threading
 from collections.abc import Callable
 from ipaddress import IPv6Address
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -84,30 +84,30 @@ __all__ = [
 ]
 
 # Header sizes and offsets (bytes).
-ETH_LEN = 14
-IP6_LEN = 40
-UDP_LEN = 8
-BTH_LEN = 12
-ICRC_LEN = 4
-OUTER_OFF = ETH_LEN  # 14
-INNER_OFF = OUTER_OFF + IP6_LEN  # 54
-UDP_OFF = INNER_OFF + IP6_LEN  # 94
-BTH_OFF = UDP_OFF + UDP_LEN  # 102
-OPHDR_OFF = BTH_OFF + BTH_LEN  # 114
-RETH_LEN = 16
-MRC_DATA_LEN = 16
-DATA_HDR_LEN = RETH_LEN + MRC_DATA_LEN  # per-opcode header of DATA
-SACK_LEN = 32
-NACK_LEN = 12
-PROBE_LEN = 20
-PROBE_ACK_LEN = 20
-CONNECT_LEN = 16
-CONNECT_ACK_LEN = 16
-DATA_HDR_END = OPHDR_OFF + DATA_HDR_LEN  # 146: where the payload starts; a trimmed frame's length
-MAX_FRAME = DATA_HDR_END + MAX_PAYLOAD + ICRC_LEN
-ETHERTYPE_IPV6 = b"\x86\xdd"
+ETH_LEN: Final = 14
+IP6_LEN: Final = 40
+UDP_LEN: Final = 8
+BTH_LEN: Final = 12
+ICRC_LEN: Final = 4
+OUTER_OFF: Final = ETH_LEN  # 14
+INNER_OFF: Final = OUTER_OFF + IP6_LEN  # 54
+UDP_OFF: Final = INNER_OFF + IP6_LEN  # 94
+BTH_OFF: Final = UDP_OFF + UDP_LEN  # 102
+OPHDR_OFF: Final = BTH_OFF + BTH_LEN  # 114
+RETH_LEN: Final = 16
+MRC_DATA_LEN: Final = 16
+DATA_HDR_LEN: Final = RETH_LEN + MRC_DATA_LEN  # per-opcode header of DATA
+SACK_LEN: Final = 32
+NACK_LEN: Final = 12
+PROBE_LEN: Final = 20
+PROBE_ACK_LEN: Final = 20
+CONNECT_LEN: Final = 16
+CONNECT_ACK_LEN: Final = 16
+DATA_HDR_END: Final = OPHDR_OFF + DATA_HDR_LEN  # 146: where the payload starts; a trimmed frame's length
+MAX_FRAME: Final = DATA_HDR_END + MAX_PAYLOAD + ICRC_LEN
+ETHERTYPE_IPV6: Final = b"\x86\xdd"
 
-REASONS = (
+REASONS: Final = (
     "truncated",  # a header is cut short, or the frame ends before its IPv6/UDP length says
     "not_ipv6",  # EtherType is not IPv6 or an IP version field is not 6
     "not_mrc",  # outer next header not 41, inner not 17 (UDP), or UDP dport not 4791
@@ -120,43 +120,43 @@ REASONS = (
 )
 
 # struct layouts, offsets relative to the header they start at.
-_IP6 = struct.Struct(">IHBB")  # version|tc|flow label, payload length, next header, hop limit
-_VTF_PLEN = struct.Struct(">IH")
-_U16 = struct.Struct(">H")
-_UDP_BTH = struct.Struct(">HHHHBBHII")  # sport dport len csum | opcode flags pkey (rsv|qp) (ack|psn)
-_DATA = struct.Struct(">QIIIHHQ")  # RETH va rkey dlen | msg_id flags reserved send_ts
-_SACK = struct.Struct(">IIQIBBHQ")  # cum bse bitmap echo_ev flags rsv port_status echo_ts
-_NACK = struct.Struct(">IBxxxI")  # psn reason echo_ev
-_PROBE = struct.Struct(">IIQI")  # probe_id ev_under_test send_ts reply_ev
-_PROBE_ACK = struct.Struct(">IIQHxx")  # probe_id ev_under_test echo_ts port_status
-_CONNECT = struct.Struct(">IIQ")  # (status|initial_psn) (reserved|rkey) nonce
-_ICRC = struct.Struct("<I")
-_TAIL_DATA = struct.Struct(">HHHHBBHIIQIIIHHQ")  # UDP + BTH + RETH + MRC data header
-_TAIL_SACK = struct.Struct(">HHHHBBHIIIIQIBBHQ")
-_TAIL_NACK = struct.Struct(">HHHHBBHIIIBxxxI")
-_TAIL_PROBE = struct.Struct(">HHHHBBHIIIIQI")
-_TAIL_PROBE_ACK = struct.Struct(">HHHHBBHIIIIQHxx")
-_TAIL_CONNECT = struct.Struct(">HHHHBBHIIIIQ")
-_CSUM_OFF = UDP_OFF + 6  # UDP checksum
-_LE16 = np.dtype("<u2")
-_LE32 = np.dtype("<u4")
-_NUMPY_MIN = 256  # below this a payload's sum is cheaper as one big integer
+_IP6: Final = struct.Struct(">IHBB")  # version|tc|flow label, payload length, next header, hop limit
+_VTF_PLEN: Final = struct.Struct(">IH")
+_U16: Final = struct.Struct(">H")
+_UDP_BTH: Final = struct.Struct(">HHHHBBHII")  # sport dport len csum | opcode flags pkey (rsv|qp) (ack|psn)
+_DATA: Final = struct.Struct(">QIIIHHQ")  # RETH va rkey dlen | msg_id flags reserved send_ts
+_SACK: Final = struct.Struct(">IIQIBBHQ")  # cum bse bitmap echo_ev flags rsv port_status echo_ts
+_NACK: Final = struct.Struct(">IBxxxI")  # psn reason echo_ev
+_PROBE: Final = struct.Struct(">IIQI")  # probe_id ev_under_test send_ts reply_ev
+_PROBE_ACK: Final = struct.Struct(">IIQHxx")  # probe_id ev_under_test echo_ts port_status
+_CONNECT: Final = struct.Struct(">IIQ")  # (status|initial_psn) (reserved|rkey) nonce
+_ICRC: Final = struct.Struct("<I")
+_TAIL_DATA: Final = struct.Struct(">HHHHBBHIIQIIIHHQ")  # UDP + BTH + RETH + MRC data header
+_TAIL_SACK: Final = struct.Struct(">HHHHBBHIIIIQIBBHQ")
+_TAIL_NACK: Final = struct.Struct(">HHHHBBHIIIBxxxI")
+_TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
+_TAIL_PROBE_ACK: Final = struct.Struct(">HHHHBBHIIIIQHxx")
+_TAIL_CONNECT: Final = struct.Struct(">HHHHBBHIIIIQ")
+_CSUM_OFF: Final = UDP_OFF + 6  # UDP checksum
+_LE16: Final = np.dtype("<u2")
+_LE32: Final = np.dtype("<u4")
+_NUMPY_MIN: Final = 256  # below this a payload's sum is cheaper as one big integer
 
-_CRC_LRH = crc32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
-_ICRC_MASKED = IP6_LEN + UDP_LEN + 5  # inner IPv6 + UDP + BTH up to its FECN/BECN byte
-_BTH_MASK_QPW = 0xFF000000  # FECN, BECN and reserved bits set to one in the ICRC pseudo header
+_CRC_LRH: Final = crc32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
+_ICRC_MASKED: Final = IP6_LEN + UDP_LEN + 5  # inner IPv6 + UDP + BTH up to its FECN/BECN byte
+_BTH_MASK_QPW: Final = 0xFF000000  # FECN, BECN and reserved bits set to one in the ICRC pseudo header
 
-_DATA_OPS = {
+_DATA_OPS: Final = {
     int(op): op for op in (Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 }
-_NACK_REASONS = {int(r): r for r in NackReason}
-_CONNECT_STATUS = {int(s): s for s in ConnectStatus}
-_FL_SHIFT = SPORT_EV_BITS
-_FL_RESERVED = ((1 << 20) - 1) & ~((1 << FLOW_LABEL_BITS) - 1)  # flow-label bits no EV sets
-_DATA_FLAGS = {int(f): DataFlag(f) for f in range(4)}
-_TRIMMED = int(Dscp.TRIMMED)
-_ADDR_CACHE: dict[bytes, str] = {}
-_ADDR_CACHE_MAX = 4096
+_NACK_REASONS: Final = {int(r): r for r in NackReason}
+_CONNECT_STATUS: Final = {int(s): s for s in ConnectStatus}
+_FL_SHIFT: Final = SPORT_EV_BITS
+_FL_RESERVED: Final = ((1 << 20) - 1) & ~((1 << FLOW_LABEL_BITS) - 1)  # flow-label bits no EV sets
+_DATA_FLAGS: Final = {int(f): DataFlag(f) for f in range(4)}
+_TRIMMED: Final = int(Dscp.TRIMMED)
+_ADDR_CACHE: Final[dict[bytes, str]] = {}
+_ADDR_CACHE_MAX: Final = 4096
 
 
 def _addr_text(raw: bytes) -> str:
@@ -415,7 +415,7 @@ class FrameEncoder:
         return self._encode_ctrl(ConnectAck, m, carrier16, _TAIL_CONNECT, psn, fields)
 
 
-_THREAD = threading.local()  # encoders patch scratch buffers: one cache per thread
+_THREAD: Final = threading.local()  # encoders patch scratch buffers: one cache per thread
 
 
 def _carrier_bytes(carrier: IPv6Address | bytes | str) -> bytes:
