@@ -160,9 +160,8 @@ class Connection:
 
     def encode(self, msg: Any) -> tuple[int, bytes]:
         """(plane, frame) for a message the core asked to transmit."""
-        ev = msg.meta.ev
-        plane = ev_plane(ev)
-        return plane, self.encoders[plane].encode(msg, self.peer.carrier(ev))
+        plane, encoder, carrier = self.peer.route(msg.meta.ev)
+        return plane, encoder.encode(msg, carrier)
 
     def note_ev_change(self, ch: EvStateChanged, now_ns: int) -> None:
         self.ev_history.append(
@@ -329,9 +328,8 @@ class SendConnection(Connection):
                 k, rem = divmod(msg.vaddr - base, mtu)
                 # only a payload that is exactly that piece (a stale or foreign id is summed anew)
                 if rem == 0 and 0 <= k < len(sums) and len(msg.payload) == min(mtu, length - k * mtu):
-                    ev = msg.meta.ev
-                    plane = ev_plane(ev)
-                    return plane, self.encoders[plane].encode_data(msg, self.peer.carrier(ev), sums[k])
+                    plane, encoder, carrier = self.peer.route(msg.meta.ev)
+                    return plane, encoder.encode_data(msg, carrier, sums[k])
         return super().encode(msg)
 
     def on_sent(self, msg_id: int, ok: bool, reason: str, now_ns: int) -> Transfer | None:

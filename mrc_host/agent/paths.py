@@ -20,6 +20,7 @@ from ipaddress import IPv6Address, IPv6Network
 from typing import Final
 
 from mrc_fabric.addressing import MAX_INDEX
+from mrc_fabric.ev import ev_plane
 from mrc_fabric.frames import payload_for_mtu
 from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig
 from mrc_host.core import Mode, PathSpace
@@ -37,6 +38,7 @@ ROLE_SENDER: Final = 1  # the QP end that sends DATA (and receives SACK/NACK)
 ROLE_RECEIVER: Final = 0  # the QP end that places DATA in its region
 
 
+ROUTE_CACHE_MAX: Final = 4096  # EVs whose carrier and route a peer's entry keeps
 RX_BASE_VADDR: Final = 0x1_0000_0000  # virtual address of byte 0 of every receive ring
 
 
@@ -94,13 +96,28 @@ class PeerPaths:
     encoders: list[FrameEncoder]  # per plane; shared by every connection to this peer
     addresses: frozenset[str] = frozenset()  # the peer's NIC port addresses (inner source)
     _carriers: dict[int, bytes] = field(default_factory=dict)
+    _routes: dict[int, tuple[int, FrameEncoder, bytes]] = field(default_factory=dict)
 
     def carrier(self, ev: int) -> bytes:
         """16-byte outer destination of ``ev`` (cached: the template is applied once per EV)."""
         c = self._carriers.get(ev)
         if c is None:
+            if len(self._carriers) >= ROUTE_CACHE_MAX:  # EVs a peer's CONNECTs name are its choice
+                self._carriers.clear()
             c = self._carriers[ev] = self.template.carrier(ev, self.block).packed
         return c
+
+    def route(self, ev: int) -> tuple[int, FrameEncoder, bytes]:
+        """(plane, that plane's encoder, outer destination) of ``ev``: what sending a frame on
+        ``ev`` needs, worked out once per EV rather than once per packet. IndexError for an
+        EV whose plane this host has no port in."""
+        r = self._routes.get(ev)
+        if r is None:
+            plane = ev_plane(ev)
+            if len(self._routes) >= ROUTE_CACHE_MAX:
+                self._routes.clear()
+            r = self._routes[ev] = (plane, self.encoders[plane], self.carrier(ev))
+        return r
 
 
 class HostPaths:

@@ -132,6 +132,9 @@ _PROBE_ACK: Final = struct.Struct(">IIQHxx")  # probe_id ev_under_test echo_ts p
 _CONNECT: Final = struct.Struct(">IIQ")  # (status|initial_psn) (reserved|rkey) nonce
 _ICRC: Final = struct.Struct("<I")
 _TAIL_DATA: Final = struct.Struct(">HHHHBBHIIQIIIHHQ")  # UDP + BTH + RETH + MRC data header
+# a DATA frame's headers after Ethernet in one call: outer IPv6 (its source, the carrier),
+# inner IPv6 (its addresses), then _TAIL_DATA
+_HDR_DATA: Final = struct.Struct(">IHBB16s16sIHBB32sHHHHBBHIIQIIIHHQ")
 _TAIL_SACK: Final = struct.Struct(">HHHHBBHIIIIQIBBHQ")
 _TAIL_NACK: Final = struct.Struct(">HHHHBBHIIIBxxxI")
 _TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
@@ -144,6 +147,10 @@ _NUMPY_MIN: Final = 256  # below this a payload's sum is cheaper as one big inte
 
 _CRC_LRH: Final = crc32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
 _ICRC_MASKED: Final = IP6_LEN + UDP_LEN + 5  # inner IPv6 + UDP + BTH up to its FECN/BECN byte
+# the masked fields of those 53 bytes: traffic class and flow label, hop limit, UDP checksum,
+# the BTH's FECN/BECN/reserved byte; _ICRC_KEEP clears them, _ICRC_SET makes them all ones
+_ICRC_SET: Final = (0x0FFFFFFF << 392) | (0xFF << 360) | (0xFFFF << 40) | 0xFF
+_ICRC_KEEP: Final = ((1 << 424) - 1) ^ _ICRC_SET
 _BTH_MASK_QPW: Final = 0xFF000000  # FECN, BECN and reserved bits set to one in the ICRC pseudo header
 
 _DATA_OPS: Final = {
@@ -173,13 +180,12 @@ def compute_icrc(packet: bytes | bytearray | memoryview) -> int:
 
     Masked as RoCEv2 says (layers.py docstring). The value goes on the wire little-endian.
     """
-    # only the first 53 bytes hold masked fields: copy and mask those, CRC the rest in place
-    m = bytearray(packet[:_ICRC_MASKED])
-    m[0:4] = b"\x6f\xff\xff\xff"  # version 6, traffic class and flow label all ones
-    m[7] = 0xFF  # hop limit
-    m[46:48] = b"\xff\xff"  # UDP checksum
-    m[52] = 0xFF  # BTH FECN/BECN/reserved
-    return crc32(memoryview(packet)[_ICRC_MASKED:], crc32(m, _CRC_LRH))
+    if len(packet) < _ICRC_MASKED:
+        raise ValueError(f"packet of {len(packet)} B is shorter than the ICRC's masked headers")
+    # only the first 53 bytes hold masked fields: masked as one integer (cheaper than a copy
+    # patched field by field), the rest CRC'd in place
+    head = int.from_bytes(packet[:_ICRC_MASKED], "big") & _ICRC_KEEP | _ICRC_SET
+    return crc32(memoryview(packet)[_ICRC_MASKED:], crc32(head.to_bytes(_ICRC_MASKED, "big"), _CRC_LRH))
 
 
 # --------------------------------------------------------------------------- encoding
@@ -226,7 +232,7 @@ def _words_sum(payload: bytes | bytearray | memoryview) -> int:
 def _udp_checksum(
     pseudo: int,
     ulen: int,
-    hdr: bytes | bytearray | memoryview,
+    hdr_sum: int,
     payload: bytes,
     icrc: bytes,
     payload_sum: int = -1,
@@ -234,15 +240,16 @@ def _udp_checksum(
     """UDP checksum (RFC 768 over the IPv6 pseudo header, RFC 8200) of hdr + payload + icrc.
 
     ``pseudo`` is the sum of the inner source and destination addresses mod 0xFFFF and
-    ``hdr`` starts at the UDP header with a zero checksum field. Uses 2**16 = 1 (mod 0xFFFF):
-    the one's-complement sum of 16-bit words is the big-endian integer of the bytes mod
-    0xFFFF, so each piece is summed by one ``int.from_bytes`` (C speed) or numpy and the
-    pieces are joined by their length parity. ``payload_sum`` is the payload's own sum when
-    the caller has it already (``payload_sums``), -1 otherwise. Never returns 0 (0 is sent
-    as 0xFFFF).
+    ``hdr_sum`` that of the headers from UDP on (an even length) with a zero checksum field:
+    ``int.from_bytes(hdr, "big") % 0xFFFF``, or the same worked out from the field values.
+    Uses 2**16 = 1 (mod 0xFFFF): the one's-complement sum of 16-bit words is the big-endian
+    integer of the bytes mod 0xFFFF, so each piece is summed by one ``int.from_bytes`` (C
+    speed) or numpy and the pieces are joined by their length parity. ``payload_sum`` is
+    the payload's own sum when the caller has it already (``payload_sums``), -1 otherwise.
+    Never returns 0 (0 is sent as 0xFFFF).
     """
     odd = len(payload) & 1
-    total = int.from_bytes(hdr, "big") % 0xFFFF
+    total = hdr_sum
     if odd:  # the payload (and the ICRC after it) start on an odd byte
         total = total * 256 + int.from_bytes(payload, "big") % 0xFFFF
         total = total + int.from_bytes(icrc, "big")
@@ -280,6 +287,14 @@ class FrameEncoder:
             self._mask[type(sample)] = mask
         inner = hdr[INNER_OFF + 8 : INNER_OFF + 40]  # inner source + destination addresses
         self._pseudo = int.from_bytes(inner, "big") % 0xFFFF
+        # what every DATA frame repeats from the template (next headers, hop limits, addresses)
+        data = self._hdr[DataPacket]
+        self._data_hdr = data
+        self._data_mask = self._mask[DataPacket]
+        self._outer_nh, self._outer_hl = data[OUTER_OFF + 6], data[OUTER_OFF + 7]
+        self._outer_src = bytes(data[OUTER_OFF + 8 : OUTER_OFF + 24])
+        self._inner_nh, self._inner_hl = data[INNER_OFF + 6], data[INNER_OFF + 7]
+        self._inner_addrs = bytes(inner)
         self._encoders: dict[type, Callable[[Any, bytes], bytes]] = {
             DataPacket: self._encode_data,
             Sack: self._encode_sack,
@@ -332,26 +347,31 @@ class FrameEncoder:
         vtf = self._vtf(m.meta)
         ulen = UDP_LEN + BTH_LEN + DATA_HDR_LEN + n + ICRC_LEN
         sport = SPORT_BASE | (m.meta.ev & SPORT_EV_MASK)
-        hdr = self._hdr[DataPacket]
-        mask = self._mask[DataPacket]
+        hdr = self._data_hdr
+        mask = self._data_mask
         psnw = psn | 0x80000000 if m.ack_req else psn
         va, rkey, msg_id, flags, ts = m.vaddr, m.rkey, m.msg_id, m.flags, m.send_ts
         op = m.opcode
-        _VTF_PLEN.pack_into(hdr, OUTER_OFF, vtf, ulen + IP6_LEN)
-        hdr[38:54] = carrier16
-        _VTF_PLEN.pack_into(hdr, INNER_OFF, vtf, ulen)
-        _TAIL_DATA.pack_into(
-            hdr, UDP_OFF, sport, MRC_UDP_PORT, ulen, 0, op, 0, 0xFFFF, qp, psnw,
-            va, rkey, n, msg_id, flags, 0, ts,
+        _HDR_DATA.pack_into(
+            hdr, OUTER_OFF, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
+            vtf, ulen, self._inner_nh, self._inner_hl, self._inner_addrs,
+            sport, MRC_UDP_PORT, ulen, 0, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, 0, ts,
         )  # fmt: skip
         _U16.pack_into(mask, 4, ulen)
         _TAIL_DATA.pack_into(
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psnw,
             va, rkey, n, msg_id, flags, 0, ts,
         )  # fmt: skip
-        icrc = _ICRC.pack(crc32(payload, crc32(mask, _CRC_LRH)))
-        udp = memoryview(hdr)[UDP_OFF:]
-        _U16.pack_into(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, udp, payload, icrc, payload_sum))
+        crc = crc32(payload, crc32(mask, _CRC_LRH))
+        icrc = _ICRC.pack(crc)
+        # the headers' share of the checksum from the field values (2**16 = 1 mod 0xFFFF: a
+        # big-endian field at an even offset counts as its value); the pack above has already
+        # refused any value too wide for its field
+        hdr_sum = (
+            sport + MRC_UDP_PORT + ulen + (op << 8) + 0xFFFF + qp + psnw
+            + va % 0xFFFF + rkey + n + msg_id + flags + ts % 0xFFFF
+        ) % 0xFFFF  # fmt: skip
+        _U16.pack_into(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, icrc, payload_sum))
         frame = b"".join((hdr, payload, icrc))
         _U16.pack_into(hdr, _CSUM_OFF, 0)  # the template keeps a zero checksum for the next sum
         return frame
@@ -377,7 +397,9 @@ class FrameEncoder:
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psn, *fields
         )
         icrc = _ICRC.pack(crc32(mask, _CRC_LRH))
-        csum = _udp_checksum(self._pseudo, ulen, memoryview(hdr)[UDP_OFF:], b"", icrc)
+        csum = _udp_checksum(
+            self._pseudo, ulen, int.from_bytes(memoryview(hdr)[UDP_OFF:], "big") % 0xFFFF, b"", icrc
+        )
         _U16.pack_into(hdr, _CSUM_OFF, csum)
         frame = bytes(hdr) + icrc
         _U16.pack_into(hdr, _CSUM_OFF, 0)
