@@ -147,10 +147,6 @@ _NUMPY_MIN: Final = 256  # below this a payload's sum is cheaper as one big inte
 
 _CRC_LRH: Final = crc32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
 _ICRC_MASKED: Final = IP6_LEN + UDP_LEN + 5  # inner IPv6 + UDP + BTH up to its FECN/BECN byte
-# the masked fields of those 53 bytes: traffic class and flow label, hop limit, UDP checksum,
-# the BTH's FECN/BECN/reserved byte; _ICRC_KEEP clears them, _ICRC_SET makes them all ones
-_ICRC_SET: Final = (0x0FFFFFFF << 392) | (0xFF << 360) | (0xFFFF << 40) | 0xFF
-_ICRC_KEEP: Final = ((1 << 424) - 1) ^ _ICRC_SET
 _BTH_MASK_QPW: Final = 0xFF000000  # FECN, BECN and reserved bits set to one in the ICRC pseudo header
 
 _DATA_OPS: Final = {
@@ -180,12 +176,13 @@ def compute_icrc(packet: bytes | bytearray | memoryview) -> int:
 
     Masked as RoCEv2 says (layers.py docstring). The value goes on the wire little-endian.
     """
-    if len(packet) < _ICRC_MASKED:
-        raise ValueError(f"packet of {len(packet)} B is shorter than the ICRC's masked headers")
-    # only the first 53 bytes hold masked fields: masked as one integer (cheaper than a copy
-    # patched field by field), the rest CRC'd in place
-    head = int.from_bytes(packet[:_ICRC_MASKED], "big") & _ICRC_KEEP | _ICRC_SET
-    return crc32(memoryview(packet)[_ICRC_MASKED:], crc32(head.to_bytes(_ICRC_MASKED, "big"), _CRC_LRH))
+    # only the first 53 bytes hold masked fields: copy and mask those, CRC the rest in place
+    m = bytearray(packet[:_ICRC_MASKED])
+    m[0:4] = b"\x6f\xff\xff\xff"  # version 6, traffic class and flow label all ones
+    m[7] = 0xFF  # hop limit
+    m[46:48] = b"\xff\xff"  # UDP checksum
+    m[52] = 0xFF  # BTH FECN/BECN/reserved
+    return crc32(memoryview(packet)[_ICRC_MASKED:], crc32(m, _CRC_LRH))
 
 
 # --------------------------------------------------------------------------- encoding
