@@ -296,14 +296,14 @@ class SendConnection(Connection):
                 break
             t = self.queue[0]
             length = min(CHUNK_DATA_BYTES, t.size - t.next_offset)
-            data = Pattern(t.seed).slice(t.next_offset, length)
+            data = Pattern(t.seed).view(t.next_offset, length)
             t.crc = crc32(data, t.crc)
             last = t.chunks_posted + 1 >= t.chunks_total
             flags = ChunkFlag.LAST if last else ChunkFlag.NONE
             crc = t.crc if last else 0
             tid, offset = t.transfer_id, t.next_offset
             hdr = ChunkHeader(ChunkKind.DATA, flags, tid, offset, length, t.size, t.seed, crc)
-            out += self._post(hdr.pack() + data, t, length, now_ns)
+            out += self._post(b"".join((hdr.pack(), data)), t, length, now_ns)  # one copy
             t.next_offset += length
             t.chunks_posted += 1
             if last:

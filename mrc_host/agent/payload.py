@@ -104,10 +104,19 @@ class Pattern:
         self._block = _pattern_block(seed)
 
     def slice(self, offset: int, length: int) -> bytes:
+        return bytes(self.view(offset, length))
+
+    def view(self, offset: int, length: int) -> memoryview:
+        """``slice`` without the copy (a 1 MiB chunk copied costs ~50 µs)."""
         if length > PERIOD:
             raise ValueError(f"slice of {length} B is longer than the pattern period")
         start = offset % PERIOD
-        return self._block[start : start + length]
+        return memoryview(self._block)[start : start + length]
+
+    def matches(self, offset: int, data: bytes | bytearray | memoryview) -> bool:
+        """Whether ``data`` is exactly the pattern's bytes from ``offset`` on: one memcmp
+        against the block in place (``bytes.startswith`` takes any buffer), no copy."""
+        return len(data) <= PERIOD and self._block.startswith(data, offset % PERIOD)
 
     def crc32(self, size: int) -> int:
         """CRC-32 of the first ``size`` bytes (what the receiver must end up with)."""
@@ -148,12 +157,11 @@ class Verifier:
         """Check one chunk; True once the last chunk was seen."""
         if hdr.offset != self.received:
             self.out_of_order += 1
-        # bytes against bytes is one memcmp; a memoryview (what take_chunk hands us) compared
-        # with bytes goes byte by byte, ~10 ns each: 10 ms per 1 MiB chunk, 40 us per packet
-        chunk = bytes(data)
-        if chunk != self.pattern.slice(hdr.offset, hdr.length):
+        # one memcmp in place (a memoryview compared with bytes by ``==`` goes byte by byte,
+        # ~10 ns each: 10 ms per 1 MiB chunk); the CRC reads the ring in place too
+        if len(data) != hdr.length or not self.pattern.matches(hdr.offset, data):
             self.mismatched_chunks += 1
-        self.crc = _crc32(chunk, self.crc)
+        self.crc = _crc32(data, self.crc)
         self.received += hdr.length
         self.chunks += 1
         if hdr.flags & ChunkFlag.LAST:

@@ -207,12 +207,17 @@ class Endpoint:
         return self._finish(now_ns, out)
 
     def next_deadline(self) -> int | None:
-        times = [t for t in (self.sender.deadline(), self.receiver.deadline()) if t is not None]
+        """The earliest of the sender's, the receiver's and the next probe's deadline (after
+        every event: written without temporary lists)."""
+        best = self.sender.deadline()
+        t = self.receiver.deadline()
+        if t is not None and (best is None or t < best):
+            best = t
         if self._retire:
-            probe = self.evset.next_probe_deadline()
-            if probe is not None:
-                times.append(probe)
-        return min(times) if times else None
+            t = self.evset.next_probe_deadline()
+            if t is not None and (best is None or t < best):
+                best = t
+        return best
 
     # ---- internals ------------------------------------------------------------------------
     def _send_control(self, msg: Message, out: list[Action], plane: int | None = None) -> int | None:

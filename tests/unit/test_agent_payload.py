@@ -104,3 +104,23 @@ def test_empty_transfer_is_one_chunk() -> None:
     assert len(chunks) == 1
     v = Verifier(chunks[0][0])
     assert v.add(*chunks[0]) and v.ok
+
+
+def test_verifier_checks_the_ring_in_place() -> None:
+    """What take_chunk hands over is a memoryview of the receive ring: compared in place,
+    past the pattern's period too, and one flipped byte or a short chunk is still caught."""
+    p = Pattern(5)
+    off = 3 * PERIOD - 100  # the block's wrap-around lies inside this chunk
+    data = bytearray(p.slice(off, 4000))
+    hdr = ChunkHeader(ChunkKind.DATA, ChunkFlag.NONE, 1, off, 4000, 10**9, 5)
+    assert p.matches(off, memoryview(data)) and not p.matches(off + 1, memoryview(data))
+    v = Verifier(hdr)
+    v.received = off
+    v.add(hdr, memoryview(data))
+    assert v.mismatched_chunks == 0 and v.out_of_order == 0
+    data[3999] ^= 0x80
+    v.received = off
+    v.add(hdr, memoryview(data))
+    v.received = off
+    v.add(hdr, memoryview(data)[:3999])  # shorter than its header says
+    assert v.mismatched_chunks == 2
