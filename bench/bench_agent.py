@@ -337,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"MTU {mtu} round {i}: raw send {c['send_frames_per_s']:.0f} frames/s, "
                       f"recv {c['recv_frames_per_s']:.0f} frames/s ({c['frame_bytes']} B frames)",
                       flush=True)  # fmt: skip
-            for label, mtu, source, extra in configs:
+            # the order turns each round: no configuration always runs first after the raw loop
+            for label, mtu, source, extra in configs[i % len(configs) :] + configs[: i % len(configs)]:
                 lab.set_mtu(mtu)
                 rs = agent_runs(lab, size, 1, modes, label, source, extra)
                 for r in rs:

@@ -30,7 +30,18 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
-from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Opcode, PathMeta, Sack
+from mrc_host.wire.messages import (
+    DataFlag,
+    DataPacket,
+    Dscp,
+    Ecn,
+    Nack,
+    NackReason,
+    Opcode,
+    PathMeta,
+    Payload,
+    Sack,
+)
 
 from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .cc_base import create_cc
@@ -59,7 +70,7 @@ _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 @dataclass(slots=True, init=False)
 class _Write:
     msg_id: int
-    data: bytes
+    data: memoryview  # of the bytes posted: packets' payloads are slices, not copies
     vaddr: int
     rkey: int
     offset: int = 0
@@ -69,7 +80,7 @@ class _Write:
     def __init__(
         self,
         msg_id: int,
-        data: bytes,
+        data: memoryview,
         vaddr: int,
         rkey: int,
         offset: int = 0,
@@ -90,7 +101,7 @@ class _TxRecord:
     seq: int
     write: _Write
     vaddr: int
-    payload: bytes
+    payload: Payload
     opcode: Opcode
     ev: int = 0
     sent_ns: int = 0
@@ -109,7 +120,7 @@ class _TxRecord:
         seq: int,
         write: _Write,
         vaddr: int,
-        payload: bytes,
+        payload: Payload,
         opcode: Opcode,
         ev: int = 0,
         sent_ns: int = 0,
@@ -208,7 +219,7 @@ class Sender:
             if out is not None:
                 out.append(MessageSent(msg_id, False, self.failed))
             return msg_id
-        w = _Write(msg_id, bytes(data), vaddr, rkey)
+        w = _Write(msg_id, memoryview(bytes(data)), vaddr, rkey)
         w.remaining = max(1, -(-len(w.data) // self.cfg.mtu))
         self.writes.append(w)
         self.c.messages_posted += 1

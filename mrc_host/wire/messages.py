@@ -95,6 +95,11 @@ class PathMeta:
         self.dst = dst
 
 
+# a DATA payload: bytes, or a read-only view of bytes (a slice of a posted write, or of the
+# received frame) so that no packet's payload is copied on its way in or out
+Payload = bytes | memoryview
+
+
 @dataclass(slots=True, init=False)
 class DataPacket:
     """RDMA WRITE packet: BTH + RETH (in every packet) + MRC data header + payload."""
@@ -103,7 +108,7 @@ class DataPacket:
     psn: int
     vaddr: int
     rkey: int
-    payload: bytes
+    payload: Payload
     msg_id: int = 0
     send_ts: int = 0  # sender clock, nanoseconds (64 bit)
     flags: DataFlag = DataFlag.NONE
@@ -118,7 +123,7 @@ class DataPacket:
         psn: int,
         vaddr: int,
         rkey: int,
-        payload: bytes,
+        payload: Payload,
         msg_id: int = 0,
         send_ts: int = 0,
         flags: DataFlag = DataFlag.NONE,
