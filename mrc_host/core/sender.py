@@ -70,7 +70,7 @@ _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 @dataclass(slots=True, init=False)
 class _Write:
     msg_id: int
-    data: memoryview  # of the bytes posted: packets' payloads are slices, not copies
+    data: Payload  # a view of the bytes posted: packets' payloads are slices, not copies
     vaddr: int
     rkey: int
     offset: int = 0
@@ -80,7 +80,7 @@ class _Write:
     def __init__(
         self,
         msg_id: int,
-        data: memoryview,
+        data: Payload,
         vaddr: int,
         rkey: int,
         offset: int = 0,
