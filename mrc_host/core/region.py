@@ -44,7 +44,7 @@ class RegionTable:
     def get(self, rkey: int) -> MemoryRegion | None:
         return self._by_rkey.get(rkey)
 
-    def write(self, vaddr: int, rkey: int, payload: bytes | bytearray | memoryview) -> NackReason | None:
+    def write(self, vaddr: int, rkey: int, payload: bytes) -> NackReason | None:
         """Place ``payload`` at ``vaddr``; return why not (nothing is written then)."""
         region = self._by_rkey.get(rkey)
         if region is None:

@@ -30,18 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
-from mrc_host.wire.messages import (
-    DataFlag,
-    DataPacket,
-    Dscp,
-    Ecn,
-    Nack,
-    NackReason,
-    Opcode,
-    PathMeta,
-    Payload,
-    Sack,
-)
+from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Nack, NackReason, Opcode, PathMeta, Sack
 
 from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .cc_base import create_cc
@@ -70,7 +59,7 @@ _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 @dataclass(slots=True, init=False)
 class _Write:
     msg_id: int
-    data: Payload  # a view of the bytes posted: packets' payloads are slices, not copies
+    data: bytes
     vaddr: int
     rkey: int
     offset: int = 0
@@ -80,7 +69,7 @@ class _Write:
     def __init__(
         self,
         msg_id: int,
-        data: Payload,
+        data: bytes,
         vaddr: int,
         rkey: int,
         offset: int = 0,
@@ -101,7 +90,7 @@ class _TxRecord:
     seq: int
     write: _Write
     vaddr: int
-    payload: Payload
+    payload: bytes
     opcode: Opcode
     ev: int = 0
     sent_ns: int = 0
@@ -120,7 +109,7 @@ class _TxRecord:
         seq: int,
         write: _Write,
         vaddr: int,
-        payload: Payload,
+        payload: bytes,
         opcode: Opcode,
         ev: int = 0,
         sent_ns: int = 0,
@@ -219,7 +208,7 @@ class Sender:
             if out is not None:
                 out.append(MessageSent(msg_id, False, self.failed))
             return msg_id
-        w = _Write(msg_id, memoryview(bytes(data)), vaddr, rkey)
+        w = _Write(msg_id, bytes(data), vaddr, rkey)
         w.remaining = max(1, -(-len(w.data) // self.cfg.mtu))
         self.writes.append(w)
         self.c.messages_posted += 1

@@ -62,7 +62,6 @@ from mrc_host.wire.messages import (
     NackReason,
     Opcode,
     PathMeta,
-    Payload,
     Probe,
     ProbeAck,
     Sack,
@@ -231,7 +230,7 @@ def _udp_checksum(
     pseudo: int,
     ulen: int,
     hdr_sum: int,
-    payload: bytes | memoryview,
+    payload: bytes,
     icrc: bytes,
     payload_sum: int = -1,
 ) -> int:
@@ -581,13 +580,12 @@ def _decode_from_inner(
         have = rest - DATA_HDR_LEN
         start = h + DATA_HDR_LEN
         trimmed = dscp == _TRIMMED or have < dlen + ICRC_LEN
-        payload: Payload = b""
-        if not trimmed:
-            if have > dlen + ICRC_LEN:
-                raise MalformedPacket("bad_length", f"{have} B after headers, RETH says {dlen} + ICRC")
-            # a view of an immutable frame costs no copy; any other buffer may change: copied
-            end = start + dlen
-            payload = memoryview(buf)[start:end] if type(buf) is bytes else bytes(buf[start:end])
+        if trimmed:
+            payload = b""
+        elif have > dlen + ICRC_LEN:
+            raise MalformedPacket("bad_length", f"{have} B after headers, RETH says {dlen} + ICRC")
+        else:
+            payload = bytes(buf[start : start + dlen])
             if verify:
                 _check_icrc(buf, off, n)
         flag = _DATA_FLAGS.get(flags)

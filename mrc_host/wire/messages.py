@@ -95,11 +95,6 @@ class PathMeta:
         self.dst = dst
 
 
-# a DATA payload: bytes, or a read-only view of bytes (a slice of a posted write, or of the
-# received frame) so that no packet's payload is copied on its way in or out
-Payload = bytes | memoryview
-
-
 @dataclass(slots=True, init=False)
 class DataPacket:
     """RDMA WRITE packet: BTH + RETH (in every packet) + MRC data header + payload."""
@@ -108,7 +103,7 @@ class DataPacket:
     psn: int
     vaddr: int
     rkey: int
-    payload: Payload
+    payload: bytes
     msg_id: int = 0
     send_ts: int = 0  # sender clock, nanoseconds (64 bit)
     flags: DataFlag = DataFlag.NONE
@@ -123,7 +118,7 @@ class DataPacket:
         psn: int,
         vaddr: int,
         rkey: int,
-        payload: Payload,
+        payload: bytes,
         msg_id: int = 0,
         send_ts: int = 0,
         flags: DataFlag = DataFlag.NONE,

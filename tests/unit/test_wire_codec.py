@@ -369,21 +369,3 @@ def test_module_encode_is_safe_across_threads() -> None:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads)
     assert errors == []
-
-
-def test_data_payload_is_a_view_of_an_immutable_frame_and_a_copy_of_anything_else() -> None:
-    """No copy of a received payload: from ``bytes`` (what a socket returns) the payload is a
-    read-only view of the frame; from a buffer that may change later it is copied, so a
-    reused receive buffer can never rewrite a packet already decoded."""
-    msg = sample_data(300)
-    frame = frame_of(msg)
-    got = decode_frame(frame)
-    assert isinstance(got, DataPacket) and isinstance(got.payload, memoryview)
-    assert got.payload.readonly and got.payload.obj is frame and got.payload == msg.payload
-    buf = bytearray(frame)
-    got = decode_frame(buf)
-    assert isinstance(got, DataPacket) and type(got.payload) is bytes
-    buf[DATA_HDR_END : DATA_HDR_END + 300] = bytes(300)
-    assert got.payload == msg.payload
-    got = decode_frame(memoryview(buf))
-    assert isinstance(got, DataPacket) and type(got.payload) is bytes
