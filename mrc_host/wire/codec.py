@@ -121,10 +121,13 @@ REASONS: Final = (
 
 # struct layouts, offsets relative to the header they start at.
 _IP6: Final = struct.Struct(">IHBB")  # version|tc|flow label, payload length, next header, hop limit
+_ETH_IP6: Final = struct.Struct(">2sIHBB")  # EtherType, then _IP6
 _VTF_PLEN: Final = struct.Struct(">IH")
 _U16: Final = struct.Struct(">H")
 _CARRIER: Final = struct.Struct("16s")  # the outer destination
-_UDP_BTH: Final = struct.Struct(">HHHHBBHII")  # sport dport len csum | opcode flags pkey (rsv|qp) (ack|psn)
+# inner IPv6 (its addresses as bytes), then UDP sport dport len csum | BTH opcode flags pkey
+# (rsv|qp) (ack|psn)
+_INNER_UDP_BTH: Final = struct.Struct(">IHBB16s16sHHHHBBHII")
 _DATA: Final = struct.Struct(">QIIIHHQ")  # RETH va rkey dlen | msg_id flags reserved send_ts
 _SACK: Final = struct.Struct(">IIQIBBHQ")  # cum bse bitmap echo_ev flags rsv port_status echo_ts
 _NACK: Final = struct.Struct(">IBxxxI")  # psn reason echo_ev
@@ -497,9 +500,9 @@ def decode_frame(frame: bytes | bytearray | memoryview, *, verify_icrc: bool = F
             if n >= ETH_LEN and frame[12:14] != ETHERTYPE_IPV6:
                 raise MalformedPacket("not_ipv6", "ethertype")
             raise MalformedPacket("truncated", f"frame of {n} B ends in Ether/outer IPv6")
-        if frame[12:14] != ETHERTYPE_IPV6:
+        ethertype, vtf, plen, nh, _hl = _ETH_IP6.unpack_from(frame, OUTER_OFF - 2)
+        if ethertype != ETHERTYPE_IPV6:
             raise MalformedPacket("not_ipv6", "ethertype")
-        vtf, plen, nh, _hl = _IP6.unpack_from(frame, OUTER_OFF)
         if vtf >> 28 != 6:
             raise MalformedPacket("not_ipv6", "outer version")
         if nh != 41:
@@ -551,14 +554,16 @@ def _decode_from_inner(
     h = off + IP6_LEN + UDP_LEN + BTH_LEN  # per-opcode header
     if n < h:
         raise MalformedPacket("truncated", f"packet of {n - off} B ends in inner IPv6/UDP/BTH")
-    vtf2, plen2, nh2, _hl2 = _IP6.unpack_from(buf, off)
+    # inner IPv6 (with its addresses as bytes) and UDP + BTH in one call
+    vtf2, plen2, nh2, _hl2, src, dst, sport, dport, ulen, _cs, opcode, _fl, _pk, qpw, psnw = (
+        _INNER_UDP_BTH.unpack_from(buf, off)
+    )
     if vtf2 >> 28 != 6:
         raise MalformedPacket("not_ipv6", "inner version")
     if nh2 != 17:
         raise MalformedPacket("not_mrc", f"inner next header {nh2}")
     udp_len = n - off - IP6_LEN
     _check_length(plen2, udp_len, "inner IPv6 payload length")
-    sport, dport, ulen, _cs, opcode, _fl, _pk, qpw, psnw = _UDP_BTH.unpack_from(buf, off + IP6_LEN)
     if dport != MRC_UDP_PORT:
         raise MalformedPacket("not_mrc", f"UDP dport {dport}")
     _check_length(ulen, udp_len, "UDP length")
@@ -571,8 +576,8 @@ def _decode_from_inner(
         ev_from_wire(sport, vtf),
         (vtf >> 20) & 0x3,
         dscp,
-        _addr_text(bytes(buf[off + 8 : off + 24])),
-        _addr_text(bytes(buf[off + 24 : off + 40])),
+        _addr_text(src),
+        _addr_text(dst),
     )
     qp = qpw & 0xFFFFFF
     rest = n - h  # bytes after the BTH
