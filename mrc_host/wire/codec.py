@@ -180,9 +180,16 @@ def compute_icrc(packet: bytes | bytearray | memoryview) -> int:
 
     Masked as RoCEv2 says (layers.py docstring). The value goes on the wire little-endian.
     """
+    return _icrc_at(packet, 0, len(packet))
+
+
+def _icrc_at(buf: bytes | bytearray | memoryview, off: int, end: int) -> int:
+    """``compute_icrc(buf[off:end])`` without making that slice first."""
     # only the first 53 bytes hold masked fields: copy and mask those, CRC the rest in place
     # (byte by byte: compiled, an index store is a C store; a slice store builds objects)
-    m = bytearray(packet[:_ICRC_MASKED])
+    if end - off < _ICRC_MASKED or end > len(buf):
+        raise ValueError(f"{end - off} B from {off} is not a packet with the ICRC's masked headers")
+    m = bytearray(buf[off : off + _ICRC_MASKED])
     m[0] = 0x6F  # version 6, traffic class and flow label all ones
     m[1] = 0xFF
     m[2] = 0xFF
@@ -191,7 +198,7 @@ def compute_icrc(packet: bytes | bytearray | memoryview) -> int:
     m[46] = 0xFF  # UDP checksum
     m[47] = 0xFF
     m[52] = 0xFF  # BTH FECN/BECN/reserved
-    return crc32(memoryview(packet)[_ICRC_MASKED:], crc32(m, _CRC_LRH))
+    return crc32(memoryview(buf)[off + _ICRC_MASKED : end], crc32(m, _CRC_LRH))
 
 
 # --------------------------------------------------------------------------- encoding
@@ -683,5 +690,5 @@ def _expect(rest: int, hdr_len: int, what: str) -> None:
 
 def _check_icrc(buf: bytes | bytearray | memoryview, off: int, n: int) -> None:
     (want,) = _ICRC.unpack_from(buf, n - ICRC_LEN)
-    if compute_icrc(memoryview(buf)[off : n - ICRC_LEN]) != want:
+    if _icrc_at(buf, off, n - ICRC_LEN) != want:
         raise MalformedPacket("bad_icrc")

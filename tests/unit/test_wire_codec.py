@@ -369,3 +369,21 @@ def test_module_encode_is_safe_across_threads() -> None:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads)
     assert errors == []
+
+
+def test_icrc_ignores_exactly_the_masked_fields() -> None:
+    """RoCEv2's mask: what switches rewrite (traffic class, flow label, hop limit, the UDP
+    checksum, the BTH's FECN/BECN byte) leaves the ICRC valid; any other header byte, or one
+    payload bit, makes it bad_icrc; a packet too short to hold the masked headers is refused."""
+    frame = frame_of(sample_data(256))
+    masked = {0, 1, 2, 3, 7, 46, 47, 52}  # offsets from the inner IPv6 header
+    for i in range(DATA_HDR_END - INNER_OFF + 8):
+        bad = bytearray(frame)
+        bad[INNER_OFF + i] ^= 0x04 if i == 0 else 0x01  # (keep the IP version 6)
+        if i in masked:
+            # (decode checks the fields it reads: compare the ICRC itself)
+            assert codec.compute_icrc(bytes(bad[INNER_OFF:-4])) == codec.compute_icrc(frame[INNER_OFF:-4])
+        else:
+            assert codec.compute_icrc(bytes(bad[INNER_OFF:-4])) != codec.compute_icrc(frame[INNER_OFF:-4]), i
+    with pytest.raises(ValueError):
+        codec.compute_icrc(frame[INNER_OFF : INNER_OFF + 52])
