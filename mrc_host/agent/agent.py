@@ -74,6 +74,9 @@ CONNECT_INTERVAL_NS: Final = 200_000_000  # a CONNECT is repeated this often unt
 DEFAULT_CONNECT_TIMEOUT_S: Final = 5.0  # ... for this long, then the peer is reported dead
 DEFAULT_PEER_TIMEOUT_S: Final = 10.0  # no acknowledgement for this long: the peer is reported dead
 DEFAULT_DEADLINE_S: Final = 600.0  # a transfer not finished by then ends with an error
+# after a frame, poll the ports without sleeping this long: a sleeping receiver costs each
+# frame sent to it a wake-up (docs/agent.md, "Limits"); 0 sleeps in epoll at once
+DEFAULT_BUSY_POLL_US: Final = 200
 
 
 @dataclass
@@ -88,6 +91,7 @@ class AgentOptions:
     kernel_rules: bool = True
     seed: int | None = None
     verify_icrc: bool = True
+    busy_poll_us: int = DEFAULT_BUSY_POLL_US
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
     deadline_s: float = DEFAULT_DEADLINE_S
@@ -118,6 +122,8 @@ class Agent:
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
         self.mtu = self._choose_mtu(opts.mtu)
+        if not 0 <= opts.busy_poll_us <= 100_000:
+            raise ValueError(f"--busy-poll-us: {opts.busy_poll_us} is outside 0..100000")
         if not 1 <= opts.ack_every <= 64:
             raise ValueError(f"--ack-every: {opts.ack_every} is outside 1..64")
         if not 2 <= opts.psn_window < 1 << 23:
@@ -191,12 +197,16 @@ class Agent:
     # ---- the loop ----------------------------------------------------------------------------
     def run(self) -> None:
         last_tick = 0
+        spin_ns = self.opts.busy_poll_us * 1000
+        spin_until = 0  # poll without sleeping until then: frames are arriving
         while not self._stop:
             now = time.monotonic_ns()
             timeout = TICK_S
             for c in self.conns.values():
                 if c.deadline is not None:
                     timeout = min(timeout, max(0.0, (c.deadline - now) / 1e9))
+            if now < spin_until:
+                timeout = 0.0
             ready_ports: list[int] = []
             for key, _mask in self.sel.select(timeout):
                 kind, arg = key.data
@@ -211,6 +221,8 @@ class Agent:
                         self._wake_r.recv(4096)  # type: ignore[union-attr]
             if ready_ports:
                 self.ports.read(ready_ports, self._on_frame_guarded)
+                if spin_ns:
+                    spin_until = time.monotonic_ns() + spin_ns
             now = time.monotonic_ns()
             self._fire_timers(now)
             if now - last_tick >= TICK_S * 1e9:

@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ack-every", type=int, default=None, help="one SACK per this many in-order DATA packets")
     s.add_argument("--no-icrc-check", action="store_true", help="do not verify the ICRC of received frames")
     s.add_argument(
+        "--busy-poll-us",
+        type=int,
+        default=None,
+        help="after a frame, poll the ports without sleeping for this long (0: always sleep in epoll)",
+    )
+    s.add_argument(
         "--connect-timeout",
         type=float,
         default=5.0,
@@ -104,7 +110,7 @@ def _fmt_bytes(n: float) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from . import ev_profile
-    from .agent import DEFAULT_ACK_EVERY, AgentOptions, serve
+    from .agent import DEFAULT_ACK_EVERY, DEFAULT_BUSY_POLL_US, AgentOptions, serve
 
     handler: logging.Handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -137,6 +143,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         kernel_rules=not args.no_kernel_rules,
         seed=args.seed,
         verify_icrc=not args.no_icrc_check,
+        busy_poll_us=DEFAULT_BUSY_POLL_US if args.busy_poll_us is None else args.busy_poll_us,
         connect_timeout_s=args.connect_timeout,
         peer_timeout_s=args.peer_timeout,
         deadline_s=args.deadline,

@@ -123,6 +123,7 @@ def test_bad_arguments_stop_the_agent_with_a_message(lab, tmp_path) -> None:
     for extra, text in (
         (["--config", str(tmp_path / "missing.json")], "missing.json"),
         (["--config", str(h.config_path), "--mtu", "100000"], "--mtu"),
+        (["--config", str(h.config_path), "--busy-poll-us", "-1"], "--busy-poll-us"),
     ):
         proc = subprocess.run(
             ["ip", "netns", "exec", h.name, *base, *extra], capture_output=True, text=True, timeout=60
@@ -172,3 +173,30 @@ def test_a_profile_the_fabric_cannot_honour_stops_the_agent_with_a_message(lab, 
         assert proc.returncode == 2 and text in proc.stderr, proc.stderr
     assert not (tmp_path / "s.sock").exists()
     assert "mrc_agent" not in _tables(h.name)
+
+
+def _cpu_ticks(pid: int) -> int:
+    from pathlib import Path
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+
+
+def test_busy_polling_stops_when_the_frames_stop(agents) -> None:
+    """The default busy poll keeps an agent awake only while frames arrive: after a transfer,
+    both agents sleep in epoll again (a spinning agent would use a whole CPU second here)."""
+    import os
+    import time
+
+    from mrc_host.agent.client import AgentClient
+
+    a, b = agents
+    assert AgentClient(a.control).send(b.name, "8M")["ok"]
+    hz = os.sysconf("SC_CLK_TCK")
+    before = {h.name: _cpu_ticks(h.agent.pid) for h in agents}
+    t0 = time.monotonic()
+    time.sleep(1.0)  # the interval measured: no frames in it
+    seconds = time.monotonic() - t0
+    used = {h.name: (_cpu_ticks(h.agent.pid) - before[h.name]) / hz / seconds for h in agents}
+    assert all(u < 0.2 for u in used.values()), used
+    print("idle CPU share after the transfer:", used)
