@@ -17,7 +17,10 @@ joined by one veth (``mrc_host.agent.vethlab``, prefix ``agb``) and measures, in
 Everything runs in ``--repeat`` rounds (each round: the bare loops, then every agent
 configuration once, one ``--size`` transfer per mode, verified by the receiver), so load
 drift on a shared machine hits them alike; each run's share of the raw loop is taken
-against the raw loop of its own round, and medians are reported. Writes ``agent.json`` and
+against the raw loop of its own round, and medians are reported. Every run also records the
+CPU time (user + system) per packet of each agent and per frame of each raw loop: a
+hypervisor's steal slows the clock-time rates but not these, so ``cpu_fraction_of_raw`` (the
+busier side's CPU per frame, raw loop over agent) is the steady measure on a noisy machine. Writes ``agent.json`` and
 ``agent.png`` under ``--out`` (default results/).
 
     sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick] [--before fbde7b5]
@@ -52,7 +55,7 @@ while True:
             errors += 1
     if time.perf_counter() >= end:
         break
-print(n, errors, time.perf_counter() - start)
+print(n, errors, time.perf_counter() - start, time.process_time())
 """
 
 RECEIVER = r"""
@@ -74,7 +77,7 @@ try:
         s.settimeout(1.0)
 except (socket.timeout, TimeoutError):
     pass
-print(n, (last - first) if first is not None and last is not None else 0.0)
+print(n, (last - first) if first is not None and last is not None else 0.0, time.process_time())
 """
 
 
@@ -107,13 +110,13 @@ def ceiling(lab: Any, payload: int, seconds: float) -> dict[str, Any]:
             str(seconds),
         ]
         tx = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60)
-        sent, errors, tx_s = tx.stdout.split()
+        sent, errors, tx_s, tx_cpu = tx.stdout.split()
         out, _ = rx.communicate(timeout=60)
     finally:
         if rx.poll() is None:
             rx.kill()
             rx.wait()
-    received, rx_s = out.split()
+    received, rx_s, rx_cpu = out.split()
     return {
         "frame_bytes": len(frame),
         "payload_bytes": payload,
@@ -124,6 +127,9 @@ def ceiling(lab: Any, payload: int, seconds: float) -> dict[str, Any]:
         "send_frames_per_s": int(sent) / float(tx_s),
         "recv_frames_per_s": int(received) / max(float(rx_s), 1e-9),
         "payload_mbit_s_at_recv_rate": int(received) / max(float(rx_s), 1e-9) * payload * 8 / 1e6,
+        # CPU time (user + system, which a hypervisor's steal does not inflate) per frame
+        "send_cpu_us_per_frame": float(tx_cpu) / max(int(sent), 1) * 1e6,
+        "recv_cpu_us_per_frame": float(rx_cpu) / max(int(received), 1) * 1e6,
     }
 
 
@@ -147,12 +153,19 @@ def agent_runs(
         rows = []
         for mode in modes:
             for i in range(repeat):
+                cpu0 = [_cpu_seconds(h.agent) for h in lab.hosts]
                 s = client.send(b.name, size, mode=mode, timeout_s=300)
+                cpu = [_cpu_seconds(h.agent) - c0 for h, c0 in zip(lab.hosts, cpu0, strict=True)]
                 if not s["ok"]:
                     raise RuntimeError(f"{label}: transfer not verified: {s}")
-                rows.append({"agent": label, "mode": mode, "run": i} | {k: s[k] for k in (
+                row = {"agent": label, "mode": mode, "run": i} | {k: s[k] for k in (
                     "bytes", "seconds", "goodput_mbit_s", "packets_per_s", "data_packets_sent",
-                    "retransmissions", "evs_retired", "verified")})  # fmt: skip
+                    "retransmissions", "evs_retired", "verified")}  # fmt: skip
+                # CPU time per DATA packet of each agent (busy polling counts as CPU too)
+                packets = max(s["data_packets_sent"], 1)
+                row["sender_cpu_us_per_packet"] = cpu[0] / packets * 1e6
+                row["receiver_cpu_us_per_packet"] = cpu[1] / packets * 1e6
+                rows.append(row)
                 print(f"{label:24} {mode:12} run {i}: {s['goodput_mbit_s']:8.1f} Mbit/s "
                       f"{s['packets_per_s']:9.0f} pkt/s retx {s['retransmissions']}", flush=True)  # fmt: skip
         stats = AgentClient(b.control).stats()
@@ -166,6 +179,12 @@ def agent_runs(
     finally:
         for h in lab.hosts:
             lab.stop_agent(h)
+
+
+def _cpu_seconds(proc: Any) -> float:
+    """User + system CPU time of a running process (``ip netns exec`` execs the agent in place)."""
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def decode_cost(payload: int, n: int = 20_000) -> dict[str, float]:
@@ -215,6 +234,8 @@ def summarise(rows: list[dict[str, Any]], payload: int) -> dict[str, Any]:
         "packets_per_s": statistics.median(r["packets_per_s"] for r in rows),
         "retransmissions": sum(r["retransmissions"] for r in rows),
         "payload_bytes": payload,
+        "sender_cpu_us_per_packet": statistics.median(r["sender_cpu_us_per_packet"] for r in rows),
+        "receiver_cpu_us_per_packet": statistics.median(r["receiver_cpu_us_per_packet"] for r in rows),
         "fraction_of_recv_ceiling_pps": statistics.median(
             r["packets_per_s"] / r["raw_recv_frames_per_s"] for r in rows
         ),
@@ -351,12 +372,25 @@ def main(argv: list[str] | None = None) -> int:
                 rounds[0]
                 | {
                     k: statistics.median(r[k] for r in rounds)
-                    for k in ("send_frames_per_s", "recv_frames_per_s", "payload_mbit_s_at_recv_rate")
+                    for k in (
+                        "send_frames_per_s",
+                        "recv_frames_per_s",
+                        "payload_mbit_s_at_recv_rate",
+                        "send_cpu_us_per_frame",
+                        "recv_cpu_us_per_frame",
+                    )
                 }
                 | {"rounds": rounds}
             )
         for label, mtu, _source, _extra in configs:
+            c = ceilings[f"mtu{mtu}"]
             summary[label] = summarise(by_label[label], payload_for_mtu(mtu)) | {"mtu_key": f"mtu{mtu}"}
+            # steal-proof: the rate each would reach with a CPU per side and CPU its only limit
+            # (the busier side's CPU time per frame; an agent's busy polling counts against it)
+            raw_cpu = max(c["send_cpu_us_per_frame"], c["recv_cpu_us_per_frame"])
+            sl = summary[label]
+            agent_cpu = max(sl["sender_cpu_us_per_packet"], sl["receiver_cpu_us_per_packet"])
+            sl["cpu_fraction_of_raw"] = raw_cpu / agent_cpu
     finally:
         lab.close()
         for tree in (before, previous):
@@ -366,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     after = summary["after"]
     ratios: dict[str, float] = {
         "after_fraction_of_raw_bits": after["fraction_of_recv_ceiling_bits"],
+        "after_cpu_fraction_of_raw": after["cpu_fraction_of_raw"],
         "icrc_check_goodput_cost": 1
         - after["goodput_mbit_s"] / summary["after, no ICRC check"]["goodput_mbit_s"],
     }
@@ -400,9 +435,14 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "agent.json").write_text(json.dumps(doc, indent=1))
     if before is not None:
         plot(doc, args.out / "agent.png")
+    for key, c in ceilings.items():
+        print(f"raw loop ({key}): CPU µs per frame: send {c['send_cpu_us_per_frame']:.2f}, "
+              f"recv {c['recv_cpu_us_per_frame']:.2f}")  # fmt: skip
     for name, s in summary.items():
         print(f"{name:24}: {s['goodput_mbit_s']:7.1f} Mbit/s, {s['packets_per_s']:6.0f} pkt/s "
-              f"= {s['fraction_of_recv_ceiling_bits']:.0%} of the raw loop's bits/s")  # fmt: skip
+              f"= {s['fraction_of_recv_ceiling_bits']:.0%} of the raw loop's bits/s; CPU µs per packet: "
+              f"sender {s['sender_cpu_us_per_packet']:.2f}, receiver {s['receiver_cpu_us_per_packet']:.2f} "
+              f"(= {s['cpu_fraction_of_raw']:.0%} of the raw loop's rate if CPU-bound)")  # fmt: skip
     print("ratios:", json.dumps({k: round(v, 3) for k, v in ratios.items()}))
     print("decode µs (4 KiB DATA):", json.dumps({k: round(v, 2) for k, v in doc["decode_cost_4096"].items()}))
     print(f"wrote {args.out / 'agent.json'} and {args.out / 'agent.png'}")
