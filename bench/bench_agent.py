@@ -20,8 +20,8 @@ drift on a shared machine hits them alike; each run's share of the raw loop is t
 against the raw loop of its own round, and medians are reported. Every run also records the
 CPU time (user + system) per packet of each agent and per frame of each raw loop: a
 hypervisor's steal slows the clock-time rates but not these, so ``cpu_fraction_of_raw`` (the
-busier side's CPU per frame, raw loop over agent) is the steady measure on a noisy machine. Writes ``agent.json`` and
-``agent.png`` under ``--out`` (default results/).
+busier side's CPU per frame, raw loop over agent) is the steady measure on a noisy machine.
+Writes ``agent.json`` and ``agent.png`` under ``--out`` (default results/).
 
     sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick] [--before fbde7b5]
 """

@@ -70,11 +70,6 @@ class AgentProcess:
             str(self.control),
             "--log",
             str(self.log),
-            # every host's agent shares the machine's CPUs with the others and the emulated
-            # switches: agents sleep between frames instead of busy polling (agent_args may
-            # say otherwise: the last value given wins)
-            "--busy-poll-us",
-            "0",
             *self.extra_args,
         ]
 

@@ -74,9 +74,9 @@ CONNECT_INTERVAL_NS: Final = 200_000_000  # a CONNECT is repeated this often unt
 DEFAULT_CONNECT_TIMEOUT_S: Final = 5.0  # ... for this long, then the peer is reported dead
 DEFAULT_PEER_TIMEOUT_S: Final = 10.0  # no acknowledgement for this long: the peer is reported dead
 DEFAULT_DEADLINE_S: Final = 600.0  # a transfer not finished by then ends with an error
-# after a frame, poll the ports without sleeping this long: a sleeping receiver costs each
-# frame sent to it a wake-up (docs/agent.md, "Limits"); 0 sleeps in epoll at once
-DEFAULT_BUSY_POLL_US: Final = 200
+# after a frame, poll the ports without sleeping this long (a sleeping receiver costs each
+# frame sent to it a wake-up); off by default: it measured no faster (docs/agent.md, "Limits")
+DEFAULT_BUSY_POLL_US: Final = 0
 
 
 @dataclass

@@ -61,7 +61,6 @@ def _start_agent(fab: Fabric, host: str) -> None:
         "--config", str(fab.run_dir / "hosts" / f"{host}.json"),
         "--control", str(fab.sock(host)),
         "--log", str(fab.run_dir / "agents" / f"{host}.log"),
-        "--busy-poll-us", "0",  # many agents and the switches share the CPUs (as in topologies/)
     ]  # fmt: skip
     proc = node.popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     fab.agents[host] = proc

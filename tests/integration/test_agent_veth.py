@@ -182,21 +182,26 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
 
 
-def test_busy_polling_stops_when_the_frames_stop(agents) -> None:
-    """The default busy poll keeps an agent awake only while frames arrive: after a transfer,
+def test_busy_polling_stops_when_the_frames_stop(lab) -> None:
+    """``--busy-poll-us`` keeps an agent awake only while frames arrive: after a transfer,
     both agents sleep in epoll again (a spinning agent would use a whole CPU second here)."""
     import os
     import time
 
     from mrc_host.agent.client import AgentClient
 
-    a, b = agents
-    assert AgentClient(a.control).send(b.name, "8M")["ok"]
-    hz = os.sysconf("SC_CLK_TCK")
-    before = {h.name: _cpu_ticks(h.agent.pid) for h in agents}
-    t0 = time.monotonic()
-    time.sleep(1.0)  # the interval measured: no frames in it
-    seconds = time.monotonic() - t0
-    used = {h.name: (_cpu_ticks(h.agent.pid) - before[h.name]) / hz / seconds for h in agents}
-    assert all(u < 0.2 for u in used.values()), used
-    print("idle CPU share after the transfer:", used)
+    for h in lab.hosts:
+        lab.start_agent(h, "--busy-poll-us", "1000")
+    try:
+        a, b = lab.hosts
+        assert AgentClient(a.control).send(b.name, "8M")["ok"]
+        hz = os.sysconf("SC_CLK_TCK")
+        before = {h.name: _cpu_ticks(h.agent.pid) for h in lab.hosts}
+        t0 = time.monotonic()
+        time.sleep(1.0)  # the interval measured: no frames in it
+        seconds = time.monotonic() - t0
+        used = {h.name: (_cpu_ticks(h.agent.pid) - before[h.name]) / hz / seconds for h in lab.hosts}
+        assert all(u < 0.2 for u in used.values()), used
+    finally:
+        for h in lab.hosts:
+            lab.stop_agent(h)
