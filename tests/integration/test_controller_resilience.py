@@ -39,7 +39,7 @@ pytestmark = pytest.mark.root
 PREFIX = "ck"
 SRC, DST = f"{PREFIX}h0", f"{PREFIX}h3"
 SWITCH = f"{PREFIX}t0p0n0"  # SRC's plane-0 T0: half of the transfer crosses it
-BIG = 48 << 20
+BIG = 512 << 20  # at the agent's ~2 Gbit/s the takeover must still land mid-transfer
 DEADLINE_S = 60.0
 TAKER_ELECTION_ID = 1 << 40  # higher than the controller's
 

@@ -26,7 +26,7 @@ PREFIX = "tb"
 H0, H1, H2, H3 = (f"{PREFIX}h{i}" for i in range(4))
 UPLINK_P0_T1_0 = f"{PREFIX}t0p0n0-{PREFIX}t1p0n0"  # tbh0's plane-0 uplink to T1 0
 DEADLINE_S = 60.0
-BIG = 48 << 20  # large enough that a fault lands mid-transfer
+BIG = 512 << 20  # at the agent's ~2 Gbit/s, a fault injected after 10 % lands long before the end
 
 
 def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
