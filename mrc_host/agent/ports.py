@@ -40,17 +40,29 @@ class Ports:
     def __init__(self, ifnames: list[str]) -> None:
         self.counters = [PortCounters(n) for n in ifnames]
         self.sockets: list[socket.socket] = []
+        # each socket's send and recv bound once: compiled, ``sock.send(...)`` looks the method
+        # up through socket.socket's class dict on every frame
+        self._send: list[Callable[[bytes], int]] = []
+        self._recv: list[Callable[[int, int], bytes]] = []
+
+    def add(self, s: socket.socket) -> None:
+        """Take ``s`` as the next plane's port."""
+        self.sockets.append(s)
+        self._send.append(s.send)
+        self._recv.append(s.recv)
 
     def open(self, sel: selectors.BaseSelector) -> None:
         for plane, pc in enumerate(self.counters):
             s = open_port_socket(pc.ifname)
-            self.sockets.append(s)
+            self.add(s)
             sel.register(s, selectors.EVENT_READ, ("port", plane))
 
     def close(self) -> None:
         for s in self.sockets:
             s.close()
         self.sockets.clear()
+        self._send.clear()
+        self._recv.clear()
 
     def read(self, planes: list[int], on_frame: Callable[[bytes, int], None]) -> None:
         """Read the ready ports round-robin, one frame each per round, so frames are handled in
@@ -58,14 +70,14 @@ class Ports:
         other's would reorder packets by up to a batch). ``on_frame(frame, plane)`` must not
         raise."""
         ready = list(planes)
-        sockets, counters = self.sockets, self.counters
+        recv, counters = self._recv, self.counters
         dontwait = socket.MSG_DONTWAIT
         for _ in range(RX_BATCH):
             if not ready:
                 return
             for plane in list(ready):
                 try:
-                    frame = sockets[plane].recv(65536, dontwait)
+                    frame = recv[plane](65536, dontwait)
                 except BlockingIOError:
                     ready.remove(plane)
                     continue
@@ -83,7 +95,7 @@ class Ports:
         a lost packet, which the transport recovers."""
         pc = self.counters[plane]
         try:
-            self.sockets[plane].send(frame)
+            self._send[plane](frame)
         except OSError as exc:
             pc.tx_errors += 1
             if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):

@@ -145,6 +145,19 @@ _TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
 _TAIL_PROBE_ACK: Final = struct.Struct(">HHHHBBHIIIIQHxx")
 _TAIL_CONNECT: Final = struct.Struct(">HHHHBBHIIIIQ")
 _CSUM_OFF: Final = UDP_OFF + 6  # UDP checksum
+# the packet path's struct calls as bound methods: compiled, a call through a method name looks
+# the method up on the Struct object every time (``_PyObject_GetMethod``); these do not
+_U16_PACK_INTO: Final = _U16.pack_into
+_HDR_DATA_PACK_INTO: Final = _HDR_DATA.pack_into
+_TAIL_DATA_PACK_INTO: Final = _TAIL_DATA.pack_into
+_ICRC_PACK: Final = _ICRC.pack
+_ICRC_UNPACK_FROM: Final = _ICRC.unpack_from
+_ETH_IP6_UNPACK_FROM: Final = _ETH_IP6.unpack_from
+_INNER_UDP_BTH_UNPACK_FROM: Final = _INNER_UDP_BTH.unpack_from
+_DATA_UNPACK_FROM: Final = _DATA.unpack_from
+_SACK_UNPACK_FROM: Final = _SACK.unpack_from
+_VTF_PLEN_PACK_INTO: Final = _VTF_PLEN.pack_into
+_CARRIER_PACK_INTO: Final = _CARRIER.pack_into
 _LE16: Final = np.dtype("<u2")
 _LE32: Final = np.dtype("<u4")
 _NUMPY_MIN: Final = 256  # below this a payload's sum is cheaper as one big integer
@@ -291,7 +304,7 @@ class FrameEncoder:
         ]
         for sample, end in samples:
             hdr = bytearray(bytes(to_scapy(sample, "::", addressing))[:end])
-            _U16.pack_into(hdr, _CSUM_OFF, 0)
+            _U16_PACK_INTO(hdr, _CSUM_OFF, 0)
             self._hdr[type(sample)] = hdr
             # ICRC pseudo header template: inner IPv6 .. end of MRC header, masked fields all ones.
             mask = bytearray(hdr[INNER_OFF:])
@@ -365,18 +378,18 @@ class FrameEncoder:
         psnw = psn | 0x80000000 if m.ack_req else psn
         va, rkey, msg_id, flags, ts = m.vaddr, m.rkey, m.msg_id, m.flags, m.send_ts
         op = m.opcode
-        _HDR_DATA.pack_into(
+        _HDR_DATA_PACK_INTO(
             hdr, OUTER_OFF, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
             vtf, ulen, self._inner_nh, self._inner_hl, self._inner_addrs,
             sport, MRC_UDP_PORT, ulen, 0, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, 0, ts,
         )  # fmt: skip
-        _U16.pack_into(mask, 4, ulen)
-        _TAIL_DATA.pack_into(
+        _U16_PACK_INTO(mask, 4, ulen)
+        _TAIL_DATA_PACK_INTO(
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psnw,
             va, rkey, n, msg_id, flags, 0, ts,
         )  # fmt: skip
         crc = crc32(payload, crc32(mask, _CRC_LRH))
-        icrc = _ICRC.pack(crc)
+        icrc = _ICRC_PACK(crc)
         # the headers' share of the checksum from the field values (2**16 = 1 mod 0xFFFF: a
         # big-endian field at an even offset counts as its value); the pack above has already
         # refused any value too wide for its field
@@ -384,9 +397,9 @@ class FrameEncoder:
             sport + MRC_UDP_PORT + ulen + (op << 8) + 0xFFFF + qp + psnw
             + va % 0xFFFF + rkey + n + msg_id + flags + ts % 0xFFFF
         ) % 0xFFFF  # fmt: skip
-        _U16.pack_into(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, icrc, payload_sum))
+        _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, icrc, payload_sum))
         frame = b"".join((hdr, payload, icrc))
-        _U16.pack_into(hdr, _CSUM_OFF, 0)  # the template keeps a zero checksum for the next sum
+        _U16_PACK_INTO(hdr, _CSUM_OFF, 0)  # the template keeps a zero checksum for the next sum
         return frame
 
     def _encode_ctrl(
@@ -401,21 +414,21 @@ class FrameEncoder:
         ulen = len(hdr) - UDP_OFF + ICRC_LEN
         sport = SPORT_BASE | (m.meta.ev & SPORT_EV_MASK)
         op = hdr[BTH_OFF]
-        _VTF_PLEN.pack_into(hdr, OUTER_OFF, vtf, ulen + IP6_LEN)
-        _CARRIER.pack_into(hdr, OUTER_OFF + 24, carrier16)  # (a slice store costs twice as much)
-        _VTF_PLEN.pack_into(hdr, INNER_OFF, vtf, ulen)
+        _VTF_PLEN_PACK_INTO(hdr, OUTER_OFF, vtf, ulen + IP6_LEN)
+        _CARRIER_PACK_INTO(hdr, OUTER_OFF + 24, carrier16)  # (a slice store costs twice as much)
+        _VTF_PLEN_PACK_INTO(hdr, INNER_OFF, vtf, ulen)
         st.pack_into(hdr, UDP_OFF, sport, MRC_UDP_PORT, ulen, 0, op, 0, 0xFFFF, qp, psn, *fields)
-        _U16.pack_into(mask, 4, ulen)
+        _U16_PACK_INTO(mask, 4, ulen)
         st.pack_into(
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psn, *fields
         )
-        icrc = _ICRC.pack(crc32(mask, _CRC_LRH))
+        icrc = _ICRC_PACK(crc32(mask, _CRC_LRH))
         csum = _udp_checksum(
             self._pseudo, ulen, int.from_bytes(memoryview(hdr)[UDP_OFF:], "big") % 0xFFFF, b"", icrc
         )
-        _U16.pack_into(hdr, _CSUM_OFF, csum)
+        _U16_PACK_INTO(hdr, _CSUM_OFF, csum)
         frame = bytes(hdr) + icrc
-        _U16.pack_into(hdr, _CSUM_OFF, 0)
+        _U16_PACK_INTO(hdr, _CSUM_OFF, 0)
         return frame
 
     def _encode_sack(self, m: Sack, carrier16: bytes) -> bytes:
@@ -489,8 +502,8 @@ def trim(frame: bytes, *, ce: bool = False) -> bytes:
     if ce and vtf >> 20 & 3:
         vtf |= 3 << 20
     struct.pack_into(">IH", out, OUTER_OFF, vtf, ulen + IP6_LEN)
-    _U16.pack_into(out, INNER_OFF + 4, ulen)
-    _U16.pack_into(out, UDP_OFF + 4, ulen)
+    _U16_PACK_INTO(out, INNER_OFF + 4, ulen)
+    _U16_PACK_INTO(out, UDP_OFF + 4, ulen)
     return bytes(out)
 
 
@@ -507,7 +520,7 @@ def decode_frame(frame: bytes | bytearray | memoryview, *, verify_icrc: bool = F
             if n >= ETH_LEN and frame[12:14] != ETHERTYPE_IPV6:
                 raise MalformedPacket("not_ipv6", "ethertype")
             raise MalformedPacket("truncated", f"frame of {n} B ends in Ether/outer IPv6")
-        ethertype, vtf, plen, nh, _hl = _ETH_IP6.unpack_from(frame, OUTER_OFF - 2)
+        ethertype, vtf, plen, nh, _hl = _ETH_IP6_UNPACK_FROM(frame, OUTER_OFF - 2)
         if ethertype != ETHERTYPE_IPV6:
             raise MalformedPacket("not_ipv6", "ethertype")
         if vtf >> 28 != 6:
@@ -563,7 +576,7 @@ def _decode_from_inner(
         raise MalformedPacket("truncated", f"packet of {n - off} B ends in inner IPv6/UDP/BTH")
     # inner IPv6 (with its addresses as bytes) and UDP + BTH in one call
     vtf2, plen2, nh2, _hl2, src, dst, sport, dport, ulen, _cs, opcode, _fl, _pk, qpw, psnw = (
-        _INNER_UDP_BTH.unpack_from(buf, off)
+        _INNER_UDP_BTH_UNPACK_FROM(buf, off)
     )
     if vtf2 >> 28 != 6:
         raise MalformedPacket("not_ipv6", "inner version")
@@ -592,7 +605,7 @@ def _decode_from_inner(
     if data_op is not None:
         if rest < DATA_HDR_LEN:
             raise MalformedPacket("truncated", "RETH/MRC data header")
-        va, rkey, dlen, msg_id, flags, _rsv, ts = _DATA.unpack_from(buf, h)
+        va, rkey, dlen, msg_id, flags, _rsv, ts = _DATA_UNPACK_FROM(buf, h)
         if dlen > MAX_PAYLOAD:
             raise MalformedPacket("oversized", f"RETH length {dlen}")
         have = rest - DATA_HDR_LEN
@@ -623,7 +636,7 @@ def _decode_from_inner(
         )
     if opcode == Opcode.SACK:
         _expect(rest, SACK_LEN, "SACK")
-        cum, base, bitmap, echo_ev, sflags, _r, port_status, echo_ts = _SACK.unpack_from(buf, h)
+        cum, base, bitmap, echo_ev, sflags, _r, port_status, echo_ts = _SACK_UNPACK_FROM(buf, h)
         if (cum | base) >> 24:
             raise MalformedPacket("bad_field", "SACK PSN reserved bits")
         msg: Frame = Sack(
@@ -689,6 +702,6 @@ def _expect(rest: int, hdr_len: int, what: str) -> None:
 
 
 def _check_icrc(buf: bytes | bytearray | memoryview, off: int, n: int) -> None:
-    (want,) = _ICRC.unpack_from(buf, n - ICRC_LEN)
+    (want,) = _ICRC_UNPACK_FROM(buf, n - ICRC_LEN)
     if _icrc_at(buf, off, n - ICRC_LEN) != want:
         raise MalformedPacket("bad_icrc")
