@@ -128,7 +128,7 @@ def control_meta(ev: int) -> PathMeta:
 
 
 class Connection:
-    """Shared part: the endpoint, its frame encoders and its timer.
+    """Shared part: the endpoint, its peer's routes (plane, encoder, carrier) and its timer.
 
     ``cfg.initial_psn`` is the connection's first PSN, random per connection and agreed in
     the handshake; ``nonce`` names the handshake that created the connection.
@@ -146,7 +146,6 @@ class Connection:
         self.endpoint = Endpoint(
             local_qp=qp.value, peer_qp=qp.peer.value, config=cfg, paths=peer.path_space, rng=rng
         )
-        self.encoders = peer.encoders
         self.deadline: int | None = None
         self.ev_history: deque[dict[str, Any]] = deque(maxlen=EV_HISTORY)
 

@@ -71,7 +71,8 @@ class Wire:
                 self.frames += 1
                 if isinstance(act.msg, DataPacket):
                     # the send side's checksum shortcut (piece_sums) gives the encoder's own frame
-                    assert frame == conn.encoders[plane].encode(act.msg, conn.peer.carrier(act.msg.meta.ev))
+                    peer = conn.peer
+                    assert frame == peer.encoders[plane].encode(act.msg, peer.carrier(act.msg.meta.ev))
                     self.data_frames += 1
                 if not self.drop(act.msg.meta.ev, frame):
                     self.flight.append((self.rx if conn is self.tx else self.tx, frame))
