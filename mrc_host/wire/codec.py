@@ -120,8 +120,9 @@ REASONS: Final = (
 )
 
 # struct layouts, offsets relative to the header they start at.
-_IP6: Final = struct.Struct(">IHBB")  # version|tc|flow label, payload length, next header, hop limit
-_ETH_IP6: Final = struct.Struct(">2sIHBB")  # EtherType, then _IP6
+# EtherType, then the outer IPv6 header's version|tc|flow label, payload length, next header,
+# hop limit
+_ETH_IP6: Final = struct.Struct(">2sIHBB")
 _VTF_PLEN: Final = struct.Struct(">IH")
 _U16: Final = struct.Struct(">H")
 _CARRIER: Final = struct.Struct("16s")  # the outer destination
