@@ -16,6 +16,7 @@ control socket file are removed on the way out.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import random
@@ -646,6 +647,10 @@ def serve(opts: AgentOptions) -> None:
     agent = Agent(opts)
     agent.open()
     agent.install_signal_handlers()
+    # everything made so far (scapy's and numpy's modules, the frame templates) lives as long
+    # as the process: out of the collector's generations, a full collection no longer walks
+    # those hundreds of thousands of objects again, and it runs every few thousand packets
+    gc.freeze()
     try:
         agent.run()
     finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,10 @@ def _fmt_bytes(n: float) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # before numpy is first imported (by the codec, below): the agent only sums arrays, so
+    # OpenBLAS's thread pool would idle, and a second thread alone costs every large malloc
+    # and free a lock and every socket call a cancellation check (glibc in threaded mode)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from . import ev_profile
     from .agent import DEFAULT_ACK_EVERY, DEFAULT_BUSY_POLL_US, AgentOptions, serve
 

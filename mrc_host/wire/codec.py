@@ -98,6 +98,7 @@ RETH_LEN: Final = 16
 MRC_DATA_LEN: Final = 16
 DATA_HDR_LEN: Final = RETH_LEN + MRC_DATA_LEN  # per-opcode header of DATA
 SACK_LEN: Final = 32
+SACK_ULEN: Final = UDP_LEN + BTH_LEN + SACK_LEN + ICRC_LEN  # a SACK's UDP length
 NACK_LEN: Final = 12
 PROBE_LEN: Final = 20
 PROBE_ACK_LEN: Final = 20
@@ -121,15 +122,16 @@ REASONS: Final = (
 
 # struct layouts, offsets relative to the header they start at.
 # EtherType, then the outer IPv6 header's version|tc|flow label, payload length, next header,
-# hop limit
-_ETH_IP6: Final = struct.Struct(">2sIHBB")
+# (hop limit skipped)
+_ETH_IP6: Final = struct.Struct(">2sIHBx")
 _VTF_PLEN: Final = struct.Struct(">IH")
 _U16: Final = struct.Struct(">H")
 _CARRIER: Final = struct.Struct("16s")  # the outer destination
-# inner IPv6 (its addresses as bytes), then UDP sport dport len csum | BTH opcode flags pkey
-# (rsv|qp) (ack|psn)
-_INNER_UDP_BTH: Final = struct.Struct(">IHBB16s16sHHHHBBHII")
-_DATA: Final = struct.Struct(">QIIIHHQ")  # RETH va rkey dlen | msg_id flags reserved send_ts
+# inner IPv6 (its addresses as bytes), then UDP sport dport len | BTH opcode (rsv|qp) (ack|psn);
+# the fields no check reads (hop limit, UDP checksum, BTH flags and pkey) are skipped, not
+# made into integers
+_INNER_UDP_BTH: Final = struct.Struct(">IHBx16s16sHHH2xB3xII")
+_DATA: Final = struct.Struct(">QIIIH2xQ")  # RETH va rkey dlen | msg_id flags (reserved) send_ts
 _SACK: Final = struct.Struct(">IIQIBBHQ")  # cum bse bitmap echo_ev flags rsv port_status echo_ts
 _NACK: Final = struct.Struct(">IBxxxI")  # psn reason echo_ev
 _PROBE: Final = struct.Struct(">IIQI")  # probe_id ev_under_test send_ts reply_ev
@@ -141,6 +143,8 @@ _TAIL_DATA: Final = struct.Struct(">HHHHBBHIIQIIIHHQ")  # UDP + BTH + RETH + MRC
 # inner IPv6 (its addresses), then _TAIL_DATA
 _HDR_DATA: Final = struct.Struct(">IHBB16s16sIHBB32sHHHHBBHIIQIIIHHQ")
 _TAIL_SACK: Final = struct.Struct(">HHHHBBHIIIIQIBBHQ")
+# a SACK frame's headers after Ethernet in one call, as _HDR_DATA for DATA
+_HDR_SACK: Final = struct.Struct(">IHBB16s16sIHBB32sHHHHBBHIIIIQIBBHQ")
 _TAIL_NACK: Final = struct.Struct(">HHHHBBHIIIBxxxI")
 _TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
 _TAIL_PROBE_ACK: Final = struct.Struct(">HHHHBBHIIIIQHxx")
@@ -151,6 +155,8 @@ _CSUM_OFF: Final = UDP_OFF + 6  # UDP checksum
 _U16_PACK_INTO: Final = _U16.pack_into
 _HDR_DATA_PACK_INTO: Final = _HDR_DATA.pack_into
 _TAIL_DATA_PACK_INTO: Final = _TAIL_DATA.pack_into
+_HDR_SACK_PACK_INTO: Final = _HDR_SACK.pack_into
+_TAIL_SACK_PACK_INTO: Final = _TAIL_SACK.pack_into
 _ICRC_PACK: Final = _ICRC.pack
 _ICRC_UNPACK_FROM: Final = _ICRC.unpack_from
 _ETH_IP6_UNPACK_FROM: Final = _ETH_IP6.unpack_from
@@ -322,6 +328,12 @@ class FrameEncoder:
         self._outer_src = bytes(data[OUTER_OFF + 8 : OUTER_OFF + 24])
         self._inner_nh, self._inner_hl = data[INNER_OFF + 6], data[INNER_OFF + 7]
         self._inner_addrs = bytes(inner)
+        sack = self._hdr[Sack]
+        self._sack_hdr = sack
+        self._sack_mask = self._mask[Sack]
+        self._sack_op = sack[BTH_OFF]
+        self._sack_outer_nh, self._sack_outer_hl = sack[OUTER_OFF + 6], sack[OUTER_OFF + 7]
+        self._sack_inner_nh, self._sack_inner_hl = sack[INNER_OFF + 6], sack[INNER_OFF + 7]
         self._encoders: dict[type, Callable[[Any, bytes], bytes]] = {
             DataPacket: self._encode_data,
             Sack: self._encode_sack,
@@ -433,11 +445,39 @@ class FrameEncoder:
         return frame
 
     def _encode_sack(self, m: Sack, carrier16: bytes) -> bytes:
-        if (m.cum_psn | m.base_psn) >> 24:
-            raise ValueError(f"cum_psn {m.cum_psn} or base_psn {m.base_psn} is not 24 bits")
+        """As ``_encode_data`` for the receiver's most frequent frame: one pack for the
+        headers, one for the ICRC's masked copy, the checksum from the field values."""
+        qp, cum, base = m.qp, m.cum_psn, m.base_psn
+        if (qp | cum | base) >> 24:
+            raise ValueError(f"qp {qp}, cum_psn {cum} or base_psn {base} is not 24 bits")
+        vtf = self._vtf(m.meta)
+        sport = SPORT_BASE | (m.meta.ev & SPORT_EV_MASK)
         flags = (SACK_FLAG_ECN_ECHO if m.ecn_echo else 0) | (SACK_FLAG_DUPLICATE if m.duplicate else 0)
-        fields = (m.cum_psn, m.base_psn, m.bitmap, m.echo_ev, flags, 0, m.port_status, m.echo_ts)
-        return self._encode_ctrl(Sack, m, carrier16, _TAIL_SACK, m.cum_psn, fields)
+        bitmap, echo_ev, port_status, echo_ts = m.bitmap, m.echo_ev, m.port_status, m.echo_ts
+        op = self._sack_op
+        hdr = self._sack_hdr
+        _HDR_SACK_PACK_INTO(
+            hdr, OUTER_OFF, vtf, SACK_ULEN + IP6_LEN, self._sack_outer_nh, self._sack_outer_hl,
+            self._outer_src, carrier16, vtf, SACK_ULEN, self._sack_inner_nh, self._sack_inner_hl,
+            self._inner_addrs, sport, MRC_UDP_PORT, SACK_ULEN, 0, op, 0, 0xFFFF, qp, cum,
+            cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
+        )  # fmt: skip
+        mask = self._sack_mask
+        _TAIL_SACK_PACK_INTO(
+            mask, IP6_LEN, sport, MRC_UDP_PORT, SACK_ULEN, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, cum,
+            cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
+        )  # fmt: skip
+        icrc = _ICRC_PACK(crc32(mask, _CRC_LRH))
+        # every field sits at an even offset (a byte pair counts as its 16-bit value): see
+        # _encode_data; the packs above refused any value too wide for its field
+        hdr_sum = (
+            sport + MRC_UDP_PORT + SACK_ULEN + (op << 8) + 0xFFFF + qp + cum + cum + base
+            + bitmap % 0xFFFF + echo_ev + (flags << 8) + port_status + echo_ts % 0xFFFF
+        ) % 0xFFFF  # fmt: skip
+        _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, SACK_ULEN, hdr_sum, b"", icrc))
+        frame = b"".join((hdr, icrc))
+        _U16_PACK_INTO(hdr, _CSUM_OFF, 0)
+        return frame
 
     def _encode_nack(self, m: Nack, carrier16: bytes) -> bytes:
         return self._encode_ctrl(Nack, m, carrier16, _TAIL_NACK, m.psn, (m.psn, m.reason, m.echo_ev))
@@ -521,7 +561,7 @@ def decode_frame(frame: bytes | bytearray | memoryview, *, verify_icrc: bool = F
             if n >= ETH_LEN and frame[12:14] != ETHERTYPE_IPV6:
                 raise MalformedPacket("not_ipv6", "ethertype")
             raise MalformedPacket("truncated", f"frame of {n} B ends in Ether/outer IPv6")
-        ethertype, vtf, plen, nh, _hl = _ETH_IP6_UNPACK_FROM(frame, OUTER_OFF - 2)
+        ethertype, vtf, plen, nh = _ETH_IP6_UNPACK_FROM(frame, OUTER_OFF - 2)
         if ethertype != ETHERTYPE_IPV6:
             raise MalformedPacket("not_ipv6", "ethertype")
         if vtf >> 28 != 6:
@@ -576,9 +616,7 @@ def _decode_from_inner(
     if n < h:
         raise MalformedPacket("truncated", f"packet of {n - off} B ends in inner IPv6/UDP/BTH")
     # inner IPv6 (with its addresses as bytes) and UDP + BTH in one call
-    vtf2, plen2, nh2, _hl2, src, dst, sport, dport, ulen, _cs, opcode, _fl, _pk, qpw, psnw = (
-        _INNER_UDP_BTH_UNPACK_FROM(buf, off)
-    )
+    vtf2, plen2, nh2, src, dst, sport, dport, ulen, opcode, qpw, psnw = _INNER_UDP_BTH_UNPACK_FROM(buf, off)
     if vtf2 >> 28 != 6:
         raise MalformedPacket("not_ipv6", "inner version")
     if nh2 != 17:
@@ -606,7 +644,7 @@ def _decode_from_inner(
     if data_op is not None:
         if rest < DATA_HDR_LEN:
             raise MalformedPacket("truncated", "RETH/MRC data header")
-        va, rkey, dlen, msg_id, flags, _rsv, ts = _DATA_UNPACK_FROM(buf, h)
+        va, rkey, dlen, msg_id, flags, ts = _DATA_UNPACK_FROM(buf, h)
         if dlen > MAX_PAYLOAD:
             raise MalformedPacket("oversized", f"RETH length {dlen}")
         have = rest - DATA_HDR_LEN
