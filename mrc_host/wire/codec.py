@@ -320,7 +320,8 @@ class FrameEncoder:
             self._mask[type(sample)] = mask
         inner = hdr[INNER_OFF + 8 : INNER_OFF + 40]  # inner source + destination addresses
         self._pseudo = int.from_bytes(inner, "big") % 0xFFFF
-        # what every DATA frame repeats from the template (next headers, hop limits, addresses)
+        # what every frame repeats from its template (next headers, hop limits, addresses: the
+        # same in every kind's, test_fast_encoder_is_byte_identical_to_scapy holds them to scapy's)
         data = self._hdr[DataPacket]
         self._data_hdr = data
         self._data_mask = self._mask[DataPacket]
@@ -332,8 +333,6 @@ class FrameEncoder:
         self._sack_hdr = sack
         self._sack_mask = self._mask[Sack]
         self._sack_op = sack[BTH_OFF]
-        self._sack_outer_nh, self._sack_outer_hl = sack[OUTER_OFF + 6], sack[OUTER_OFF + 7]
-        self._sack_inner_nh, self._sack_inner_hl = sack[INNER_OFF + 6], sack[INNER_OFF + 7]
         self._encoders: dict[type, Callable[[Any, bytes], bytes]] = {
             DataPacket: self._encode_data,
             Sack: self._encode_sack,
@@ -457,9 +456,9 @@ class FrameEncoder:
         op = self._sack_op
         hdr = self._sack_hdr
         _HDR_SACK_PACK_INTO(
-            hdr, OUTER_OFF, vtf, SACK_ULEN + IP6_LEN, self._sack_outer_nh, self._sack_outer_hl,
-            self._outer_src, carrier16, vtf, SACK_ULEN, self._sack_inner_nh, self._sack_inner_hl,
-            self._inner_addrs, sport, MRC_UDP_PORT, SACK_ULEN, 0, op, 0, 0xFFFF, qp, cum,
+            hdr, OUTER_OFF, vtf, SACK_ULEN + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src,
+            carrier16, vtf, SACK_ULEN, self._inner_nh, self._inner_hl, self._inner_addrs,
+            sport, MRC_UDP_PORT, SACK_ULEN, 0, op, 0, 0xFFFF, qp, cum,
             cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
         )  # fmt: skip
         mask = self._sack_mask

@@ -29,6 +29,14 @@ from mrc_host.wire.messages import DataFlag, DataPacket, Dscp, Ecn, Message, Opc
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_messages
 
 
+def _checksums(frame: bytes) -> tuple[int, int]:
+    """(the UDP checksum ``frame`` carries, the one scapy computes for it)."""
+    pkt = Ether(frame)
+    sent = pkt[UDP].chksum
+    del pkt[UDP].chksum
+    return sent, Ether(bytes(pkt))[UDP].chksum
+
+
 def _with_inner_addresses(msg: Message) -> Message:
     meta = dataclasses.replace(
         msg.meta, src=str(SAMPLE_ADDRESSING.inner_src), dst=str(SAMPLE_ADDRESSING.inner_dst)
@@ -73,12 +81,9 @@ def test_outer_header_carries_path_ev_and_marks() -> None:
 @pytest.mark.parametrize("msg", sample_messages(), ids=lambda m: type(m).__name__)
 def test_udp_checksum_is_valid_over_ipv6(msg: Message) -> None:
     """RFC 8200: a UDP checksum of 0 is invalid over IPv6; scapy recomputes the codec's and agrees."""
-    frame = encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING)
-    pkt = Ether(frame)
-    sent = pkt[UDP].chksum
+    sent, recomputed = _checksums(encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING))
     assert sent != 0
-    del pkt[UDP].chksum
-    assert Ether(bytes(pkt))[UDP].chksum == sent
+    assert recomputed == sent
 
 
 def test_icrc_is_computed_and_covers_payload() -> None:
@@ -95,10 +100,8 @@ def test_udp_checksum_of_every_payload_size_matches_scapy(size: int) -> None:
     from mrc_host.wire.samples import sample_data
 
     frame = encode(sample_data(size), SAMPLE_CARRIER, SAMPLE_ADDRESSING)
-    pkt = Ether(frame)
-    sent = pkt[UDP].chksum
-    del pkt[UDP].chksum
-    assert Ether(bytes(pkt))[UDP].chksum == sent != 0
+    sent, recomputed = _checksums(frame)
+    assert recomputed == sent != 0
 
 
 @settings(max_examples=300, deadline=None)
@@ -126,10 +129,8 @@ def test_data_checksum_from_field_values_matches_scapy(
         msg_id=msg_id, send_ts=send_ts, flags=flags, opcode=opcode, ack_req=ack_req,
         meta=PathMeta(ev=ev, ecn=Ecn.ECT0, dscp=Dscp.DATA),
     )  # fmt: skip
-    pkt = Ether(encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING))
-    sent = pkt[UDP].chksum
-    del pkt[UDP].chksum
-    assert Ether(bytes(pkt))[UDP].chksum == sent != 0
+    sent, recomputed = _checksums(encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING))
+    assert recomputed == sent != 0
 
 
 @settings(max_examples=300, deadline=None)
@@ -157,7 +158,5 @@ def test_sack_checksum_from_field_values_matches_scapy(
     )  # fmt: skip
     frame = encode(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING)
     assert decode_frame(frame, verify_icrc=True) == _with_inner_addresses(msg)
-    pkt = Ether(frame)
-    sent = pkt[UDP].chksum
-    del pkt[UDP].chksum
-    assert Ether(bytes(pkt))[UDP].chksum == sent != 0
+    sent, recomputed = _checksums(frame)
+    assert recomputed == sent != 0
