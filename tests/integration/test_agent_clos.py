@@ -647,29 +647,40 @@ def test_a_pcap_of_a_live_transfer_decodes_cleanly_in_tshark(fabric: Fabric) -> 
     if shutil.which("tcpdump") is None or shutil.which("tshark") is None:
         pytest.skip("tcpdump or tshark not installed")
     node = fabric.net.get(H2)
-    ifname = fabric.topo.host(H2).port(0).ifname
-    pcap = fabric.run_dir / "live.pcap"
-    proc = node.popen(
-        ["tcpdump", "-n", "-U", "-s", "0", "-i", ifname, "-w", str(pcap), "ip6"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # every plane of H2: a SACK goes back on the plane of the DATA that triggered it, so one
+    # port alone may see none of them
+    pcaps = [fabric.run_dir / f"live-{p.ifname}.pcap" for p in fabric.topo.host(H2).ports]
+    procs = []
     try:
-        assert "listening on" in proc.stderr.readline()
+        for port, pcap in zip(fabric.topo.host(H2).ports, pcaps, strict=True):
+            proc = node.popen(
+                ["tcpdump", "-n", "-U", "-s", "0", "-i", port.ifname, "-w", str(pcap), "ip6"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            procs.append(proc)
+            assert "listening on" in proc.stderr.readline()
         # a new connection (H2 has never sent to H0): the handshake is in the capture too
         summary = fabric.client(H2).send(H0, "2M")
         assert summary["ok"] and summary["verified"] is True, summary
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
-        proc.stderr.close()
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(timeout=15)
+            proc.stderr.close()
     try:
-        rows = tshark.fields(pcap, ["mrc.opcode", "mrc.data.payload_len", "udp.srcport"])
+        rows = [
+            r
+            for pcap in pcaps
+            for r in tshark.fields(pcap, ["mrc.opcode", "mrc.data.payload_len", "udp.srcport"])
+        ]
         opcodes = {int(r["mrc.opcode"], 0) for r in rows if r["mrc.opcode"]}
         assert {0xC4, 0xC5, 0xC0} <= opcodes and opcodes & {0x06, 0x07, 0x08, 0x0A}, opcodes
         assert max(int(r["mrc.data.payload_len"] or 0) for r in rows) == 4096  # RoCE-sized
         assert all(int(r["udp.srcport"]) >= 0xC000 for r in rows if r["udp.srcport"])
-        assert tshark.problems(pcap) == []
+        assert [p for pcap in pcaps for p in tshark.problems(pcap)] == []
     finally:
-        pcap.unlink(missing_ok=True)
+        for pcap in pcaps:
+            pcap.unlink(missing_ok=True)
