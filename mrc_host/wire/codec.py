@@ -390,11 +390,6 @@ class FrameEncoder:
         psnw = psn | 0x80000000 if m.ack_req else psn
         va, rkey, msg_id, flags, ts = m.vaddr, m.rkey, m.msg_id, m.flags, m.send_ts
         op = m.opcode
-        _HDR_DATA_PACK_INTO(
-            hdr, OUTER_OFF, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
-            vtf, ulen, self._inner_nh, self._inner_hl, self._inner_addrs,
-            sport, MRC_UDP_PORT, ulen, 0, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, 0, ts,
-        )  # fmt: skip
         _U16_PACK_INTO(mask, 4, ulen)
         _TAIL_DATA_PACK_INTO(
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psnw,
@@ -403,15 +398,19 @@ class FrameEncoder:
         crc = crc32(payload, crc32(mask, _CRC_LRH))
         icrc = _ICRC_PACK(crc)
         # the headers' share of the checksum from the field values (2**16 = 1 mod 0xFFFF: a
-        # big-endian field at an even offset counts as its value); the pack above has already
-        # refused any value too wide for its field
+        # big-endian field at an even offset counts as its value); the mask's pack above has
+        # already refused any value too wide for its field
         hdr_sum = (
             sport + MRC_UDP_PORT + ulen + (op << 8) + 0xFFFF + qp + psnw
             + va % 0xFFFF + rkey + n + msg_id + flags + ts % 0xFFFF
         ) % 0xFFFF  # fmt: skip
-        _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, icrc, payload_sum))
+        csum = _udp_checksum(self._pseudo, ulen, hdr_sum, payload, icrc, payload_sum)
+        _HDR_DATA_PACK_INTO(
+            hdr, OUTER_OFF, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
+            vtf, ulen, self._inner_nh, self._inner_hl, self._inner_addrs,
+            sport, MRC_UDP_PORT, ulen, csum, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, 0, ts,
+        )  # fmt: skip
         frame = b"".join((hdr, payload, icrc))
-        _U16_PACK_INTO(hdr, _CSUM_OFF, 0)  # the template keeps a zero checksum for the next sum
         return frame
 
     def _encode_ctrl(
@@ -455,12 +454,6 @@ class FrameEncoder:
         bitmap, echo_ev, port_status, echo_ts = m.bitmap, m.echo_ev, m.port_status, m.echo_ts
         op = self._sack_op
         hdr = self._sack_hdr
-        _HDR_SACK_PACK_INTO(
-            hdr, OUTER_OFF, vtf, SACK_ULEN + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src,
-            carrier16, vtf, SACK_ULEN, self._inner_nh, self._inner_hl, self._inner_addrs,
-            sport, MRC_UDP_PORT, SACK_ULEN, 0, op, 0, 0xFFFF, qp, cum,
-            cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
-        )  # fmt: skip
         mask = self._sack_mask
         _TAIL_SACK_PACK_INTO(
             mask, IP6_LEN, sport, MRC_UDP_PORT, SACK_ULEN, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, cum,
@@ -468,14 +461,19 @@ class FrameEncoder:
         )  # fmt: skip
         icrc = _ICRC_PACK(crc32(mask, _CRC_LRH))
         # every field sits at an even offset (a byte pair counts as its 16-bit value): see
-        # _encode_data; the packs above refused any value too wide for its field
+        # _encode_data; the mask's pack above refused any value too wide for its field
         hdr_sum = (
             sport + MRC_UDP_PORT + SACK_ULEN + (op << 8) + 0xFFFF + qp + cum + cum + base
             + bitmap % 0xFFFF + echo_ev + (flags << 8) + port_status + echo_ts % 0xFFFF
         ) % 0xFFFF  # fmt: skip
-        _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, SACK_ULEN, hdr_sum, b"", icrc))
+        csum = _udp_checksum(self._pseudo, SACK_ULEN, hdr_sum, b"", icrc)
+        _HDR_SACK_PACK_INTO(
+            hdr, OUTER_OFF, vtf, SACK_ULEN + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src,
+            carrier16, vtf, SACK_ULEN, self._inner_nh, self._inner_hl, self._inner_addrs,
+            sport, MRC_UDP_PORT, SACK_ULEN, csum, op, 0, 0xFFFF, qp, cum,
+            cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
+        )  # fmt: skip
         frame = b"".join((hdr, icrc))
-        _U16_PACK_INTO(hdr, _CSUM_OFF, 0)
         return frame
 
     def _encode_nack(self, m: Nack, carrier16: bytes) -> bytes:

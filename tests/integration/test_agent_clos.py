@@ -649,10 +649,11 @@ def test_a_pcap_of_a_live_transfer_decodes_cleanly_in_tshark(fabric: Fabric) -> 
     node = fabric.net.get(H2)
     # every plane of H2: a SACK goes back on the plane of the DATA that triggered it, so one
     # port alone may see none of them
-    pcaps = [fabric.run_dir / f"live-{p.ifname}.pcap" for p in fabric.topo.host(H2).ports]
+    ports = fabric.topo.host(H2).ports
+    pcaps = [fabric.run_dir / f"live-{p.ifname}.pcap" for p in ports]
     procs = []
     try:
-        for port, pcap in zip(fabric.topo.host(H2).ports, pcaps, strict=True):
+        for port, pcap in zip(ports, pcaps, strict=True):
             proc = node.popen(
                 ["tcpdump", "-n", "-U", "-s", "0", "-i", port.ifname, "-w", str(pcap), "ip6"],
                 stdout=subprocess.DEVNULL,
