@@ -399,19 +399,33 @@ def data_backlog(dev: str) -> tuple[int, int]:
 
 
 def sample(port: PortEgress, timeout: float) -> None:
-    """Virtual queue against HTB's backlog, read back to back, until a queue that was seen
-    non-empty is empty again (or ``timeout``): how closely the program tracks HTB. Each line
-    also carries the monotonic time (ns), so a reader can tell when HTB fell behind its rate."""
+    """Virtual queue against HTB's backlog, every 10 ms until a queue that was seen non-empty
+    is empty again (or ``timeout``): how closely the program tracks HTB.
+
+    Reading HTB's backlog costs a ``tc`` process, and on a loaded machine that can take tens of
+    milliseconds, during which HTB drains. So each line brackets the read: the virtual queue
+    evaluated at the clock just before and just after it (the program's state only changes when
+    a frame passes, and it drains at a known rate, so it can be evaluated at any instant). The
+    true virtual queue at the moment tc read the backlog lies between the two, and a reader can
+    compare without guessing when that moment was. The times also tell when HTB fell behind its
+    rate."""
     rate, _buffer = port.read_link()
     seen = False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = port.read_state()
-        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        virtual = state.queue_at(now, rate)
+        before = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         backlog = data_backlog(port.dev)[0]
-        print(json.dumps([virtual, backlog, now]), flush=True)
-        if backlog or virtual:
+        after = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        line = {
+            "virtual_before": state.queue_at(before, rate),
+            "virtual_after": state.queue_at(after, rate),
+            "htb": backlog,
+            "t_before_ns": before,
+            "t_after_ns": after,
+        }
+        print(json.dumps(line), flush=True)
+        if backlog or line["virtual_before"]:
             seen = True
         elif seen:
             return
@@ -439,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     sh.add_argument("--dev", required=True)
     sm = sub.add_parser(
         "sample",
-        help="print [virtual queue, HTB backlog (bytes), time (ns)] as JSON lines until the queue empties",
+        help="print the virtual queue just before and after each read of HTB's backlog (bytes, ns) "
+        "as JSON lines until the queue empties",
     )
     sm.add_argument("--dev", required=True)
     sm.add_argument("--timeout", type=float, default=30.0)
