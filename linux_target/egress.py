@@ -389,13 +389,29 @@ class PortEgress:
         self.write_link(rate_bps, buffer_bytes)
 
 
-def data_backlog(dev: str) -> tuple[int, int]:
-    """(bytes, packets) waiting in the HTB data class 1:2 of ``dev`` (its leaf fifo)."""
+@dataclass(frozen=True)
+class DataFifo:
+    """One read of the leaf fifo under HTB's data class 1:2: what waits in it, and the bytes it
+    has handed to HTB so far (a fifo counts a frame when it is dequeued)."""
+
+    backlog_bytes: int
+    backlog_packets: int
+    sent_bytes: int
+
+
+def data_fifo(dev: str) -> DataFifo:
+    """The data fifo 12: of ``dev``, read with one ``tc -s`` call."""
     out = json.loads(_run(["tc", "-s", "-j", "qdisc", "show", "dev", dev]))
     for q in out:
         if q.get("handle") == "12:":
-            return int(q.get("backlog", 0)), int(q.get("qlen", 0))
+            return DataFifo(int(q.get("backlog", 0)), int(q.get("qlen", 0)), int(q.get("bytes", 0)))
     raise EgressError(f"{dev}: no data fifo 12:")
+
+
+def data_backlog(dev: str) -> tuple[int, int]:
+    """(bytes, packets) waiting in the HTB data class 1:2 of ``dev`` (its leaf fifo)."""
+    fifo = data_fifo(dev)
+    return fifo.backlog_bytes, fifo.backlog_packets
 
 
 def sample(port: PortEgress, timeout: float) -> None:
@@ -407,25 +423,34 @@ def sample(port: PortEgress, timeout: float) -> None:
     evaluated at the clock just before and just after it (the program's state only changes when
     a frame passes, and it drains at a known rate, so it can be evaluated at any instant). The
     true virtual queue at the moment tc read the backlog lies between the two, and a reader can
-    compare without guessing when that moment was. The times also tell when HTB fell behind its
-    rate."""
+    compare without guessing when that moment was.
+
+    Each line also says how far the sample can be trusted: ``t_state_ns``, the clock before the
+    program's state was read, with the frames the program had passed by then
+    (``sent_packets``), tells a sample taken mid-burst from one taken after it and bounds when
+    a burst began; ``htb_sent_bytes``, what the data fifo had handed to HTB, tells whether HTB
+    kept its rate since then."""
     rate, _buffer = port.read_link()
     seen = False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        t_state = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         state = port.read_state()
         before = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        backlog = data_backlog(port.dev)[0]
+        fifo = data_fifo(port.dev)
         after = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         line = {
+            "t_state_ns": t_state,
+            "sent_packets": state.sent_packets,
             "virtual_before": state.queue_at(before, rate),
             "virtual_after": state.queue_at(after, rate),
-            "htb": backlog,
+            "htb": fifo.backlog_bytes,
+            "htb_sent_bytes": fifo.sent_bytes,
             "t_before_ns": before,
             "t_after_ns": after,
         }
         print(json.dumps(line), flush=True)
-        if backlog or line["virtual_before"]:
+        if fifo.backlog_bytes or line["virtual_before"]:
             seen = True
         elif seen:
             return
