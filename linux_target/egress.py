@@ -408,12 +408,6 @@ def data_fifo(dev: str) -> DataFifo:
     raise EgressError(f"{dev}: no data fifo 12:")
 
 
-def data_backlog(dev: str) -> tuple[int, int]:
-    """(bytes, packets) waiting in the HTB data class 1:2 of ``dev`` (its leaf fifo)."""
-    fifo = data_fifo(dev)
-    return fifo.backlog_bytes, fifo.backlog_packets
-
-
 def sample(port: PortEgress, timeout: float) -> None:
     """Virtual queue against HTB's backlog, every 10 ms until a queue that was seen non-empty
     is empty again (or ``timeout``): how closely the program tracks HTB.
@@ -509,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
                         "buffer_bytes": buffer,
                         "state": asdict(state),
                         "queue_bytes_now": state.queue_at(now, rate),
-                        "htb_data_backlog_bytes": data_backlog(args.dev)[0] if rate else None,
+                        "htb_data_backlog_bytes": data_fifo(args.dev).backlog_bytes if rate else None,
                     }
                 )
             )
