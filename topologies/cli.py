@@ -30,6 +30,7 @@ from rich.progress import (
 from rich.table import Table
 
 from controller.cli import health_tables
+from mrc_host.agent.ev_summary import path_table
 from topologies.northbound import DIRECTIONS, KINDS, direction_name, kind_name
 
 SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
@@ -228,12 +229,13 @@ class MrcCommands:
         return resp
 
     def evs(self, line: str) -> Any:
-        args = shlex.split(line)
-        if len(args) != 1:
-            raise CommandError("usage: evs HOST")
-        host = self._host(args[0])
+        p = _parser("evs", "EV states of a host's agent")
+        p.add_argument("host")
+        p.add_argument("--all", action="store_true", help="one row per EV instead of one per path")
+        a = p.parse_args(shlex.split(line))
+        host = self._host(a.host)
         evs = self.tb.agent(host).client.evs()
-        self.out.print(evs_table(host, evs))
+        self.out.print(evs_table(host, evs) if a.all else path_table(evs, f"EVs of {host}"))
         return evs
 
     def counters(self, line: str) -> list[Any]:
@@ -373,8 +375,10 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     )
     do_evs = _verb(
         "evs",
-        """evs HOST
-        The EVs of HOST's agent with their state (GOOD, SKIP, ASSUMED_BAD, DENIED) and counts.""",
+        """evs HOST [--all]
+        The EVs of HOST's agent: one row per path (connection, plane, T1) with how many EVs
+        are GOOD, SKIP, ASSUMED_BAD or DENIED and the path's packet counts; --all: one row
+        per EV.""",
     )
     do_counters = _verb(
         "counters",

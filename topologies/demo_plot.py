@@ -1,4 +1,9 @@
-"""The demo's PNG: goodput over time (with and without faults) above the sender's EV states."""
+"""The demo's PNG: goodput over time (with and without faults) above the sender's EV states.
+
+The EV states are one thin row per EV, grouped in one band per path (plane, T1) with one
+label per band, so that 128-256 EVs read as a handful of paths: a fault on a path shows as
+red across its band. GOOD is a light green so that ASSUMED_BAD and SKIP stand out.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +16,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#ffbf00", "ASSUMED_BAD": "#d62728", "DENIED": "#7f7f7f"}
+STATE_COLOURS = {"GOOD": "#8fd18f", "SKIP": "#ffbf00", "ASSUMED_BAD": "#d62728", "DENIED": "#5f5f5f"}
 
 
 def ev_segments(
     evs: list[dict[str, Any]], changes: list[dict[str, Any]], end: float
 ) -> dict[str, list[tuple[float, float, str]]]:
-    """Per EV label: (start, end, state) segments from its first state and its changes."""
+    """Per EV: (start, end, state) segments from its first state and its changes."""
     out: dict[str, list[tuple[float, float, str]]] = {}
     for row in evs:
         ev = row["ev"]
@@ -29,14 +34,48 @@ def ev_segments(
             segs.append((start, c["t"], state))
             state, start = c["new"], c["t"]
         segs.append((start, max(end, start), state))
-        out[f"{ev} p{row['plane']} t1={row['t1']}"] = segs
+        out[ev] = segs
     return out
+
+
+def path_bands(evs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """The EVs grouped by path, (label, EVs) per (plane, T1) in order: one band and one label each."""
+    bands: dict[tuple[int, int], list[str]] = {}
+    for row in evs:
+        bands.setdefault((int(row["plane"]), int(row["t1"])), []).append(row["ev"])
+    return [
+        (f"plane {plane} · T1 {t1}\n{len(members)} EVs", sorted(members))
+        for (plane, t1), members in sorted(bands.items())
+    ]
+
+
+def _draw_ev_bands(ax: Any, evs: list[dict[str, Any]], segs: dict[str, list[tuple[float, float, str]]],
+                   end: float) -> None:  # fmt: skip
+    """One thin row per EV, rows grouped in a band per path with one label per band."""
+    row = 0
+    ticks, labels = [], []
+    for i, (label, members) in enumerate(path_bands(evs)):
+        top = row
+        for ev in members:
+            for start, stop, state in segs.get(ev, []):
+                width = max(stop - start, end * 0.003)
+                ax.broken_barh([(start, width)], (row, 1.0), color=STATE_COLOURS.get(state, "k"))
+            row += 1
+        if i % 2:
+            ax.axhspan(top, row, color="#000000", alpha=0.06, zorder=0, linewidth=0)
+        ax.axhline(row, color="white", linewidth=1.5)
+        ticks.append((top + row) / 2)
+        labels.append(label)
+    ax.set_ylim(row, 0)  # first path on top
+    ax.set_yticks(ticks)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.tick_params(axis="y", length=0)
 
 
 def timeline_png(result: dict[str, Any], path: Path) -> None:
     faulted, clean = result["faulted"], result["clean"]
     fig, (ax1, ax2) = plt.subplots(
-        2, 1, figsize=(10, 6.5), sharex=True, gridspec_kw={"height_ratios": [2, 3]}
+        2, 1, figsize=(10, 7.5), sharex=True, gridspec_kw={"height_ratios": [2, 4]}
     )
     for run, colour, label in ((clean, "#9e9e9e", "no faults"), (faulted, "#1f77b4", "with faults")):
         delivered = run.get("delivered_mbit_s") or []
@@ -73,16 +112,12 @@ def timeline_png(result: dict[str, Any], path: Path) -> None:
             ax.axvline(f["injected_at"], color="k", linestyle="--", linewidth=0.8)
         ax1.annotate(f" {f['label']}", (f["injected_at"], 0), xycoords=("data", "axes fraction"), fontsize=7)
     segs = ev_segments(faulted["evs"], faulted["ev_changes"], end)
-    for row, (_label, parts) in enumerate(sorted(segs.items())):
-        for start, stop, state in parts:
-            width = max(stop - start, end * 0.003)
-            ax2.broken_barh([(start, width)], (row - 0.4, 0.8), color=STATE_COLOURS.get(state, "k"))
-    ax2.set_yticks(range(len(segs)))
-    ax2.set_yticklabels(sorted(segs), fontsize=7, family="monospace")
-    ax2.set_ylabel("sender EV")
+    _draw_ev_bands(ax2, faulted["evs"], segs, end)
+    ax2.set_ylabel(f"sender EVs ({len(segs)}), by path")
     ax2.set_xlabel("seconds since the transfer started")
     handles = [Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLOURS.values()]
-    ax2.legend(handles, list(STATE_COLOURS), loc="upper right", fontsize=7, ncol=4)
+    ax2.legend(handles, list(STATE_COLOURS), loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, ncol=4,
+               frameon=False, borderaxespad=0.2)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -3,7 +3,7 @@
     mrc serve --config RUN/hosts/h0.json --control RUN/agents/h0.sock [--log FILE] [--mtu N]
     mrc send h3 64M [--mode mrc|single-path|ecmp] [--agent SOCK] [--json]
     mrc stats [--agent SOCK] [--json]
-    mrc evs [--agent SOCK] [--json]
+    mrc evs [--all] [--agent SOCK] [--json]
     mrc deny 10040001 / mrc allow 10040001
 
 ``--agent`` defaults to $MRC_AGENT. ``--json`` prints the agent's reply as JSON (for scripts).
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .client import AgentClient, AgentError
+from .ev_summary import path_table
 from .protocol import ProtocolError, parse_size
 
 
@@ -92,8 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _agent_arg(snd)
 
-    for name, text in (("stats", "agent counters, per-EV table, transfers"), ("evs", "EV states")):
-        _agent_arg(sub.add_parser(name, help=text))
+    for name, text in (("stats", "agent counters, EVs per path, transfers"), ("evs", "EV states per path")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--all", action="store_true", help="one row per EV instead of one per path")
+        _agent_arg(p)
     for name in ("deny", "allow"):
         p = sub.add_parser(name, help=f"{name} an EV on every connection (operator)")
         p.add_argument("ev", help="EV as 8 hex digits, as `mrc evs` prints it")
@@ -244,7 +247,8 @@ def cmd_stats(args: argparse.Namespace, client: AgentClient) -> int:
     from rich.table import Table
 
     con = Console()
-    con.print(_ev_table(reply["evs"], f"EVs of {reply['host']}"))
+    title = f"EVs of {reply['host']}"
+    con.print(_ev_table(reply["evs"], title) if args.all else path_table(reply["evs"], title))
     tot = Table(title="totals", show_header=False)
     for k, v in sorted(reply["totals"].items()):
         tot.add_row(k, str(v))
@@ -279,7 +283,7 @@ def cmd_evs(args: argparse.Namespace, client: AgentClient) -> int:
     else:
         from rich.console import Console
 
-        Console().print(_ev_table(rows, "EVs"))
+        Console().print(_ev_table(rows, "EVs") if args.all else path_table(rows, "EVs"))
     return 0
 
 
