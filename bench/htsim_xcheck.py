@@ -1,0 +1,356 @@
+"""mrc-sim side by side with UEC's reference simulator, htsim_uec, on one two-tier fabric.
+
+Why: mrc-sim runs the project's own transport core on the project's own fabric model;
+neither was written against an outside reference. htsim_uec (htsim with the Ultra Ethernet
+Consortium's NSCC and its receiver-credit CC, RCCC) is one. Both simulators get the same
+fabric (one plane: hosts under T0 switches, every T0 linked to every T1, 100 Gb/s, 1 us per
+link, the same queue and ECN thresholds in packets) and the same traffic: an 8->1 incast, one
+long flow and a random permutation. Each run is judged against its own simulator's on-wire
+ideal (its packets carry different header bytes), and the table gives completion, trims,
+drops and pauses side by side.
+
+htsim is run in the congestion-control modes that bracket MRC's design:
+``nscc`` (UET's default: ECN also on the last hop), ``nscc-no-lasthop-ecn`` (MRC's switches:
+no ECN towards hosts, nothing else in its place) and ``nscc+rccc`` (NSCC plus receiver
+credit; htsim then turns last-hop ECN off itself) -- the mode whose signals mrc-sim's
+transport models, so the verdict (completion within 5 %, trims within 1.5x) is taken
+against it.
+
+htsim is looked for in ``$HTSIM_UEC``, else at ``../shared/htsim/htsim_uec`` from the
+repository's root (or from its parent, for a worktree); without it the bench writes a
+JSON that says it was skipped.
+
+    python -m bench.htsim_xcheck --out results/ [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
+from mrc_host.sim.network import FlowSpec, Network
+from mrc_host.sim.traffic import Job, permutation_pairs, point_to_point
+
+REPO = Path(__file__).resolve().parent.parent
+HTSIM_HEADER = 64  # htsim's UEC data header: its -mtu is payload + this
+HTSIM_MODES: dict[str, tuple[str, ...]] = {
+    "nscc": ("-sender_cc_only", "-sender_cc_algo", "nscc"),
+    "nscc-no-lasthop-ecn": ("-sender_cc_only", "-sender_cc_algo", "nscc", "-no_tor_downlink_ecn"),
+    "nscc+rccc": ("-sender_cc", "-sender_cc_algo", "nscc", "-receiver_cc"),
+}
+REFERENCE = "nscc+rccc"  # the htsim mode whose congestion signals mrc-sim's transport models
+COMPLETION_BAR = 0.05  # mrc-sim's completion/ideal within 5 % of htsim's
+TRIM_BAR = 1.5  # mrc-sim's trims within 1.5x of htsim's (either way)
+
+
+def find_htsim() -> Path | None:
+    """``$HTSIM_UEC``, else ``shared/htsim/htsim_uec`` in the directory holding the repository
+    (or the one above it: a git worktree of it); None if none is an executable file."""
+    env = os.environ.get("HTSIM_UEC")
+    candidates = [Path(env)] if env else []
+    candidates += [up / "shared" / "htsim" / "htsim_uec" for up in REPO.parents[:2]]
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+@dataclass(frozen=True)
+class XFabric:
+    """The one fabric both simulators build: a single plane, two tiers, full bisection."""
+
+    t0: int = 8
+    t1: int = 16
+    hosts_per_t0: int = 16
+    gbps: float = 100.0
+    link_ns: int = 1000
+    payload: int = 4096
+
+    @property
+    def hosts(self) -> int:
+        return self.t0 * self.hosts_per_t0
+
+    @property
+    def htsim_packet(self) -> int:
+        return self.payload + HTSIM_HEADER
+
+    @property
+    def htsim_rtt_ns(self) -> float:
+        """htsim's network RTT: 4 links each way plus a data and an ACK packet on each."""
+        ser = (self.htsim_packet + HTSIM_HEADER) * 8 / self.gbps
+        return 8 * self.link_ns + 4 * ser
+
+    @property
+    def queue_pkts(self) -> int:
+        """htsim's own default: a queue of one BDP (in its packets), trimming when full."""
+        return math.ceil(self.htsim_rtt_ns * self.gbps / 8 / self.htsim_packet)
+
+    @property
+    def ecn_pkts(self) -> int:
+        """One step threshold at half the queue (htsim's default ramp runs from 0.2 to 0.8)."""
+        return max(1, self.queue_pkts // 2)
+
+    def shape(self) -> FabricShape:
+        """The mrc-sim fabric: its queues hold as many (larger) packets as htsim's."""
+        pkt = self.payload + DATA_OVERHEAD
+        return FabricShape(
+            planes=1,
+            t0=self.t0,
+            t1=self.t1,
+            hosts_per_t0=self.hosts_per_t0,
+            link_gbps=self.gbps,
+            link_delay_ns=self.link_ns,
+            ecn_bytes=self.ecn_pkts * pkt,
+            trim_bytes=(self.queue_pkts - 1) * pkt,
+            buffer_bytes=4 * self.queue_pkts * pkt,
+        )
+
+    def htsim_topo(self) -> str:
+        tier = "Downlink_speed_Gbps {g}\nRadix_Down {d}\n{up}Downlink_Latency_ns {l}\nSwitch_Latency_ns 0\n"
+        g = int(self.gbps)
+        return (
+            f"Nodes {self.hosts}\nTiers 2\nPodsize {self.hosts}\n\nTier 0\n"
+            + tier.format(g=g, d=self.hosts_per_t0, up=f"Radix_Up {self.t1}\n", l=self.link_ns)
+            + "\nTier 1\n"
+            + tier.format(g=g, d=self.t0, up="", l=self.link_ns)
+        )
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    pairs: tuple[tuple[int, int], ...]
+    size: int
+
+    def bottleneck_bytes(self) -> int:
+        """Payload bytes through the busiest host port (a host's downlink or its uplink)."""
+        ins: dict[int, int] = {}
+        outs: dict[int, int] = {}
+        for s, d in self.pairs:
+            outs[s] = outs.get(s, 0) + self.size
+            ins[d] = ins.get(d, 0) + self.size
+        return max([*ins.values(), *outs.values()])
+
+
+def cases(fab: XFabric, quick: bool, seed: int) -> list[Case]:
+    per = fab.hosts_per_t0
+    incast = tuple((per + i, 0) for i in range(8))  # 8 senders under other T0s -> host 0
+    hosts = list(range(fab.hosts))
+    perm = tuple(permutation_pairs(hosts, random.Random(seed)))
+    return [
+        Case("incast-8to1", incast, (512 << 10) if quick else (2 << 20)),
+        Case("long-flow", ((0, fab.hosts - 1),), (4 << 20) if quick else (16 << 20)),
+        Case("permutation", perm, (256 << 10) if quick else (2 << 20)),
+    ]
+
+
+def ideal_us(case: Case, wire: int, payload: int, gbps: float) -> float:
+    """Serialisation of the busiest host port's packets at line rate (that simulator's headers)."""
+    packets = math.ceil(case.size / payload) * (case.bottleneck_bytes() // case.size)
+    return packets * wire * 8 / gbps / 1e3
+
+
+def htsim_matrix(fab: XFabric, case: Case) -> str:
+    lines = [f"Nodes {fab.hosts}", f"Connections {len(case.pairs)}"]
+    lines += [f"{s}->{d} id {i + 1} start 0 size {case.size}" for i, (s, d) in enumerate(case.pairs)]
+    return "\n".join(lines) + "\n"
+
+
+_FINISHED = re.compile(r"^Flow \S+ flowId (\d+) .* finished at ([0-9.]+)")
+_TOTALS = re.compile(r"^New: (\d+) Rtx: (\d+) .* NACKs: (\d+)")
+
+
+def parse_htsim(text: str, flows: int) -> dict[str, Any]:
+    """Completion (last flow's finish), trims (NACKs) and retransmissions from htsim's stdout."""
+    finished = [float(m[2]) for line in text.splitlines() if (m := _FINISHED.match(line))]
+    totals = next((m for line in text.splitlines() if (m := _TOTALS.match(line))), None)
+    if totals is None:
+        raise RuntimeError("htsim_uec printed no totals line (New: ... NACKs: ...)")
+    new, rtx, nacks = (int(totals[i]) for i in (1, 2, 3))
+    return {
+        "completed": len(finished) == flows,
+        "flows_finished": len(finished),
+        "completion_us": max(finished) if len(finished) == flows else None,
+        "data_packets": new,
+        "retransmissions": rtx,
+        "trims": nacks,  # every trimmed packet is answered by one NACK
+        # htsim's summary has no drop counter: a resend no NACK explains came from a timeout
+        "drops": max(0, rtx - nacks),
+        "pauses": 0,
+    }
+
+
+def run_htsim(binary: Path, fab: XFabric, case: Case, mode: str, end_us: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="htsim-xcheck-") as tmp:
+        d = Path(tmp)
+        (d / "fabric.topo").write_text(fab.htsim_topo())
+        (d / "traffic.cm").write_text(htsim_matrix(fab, case))
+        cmd = [
+            str(binary), "-topo", "fabric.topo", "-tm", "traffic.cm", "-nodes", str(fab.hosts),
+            *HTSIM_MODES[mode], "-mtu", str(fab.htsim_packet), "-q", str(fab.queue_pkts),
+            "-ecn", str(fab.ecn_pkts), str(fab.ecn_pkts), "-end", str(end_us), "-o", "htsim.log",
+        ]  # fmt: skip
+        started = time.monotonic()
+        proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=600, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"htsim_uec exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        out = parse_htsim(proc.stdout, len(case.pairs))
+    out["seconds"] = round(time.monotonic() - started, 2)
+    out["ideal_us"] = ideal_us(case, fab.htsim_packet, fab.payload, fab.gbps)
+    return out
+
+
+def run_mrcsim(fab: XFabric, case: Case, seed: int) -> dict[str, Any]:
+    started = time.monotonic()
+    net = Network(fab.shape(), seed)
+    job = point_to_point(
+        net, Job(case.name, "xcheck", 0), FlowSpec("x", 0, 1, mtu=fab.payload), list(case.pairs), case.size
+    )
+    net.run(200 * int(ideal_us(case, fab.payload + DATA_OVERHEAD, fab.payload, fab.gbps) * 1e3) + 10_000_000)
+    ports = net.fabric.ports.values()
+    completion = job.completion_ns
+    return {
+        "completed": completion is not None and all(c.data_ok for c in job.connections),
+        "flows_finished": sum(1 for t in job.rank_done_ns.values() if t is not None),
+        "completion_us": None if completion is None else completion / 1e3,
+        "data_packets": sum(c.sender.counters.data_packets_sent for c in job.connections),
+        "retransmissions": sum(c.sender.counters.retransmissions for c in job.connections),
+        "trims": sum(p.trimmed for p in ports),
+        "drops": sum(p.drops_congestion for p in ports),
+        "pauses": 0,  # the lossy fabric has no PFC
+        "seconds": round(time.monotonic() - started, 2),
+        "ideal_us": ideal_us(case, fab.payload + DATA_OVERHEAD, fab.payload, fab.gbps),
+    }
+
+
+def compare(mrc: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    """mrc-sim against the reference htsim run: each against its own ideal, then the bars."""
+    out: dict[str, Any] = {}
+    for who, r in (("mrc_sim", mrc), ("htsim", ref)):
+        c = r["completion_us"]
+        out[f"{who}_over_ideal"] = None if c is None else c / r["ideal_us"]
+    a, b = out["mrc_sim_over_ideal"], out["htsim_over_ideal"]
+    out["completion_gap"] = None if a is None or b is None else a / b - 1
+    out["completion_within"] = (
+        out["completion_gap"] is not None and abs(out["completion_gap"]) <= COMPLETION_BAR
+    )
+    t_m, t_h = mrc["trims"], ref["trims"]
+    out["trim_ratio"] = (t_m / t_h) if t_h else (None if t_m else 1.0)
+    out["trims_within"] = max(t_m, 1) <= TRIM_BAR * max(t_h, 1) and max(t_h, 1) <= TRIM_BAR * max(t_m, 1)
+    return out
+
+
+def _f(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def run_case(binary: Path, fab: XFabric, case: Case, seed: int) -> dict[str, Any]:
+    mrc = run_mrcsim(fab, case, seed)
+    end_us = int(20 * mrc["ideal_us"]) + 1000
+    ht = {mode: run_htsim(binary, fab, case, mode, end_us) for mode in HTSIM_MODES}
+    v = compare(mrc, ht[REFERENCE])
+    ref = ht[REFERENCE]
+    print(
+        f"   {case.name}: mrc-sim {mrc['completion_us']} us (x{_f(v['mrc_sim_over_ideal'])} ideal), "
+        f"{mrc['trims']} trims; htsim {REFERENCE} {ref['completion_us']} us "
+        f"(x{_f(v['htsim_over_ideal'])}), {ref['trims']} trims",
+        flush=True,
+    )
+    return {
+        "case": case.name,
+        "flows": len(case.pairs),
+        "size": case.size,
+        "mrc_sim": mrc,
+        "htsim": ht,
+        "verdict": v,
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: one line per simulator and mode, per case."""
+    head = "| case | simulator | completion (us) | ideal (us) | x ideal | trims | drops | pauses |\n"
+    head += "|---|---|---:|---:|---:|---:|---:|---:|\n"
+    lines = []
+    for row in rows:
+        runs = [("mrc-sim (MRC, NSCC)", row["mrc_sim"])]
+        runs += [(f"htsim {m}{' (reference)' if m == REFERENCE else ''}", r) for m, r in row["htsim"].items()]
+        for who, r in runs:
+            c = r["completion_us"]
+            x = "—" if c is None else f"{c / r['ideal_us']:.3f}"
+            cs = "did not finish" if c is None else f"{c:.1f}"
+            cells = [row["case"], who, cs, f"{r['ideal_us']:.1f}", x, r["trims"], r["drops"], r["pauses"]]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return head + "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    names = ["mrc-sim", *HTSIM_MODES]
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        runs = [row["mrc_sim"] if name == "mrc-sim" else row["htsim"][name] for row in rows]
+        xs = [i + k * width for i in range(len(rows))]
+        ratios = [(r["completion_us"] or 0) / r["ideal_us"] for r in runs]
+        axes[0].bar(xs, ratios, width=width, label=name)
+        axes[1].bar(xs, [r["trims"] for r in runs], width=width, label=name)
+    for ax, title in ((axes[0], "completion / own on-wire ideal"), (axes[1], "packets trimmed")):
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))])
+        ax.set_xticklabels([row["case"] for row in rows])
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0].axhline(1.0, color="k", linewidth=0.6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.htsim_xcheck", description=__doc__)
+    ap.add_argument("--out", type=Path, default=Path("results"))
+    ap.add_argument("--quick", action="store_true", help="smaller transfers")
+    ap.add_argument("--seed", type=int, default=1, help="mrc-sim's seed and the permutation's")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    binary = find_htsim()
+    fab = XFabric()
+    data: dict[str, Any] = {"fabric": asdict(fab), "queue_pkts": fab.queue_pkts, "ecn_pkts": fab.ecn_pkts}
+    if binary is None:
+        data.update(status="skipped", reason="htsim_uec not found ($HTSIM_UEC or ../shared/htsim/htsim_uec)")
+        (args.out / "htsim_xcheck.json").write_text(json.dumps(data, indent=1))
+        print(f"   skipped: {data['reason']}")
+        return 0
+    data.update(status="ok", htsim=str(binary), reference=REFERENCE, quick=args.quick, seed=args.seed)
+    rows = [run_case(binary, fab, case, args.seed) for case in cases(fab, args.quick, args.seed)]
+    data["cases"] = rows
+    incast = rows[0]["verdict"]
+    data["targets"] = {
+        "incast_completion_within_5pct": incast["completion_within"],
+        "incast_trims_within_1.5x": incast["trims_within"],
+    }
+    (args.out / "htsim_xcheck.json").write_text(json.dumps(data, indent=1))
+    (args.out / "htsim_xcheck.md").write_text(table(rows))
+    plot(rows, args.out / "htsim_xcheck.png")
+    print(table(rows))
+    for k, v in data["targets"].items():
+        print(f"   {'ok  ' if v else 'MISS'} {k}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
