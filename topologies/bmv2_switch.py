@@ -17,6 +17,13 @@ Interface for the controller and topology code (kept alike with
     sw.restart_switch()      # kill and restart simple_switch_grpc: the pipeline must be pushed again
     net.stop()               # stop(): SIGTERM to the process group by PID (SIGKILL after 5 s)
 
+BMv2 reads its ports through libpcap, which sizes its capture buffer from each port's MTU
+when the switch starts, and BMv2 silently drops every frame that arrived cut short
+(``caplen != len`` in its BMI layer; not even its pcaps show them). A port's MTU must
+therefore be final before simple_switch_grpc starts: :meth:`Bmv2Switch.start` raises every
+port to ``mtu`` (the fabric's RoCE-sized MTU by default) first, and :class:`Bmv2Process`
+writes each port's MTU at start into ``<name>.bmv2.out``.
+
 simple_switch_grpc starts without a program (``--no-p4``); the controller pushes
 the P4Info and the BMv2 JSON with SetForwardingPipelineConfig, exactly as it does
 for the Linux shim (which ignores the JSON). The switch runs in the root network
@@ -43,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
+from mrc_fabric.frames import FABRIC_MTU
 from topologies.p4_switch import P4PortsSwitch
 
 PIPELINE_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
@@ -155,6 +163,16 @@ class Bmv2Process:
         ]  # fmt: skip
         return cmd
 
+    def port_mtus(self) -> dict[int, int | None]:
+        """P4 port -> its interface's MTU now (None: no such interface in this namespace)."""
+        mtus: dict[int, int | None] = {}
+        for port, ifname in sorted(self.ports.items()):
+            try:
+                mtus[port] = int(Path(f"/sys/class/net/{ifname}/mtu").read_text())
+            except (OSError, ValueError):
+                mtus[port] = None
+        return mtus
+
     def start(self) -> None:
         """Start the process and return once it answers P4Runtime and Thrift (or raise Bmv2Error)."""
         if shutil.which(self.binary) is None:
@@ -165,6 +183,8 @@ class Bmv2Process:
         # The packet log goes to log_path; stdout/stderr (start-up messages, crashes) to stdout_path.
         with open(self.stdout_path, "ab") as out:
             out.write(f"# {' '.join(self.command())}\n".encode())
+            # libpcap fixes each port's capture size now: a frame above this MTU is dropped unseen
+            out.write(f"# port MTUs at start: {self.port_mtus()}\n".encode())
             out.flush()
             self.proc = subprocess.Popen(
                 self.command(),
@@ -284,6 +304,7 @@ class Bmv2Switch(P4PortsSwitch):
         thrift_port: int = 0,
         log_level: str = "info",
         pcap: bool = True,
+        mtu: int = FABRIC_MTU,
         **params: Any,
     ) -> None:
         params.setdefault("inNamespace", False)  # gRPC/Thrift on the root namespace's loopback
@@ -297,6 +318,7 @@ class Bmv2Switch(P4PortsSwitch):
         self._thrift_port = thrift_port or free_tcp_port()
         self.log_level = log_level
         self.pcap = pcap
+        self.mtu = mtu
         self.process: Bmv2Process | None = None
 
     # -- what the controller needs ---------------------------------------------------
@@ -319,7 +341,8 @@ class Bmv2Switch(P4PortsSwitch):
             # No kernel IPv6 on switch ports (no RS/MLD/ND frames into the data plane), no offloads.
             self.cmd(f"sysctl -qw net.ipv6.conf.{ifname}.disable_ipv6=1")
             self.cmd(f"ethtool -K {ifname} tx off rx off tso off gso off gro off >/dev/null 2>&1")
-            self.cmd(f"ip link set dev {ifname} up")
+            # The MTU before BMv2 opens the port: its capture size is fixed from then on.
+            self.cmd(f"ip link set dev {ifname} mtu {self.mtu} up")
         self.start_switch()
 
     def start_switch(self) -> None:

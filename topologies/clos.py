@@ -119,12 +119,24 @@ def start_clos(
         for sw in topology.switches:
             # seg6local routes (my_usid) hang off "lo", which a fresh namespace has down
             net.get(sw.name).cmd("ip link set dev lo up")
+        set_link_mtus(net, topology)
         net.start()
         finish_start(net, topology, run)
     except BaseException:
         net.stop()
         raise
     return net, topology
+
+
+def set_link_mtus(net: Mininet, topology: Topology) -> None:
+    """RoCE-sized frames on every link and host port, on both targets (idempotent).
+
+    Called before the switches start: BMv2 sizes its packet capture from a port's MTU when it
+    opens the port and drops every longer frame unseen (topologies.bmv2_switch).
+    """
+    for link in topology.links:
+        for end in (link.a, link.b):
+            net.get(end.node).cmd(f"ip link set dev {end.ifname} mtu {FABRIC_MTU}")
 
 
 def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[str]) -> None:
@@ -143,9 +155,7 @@ def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[st
         want = {e.port: e.ifname for e in topology.ports_of(sw.name)}
         if port_map and port_map != want:
             raise RuntimeError(f"{sw.name}: Mininet ports {port_map} differ from the model's {want}")
-    for link in topology.links:  # RoCE-sized frames on every link and host port, on both targets
-        for end in (link.a, link.b):
-            net.get(end.node).cmd(f"ip link set dev {end.ifname} mtu {FABRIC_MTU}")
+    set_link_mtus(net, topology)  # again: `mn --custom` started its net without start_clos
     for h in topology.hosts:
         configure_host(net.get(h.name), topology)
     topology.save(run / TOPOLOGY_FILE)

@@ -17,10 +17,13 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from mrc_fabric.addressing import carrier, host_usid, t0_usid, top48, usid_prefix
+from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.p4info import load_p4info
 from topologies.bmv2_switch import Bmv2Error, Bmv2Switch
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
+
+ETHER_HEADER = 14
 
 SEND = (
     "import socket,sys; s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW); s.bind((sys.argv[1],0)); "
@@ -69,17 +72,35 @@ def test_node_starts_programs_forwards_captures_and_stops(net, tmp_path: Path) -
                 port=port_h2, dmac=dmac,
             )
         )  # fmt: skip
-        frame = bytes(
-            Ether(src=h1.intf().MAC(), dst="02:00:00:00:00:fe")
-            / IPv6(src="fcbb:bb00:c000::1", dst=str(carrier([own, dst])), nh=41)
-            / IPv6(src="fcbb:bb00:c000::1", dst="fcbb:bb00:c001::1", nh=17)
-            / UDP(sport=7, dport=4791)
-            / Raw(b"pb-mininet-node")
-        )
+
+        def frame_of(payload: bytes) -> bytes:
+            return bytes(
+                Ether(src=h1.intf().MAC(), dst="02:00:00:00:00:fe")
+                / IPv6(src="fcbb:bb00:c000::1", dst=str(carrier([own, dst])), nh=41)
+                / IPv6(src="fcbb:bb00:c000::1", dst="fcbb:bb00:c001::1", nh=17)
+                / UDP(sport=7, dport=4791)
+                / Raw(payload)
+            )
+
+        frame = frame_of(b"pb-mininet-node")
         h1.cmd(f"{sys.executable} -c '{SEND}' {h1.intf().name} {frame.hex()} 5")
         wait_for(lambda: p4rt.read_counter("port_tx", port_h2).packets == 5, 10, "5 frames out of port 2")
         # at least ours: the host's kernel may add IPv6 ND/MLD frames (dropped: no route)
         assert p4rt.read_counter("port_rx", port_h1).packets >= 5
+
+        # A RoCE-sized frame (the fabric's MTU, 4 KiB of payload) passes too: the node set its
+        # ports' MTU before BMv2 opened them (libpcap sizes its capture then; BMv2 drops any
+        # frame captured short). The links were made at Mininet's default MTU of 1500.
+        for h in (h1, h2):
+            h.cmd(f"ip link set dev {h.intf().name} mtu {FABRIC_MTU}")
+        big = frame_of(bytes(FABRIC_MTU + ETHER_HEADER - len(frame_of(b""))))
+        assert len(big) == FABRIC_MTU + ETHER_HEADER
+        before = p4rt.read_counter("port_tx", port_h2)
+        big_hex = tmp_path / "big.hex"  # a shell line through Mininet's pty holds < 4096 characters
+        big_hex.write_text(big.hex())
+        h1.cmd(f"{sys.executable} -c '{SEND}' {h1.intf().name} $(cat {big_hex}) 3")
+        wait_for(lambda: p4rt.read_counter("port_tx", port_h2).packets == 8, 10, "3 big frames out of port 2")
+        assert p4rt.read_counter("port_tx", port_h2).bytes - before.bytes == 3 * len(big)
 
     sw.set_queue_rate(port_h2, 1000)
     sw.set_queue_depth(port_h2, 32, priority=7)
