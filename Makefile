@@ -6,7 +6,7 @@ SYSTEM_PYTHON ?= /usr/bin/python3
 RUN_DIR ?= runs
 PYTEST_ARGS ?=
 
-.PHONY: setup build test test-pure demo bench cli lint clean p4 p4info p4-if-present help
+.PHONY: setup build test test-pure demo bench cli lint clean p4 p4info p4-check p4-if-present help
 
 help:
 	@echo "setup  venv with the project (can import Debian's mininet); BMV2=1 also installs BMv2/p4c"
@@ -17,6 +17,7 @@ help:
 	@echo "bench  benchmarks and the paper's experiments: JSON + PNG + REPORT.md under results/ (QUICK=1, ONLY=e1,e7)"
 	@echo "cli    Mininet CLI on the default fabric"
 	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
+	@echo "p4-check  compile, then fail if the committed P4Info differs from p4c's (CI runs it where p4c is)"
 	@echo "lint   ruff check, ruff format --check, mypy (strict for mrc_fabric, mrc_p4rt, the core and the wire)"
 	@echo "clean  remove what a crashed run left behind; keep the newest KEEP_RUNS run directories (default \$$MRC_KEEP_RUNS or 10)"
 
@@ -76,6 +77,11 @@ $(P4_BUILD)/mrc_switch.json: $(P4_SRCS)
 p4-if-present:
 	@if command -v $(P4C) >/dev/null; then $(MAKE) --no-print-directory p4; \
 	else echo "note: $(P4C) not installed: BMv2 target unavailable, the Linux SRv6 target will be used"; fi
+
+p4-check: p4
+	@diff -u p4src/mrc_switch.p4info.txtpb $(P4_BUILD)/mrc_switch.p4info.txtpb \
+	  || { echo "p4-check: the committed P4Info differs from p4c's (above); make p4info copies it on purpose"; exit 1; }
+	@echo "p4-check: the committed P4Info is byte-identical to p4c's"
 
 p4info: p4
 	cp $(P4_BUILD)/mrc_switch.p4info.txtpb p4src/mrc_switch.p4info.txtpb

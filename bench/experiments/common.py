@@ -209,10 +209,12 @@ def experiment_main(
     result.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     started = time.monotonic()
     console.rule(f"[bold]{experiment}[/]: {title}")
+    asked = target_override or args.target
+    result.target = "" if asked == "auto" else asked  # a skip lands in the column of the target asked for
     if needs_root and os.geteuid() != 0:
         result.status, result.reason = "skipped", "needs root (network namespaces)"
     else:
-        target, why = check_target(target_override or args.target)
+        target, why = check_target(asked)
         if target is None:
             result.status, result.reason = "skipped", why
         else:
