@@ -80,30 +80,33 @@ def _num(v: Any, unit: str = "") -> str:
 
 
 def sim_cell(claim: Claim, shapes: dict[str, Any] | None) -> str:
+    """Each scenario's verdict over seeds and its figures: median [95 % interval] per mode."""
     if not claim.scenarios:
         return "cannot be shown here: no mrc-sim scenario for this result"
     if shapes is None:
         return "not run in this results directory (make bench ONLY=sim-shapes)"
     rows = {r["scenario"]: r for r in shapes.get("rows", [])}
-    parts, holds = [], []
+    parts, verdicts = [], []
     for name in claim.scenarios:
         r = rows.get(name)
         if r is None:
             parts.append(f"`{name}`: not run")
             continue
-        holds.append(bool(r["holds"]))
+        verdicts.append(str(r.get("verdict", "holds" if r["holds"] else "does not hold")))
         parts.append(
             f"`{name}`: MRC {r['mrc']}; baseline single-path {r['single-path'] or 'n/a'}"
             + (f", ECMP {r['ecmp']}" if r.get("ecmp") else "")
-            + f", {'holds' if r['holds'] else 'does not hold'}"
+            + f"; {r.get('verdict_text', verdicts[-1])}"
             + _sim_context(r)
         )
     scale = shapes.get("scale")
-    return (
-        f"{_verdict(holds)}: "
-        + "; ".join(parts)
-        + (f" (flow sizes x{scale})" if scale not in (None, 1, 1.0) else "")
-    )
+    if not verdicts:
+        head = "no verdict here"
+    elif "does not hold" in verdicts:
+        head = "**does not hold**"
+    else:
+        head = "**ties**" if "ties" in verdicts else "**holds**"
+    return f"{head}: " + "; ".join(parts) + (f" (flow sizes x{scale})" if scale not in (None, 1, 1.0) else "")
 
 
 def _sim_context(r: dict[str, Any]) -> str:
@@ -112,8 +115,15 @@ def _sim_context(r: dict[str, Any]) -> str:
         return ""
     return (
         f" [{r.get('data_plane', 'mrc-sim')}, {f['planes']}p x {f['t0']} T0 x {f['t1']} T1, "
-        f"{f['link_gbps']:g} Gb/s, {r.get('evs')} EVs, MTU {r.get('mtu')}, seed {r.get('seed')}]"
+        f"{f['link_gbps']:g} Gb/s, {r.get('evs')} EVs, MTU {r.get('mtu')}, {_seeds(r)}]"
     )
+
+
+def _seeds(r: dict[str, Any]) -> str:
+    seeds = r.get("seeds")
+    if not seeds:
+        return f"seed {r.get('seed')}"
+    return f"{len(seeds)} seeds {seeds[0]}..{seeds[-1]}, median [95 % interval]"
 
 
 def _context(e: dict[str, Any]) -> str:

@@ -143,6 +143,16 @@ def render(results: Path) -> str:
     if shapes.exists():  # bench/sim_shapes: the same shapes at production scale, in mrc-sim
         lines += ["", "## In the simulator at production shape (mrc-sim, bench/sim_shapes.py)", ""]
         lines += [shapes.read_text().rstrip(), "", "![sim shapes](sim-shapes/sim_shapes.png)"]
+        lines += ["", "Per-seed spread of every figure:", "", "![per seed](sim-shapes/sim_shapes_seeds.png)"]
+        try:
+            sw = json.loads((results / "sim-shapes" / "sim_shapes.json").read_text())["sweep"]
+            lines += [
+                "",
+                f"The sweep: {sw['points']} simulations ({sw['failed']} failed) on {sw['workers']} Dask "
+                f"workers ({sw['scheduler']}), {sw['seconds']:.0f} s.",
+            ]
+        except (OSError, ValueError, KeyError):
+            pass
     speed = results / "sim-speed" / "sim_speed.json"
     if speed.exists():
         try:

@@ -1,27 +1,34 @@
-"""The paper's results in shape, at production scale, in mrc-sim (MRC against its baselines).
+"""The paper's results in shape, at production scale, in mrc-sim, over seeds (MRC against its baselines).
 
 Why: one machine cannot emulate 8 planes of 100 Gb/s ports with 128-256 EVs per
-connection, but the simulator runs the very same core on that shape. Each shipped
-scenario (mrc_host/sim/scenarios/, named after the result it reproduces) runs every
-mode side by side; where a result needs a reference (the same run without its faults,
-a bystander flow alone) the benchmark runs that too. Flow sizes are scaled down so the
-whole set finishes in minutes on two cores (``--quick`` scales them down further);
-the fabric keeps its shape.
+connection, but the simulator runs the very same core on that shape; and a shape seen on
+one seed is an anecdote. Each shipped scenario (mrc_host/sim/scenarios/, named after the
+result it reproduces) runs every mode side by side on every seed; where a result needs a
+reference (the same run without its faults, a bystander flow alone) that runs too, on the
+same seed. All of it is one sweep on Dask (``mrc_host.sim.sweep``: an embedded cluster
+with a worker per core, or ``--scheduler``). Each figure of a shape gets its per-seed
+values, median and 95 % bootstrap interval (``bench.intervals``); the shape holds only
+when every interval of its claim clears its bar, and a comparison whose interval holds
+parity is a tie. Flow sizes are scaled down so the whole set finishes in minutes on two
+cores (``--quick``: a quarter of the sizes, 5 seeds); the fabric keeps its shape.
 
-Writes ``sim_shapes.json`` (the shape table and every run), ``sim_shapes.png`` (the
-table), ``sim_shapes.md`` and, per scenario, ``<scenario>.json`` and ``<scenario>.png``.
+Writes ``sim_shapes.json`` (the shape table: per figure its per-seed values, median,
+interval and verdict), ``sim_shapes.md``, ``sim_shapes.png`` (the table),
+``sim_shapes_seeds.png`` (the per-seed spread of every figure) and, per scenario,
+``<scenario>.json`` and ``<scenario>.png`` (the first seed's runs).
 
-    python -m bench.sim_shapes --out results/sim-shapes [--quick] [--only NAME]
+    python -m bench.sim_shapes --out results/sim-shapes [--quick] [--seeds N] [--only NAME]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
-import time
+import tomllib
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,29 +37,33 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from bench.intervals import HOLDS, TIES, Bar, judge, row_verdict
 from mrc_fabric.ev import EV
 from mrc_host.sim import scenario_file as sf
+from mrc_host.sim import sweep
 from mrc_host.sim.plots import scenario_png
 
 QUICK_SCALE = 0.25
 MIN_SIZE = 256 * 1024
+SEEDS, QUICK_SEEDS = 10, 5
 
 
-def scaled(sc: sf.Scenario, factor: float) -> sf.Scenario:
+# ---- the scenario tables each point runs (TOML as read, changed before it is parsed) ----
+def scaled(table: dict[str, Any], factor: float) -> dict[str, Any]:
     """The same scenario with every traffic size times ``factor`` (fabric unchanged)."""
-    if factor == 1:
-        return sc
-    traffic = [replace(t, size=max(MIN_SIZE, int(t.size * factor))) for t in sc.traffic]
-    nominal = max(int(t.nominal_bytes() * 8 / (sc.shape.link_gbps * sc.shape.planes)) + 1 for t in traffic)
-    return replace(sc, traffic=traffic, nominal_ns=nominal)
+    t = copy.deepcopy(table)
+    if factor != 1:
+        for item in t["traffic"]:
+            item["size"] = max(MIN_SIZE, int(sf.parse_size(item["size"]) * factor))
+    return t
 
 
-def without_faults(sc: sf.Scenario) -> sf.Scenario:
-    return replace(sc, faults=[])
+def without_faults(table: dict[str, Any]) -> dict[str, Any]:
+    return {**table, "faults": []}
 
 
-def only_items(sc: sf.Scenario, names: set[str]) -> sf.Scenario:
-    return replace(sc, traffic=[t for t in sc.traffic if t.name in names])
+def only_items(table: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    return {**table, "traffic": [t for t in table["traffic"] if t["name"] in names]}
 
 
 def _job(run: dict[str, Any], name: str) -> float | None:
@@ -111,6 +122,7 @@ def check_flaps(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -> Ro
         extra[mode] = {
             "jct_us": jct,
             "jct_no_fault_us": clean,
+            "jct_over_no_fault": _ratio(jct, clean),
             "flaps": phases,
             "lost_per_flap": per_flap,
             "lost_per_flap_per_connection": per_conn,
@@ -155,6 +167,7 @@ def check_switch(expect: str) -> Callable[[sf.Scenario, dict[str, Any], dict[str
             extra[mode] = {
                 "jct_us": jct,
                 "jct_no_fault_us": clean,
+                "jct_over_no_fault": _ratio(jct, clean),
                 "steady_after_over_no_fault": steady,
                 "dip_over_no_fault": dip,
             }
@@ -190,7 +203,12 @@ def check_ev_drop(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -> 
             and (EV.decode(int(e["ev"], 16)).plane, EV.decode(int(e["ev"], 16)).t1) == (plane, t1)
         ]
         after = retired[0] - fault_us if retired else None
-        extra[mode] = {"jct_us": jct, "jct_no_fault_us": clean, "retired_after_us": after}
+        extra[mode] = {
+            "jct_us": jct,
+            "jct_no_fault_us": clean,
+            "jct_over_no_fault": _ratio(jct, clean),
+            "retired_after_us": after,
+        }
         cells[mode] = ("did not complete" if jct is None else f"JCT x{_fmt(_ratio(jct, clean))}") + (
             f", EV retired {after:.1f} us after" if after is not None else ""
         )
@@ -267,7 +285,8 @@ def check_ring(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -> Row
     cells, extra = {}, {}
     for name, run in res["runs"].items():
         jct = _job(run, "allreduce")
-        extra[name] = {"jct_us": jct}
+        # a run that did not finish took at least its whole time: a lower bound for comparisons
+        extra[name] = {"jct_us": jct, "jct_or_elapsed_us": jct if jct is not None else run["elapsed_us"]}
         cells[name.split("-")[0] if not name.startswith("single") else "single-path"] = (
             f"{name}: JCT {_fmt(jct, ' us', 1)}" if jct is not None else f"{name}: did not complete"
         )
@@ -315,89 +334,393 @@ CHECKS: dict[str, tuple[Callable[[sf.Scenario, dict[str, Any], dict[str, Any]], 
 }
 
 
-def table_png(rows: list[dict[str, Any]], path: Path) -> None:
-    cols = ["paper's shape", "MRC", "single-path", "ECMP", "holds?"]
-    cells = [
-        [r["paper"][:60], r["mrc"], r["single-path"], r["ecmp"], "yes" if r["holds"] else "NO"] for r in rows
+# ---- figures over seeds ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fig:
+    """One number of a shape, measured on every seed: ``metrics[run][metric]`` of the judge.
+
+    ``versus``: a comparison with MRC's run instead -- the baseline's value over MRC's
+    (``lower_better``) or MRC's over the baseline's, so that above 1 means MRC is better.
+    ``claim``: the paper's claim rests on it (its verdict decides the shape's); otherwise
+    it is context (a baseline's value, a comparison the claim does not make).
+    ``none_as``: the value of a seed whose run gave none (e.g. a transfer that never ended)."""
+
+    label: str
+    run: str
+    metric: str
+    bar: Bar | None = None
+    claim: bool = True
+    versus: str | None = None  # MRC's run name
+    lower_better: bool = False
+    none_as: float | None = None
+    digits: int = 2
+
+    def value(self, metrics: dict[str, Any]) -> float | None:
+        v = metrics[self.run][self.metric]
+        if self.versus is None:
+            return self.none_as if v is None else float(v)
+        m = metrics[self.versus][self.metric]
+        if v is None or m is None or not (m if self.lower_better else v):
+            return None
+        return float(v) / float(m) if self.lower_better else float(m) / float(v)
+
+
+def _ctx(label: str, run: str, metric: str, **kw: Any) -> Fig:
+    return Fig(label, run, metric, claim=False, **kw)
+
+
+def _per_mode(label: str, metric: str, bar: Bar, **kw: Any) -> list[Fig]:
+    """MRC's figure with its bar, and the same figure of each baseline as context."""
+    return [Fig(label, "mrc", metric, bar, **kw)] + [
+        _ctx(label, m, metric, **kw) for m in ("single-path", "ecmp")
     ]
-    fig, ax = plt.subplots(figsize=(20, 0.55 * (len(rows) + 1) + 0.5))
+
+
+MRC_VS = "MRC vs "
+FIGURES: dict[str, list[Fig]] = {
+    "link-flaps-allreduce": [
+        *_per_mode("JCT / no-fault", "jct_over_no_fault", Bar(hi=1.05)),
+        Fig(
+            "pkts lost per link-down per connection",
+            "mrc",
+            "lost_per_flap_per_connection",
+            Bar(hi=4),
+            digits=1,
+        ),
+        _ctx("pkts lost per link-down per connection", "ecmp", "lost_per_flap_per_connection", digits=1),
+    ],
+    "t1-silent-stop": [
+        *_per_mode("steady after fault / no-fault", "steady_after_over_no_fault", Bar(lo=0.93)),
+        _ctx("dip / no-fault", "mrc", "dip_over_no_fault"),
+    ],
+    "t0-down": [
+        Fig("steady after fault / no-fault", "mrc", "steady_after_over_no_fault", Bar(lo=0.805, hi=0.945)),
+        _ctx("JCT / no-fault", "single-path", "jct_over_no_fault"),
+        _ctx("steady after fault / no-fault", "ecmp", "steady_after_over_no_fault"),
+        _ctx("JCT / no-fault", "mrc", "jct_over_no_fault"),
+        _ctx("JCT / no-fault", "ecmp", "jct_over_no_fault"),
+    ],
+    "ev-drop-20pct": [
+        *_per_mode("JCT / no-fault", "jct_over_no_fault", Bar(hi=1.05)),
+        Fig("EV retired after (us)", "mrc", "retired_after_us", Bar(hi=100), digits=1),
+    ],
+    "two-flows-one-ev": [
+        Fig("a of line rate", "mrc", "a_of_line_rate", Bar(lo=0.8)),
+        Fig("b of line rate", "mrc", "b_of_line_rate", Bar(lo=0.8)),
+        Fig("a's ECN echoes", "mrc", "a_ecn_echoes", Bar(lo=1), digits=0),
+        *(_ctx(f"{f} of line rate", m, f"{f}_of_line_rate") for m in ("single-path", "ecmp") for f in "ab"),
+    ],
+    "incast-bystander": [
+        Fig("bystander cost", "mrc", "cost", Bar(hi=0.10)),
+        Fig("bystander cost", "single-path", "cost", Bar(lo=0.25, hi=0.75)),
+        _ctx("bystander cost", "ecmp", "cost"),
+    ],
+    "random-loss-1pct": [
+        Fig("of line rate", "mrc", "of_line_rate", Bar(lo=0.3)),
+        Fig("of line rate", "single-path", "of_line_rate", Bar(hi=0.1), none_as=0.0),
+        _ctx("of line rate", "ecmp", "of_line_rate", none_as=0.0),
+        _ctx(MRC_VS + "ECMP, goodput", "ecmp", "goodput_gbps", bar=Bar(parity=1), versus="mrc"),
+    ],
+    "ring-allreduce-256-paths": [
+        _ctx("JCT (us)", "mrc-1qp", "jct_us", digits=1),
+        _ctx("JCT (us)", "single-path-16qp", "jct_us", digits=1),
+        _ctx("JCT (us)", "ecmp-16qp", "jct_us", digits=1),
+        Fig(
+            MRC_VS + "16 single-path QPs, JCT",
+            "single-path-16qp",
+            "jct_or_elapsed_us",
+            Bar(parity=1),
+            versus="mrc-1qp",
+            lower_better=True,
+        ),
+        _ctx(
+            MRC_VS + "16 ECMP QPs, JCT",
+            "ecmp-16qp",
+            "jct_or_elapsed_us",
+            bar=Bar(parity=1),
+            versus="mrc-1qp",
+            lower_better=True,
+        ),
+    ],
+    "spray-balance": [
+        *_per_mode("uplink max/mean", "uplink_max_over_mean", Bar(hi=1.15)),
+        Fig(
+            MRC_VS + "ECMP, uplink max/mean",
+            "ecmp",
+            "uplink_max_over_mean",
+            Bar(parity=1),
+            versus="mrc",
+            lower_better=True,
+        ),
+    ],
+}
+
+
+def column(run: str) -> str:
+    """The table column of a run (``mrc-1qp`` -> mrc, ``single-path-16qp`` -> single-path)."""
+    return "single-path" if run.startswith("single") else run.split("-")[0]
+
+
+def _fmt_fig(f: Fig, j: dict[str, Any]) -> str:
+    if j["median"] is None:
+        return f"{f.label}: no value on any seed (did not complete)"
+    d = f.digits
+    text = f"{f.label} {j['median']:.{d}f} [{j['ci95'][0]:.{d}f}, {j['ci95'][1]:.{d}f}]"
+    if j.get("missing"):
+        text += f" (did not complete on {j['missing']} seeds)"
+    if j["verdict"] is not None:
+        text += f" ({j['bar']}: {j['verdict']})"
+    return text
+
+
+def judge_seeds(name: str, per_seed: list[Row]) -> dict[str, Any]:
+    """Figures of one shape over its seeds: per-seed values, median, interval, verdicts, cells."""
+    figures = []
+    cells: dict[str, list[str]] = {"mrc": [], "single-path": [], "ecmp": []}
+    claim_verdicts, ties = [], []
+    for f in FIGURES[name]:
+        j = judge([f.value(row["metrics"]) for row in per_seed], f.bar)
+        j.update(label=f.label, run=f.run, metric=f.metric, claim=f.claim, versus=f.versus)
+        figures.append(j)
+        cells[column(f.run)].append(_fmt_fig(f, j))
+        if f.claim and j["verdict"] is not None:
+            claim_verdicts.append(j["verdict"])
+        if j["verdict"] == TIES:
+            ties.append(f.run)
+    verdict = row_verdict(claim_verdicts)
+    text = verdict + (f" (ties with {', '.join(ties)})" if ties and verdict != TIES else "")
+    if verdict == TIES:
+        text = f"ties with {', '.join(ties)}"
+    return {
+        "figures": figures,
+        "cells": {k: "; ".join(v) for k, v in cells.items()},
+        "verdict": verdict,
+        "verdict_text": text,
+        "holds": verdict == HOLDS,
+    }
+
+
+def table_png(rows: list[dict[str, Any]], path: Path) -> None:
+    cols = ["paper's shape", "MRC", "single-path", "ECMP", "verdict"]
+    wrap = 55
+    cells = [
+        [
+            "\n".join(r["paper"][i : i + wrap] for i in range(0, min(len(r["paper"]), 2 * wrap), wrap)),
+            *(
+                "\n".join(c[i : i + wrap] for i in range(0, len(c), wrap))
+                for c in (r["mrc"], r["single-path"], r["ecmp"])
+            ),
+            r["verdict_text"],
+        ]
+        for r in rows
+    ]
+    lines = max((c.count("\n") + 1 for row in cells for c in row), default=1)
+    fig, ax = plt.subplots(figsize=(24, 0.3 * lines * (len(rows) + 1) + 0.8))
     ax.axis("off")
     tab = ax.table(
-        cellText=cells, colLabels=cols, loc="center", cellLoc="left", colWidths=[0.3, 0.2, 0.2, 0.2, 0.05]
+        cellText=cells, colLabels=cols, loc="center", cellLoc="left", colWidths=[0.2, 0.24, 0.24, 0.24, 0.08]
     )
     tab.auto_set_font_size(False)
-    tab.set_fontsize(7)
-    tab.scale(1, 1.6)
-    ax.set_title("mrc-sim at production shape (8 planes x 100 Gb/s, 1 us links, 128-256 EVs)")
+    tab.set_fontsize(6)
+    tab.scale(1, 0.9 * lines)
+    ax.set_title(
+        "mrc-sim at production shape (8 planes x 100 Gb/s, 1 us links, 128-256 EVs): "
+        "median [95 % interval] over seeds"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
+def seeds_png(rows: list[dict[str, Any]], path: Path) -> None:
+    """Every figure's per-seed values (dots), median (bar) and 95 % interval, with its bar shaded."""
+    n = len(rows)
+    fig, axes = plt.subplots(n, 1, figsize=(11, 2.3 * n), squeeze=False)
+    for ax, r in zip(axes[:, 0], rows, strict=True):
+        figs = r["figures"]
+        for i, f in enumerate(figs):
+            vals = [v for v in f["values"] if v is not None]
+            xs = [i + (k - (len(vals) - 1) / 2) * 0.04 for k in range(len(vals))]
+            colour = "#2ca02c" if f["verdict"] == HOLDS else "#d62728" if f["verdict"] else "#7f7f7f"
+            ax.scatter(xs, vals, s=10, color=colour, alpha=0.7, zorder=3)
+            if f["median"] is not None:
+                lo, hi = f["ci95"]
+                ax.errorbar(
+                    [i + 0.3],
+                    [f["median"]],
+                    yerr=[[f["median"] - lo], [hi - f["median"]]],
+                    fmt="s",
+                    color="black",
+                    markersize=4,
+                    capsize=3,
+                    zorder=4,
+                )
+        ax.set_xticks(range(len(figs)))
+        ax.set_xticklabels([f"{f['run']}\n{f['label']}"[:48] for f in figs], fontsize=6)
+        ax.set_yscale("symlog", linthresh=1)
+        ax.set_title(f"{r['scenario']}: {r['verdict_text']}", fontsize=8, loc="left")
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(
+        "per-seed values (green: figure holds, red: does not / ties, grey: context); "
+        "black: median and 95 % bootstrap interval",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# ---- the sweep ---------------------------------------------------------------------------
+def points(names: list[str], seeds: list[int], factor: float) -> list[sweep.Point]:
+    """Each scenario's run and its reference run, on every seed: the sweep's points."""
+    out: list[sweep.Point] = []
+    for name in names:
+        path = sf.SCENARIO_DIR / f"{name}.toml"
+        table = scaled(tomllib.loads(path.read_text()), factor)
+        reference = CHECKS[name][1]
+        variants = {"run": table}
+        if reference == "no-faults":
+            variants["reference"] = without_faults(table)
+        elif reference == "bystander-alone":
+            variants["reference"] = only_items(table, {"bystander"})
+        for seed in seeds:
+            for variant, t in variants.items():
+                params = {"scenario": name, "variant": variant, "seed": seed}
+                out.append(sweep.Point(len(out), params, {**t, "seed": seed}, str(path), name))
+    return out
+
+
+def _row(name: str, sc: sf.Scenario, seeds: list[int], results: dict[tuple[str, int], dict[str, Any]]) -> Row:
+    check = CHECKS[name][0]
+    per_seed, errors = [], []
+    for seed in seeds:
+        res, ref = (
+            results.get(("run", seed)),
+            results.get(("reference", seed), {"status": "ok", "result": {}}),
+        )
+        if res is None or res["status"] != "ok" or ref["status"] != "ok":
+            errors.append(f"seed {seed}: {(res or {}).get('error') or ref.get('error')}")
+            continue
+        per_seed.append({"seed": seed, **check(sc, res["result"], ref["result"])})
+    judged: dict[str, Any] = (
+        judge_seeds(name, per_seed)
+        if per_seed
+        else {
+            "figures": [],
+            "cells": {},
+            "verdict": "does not hold",
+            "verdict_text": "no seed ran",
+            "holds": False,
+        }
+    )
+    metrics: dict[str, dict[str, list[Any]]] = {}
+    for row in per_seed:
+        for run, values in row["metrics"].items():
+            for key, v in values.items():
+                metrics.setdefault(run, {}).setdefault(key, []).append(v)
+    return {
+        "scenario": name,
+        "paper": sc.reproduces,
+        "mrc": judged["cells"].get("mrc", ""),
+        "single-path": judged["cells"].get("single-path", ""),
+        "ecmp": judged["cells"].get("ecmp", ""),
+        "holds": judged["holds"],
+        "verdict": judged["verdict"],
+        "verdict_text": judged["verdict_text"] + (f"; {len(errors)} seeds failed" if errors else ""),
+        "figures": judged["figures"],
+        "seed_holds": [bool(r["holds"]) for r in per_seed],  # the one-seed judge, per seed
+        "errors": errors,
+        # what every run states: data plane, fabric shape, link rate, seeds, frame size, EVs
+        "data_plane": "mrc-sim",
+        "fabric": {
+            "planes": sc.shape.planes,
+            "t0": sc.shape.t0,
+            "t1": sc.shape.t1,
+            "hosts_per_t0": sc.shape.hosts_per_t0,
+            "link_gbps": sc.shape.link_gbps,
+        },
+        "seeds": [r["seed"] for r in per_seed],
+        "mtu": sc.mtu,
+        "evs": sc.evs,
+        "metrics": metrics,  # per run, per metric: the per-seed values
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_shapes", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("results") / "sim-shapes")
-    ap.add_argument("--quick", action="store_true", help=f"flow sizes x{QUICK_SCALE} (CI)")
+    ap.add_argument(
+        "--quick", action="store_true", help=f"flow sizes x{QUICK_SCALE}, {QUICK_SEEDS} seeds (CI)"
+    )
     ap.add_argument("--scale", type=float, default=None, help="flow size factor (default 1, quick 0.25)")
+    ap.add_argument(
+        "--seeds", type=int, default=None, help=f"seeds 1..N (default {SEEDS}, quick {QUICK_SEEDS})"
+    )
     ap.add_argument("--only", action="append", default=[], help="only these scenarios (repeatable)")
+    ap.add_argument(
+        "--workers", type=int, default=None, help="embedded Dask cluster: workers (default: cores)"
+    )
+    ap.add_argument("--scheduler", default=None, help="a running Dask scheduler (tcp://HOST:8786)")
+    ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     factor = args.scale if args.scale is not None else (QUICK_SCALE if args.quick else 1.0)
-    rows, report = [], {}
-    started = time.monotonic()
-    for name, (check, reference) in CHECKS.items():
-        if args.only and name not in args.only:
-            continue
-        t0 = time.monotonic()
-        sc = scaled(sf.load(sf.SCENARIO_DIR / f"{name}.toml"), factor)
-        res = sf.run_scenario(sc)
-        if reference == "no-faults":
-            ref = sf.run_scenario(without_faults(sc))
-        elif reference == "bystander-alone":
-            ref = sf.run_scenario(only_items(sc, {"bystander"}))
-        else:
-            ref = {}
-        row = check(sc, res, ref)
-        line = {
-            "scenario": name,
-            "paper": sc.reproduces,
-            "mrc": row["cells"].get("mrc", ""),
-            "single-path": row["cells"].get("single-path", ""),
-            "ecmp": row["cells"].get("ecmp", ""),
-            "holds": bool(row["holds"]),
-            # what every run states: data plane, fabric shape, link rate, seed, frame size, EVs
-            "data_plane": "mrc-sim",
-            "fabric": {
-                "planes": sc.shape.planes,
-                "t0": sc.shape.t0,
-                "t1": sc.shape.t1,
-                "hosts_per_t0": sc.shape.hosts_per_t0,
-                "link_gbps": sc.shape.link_gbps,
-            },
-            "seed": sc.seed,
-            "mtu": sc.mtu,
-            "evs": sc.evs,
-            "metrics": row["metrics"],
-            "seconds": round(time.monotonic() - t0, 1),
-        }
+    seeds = list(range(1, (args.seeds or (QUICK_SEEDS if args.quick else SEEDS)) + 1))
+    names = [n for n in CHECKS if not args.only or n in args.only]
+    pts = points(names, seeds, factor)
+    run = sweep.run_points(pts, args.scheduler, args.workers, args.progress, label="sim-shapes")
+    by: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
+    for pt, res in zip(pts, run.results, strict=True):
+        by.setdefault(pt.params["scenario"], {})[(pt.params["variant"], pt.params["seed"])] = res
+    rows = []
+    for name in names:
+        sc = sf.parse(
+            scaled(tomllib.loads((sf.SCENARIO_DIR / f"{name}.toml").read_text()), factor),
+            str(sf.SCENARIO_DIR / f"{name}.toml"),
+            name,
+        )
+        line = _row(name, sc, seeds, by[name])
         rows.append(line)
-        report[name] = {"result": res, "reference": ref}
-        (args.out / f"{name}.json").write_text(json.dumps({"shape": line, **report[name]}, indent=1))
-        scenario_png(res, args.out / f"{name}.png")
-        print(f"[{name}] holds={line['holds']} ({line['seconds']} s)\n  MRC: {line['mrc']}")
+        first = by[name].get(("run", seeds[0]))
+        if first is not None and first["status"] == "ok":
+            ref = by[name].get(("reference", seeds[0]), {}).get("result", {})
+            doc = {"shape": line, "seed": seeds[0], "result": first["result"], "reference": ref}
+            (args.out / f"{name}.json").write_text(json.dumps(doc, indent=1))
+            scenario_png(first["result"], args.out / f"{name}.png")
+        print(f"[{name}] {line['verdict_text']}\n  MRC: {line['mrc']}")
         print(f"  single-path: {line['single-path']}\n  ECMP: {line['ecmp']}", flush=True)
-    md = ["| paper's shape | MRC | single-path | ECMP | holds? |", "|---|---|---|---|---|"]
+    md = [
+        f"Median [95 % bootstrap interval] over seeds {seeds[0]}..{seeds[-1]}; verdicts from the intervals.",
+        "",
+        "| paper's shape | MRC | single-path | ECMP | verdict |",
+        "|---|---|---|---|---|",
+    ]
     md += [
-        f"| {r['paper']} | {r['mrc']} | {r['single-path']} | {r['ecmp']} | {'yes' if r['holds'] else 'no'} |"
+        f"| {r['paper']} | {r['mrc']} | {r['single-path']} | {r['ecmp']} | {r['verdict_text']} |"
         for r in rows
     ]
     (args.out / "sim_shapes.md").write_text("\n".join(md) + "\n")
-    summary = {"scale": factor, "seconds": round(time.monotonic() - started, 1), "rows": rows}
+    summary = {
+        "scale": factor,
+        "seeds": seeds,
+        "sweep": {
+            "points": len(pts),
+            "failed": len(run.failed),
+            "workers": run.workers,
+            "scheduler": run.scheduler,
+            "seconds": round(run.seconds, 1),
+        },
+        "rows": rows,
+    }
     (args.out / "sim_shapes.json").write_text(json.dumps(summary, indent=1))
     if rows:
         table_png(rows, args.out / "sim_shapes.png")
-    print(f"wrote {args.out / 'sim_shapes.json'} ({summary['seconds']} s)")
-    return 0
+        seeds_png(rows, args.out / "sim_shapes_seeds.png")
+    print(
+        f"wrote {args.out / 'sim_shapes.json'} "
+        f"({len(pts)} points on {run.workers} workers, {run.seconds:.1f} s)"
+    )
+    return 1 if run.failed else 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Deterministic for a given seed, needs no root and no network. Examples:
   mrc-sim --planes 2 --t1 4 --size 8MiB --fault blackhole:p0-t0_0-t1_1@30% --mode mrc --json
   mrc-sim --scenario incast-bystander            (a shipped scenario, by name)
   mrc-sim --scenario my.toml --mode ecmp --out results/
+  mrc-sim sweep my-sweep.toml --out results/sweeps   (seeds x a parameter grid, on Dask)
 """
 
 from __future__ import annotations
@@ -158,7 +159,63 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     return 0 if all(r["completed"] and r["data_ok"] for r in runs) else 1
 
 
+def sweep_parser() -> argparse.ArgumentParser:
+    from . import sweep
+
+    p = argparse.ArgumentParser(
+        prog="mrc-sim sweep",
+        description="Run a scenario over seeds and a parameter grid on Dask (docs/simulator.md, Sweeps).",
+        epilog=(sweep.__doc__ or "").split("A sweep file (TOML)::", 1)[-1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", help="the sweep file (TOML)")
+    p.add_argument("--out", type=str, default="results/sweeps", help="writes <name>.json here")
+    p.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:8786",
+        help="a running Dask scheduler (default: an embedded cluster)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, help="embedded cluster: worker processes (default: cores)"
+    )
+    p.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar (stderr)"
+    )
+    return p
+
+
+def sweep_main(argv: list[str]) -> int:
+    """``mrc-sim sweep FILE``: 0 when every point ran, 1 when some failed (all reported), 2 on a bad file."""
+    from pathlib import Path
+
+    from . import sweep
+
+    parser = sweep_parser()
+    args = parser.parse_args(argv)
+    if args.workers is not None and (args.workers < 1 or args.scheduler):
+        parser.error("--workers: at least 1, and only for the embedded cluster")
+    try:
+        sw = sweep.load(args.file)
+    except sweep.SweepError as exc:
+        parser.error(str(exc))
+    run = sweep.run_points(sw.points, args.scheduler, args.workers, args.progress, label=sw.name)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{sw.name}.json"
+    path.write_text(sweep.sweep_json(sw, run))
+    for r in run.failed:
+        print(f"point {r['index']} {json.dumps(r['params'])} failed: {r['error']}", file=sys.stderr)
+    print(
+        f"sweep {sw.name}: {len(run.results)} points, {len(run.failed)} failed, "
+        f"{run.workers} workers ({run.scheduler}), {run.seconds:.1f} s -> {path}"
+    )
+    return 1 if run.failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sweep"]:
+        return sweep_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.scenario or args.list_scenarios:

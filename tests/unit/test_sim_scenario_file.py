@@ -161,12 +161,15 @@ def test_every_shipped_scenario_loads_and_names_its_result() -> None:
 def test_shape_bench_writes_its_table(tmp_path: Path) -> None:
     from bench import sim_shapes
 
-    assert sim_shapes.main(["--out", str(tmp_path), "--quick", "--only", "two-flows-one-ev"]) == 0
+    args = ["--out", str(tmp_path), "--quick", "--seeds", "2", "--only", "two-flows-one-ev", "--no-progress"]
+    assert sim_shapes.main(args) == 0
     summary = json.loads((tmp_path / "sim_shapes.json").read_text())
     (row,) = summary["rows"]
     assert row["scenario"] == "two-flows-one-ev" and row["paper"].startswith("Second flow")
     assert {"mrc", "single-path", "ecmp"} <= set(row["metrics"])
+    assert row["seeds"] == [1, 2] and all(len(f["values"]) == 2 for f in row["figures"])
     assert (tmp_path / "sim_shapes.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "sim_shapes_seeds.png").read_bytes()[:4] == b"\x89PNG"
     assert "| paper's shape |" in (tmp_path / "sim_shapes.md").read_text()
 
 

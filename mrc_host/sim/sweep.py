@@ -1,0 +1,329 @@
+"""Sweeps: one scenario over seeds and a parameter grid, its points run on Dask.
+
+Why Dask: every point of a sweep is an independent, deterministic simulation, so a sweep is
+embarrassingly parallel; ``dask.distributed`` runs it on the cores of this machine (an
+embedded ``LocalCluster``, one single-threaded worker process per core) or on any cluster
+whose scheduler it is given (``tcp://HOST:8786``: workers started by hand or by
+dask-jobqueue on Slurm). Nothing about a point depends on where or when it ran: a point is
+a scenario table (the TOML file as read, the point's overrides applied) and its seed, the
+worker parses and runs it, and the results are put back in point order, so the JSON of a
+sweep is the same byte for byte on one worker or on many.
+
+A point that fails (a bad parameter value, an exception inside the simulation, a worker
+that died) is recorded with its parameters and its error; the other points go on.
+
+A sweep file (TOML)::
+
+    scenario = "incast-bystander"     # a shipped scenario's name, or a path (relative to this file)
+    name = "incast-ecn"               # default: the file's name
+    seeds = 10                        # seeds 1..10; or a list: [1, 2, 7]
+    [grid]                            # each key a dotted path into the scenario file; every
+    "fabric.ecn" = ["32KiB", "64KiB"] # combination of the values runs, for every seed
+    "traffic.1.size" = ["4MiB", "8MiB"]
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+import time
+import tomllib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SWEEP_KEYS = {"scenario", "name", "seeds", "grid"}
+MAX_POINTS = 100_000
+
+
+class SweepError(ValueError):
+    """A sweep file that cannot be expanded: which file, which key, why."""
+
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        super().__init__(f"{file}: {key}: {reason}")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulation of a sweep: a scenario table with its overrides, and a seed.
+
+    ``params`` names what varies (the seed and each grid key's value) for the report;
+    ``table`` is what the worker parses (``scenario_file.parse``) and runs."""
+
+    index: int
+    params: dict[str, Any]
+    table: dict[str, Any]
+    file: str
+    name: str
+
+
+@dataclass
+class Sweep:
+    name: str
+    file: str
+    scenario_file: str
+    seeds: list[int]
+    grid: dict[str, list[Any]]
+    points: list[Point] = field(default_factory=list)
+
+
+def set_path(table: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``a.b.2.c`` in a TOML table (a number indexes an array); KeyError if it cannot."""
+    keys = dotted.split(".")
+    node: Any = table
+    for i, key in enumerate(keys[:-1]):
+        if isinstance(node, list):
+            if not key.isdigit() or int(key) >= len(node):
+                raise KeyError(f"{'.'.join(keys[: i + 1])}: no such array element")
+            node = node[int(key)]
+        else:
+            node = node.setdefault(key, {})
+        if not isinstance(node, dict | list):
+            raise KeyError(f"{'.'.join(keys[: i + 1])} is a value, not a table")
+    last = keys[-1]
+    if isinstance(node, list):
+        if not last.isdigit() or int(last) >= len(node):
+            raise KeyError(f"{dotted}: no such array element")
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def expand(
+    table: dict[str, Any], file: str, name: str, seeds: list[int], grid: dict[str, list[Any]]
+) -> list[Point]:
+    """Every (grid combination, seed) of a scenario table, in a fixed order."""
+    keys = sorted(grid)
+    points: list[Point] = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        for seed in seeds:
+            t = copy.deepcopy(table)
+            params: dict[str, Any] = {"seed": seed}
+            for key, value in zip(keys, combo, strict=True):
+                params[key] = value
+                try:
+                    set_path(t, key, value)
+                except KeyError as exc:
+                    # recorded at run time as the point's error: the sweep goes on
+                    t = {"__error__": f"grid key {exc.args[0]}"}
+                    break
+            if "__error__" not in t:
+                t["seed"] = seed
+            points.append(Point(len(points), params, t, file, name))
+    return points
+
+
+def load(path: str | Path) -> Sweep:
+    """Read a sweep file and expand its points (SweepError if the file itself is wrong)."""
+    from . import scenario_file as sf
+
+    p = Path(path)
+    file = str(p)
+    try:
+        raw = tomllib.loads(p.read_text())
+    except OSError as exc:
+        raise SweepError(file, "-", f"cannot read: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SweepError(file, "-", f"not valid TOML: {exc}") from exc
+    for key in raw:
+        if key not in SWEEP_KEYS:
+            raise SweepError(file, key, f"unknown key (expected one of: {', '.join(sorted(SWEEP_KEYS))})")
+    scen = raw.get("scenario")
+    if not isinstance(scen, str):
+        raise SweepError(file, "scenario", "missing: a shipped scenario's name or a path")
+    spath = (p.parent / scen) if not Path(scen).is_absolute() else Path(scen)
+    if not spath.exists() and (sf.SCENARIO_DIR / f"{scen}.toml").exists():
+        spath = sf.SCENARIO_DIR / f"{scen}.toml"
+    try:
+        table = tomllib.loads(spath.read_text())
+    except OSError as exc:
+        raise SweepError(file, "scenario", f"cannot read {spath}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SweepError(file, "scenario", f"{spath}: not valid TOML: {exc}") from exc
+    seeds_raw = raw.get("seeds", 10)
+    if isinstance(seeds_raw, int) and not isinstance(seeds_raw, bool) and 1 <= seeds_raw <= 10_000:
+        seeds = list(range(1, seeds_raw + 1))
+    elif (
+        isinstance(seeds_raw, list)
+        and seeds_raw
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds_raw)
+        and len(set(seeds_raw)) == len(seeds_raw)
+    ):
+        seeds = list(seeds_raw)
+    else:
+        raise SweepError(file, "seeds", "must be a count (1..10000) or a list of distinct integers")
+    grid_raw = raw.get("grid", {})
+    if not isinstance(grid_raw, dict):
+        raise SweepError(file, "grid", "must be a table of dotted keys to lists of values")
+    grid: dict[str, list[Any]] = {}
+    for key, values in grid_raw.items():
+        if not isinstance(values, list) or not values:
+            raise SweepError(file, f"grid.{key}", "must be a non-empty list of values")
+        if key == "seed":
+            raise SweepError(file, "grid.seed", "use the top-level key seeds")
+        grid[key] = values
+    count = len(seeds)
+    for values in grid.values():
+        count *= len(values)
+    if count > MAX_POINTS:
+        raise SweepError(file, "grid", f"{count} points, at most {MAX_POINTS}")
+    name = raw.get("name", p.stem)
+    if not isinstance(name, str):
+        raise SweepError(file, "name", "must be a string")
+    sweep = Sweep(name, file, str(spath), seeds, grid)
+    sweep.points = expand(table, str(spath), spath.stem, seeds, grid)
+    return sweep
+
+
+# ---- running a point (on a worker) ------------------------------------------------------
+def run_point(point: Point) -> dict[str, Any]:
+    """Parse and run one point; never raises (a failure is the point's result)."""
+    from . import scenario_file as sf
+
+    out: dict[str, Any] = {"index": point.index, "params": point.params}
+    try:
+        if "__error__" in point.table:
+            raise ValueError(point.table["__error__"])
+        sc = sf.parse(copy.deepcopy(point.table), point.file, point.name)
+        out["result"] = sf.run_scenario(sc)
+        out["status"] = "ok"
+    except Exception as exc:  # reported with the point's parameters; the sweep goes on
+        out["status"] = "failed"
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+# ---- running many points ----------------------------------------------------------------
+@dataclass
+class SweepRun:
+    """What ran where: the results (in point order) and how long it took (not in the JSON)."""
+
+    results: list[dict[str, Any]]
+    workers: int
+    scheduler: str
+    seconds: float
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.results if r["status"] != "ok"]
+
+
+def local_cluster(workers: int | None = None) -> Any:
+    """The embedded cluster: one single-threaded worker process per core, no dashboard."""
+    from distributed import LocalCluster
+
+    return LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=workers or os.cpu_count() or 1,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        host="127.0.0.1",
+    )
+
+
+def run_points(
+    points: Iterable[Point],
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: bool | None = None,
+    label: str = "sweep",
+    fn: Callable[[Any], dict[str, Any]] = run_point,
+) -> SweepRun:
+    """Run ``fn`` on every point on Dask; results in point order, whatever the worker count.
+
+    ``scheduler``: the address of a running cluster (default: an embedded ``LocalCluster``
+    with ``workers`` processes, default one per core). ``progress``: a rich bar of points
+    done and failed on stderr (None: only on a terminal).
+    """
+    from distributed import Client, as_completed
+
+    todo = list(points)
+    started = time.monotonic()
+    cluster = None if scheduler else local_cluster(workers)
+    try:
+        with Client(scheduler or cluster) as client:  # type: ignore[no-untyped-call]
+            client.wait_for_workers(1, timeout=120)
+            n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
+            futures = {client.submit(fn, pt, key=f"{label}-{pt.index}", pure=False): pt for pt in todo}
+            results: dict[int, dict[str, Any]] = {}
+            with _Bar(len(todo), label, progress) as bar:
+                for fut in as_completed(futures):  # type: ignore[no-untyped-call]
+                    pt = futures[fut]
+                    if fut.status == "finished":
+                        res = fut.result()
+                    else:  # the worker died or the task could not run: still the point's result
+                        exc = fut.exception()
+                        res = {
+                            "index": pt.index,
+                            "params": pt.params,
+                            "status": "failed",
+                            "error": f"{type(exc).__name__}: {exc}",
+                        }
+                    fut.release()
+                    results[pt.index] = res
+                    bar.advance(res["status"] == "ok")
+    finally:
+        if cluster is not None:
+            cluster.close()
+    return SweepRun(
+        [results[pt.index] for pt in todo],
+        n_workers,
+        scheduler or "embedded LocalCluster",
+        time.monotonic() - started,
+    )
+
+
+class _Bar:
+    """A rich progress bar of points done and failed (stderr)."""
+
+    def __init__(self, total: int, label: str, show: bool | None) -> None:
+        import sys
+
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True)
+        self.show = sys.stderr.isatty() if show is None else show
+        self.ok = self.failed = 0
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[green]{task.fields[ok]} ok[/] [red]{task.fields[failed]} failed[/]"),
+            TimeElapsedColumn(),
+            console=self.console,
+            disable=not self.show,
+        )
+        self.task = self.progress.add_task(label, total=total, ok=0, failed=0)
+
+    def __enter__(self) -> _Bar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def advance(self, ok: bool) -> None:
+        if ok:
+            self.ok += 1
+        else:
+            self.failed += 1
+        self.progress.update(self.task, advance=1, ok=self.ok, failed=self.failed)
+
+
+def sweep_json(sweep: Sweep, run: SweepRun) -> str:
+    """The sweep's JSON: its definition and every point's result, in point order.
+
+    No timing and no worker count: the same sweep gives the same bytes wherever it ran."""
+    doc = {
+        "sweep": sweep.name,
+        "scenario_file": sweep.scenario_file,
+        "seeds": sweep.seeds,
+        "grid": sweep.grid,
+        "points": run.results,
+        "failed": [r["index"] for r in run.failed],
+    }
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
