@@ -14,8 +14,10 @@ from .cc_base import CongestionControl, create_cc, register_cc
 from .config import CcParams, EvProfile, Mode, NsccParams, TransportConfig
 from .counters import Counters, EvCounters
 from .endpoint import Endpoint
+from .ev_draw import PathSpace
+from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState, EvTransitionError
-from .evset import EvSet, PathSpace
+from .evset import EvSet
 from .region import MemoryRegion, RegionTable
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "Endpoint",
     "EvCounters",
     "EvEvent",
+    "EvProber",
     "EvProfile",
     "EvSet",
     "EvState",

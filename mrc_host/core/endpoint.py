@@ -34,8 +34,10 @@ from mrc_host.wire.messages import (
 from .actions import Action, SetTimer, Transmit
 from .config import TransportConfig
 from .counters import Counters
+from .ev_draw import PathSpace
+from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState
-from .evset import EvSet, PathSpace
+from .evset import EvSet
 from .receiver import Receiver
 from .region import MemoryRegion, RegionTable
 from .sender import Sender
@@ -103,6 +105,7 @@ class Endpoint:
         self.peer_qp = peer_qp
         self.counters = Counters()
         self.evset = EvSet(config, paths, rng, port_status)
+        self.prober = EvProber(self.evset)
         self.regions = RegionTable()
         self._entropy = rng.getrandbits(ENTROPY_BITS)  # entropy bits of our probe replies
         self._now = 0  # time of the input being processed (for callbacks that need it)
@@ -166,9 +169,9 @@ class Endpoint:
         if isinstance(msg, DataPacket):
             self.receiver.on_data(msg, now_ns, out)
         elif isinstance(msg, Sack):
-            self.sender.on_sack(msg, now_ns, out)
+            self.sender.acks.on_sack(msg, now_ns, out)
         elif isinstance(msg, Nack):
-            self.sender.on_nack(msg, now_ns, out)
+            self.sender.acks.on_nack(msg, now_ns, out)
         elif isinstance(msg, Probe):
             self.counters.probes_received += 1
             ack = ProbeAck(
@@ -182,9 +185,9 @@ class Endpoint:
                 self.counters.probe_acks_sent += 1
         else:
             self.counters.probe_acks_received += 1
-            if self.evset.probe_acked(msg.ev_under_test, msg.probe_id, now_ns) is not None:
+            if self.prober.probe_acked(msg.ev_under_test, msg.probe_id, now_ns) is not None:
                 if 0 < msg.echo_ts <= now_ns:
-                    self.evset.note_probe_rtt(now_ns - msg.echo_ts)
+                    self.prober.note_probe_rtt(now_ns - msg.echo_ts)
                 down = self.evset.set_peer_ports(msg.port_status)  # only from a reply we asked for
                 if down:
                     self.sender.ports_down(down)
@@ -196,7 +199,7 @@ class Endpoint:
         self.receiver.on_timer(now_ns, out)
         self.sender.on_timer(now_ns, out)
         if self._retire:
-            due = self.evset.due_probes(now_ns) + self.evset.liveness_tick(now_ns)
+            due = self.prober.due_probes(now_ns) + self.prober.liveness_tick(now_ns)
             for ev, probe_id in due:
                 probe = Probe(self.peer_qp, probe_id, ev, send_ts=now_ns)
                 probe.meta.ev = ev
@@ -214,7 +217,7 @@ class Endpoint:
         if t is not None and (best is None or t < best):
             best = t
         if self._retire:
-            t = self.evset.next_probe_deadline()
+            t = self.prober.next_deadline()
             if t is not None and (best is None or t < best):
                 best = t
         return best

@@ -1,9 +1,9 @@
-"""The EV set of one direction of a connection: which paths carry packets, and when.
+"""The EV set of one endpoint: which paths carry packets, and when.
 
 An EV names a path: plane (NIC port) + T1 (T0 uplink) + entropy (only hashed in the
-ECMP baseline). Each connection draws its EVs once (``draw``): ``max_evs`` (default 128)
-split equally across planes, whatever the number of paths -- several EVs per (plane, T1)
-path when paths are fewer, differing in their entropy bits -- plus a backup set per plane.
+ECMP baseline). Which EVs a connection has is drawn once (``ev_draw.py``); this module
+keeps their states, the spraying rotation, retirement and replacement; ``ev_probe.py``
+probes them.
 
 States and the events that move between them are in ``ev_state.py`` (one table). A
 retired or denied EV is replaced from the same plane's backups (preferring another T1).
@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
-from mrc_fabric.ev import ENTROPY_MASK, EV
+from mrc_fabric.ev import EV
 
 from .actions import EvStateChanged
 from .config import Mode, TransportConfig
+from .ev_draw import PathSpace, draw
 from .ev_state import EvEvent, EvState, allowed, next_state
 
-__all__ = ["EvDraw", "EvEntry", "EvEvent", "EvSet", "EvState", "PathSpace", "draw"]
+__all__ = ["EvEntry", "EvEvent", "EvSet", "EvState", "PathSpace"]
 
 
 @dataclass(slots=True)
@@ -58,89 +59,6 @@ class EvEntry:
     retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
     ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
     late_probe_id: int | None = None  # the liveness probe whose time-out retired it
-
-
-@dataclass(frozen=True, slots=True)
-class PathSpace:
-    """What the fabric offers between two NIC sets: planes, and T1 choices per plane.
-
-    ``t1_count`` is 1 when both hosts hang off the same T0 (one path per plane).
-    """
-
-    planes: int
-    t1_count: int
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.planes <= 16 or not 1 <= self.t1_count <= 1024:
-            raise ValueError(f"path space planes={self.planes} t1_count={self.t1_count} out of range")
-
-
-@dataclass(slots=True)
-class EvDraw:
-    active: list[list[int]] = field(default_factory=list)  # per plane
-    backup: list[list[int]] = field(default_factory=list)
-
-
-def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
-    """Draw a connection's EVs (see module docstring); deterministic for a seeded ``rng``.
-
-    Within a plane the T1s are shuffled and dealt round-robin, so the EVs cover every path
-    as evenly as their number allows; backups continue the deal (so they start on paths
-    the actives cover least). Every EV value is distinct.
-    """
-    out = EvDraw([[] for _ in range(paths.planes)], [[] for _ in range(paths.planes)])
-    if cfg.mode is Mode.SINGLE_PATH:
-        plane = rng.randrange(paths.planes)
-        out.active[plane].append(EV(plane, rng.randrange(paths.t1_count), rng.randint(0, ENTROPY_MASK)).value)
-        return out
-    per_plane = max(1, cfg.max_evs // paths.planes)
-    profile = cfg.ev_profile
-    if profile.explicit:
-        return _explicit(profile.explicit, per_plane, cfg.backup_evs_per_plane, paths)
-    seen: set[int] = set()
-    wanted = -(-(per_plane + cfg.backup_evs_per_plane) // (1 if cfg.mode is Mode.ECMP else paths.t1_count))
-    if wanted > 1 << profile.entropy_mask.bit_count():
-        raise ValueError(
-            f"entropy_mask {profile.entropy_mask:#x} gives {1 << profile.entropy_mask.bit_count()} "
-            f"values per path, fewer than the {wanted} distinct EVs a path needs"
-        )
-
-    def fresh(plane: int, t1: int) -> int:
-        while True:
-            v = EV(plane, t1, profile.entropy(rng.randint(0, ENTROPY_MASK))).value
-            if v not in seen:
-                seen.add(v)
-                return v
-
-    for plane in range(paths.planes):
-        if cfg.mode is Mode.ECMP:
-            # same number of EVs as MRC would use, but the T1 is left to the switches' hash
-            out.active[plane] = [fresh(plane, 0) for _ in range(per_plane)]
-            continue
-        t1s = list(range(paths.t1_count))
-        rng.shuffle(t1s)
-        n = len(t1s)
-        out.active[plane] = [fresh(plane, t1s[i % n]) for i in range(per_plane)]
-        spare = range(per_plane, per_plane + cfg.backup_evs_per_plane)
-        out.backup[plane] = [fresh(plane, t1s[i % n]) for i in spare]
-    return out
-
-
-def _explicit(values: tuple[int, ...], per_plane: int, backups: int, paths: PathSpace) -> EvDraw:
-    """An explicit EV list: per plane, in the order given, actives first, then backups."""
-    out = EvDraw([[] for _ in range(paths.planes)], [[] for _ in range(paths.planes)])
-    for v in values:
-        ev = EV.decode(v)
-        if ev.plane >= paths.planes or ev.t1 >= paths.t1_count:
-            raise ValueError(f"explicit EV {v:08x}: plane {ev.plane} T1 {ev.t1} is outside {paths}")
-        if len(out.active[ev.plane]) < per_plane:
-            out.active[ev.plane].append(v)
-        elif len(out.backup[ev.plane]) < backups:
-            out.backup[ev.plane].append(v)
-    for plane, evs in enumerate(out.active):
-        if not evs:
-            raise ValueError(f"explicit: no EV on plane {plane} (deny a plane's EVs to leave it unused)")
-    return out
 
 
 _PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
@@ -172,10 +90,8 @@ class EvSet:
         self._ctl_cursor = 0
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
         self._usable_cache: list[EvEntry] | None = None
-        self._probe_seq = 0
-        self.next_liveness_ns: int | None = None
+        self.next_liveness_ns: int | None = None  # when liveness probes are next due (ev_probe)
         self.floor_holds = 0  # losses that retired nothing because of ev_min_active
-        self.probe_rtt_max = 0.0  # slowest probe round trip lately (decaying)
         # round-trip delay variation measured lately (jitter), written per packet by the
         # sender (RTT samples: max - min, decaying) and the receiver (2 x the one-way spread
         # of arriving data): a probe may be that much slower than usual without being lost
@@ -542,10 +458,6 @@ class EvSet:
         self._fire(e, EvEvent.OPERATOR_ALLOW, "operator allow")
         self._place_good(e)
 
-    def all_denied(self) -> bool:
-        """Every EV of the set is DENIED: nothing can ever be sent."""
-        return all(e.state is EvState.DENIED for e in self.entries.values() if e.member)
-
     def set_local_ports(self, bitmap: int) -> int:
         """This host's NIC port-status bitmap; returns the bitmap of planes that just went down."""
         before = self.local_ports & self.peer_ports
@@ -581,124 +493,22 @@ class EvSet:
             e.last_ok_ns = now_ns
             e.ack_lost_strikes = 0
 
-    def liveness_tick(self, now_ns: int) -> list[tuple[int, int]]:
-        """Every probe interval: a GOOD EV used since it last proved to work, and not proved
-        within the last interval, gets a probe; one whose probe from the previous tick is
-        still unanswered is retired. This is how an endpoint that only sends SACKs (no data
-        of its own, so no acks to learn from) finds a dead reverse path."""
-        if self.next_liveness_ns is None or now_ns < self.next_liveness_ns:
-            return []
-        out = []
-        pending = False
-        timeout = self.probe_timeout_ns()
-        for plane in self.active:
-            for e in list(plane):
-                if e.live_probe_id is not None:
-                    if now_ns - e.live_probe_ns < timeout:
-                        pending = True  # a slow (jittery) round trip: give it its time
-                        continue
-                    e.late_probe_id = e.live_probe_id  # if its answer comes after all: undo
-                    e.live_probe_id = None
-                    e.in_use = False
-                    self.retire(e.value, "liveness probe lost", now_ns, EvEvent.LIVENESS_LOST)
-                elif (
-                    e.in_use
-                    and now_ns - e.last_ok_ns >= self.cfg.probe_interval_ns
-                    and self.plane_up(e.plane)
-                ):
-                    self._probe_seq = (self._probe_seq + 1) & 0xFFFFFFFF
-                    e.live_probe_id = self._probe_seq
-                    e.live_probe_ns = now_ns
-                    e.in_use = False
-                    out.append((e.value, e.live_probe_id))
-                    pending = True
-                elif e.in_use:
-                    pending = True  # used, recently fine: look again next tick
-        self.next_liveness_ns = now_ns + self.cfg.probe_interval_ns if pending else None
-        return out
+    def probe_timed_out(self, e: EvEntry) -> None:
+        """A probe of the retired ``e`` went unanswered (reported, state unchanged)."""
+        self._fire(e, EvEvent.PROBE_TIMEOUT, "probe timeout")
 
-    # ---- probing ----------------------------------------------------------------------
-    def due_probes(self, now_ns: int) -> list[tuple[int, int]]:
-        """(ev, probe_id) for every ASSUMED_BAD EV whose probe is due; a probe still
-        unanswered at that point counts as a failure and resets the success streak."""
-        out = []
-        # one probe per (plane, T1) path: EVs that differ only in entropy share its fate,
-        # and come back with the one probed (probing each would multiply probe traffic)
-        probing = {(e.plane, e.t1) for e in self.retired.values() if e.probe_id is not None}
-        for e in list(self.retired.values()):
-            if not self.plane_up(e.plane) or e.next_probe_ns > now_ns:
-                continue
-            path = (e.plane, e.t1)
-            if e.probe_id is None and path in probing:
-                e.next_probe_ns = now_ns + self.cfg.probe_interval_ns  # its path is being probed
-                continue
-            probing.add(path)
-            if e.probe_id is not None:
-                e.probe_successes = 0
-                self._fire(e, EvEvent.PROBE_TIMEOUT, "probe timeout")
-            self._probe_seq = (self._probe_seq + 1) & 0xFFFFFFFF
-            e.probe_id = self._probe_seq
-            e.next_probe_ns = now_ns + self.cfg.probe_interval_ns
-            out.append((e.value, e.probe_id))
-        return out
-
-    def probe_timeout_ns(self) -> int:
-        """How long a probe may stay unanswered before it counts as lost: one probe
-        interval; twice the slowest probe round trip seen lately; or twice the round-trip
-        delay variation measured on the data (a jittery fabric delays probes as much as
-        packets: a probe takes at most the minimum RTT plus that variation), whichever is
-        longest. (Not interval + variation: liveness ticks come once per interval, so any
-        excess over it would cost a whole extra interval of detection on a quiet fabric.)"""
-        spread = max(self.tx_delay_spread, self.rx_delay_spread)
-        return max(self.cfg.probe_interval_ns, int(2 * self.probe_rtt_max), int(2 * spread))
-
-    def note_probe_rtt(self, rtt_ns: int) -> None:
-        self.probe_rtt_max = max(float(rtt_ns), self.probe_rtt_max * (1 - 1 / 64))
-
-    def probe_acked(self, ev: int, probe_id: int, now_ns: int) -> bool | None:
-        """A PROBE_ACK arrived. None: not a reply to a probe we have outstanding (ignored);
-        True: the K-th success in a row (EV back to GOOD); False: accepted, not yet."""
-        e = self.entries.get(ev)
-        if e is None:
-            return None
-        if e.live_probe_id is not None and e.live_probe_id == probe_id:
-            if e.state in (EvState.GOOD, EvState.SKIP):
-                self.note_ok(ev, now_ns)
-                return False
-            return None
-        if e.state is EvState.ASSUMED_BAD and e.late_probe_id is not None and e.late_probe_id == probe_id:
-            e.late_probe_id = None  # the liveness probe was slow, not lost: the path works
-            return self.undo_loss(ev, now_ns) > 0
-        if e.state is not EvState.ASSUMED_BAD or e.probe_id != probe_id:
-            return None
-        e.probe_id = None
-        e.probe_successes += 1
-        if e.probe_successes >= self.cfg.probe_successes_to_restore:
-            for x in [
-                e,
-                *(x for x in self.retired.values() if (x.plane, x.t1) == (e.plane, e.t1) and x is not e),
-            ]:
-                why = f"{e.probe_successes} probes answered" + (
-                    "" if x is e else f" on {e.value:08x}, same path"
-                )
-                self._fire(x, EvEvent.PROBES_ANSWERED, why)
-                x.restored_ns = now_ns
-                x.last_ok_ns = now_ns
-                x.heat = 0.0
-                x.probe_id = None
-                x.retired_for = None
-                self._place_good(x)
-            return True
-        e.next_probe_ns = now_ns  # next probe right away: K successes take K RTTs
-        return False
-
-    def next_probe_deadline(self) -> int | None:
-        if not self.retired:  # the common case, asked after every packet: no list to build
-            return self.next_liveness_ns
-        times = [e.next_probe_ns for e in self.retired.values() if self.plane_up(e.plane)]
-        if self.next_liveness_ns is not None:
-            times.append(self.next_liveness_ns)
-        return min(times) if times else None
+    def restore_path(self, e: EvEntry, now_ns: int) -> None:
+        """Enough probes of ``e`` came back: it and the retired EVs of its path are GOOD again."""
+        path = (e.plane, e.t1)
+        for x in [e, *(x for x in self.retired.values() if (x.plane, x.t1) == path and x is not e)]:
+            why = f"{e.probe_successes} probes answered" + ("" if x is e else f" on {e.value:08x}, same path")
+            self._fire(x, EvEvent.PROBES_ANSWERED, why)
+            x.restored_ns = now_ns
+            x.last_ok_ns = now_ns
+            x.heat = 0.0
+            x.probe_id = None
+            x.retired_for = None
+            self._place_good(x)
 
     def take_changes(self) -> list[EvStateChanged]:
         out, self.changes = self.changes, []

@@ -38,6 +38,7 @@ from .config import TransportConfig
 from .counters import Counters
 from .evset import EvSet
 from .psn import psn_of, unwrap
+from .rangeset import RangeSet
 from .region import RegionTable
 
 _RETX: Final = int(DataFlag.RETRANSMISSION)
@@ -72,7 +73,7 @@ class Receiver:
         self.send_control = send_control
         self.port_status = port_status
         self.expected = cfg.initial_psn  # cumulative: every seq below was received
-        self.out_of_order: set[int] = set()
+        self.out_of_order = RangeSet()  # seqs received beyond ``expected``
         self.highest = cfg.initial_psn - 1
         self.unacked = 0
         self.ack_deadline: int | None = None
@@ -185,15 +186,17 @@ class Receiver:
         self._send_ack(pkt, now_ns, out)
 
     def _mark(self, seq: int, out: list[Action]) -> None:
+        held = self.out_of_order
         if seq != self.expected:
-            self.out_of_order.add(seq)
-            self.highest = max(self.highest, seq)
+            held.add(seq)
+            if seq > self.highest:
+                self.highest = seq
             return
         self.expected += 1
-        while self.expected in self.out_of_order:
-            self.out_of_order.remove(self.expected)
-            self.expected += 1
-        self.highest = max(self.highest, self.expected - 1)
+        if held and held.first_start() == self.expected:
+            self.expected = held.pop_first()[1]
+        if self.expected - 1 > self.highest:
+            self.highest = self.expected - 1
         if self._msg_last_seq:
             for last in [s for s in self._msg_last_seq if s < self.expected]:
                 self.c.messages_received += 1
@@ -208,13 +211,10 @@ class Receiver:
             newest = self.highest - SACK_BITMAP_BITS + 1
             base = min(newest, max(self.expected, trigger_seq - SACK_BITMAP_BITS // 2))
         bitmap = 0
+        if base < self.expected:
+            bitmap = (1 << (min(self.expected, base + SACK_BITMAP_BITS) - base)) - 1
         if self.out_of_order:
-            for i in range(SACK_BITMAP_BITS):
-                s = base + i
-                if s < self.expected or s in self.out_of_order:
-                    bitmap |= 1 << i
-        elif base < self.expected:
-            bitmap = (1 << (self.expected - base)) - 1
+            bitmap |= self.out_of_order.bitmap(base, SACK_BITMAP_BITS)
         return base, bitmap
 
     def _send_ack(self, trigger: DataPacket, now_ns: int, out: list[Action], duplicate: bool = False) -> None:

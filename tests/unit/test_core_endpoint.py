@@ -305,20 +305,34 @@ def test_reordering_mistaken_for_loss_widens_the_reorder_window() -> None:
     a = p.a
     _, acts = a.post_write(payload(1024), BASE, RKEY, p.now)  # the packet that will be "late"
     p.absorb(a, acts)
-    a.sender.srtt_ns = 40_000.0  # an RTT estimate exists: window = SRTT/4 = 10 us
+    a.sender.recovery.rtt.srtt_ns = 40_000.0  # an RTT estimate exists: window = SRTT/4 = 10 us
     p.now += 20_000  # later packets go out well past the reordering window
     _, acts = a.post_write(payload(4 * 1024, seed=2), BASE + 1024, RKEY, p.now)
     p.absorb(a, acts)
     first, *later = data_sent(p)
     assert len(later) == 4
     bitmap = sum(1 << (d.psn - first.psn) for d in later)
-    sack = Sack(qp=a.local_qp, cum_psn=first.psn, base_psn=first.psn, bitmap=bitmap, echo_ev=later[0].meta.ev)
+    sack = Sack(
+        qp=a.local_qp,
+        cum_psn=first.psn,
+        base_psn=first.psn,
+        bitmap=bitmap,
+        echo_ev=later[0].meta.ev,
+        echo_ts=later[0].send_ts,
+    )
     a.receive(sack, p.now)
-    assert a.counters.losses_gap == 1 and a.sender.reo_mult == 1
-    late = Sack(qp=a.local_qp, cum_psn=first.psn + 5, base_psn=first.psn, bitmap=0, echo_ev=first.meta.ev)
+    assert a.counters.losses_gap == 1 and a.sender.recovery.reo_mult == 1
+    late = Sack(
+        qp=a.local_qp,
+        cum_psn=first.psn + 5,
+        base_psn=first.psn,
+        bitmap=0,
+        echo_ev=first.meta.ev,
+        echo_ts=first.send_ts,
+    )
     a.receive(late, p.now)  # the original shows up before any resend could have arrived
     assert a.counters.spurious_losses == 1
-    assert a.sender.reo_mult == 2
+    assert a.sender.recovery.reo_mult == 2
 
 
 def test_probe_ack_returns_on_the_reverse_of_the_path_under_test() -> None:
@@ -366,7 +380,7 @@ def test_probe_ack_carries_port_status_believed_only_for_our_probe() -> None:
     p.a.receive(back, p.now)  # no probe of ours outstanding: the bitmap is not believed
     assert p.a.evset.peer_ports == 0b11
     p.a.evset.note_sent(tested, 0)
-    ((ev, pid),) = [x for x in p.a.evset.liveness_tick(p.a.cfg.probe_interval_ns) if x[0] == tested]
+    ((ev, pid),) = [x for x in p.a.prober.liveness_tick(p.a.cfg.probe_interval_ns) if x[0] == tested]
     p.a.receive(ProbeAck(11, pid, ev, port_status=0b01), p.now)
     assert p.a.evset.peer_ports == 0b01
 
@@ -438,8 +452,8 @@ def test_loss_inside_a_short_message_found_by_the_rack_timer_not_the_tail_probe(
     p.deliver(keep=lambda m: m is not victim)
     s = p.a.sender
     assert s.srtt_ns is not None and not p.sent_done()
-    due = victim.send_ts + int(s.plane_srtt[victim.meta.ev >> 28] or s.srtt_ns) + s.reorder_window()
-    tail = s._tail_at()
+    due = victim.send_ts + int(s.recovery.rtt.of_plane(victim.meta.ev >> 28)) + s.recovery.reorder_window()
+    tail = s.recovery.tail_at(bool(s.writes))
     assert tail is not None and p.a.next_deadline() == due < tail  # before the tail probe
     p.fire_timers()
     p.deliver()

@@ -8,12 +8,22 @@ from collections import Counter
 import pytest
 
 from mrc_fabric.ev import EV
-from mrc_host.core import EvEvent, EvSet, EvState, Mode, PathSpace, TransportConfig
+from mrc_host.core import EvEvent, EvProber, EvSet, EvState, Mode, PathSpace, TransportConfig
 
 
 def make(planes: int = 2, t1: int = 8, **kw: object) -> EvSet:
     cfg = TransportConfig(**kw)  # type: ignore[arg-type]
     return EvSet(cfg, PathSpace(planes, t1), random.Random(7))
+
+
+_PROBERS: dict[int, tuple[EvSet, EvProber]] = {}
+
+
+def prober(s: EvSet) -> EvProber:
+    """The one prober of ``s`` (probe ids are its own: a second one would reuse them)."""
+    if id(s) not in _PROBERS or _PROBERS[id(s)][0] is not s:
+        _PROBERS[id(s)] = (s, EvProber(s))
+    return _PROBERS[id(s)][1]
 
 
 def test_draw_distinct_paths_split_across_planes_with_backups() -> None:
@@ -66,9 +76,9 @@ def test_retire_replaces_from_same_plane_backup_and_probes_restore() -> None:
     assert len(s.active[0]) == 2 and all(e.plane == 0 for e in s.active[0])  # a plane-0 backup stepped in
     assert len(s.backup[0]) == 1
     for i in range(3):
-        due = s.due_probes(1000 * (i + 1))
+        due = prober(s).due_probes(1000 * (i + 1))
         assert [ev for ev, _ in due] == [victim]
-        restored = s.probe_acked(victim, due[0][1], 1000 * (i + 1) + 10)
+        restored = prober(s).probe_acked(victim, due[0][1], 1000 * (i + 1) + 10)
         assert restored == (i == 2)
     assert s.state(victim) is EvState.GOOD
     assert victim in s.backup_evs()  # the plane's active set is full: it stays a backup
@@ -80,13 +90,13 @@ def test_unanswered_probe_resets_the_success_streak() -> None:
     )
     victim = s.active_evs()[0]
     s.retire(victim, "loss")
-    ((ev, pid),) = s.due_probes(0)
-    s.probe_acked(ev, pid, 5)  # one success
-    ((_, lost_pid),) = s.due_probes(5)
-    assert s.due_probes(50) == []  # not due yet
-    ((_, pid3),) = s.due_probes(105)  # the previous probe timed out
-    assert not s.probe_acked(ev, lost_pid, 106)  # stale reply ignored
-    assert not s.probe_acked(ev, pid3, 107)  # streak restarted: 1 of 2
+    ((ev, pid),) = prober(s).due_probes(0)
+    prober(s).probe_acked(ev, pid, 5)  # one success
+    ((_, lost_pid),) = prober(s).due_probes(5)
+    assert prober(s).due_probes(50) == []  # not due yet
+    ((_, pid3),) = prober(s).due_probes(105)  # the previous probe timed out
+    assert not prober(s).probe_acked(ev, lost_pid, 106)  # stale reply ignored
+    assert not prober(s).probe_acked(ev, pid3, 107)  # streak restarted: 1 of 2
     assert s.state(victim) is EvState.ASSUMED_BAD
 
 
@@ -97,7 +107,7 @@ def test_denied_ev_never_chosen_until_allowed() -> None:
     assert s.state(denied) is EvState.DENIED
     assert denied not in {s.next_data_ev() for _ in range(100)}
     assert denied not in {s.next_control_ev() for _ in range(100)}
-    assert s.due_probes(10**9) == []
+    assert prober(s).due_probes(10**9) == []
     s.allow(denied)
     assert s.state(denied) is EvState.GOOD
     assert denied in {s.next_data_ev() for _ in range(100)}
@@ -195,8 +205,8 @@ def test_restored_ev_failing_again_soon_waits_longer() -> None:
         s.retire(ev, "loss", t)
         waits.append(s.entries[ev].next_probe_ns - t)
         t = s.entries[ev].next_probe_ns
-        ((pev, pid),) = s.due_probes(t)
-        assert s.probe_acked(pev, pid, t + 1)
+        ((pev, pid),) = prober(s).due_probes(t)
+        assert prober(s).probe_acked(pev, pid, t + 1)
         t += 2
     assert waits[0] == 0 and waits[1] == 200 and waits[2] == 400
     s.retire(ev, "loss", t + 50_000)  # a failure long after: not a flap
@@ -209,11 +219,11 @@ def test_liveness_probe_id_does_not_survive_retire() -> None:
              probe_successes_to_restore=1)  # fmt: skip
     ev = s.active_evs()[0]
     s.note_sent(ev, 0)
-    assert [e for e, _ in s.liveness_tick(100)] == [ev]  # a liveness probe goes out ...
+    assert [e for e, _ in prober(s).liveness_tick(100)] == [ev]  # a liveness probe goes out ...
     s.retire(ev, "loss", 120)  # ... and the EV is retired for a loss meanwhile
-    ((pev, pid),) = s.due_probes(130)
-    assert s.probe_acked(pev, pid, 131)
-    s.liveness_tick(200)
+    ((pev, pid),) = prober(s).due_probes(130)
+    assert prober(s).probe_acked(pev, pid, 131)
+    prober(s).liveness_tick(200)
     assert s.state(ev) is EvState.GOOD
 
 
@@ -232,11 +242,11 @@ def test_one_probe_per_path_and_the_path_comes_back_together() -> None:
     assert len(path) == 4
     s.retire(path[0], "loss", 0)
     assert all(s.state(v) is EvState.ASSUMED_BAD for v in path)
-    due = s.due_probes(1)
+    due = prober(s).due_probes(1)
     assert len(due) == 1 and due[0][0] in path
-    assert s.probe_acked(due[0][0], due[0][1], 2)
+    assert prober(s).probe_acked(due[0][0], due[0][1], 2)
     assert all(s.state(v) is EvState.GOOD for v in path)
-    assert s.next_probe_deadline() is None or s.next_probe_deadline() > 2  # nothing left due
+    assert prober(s).next_deadline() is None or prober(s).next_deadline() > 2  # nothing left due
 
 
 # -- EV profiles (OCP: EVs generated from field masks or listed explicitly) ------------------

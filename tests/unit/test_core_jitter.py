@@ -60,7 +60,7 @@ def test_dsack_undoes_a_loss_whose_resend_overtook_the_original() -> None:
     assert c.dsacks_received == 1 and c.spurious_losses == 1 and c.ev_loss_undone == 1
     assert p.a.evset.state(victim.meta.ev) is EvState.GOOD  # back without a single probe
     assert c.ev_restored == 0 and c.stray_acks == 0
-    assert p.a.sender.reo_mult > 1  # and the reorder window grew (RACK's reo_wnd_mult)
+    assert p.a.sender.recovery.reo_mult > 1  # and the reorder window grew (RACK's reo_wnd_mult)
 
 
 def test_forged_or_unmatched_dsack_undoes_nothing() -> None:
@@ -108,7 +108,7 @@ def test_timeout_before_any_rtt_sample_resends_one_packet_and_declares_no_loss()
     resent = data_sent(p)[8:]
     assert c.rto_fired == 1 and c.rto_probes == 1 and c.losses_rto == 0 and c.ev_retired == 0
     assert [m.psn for m in resent] == [originals[0].psn]  # the oldest one only
-    assert p.a.sender.backoff == 2
+    assert p.a.sender.recovery.backoff == 2
     p.in_flight = held + p.in_flight  # the originals arrive first, then the probe resend
     p.deliver()
     assert p.sent_done()[0].ok
@@ -116,7 +116,7 @@ def test_timeout_before_any_rtt_sample_resends_one_packet_and_declares_no_loss()
     # the late original's SACK echoes its own send time: a sound RTT sample (no Karn
     # ambiguity), and it is the spike itself, which the RTO's variance term now covers
     spike = p.now - held[0][1].send_ts - 1_000  # type: ignore[attr-defined]
-    assert snd.srtt_ns is not None and snd.rtt_spread >= spike - snd.min_rtt_ns - 1_000  # type: ignore[operator]
+    assert snd.srtt_ns is not None and snd.recovery.rtt.spread >= spike - snd.min_rtt_ns - 1_000  # type: ignore[operator]
     assert snd.rto_ns >= spike
     assert c.spurious_losses == 1 and c.ev_retired == 0
 
@@ -137,7 +137,7 @@ def test_ack_lost_rule_waits_out_the_measured_jitter() -> None:
         p.b.receive(pkt, pkt.send_ts + 2_000 + jitter.randrange(40_000))
     assert rx.owd_spread > 30_000
     assert rx.ack_lost_guard_ns() >= p.b.cfg.rto_min_ns + 60_000
-    assert p.b.evset.probe_timeout_ns() >= 60_000  # liveness probes get the same allowance
+    assert p.b.prober.probe_timeout_ns() >= 60_000  # liveness probes get the same allowance
 
 
 def test_forged_timestamps_only_stretch_the_ack_side_guard_within_a_cap() -> None:
@@ -153,5 +153,5 @@ def test_forged_timestamps_only_stretch_the_ack_side_guard_within_a_cap() -> Non
         p.absorb(p.b, p.b.receive(pkt, p.now))
     cfg = p.b.cfg
     assert p.b.receiver.ack_lost_guard_ns() <= cfg.rto_min_ns + cfg.rto_max_ns // 4
-    assert p.b.evset.probe_timeout_ns() <= max(cfg.probe_interval_ns, cfg.rto_max_ns // 2)
+    assert p.b.prober.probe_timeout_ns() <= max(cfg.probe_interval_ns, cfg.rto_max_ns // 2)
     assert p.b.counters.data_bytes_placed == 4096  # the data itself is placed as usual

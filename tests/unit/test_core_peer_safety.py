@@ -66,16 +66,38 @@ def test_replayed_sack_changes_nothing() -> None:
     assert p.a.evset.state(b.meta.ev) is EvState.GOOD
 
 
-def test_sack_echo_must_match_a_newly_acked_packet() -> None:
-    """An ECN echo or RTT sample naming the wrong EV/time is not believed; the acks are."""
+def test_sack_whose_echo_matches_no_packet_sent_moves_nothing() -> None:
+    """Issue 27 item 4: a SACK whose echo (send time, EV) names no copy of a packet it
+    acknowledges moves nothing, the cumulative ACK included: a blind forgery must guess
+    the 96-bit echo of a packet in flight. (Before, the acks were believed and only the
+    ECN echo and RTT sample refused.)"""
     p = started(2048)
     a, b = data_sent(p)[:2]
-    lie = Sack(11, a.psn + 1, a.psn, 1, b.meta.ev, ecn_echo=True, echo_ts=1)
-    p.a.receive(lie, p.now + 10)
-    assert p.a.sender.snd_una == p.a.cfg.initial_psn + 1  # the ack itself was real
-    assert p.a.counters.sack_echo_unmatched == 1
-    assert p.a.counters.ecn_echoes_received == 0 and p.a.evset.state(b.meta.ev) is EvState.GOOD
+    for lie in (
+        Sack(11, a.psn + 1, a.psn, 1, b.meta.ev, ecn_echo=True, echo_ts=1),  # wrong EV and time
+        Sack(11, a.psn + 1, a.psn, 1, a.meta.ev, ecn_echo=True, echo_ts=a.send_ts + 1),  # wrong time
+        Sack(11, a.psn + 2, a.psn, 3, a.meta.ev ^ 1, echo_ts=a.send_ts),  # a's time, another EV
+    ):
+        p.a.receive(lie, p.now + 10)
+    c = p.a.counters
+    assert p.a.sender.snd_una == p.a.cfg.initial_psn  # nothing acknowledged
+    assert not any(r.sacked for r in p.a.sender.records.values())
+    assert c.acks_dropped["sack_echo_unmatched"] == 3 and c.sack_echo_unmatched == 3
+    assert c.ecn_echoes_received == 0 and p.a.evset.state(b.meta.ev) is EvState.GOOD
     assert p.a.sender.srtt_ns is None
+    p.a.receive(Sack(11, a.psn + 1, a.psn, 1, a.meta.ev, echo_ts=a.send_ts), p.now + 20)  # the real one
+    assert p.a.sender.snd_una == p.a.cfg.initial_psn + 1 and p.a.sender.srtt_ns is not None
+
+
+def test_sack_echoing_a_packet_acknowledged_earlier_moves_the_cumulative_ack() -> None:
+    """The echo may name a packet an earlier SACK already covered (SACKs reordered on their
+    way): it was sent, so the SACK is believed for what it adds."""
+    p = started(2048)
+    a, b = data_sent(p)[:2]
+    p.a.receive(Sack(11, a.psn, a.psn, 2, b.meta.ev, echo_ts=b.send_ts), p.now + 10)  # b, out of order
+    assert p.a.sender.snd_una == p.a.cfg.initial_psn
+    p.absorb(p.a, p.a.receive(Sack(11, a.psn + 2, a.psn, 0, b.meta.ev, echo_ts=b.send_ts), p.now + 20))
+    assert p.a.sender.snd_una == p.a.cfg.initial_psn + 2 and p.sent_done()[0].ok
 
 
 def test_nack_for_acked_or_unsent_psn_or_foreign_ev_dropped() -> None:

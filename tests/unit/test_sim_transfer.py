@@ -217,7 +217,7 @@ def test_very_jittery_fabric_no_rto_loss_no_reverse_ev_retired(seed: int) -> Non
     assert_no_healthy_ev_retired(sim, r)
     c = sim.sender.counters
     assert c.rto_probes <= 1  # at most the one probe resend before the first RTT sample
-    assert sim.sender.sender.rto_ns > sim.sender.sender.min_rtt_ns + sim.sender.sender.rtt_spread  # type: ignore[operator]
+    assert sim.sender.sender.rto_ns > sim.sender.sender.min_rtt_ns + sim.sender.sender.recovery.rtt.spread  # type: ignore[operator]
 
 
 def test_reordering_seen_is_not_taken_for_loss_later() -> None:
@@ -226,7 +226,7 @@ def test_reordering_seen_is_not_taken_for_loss_later() -> None:
     sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=1us:all"], seed=1))
     r = sim.run()
     assert_no_healthy_ev_retired(sim, r)
-    snd = sim.sender.sender
+    snd = sim.sender.sender.recovery
     assert snd.reo_extent > 0 and snd.reorder_window() > snd.reo_extent
     late = [e for e in r["ev_timeline"] if e["side"] == "sender" and e["t_us"] > 20 * r["base_rtt_us"]]
     assert not [e for e in late if e["new"] == "ASSUMED_BAD"]

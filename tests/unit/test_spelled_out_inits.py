@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mrc_host.core.actions import MessageReceived, MessageSent, SetTimer, Transmit
-from mrc_host.core.sender import _TxRecord, _Write
+from mrc_host.core.records import PendingWrite, TxRecord
 from mrc_host.sim.fabric import SimPacket
 from mrc_host.wire.messages import (
     DataFlag,
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FILES = [
     "mrc_host/wire/messages.py",
     "mrc_host/core/actions.py",
-    "mrc_host/core/sender.py",
+    "mrc_host/core/records.py",
     "mrc_host/sim/fabric.py",
 ]
 
@@ -56,7 +56,7 @@ def _spelled_out() -> list[tuple[str, ast.ClassDef, str]]:
 
 def test_the_hot_classes_spell_out_their_init() -> None:
     names = {node.name for _, node, _ in _spelled_out()}
-    assert {"PathMeta", "DataPacket", "Sack", "Transmit", "SetTimer", "SimPacket", "_TxRecord"} <= names
+    assert {"PathMeta", "DataPacket", "Sack", "Transmit", "SetTimer", "SimPacket", "TxRecord"} <= names
 
 
 @pytest.mark.parametrize("rel,node,src", _spelled_out(), ids=lambda v: getattr(v, "name", ""))
@@ -119,9 +119,9 @@ def test_defaults_and_replace_behave_as_generated() -> None:
     )
     assert MessageSent(3) == MessageSent(3, True, "") and MessageReceived(4).msg_id == 4
     assert Transmit(p).msg is p
-    w = _Write(1, b"abc", 10, 20)
+    w = PendingWrite(1, b"abc", 10, 20)
     assert (w.offset, w.remaining, w.failed) == (0, 0, "")
-    r = _TxRecord(7, w, 10, b"abc", Opcode.WRITE_ONLY)
+    r = TxRecord(7, w, 10, b"abc", Opcode.WRITE_ONLY)
     assert (r.lost_ev, r.prev_sent_ns, r.sacked, r.transmissions) == (-1, -1, False, 0)
     pkt = SimPacket(p, 0, 1, 0, None, 150, True)
     assert pkt.tx_start == 0 and pkt.t1 is None

@@ -1,0 +1,307 @@
+"""Acknowledgement bookkeeping of a sender: what SACKs and NACKs from the peer mean.
+
+A SACK is believed only for PSNs the sender sent and has not yet seen acknowledged, and only
+when its echo (send time and EV of the packet that triggered it) names a copy of a packet
+it acknowledges: a SACK whose echo matches nothing sent moves nothing, the cumulative ACK
+included, which makes blind forgery impractical (the echo is 96 unguessable bits). What
+it acknowledges, it acknowledges as ranges (``rangeset.bitmap_ranges``), each PSN once.
+A trim NACK (a congested switch cut the packet) resends the packet at once on another
+EV; the EV only goes to SKIP, since trimming means congestion, not failure. The losses a
+SACK reveals are decided by ``recovery.py`` and handled by the sender.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from mrc_host.wire.messages import SACK_BITMAP_BITS, Nack, NackReason, Sack
+
+from .actions import Action, MessageSent
+from .psn import unwrap
+from .rangeset import bitmap_ranges
+from .records import TxRecord
+from .recovery import PLANE_SHIFT
+
+if TYPE_CHECKING:
+    from .sender import Sender
+
+BITMAP_MASK: Final = (1 << SACK_BITMAP_BITS) - 1
+REFUSED_MAX: Final = 64  # refused packets remembered, for the SACK that names one
+
+
+class AckBook:
+    """The sender's acknowledgement books: SACK and NACK processing for ``tx``."""
+
+    def __init__(self, tx: Sender) -> None:
+        self.tx = tx
+        self.cfg = tx.cfg
+        self.c = tx.c
+        self.cc = tx.cc
+        self.evset = tx.evset
+        self.recovery = tx.recovery
+        self.records = tx.records
+        self._retire = tx.cfg.retires_paths
+        self._gbn = tx.cfg.go_back_n
+        # (send time, EV) of packets the peer refused (BAD_RKEY/ADDRESS: done, no longer
+        # recorded): the SACK their arrival triggered echoes one, and is believed for it
+        self._refused: dict[tuple[int, int], None] = {}
+
+    def _finish_packet(self, rec: TxRecord, out: list[Action], failure: str = "") -> None:
+        w = rec.write
+        if failure and not w.failed:
+            w.failed = failure
+        w.remaining -= 1
+        if w.remaining == 0:
+            if w.failed:
+                self.c.messages_failed += 1
+            else:
+                self.c.messages_completed += 1
+            out.append(MessageSent(w.msg_id, not w.failed, w.failed))
+
+    def _deliver(self, rec: TxRecord, now_ns: int, s: Sack) -> None:
+        self.recovery.remove(rec)
+        # the SACK echoes the send time and EV of the copy that arrived: the earlier one
+        # (Eifel's test) -- decisive where the RTT is too unsettled for the time test
+        earlier_copy = s.echo_ts == rec.prev_sent_ns and s.echo_ev == rec.lost_ev
+        if self.recovery.on_delivered(rec, now_ns, earlier_copy):
+            self._spurious(rec.lost_ev, now_ns)
+        rec.gap_lost = False
+        rec.lost = False
+        rec.sacked = True
+        c = self.c
+        c.ev(rec.ev).packets_delivered += 1
+        c.data_bytes_delivered += len(rec.payload)
+        self.evset.note_ok(rec.ev, now_ns)
+
+    def _spurious(self, lost_ev: int, now_ns: int) -> None:
+        """A loss declared by the gap rule or a timer was reordering after all: the reorder
+        window grows a step, and the EVs the guess retired come back."""
+        self.c.spurious_losses += 1
+        self.recovery.on_spurious()
+        if self._retire and self.evset.undo_loss(lost_ev, now_ns):
+            self.c.ev_loss_undone += 1
+
+    def _trim_proves_congestion(self, rec: TxRecord, now_ns: int) -> None:
+        c = self.c
+        rec.gap_lost = False  # answered: neither a later SACK nor another NACK undoes it again
+        c.losses_trimmed_after_guess += 1
+        if self._retire and self.evset.undo_loss(rec.lost_ev, now_ns):
+            c.ev_loss_undone += 1
+
+    def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
+        """D-SACK: if it names a copy of a packet resent once on a guess, both copies arrived
+        and the loss is undone here, however late (the resent copy may have won the race).
+        Its round trip is a true RTT sample (an original's is the very spike that caused the
+        guess), and its CE echo a true mark of the EV it took."""
+        self.c.dsacks_received += 1
+        lost_ev = self.recovery.on_duplicate(s.echo_ts, s.echo_ev)
+        if lost_ev is None:
+            return False
+        rtt = now_ns - s.echo_ts
+        if 0 <= rtt < self.cfg.rto_max_ns:
+            self._rtt_sample(rtt)
+        self._spurious(lost_ev, now_ns)
+        if s.ecn_echo:
+            # the late copy met a marking queue on its way: the very congestion that delayed
+            # it past the reorder window, and the echo names the EV it took exactly
+            self._ecn_echo(s.echo_ev, now_ns)
+        return True
+
+    def _ecn_echo(self, ev: int, now_ns: int) -> None:
+        c = self.c
+        c.ecn_echoes_received += 1
+        c.ev(ev).ecn_echoes += 1
+        if self._retire:
+            self.evset.ecn_echo(ev, now_ns)
+
+    def _drop_ack(self, reason: str) -> None:
+        """A SACK/NACK the sender does not believe: counted by reason, nothing else happens."""
+        self.c.acks_dropped[reason] += 1
+        self.c.stray_acks += 1
+
+    def _sack_claims(self, s: Sack) -> tuple[int, list[tuple[int, int]]] | None:
+        """The cumulative point and the PSN ranges at or above it that ``s`` says arrived;
+        None (counted) when it names a PSN never sent."""
+        cum = unwrap(s.cum_psn, self.tx.snd_una)
+        if cum > self.tx.snd_nxt:
+            self._drop_ack("sack_cum_beyond_sent")
+            return None
+        cum = max(cum, self.tx.snd_una)  # an old cumulative ACK arriving late: its bitmap may be news
+        bitmap = s.bitmap & BITMAP_MASK
+        base = unwrap(s.base_psn, self.tx.snd_una)
+        if bitmap and base + bitmap.bit_length() - 1 >= self.tx.snd_nxt:
+            self._drop_ack("sack_bitmap_beyond_sent")
+            return None
+        ranges = [(self.tx.snd_una, cum)] if cum > self.tx.snd_una else []
+        for start, stop in bitmap_ranges(base, bitmap):
+            if stop > cum:
+                ranges.append((max(start, cum), stop))
+        return cum, ranges
+
+    def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:
+        """Believe a SACK only for PSNs this sender sent and has not yet seen acknowledged,
+        and only when its echo names a copy of one of the packets it acknowledges.
+
+        Everything is checked before any state changes: a cumulative PSN or a bitmap bit
+        beyond ``snd_nxt`` drops the whole SACK, and so does a SACK that acknowledges
+        nothing new (a replay or a duplicate) or whose echo matches none of the packets it
+        names. The ECN echo and the RTT sample are taken only from the packet that
+        triggered the SACK among those it newly acknowledges.
+        """
+        self.c.sacks_received += 1
+        claims = self._sack_claims(s)
+        if claims is None:
+            return
+        cum, ranges = claims
+        records = self.records
+        newly: list[TxRecord] = []  # acknowledged for the first time (nothing changed yet)
+        echoed = False
+        echo_ts, echo_ev = s.echo_ts, s.echo_ev
+        for start, stop in ranges:
+            for seq in range(start, stop):
+                rec = records.get(seq)
+                if rec is None:
+                    continue
+                if not echoed and rec.is_copy(echo_ts, echo_ev):
+                    echoed = True
+                if not rec.sacked:
+                    newly.append(rec)
+        if not echoed and (echo_ts, echo_ev) in self._refused:
+            echoed = True
+        undone = s.duplicate and self._on_duplicate_report(s, now_ns)
+        if not newly:
+            if not undone:  # (a D-SACK that proved a loss spurious was news enough)
+                self._drop_ack("sack_nothing_new")
+            return
+        if not echoed and not undone:
+            self.c.sack_echo_unmatched += 1
+            self._drop_ack("sack_echo_unmatched")
+            return
+        for rec in newly:
+            self._deliver(rec, now_ns, s)
+        for seq in range(self.tx.snd_una, cum):
+            rec = records.pop(seq, None)
+            if rec is not None:
+                self._finish_packet(rec, out)
+        self.tx.snd_una = cum
+        self.recovery.on_progress()
+        self._sack_feedback(s, newly, now_ns)
+
+    def _sack_feedback(self, s: Sack, newly: list[TxRecord], now_ns: int) -> None:
+        """What a believed SACK says beyond the acknowledgements: an RTT sample and an ECN echo
+        from its trigger, the peer's port status, and the losses it reveals."""
+        trigger = None
+        for rec in newly:
+            if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
+                trigger = rec
+                break
+        if trigger is None:
+            # the copy acknowledged was the earlier one of a packet resent since (a spurious
+            # timeout or gap loss): its echoed send time still names that copy exactly, so the
+            # sample is sound (no Karn ambiguity) -- and it is the very delay spike the RTO and
+            # the reorder window must learn from, so it must not be thrown away
+            for rec in newly:
+                if rec.prev_sent_ns == s.echo_ts and rec.lost_ev == s.echo_ev:
+                    trigger = rec
+                    break
+        rtt: int | None = None
+        ecn = False
+        if trigger is not None:
+            rtt = now_ns - s.echo_ts
+            if 0 <= rtt < self.cfg.rto_max_ns:
+                self._rtt_sample(rtt)
+                self.recovery.rtt.sample_plane(s.echo_ev >> PLANE_SHIFT, rtt)
+            else:
+                rtt = None
+            ecn = s.ecn_echo
+            if ecn:
+                self._ecn_echo(s.echo_ev, now_ns)
+        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, ecn, now_ns)
+        down = self.evset.set_peer_ports(s.port_status)
+        if down:
+            self.tx.ports_down(down)
+        if self._gbn:
+            return
+        recovery = self.recovery
+        recovery.note_rack(newly)
+        for rec in recovery.gap_losses(newly):
+            self.tx.lose(rec, "gap", now_ns)  # no-op for a record already lost
+        if self._retire and self.evset.planes > 1:
+            for plane in recovery.dead_planes(newly):
+                self.c.planes_failed += 1
+                self.evset.fail_plane(plane, now_ns)
+                self.tx.flush_plane(plane, "plane")
+        # after the plane check: a dead plane is flushed whole
+        for rec in recovery.rack_losses(now_ns, bool(self.tx.writes)):
+            self.tx.lose(rec, "gap", now_ns)
+
+    def _rtt_sample(self, rtt: int) -> None:
+        rtt_est = self.recovery.rtt
+        rtt_est.sample(rtt)
+        self.evset.tx_delay_spread = rtt_est.spread
+
+    def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
+        """Believe a NACK only for a PSN sent and not yet acknowledged, echoing one of our EVs.
+
+        A trim NACK for the copy currently in flight (echoed EV = the EV it left on) resends
+        it at once; one for an earlier copy (the packet was resent since) only penalises the
+        echoed EV -- the EV the trimmed copy really took -- and the window. A trim NACK for
+        a packet already queued for resending or acknowledged is stale and changes nothing.
+        """
+        c = self.c
+        try:
+            reason = NackReason(n.reason)
+        except ValueError:
+            c.malformed["nack_reason"] += 1
+            return
+        c.nacks_received[reason.name] += 1
+        seq = unwrap(n.psn, self.tx.snd_una)
+        rec = self.records.get(seq) if self.tx.snd_una <= seq < self.tx.snd_nxt else None
+        if rec is None or rec.sacked:
+            self._drop_ack("nack_not_outstanding")
+            return
+        if self.evset.state(n.echo_ev) is None:
+            self._drop_ack("nack_unknown_ev")
+            return
+        if reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
+            self._on_trim(rec, n.echo_ev, reason, now_ns)
+        elif reason is NackReason.OUT_OF_WINDOW:
+            if self._gbn:
+                self.tx.rewind(seq)
+        else:  # BAD_RKEY / BAD_ADDRESS: the peer refused, complete with error
+            self.records.pop(seq)
+            self.recovery.remove(rec)
+            rec.lost = False
+            self._refused[(rec.sent_ns, rec.ev)] = None
+            if len(self._refused) > REFUSED_MAX:
+                del self._refused[next(iter(self._refused))]
+            self._finish_packet(rec, out, failure=reason.name)
+
+    def _on_trim(self, rec: TxRecord, echo_ev: int, reason: NackReason, now_ns: int) -> None:
+        c = self.c
+        fabric = reason is NackReason.TRIMMED
+        if not fabric:
+            self.tx.lasthop_trim_ns = now_ns
+        if rec.gap_lost and echo_ev == rec.lost_ev:
+            # the copy the gap rule or a timer guessed lost was trimmed by a congested
+            # switch: congestion, not a failed path -- the retirement it caused is undone
+            # and the EV takes the trim penalty instead (a trimmed header, queued in the
+            # high class, can arrive after packets sent later on an idle path made the guess)
+            self._trim_proves_congestion(rec, now_ns)
+            if rec.lost:  # still queued for resending: only the penalty is new
+                c.ev(echo_ev).trims += 1
+                if fabric and self._retire:
+                    self.evset.trimmed(echo_ev, now_ns)
+        if rec.lost:
+            self._drop_ack("nack_stale")
+            return
+        c.ev(echo_ev).trims += 1
+        self.cc.on_trim(now_ns)
+        if fabric and self._retire:
+            self.evset.trimmed(echo_ev, now_ns)
+        if echo_ev != rec.ev:
+            c.acks_dropped["nack_earlier_copy"] += 1  # penalty taken, current copy flies on
+            return
+        self.recovery.remove(rec)
+        rec.lost = True
+        self.tx.retx.appendleft(rec.seq)  # at once, ahead of new data

@@ -1,0 +1,101 @@
+"""Which EVs a connection draws: the path space the fabric offers and the draw itself.
+
+An EV names a path: plane (NIC port) + T1 (T0 uplink) + entropy (only hashed in the
+ECMP baseline). Each connection draws its EVs once (``draw``): ``max_evs`` (default 128)
+split equally across planes, whatever the number of paths -- several EVs per (plane, T1)
+path when paths are fewer, differing in their entropy bits -- plus a backup set per plane.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from mrc_fabric.ev import ENTROPY_MASK, EV
+
+from .config import Mode, TransportConfig
+
+__all__ = ["EvDraw", "PathSpace", "draw"]
+
+
+@dataclass(frozen=True, slots=True)
+class PathSpace:
+    """What the fabric offers between two NIC sets: planes, and T1 choices per plane.
+
+    ``t1_count`` is 1 when both hosts hang off the same T0 (one path per plane).
+    """
+
+    planes: int
+    t1_count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.planes <= 16 or not 1 <= self.t1_count <= 1024:
+            raise ValueError(f"path space planes={self.planes} t1_count={self.t1_count} out of range")
+
+
+@dataclass(slots=True)
+class EvDraw:
+    active: list[list[int]] = field(default_factory=list)  # per plane
+    backup: list[list[int]] = field(default_factory=list)
+
+
+def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
+    """Draw a connection's EVs (see module docstring); deterministic for a seeded ``rng``.
+
+    Within a plane the T1s are shuffled and dealt round-robin, so the EVs cover every path
+    as evenly as their number allows; backups continue the deal (so they start on paths
+    the actives cover least). Every EV value is distinct.
+    """
+    out = EvDraw([[] for _ in range(paths.planes)], [[] for _ in range(paths.planes)])
+    if cfg.mode is Mode.SINGLE_PATH:
+        plane = rng.randrange(paths.planes)
+        out.active[plane].append(EV(plane, rng.randrange(paths.t1_count), rng.randint(0, ENTROPY_MASK)).value)
+        return out
+    per_plane = max(1, cfg.max_evs // paths.planes)
+    profile = cfg.ev_profile
+    if profile.explicit:
+        return _explicit(profile.explicit, per_plane, cfg.backup_evs_per_plane, paths)
+    seen: set[int] = set()
+    wanted = -(-(per_plane + cfg.backup_evs_per_plane) // (1 if cfg.mode is Mode.ECMP else paths.t1_count))
+    if wanted > 1 << profile.entropy_mask.bit_count():
+        raise ValueError(
+            f"entropy_mask {profile.entropy_mask:#x} gives {1 << profile.entropy_mask.bit_count()} "
+            f"values per path, fewer than the {wanted} distinct EVs a path needs"
+        )
+
+    def fresh(plane: int, t1: int) -> int:
+        while True:
+            v = EV(plane, t1, profile.entropy(rng.randint(0, ENTROPY_MASK))).value
+            if v not in seen:
+                seen.add(v)
+                return v
+
+    for plane in range(paths.planes):
+        if cfg.mode is Mode.ECMP:
+            # same number of EVs as MRC would use, but the T1 is left to the switches' hash
+            out.active[plane] = [fresh(plane, 0) for _ in range(per_plane)]
+            continue
+        t1s = list(range(paths.t1_count))
+        rng.shuffle(t1s)
+        n = len(t1s)
+        out.active[plane] = [fresh(plane, t1s[i % n]) for i in range(per_plane)]
+        spare = range(per_plane, per_plane + cfg.backup_evs_per_plane)
+        out.backup[plane] = [fresh(plane, t1s[i % n]) for i in spare]
+    return out
+
+
+def _explicit(values: tuple[int, ...], per_plane: int, backups: int, paths: PathSpace) -> EvDraw:
+    """An explicit EV list: per plane, in the order given, actives first, then backups."""
+    out = EvDraw([[] for _ in range(paths.planes)], [[] for _ in range(paths.planes)])
+    for v in values:
+        ev = EV.decode(v)
+        if ev.plane >= paths.planes or ev.t1 >= paths.t1_count:
+            raise ValueError(f"explicit EV {v:08x}: plane {ev.plane} T1 {ev.t1} is outside {paths}")
+        if len(out.active[ev.plane]) < per_plane:
+            out.active[ev.plane].append(v)
+        elif len(out.backup[ev.plane]) < backups:
+            out.backup[ev.plane].append(v)
+    for plane, evs in enumerate(out.active):
+        if not evs:
+            raise ValueError(f"explicit: no EV on plane {plane} (deny a plane's EVs to leave it unused)")
+    return out

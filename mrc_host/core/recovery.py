@@ -1,0 +1,361 @@
+"""Loss detection and RTT estimation for one sender, apart from the sender itself (as aioquic
+keeps ``recovery.py`` apart from its connection).
+
+The sender pumps packets and keeps the acknowledgement books; this module owns the packets
+in flight and decides which of them are lost, and when. Loss is found four ways:
+- the SACK gap rule: ``sack_gap_threshold`` packets sent *after* it on the same plane
+  were SACKed, one of them sent at least the reorder window after it. Counting per plane
+  (each plane has its own NIC queue, whose depths differ) and the time guard keep the
+  reordering that spraying and a jittery fabric cause from passing for loss; the guard
+  adapts as RACK's does, to the reordering measured on deliveries and to spurious losses;
+- at the tail (nothing new left to send), the RACK timer: a packet still unacknowledged its
+  plane's SRTT plus the reorder window after it was sent, while a packet sent after it (on
+  any plane) was delivered, is lost. The gap rule cannot see a loss among the last packets
+  of a message (a few packets per plane, all sent in one burst), and the tail probe waits
+  two SRTTs after the last send: the stall a ring collective pays on every lossy step. In
+  bulk transfer the gap rule alone decides (it is the one that tolerates reordering);
+- a whole plane that stopped delivering, seen from the other planes (``dead_planes``);
+- the retransmission timeout (RTO from SRTT, RTTVAR and the RTT spread, clamped, doubled
+  per expiry; before any RTT sample it only resends the oldest packet, as a probe).
+Every one of these is a guess. When the packet turns out to have arrived (its original
+acknowledged, Eifel's echo, or a D-SACK naming a copy resent on a guess) the loss was
+spurious: the reorder window grows a step (RACK's reo_wnd_mult) and the sender undoes
+what the guess did to the EV set.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .config import TransportConfig
+from .records import TxRecord
+
+ROCE_TIMEOUT_UNIT_NS: Final = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
+REO_MULT_MAX: Final = 4  # the reordering window grows from SRTT/4 up to SRTT
+REO_DECAY_DELIVERIES: Final = 1024  # clean deliveries before it shrinks by one step
+GUESSES_MAX: Final = 4096  # guessed-lost, acked packets remembered for a D-SACK that proves them spurious
+SPREAD_DECAY: Final = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
+REO_EXTENT_DECAY: Final = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
+REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates the largest to come
+# mrc_fabric.ev.PLANE_SHIFT as a literal: compiled, a literal shift is one instruction, a name
+# read per packet costs a static load and a check (tests/unit/test_core_recovery.py ties them)
+PLANE_SHIFT: Final = 28
+BACKOFF_MAX: Final = 64
+
+
+class RttEstimator:
+    """Smoothed RTT and variation (RFC 6298), the minimum, the recent spread above it
+    (jitter), and one smoothed RTT per plane (each plane has its own NIC queue)."""
+
+    def __init__(self, planes: int) -> None:
+        self.srtt_ns: float | None = None
+        self.rttvar_ns = 0.0
+        self.min_rtt_ns: int | None = None
+        self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
+        self.plane_srtt: list[float | None] = [None] * planes
+
+    def sample(self, rtt: int) -> None:
+        if self.min_rtt_ns is None:
+            self.min_rtt_ns = rtt
+        elif rtt < self.min_rtt_ns:
+            # a new floor: the slow samples seen so far sit that much further above it
+            self.spread += self.min_rtt_ns - rtt
+            self.min_rtt_ns = rtt
+        self.spread = max(float(rtt - self.min_rtt_ns), self.spread * SPREAD_DECAY)
+        if self.srtt_ns is None:
+            self.srtt_ns = float(rtt)
+            self.rttvar_ns = rtt / 2
+        else:
+            self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
+            self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
+
+    def sample_plane(self, plane: int, rtt: int) -> None:
+        ps = self.plane_srtt[plane]
+        self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
+
+    def of_plane(self, plane: int) -> float:
+        """The plane's smoothed RTT, else the connection's (0 before any sample)."""
+        return self.plane_srtt[plane] or self.srtt_ns or 0.0
+
+
+class Recovery:
+    """The packets in flight of one sender and the rules that declare them lost."""
+
+    def __init__(self, cfg: TransportConfig, planes: int, plane_load: list[int]) -> None:
+        self.cfg = cfg
+        self.planes = planes
+        self.rtt = RttEstimator(planes)
+        self.in_flight: dict[int, TxRecord] = {}  # seq -> record, in transmission order
+        self.inflight_bytes = 0
+        self.plane_load = plane_load  # bytes in flight per plane (the EV rotation reads it)
+        self.backoff = 1
+        self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
+        # RACK-style reordering window: SRTT/4 times this, raised by every spurious loss
+        # (the "lost" packet was SACKed after all), lowered again after a clean stretch.
+        self.reo_mult = 1
+        # reordering actually seen, measured without waiting for a spurious loss: how much
+        # earlier than the newest packet already delivered on its plane a delivered packet
+        # was sent (decaying max); the gap rule's time guard never goes below it
+        self.reo_extent = 0.0
+        self._clean_deliveries = 0
+        self._newest_sent = [-1] * planes  # send time of the newest delivered packet per plane
+        # send time of the newest packet each plane delivered (whole-plane failure detection)
+        self.plane_ok_sent = [-1] * planes
+        self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
+        self.rack_order = -1  # transmission order of the newest first-copy packet delivered
+        self.tail_done = False  # the tail probe for the current tail was sent
+        self.last_tx_ns = 0
+        self._tx_order = 0
+        # packets declared lost by a guess, resent once, acknowledged, and not (yet) shown
+        # spurious: (send time, EV) of each of their two copies -> the EV the loss was
+        # blamed on and the other copy's key. Both copies arrived iff the peer reports one
+        # as a duplicate (D-SACK): then the loss was spurious. Bounded, oldest out first.
+        self._guesses: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
+
+    # ---- packets in flight --------------------------------------------------------------
+    def on_sent(self, rec: TxRecord, ev: int, now_ns: int) -> None:
+        """``rec`` leaves on ``ev`` now (a first copy or a resend)."""
+        self.last_tx_ns = now_ns
+        if not rec.transmissions:
+            self.tail_done = False  # new data: a new tail (resends never re-arm the probe)
+        rec.transmissions += 1
+        rec.ev = ev
+        rec.prev_sent_ns = rec.sent_ns
+        rec.sent_ns = now_ns
+        self._tx_order += 1
+        rec.tx_order = self._tx_order
+        rec.later_delivered = 0
+        rec.reordered_past = False
+        rec.lost = False
+        self.in_flight[rec.seq] = rec
+        size = len(rec.payload)
+        self.inflight_bytes += size
+        self.plane_load[ev >> PLANE_SHIFT] += size
+
+    def remove(self, rec: TxRecord) -> None:
+        """``rec`` is no longer in flight (delivered, declared lost, or given up)."""
+        if self.in_flight.pop(rec.seq, None) is not None:
+            size = len(rec.payload)
+            self.inflight_bytes -= size
+            self.plane_load[rec.ev >> PLANE_SHIFT] -= size
+
+    def on_plane(self, plane: int) -> list[TxRecord]:
+        return [r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane]
+
+    # ---- timers ---------------------------------------------------------------------------
+    def rto_ns(self) -> int:
+        cfg = self.cfg
+        if cfg.local_ack_timeout:
+            # RoCE: a fixed per-QP timer of 4.096 us x 2**timeout, no RTT estimate, no backoff
+            return ROCE_TIMEOUT_UNIT_NS << cfg.local_ack_timeout
+        rtt = self.rtt
+        if rtt.srtt_ns is None:
+            base = cfg.rto_initial_ns
+        else:
+            base = int(rtt.srtt_ns + max(4 * rtt.rttvar_ns, rtt.spread, cfg.cc.base_rtt_ns / 4))
+        return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
+
+    def on_progress(self) -> None:
+        """Something new was acknowledged: the RTO backs off no more, the tail may be probed again."""
+        self.backoff = 1
+        self.retries = 0
+        self.tail_done = False
+
+    def on_rto(self) -> None:
+        self.retries += 1
+        if not self.cfg.local_ack_timeout:
+            self.backoff = min(self.backoff * 2, BACKOFF_MAX)
+
+    def expired(self, now_ns: int) -> list[TxRecord]:
+        """Packets in flight for longer than the RTO (transmission order = send-time order)."""
+        rto = self.rto_ns()
+        out = []
+        for rec in self.in_flight.values():
+            if rec.sent_ns + rto > now_ns:
+                break
+            out.append(rec)
+        return out
+
+    def tail_at(self, sending: bool) -> int | None:
+        """Tail loss probe time: with nothing new left to send (``sending`` False), the SACK gap
+        rule has no later packets to work with, so packets unacknowledged well past an RTT
+        after the last transmission are resent then, not at the RTO (RACK-TLP's idea)."""
+        srtt = self.rtt.srtt_ns
+        if sending or self.cfg.go_back_n or srtt is None or not self.in_flight or self.tail_done:
+            return None
+        return self.last_tx_ns + int(2 * srtt) + self.reorder_window()
+
+    def tail_losses(self, now_ns: int) -> list[TxRecord]:
+        """The tail probe fired: every packet sent an SRTT plus the reorder window ago."""
+        self.tail_done = True
+        late = now_ns - int(self.rtt.srtt_ns or 0) - self.reorder_window()
+        return [r for r in self.in_flight.values() if r.sent_ns <= late]
+
+    def deadline(self, sending: bool) -> int | None:
+        """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""
+        for rec in self.in_flight.values():
+            at = rec.sent_ns + self.rto_ns()
+            tail = self.tail_at(sending)
+            if tail is not None and tail < at:
+                at = tail
+            rack = self.rack_at(sending)
+            return at if rack is None or at < rack else rack
+        return None
+
+    # ---- reordering -----------------------------------------------------------------------
+    def reorder_window(self) -> int:
+        """How much later a packet must have been sent than an outstanding one for its
+        delivery to count against it (RACK's reordering window, adapted to jitter):
+        the configured floor; SRTT/4, raised up to SRTT by spurious losses; and, once a
+        spurious loss has shown reordering, half the RTT spread recently seen (max sample
+        minus min, decaying), which is the one-way delay variation a jittery fabric (a
+        software switch) adds."""
+        window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
+        srtt = self.rtt.srtt_ns
+        if srtt is not None:
+            window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX)
+            if self.reo_mult > 1:  # only once reordering has been seen: it costs loss latency
+                window = max(window, int(self.rtt.spread) // 2)
+        return window
+
+    def on_spurious(self) -> None:
+        """A loss guess was reordering after all: the reorder window grows a step."""
+        self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
+        self._clean_deliveries = 0
+
+    def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool) -> bool:
+        """``rec`` was acknowledged; ``earlier_copy``: the SACK names its copy before the latest
+        (Eifel's test). True when this proves its loss guess spurious. The caller has taken
+        ``rec`` out of flight."""
+        spurious = False
+        if rec.gap_lost and (rec.lost or earlier_copy or now_ns - rec.sent_ns < (self.rtt.srtt_ns or 0) / 2):
+            # the original arrived: it was reordering, not loss (still queued for resending,
+            # or resent too recently for the copy to be the one acknowledged)
+            spurious = True
+        else:
+            if rec.gap_lost and rec.transmissions == 2:
+                self._remember_guess(rec)
+            self._clean_deliveries += 1
+            if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
+                self.reo_mult -= 1
+                self._clean_deliveries = 0
+        plane = rec.ev >> PLANE_SHIFT
+        newest = self._newest_sent[plane]
+        if rec.sent_ns >= newest:
+            self._newest_sent[plane] = rec.sent_ns
+        elif rec.transmissions == 1:
+            self.reo_extent = max(float(newest - rec.sent_ns), self.reo_extent * REO_EXTENT_DECAY)
+        if rec.sent_ns > self.plane_ok_sent[plane]:
+            self.plane_ok_sent[plane] = rec.sent_ns
+            self._plane_evidence[plane] = 0
+        return spurious
+
+    def _remember_guess(self, rec: TxRecord) -> None:
+        """Nothing shows yet which copy arrived (the resent one may have overtaken the
+        original, or a coalesced SACK named another packet): if the other copy arrives too,
+        the receiver reports it as a duplicate and the loss is undone then. (With three
+        copies or more a duplicate proves nothing.)"""
+        first, second = (rec.prev_sent_ns, rec.lost_ev), (rec.sent_ns, rec.ev)
+        guesses = self._guesses
+        guesses[first] = (rec.lost_ev, second)
+        guesses[second] = (rec.lost_ev, first)
+        while len(guesses) > GUESSES_MAX:
+            del guesses[next(iter(guesses))]
+
+    def on_duplicate(self, echo_ts: int, echo_ev: int) -> int | None:
+        """D-SACK: the copy named by (send time, EV) reached the peer after another copy. If
+        it is a copy of a packet resent once on a guess, both copies arrived: returns the EV
+        the loss was blamed on (the guess was spurious), else None. Only an exact match of a
+        copy remembered here counts, so a forged report undoes nothing."""
+        guess = self._guesses.pop((echo_ts, echo_ev), None)
+        if guess is None:
+            return None
+        lost_ev, other = guess
+        self._guesses.pop(other, None)
+        return lost_ev
+
+    # ---- loss rules -----------------------------------------------------------------------
+    def gap_losses(self, newly: list[TxRecord]) -> list[TxRecord]:
+        """The SACK gap rule over the packets ``newly`` acknowledged (see module docstring)."""
+        threshold = self.cfg.sack_gap_threshold
+        # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
+        # software switch's queues can stretch it far beyond the configured base RTT).
+        window = self.reorder_window()
+        lost: list[TxRecord] = []
+        for delivered in newly:
+            order = delivered.tx_order
+            sent = delivered.sent_ns
+            plane = delivered.ev >> PLANE_SHIFT
+            for rec in self.in_flight.values():
+                if rec.tx_order >= order:
+                    break
+                if rec.ev >> PLANE_SHIFT != plane:
+                    continue
+                rec.later_delivered += 1
+                if sent - rec.sent_ns >= window:
+                    rec.reordered_past = True
+                if rec.later_delivered >= threshold and rec.reordered_past:
+                    lost.append(rec)
+        return lost
+
+    def note_rack(self, newly: list[TxRecord]) -> None:
+        for rec in newly:
+            if rec.transmissions == 1 and rec.tx_order > self.rack_order:
+                self.rack_order = rec.tx_order
+
+    def _rack_wait(self, rec: TxRecord) -> int:
+        """How long after its send a packet overtaken by a delivered one may still arrive:
+        its plane's smoothed RTT (each plane has its own NIC queue) plus the reorder window."""
+        return int(self.rtt.of_plane(rec.ev >> PLANE_SHIFT)) + self.reorder_window()
+
+    def rack_at(self, sending: bool) -> int | None:
+        """RACK timer: when the oldest packet in flight, if a later one was delivered, is lost."""
+        if sending or self.cfg.go_back_n or self.rtt.srtt_ns is None:
+            return None
+        for rec in self.in_flight.values():
+            return rec.sent_ns + self._rack_wait(rec) if rec.tx_order < self.rack_order else None
+        return None
+
+    def rack_losses(self, now_ns: int, sending: bool) -> list[TxRecord]:
+        """Every packet in flight sent before a delivered one and overdue by the RACK rule."""
+        if sending or self.cfg.go_back_n or self.rtt.srtt_ns is None:
+            return []
+        lost = []
+        for rec in self.in_flight.values():  # transmission order
+            if rec.tx_order >= self.rack_order:
+                break
+            if now_ns >= rec.sent_ns + self._rack_wait(rec):
+                lost.append(rec)
+        return lost
+
+    def dead_planes(self, newly: list[TxRecord]) -> list[int]:
+        """Planes that fail silently (a T0 down, a NIC link black hole), seen from the *other*
+        planes: packets sent on them well after a packet still in flight on the plane were
+        delivered, while the plane delivered nothing sent since. "Well after" is the plane's
+        own smoothed RTT x 3/4 (at least the reorder window and the configured
+        ``plane_guard_min_ns``, the base RTT), so a plane that is merely slower (deeper queue,
+        lower rate) has a longer guard, and delay spikes shorter than a base RTT (a software
+        fabric, a busy host) are never taken for a dead plane."""
+        newest = max(r.sent_ns for r in newly)
+        load = self.plane_load
+        dead = []
+        for plane in range(self.planes):
+            if not load[plane]:
+                continue
+            ok_sent = self.plane_ok_sent[plane]
+            ps = self.rtt.plane_srtt[plane] or self.rtt.srtt_ns
+            if ps is None:
+                continue
+            guard = max(int(ps * 3 / 4), self.reorder_window(), self.cfg.plane_guard_min_ns)
+            if newest - ok_sent < guard:
+                continue
+            others = sum(1 for r in newly if r.ev >> PLANE_SHIFT != plane and r.sent_ns >= ok_sent + guard)
+            self._plane_evidence[plane] += others
+            if self._plane_evidence[plane] < self.cfg.sack_gap_threshold:
+                continue
+            oldest = next((r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
+            if oldest is None or oldest.sent_ns <= ok_sent or newest - oldest.sent_ns < guard:
+                continue
+            self._plane_evidence[plane] = 0
+            dead.append(plane)
+        return dead

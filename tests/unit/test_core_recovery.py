@@ -1,0 +1,161 @@
+"""Loss detection and RTT estimation on their own (``mrc_host.core.recovery``): the rules are
+driven with hand-made packet records, no sender, no EV set."""
+
+from __future__ import annotations
+
+from mrc_fabric.ev import PLANE_SHIFT as CONTRACT_PLANE_SHIFT
+from mrc_host.core import TransportConfig
+from mrc_host.core.records import PendingWrite, TxRecord
+from mrc_host.core.recovery import PLANE_SHIFT, Recovery, RttEstimator
+from mrc_host.wire.messages import Opcode
+
+PLANE1 = 1 << 28
+
+
+def make(**kw: object) -> Recovery:
+    cfg = TransportConfig(**{"rto_min_ns": 1_000, "rto_initial_ns": 50_000, **kw})  # type: ignore[arg-type]
+    return Recovery(cfg, 2, [0, 0])
+
+
+def send(r: Recovery, seq: int, ev: int, at: int, size: int = 100) -> TxRecord:
+    rec = TxRecord(seq, PendingWrite(1, b"", 0, 0), 0, b"x" * size, Opcode.WRITE_MIDDLE)
+    r.on_sent(rec, ev, at)
+    return rec
+
+
+def deliver(r: Recovery, rec: TxRecord, now: int) -> bool:
+    r.remove(rec)
+    spurious = r.on_delivered(rec, now, earlier_copy=False)
+    rec.sacked = True
+    return spurious
+
+
+def test_the_plane_bits_are_the_contract_s() -> None:
+    assert PLANE_SHIFT == CONTRACT_PLANE_SHIFT
+
+
+def test_rtt_estimator_follows_rfc6298_and_keeps_min_spread_and_plane_srtt() -> None:
+    e = RttEstimator(2)
+    e.sample(10_000)
+    assert e.srtt_ns == 10_000 and e.rttvar_ns == 5_000 and e.min_rtt_ns == 10_000 and e.spread == 0
+    e.sample(18_000)
+    assert e.srtt_ns == 11_000 and e.rttvar_ns == 0.75 * 5_000 + 0.25 * 8_000 and e.spread == 8_000
+    e.sample(6_000)  # a new floor: the slow samples sit further above it
+    assert e.min_rtt_ns == 6_000 and e.spread == 12_000 * (1 - 1 / 256)  # then decays per sample
+    assert e.of_plane(1) == e.srtt_ns  # no sample of its own yet
+    e.sample_plane(1, 40_000)
+    e.sample_plane(1, 48_000)
+    assert e.of_plane(1) == 41_000 and e.of_plane(0) == e.srtt_ns
+
+
+def test_rto_starts_at_the_initial_value_doubles_per_expiry_and_resets_on_progress() -> None:
+    r = make(rto_initial_ns=50_000, rto_max_ns=120_000)
+    assert r.rto_ns() == 50_000
+    r.on_rto()
+    assert r.rto_ns() == 100_000 and r.retries == 1
+    r.on_rto()
+    assert r.rto_ns() == 120_000  # clamped
+    r.on_progress()
+    assert r.rto_ns() == 50_000 and r.retries == 0
+    fixed = make(local_ack_timeout=4)
+    fixed.on_rto()
+    assert fixed.rto_ns() == 4096 << 4  # RoCE: no estimate, no backoff
+
+
+def test_in_flight_bytes_and_plane_load_follow_sends_and_removals() -> None:
+    r = make()
+    a = send(r, 0, 5, 0, size=100)
+    b = send(r, 1, PLANE1 | 5, 0, size=300)
+    assert r.inflight_bytes == 400 and r.plane_load == [100, 300]
+    assert list(r.in_flight) == [0, 1] and a.tx_order < b.tx_order
+    r.remove(b)
+    r.remove(b)  # twice: no effect
+    assert r.inflight_bytes == 100 and r.plane_load == [100, 0]
+
+
+def test_gap_rule_needs_three_later_same_plane_deliveries_one_past_the_window() -> None:
+    r = make(sack_gap_threshold=3, reorder_window_ns=1_000)
+    victim = send(r, 0, 0, 0)
+    other_plane = [send(r, 1 + i, PLANE1, 10) for i in range(3)]
+    assert r.gap_losses([x for x in other_plane if not deliver(r, x, 50)]) == []  # another plane's
+    early = [send(r, 4 + i, 0, 500) for i in range(3)]  # same plane, inside the window
+    for x in early:
+        deliver(r, x, 600)
+    assert r.gap_losses(early) == []  # counted, but none was sent a window after
+    late = send(r, 7, 0, 1_500)
+    deliver(r, late, 1_600)
+    assert r.gap_losses([late]) == [victim]
+
+
+def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() -> None:
+    r = make(reorder_window_ns=1_000)
+    r.rtt.sample(10_000)
+    r.rtt.sample_plane(0, 20_000)
+    victim = send(r, 0, 0, 0)
+    later = send(r, 1, PLANE1, 100)
+    deliver(r, later, 10_100)
+    r.note_rack([later])
+    window = r.reorder_window()
+    assert r.rack_at(sending=True) is None and r.rack_losses(10**9, sending=True) == []
+    assert r.rack_at(sending=False) == 20_000 + window
+    assert r.rack_losses(20_000 + window - 1, sending=False) == []
+    assert r.rack_losses(20_000 + window, sending=False) == [victim]
+
+
+def test_tail_probe_waits_two_srtt_after_the_last_send() -> None:
+    r = make(reorder_window_ns=1_000)
+    r.rtt.sample(10_000)
+    a = send(r, 0, 0, 0)
+    b = send(r, 1, 0, 5_000)
+    window = r.reorder_window()
+    assert r.tail_at(sending=True) is None
+    at = r.tail_at(sending=False)
+    assert at == 5_000 + 20_000 + window
+    assert r.tail_losses(at) == [a, b]
+    assert r.tail_at(sending=False) is None  # one probe per tail
+    send(r, 2, 0, 30_000)  # new data: a new tail
+    assert r.tail_at(sending=False) is not None
+
+
+def test_a_guess_proved_wrong_widens_the_reorder_window_and_a_dsack_names_it() -> None:
+    r = make(reorder_window_ns=100)
+    r.rtt.sample(40_000)
+    assert r.reorder_window() == 10_000  # SRTT/4
+    rec = send(r, 0, 7, 0)
+    r.remove(rec)
+    rec.gap_lost, rec.lost, rec.lost_ev = True, True, 7  # guessed lost, queued for resending
+    assert deliver(r, rec, 30_000)  # the original arrived before the resend: spurious
+    r.on_spurious()
+    assert r.reo_mult == 2 and r.reorder_window() == 20_000
+    # resent once on a guess and acknowledged: only a D-SACK can prove the guess wrong
+    rec2 = send(r, 1, 8, 100_000)
+    r.remove(rec2)
+    rec2.gap_lost, rec2.lost, rec2.lost_ev = True, True, 8
+    r.on_sent(rec2, 9, 200_000)  # resent on EV 9
+    assert not deliver(r, rec2, 260_000)
+    assert r.on_duplicate(123, 9) is None  # a copy never sent: nothing undone
+    assert r.on_duplicate(100_000, 8) == 8  # the original arrived too: blame EV 8 undone
+    assert r.on_duplicate(200_000, 9) is None  # both keys were forgotten together
+
+
+def test_reordering_measured_on_deliveries_sets_the_window_floor() -> None:
+    r = make(reorder_window_ns=100)
+    newer = send(r, 1, 0, 5_000)
+    older = send(r, 0, 0, 1_000)  # sent first on the wire in this test's clock: 4 us earlier
+    older.sent_ns = 1_000
+    deliver(r, newer, 6_000)
+    deliver(r, older, 6_500)  # a packet sent 4 us before one already delivered
+    assert r.reo_extent == 4_000 and r.reorder_window() >= 6_000
+
+
+def test_a_silent_plane_is_seen_from_the_other_plane() -> None:
+    r = make(sack_gap_threshold=3, plane_guard_min_ns=1_000)
+    r.rtt.sample(2_000)
+    ok0 = send(r, 0, 0, 0)
+    deliver(r, ok0, 2_000)  # plane 0 delivered what it got before 0
+    stuck = send(r, 1, 0, 100)  # plane 0 dies after this
+    others = [send(r, 2 + i, PLANE1, 5_000 + i) for i in range(3)]
+    for x in others:
+        deliver(r, x, 7_000)
+    assert r.dead_planes(others) == [0]
+    assert stuck.seq in r.in_flight
