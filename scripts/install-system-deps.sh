@@ -17,6 +17,14 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
+# The web view's browser test (tests/integration/test_view_browser.py) drives Debian's chromium
+# through chromedriver. Ubuntu's chromium packages are only snap wrappers, which CI cannot run:
+# there the test skips and says why.
+apt-cache show chromium >/dev/null 2>&1 || apt-get update -qq
+if apt-cache show chromium >/dev/null 2>&1 && ! apt-cache show chromium 2>/dev/null | grep -q "snap"; then
+  PKGS+=(chromium chromium-driver)
+fi
+
 # bpftool is its own package on Debian 12; Ubuntu ships it in linux-tools-common.
 if ! command -v bpftool >/dev/null 2>&1; then
   apt-cache show bpftool >/dev/null 2>&1 || apt-get update -qq

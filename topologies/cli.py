@@ -69,8 +69,10 @@ def _parser(prog: str, description: str) -> _Parser:
 class MrcCommands:
     """The verbs, bound to a running :class:`topologies.testbed.Testbed`."""
 
-    def __init__(self, testbed: Any, console: Console | None = None) -> None:
+    def __init__(self, testbed: Any, console: Console | None = None, view: Any = None) -> None:
         self.tb = testbed
+        self.view = view  # the web view (mrc_view.server.ViewServer) once `view` started it
+        self._own_view = False
         # piped output (scripts, logs) gets wide tables instead of rich's 80-column default
         self.out = console or (Console() if sys.stdout.isatty() else Console(width=200))
 
@@ -258,6 +260,31 @@ class MrcCommands:
         self.out.print(t)
         return cells
 
+    def view_(self, line: str) -> Any:
+        """Start the web view of this run (once), print its URL; ``view stop`` stops it."""
+        args = shlex.split(line)
+        if args not in ([], ["stop"]):
+            raise CommandError("usage: view [stop]")
+        if args == ["stop"]:
+            if self.view is None:
+                raise CommandError("view: not running")
+            self.close()
+            self.out.print("web view stopped")
+            return None
+        if self.view is None:
+            from mrc_view.cli import start_live
+
+            self.view, self._own_view = start_live(self.tb.run.path), True
+        self.out.print(f"web view: {self.view.url}", highlight=False, soft_wrap=True)
+        return self.view
+
+    def close(self) -> None:
+        """Stop the web view if this CLI started it."""
+        if self.view is not None and self._own_view:
+            self.view.stop()
+        if self._own_view:
+            self.view, self._own_view = None, False
+
     def capture(self, line: str) -> Any:
         args = shlex.split(line)
         if not 1 <= len(args) <= 2:
@@ -326,14 +353,23 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     prompt = "mrc> "
 
     def __init__(
-        self, mininet: Any, *args: Any, testbed: Any = None, console: Console | None = None, **kw: Any
+        self,
+        mininet: Any,
+        *args: Any,
+        testbed: Any = None,
+        console: Console | None = None,
+        view: Any = None,
+        **kw: Any,
     ):
-        self.commands = MrcCommands(testbed, console)
-        super().__init__(mininet, *args, **kw)
+        self.commands = MrcCommands(testbed, console, view)
+        try:
+            super().__init__(mininet, *args, **kw)  # runs the command loop
+        finally:
+            self.commands.close()
 
     def run_verb(self, name: str, line: str) -> None:
         try:
-            getattr(self.commands, name)(line)
+            getattr(self.commands, "view_" if name == "view" else name)(line)
         except CommandError as exc:
             self.commands.out.print(f"[red]{exc}[/red]", highlight=False)
         except KeyError as exc:
@@ -399,9 +435,18 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         that end) for SECONDS (default 10) into <run_dir>/captures/ (opens in Wireshark).""",
     )
 
+    do_view = _verb(
+        "view",
+        """view [stop]
+        Serve the web view of this run (links by load, faults, every connection's EVs, the
+        event feed; click a link or switch to inject a fault) on 127.0.0.1 and print its URL
+        with the access token. `view stop` stops it; leaving the CLI stops it too.""",
+    )
+
     def do_help(self, line: str) -> None:
         super().do_help(line)
         if not line.strip():
             self.commands.out.print(
-                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, health, capture (help <verb>)"
+                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, health, capture, view "
+                "(help <verb>)"
             )

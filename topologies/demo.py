@@ -26,6 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mrc_view.live import recorded
 from topologies.agents import agent_available
 from topologies.cli import parse_size
 from topologies.testbed import Testbed, add_fabric_arguments, config_from_args
@@ -128,6 +129,7 @@ def watched_transfer(
                 "evs_through_it": [e["ev"] for e in hit],
                 "data_packets_lost": lost_after,  # on its EVs, from its injection to the end
                 "ev_states_at_injection": {e["ev"]: at.get(e["ev"], {}).get("state", "") for e in hit},
+                "ev_states_read_unix": f.evs_sampled_unix,  # when, for the replay (mrc view) to compare
                 "error": f.error,
             }
         )
@@ -360,8 +362,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_fallback(tb, why if not ok else tb.agents_note, args.runs)
         if not size:
             size = auto_size(tb, args.mode)
-        result = run_live(tb, size, args.mode)
         assert tb.run is not None
+        # the whole fabric as `mrc view` shows it, for its replay: runs/<ts>/recording.jsonl
+        with recorded(tb.run.path, "demo"):
+            result = run_live(tb, size, args.mode)
         out = tb.run.path
         (out / "results.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
         from topologies.demo_plot import timeline_png
@@ -369,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         timeline_png(result, out / "timeline.png")
     print_summary(result)
     print(f"written: {out / 'results.json'}, {out / 'timeline.png'} (runs/latest -> {out.name})")
+    print(f"replay it in a web page: mrc view {out}")
     print(f"demo took {time.monotonic() - started:.0f} s including fabric bring-up and teardown")
     print(report_pointer())
     s = result["faulted"]["summary"]

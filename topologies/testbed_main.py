@@ -12,11 +12,31 @@ The testbed itself is :class:`topologies.testbed.Testbed`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 from topologies.testbed import Testbed, add_fabric_arguments, config_from_args, summary
+
+
+@contextlib.contextmanager
+def _view(tb: Testbed, args: argparse.Namespace) -> Iterator[Any]:
+    """With ``--view``: the web view of the run (mrc_view), stopped before the fabric goes."""
+    if not args.view:
+        yield None
+        return
+    from mrc_view.cli import start_live
+
+    assert tb.run is not None
+    server: Any = start_live(tb.run.path, port=args.view_port)
+    print(f"*** web view: {server.url}", flush=True)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cli", action="store_true", help="open the Mininet CLI with the MRC verbs")
     ap.add_argument("--no-agents", action="store_true", help="do not start the host agents")
     ap.add_argument("-v", "--verbose", action="store_true", help="Mininet's own log (info)")
+    ap.add_argument(
+        "--view", action="store_true", help="serve the web view (mrc view) of this run; prints its URL"
+    )
+    ap.add_argument(
+        "--view-port", type=int, default=0, help="the web view's port on 127.0.0.1 (default: free)"
+    )
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("mrc-testbed: needs root (network namespaces, veths, raw sockets)", file=sys.stderr)
@@ -38,12 +64,12 @@ def main(argv: list[str] | None = None) -> int:
 
     setLogLevel("info" if args.verbose else "warning")
     try:
-        with Testbed(config_from_args(args, agents=not args.no_agents)) as tb:
+        with Testbed(config_from_args(args, agents=not args.no_agents)) as tb, _view(tb, args) as view:
             print(summary(tb), flush=True)
             if args.cli:
                 from topologies.cli import MrcCLI
 
-                MrcCLI(tb.net, testbed=tb)
+                MrcCLI(tb.net, testbed=tb, view=view)
             else:
                 print("fabric up; Ctrl-C tears it down", flush=True)
                 while True:

@@ -43,6 +43,7 @@ class PlannedFault:
     drops_at_injection: dict[str, int] = field(default_factory=dict)
     drops_at_end: dict[str, int] = field(default_factory=dict)
     evs_at_injection: dict[str, dict[str, Any]] = field(default_factory=dict)  # EV -> sender row
+    evs_sampled_unix: float = 0.0  # when evs_at_injection was read (Unix time: recordings use it)
     error: str = ""
 
     @property
@@ -161,6 +162,7 @@ class TransferWatch:
             try:
                 before = self._drops_at_start
                 f.evs_at_injection = send_rows(self.tb.agent(self.src).client.evs(), self.dst)
+                f.evs_sampled_unix = time.time()
                 fault = ctl.inject(f.kind, f.target)
                 f.fault_id, f.injected_at, f.acked_at_injection = fault.id, self._now(), self._acked
                 # entries read "switch:table:port action"

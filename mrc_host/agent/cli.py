@@ -25,6 +25,8 @@ from .client import AgentClient, AgentError
 from .ev_summary import path_table
 from .protocol import ProtocolError, parse_size
 
+BUILTIN = ("serve", "send", "stats", "evs", "deny", "allow")
+
 
 def _agent_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", help="the agent's control socket (default: $MRC_AGENT)")
@@ -32,7 +34,12 @@ def _agent_arg(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="mrc", description="MRC host agent and its control CLI")
+    more = ", ".join(f"mrc {name}" for name in sorted(plugin_commands()))
+    ap = argparse.ArgumentParser(
+        prog="mrc",
+        description="MRC host agent and its control CLI",
+        epilog=f"also: {more} (mrc <command> --help)" if more else None,
+    )
     sub = ap.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the agent in this host's network namespace")
@@ -296,7 +303,23 @@ def cmd_deny_allow(args: argparse.Namespace, client: AgentClient) -> int:
     return 0
 
 
+def plugin_commands() -> dict[str, Any]:
+    """``mrc <name>`` commands of the layers above the agent (``mrc view``), by entry point.
+
+    Looked up in the ``mrc.commands`` entry-point group (pyproject.toml), so this module
+    imports nothing of those layers; each entry is a ``main(argv, prog)``.
+    """
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group="mrc.commands")}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] not in BUILTIN and not argv[0].startswith("-"):
+        plugin = plugin_commands().get(argv[0])
+        if plugin is not None:
+            return int(plugin.load()(argv[1:], prog=f"mrc {argv[0]}"))
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":

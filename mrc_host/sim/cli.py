@@ -100,6 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=str, default=None, help="with --scenario: write <name>.json and <name>.png here"
     )
     p.add_argument(
+        "--record",
+        metavar="DIR",
+        default=None,
+        help="write a recording for `mrc view DIR` (replay with a time slider): DIR/recording.jsonl, "
+        "with --scenario DIR/<scenario>.<run>.recording.jsonl",
+    )
+    p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -117,7 +124,7 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     single = [
         a.option_strings[0]
         for a in parser._actions
-        if a.dest not in ("help", "scenario", "list_scenarios", "out", "progress", "mode", "json")
+        if a.dest not in ("help", "scenario", "list_scenarios", "out", "progress", "mode", "json", "record")
         and getattr(args, a.dest) != a.default
     ]
     if single:
@@ -136,7 +143,7 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error(str(exc))
     if args.mode is not None:
         sc = sc.with_mode(Mode(args.mode))
-    result = sf.run_scenario(sc, progress=args.progress)
+    result = sf.run_scenario(sc, progress=args.progress, record=Path(args.record) if args.record else None)
     if args.out:
         from .plots import scenario_png
 
@@ -255,6 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         sim = Simulation(cfg)
+        recorder = None
+        if args.record:
+            from .recording import SAMPLES, SimRecorder
+
+            recorder = SimRecorder(
+                sim.net, sim.ideal_ns * 2 // SAMPLES, f"mrc-sim {cfg.mode.value} {cfg.size} B"
+            )
+            recorder.start()
         if args.progress is False:
             result = sim.run()
         else:
@@ -267,6 +282,12 @@ def main(argv: list[str] | None = None) -> int:
             result = summarise(sim)
     except (ValueError, faults_mod.FaultSpecError) as exc:
         parser.error(str(exc))
+    if recorder is not None:
+        from pathlib import Path
+
+        out = Path(args.record)
+        recorder.write(out / "recording.jsonl")
+        (out / "result.json").write_text(json.dumps(result, indent=1))
     try:
         if args.json:
             json.dump(result, sys.stdout, indent=1)

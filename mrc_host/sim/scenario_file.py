@@ -625,10 +625,11 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
     return net, jobs
 
 
-def run_scenario(sc: Scenario, progress: bool | None = False) -> dict[str, Any]:
+def run_scenario(sc: Scenario, progress: bool | None = False, record: Path | None = None) -> dict[str, Any]:
     """Every run of ``sc``, side by side: the JSON-able result.
 
     ``progress``: True shows a bar, None shows one on a terminal for long runs, False never.
+    ``record``: a directory to write each run's recording into (``mrc view`` replays it).
     """
     out: dict[str, Any] = {
         "scenario": sc.name,
@@ -642,6 +643,12 @@ def run_scenario(sc: Scenario, progress: bool | None = False) -> dict[str, Any]:
     }
     for run in sc.runs:
         net, jobs = build(sc, run)
+        recorder = None
+        if record is not None:
+            from .recording import SAMPLES, SimRecorder
+
+            recorder = SimRecorder(net, sc.nominal_ns * 2 // SAMPLES, f"{sc.name} [{run.name}]")
+            recorder.start()
         if progress is False:
             net.run(sc.time_limit_ns)
         else:
@@ -649,6 +656,8 @@ def run_scenario(sc: Scenario, progress: bool | None = False) -> dict[str, Any]:
 
             run_with_progress(net, sc.time_limit_ns, f"{sc.name} [{run.name}]", show=progress)
         out["runs"][run.name] = summarise_network(net, jobs, run.name)
+        if recorder is not None and record is not None:
+            recorder.write(record / f"{sc.name}.{run.name}.recording.jsonl")
     return out
 
 
