@@ -37,6 +37,7 @@ scripts that wire veths themselves.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -60,6 +61,13 @@ LOOPBACK = "127.0.0.1"
 PRIORITY_QUEUES = 8  # p4src/include/constants.p4: PRIORITY_TRIMMED = 7 needs 8 queues
 CPU_PORT = 510  # P4Runtime packet I/O; never a data port (511 is BMv2's drop port)
 START_TIMEOUT = 30.0
+# Real-time round-robin priority of every switch thread (chrt --rr), 0: the normal scheduler.
+# BMv2 hands each packet across four threads per hop; on a busy host each wake-up can wait for
+# the CPU, so without it one hop's delay reached 50-230 ms while the path's minimum is ~1 ms.
+# A hardware switch forwards whatever its host is doing; the Linux target's kernel forwarding
+# (softirq) also runs ahead of user processes. BMv2 blocks when idle, and the kernel keeps 5 %
+# of the CPU for normal tasks (sched_rt_runtime_us).
+REALTIME_PRIORITY = 10
 STOP_TIMEOUT = 5.0
 CLI_TIMEOUT = 15.0
 
@@ -112,6 +120,7 @@ class Bmv2Process:
     pcap: bool = True
     start_timeout: float = START_TIMEOUT
     binary: str = SWITCH_BINARY
+    realtime_priority: int = REALTIME_PRIORITY  # 0 or where not permitted: the normal scheduler
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -143,7 +152,8 @@ class Bmv2Process:
         return self.run_dir / "pcap" / self.name
 
     def command(self) -> list[str]:
-        cmd = [self.binary, "--device-id", str(self.device_id), "--no-p4"]
+        cmd = [*realtime_prefix(self.realtime_priority), self.binary]
+        cmd += ["--device-id", str(self.device_id), "--no-p4"]
         for port, ifname in sorted(self.ports.items()):
             cmd += ["-i", f"{port}@{ifname}"]
         cmd += [
@@ -268,6 +278,17 @@ class Bmv2Process:
         self.cli(_queue_command("set_queue_rate", rate_pps, port, priority))
 
 
+@functools.cache
+def realtime_prefix(priority: int) -> tuple[str, ...]:
+    """``chrt --rr <priority>`` where this process may raise a child to that real-time priority
+    (root with CAP_SYS_NICE, an RT budget), else nothing: the switch then runs, with more jitter."""
+    if priority <= 0 or shutil.which("chrt") is None:
+        return ()
+    prefix = ("chrt", "--rr", str(priority))
+    ok = subprocess.run([*prefix, "true"], capture_output=True, check=False).returncode == 0
+    return prefix if ok else ()
+
+
 def cli_command() -> list[str]:
     """How to run simple_switch_CLI: it is a Python script whose ``#!/usr/bin/env python3`` finds
     whatever python3 comes first on PATH (pyenv, a venv without Thrift...); run it with this
@@ -305,6 +326,7 @@ class Bmv2Switch(P4PortsSwitch):
         log_level: str = "info",
         pcap: bool = True,
         mtu: int = FABRIC_MTU,
+        realtime_priority: int = REALTIME_PRIORITY,
         **params: Any,
     ) -> None:
         params.setdefault("inNamespace", False)  # gRPC/Thrift on the root namespace's loopback
@@ -319,6 +341,7 @@ class Bmv2Switch(P4PortsSwitch):
         self.log_level = log_level
         self.pcap = pcap
         self.mtu = mtu
+        self.realtime_priority = realtime_priority
         self.process: Bmv2Process | None = None
 
     # -- what the controller needs ---------------------------------------------------
@@ -357,6 +380,7 @@ class Bmv2Switch(P4PortsSwitch):
             log_level=self.log_level,
             pcap=self.pcap,
             start_timeout=self.start_timeout,
+            realtime_priority=self.realtime_priority,
         )
         self.process.start()
 

@@ -17,6 +17,15 @@ from mrc_fabric.topology import Target
 PIPELINE_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
 BMV2_BINARY = "simple_switch_grpc"
 CHOICES = ("auto", "bmv2", "linux")
+# The agents' base RTT, from which every transport timer derives (RTO floor 4x, plane guard 2x,
+# reorder window floor /4, probe interval 10x; mrc_host TransportConfig.for_rtt). The agents'
+# own default, 10 ms, fits the Linux target (kernel forwarding: RTTs of 0.2-2 ms plus the Python
+# agents' own delays). BMv2 forwards each packet through four threads per hop in software: with
+# its threads at real-time priority (topologies.bmv2_switch) a path's RTT measured 2-46 ms,
+# median 14, on the 2-core development VM, so a plane's packets could trail the other plane's by
+# more than the 20 ms plane guard and a healthy plane was declared failed. 25 ms puts the guard
+# (50 ms) and the RTO floor (100 ms) above that spread.
+BMV2_BASE_RTT_US = 25_000
 LINUX_LIMITS = (
     "ECN marking, trimming and priority queues in an eBPF program per switch port (HTB at the link rate); "
     "no propagation delay (no netem)"
@@ -37,6 +46,10 @@ class TargetChoice:
         from topologies.fast_start import ParallelBmv2Switch, ParallelLinuxSrv6Switch
 
         return ParallelBmv2Switch if self.target == Target.BMV2 else ParallelLinuxSrv6Switch
+
+    def agent_args(self) -> list[str]:
+        """Agent options this data plane needs (before the user's own, which override them)."""
+        return ["--base-rtt-us", str(BMV2_BASE_RTT_US)] if self.target == Target.BMV2 else []
 
     def banner(self) -> str:
         extra = f"; {LINUX_LIMITS}" if self.target == Target.LINUX else ""

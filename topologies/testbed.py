@@ -309,7 +309,7 @@ class Testbed:
         )
 
     def start_agents(self) -> None:
-        assert self.run is not None and self.topology is not None
+        assert self.run is not None and self.topology is not None and self.choice is not None
         ok, why = agent_available()
         if not ok:
             self.agents_note = f"no host agents: {why}"
@@ -321,7 +321,7 @@ class Testbed:
                 self.run.host_config(h.name),
                 self.run.agent_socket(h.name),
                 self.run.agent_log(h.name),
-                self.config.agent_args,
+                [*self.choice.agent_args(), *self.config.agent_args],
             )
             self.agents[h.name] = agent
             self.run.record(agent.start(), "agent", h.name)

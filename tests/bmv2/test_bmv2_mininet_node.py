@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from scapy.packet import Raw
 from mrc_fabric.addressing import carrier, host_usid, t0_usid, top48, usid_prefix
 from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.p4info import load_p4info
-from topologies.bmv2_switch import Bmv2Error, Bmv2Switch
+from topologies.bmv2_switch import REALTIME_PRIORITY, Bmv2Error, Bmv2Switch, realtime_prefix
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
 
@@ -54,6 +55,10 @@ def test_node_starts_programs_forwards_captures_and_stops(net, tmp_path: Path) -
     sw: Bmv2Switch = net.get("pbs1")
     h1, h2 = net.get("pbh1"), net.get("pbh2")
     assert sw.p4rt_address.startswith("127.0.0.1:") and sw.device_id == 7
+    if realtime_prefix(REALTIME_PRIORITY):  # every switch thread round-robin real-time, where allowed
+        pid = sw.process.proc.pid  # type: ignore[union-attr]
+        threads = os.listdir(f"/proc/{pid}/task")
+        assert len(threads) > 4 and {os.sched_getscheduler(int(t)) for t in threads} == {os.SCHED_RR}
     port_h1, port_h2 = sw.port_of("pbs1-eth1"), sw.port_of(h2.intf().link.intf2)
     assert (port_h1, port_h2) == (1, 2)
 

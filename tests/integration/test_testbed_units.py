@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from mrc_fabric.topology import Target
 from topologies.cleanup import Report, clean_run, owner_alive
 from topologies.cli import CommandError, evs_table, parse_size
 from topologies.rundir import RunDir, proc_start_time, read_records
-from topologies.target import TargetError, choose_target
+from topologies.target import BMV2_BASE_RTT_US, TargetChoice, TargetError, choose_target
 from topologies.watch import goodput_series
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +48,13 @@ def test_target_auto_says_why_it_falls_back_to_linux(tmp_path: Path) -> None:
         choose_target("bmv2", pipeline_json=tmp_path / "missing.json")
     with pytest.raises(TargetError, match="--target: 'warp'"):
         choose_target("warp")
+
+
+def test_bmv2_agents_get_a_base_rtt_that_fits_a_software_switch() -> None:
+    """BMv2's path RTT reaches tens of ms: its agents' timers derive from 25 ms, Linux's keep 10."""
+    bmv2 = TargetChoice(Target.BMV2, "test")
+    assert bmv2.agent_args() == ["--base-rtt-us", str(BMV2_BASE_RTT_US)] and BMV2_BASE_RTT_US == 25_000
+    assert choose_target("linux").agent_args() == []
 
 
 def test_run_directories_are_unique_and_latest_follows(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ def option(cmd: list[str], flag: str) -> str:
 
 
 def test_command_line_binds_ports_in_order_and_listens_on_loopback_only(tmp_path: Path) -> None:
-    p = make(tmp_path, grpc_port=50123, thrift_port=50124)
+    p = make(tmp_path, grpc_port=50123, thrift_port=50124, realtime_priority=0)
     cmd = p.command()
     assert cmd[0] == "simple_switch_grpc" and "--no-p4" in cmd
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "-i"] == ["1@s1-eth1", "2@s1-eth2"]
@@ -35,6 +35,31 @@ def test_command_line_binds_ports_in_order_and_listens_on_loopback_only(tmp_path
     assert option(target, "--grpc-server-addr") == "127.0.0.1:50123" == p.p4rt_address
     assert option(target, "--cpu-port") == str(CPU_PORT)
     assert option(target, "--priority-queues") == "8"
+
+
+def test_switch_threads_run_real_time_where_permitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chrt --rr <priority> before the binary where a trial chrt succeeds; nothing where it fails
+    (no CAP_SYS_NICE, no RT budget) or the priority is 0: the switch then runs unprivileged."""
+    trials: list[list[str]] = []
+
+    def trial(ok: bool):  # type: ignore[no-untyped-def]
+        def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+            trials.append(cmd)
+            return subprocess.CompletedProcess(cmd, 0 if ok else 1)
+
+        return run
+
+    for ok, want in ((True, ["chrt", "--rr", "7", "simple_switch_grpc"]), (False, ["simple_switch_grpc"])):
+        bmv2_switch.realtime_prefix.cache_clear()
+        monkeypatch.setattr(bmv2_switch.shutil, "which", lambda name: f"/usr/bin/{name}")
+        monkeypatch.setattr(bmv2_switch.subprocess, "run", trial(ok))
+        cmd = make(tmp_path, realtime_priority=7).command()
+        assert cmd[: len(want)] == want and trials[-1] == ["chrt", "--rr", "7", "true"]
+    trials.clear()
+    assert make(tmp_path, realtime_priority=0).command()[0] == "simple_switch_grpc" and not trials
+    bmv2_switch.realtime_prefix.cache_clear()
 
 
 def test_free_ports_are_picked_and_distinct(tmp_path: Path) -> None:
