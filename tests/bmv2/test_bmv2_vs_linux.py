@@ -43,6 +43,7 @@ from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import load_p4info
 from mrc_host.wire.codec import trim
 from mrc_host.wire.messages import Ecn
+from topologies.bmv2_switch import REALTIME_PRIORITY, realtime_prefix
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
 
@@ -200,6 +201,10 @@ N_BURST = 40
 # from BMv2's dequeue instants (which frame 0 fixes at whole slots after itself).
 OFFSETS = [0.0] + [(k + 0.5) * SLOT / 2 for k in range(1, N_BURST)]
 MAX_LATE = 0.4 * SLOT  # a send later than this may cross a dequeue instant: see the test's docstring
+# The paced sender at the switches' real-time priority (where permitted): on a loaded machine a
+# normal process woke up to 65 ms late. A burst still sent too late is run again, up to ATTEMPTS.
+SENDER_RT = realtime_prefix(REALTIME_PRIORITY)
+ATTEMPTS = 3
 # BMv2 minus Linux as the two queue models predict it for this burst (queue_models.py; on a
 # fabric port: first marked 2, first trimmed 3, marked 1, trimmed -3), and the tolerance.
 SCHEDULE_SLOTS = [t / SLOT for t in OFFSETS]
@@ -264,7 +269,7 @@ def bmv2_congested_burst(
     late each send was."""
     assert switch.lab.switch is not None
     switch.lab.switch.set_queue_rate(port, RATE_PPS)
-    late = send_paced("", switch.lab.host_if(IN_PORT), frames, OFFSETS, prefix=[])
+    late = send_paced("", switch.lab.host_if(IN_PORT), frames, OFFSETS, prefix=[*SENDER_RT])
     got = switch.lab.taps[port].wait(N_BURST, timeout=10 + 2 * N_BURST / RATE_PPS)
     return by_index(got), late
 
@@ -287,7 +292,10 @@ def linux_congested_burst(
     set_link(rate_mbit)
     tap = Sniffer(HOST_NS, LinuxSwitch.host_if(port), INNER_DST)
     try:
-        late = send_paced(HOST_NS, LinuxSwitch.host_if(IN_PORT), [mac + f[6:] for f in frames], OFFSETS)
+        late = send_paced(
+            HOST_NS, LinuxSwitch.host_if(IN_PORT), [mac + f[6:] for f in frames], OFFSETS,
+            prefix=["ip", "netns", "exec", HOST_NS, *SENDER_RT],
+        )  # fmt: skip
         got = tap.wait_count(N_BURST, timeout=10 + 2 * N_BURST / RATE_PPS)
     finally:
         tap.close()
@@ -366,15 +374,18 @@ def test_congested_port_marks_and_trims_on_bmv2_and_linux_alike(
     for p4rt in (switch.p4rt, linux.p4rt):
         write_policy(p4rt, port, ECN_PKTS, TRIM_PKTS, last_hop)
     frames = burst(usids)
-    before = {"BMv2": counters(switch.p4rt, port), "Linux": counters(linux.p4rt, port)}
-
-    bmv2_out, bmv2_late = bmv2_congested_burst(switch, port, frames)
-    linux_out, linux_late = linux_congested_burst(linux, port, frames)
-    late = max(*bmv2_late, *linux_late)
-    if late > MAX_LATE:
+    for _attempt in range(ATTEMPTS):  # each burst drains completely before the next
+        before = {"BMv2": counters(switch.p4rt, port), "Linux": counters(linux.p4rt, port)}
+        bmv2_out, bmv2_late = bmv2_congested_burst(switch, port, frames)
+        linux_out, linux_late = linux_congested_burst(linux, port, frames)
+        late = max(*bmv2_late, *linux_late)
+        if late <= MAX_LATE:
+            break
+    else:
         pytest.skip(
             f"the paced sender left a frame {late * 1e3:.1f} ms late (more than {MAX_LATE * 1e3:.0f} ms, "
-            "0.4 drain slot): a loaded machine; the queue models' tolerance does not cover that"
+            f"0.4 drain slot) in each of {ATTEMPTS} bursts: a loaded machine; the queue models' "
+            "tolerance does not cover that"
         )
     outs = {"BMv2": bmv2_out, "Linux": linux_out}
     decisions = {name: Decisions.of(out) for name, out in outs.items()}
