@@ -28,6 +28,8 @@ from topologies.bmv2_switch import Bmv2Process
 PREFIX = "pb"
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+SO_RCVBUFFORCE = 33  # socket.h: SO_RCVBUF past net.core.rmem_max (root)
+TAP_BUFFER_BYTES = 16 << 20
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.02) -> None:
@@ -54,6 +56,9 @@ class Tap:
     def __init__(self, ifname: str) -> None:
         self.ifname = ifname
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        # room for every frame of a test even while this thread waits for the CPU: the switch
+        # (real-time) can send a thousand frames before a busy machine schedules the reader
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, TAP_BUFFER_BYTES)
         self.sock.bind((ifname, 0))
         self.sock.settimeout(0.2)
         self._frames: list[tuple[float, bytes]] = []
