@@ -5,6 +5,8 @@
 #   sudo ./scripts/install-bmv2.sh            install (idempotent: nothing to do when the tools are there)
 #   ./scripts/install-bmv2.sh --dry-run       say which release this is and which repository it would
 #                                             use, or that there is none; change nothing (no root needed)
+#   sudo ./scripts/install-bmv2.sh --from-source   Debian 12: build pinned PI, BMv2 and p4c from their
+#                                             sources instead (scripts/bmv2-from-source.sh --help)
 #
 # p4lang publishes these packages for Ubuntu 20.04 and later and for Debian 11. The script
 # detects the release from /etc/os-release and says, before it changes anything, which
@@ -26,15 +28,21 @@ OS_RELEASE=${MRC_OS_RELEASE:-/etc/os-release}
 KEYRING=/etc/apt/keyrings/p4lang.gpg
 LIST=/etc/apt/sources.list.d/p4lang.list
 DOCUMENTED="Ubuntu 20.04 and later, Debian 11"
-ALTERNATIVES="Use the Vagrant VM (Ubuntu 24.04: cd vagrant && vagrant up), build BMv2 and p4c from source
-  as p4lang's READMEs describe, or run the testbed on the Linux SRv6 target, which needs neither."
+ALTERNATIVES="Build pinned versions from source (Debian 12: sudo ./scripts/install-bmv2.sh --from-source,
+  about 30 min on 2 cores), use the Vagrant VM (Ubuntu 24.04: cd vagrant && vagrant up), or run the
+  testbed on the Linux SRv6 target, which needs neither."
 
 DRY_RUN=0
+for arg in "$@"; do
+  if [ "$arg" = --from-source ]; then
+    exec "$(dirname "$0")/bmv2-from-source.sh" "$@"
+  fi
+done
 case "${1:-}" in
   --dry-run | --check) DRY_RUN=1 ;;
   "") ;;
-  -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "install-bmv2: unknown option ${1:0:40} (--dry-run, --help)" >&2; exit 1 ;;
+  -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "install-bmv2: unknown option ${1:0:40} (--dry-run, --from-source, --help)" >&2; exit 1 ;;
 esac
 
 die() { echo "install-bmv2: $*" >&2; exit 1; }

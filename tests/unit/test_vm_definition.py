@@ -77,6 +77,37 @@ def test_unknown_options_are_refused(tmp_path: Path) -> None:
     assert res.returncode == 1 and "unknown option --bogus" in res.stderr
 
 
+def test_from_source_dry_run_names_every_pin_and_patch(tmp_path: Path) -> None:
+    """Debian 12 has no p4lang packages: --from-source builds pinned sources; its dry run says
+    which (the pins are checked against the upstream repositories when they change)."""
+    res = run_script(tmp_path, "debian12", "--from-source", "--dry-run", "--src", str(tmp_path / "src"))
+    assert res.returncode == 0, res.stderr
+    for pin in (
+        "f96af95e090619491e3abf2df69df340c2c9cb46",  # PI
+        "9674187f610c81878e3586f9a1746dcc7f903114",  # behavioral-model 1.15.5
+        "v1.2.4.11 (5a7eeeedb4be7d38590b1db39470f11728e4bc45)",  # p4c
+        "1e771c4e05c4e7e250df00212b3ca02ee3202d71",  # the p4runtime protos p4c compiles
+    ):
+        assert pin in res.stdout
+    patches = sorted(p.name for p in (REPO / "scripts" / "bmv2-patches").glob("p4c-*.patch"))
+    assert len(patches) == 3 and " ".join(patches) in res.stdout
+    assert "dry run: nothing changed" in res.stdout and not (tmp_path / "src").exists()
+    bad = run_script(tmp_path, "debian12", "--from-source", "--jobs", "0")
+    assert bad.returncode == 1 and "--jobs must be a positive number" in bad.stderr
+    bad = run_script(tmp_path, "debian12", "--from-source", "--bogus")
+    assert bad.returncode == 1 and "unknown option --bogus" in bad.stderr
+
+
+def test_the_p4c_patches_are_plain_unified_diffs() -> None:
+    """Each patch says why in its header and changes only the files it names (git apply / patch -p1)."""
+    for patch in (REPO / "scripts" / "bmv2-patches").glob("*.patch"):
+        text = patch.read_text()
+        header, _, diff = text.partition("diff --git ")
+        assert "Debian 12" in header and diff, patch.name
+        assert all(line.startswith(("diff --git", "index ", "--- a/", "+++ b/", "@@", " ", "+", "-"))
+                   for line in ("diff --git " + diff).splitlines() if line), patch.name  # fmt: skip
+
+
 @pytest.fixture
 def empty_repository_server(tmp_path: Path) -> Iterator[str]:
     """An HTTP server on loopback with nothing in it: every repository answers 404."""
