@@ -25,6 +25,7 @@ class Counters:
     messages_posted: int = 0
     messages_completed: int = 0
     messages_failed: int = 0
+    messages_abandoned: int = 0  # given up by the application (Endpoint.abandon)
     data_packets_sent: int = 0
     data_bytes_sent: int = 0
     data_bytes_delivered: int = 0  # payload the peer acknowledged (SACK or cumulative), once each

@@ -121,13 +121,19 @@ class Endpoint:
         )
 
     # ---- operator / application API -----------------------------------------------------
-    def register_region(self, base: int, length: int, rkey: int) -> MemoryRegion:
-        return self.regions.register(base, length, rkey)
+    def register_region(self, base: int, length: int, rkey: int, lazy: bool = False) -> MemoryRegion:
+        """``lazy``: the region's memory is allocated as writes land in it, not up front."""
+        return self.regions.register(base, length, rkey, lazy)
 
     def post_write(self, data: bytes, remote_vaddr: int, rkey: int, now_ns: int) -> tuple[int, list[Action]]:
         out: list[Action] = []
         msg_id = self.sender.post_write(data, remote_vaddr, rkey, out)
         return msg_id, self._finish(now_ns, out)
+
+    def abandon(self, msg_id: int, now_ns: int) -> tuple[int | None, list[Action]]:
+        """Stop a posted write at once (``Sender.abandon``): (its end sequence, actions)."""
+        end = self.sender.abandon(msg_id)
+        return end, self._finish(now_ns, [])
 
     def deny(self, ev: int, now_ns: int) -> list[Action]:
         self.evset.deny(ev)

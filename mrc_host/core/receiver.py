@@ -198,7 +198,7 @@ class Receiver:
         if self.expected - 1 > self.highest:
             self.highest = self.expected - 1
         if self._msg_last_seq:
-            for last in [s for s in self._msg_last_seq if s < self.expected]:
+            for last in sorted(s for s in self._msg_last_seq if s < self.expected):  # in posting order
                 self.c.messages_received += 1
                 out.append(MessageReceived(self._msg_last_seq.pop(last)))
 

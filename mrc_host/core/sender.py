@@ -139,6 +139,47 @@ class Sender:
         self.stalled_since = None
         out.append(ConnectionFailed(reason))
 
+    @property
+    def next_msg_id(self) -> int:
+        """The id the next ``post_write`` returns (a caller can place a write by its id)."""
+        return self._next_msg_id
+
+    def abandon(self, msg_id: int) -> int | None:
+        """Give up a posted write at once: its bytes not yet sent are dropped, and those of its
+        packets already sent that are still unacknowledged keep their PSNs (the receiver's
+        cumulative ACK must pass them) but are resent, if lost, as empty fillers of message 0,
+        which complete no message. No MessageSent follows for it. Returns the sequence number
+        after its last packet (every PSN of it is acknowledged once ``snd_una`` reaches it),
+        ``snd_una`` if none was sent, None for an id that is not pending."""
+        target = None
+        for w in self.writes:
+            if w.msg_id == msg_id:
+                target = w
+                break
+        if target is not None:
+            self.writes.remove(target)
+        end = self.snd_una
+        filler: PendingWrite | None = None
+        flight = self.recovery
+        for rec in self.records.values():
+            if rec.write.msg_id != msg_id or (target is not None and rec.write is not target):
+                continue
+            target = rec.write
+            if filler is None:
+                filler = PendingWrite(0, b"", 0, target.rkey, remaining=1 << 62)  # never completes
+            end = max(end, rec.seq + 1)
+            rec.write = filler
+            rec.opcode = Opcode.WRITE_MIDDLE
+            if rec.seq in flight.in_flight:  # its bytes leave the window's count now
+                size = len(rec.payload)
+                flight.inflight_bytes -= size
+                flight.plane_load[rec.ev >> 28] -= size
+            rec.payload = b""
+        if target is None:
+            return None
+        self.c.messages_abandoned += 1
+        return end
+
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
         """Send whatever the window and the EV set allow right now: resends first."""
