@@ -21,7 +21,7 @@ local OP_NAMES = {
 local NACK_REASONS = {
     [1] = "TRIMMED", [2] = "TRIMMED_LASTHOP", [3] = "OUT_OF_WINDOW", [4] = "BAD_RKEY", [5] = "BAD_ADDRESS",
 }
-local CONNECT_STATUS = { [0] = "ACCEPTED", [1] = "REFUSED" }
+local CONNECT_STATUS = { [0] = "ACCEPTED", [1] = "REFUSED", [2] = "RETRY" }
 local DSCP_CLASSES = { [26] = "data", [28] = "retransmission", [48] = "control", [46] = "trimmed" }
 
 local f = {
@@ -70,6 +70,7 @@ local f = {
     nonce = ProtoField.uint64("mrc.connect.nonce", "Nonce", base.HEX),
     cstatus = ProtoField.uint8("mrc.connect.status", "Status", base.DEC, CONNECT_STATUS),
     crkey = ProtoField.uint32("mrc.connect.rkey", "R_Key", base.HEX),
+    cookie = ProtoField.uint32("mrc.connect.cookie", "Cookie", base.HEX),
     icrc = ProtoField.uint32("mrc.icrc", "ICRC (little-endian)", base.HEX),
 }
 mrc.fields = f
@@ -204,12 +205,15 @@ function mrc.dissector(tvb, pinfo, tree)
             info = string.format("MRC PROBE_ACK id=%d ev=%08x", tvb(h, 4):uint(), tvb(h + 4, 4):uint())
         elseif op == 0xC4 then
             t:add(f.initial_psn, tvb(h + 1, 3))
+            t:add(f.cookie, tvb(h + 4, 4))
             t:add(f.nonce, tvb(h + 8, 8))
-            info = string.format("MRC CONNECT initial_psn=%d", tvb(h + 1, 3):uint())
+            info = string.format("MRC CONNECT initial_psn=%d%s", tvb(h + 1, 3):uint(),
+                tvb(h + 4, 4):uint() ~= 0 and " cookie" or "")
         else
             t:add(f.cstatus, tvb(h, 1))
             t:add(f.initial_psn, tvb(h + 1, 3))
-            t:add(f.crkey, tvb(h + 4, 4))
+            -- a RETRY carries the cookie where an answer that accepts carries the rkey
+            t:add(tvb(h, 1):uint() == 2 and f.cookie or f.crkey, tvb(h + 4, 4))
             t:add(f.nonce, tvb(h + 8, 8))
             info = string.format("MRC CONNECT_ACK %s initial_psn=%d", CONNECT_STATUS[tvb(h, 1):uint()] or "?",
                 tvb(h + 1, 3):uint())

@@ -136,7 +136,7 @@ _SACK: Final = struct.Struct(">IIQIBBHQ")  # cum bse bitmap echo_ev flags rsv po
 _NACK: Final = struct.Struct(">IBxxxI")  # psn reason echo_ev
 _PROBE: Final = struct.Struct(">IIQI")  # probe_id ev_under_test send_ts reply_ev
 _PROBE_ACK: Final = struct.Struct(">IIQHxx")  # probe_id ev_under_test echo_ts port_status
-_CONNECT: Final = struct.Struct(">IIQ")  # (status|initial_psn) (reserved|rkey) nonce
+_CONNECT: Final = struct.Struct(">IIQ")  # (status|initial_psn) (cookie|rkey) nonce
 _ICRC: Final = struct.Struct("<I")
 _TAIL_DATA: Final = struct.Struct(">HHHHBBHIIQIIIHHQ")  # UDP + BTH + RETH + MRC data header
 # a DATA frame's headers after Ethernet in one call: outer IPv6 (its source, the carrier),
@@ -491,13 +491,14 @@ class FrameEncoder:
         psn = m.initial_psn
         if psn >> 24 or psn < 0:
             raise ValueError(f"initial_psn {psn} is not 24 bits")
-        return self._encode_ctrl(Connect, m, carrier16, _TAIL_CONNECT, psn, (psn, 0, m.nonce))
+        return self._encode_ctrl(Connect, m, carrier16, _TAIL_CONNECT, psn, (psn, m.cookie, m.nonce))
 
     def _encode_connect_ack(self, m: ConnectAck, carrier16: bytes) -> bytes:
         psn = m.initial_psn
         if psn >> 24 or psn < 0:
             raise ValueError(f"initial_psn {psn} is not 24 bits")
-        fields = ((int(m.status) << 24) | psn, m.rkey, m.nonce)
+        key = m.cookie if m.status is ConnectStatus.RETRY else m.rkey  # a RETRY carries no rkey
+        fields = ((int(m.status) << 24) | psn, key, m.nonce)
         return self._encode_ctrl(ConnectAck, m, carrier16, _TAIL_CONNECT, psn, fields)
 
 
@@ -708,14 +709,17 @@ def _decode_from_inner(
         _expect(rest, CONNECT_LEN, "CONNECT")
         spsn, rkey, nonce = _CONNECT.unpack_from(buf, h)
         if opcode == Opcode.CONNECT:
-            if spsn >> 24 or rkey:
+            if spsn >> 24:
                 raise MalformedPacket("bad_field", "CONNECT reserved bits")
-            msg = Connect(qp, spsn, nonce, meta)
+            msg = Connect(qp, spsn, nonce, meta, rkey)  # (the cookie's place)
         else:
             status = _CONNECT_STATUS.get(spsn >> 24)
             if status is None:
                 raise MalformedPacket("bad_field", f"CONNECT_ACK status {spsn >> 24}")
-            msg = ConnectAck(qp, spsn & 0xFFFFFF, nonce, rkey, status, meta)
+            if status is ConnectStatus.RETRY:
+                msg = ConnectAck(qp, spsn & 0xFFFFFF, nonce, 0, status, meta, rkey)
+            else:
+                msg = ConnectAck(qp, spsn & 0xFFFFFF, nonce, rkey, status, meta)
     else:
         raise MalformedPacket("unknown_opcode", f"{opcode:#04x}")
     if verify:

@@ -183,19 +183,21 @@ class MrcProbeAck(Packet):
 
 
 class MrcConnect(Packet):
-    """Handshake request: the data sender's random initial PSN and nonce."""
+    """Handshake request: the data sender's random initial PSN and nonce, and the cookie of
+    the receiver's RETRY (0 on a first try)."""
 
     name = "MRC CONNECT"
     fields_desc = [
         ByteField("reserved0", 0),
         ThreeBytesField("initial_psn", 0),
-        IntField("reserved1", 0),
+        XIntField("cookie", 0),
         XLongField("nonce", 0),
     ]
 
 
 class MrcConnectAck(Packet):
-    """Handshake answer: status, the initial PSN expected, the region's rkey, the nonce echoed."""
+    """Handshake answer: status, the initial PSN expected, the region's rkey (RETRY: the cookie
+    to send back instead), the nonce echoed."""
 
     name = "MRC CONNECT_ACK"
     fields_desc = [
@@ -254,11 +256,14 @@ def _bth_and_header(msg: Frame) -> Packet:
         )
     if isinstance(msg, Connect):
         return BTH(opcode=int(Opcode.CONNECT), dqpn=msg.qp, psn=msg.initial_psn) / MrcConnect(
-            initial_psn=msg.initial_psn, nonce=msg.nonce
+            initial_psn=msg.initial_psn, nonce=msg.nonce, cookie=msg.cookie
         )
     if isinstance(msg, ConnectAck):
         return BTH(opcode=int(Opcode.CONNECT_ACK), dqpn=msg.qp, psn=msg.initial_psn) / MrcConnectAck(
-            status=int(msg.status), initial_psn=msg.initial_psn, rkey=msg.rkey, nonce=msg.nonce
+            status=int(msg.status),
+            initial_psn=msg.initial_psn,
+            rkey=msg.cookie if msg.status is ConnectStatus.RETRY else msg.rkey,
+            nonce=msg.nonce,
         )
     raise TypeError(f"not an MRC message: {type(msg).__name__}")
 
@@ -364,15 +369,18 @@ def message_from_scapy(pkt: Packet) -> Frame:
         )
     if op == Opcode.CONNECT:
         c = pkt[MrcConnect]
-        return Connect(qp=bth.dqpn, initial_psn=c.initial_psn, nonce=c.nonce, meta=meta)
+        return Connect(qp=bth.dqpn, initial_psn=c.initial_psn, nonce=c.nonce, meta=meta, cookie=c.cookie)
     if op == Opcode.CONNECT_ACK:
         k = pkt[MrcConnectAck]
+        status = ConnectStatus(k.status)
+        retry = status is ConnectStatus.RETRY
         return ConnectAck(
             qp=bth.dqpn,
             initial_psn=k.initial_psn,
             nonce=k.nonce,
-            rkey=k.rkey,
-            status=ConnectStatus(k.status),
+            rkey=0 if retry else k.rkey,
+            status=status,
             meta=meta,
+            cookie=k.rkey if retry else 0,
         )
     raise ValueError(f"unknown opcode {op:#x}")

@@ -269,24 +269,29 @@ class ConnectStatus(enum.IntEnum):
 
     ACCEPTED = 0
     REFUSED = 1  # no such peer/mode here, or the initiator is not who its QP says
+    RETRY = 2  # nothing was created: send the CONNECT again with this answer's cookie
 
 
 @dataclass(slots=True)
 class Connect:
     """Opens a queue pair: the data sender's initial PSN and a random nonce (the agent's
-    handshake, docs/agent.md). Sent to the receiver's QP; retransmitted until answered."""
+    handshake, docs/agent.md). Sent to the receiver's QP; retransmitted until answered.
+    ``cookie``: 0 on the first try; then the one the receiver's RETRY gave, which proves
+    the sender receives packets at the address it sends from."""
 
     qp: int
     initial_psn: int
     nonce: int
     meta: PathMeta = field(default_factory=PathMeta)
+    cookie: int = 0
 
 
 @dataclass(slots=True)
 class ConnectAck:
     """The receiver's answer: the nonce echoed, the initial PSN it will expect, and the rkey
     of the region it registered for this connection (random, so only the real initiator,
-    which receives this packet, can write)."""
+    which receives this packet, can write). A RETRY creates nothing: it carries a cookie
+    (in the rkey's place on the wire) for the initiator to send back."""
 
     qp: int
     initial_psn: int
@@ -294,6 +299,7 @@ class ConnectAck:
     rkey: int
     status: ConnectStatus = ConnectStatus.ACCEPTED
     meta: PathMeta = field(default_factory=PathMeta)
+    cookie: int = 0
 
 
 # What the transport core consumes and produces.

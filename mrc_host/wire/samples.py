@@ -116,6 +116,22 @@ def sample_messages() -> list[Frame]:
             port_status=0b01,
         ),
         Connect(qp=0x00ABCD, initial_psn=0x5A5A5A, nonce=0x0123_4567_89AB_CDEF, meta=control_meta()),
+        Connect(
+            qp=0x00ABCD,
+            initial_psn=0x5A5A5A,
+            nonce=0x0123_4567_89AB_CDEF,
+            meta=control_meta(),
+            cookie=0xC001_D00D,
+        ),
+        ConnectAck(
+            qp=0x40ABCD,
+            initial_psn=0x5A5A5A,
+            nonce=0x0123_4567_89AB_CDEF,
+            rkey=0,
+            status=ConnectStatus.RETRY,
+            meta=control_meta(),
+            cookie=0xC001_D00D,
+        ),
         ConnectAck(
             qp=0x40ABCD,
             initial_psn=0x5A5A5A,

@@ -153,15 +153,25 @@ MESSAGES = st.one_of(
         meta=META,
         port_status=st.integers(0, 0xFFFF),
     ),
-    st.builds(Connect, qp=U24, initial_psn=U24, nonce=U64, meta=META),
+    st.builds(Connect, qp=U24, initial_psn=U24, nonce=U64, meta=META, cookie=U32),
     st.builds(
         ConnectAck,
         qp=U24,
         initial_psn=U24,
         nonce=U64,
         rkey=U32,
-        status=st.sampled_from(list(ConnectStatus)),
+        status=st.sampled_from([ConnectStatus.ACCEPTED, ConnectStatus.REFUSED]),
         meta=META,
+    ),
+    st.builds(  # a RETRY carries its cookie where the others carry the rkey
+        ConnectAck,
+        qp=U24,
+        initial_psn=U24,
+        nonce=U64,
+        rkey=st.just(0),
+        status=st.just(ConnectStatus.RETRY),
+        meta=META,
+        cookie=U32,
     ),
 )
 

@@ -16,6 +16,7 @@ from mrc_host.wire.codec import encode, trim
 from mrc_host.wire.messages import (
     Connect,
     ConnectAck,
+    ConnectStatus,
     DataPacket,
     Message,
     Nack,
@@ -95,6 +96,7 @@ MRC_FIELDS = [
     "mrc.connect.nonce",
     "mrc.connect.status",
     "mrc.connect.rkey",
+    "mrc.connect.cookie",
     "mrc.icrc",
 ]
 
@@ -220,12 +222,16 @@ def test_lua_dissector_decodes_every_mrc_header(tmp_path: Path) -> None:
         elif isinstance(msg, Connect):
             assert int(row["mrc.connect.initial_psn"]) == msg.initial_psn
             assert _int(row["mrc.connect.nonce"]) == msg.nonce
+            assert _int(row["mrc.connect.cookie"]) == msg.cookie
         else:
             assert isinstance(msg, ConnectAck)
             assert int(row["mrc.connect.initial_psn"]) == msg.initial_psn
             assert _int(row["mrc.connect.nonce"]) == msg.nonce
-            assert _int(row["mrc.connect.rkey"]) == msg.rkey
             assert int(row["mrc.connect.status"]) == msg.status
+            if msg.status is ConnectStatus.RETRY:  # the cookie in the rkey's place
+                assert _int(row["mrc.connect.cookie"]) == msg.cookie != 0 and row["mrc.connect.rkey"] == ""
+            else:
+                assert _int(row["mrc.connect.rkey"]) == msg.rkey and row["mrc.connect.cookie"] == ""
     last = rows[-1]
     assert _flag(last["mrc.data.trimmed"]) and int(last["mrc.data.payload_len"]) == 0
     assert last["mrc.class"] == "trimmed" and last["mrc.icrc"] == ""
