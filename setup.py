@@ -20,9 +20,10 @@ from setuptools import setup
 
 # The per-packet path of the simulator and the agent: the sans-I/O core (except its EV
 # state table, whose exception subclasses a builtin), the wire codec and its messages, the
-# simulator's event loop, fabric and network, and the agent's packet loop (agent,
-# connections, paths, payload check, ports). The rest of the
-# agent (control socket, CLI, EV profiles, transfers book) runs as Python.
+# simulator's event loop, fabric and network, and the agent's packet path (the loop, the
+# peer binding that runs each connection's core, connections, paths, payload check, ports).
+# The rest of the agent (control socket, commands, CLI, EV profiles, a transfer's life,
+# which runs once per 1 MiB chunk) runs as Python.
 COMPILED = [
     "mrc_host/core/__init__.py",
     "mrc_host/core/actions.py",
@@ -47,6 +48,7 @@ COMPILED = [
     "mrc_host/agent/connection.py",
     "mrc_host/agent/paths.py",
     "mrc_host/agent/payload.py",
+    "mrc_host/agent/peers.py",
     "mrc_host/agent/ports.py",
     "mrc_host/wire/codec.py",
     "mrc_host/wire/messages.py",

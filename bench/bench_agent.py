@@ -298,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         "--previous",
         default="",
         metavar="COMMIT",
-        help="also run the agent of this commit, compiled as its make build would (e.g. the parent commit)",
+        help="also run the agent of this commit, compiled as its make build would (e.g. the parent commit); "
+        "or of this checkout directory, already built (a worktree kept between runs)",
     )
     ap.add_argument(
         "--also",
@@ -325,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="agb-before-"))
     before = before_tree(args.before, tmp / "tree") if args.before else None
-    previous = before_tree(args.previous, tmp / "previous") if args.previous else None
-    if previous is not None:
+    previous_dir = Path(args.previous) if args.previous and Path(args.previous).is_dir() else None
+    previous = previous_dir or (before_tree(args.previous, tmp / "previous") if args.previous else None)
+    if previous is not None and previous_dir is None:
         print(f"building the compiled modules of {args.previous} ...", flush=True)
         build_tree(previous)
     lab = VethLab(prefix="agb").open()
@@ -394,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         lab.close()
         for tree in (before, previous):
-            if tree is not None:
+            if tree is not None and tree != previous_dir:
                 drop_tree(tree)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
     after = summary["after"]

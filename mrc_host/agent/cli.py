@@ -1,7 +1,8 @@
-"""``mrc``: run the host agent (``mrc serve``) and talk to it (send, stats, evs, deny, allow).
+"""``mrc``: run the host agent (``mrc serve``) and talk to it (send, cancel, stats, evs, deny, allow).
 
     mrc serve --config RUN/hosts/h0.json --control RUN/agents/h0.sock [--log FILE] [--mtu N]
     mrc send h3 64M [--mode mrc|single-path|ecmp] [--agent SOCK] [--json]
+    mrc cancel 00c0ffee00c0ffee [--agent SOCK]
     mrc stats [--agent SOCK] [--json]
     mrc evs [--all] [--agent SOCK] [--json]
     mrc deny 10040001 / mrc allow 10040001
@@ -25,7 +26,7 @@ from .client import AgentClient, AgentError
 from .ev_summary import path_table
 from .protocol import ProtocolError, parse_size
 
-BUILTIN = ("serve", "send", "stats", "evs", "deny", "allow")
+BUILTIN = ("serve", "send", "cancel", "stats", "evs", "deny", "allow")
 
 
 def _agent_arg(p: argparse.ArgumentParser) -> None:
@@ -78,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds without any acknowledgement before a transfer's peer is reported dead",
     )
     s.add_argument("--deadline", type=float, default=600.0, help="default transfer deadline in seconds")
+    s.add_argument(
+        "--control-group",
+        help="group allowed to use the control socket (mode 0660; default: the agent's user only, 0600)",
+    )
     s.add_argument("--no-kernel-rules", action="store_true", help="do not install the nftables drop rules")
     s.add_argument("--ev-profile", type=Path, help="TOML EV profile: EV count, values, DENIED rules, CC")
     s.add_argument("--evs", type=int, help="EVs per connection, split over the planes (default 128)")
@@ -99,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds: end with an error (exit status 1) if not done by then (0: agent default)",
     )
     _agent_arg(snd)
+
+    c = sub.add_parser("cancel", help="end a transfer now (its id as `mrc send` and `mrc stats` print it)")
+    c.add_argument("transfer_id", help="16 hex digits")
+    _agent_arg(c)
 
     for name, text in (("stats", "agent counters, EVs per path, transfers"), ("evs", "EV states per path")):
         p = sub.add_parser(name, help=text)
@@ -125,7 +134,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # and free a lock and every socket call a cancellation check (glibc in threaded mode)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from . import ev_profile
-    from .agent import DEFAULT_ACK_EVERY, DEFAULT_BUSY_POLL_US, AgentOptions, serve
+    from .agent import serve
+    from .options import DEFAULT_ACK_EVERY, DEFAULT_BUSY_POLL_US, AgentOptions
 
     handler: logging.Handler = logging.FileHandler(args.log) if args.log else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -162,6 +172,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         connect_timeout_s=args.connect_timeout,
         peer_timeout_s=args.peer_timeout,
         deadline_s=args.deadline,
+        control_group=args.control_group,
     )
     try:
         serve(opts)
@@ -179,22 +190,23 @@ def cmd_send(args: argparse.Namespace, client: AgentClient) -> int:
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
         with Progress(
-            TextColumn(f"[bold]{args.peer}[/] {args.mode}"),
+            TextColumn(f"[bold]{args.peer}[/] {args.mode} {{task.fields[tid]}}"),
             BarColumn(),
             DownloadColumn(binary_units=True),
             TransferSpeedColumn(),
             TextColumn("retx {task.fields[retx]}  retired {task.fields[retired]}"),
             transient=False,
         ) as bar:
-            task = bar.add_task("send", total=size, retx=0, retired=0)
+            task = bar.add_task("send", total=size, retx=0, retired=0, tid="")
 
             def progress(ev: dict[str, Any]) -> None:
                 bar.update(task, completed=ev["bytes_acked"], retx=ev["retransmissions"],
                            retired=ev["evs_retired"])  # fmt: skip
 
             summary = client.send(
-                args.peer, size, mode=args.mode, on_progress=progress, deadline_s=args.deadline
-            )
+                args.peer, size, mode=args.mode, on_progress=progress, deadline_s=args.deadline,
+                on_started=lambda tid: bar.update(task, tid=tid),
+            )  # fmt: skip
             bar.update(task, completed=summary["bytes_acked"])
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -314,6 +326,15 @@ def plugin_commands() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group="mrc.commands")}
 
 
+def cmd_cancel(args: argparse.Namespace, client: AgentClient) -> int:
+    reply = client.cancel(args.transfer_id)
+    if args.json:
+        print(json.dumps(reply, indent=2))
+    else:
+        print(f"cancelled {reply['transfer_id']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] not in BUILTIN and not argv[0].startswith("-"):
@@ -329,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"mrc serve: {exc}", file=sys.stderr)
                 return 1
         client = AgentClient(args.agent, timeout_s=30.0)
-        handlers = {"send": cmd_send, "stats": cmd_stats, "evs": cmd_evs, "deny": cmd_deny_allow,
-                    "allow": cmd_deny_allow}  # fmt: skip
+        handlers = {"send": cmd_send, "cancel": cmd_cancel, "stats": cmd_stats, "evs": cmd_evs,
+                    "deny": cmd_deny_allow, "allow": cmd_deny_allow}  # fmt: skip
         return handlers[args.command](args, client)
     except ProtocolError as exc:
         print(f"mrc: {exc}", file=sys.stderr)

@@ -3,6 +3,7 @@
     client = AgentClient("/path/to/agent.sock")
     summary = client.send("h3", 64 << 20, mode="mrc", on_progress=print)
     client.stats(); client.evs(); client.deny("10040001"); client.allow("10040001")
+    client.cancel("00c0ffee00c0ffee")
 
 Each call opens its own connection, writes one JSON request line and reads reply lines
 until the final one (protocol.py). A refusal raises ``AgentError`` with the agent's message.
@@ -91,19 +92,34 @@ class AgentClient:
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         timeout_s: float = 0,
         deadline_s: float = 0,
+        on_started: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Send ``size`` bytes to ``peer``; returns the summary (``ok``, ``verified``, goodput, ...).
 
         Waits until the receiver confirmed the bytes (or the agent gave up); ``timeout_s`` bounds
         the wait for each reply line (0: no limit; progress lines come every 0.2 s when asked for).
+        ``on_started`` gets the transfer id as soon as the agent took the request (for ``cancel``).
+        Closing the connection before the end cancels the transfer.
         """
         req = {"cmd": "send", "peer": peer, "size": parse_size(size), "mode": mode,
                "progress": on_progress is not None}  # fmt: skip
         if deadline_s:
             req["deadline_s"] = deadline_s
-        reply = self.request(req, on_progress, timeout_s=timeout_s)
+
+        def on_event(ev: dict[str, Any]) -> None:
+            if ev.get("event") == "started":
+                if on_started is not None:
+                    on_started(str(ev.get("transfer_id", "")))
+            elif on_progress is not None:
+                on_progress(ev)
+
+        reply = self.request(req, on_event, timeout_s=timeout_s)
         summary: dict[str, Any] = reply["summary"]
         return summary
+
+    def cancel(self, transfer_id: int | str) -> dict[str, Any]:
+        """End a transfer now (its own ``send`` returns with the error "cancelled ...")."""
+        return self.request({"cmd": "cancel", "transfer_id": transfer_id})
 
     def stats(self) -> dict[str, Any]:
         return self.request({"cmd": "stats"})

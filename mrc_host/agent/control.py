@@ -4,22 +4,32 @@
 request to the agent's handler and writes replies without ever blocking the event loop
 (a slow client's replies wait in its buffer). It knows nothing of transfers: a handler
 that answers later (``send``) keeps the ``ControlClient`` and calls ``reply`` itself.
+
+The socket file gets its mode explicitly, not from the umask: 0600 (the agent's user only),
+or 0660 with the group ``--control-group`` names. It is bound under a umask of 0177, so it
+never exists with wider permissions, even for the moment before the chmod.
 """
 
 from __future__ import annotations
 
 import contextlib
+import grp
 import logging
+import os
 import selectors
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from . import protocol
 
 log = logging.getLogger("mrc.agent")
+
+LISTEN_BACKLOG: Final = 256  # clients connecting at once (each `mrc send` is one, for its whole transfer)
+MODE_OWNER: Final = 0o600
+MODE_GROUP: Final = 0o660
 
 
 @dataclass
@@ -35,8 +45,11 @@ Handler = Callable[[protocol.Request, ControlClient], "dict[str, Any] | None"]
 
 
 class ControlServer:
-    def __init__(self, path: Path, handler: Handler, on_error: Callable[[], None]) -> None:
+    def __init__(
+        self, path: Path, handler: Handler, on_error: Callable[[], None], group: str | None = None
+    ) -> None:
         self.path = path
+        self.gid = -1 if group is None else _group_id(group)
         self.handler = handler
         self.on_error = on_error  # an internal error while handling a request (counted)
         self.listener: socket.socket | None = None
@@ -50,8 +63,15 @@ class ControlServer:
             self.path.unlink()
         ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener = ls
-        ls.bind(str(self.path))
-        ls.listen(16)
+        old = os.umask(0o177)
+        try:
+            ls.bind(str(self.path))
+        finally:
+            os.umask(old)
+        if self.gid >= 0:
+            os.chown(self.path, -1, self.gid)
+        os.chmod(self.path, MODE_GROUP if self.gid >= 0 else MODE_OWNER)
+        ls.listen(LISTEN_BACKLOG)
         ls.setblocking(False)
         self._sel = sel
         sel.register(ls, selectors.EVENT_READ, ("listen", None))
@@ -151,3 +171,13 @@ class ControlServer:
         if self._sel is not None:
             with contextlib.suppress(KeyError, ValueError):
                 self._sel.modify(c.sock, events, ("client", c))
+
+
+def _group_id(name: str) -> int:
+    """The id of group ``name`` (or a number); ValueError naming the option if there is none."""
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        if name.isdigit():
+            return int(name)
+        raise ValueError(f"--control-group: no group {name!r}") from None

@@ -1,18 +1,23 @@
 """What a transfer writes into the peer's memory, and how the receiver checks it.
 
 Each connection's receiver registers one receive *ring* of ``RING_SLOTS`` slots of
-``SLOT_BYTES``. The sender cuts a transfer into chunks; chunk n of the connection is one
-RDMA WRITE into slot ``n % RING_SLOTS``: an 80-byte ``ChunkHeader`` then the chunk's data.
-Messages complete in posting order on both ends (the core reports them when the cumulative
-ACK passes their last packet), so the receiver finds chunk n at its own slot cursor, and
-the sender reuses a slot only after the WRITE that last used it was acknowledged, which
-happens after the receiver has read it (it reads synchronously, before its SACK leaves).
+``SLOT_BYTES`` (its memory is allocated as data lands in it). The sender cuts a transfer
+into chunks; each chunk is one RDMA WRITE into the slot its message id names
+(``slot_of(msg_id)``): an 80-byte ``ChunkHeader`` then the chunk's data. The core reports a
+message complete on the receiving end when the cumulative ACK passes its last packet, with
+its id, so the receiver reads the slot of that id; the sender reuses a slot only after every
+packet of the WRITE that last used it was acknowledged, which happens after the receiver has
+read it (it reads synchronously, before its SACK leaves). A write the sender abandoned
+(a cancelled transfer) never completes, and its slot is simply never read.
 
-Content is a seeded pattern (``Pattern``): byte i of a transfer is byte ``i % PERIOD`` of
-``random.Random(seed).randbytes(PERIOD)``. The receiver compares every chunk against the
-pattern and keeps a CRC-32 of everything it got; the sender announces the CRC-32 of the
+Content is a seeded pattern (``Pattern``): byte i of a transfer with seed s is byte
+``(s + i) % PERIOD`` of one random block of ``PERIOD`` bytes that every agent derives alike
+(``PATTERN_SEED``), so a transfer's bytes differ from another's by where they start in the
+block and any number of transfers share its 2 MiB. The receiver compares every chunk against
+the pattern and keeps a CRC-32 of everything it got; the sender announces the CRC-32 of the
 whole transfer in the last chunk's header. A RECEIPT (a header-only WRITE on the reverse
-connection) tells the sender whether the receiver's check passed, with its CRC-32.
+connection) tells the sender whether the receiver's check passed, with its CRC-32; a CANCEL
+(header-only, same connection as the data) tells the receiver the transfer was given up.
 
 Why CRC-32 and not SHA-256: the byte-by-byte comparison with the pattern is the check;
 the digest only has to catch a slip between what was compared and what was counted, and
@@ -37,6 +42,7 @@ RING_BYTES: Final = RING_SLOTS * SLOT_BYTES
 MAGIC: Final = b"MRCT"
 VERSION: Final = 1
 PERIOD: Final = (1 << 20) + 61  # longer than any chunk, and not a power of two, so chunks differ
+PATTERN_SEED: Final = 0x4D5243  # the one random block every transfer's pattern is a rotation of
 _HEADER: Final = struct.Struct(">4sBBHQQII QQI28x".replace(" ", ""))
 HEADER_BYTES: Final = _HEADER.size  # 80
 CHUNK_DATA_BYTES: Final = SLOT_BYTES - HEADER_BYTES
@@ -45,6 +51,7 @@ CHUNK_DATA_BYTES: Final = SLOT_BYTES - HEADER_BYTES
 class ChunkKind(enum.IntEnum):
     DATA = 1
     RECEIPT = 2
+    CANCEL = 3  # the sender gave the transfer up: forget it (header only)
 
 
 class ChunkFlag(enum.IntFlag):
@@ -90,9 +97,9 @@ class ChunkHeader:
         return cls(k, ChunkFlag(flags & 3), tid, offset, length, total, seed, crc)
 
 
-@lru_cache(maxsize=4)
-def _pattern_block(seed: int) -> bytes:
-    block = random.Random(seed).randbytes(PERIOD)
+@lru_cache(maxsize=1)
+def _pattern_block() -> bytes:
+    block = random.Random(PATTERN_SEED).randbytes(PERIOD)
     return block + block  # any slice of up to PERIOD bytes is contiguous
 
 
@@ -101,7 +108,8 @@ class Pattern:
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
-        self._block = _pattern_block(seed)
+        self._block = _pattern_block()
+        self._shift = seed % PERIOD
 
     def slice(self, offset: int, length: int) -> bytes:
         return bytes(self.view(offset, length))
@@ -110,13 +118,13 @@ class Pattern:
         """``slice`` without the copy (a 1 MiB chunk copied costs ~50 µs)."""
         if length > PERIOD:
             raise ValueError(f"slice of {length} B is longer than the pattern period")
-        start = offset % PERIOD
+        start = (self._shift + offset) % PERIOD
         return memoryview(self._block)[start : start + length]
 
     def matches(self, offset: int, data: bytes | bytearray | memoryview) -> bool:
         """Whether ``data`` is exactly the pattern's bytes from ``offset`` on: one memcmp
         against the block in place (``bytes.startswith`` takes any buffer), no copy."""
-        return len(data) <= PERIOD and self._block.startswith(data, offset % PERIOD)
+        return len(data) <= PERIOD and self._block.startswith(data, (self._shift + offset) % PERIOD)
 
     def crc32(self, size: int) -> int:
         """CRC-32 of the first ``size`` bytes (what the receiver must end up with)."""
@@ -130,12 +138,17 @@ def chunk_count(size: int) -> int:
     return max(1, -(-size // CHUNK_DATA_BYTES))
 
 
-def slot_vaddr(base: int, chunk_seq: int) -> int:
-    return base + (chunk_seq % RING_SLOTS) * SLOT_BYTES
+def slot_of(msg_id: int) -> int:
+    """The ring slot the WRITE with this message id fills (both ends compute it)."""
+    return msg_id % RING_SLOTS
 
 
-def slot_offset(chunk_seq: int) -> int:
-    return (chunk_seq % RING_SLOTS) * SLOT_BYTES
+def slot_vaddr(base: int, msg_id: int) -> int:
+    return base + slot_of(msg_id) * SLOT_BYTES
+
+
+def slot_offset(msg_id: int) -> int:
+    return slot_of(msg_id) * SLOT_BYTES
 
 
 class Verifier:

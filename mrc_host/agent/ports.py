@@ -12,8 +12,9 @@ import errno
 import logging
 import selectors
 import socket
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from .netio import open_port_socket, socket_drops
@@ -32,6 +33,14 @@ class PortCounters:
     bytes_tx: int = 0
     tx_errors: int = 0
     socket_drops: int = 0  # frames the kernel dropped for a full receive buffer
+
+
+@dataclass
+class LoopCounters:
+    """What the packet loop counts outside any connection."""
+
+    malformed: Counter[str] = field(default_factory=Counter)  # frames refused, by reason
+    internal_errors: int = 0  # bugs that cost one frame, timer or request (logged)
 
 
 class Ports:

@@ -7,6 +7,7 @@ exactly one *final* reply, an object with ``"ok"``; a ``send`` may first get any
     {"cmd": "ping"}
     {"cmd": "send", "peer": "h3", "size": 67108864, "mode": "mrc", "progress": true,
      "deadline_s": 60}                     # optional: end with an error if not done by then
+    {"cmd": "cancel", "transfer_id": "00c0ffee00c0ffee"}  # end a transfer now (16 hex digits)
     {"cmd": "stats"}                       # agent counters, connections, per-EV table, transfers
     {"cmd": "evs"}                         # per-EV states only
     {"cmd": "deny", "ev": "10040001"}      # EV as 8 hex digits (or "0x...", or a JSON integer)
@@ -27,7 +28,7 @@ from mrc_host.core import Mode
 
 MAX_LINE = 64 * 1024
 MAX_SIZE = 1 << 40
-COMMANDS = ("ping", "send", "stats", "evs", "deny", "allow")
+COMMANDS = ("ping", "send", "cancel", "stats", "evs", "deny", "allow")
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _SCALE = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
@@ -93,6 +94,22 @@ def parse_deadline(value: Any) -> float:
     return float(value)
 
 
+def parse_transfer_id(value: Any) -> int:
+    """A transfer id: 16 hex digits as ``mrc send`` and ``mrc stats`` print it, or a JSON integer."""
+    if isinstance(value, bool):
+        raise ProtocolError("transfer_id", f"{value!r} is not a transfer id")
+    if isinstance(value, int):
+        tid = value
+    else:
+        try:
+            tid = int(str(value).strip(), 16)
+        except ValueError:
+            raise ProtocolError("transfer_id", f"{value!r} is not a hexadecimal transfer id") from None
+    if not 0 < tid < 1 << 64:
+        raise ProtocolError("transfer_id", f"{value!r} is not a 64-bit transfer id")
+    return tid
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     cmd: str
@@ -102,6 +119,7 @@ class Request:
     ev: int = 0
     progress: bool = False
     deadline_s: float = 0.0  # 0: the agent's default
+    transfer_id: int = 0
 
 
 def parse_request(line: bytes | str) -> Request:
@@ -131,6 +149,10 @@ def parse_request(line: bytes | str) -> Request:
             progress=bool(obj.get("progress", False)),
             deadline_s=parse_deadline(obj.get("deadline_s", 0)),
         )
+    if cmd == "cancel":
+        if "transfer_id" not in obj:
+            raise ProtocolError("transfer_id", "required")
+        return Request(cmd, transfer_id=parse_transfer_id(obj["transfer_id"]))
     if cmd in ("deny", "allow"):
         if "ev" not in obj:
             raise ProtocolError("ev", "required")

@@ -69,6 +69,21 @@ def test_signal_stops_the_agent_and_removes_its_rules_and_socket(lab, sig: int) 
     assert not h.control.exists()
 
 
+def test_the_control_socket_is_the_agents_users_only_or_its_named_groups(lab, agents) -> None:
+    import grp
+    import os
+    import stat
+
+    a, _b = agents
+    st = os.stat(a.control)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.getuid()
+    lab.stop_agent(a)
+    group = grp.getgrgid(65534).gr_name  # Debian's "nogroup"
+    lab.start_agent(a, "--control-group", group)
+    st = os.stat(a.control)
+    assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == 65534
+
+
 def test_a_transfer_over_the_veth_is_verified_and_kernel_rules_see_it(agents) -> None:
     from mrc_host.agent.client import AgentClient
 
@@ -124,6 +139,8 @@ def test_bad_arguments_stop_the_agent_with_a_message(lab, tmp_path) -> None:
         (["--config", str(tmp_path / "missing.json")], "missing.json"),
         (["--config", str(h.config_path), "--mtu", "100000"], "--mtu"),
         (["--config", str(h.config_path), "--busy-poll-us", "-1"], "--busy-poll-us"),
+        (["--config", str(h.config_path), "--control-group", "no-such-group-here"], "--control-group"),
+        (["--config", str(h.config_path), "--peer-timeout", "0"], "--peer-timeout"),
     ):
         proc = subprocess.run(
             ["ip", "netns", "exec", h.name, *base, *extra], capture_output=True, text=True, timeout=60

@@ -1,0 +1,415 @@
+"""The agent's connections: which frame reaches which connection (the peer binding), how a
+connection is opened (the handshake), and carrying out what a connection's core asks for.
+
+Binding: a connection is bound to its peer. The QP a frame names picks the connection, the
+inner source must be one of that peer's NIC addresses, DATA must carry the rkey its handshake
+gave out, and a sending end takes nothing before it is established. Anything else is refused
+and counted by reason (``refused``) before the core sees it.
+
+Handshake (docs/agent.md, "The handshake"): the data sender sends CONNECTs; the receiver keeps
+nothing for a CONNECT without a valid cookie and answers RETRY with one (``cookies.py``); a
+CONNECT that echoes it creates the receiving end (its ring allocated as data arrives), within
+a cap of half-open and of all connections per peer, and is answered ACCEPTED with the rkey. A
+CONNECT with a new nonce while a connection exists (the peer restarted) makes a *pending*
+connection that replaces the live one only when DATA with its rkey arrives, so a forged
+CONNECT cannot tear a working connection down.
+
+The core's actions are carried out in ``run``: frames are encoded and sent on the port of
+their EV's plane, timers remembered per connection, and completions handed to the transfer
+logic (``ConnectionEvents``, implemented by ``transfer.Transfers``) after the frames went
+out. Nothing here reads the clock: ``now_ns`` comes in.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, Final, Protocol
+
+from mrc_host.core import (
+    Action,
+    ConnectionFailed,
+    EvSet,
+    EvStateChanged,
+    MessageReceived,
+    MessageSent,
+    Mode,
+    SetTimer,
+    Transmit,
+    TransportConfig,
+)
+from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Frame
+
+from .connection import Connection, HandshakeError, RecvConnection, SendConnection, control_meta
+from .cookies import CookieJar
+from .ev_profile import ProfileError
+from .options import AgentOptions
+from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, PeerPaths, QpId
+from .ports import LoopCounters, Ports
+
+log = logging.getLogger("mrc.agent")
+
+CONNECT_INTERVAL_NS: Final = 200_000_000  # a CONNECT is repeated this often until answered
+MAX_HALF_OPEN_PER_PEER: Final = 3  # receiving ends a peer opened that no DATA has proven yet
+MAX_CONNECTIONS_PER_PEER: Final = 6  # receiving ends per peer, live and pending (3 modes x 2)
+# RETRYs answered per claimed peer: a real peer needs a few per handshake; a flood of forged
+# CONNECTs claiming it gets at most this many answers (the rest are counted and dropped), so
+# neither this agent nor the peer the answers go to pays for more
+RETRY_RATE_PER_S: Final = 100
+RETRY_BURST: Final = 50
+
+# the core's connection failures and a peer's refusals of a write, as the user reads them
+FAILURE_TEXT: Final = {
+    "RETRY_EXCEEDED": "peer {peer} stopped answering: {n} timeouts in a row without an acknowledgement",
+    "NO_USABLE_PATH": "no usable path to {peer}: every EV is denied or its port is down",
+    "BAD_RKEY": "peer {peer} refused a write: the R_Key is not one it handed out (it restarted?)",
+    "BAD_ADDRESS": "peer {peer} refused a write: the address is outside its receive ring",
+}
+
+
+def failure_text(reason: str, peer: str, retry_cnt: int = 7) -> str:
+    """A core failure reason (RETRY_EXCEEDED, a NACK reason ...) as a sentence."""
+    text = FAILURE_TEXT.get(reason)
+    if text is None:
+        return f"peer {peer} refused a write ({reason})"
+    return text.format(peer=peer, n=retry_cnt + 1)
+
+
+class ConnectionEvents(Protocol):
+    """What the transfer logic hears from the connections (``transfer.Transfers``)."""
+
+    def on_sent(self, conn: SendConnection, msg_id: int, ok: bool, reason: str, now_ns: int) -> None: ...
+
+    def on_received(self, conn: RecvConnection, msg_id: int, now_ns: int) -> None: ...
+
+    def on_ready(self, conn: SendConnection, now_ns: int) -> None:
+        """The connection takes chunks now: just established, or ring slots freed."""
+
+    def on_failed(self, conn: SendConnection, error: str, now_ns: int) -> None: ...
+
+
+class Peers:
+    """Every connection of this agent, by local QP."""
+
+    def __init__(
+        self, paths: HostPaths, ports: Ports, opts: AgentOptions, mtu: int, counters: LoopCounters
+    ) -> None:
+        self.paths = paths
+        self.ports = ports
+        self.opts = opts
+        self.mtu = mtu
+        self.counters = counters
+        self.rng = random.Random(opts.seed)
+        self.cookies = CookieJar(None if opts.seed is None else self.rng.randbytes(32))
+        self.conns: dict[int, Connection] = {}  # local QP -> connection
+        self.pending: dict[int, RecvConnection] = {}  # local QP -> a newer handshake's connection
+        self.refused: Counter[str] = Counter()  # decodable frames refused by the peer binding
+        self.handshake: Counter[str] = Counter()
+        self.denied: set[int] = set()
+        self.events: ConnectionEvents | None = None
+        self._retry_tokens: dict[int, tuple[float, int]] = {}  # peer index -> (tokens, when)
+
+    # ---- frames in ------------------------------------------------------------------------
+    def on_message(self, msg: Frame, now: int) -> None:
+        """A decoded frame: the handshake's, or bound to its connection and given to its core."""
+        if isinstance(msg, Connect):
+            self._on_connect(msg, now)
+            return
+        if isinstance(msg, ConnectAck):
+            self._on_connect_ack(msg, now)
+            return
+        conn = self.conns.get(msg.qp)
+        if conn is None:
+            self.refused["no_connection"] += 1  # e.g. DATA before (or without) a handshake
+            return
+        if msg.meta.src not in conn.peer.addresses:
+            self.refused["wrong_source"] += 1
+            return
+        if isinstance(conn, SendConnection):
+            if not conn.established:
+                self.refused["not_established"] += 1
+                return
+            if isinstance(msg, DataPacket):
+                self.refused["data_to_sender"] += 1
+                return
+        elif isinstance(msg, DataPacket) and isinstance(conn, RecvConnection):
+            if msg.rkey != conn.rkey:
+                newer = self.pending.get(msg.qp)
+                if newer is None or msg.rkey != newer.rkey:
+                    self.refused["bad_rkey"] += 1
+                    return
+                conn = self._promote(newer)
+            conn.data_seen = True
+        self.run(conn, conn.endpoint.receive(msg, now), now)
+
+    def _on_connect(self, msg: Connect, now: int) -> None:
+        """A peer opens a queue pair to us: RETRY without a valid cookie, else the receiving end."""
+        qp = QpId.decode(msg.qp)
+        if qp is None or qp.role != ROLE_RECEIVER or qp.dst != self.paths.index:
+            self.refused["unknown_qp"] += 1
+            return
+        name = self.paths.peer_name_of_index(qp.src)
+        dest = self.paths.by_address.get(msg.meta.src)
+        if name is None or dest is None or dest.name != name:
+            self.refused["wrong_source"] += 1
+            return
+        ev = msg.meta.ev
+        for known in (self.conns.get(qp.value), self.pending.get(qp.value)):
+            if isinstance(known, RecvConnection) and known.answers(msg):
+                self.handshake["connect_repeated"] += 1  # our answer was lost, or crossed it
+                self.transmit(known, known.connect_ack(ev))
+                return
+        if not self.cookies.check(msg.cookie, now, msg.qp, msg.initial_psn, msg.nonce):
+            # stateless: nothing is kept, the answer goes to the address the CONNECT claims
+            if msg.cookie:
+                self.refused["bad_cookie"] += 1
+            if not self._may_retry(qp.src, now):
+                self.refused["retry_rate"] += 1
+                return
+            self.handshake["retry_sent"] += 1
+            cookie = self.cookies.mint(now, msg.qp, msg.initial_psn, msg.nonce)
+            retry = ConnectAck(qp.peer.value, msg.initial_psn, msg.nonce, 0, ConnectStatus.RETRY,
+                               control_meta(ev), cookie)  # fmt: skip
+            self._send_to(self.paths.peer(name, qp.mode), retry)
+            return
+        cap = self._over_cap(qp)
+        if cap:
+            self.refused[cap] += 1
+            return
+        peer = self.paths.peer(name, qp.mode)
+        conn = RecvConnection(
+            qp, peer, self._transport(qp.mode, msg.initial_psn), self._conn_rng(), nonce=msg.nonce
+        )
+        if qp.value in self.conns:
+            # a live connection is replaced only once DATA proves the peer got our answer
+            self.pending[qp.value] = conn
+            self.handshake["connect_pending"] += 1
+        else:
+            self._add(conn, now)
+            self.handshake["connect_accepted"] += 1
+        self.transmit(conn, conn.connect_ack(ev))
+
+    def _may_retry(self, peer_index: int, now: int) -> bool:
+        """A token bucket per claimed peer (RETRY_RATE_PER_S, RETRY_BURST)."""
+        tokens, when = self._retry_tokens.get(peer_index, (float(RETRY_BURST), now))
+        tokens = min(float(RETRY_BURST), tokens + (now - when) * RETRY_RATE_PER_S / 1e9)
+        if tokens < 1.0:
+            self._retry_tokens[peer_index] = (tokens, now)
+            return False
+        self._retry_tokens[peer_index] = (tokens - 1.0, now)
+        return True
+
+    def _over_cap(self, qp: QpId) -> str:
+        """Why a new receiving end for ``qp`` would exceed the caps of its peer ("" if not);
+        a pending connection the new one replaces does not count."""
+        ends = [c for c in self.conns.values() if isinstance(c, RecvConnection) and c.qp.src == qp.src]
+        ends += [c for q, c in self.pending.items() if q != qp.value and c.qp.src == qp.src]
+        if sum(1 for c in ends if not c.data_seen) >= MAX_HALF_OPEN_PER_PEER:
+            return "half_open_cap"
+        if len(ends) >= MAX_CONNECTIONS_PER_PEER:
+            return "connection_cap"
+        return ""
+
+    def _promote(self, conn: RecvConnection) -> RecvConnection:
+        del self.pending[conn.qp.value]
+        self.handshake["connection_replaced"] += 1
+        log.info("recv %s: a newer handshake replaces the connection", conn.peer.name)
+        self.conns[conn.qp.value] = conn
+        return conn
+
+    def _on_connect_ack(self, msg: ConnectAck, now: int) -> None:
+        conn = self.conns.get(msg.qp)
+        if not isinstance(conn, SendConnection):
+            self.refused["no_connection"] += 1
+            return
+        if not conn.from_peer(msg.meta.src):
+            self.refused["wrong_source"] += 1
+            return
+        try:
+            outcome = conn.on_connect_ack(msg)
+        except HandshakeError as exc:
+            self.refused[exc.reason] += 1
+            return
+        if outcome == "retry":  # the cookie proves we receive at our address: ask again now
+            self.handshake["retry_received"] += 1
+            self._send_connect(conn, now)
+        elif outcome == "refused":
+            self.drop(conn, f"peer {conn.peer.name} refused the connection ({conn.refused})", now)
+        elif outcome == "repeated":
+            self.handshake["connect_ack_repeated"] += 1
+        else:
+            self.handshake["connected"] += 1
+            log.info("send %s (%s): connected, initial psn %d, %.1f ms", conn.peer.name, conn.qp.mode,
+                     conn.initial_psn, (now - conn.first_connect_ns) / 1e6)  # fmt: skip
+            if self.events is not None:
+                self.events.on_ready(conn, now)
+
+    # ---- connections -----------------------------------------------------------------------
+    def _transport(self, mode: Mode, initial_psn: int) -> TransportConfig:
+        return self.opts.transport(mode, initial_psn, self.mtu)
+
+    def check_profile(self) -> None:
+        """Refuse at start an EV profile some destination's fabric cannot honour (an explicit
+        EV outside its path space, too narrow an entropy mask), not at its first CONNECT."""
+        for name in sorted(self.paths.cfg.destinations):
+            if name == self.paths.name:
+                continue
+            for mode in Mode:
+                try:
+                    EvSet(self._transport(mode, 0), self.paths.peer(name, mode).path_space, random.Random(0))
+                except ValueError as exc:
+                    raise ProfileError(f"EV profile for {name} ({mode.value}): {exc}") from None
+
+    def _conn_rng(self) -> random.Random:
+        return random.Random(self.rng.getrandbits(64))
+
+    def _add(self, conn: Connection, now: int) -> None:
+        """A new live connection: the profile's and the operator's denies hold on it at once."""
+        self.conns[conn.qp.value] = conn
+        for ev in self.opts.ev_profile.denied(sorted(conn.endpoint.evset.entries)):
+            conn.endpoint.deny(ev, now)
+        for ev in self.denied:
+            self.run(conn, conn.endpoint.deny(ev, now), now)
+        log.info("connection %s %s (%s) qp %06x", conn.kind, conn.peer.name, conn.qp.mode, conn.qp.value)
+
+    def send_connection(self, peer: str, mode: Mode, now: int) -> SendConnection:
+        """Our sending end to ``peer``: an existing one, or a new one whose handshake starts now
+        (KeyError names a destination the host's configuration does not list)."""
+        pp = self.paths.peer(peer, mode)
+        qp = QpId(ROLE_SENDER, mode, self.paths.index, pp.index)
+        conn = self.conns.get(qp.value)
+        if isinstance(conn, SendConnection):
+            return conn
+        isn = self.rng.getrandbits(24)
+        new = SendConnection(qp, pp, self._transport(mode, isn), self._conn_rng(), self.rng.getrandbits(64))
+        self._add(new, now)
+        self._send_connect(new, now)
+        return new
+
+    def send_connections(self) -> list[SendConnection]:
+        return [c for c in self.conns.values() if isinstance(c, SendConnection)]
+
+    def _send_connect(self, conn: SendConnection, now: int) -> None:
+        for msg in conn.connect_messages(now, self.rng):
+            self.transmit(conn, msg)
+        self.handshake["connects_sent"] += 1
+
+    def drop(self, conn: SendConnection, error: str, now: int) -> None:
+        """Give up on a sending end: the transfer logic hears why; a later send starts over."""
+        if self.conns.get(conn.qp.value) is not conn:
+            return
+        log.warning("send %s (%s): %s", conn.peer.name, conn.qp.mode, error)
+        del self.conns[conn.qp.value]
+        if self.events is not None:
+            self.events.on_failed(conn, error, now)
+
+    def tick(self, now: int) -> None:
+        """Repeat unanswered CONNECTs; give up on handshakes older than the connect timeout."""
+        timeout_ns = self.opts.connect_timeout_s * 1e9
+        for conn in [c for c in self.send_connections() if not c.established]:
+            if now - conn.first_connect_ns >= timeout_ns:
+                self.drop(conn, f"peer {conn.peer.name} did not answer the handshake: {conn.connects_sent} "
+                                f"CONNECTs in {self.opts.connect_timeout_s:g} s (no agent there, or no path)",
+                          now)  # fmt: skip
+            elif now - conn.last_connect_ns >= CONNECT_INTERVAL_NS:
+                self._send_connect(conn, now)
+
+    # ---- the core's actions ----------------------------------------------------------------
+    def run(self, conn: Connection, actions: list[Action], now: int) -> None:
+        """Carry out a connection's core actions: frames and timers first, then completions
+        (so the transfer logic's own posts come after, and their timer is the one kept)."""
+        done: list[Action] = []
+        for act in actions:
+            if isinstance(act, Transmit):
+                self.transmit(conn, act.msg)
+            elif isinstance(act, SetTimer):
+                conn.deadline = act.at_ns
+            elif isinstance(act, EvStateChanged):
+                conn.note_ev_change(act, now)
+                log.info("%s %s ev %08x %s -> %s (%s)", conn.kind, conn.peer.name, act.ev, act.old, act.new,
+                         act.reason)  # fmt: skip
+            else:
+                done.append(act)
+        events = self.events
+        for act in done:
+            if isinstance(act, MessageSent):
+                if events is not None and isinstance(conn, SendConnection):
+                    events.on_sent(conn, act.msg_id, act.ok, act.reason, now)
+            elif isinstance(act, MessageReceived):
+                if events is not None and isinstance(conn, RecvConnection):
+                    events.on_received(conn, act.msg_id, now)
+            elif isinstance(act, ConnectionFailed) and isinstance(conn, SendConnection):
+                # the core gave up (retry_cnt timeouts in a row, or no EV may carry the work)
+                cfg = conn.endpoint.cfg
+                self.drop(conn, failure_text(act.reason, conn.peer.name, cfg.retry_cnt), now)
+                return
+        # the slots of abandoned WRITEs come free once their last PSN is acknowledged
+        if events is not None and isinstance(conn, SendConnection) and conn.reserved and conn.release():
+            events.on_ready(conn, now)
+
+    def transmit(self, conn: Connection, msg: Any) -> None:
+        try:
+            plane, frame = conn.encode(msg)
+        except (ValueError, TypeError, IndexError) as exc:
+            self.counters.internal_errors += 1
+            log.error("cannot encode %s: %s", type(msg).__name__, exc)
+            return
+        self.ports.send(plane, frame)
+
+    def _send_to(self, peer: PeerPaths, msg: Any) -> None:
+        """A frame to a peer no connection stands for (a RETRY)."""
+        try:
+            plane, encoder, carrier = peer.route(msg.meta.ev)
+            frame = encoder.encode(msg, carrier)
+        except (ValueError, TypeError, IndexError):
+            self.refused["bad_ev"] += 1  # an EV on a plane this host has no port in
+            return
+        self.ports.send(plane, frame)
+
+    def fire_timers(self, now: int) -> None:
+        """Every connection timer that is due; a bug costs one event, never the agent."""
+        for c in [c for c in self.conns.values() if c.deadline is not None and c.deadline <= now]:
+            c.deadline = None
+            try:
+                self.run(c, c.endpoint.on_timer(now), now)
+            except Exception:
+                self.counters.internal_errors += 1
+                log.exception("internal error in connection %s/%s", c.peer.name, c.kind)
+
+    def next_timer(self) -> int | None:
+        best: int | None = None
+        for c in self.conns.values():
+            d = c.deadline
+            if d is not None and (best is None or d < best):
+                best = d
+        return best
+
+    # ---- the operator -----------------------------------------------------------------------
+    def deny(self, ev: int, now: int) -> int:
+        """DENY ``ev`` on every connection, and on connections made later; how many now."""
+        self.denied.add(ev)
+        conns = list(self.conns.values())
+        for conn in conns:
+            self.run(conn, conn.endpoint.deny(ev, now), now)
+        return len(conns)
+
+    def allow(self, ev: int, now: int) -> int:
+        """Lift a DENY; how many connections use ``ev`` (ValueError: not denied and unused)."""
+        was_denied = ev in self.denied
+        self.denied.discard(ev)
+        n = 0
+        for conn in list(self.conns.values()):
+            try:
+                acts = conn.endpoint.allow(ev, now)
+            except KeyError:
+                continue
+            self.run(conn, acts, now)
+            n += 1
+        if not was_denied and n == 0:
+            raise ValueError(f"ev: {ev:08x} is not denied and no connection uses it")
+        return n
+
+    def __iter__(self) -> Iterator[Connection]:
+        return iter(list(self.conns.values()))
