@@ -2,7 +2,7 @@
 
 Like a production MRC NIC, a host agent never asks the switches for paths: it reads
 ``<run_dir>/hosts/<host>.json`` written by the controller and builds every outer
-destination from a per-destination template (MRC_FACTS: "no 128-bit address is stored
+destination from a per-destination template (docs/mrc-facts.md: "no 128-bit address is stored
 per path"). A template lists the path's uSIDs with the plane bits zero; the EV's plane
 goes into every uSID and the EV's t1 index into the uSID at ``t1_slot``.
 
