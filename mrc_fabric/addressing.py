@@ -138,10 +138,6 @@ def nic_address(plane: int, host: int, block: IPv6Network = DEFAULT_BLOCK) -> IP
     return IPv6Address(int(carrier([host_usid(plane, host)], block)) | 1)
 
 
-def nic_prefix(plane: int, host: int, block: IPv6Network = DEFAULT_BLOCK) -> IPv6Network:
-    return usid_prefix(host_usid(plane, host), block)
-
-
 def path_usids(plane: int, src_t0: int, dst_t0: int, dst_host: int, t1: int | None) -> list[int]:
     """uSIDs from host under ``src_t0`` to ``dst_host`` under ``dst_t0`` in ``plane``.
 
