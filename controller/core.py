@@ -28,6 +28,7 @@ from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
 from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, quote, resolve
 from controller.health import AgentState, AgentWatch
+from controller.northbound import CounterCell
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
 from controller.tablewalk import Walk, build_views, walk
 from mrc_fabric.addressing import carrier
@@ -87,16 +88,6 @@ class SwitchHealth:
     last_error: str
     reconciles: int
     pipeline_pushes: int
-
-
-@dataclass(frozen=True)
-class CounterCell:
-    switch: str
-    counter: str
-    index: int
-    label: str
-    packets: int
-    bytes: int
 
 
 class ControllerCore:
