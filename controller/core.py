@@ -41,7 +41,6 @@ from mrc_fabric.topology import Target, Topology
 log = logging.getLogger(__name__)
 
 BMV2_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
-DROP_REASONS = DROP_REASON_LABELS  # index -> label, from the one list in mrc_fabric
 COUNTERS = ("port_rx", "port_tx", "drop_reason", "ecn_marked")
 HEALTH_INTERVAL_S = 1.0  # how often the agents' control sockets are probed
 
@@ -400,7 +399,7 @@ class ControllerCore:
                 for i, packets, nbytes in values:
                     if counter == "drop_reason":
                         label = drop_reason_label(i)
-                        if i not in DROP_REASONS and not packets:
+                        if i not in DROP_REASON_LABELS and not packets:
                             continue
                     else:
                         label = ports.get(i, "")
