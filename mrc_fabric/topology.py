@@ -184,12 +184,6 @@ class Topology:
                 return s
         raise KeyError(f"no {role.value} switch with plane {plane} index {index}")
 
-    def host_by_index(self, index: int) -> Host:
-        for h in self.hosts:
-            if h.index == index:
-                return h
-        raise KeyError(f"no host with index {index}")
-
     def peer(self, node: str, port: int) -> LinkEnd | None:
         """The far end of the cable plugged into ``node``'s ``port``."""
         return self._peer.get((node, port))
@@ -614,16 +608,6 @@ def build_clos(
     topo = Topology(planes, t0_per_plane, t1_per_plane, hosts_per_t0, block, switches, hosts, links)
     validate(topo)
     return topo
-
-
-def usid_of(topo: Topology, node: str, plane: int | None = None) -> int:
-    """The uSID naming a switch, or a host's NIC port in ``plane``."""
-    if topo.has_switch(node):
-        return topo.switch(node).usid
-    h = topo.host(node)
-    if plane is None:
-        raise TopologyError(f"{node}: a host has one uSID per plane; give the plane")
-    return host_usid(plane, h.index)
 
 
 __all__ = [
