@@ -183,14 +183,6 @@ def wait_for_socket(path: Path, proc: subprocess.Popen[bytes], timeout_s: float 
     raise TimeoutError(f"agent socket {path} did not answer within {timeout_s} s")
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def malformed_frames(dst_mac: str, src_mac: str, inner_src: str, inner_dst: str) -> list[tuple[str, bytes]]:
     """(reason the agent must count, frame): broken MRC frames for injection tests.
 
