@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import grpc
 import pytest
+from linux_lab import NetnsLab, leftovers, run, wait_for
 
 from linux_target.p4rt_client import P4RuntimeTestClient
-from linux_target.testing import NetnsLab, leftovers, run, wait_for
 from mrc_fabric.addressing import t0_usid, t1_usid, top48, usid_prefix
 from mrc_p4rt.status import update_statuses
 
