@@ -360,7 +360,8 @@ def test_tail_drop_above_the_buffer_is_counted(lab: Lab) -> None:
     assert len(tap.frames) >= 10
 
 
-SAMPLE_CMD = ["ip", "netns", "exec", "le-s", sys.executable, "-m", "linux_target.egress", "sample"]
+SAMPLER = Path(__file__).resolve().parents[1] / "egress_sampler.py"
+SAMPLE_CMD = ["ip", "netns", "exec", "le-s", sys.executable, str(SAMPLER)]
 
 
 def test_virtual_queue_tracks_the_htb_queue(lab: Lab) -> None:
