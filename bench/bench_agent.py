@@ -2,7 +2,7 @@
 
 Why: the host agent is Python on raw sockets, so its packets/s are bounded by what a bare
 AF_PACKET loop can move between two namespaces. This benchmark builds two namespaces
-joined by one veth (``mrc_host.agent.vethlab``, prefix ``agb``) and measures, in order:
+joined by one veth (``bench.vethlab``, prefix ``agb``) and measures, in order:
 
 1. with the veth at MTU 1500 (the fabric's MTU before issue 13): the bare ``send()`` /
    ``recv`` loops with 1364-byte payload frames, and the *before* agent (``--before``, a
@@ -314,9 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import tempfile
 
+    from bench.vethlab import VethLab
     from mrc_fabric.frames import FABRIC_MTU, payload_for_mtu
     from mrc_host.agent.protocol import parse_size
-    from mrc_host.agent.vethlab import VethLab
 
     size = parse_size(args.size or ("16M" if args.quick else "64M"))
     seconds = args.seconds or (2.0 if args.quick else 5.0)

@@ -126,7 +126,7 @@ class Fabric:
         return AgentClient(self.sock(host), timeout_s=60)
 
     def start_agent(self, host: str) -> None:
-        from mrc_host.agent.vethlab import wait_for_socket
+        from bench.vethlab import wait_for_socket
 
         cmd = [sys.executable, "-m", "mrc_host.agent.cli", "serve",
                "--config", str(self.run_dir / "hosts" / f"{host}.json"), "--control", str(self.sock(host)),

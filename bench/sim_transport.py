@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.ev import ev_plane, ev_t1
 from mrc_host.core import Mode
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
 from mrc_host.sim.scenario import SimConfig, Simulation
@@ -163,8 +164,8 @@ def ecn_share(quick: bool) -> dict[str, Any]:
     s = Simulation(
         SimConfig(shape=shape, size=(8 if quick else 16) << 20, faults=["ecn:p0-t0_0-t1_1"], max_evs=EVS)
     )
-    victims = [v for v in s.sender.evset.active_evs() if v >> 28 == 0 and (v >> 18) & 0x3FF == 1]
-    others = [v for v in s.sender.evset.active_evs() if v >> 28 == 0 and v not in victims]
+    victims = [v for v in s.sender.evset.active_evs() if ev_plane(v) == 0 and ev_t1(v) == 1]
+    others = [v for v in s.sender.evset.active_evs() if ev_plane(v) == 0 and v not in victims]
     s.run()
     sent = {ev: s.sender.counters.ev(ev).data_packets_sent for ev in [*victims, *others]}
     share = (sum(sent[v] for v in victims) / len(victims)) / (sum(sent[o] for o in others) / len(others))

@@ -1,9 +1,9 @@
 """Route compiler: topology → every switch's static table entries and every host's templates.
 
 Pure: no I/O, no P4Runtime. The output is what the controller installs once; faults
-never change it (DESIGN §1: no routing anywhere, hosts route around failures).
+never change it (docs/design.md §1: no routing anywhere, hosts route around failures).
 
-Per switch (DESIGN §2, §5):
+Per switch (docs/design.md §2, §5):
 
 - ``my_usid``: its own block+uSID (top 48 bits) → ``usid_shift``.
 - ``usid_route`` (/48 LPM) → ``set_next_hop(port, dmac)``:

@@ -28,6 +28,7 @@ from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
 from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, quote, resolve
 from controller.health import AgentState, AgentWatch
+from controller.northbound import CounterCell
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
 from controller.tablewalk import Walk, build_views, walk
 from mrc_fabric.addressing import carrier
@@ -40,7 +41,6 @@ from mrc_fabric.topology import Target, Topology
 log = logging.getLogger(__name__)
 
 BMV2_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
-DROP_REASONS = DROP_REASON_LABELS  # index -> label, from the one list in mrc_fabric
 COUNTERS = ("port_rx", "port_tx", "drop_reason", "ecn_marked")
 HEALTH_INTERVAL_S = 1.0  # how often the agents' control sockets are probed
 
@@ -87,16 +87,6 @@ class SwitchHealth:
     last_error: str
     reconciles: int
     pipeline_pushes: int
-
-
-@dataclass(frozen=True)
-class CounterCell:
-    switch: str
-    counter: str
-    index: int
-    label: str
-    packets: int
-    bytes: int
 
 
 class ControllerCore:
@@ -409,7 +399,7 @@ class ControllerCore:
                 for i, packets, nbytes in values:
                     if counter == "drop_reason":
                         label = drop_reason_label(i)
-                        if i not in DROP_REASONS and not packets:
+                        if i not in DROP_REASON_LABELS and not packets:
                             continue
                     else:
                         label = ports.get(i, "")

@@ -40,6 +40,8 @@ class EventStream(Protocol):
 
 @dataclass(frozen=True)
 class CounterCell:
+    """One counter cell of one switch: the controller's reply row and the client's, one type."""
+
     switch: str
     counter: str
     index: int

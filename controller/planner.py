@@ -1,6 +1,6 @@
 """Fabric planner: switch, link and optics counts of multi-plane vs single-plane Clos designs.
 
-Counting assumptions (chosen because they reproduce the public MRC figures, MRC_FACTS.md):
+Counting assumptions (chosen because they reproduce the public MRC figures, docs/mrc-facts.md):
 
 - Full bisection, every tier counted by bandwidth: a non-top tier switch has half its
   ports down and half up; the top tier uses all its ports down. A tier needs

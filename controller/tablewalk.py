@@ -1,6 +1,6 @@
 """Table walker: follow one carrier through the compiled tables, switch by switch.
 
-Pure and deterministic. It applies the same rules as the data plane (DESIGN §2, §5):
+Pure and deterministic. It applies the same rules as the data plane (docs/design.md §2, §5):
 ``ingress_fault`` on the arrival port, hop limit decrement (0 → drop), ``my_usid`` match
 on the top 48 bits → uN shift (``mrc_fabric.addressing.shift``), ``usid_route`` longest
 prefix match (miss → drop), ``set_ecmp`` → ``ecmp_member``, then ``port_fault`` on the

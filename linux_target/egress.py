@@ -408,49 +408,6 @@ def data_fifo(dev: str) -> DataFifo:
     raise EgressError(f"{dev}: no data fifo 12:")
 
 
-def sample(port: PortEgress, timeout: float) -> None:
-    """Virtual queue against HTB's backlog, every 10 ms until a queue that was seen non-empty
-    is empty again (or ``timeout``): how closely the program tracks HTB.
-
-    Reading HTB's backlog costs a ``tc`` process, and on a loaded machine that can take tens of
-    milliseconds, during which HTB drains. So each line brackets the read: the virtual queue
-    evaluated at the clock just before and just after it (the program's state only changes when
-    a frame passes, and it drains at a known rate, so it can be evaluated at any instant). The
-    true virtual queue at the moment tc read the backlog lies between the two, and a reader can
-    compare without guessing when that moment was.
-
-    Each line also says how far the sample can be trusted: ``t_state_ns``, the clock before the
-    program's state was read, with the frames the program had passed by then
-    (``sent_packets``), tells a sample taken mid-burst from one taken after it and bounds when
-    a burst began; ``htb_sent_bytes``, what the data fifo had handed to HTB, tells whether HTB
-    kept its rate since then."""
-    rate, _buffer = port.read_link()
-    seen = False
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        t_state = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        state = port.read_state()
-        before = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        fifo = data_fifo(port.dev)
-        after = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        line = {
-            "t_state_ns": t_state,
-            "sent_packets": state.sent_packets,
-            "virtual_before": state.queue_at(before, rate),
-            "virtual_after": state.queue_at(after, rate),
-            "htb": fifo.backlog_bytes,
-            "htb_sent_bytes": fifo.sent_bytes,
-            "t_before_ns": before,
-            "t_after_ns": after,
-        }
-        print(json.dumps(line), flush=True)
-        if fifo.backlog_bytes or line["virtual_before"]:
-            seen = True
-        elif seen:
-            return
-        time.sleep(0.01)
-
-
 # -- CLI ---------------------------------------------------------------------------------
 
 
@@ -470,21 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--last-hop", action="store_true")
     sh = sub.add_parser("show", help="print a port's policy, link and state as JSON")
     sh.add_argument("--dev", required=True)
-    sm = sub.add_parser(
-        "sample",
-        help="print the virtual queue just before and after each read of HTB's backlog (bytes, ns) "
-        "as JSON lines until the queue empties",
-    )
-    sm.add_argument("--dev", required=True)
-    sm.add_argument("--timeout", type=float, default=30.0)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "build":
             print(build_object(force=args.force))
         elif args.cmd == "set-link":
             PortEgress(args.dev).set_link(int(args.rate_mbit * 1e6), args.buffer_bytes)
-        elif args.cmd == "sample":
-            sample(PortEgress(args.dev), args.timeout)
         elif args.cmd == "set-policy":
             PortEgress(args.dev).write_policy(
                 Policy.from_packets(args.ecn_packets, args.trim_packets, args.last_hop)

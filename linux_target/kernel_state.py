@@ -5,7 +5,7 @@ routes, neighbours and fault rules the namespace must contain. The programmer
 (``kernel_programmer``) then moves the kernel from one such state to the next,
 so the mapping is written once and can be unit-tested without root.
 
-Mapping (DESIGN §2, §5):
+Mapping (docs/design.md §2, §5):
 - ``my_usid`` top48 → ``<top48>/48 encap seg6local action End flavors next-csid
   lblen 32 nflen 16``. It wins over a ``usid_route`` entry for the same /48,
   as ``my_usid`` is applied first in the P4 pipeline.

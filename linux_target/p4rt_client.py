@@ -20,12 +20,9 @@ from finsy.proto import p4i, p4r, p4r_grpc
 from mrc_fabric.p4info import P4InfoIndex, default_index
 from mrc_p4rt.channel import arbitration_request, set_election_id, wait_until_serving
 from mrc_p4rt.codec import LooseMatch, build_entry
-from mrc_p4rt.status import P4RuntimeCallError, update_statuses
+from mrc_p4rt.status import P4RuntimeCallError
 
-# The per-update p4.v1.Error list of a failed Write (shared decoder; OK entries included).
-write_errors = update_statuses
-
-__all__ = ["P4RuntimeCallError", "P4RuntimeTestClient", "wait_until_serving", "write_errors"]
+__all__ = ["P4RuntimeCallError", "P4RuntimeTestClient", "wait_until_serving"]
 
 
 @dataclass

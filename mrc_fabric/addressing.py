@@ -18,8 +18,13 @@ from typing import Final
 DEFAULT_BLOCK = IPv6Network("fcbb:bb00::/32")
 USID_BITS = 16
 MAX_USIDS = 6  # F3216: a /32 block leaves 96 bits = six 16-bit uSIDs
-MAX_PLANES = 16
-MAX_INDEX = 1024
+# uSID = tier(2) | plane(4) | index(10); not to be confused with the EV's plane bits (ev.PLANE_SHIFT).
+USID_TIER_SHIFT: Final = 14
+USID_PLANE_SHIFT: Final = 10
+USID_PLANE_MASK: Final = 0xF
+USID_INDEX_MASK: Final = 0x3FF
+MAX_PLANES = USID_PLANE_MASK + 1
+MAX_INDEX = USID_INDEX_MASK + 1
 MRC_UDP_PORT: Final = 4791
 
 
@@ -51,16 +56,16 @@ class Usid:
 
     @property
     def value(self) -> int:
-        return (int(self.tier) << 14) | (self.plane << 10) | self.index
+        return (int(self.tier) << USID_TIER_SHIFT) | (self.plane << USID_PLANE_SHIFT) | self.index
 
     @classmethod
     def decode(cls, value: int) -> Usid:
         if not 0 <= value <= 0xFFFF:
             raise AddressingError(f"uSID {value:#x} is not 16 bits")
-        tier = value >> 14
+        tier = value >> USID_TIER_SHIFT
         if tier == 0:
             raise AddressingError(f"uSID {value:#06x} has tier 0 (end of carrier)")
-        return cls(Tier(tier), (value >> 10) & 0xF, value & 0x3FF)
+        return cls(Tier(tier), (value >> USID_PLANE_SHIFT) & USID_PLANE_MASK, value & USID_INDEX_MASK)
 
     def __str__(self) -> str:
         return f"{self.value:04x}"
@@ -131,10 +136,6 @@ def top48(addr: IPv6Address) -> int:
 def nic_address(plane: int, host: int, block: IPv6Network = DEFAULT_BLOCK) -> IPv6Address:
     """Inner source/destination of a host NIC port: <block>:<host uSID>::1."""
     return IPv6Address(int(carrier([host_usid(plane, host)], block)) | 1)
-
-
-def nic_prefix(plane: int, host: int, block: IPv6Network = DEFAULT_BLOCK) -> IPv6Network:
-    return usid_prefix(host_usid(plane, host), block)
 
 
 def path_usids(plane: int, src_t0: int, dst_t0: int, dst_host: int, t1: int | None) -> list[int]:

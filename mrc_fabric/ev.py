@@ -1,7 +1,7 @@
 """Entropy values: the 32-bit path selector every MRC packet carries.
 
 Layout: plane(4) | t1_index(10) | entropy(18). On the wire the EV is split in two
-(DESIGN §3): its low 14 bits ride in the UDP source port, which is always
+(docs/design.md §3): its low 14 bits ride in the UDP source port, which is always
 ``0xC000 | (EV & 0x3FFF)`` -- the range Linux RoCE draws its source ports from, so no EV
 makes a frame look like VXLAN, DHCPv6 or any other well-known port -- and its high 18
 bits in the outer (and inner) IPv6 flow label (``EV >> 14``, a 20-bit field whose top two

@@ -1,4 +1,4 @@
-"""Frame sizes every part of the testbed agrees on (DESIGN §4, docs/protocol.md).
+"""Frame sizes every part of the testbed agrees on (docs/design.md §4, docs/protocol.md).
 
 An MRC DATA packet is, after the Ethernet header: outer IPv6 (40) + inner IPv6 (40) + UDP
 (8) + BTH (12) + RETH (16) + MRC data header (16) + payload + ICRC (4). The fabric's links

@@ -2,7 +2,7 @@
 
 Like a production MRC NIC, a host agent never asks the switches for paths: it reads
 ``<run_dir>/hosts/<host>.json`` written by the controller and builds every outer
-destination from a per-destination template (MRC_FACTS: "no 128-bit address is stored
+destination from a per-destination template (docs/mrc-facts.md: "no 128-bit address is stored
 per path"). A template lists the path's uSIDs with the plane bits zero; the EV's plane
 goes into every uSID and the EV's t1 index into the uSID at ``t1_slot``.
 
@@ -34,11 +34,10 @@ from ipaddress import IPv6Address, IPv6Network
 from pathlib import Path
 from typing import Any
 
-from mrc_fabric.addressing import AddressingError, carrier, parse_block
+from mrc_fabric.addressing import USID_PLANE_SHIFT, AddressingError, carrier, parse_block
 from mrc_fabric.ev import EV
 
 FORMAT_VERSION = 1
-PLANE_SHIFT = 10  # uSID = tier(2) | plane(4) | index(10)
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ class CarrierTemplate:
         ev = ev if isinstance(ev, EV) else EV.decode(ev)
         if self.t1_slot is not None and ev.t1 >= self.t1_count:
             raise AddressingError(f"EV t1 index {ev.t1} outside 0..{self.t1_count - 1}")
-        out = [u | (ev.plane << PLANE_SHIFT) for u in self.usids]
+        out = [u | (ev.plane << USID_PLANE_SHIFT) for u in self.usids]
         if self.t1_slot is not None:
             out[self.t1_slot] |= ev.t1
         return out

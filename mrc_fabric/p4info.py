@@ -3,7 +3,7 @@
 The committed P4Info text file is the P4Runtime contract between the
 controller and both data-plane targets (BMv2 and the Linux shim). Code refers
 to tables, actions, match fields, parameters and counters by the short names
-of DESIGN §5 (``my_usid``, ``set_next_hop``...) and this module turns them into
+of docs/design.md §5 (``my_usid``, ``set_next_hop``...) and this module turns them into
 the numeric ids that travel on the wire.
 """
 

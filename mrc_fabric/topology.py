@@ -184,12 +184,6 @@ class Topology:
                 return s
         raise KeyError(f"no {role.value} switch with plane {plane} index {index}")
 
-    def host_by_index(self, index: int) -> Host:
-        for h in self.hosts:
-            if h.index == index:
-                return h
-        raise KeyError(f"no host with index {index}")
-
     def peer(self, node: str, port: int) -> LinkEnd | None:
         """The far end of the cable plugged into ``node``'s ``port``."""
         return self._peer.get((node, port))
@@ -386,6 +380,16 @@ def _check_ifname(name: str, path: str) -> None:
 
 def validate(topo: Topology) -> None:
     """Check that the topology is one consistent multi-plane two-tier Clos."""
+    _check_sizes(topo)
+    names: dict[str, str] = {}  # node name -> where it was declared
+    _check_switches(topo, names)
+    _check_hosts(topo, names)
+    _check_links(topo, names)
+    _check_nic_cabling(topo)
+    _check_full_mesh(topo)
+
+
+def _check_sizes(topo: Topology) -> None:
     for key in ("planes", "t0_per_plane", "t1_per_plane", "hosts_per_t0"):
         if getattr(topo, key) < 1:
             raise TopologyError(f"{key}: must be at least 1, got {getattr(topo, key)}")
@@ -397,7 +401,8 @@ def validate(topo: Topology) -> None:
         if getattr(topo, key) > MAX_INDEX:
             raise TopologyError(f"{key}: at most {MAX_INDEX} fit the uSID index field")
 
-    names: dict[str, str] = {}
+
+def _check_switches(topo: Topology, names: dict[str, str]) -> None:
     device_ids: dict[int, str] = {}
     usids: dict[int, str] = {}
     for i, s in enumerate(topo.switches):
@@ -431,6 +436,8 @@ def validate(topo: Topology) -> None:
             f"switches: expected {want} switches (planes x (T0 + T1)), got {len(topo.switches)}"
         )
 
+
+def _check_hosts(topo: Topology, names: dict[str, str]) -> None:
     host_indices: dict[int, str] = {}
     for i, h in enumerate(topo.hosts):
         p = f"hosts[{i}]"
@@ -453,24 +460,30 @@ def validate(topo: Topology) -> None:
                 raise TopologyError(f"{pp}.plane: {port.plane} outside 0..{topo.planes - 1}")
             if port.plane in planes_seen:
                 raise TopologyError(f"{pp}.plane: a second NIC port in plane {port.plane}")
+            _check_nic_port(topo, h, port, pp)
             planes_seen.add(port.plane)
-            _check_ifname(port.ifname, f"{pp}.ifname")
-            _check_mac(port.mac, f"{pp}.mac")
-            _check_mac(port.t0_mac, f"{pp}.t0_mac")
-            try:
-                addr = ipaddress.IPv6Address(port.address)
-            except ValueError:
-                raise TopologyError(f"{pp}.address: {port.address!r} is not an IPv6 address") from None
-            if addr != nic_address(port.plane, h.index, topo.block):
-                raise TopologyError(
-                    f"{pp}.address: {addr} is not the plan's {nic_address(port.plane, h.index, topo.block)}"
-                )
-            t0 = topo._switch_by_name.get(port.t0)
-            if t0 is None or t0.role != Role.T0:
-                raise TopologyError(f"{pp}.t0: {port.t0!r} is not a T0 switch")
-            if t0.plane != port.plane or t0.index != h.t0_index:
-                raise TopologyError(f"{pp}.t0: {port.t0} is not T0 {h.t0_index} of plane {port.plane}")
 
+
+def _check_nic_port(topo: Topology, h: Host, port: NicPort, pp: str) -> None:
+    _check_ifname(port.ifname, f"{pp}.ifname")
+    _check_mac(port.mac, f"{pp}.mac")
+    _check_mac(port.t0_mac, f"{pp}.t0_mac")
+    try:
+        addr = ipaddress.IPv6Address(port.address)
+    except ValueError:
+        raise TopologyError(f"{pp}.address: {port.address!r} is not an IPv6 address") from None
+    if addr != nic_address(port.plane, h.index, topo.block):
+        raise TopologyError(
+            f"{pp}.address: {addr} is not the plan's {nic_address(port.plane, h.index, topo.block)}"
+        )
+    t0 = topo._switch_by_name.get(port.t0)
+    if t0 is None or t0.role != Role.T0:
+        raise TopologyError(f"{pp}.t0: {port.t0!r} is not a T0 switch")
+    if t0.plane != port.plane or t0.index != h.t0_index:
+        raise TopologyError(f"{pp}.t0: {port.t0} is not T0 {h.t0_index} of plane {port.plane}")
+
+
+def _check_links(topo: Topology, names: dict[str, str]) -> None:
     ends: dict[tuple[str, int], str] = {}
     macs: dict[str, str] = {}
     ifnames: dict[str, str] = {}
@@ -500,6 +513,8 @@ def validate(topo: Topology) -> None:
             ifnames[end.ifname] = p
         _check_link_roles(topo, link, f"links[{i}]")
 
+
+def _check_nic_cabling(topo: Topology) -> None:
     # Every NIC port must be cabled to the T0 port it names, with matching MACs.
     for i, h in enumerate(topo.hosts):
         for j, port in enumerate(h.ports):
@@ -515,6 +530,8 @@ def validate(topo: Topology) -> None:
                     f"{pp}.t0_mac: {port.t0_mac} is not the MAC of {port.t0} port {port.t0_port}"
                 )
 
+
+def _check_full_mesh(topo: Topology) -> None:
     # Full mesh inside each plane: every T0 has exactly one link to every T1 of its plane.
     for s in topo.switches:
         if s.role != Role.T0:
@@ -614,16 +631,6 @@ def build_clos(
     topo = Topology(planes, t0_per_plane, t1_per_plane, hosts_per_t0, block, switches, hosts, links)
     validate(topo)
     return topo
-
-
-def usid_of(topo: Topology, node: str, plane: int | None = None) -> int:
-    """The uSID naming a switch, or a host's NIC port in ``plane``."""
-    if topo.has_switch(node):
-        return topo.switch(node).usid
-    h = topo.host(node)
-    if plane is None:
-        raise TopologyError(f"{node}: a host has one uSID per plane; give the plane")
-    return host_usid(plane, h.index)
 
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Switch table entries as plain values: what the compiler produces and P4Runtime clients write.
 
-Entries name tables, actions and parameters by their P4Info aliases (DESIGN §5); the
+Entries name tables, actions and parameters by their P4Info aliases (docs/design.md §5); the
 P4Runtime client resolves them to ids, so nothing here depends on numeric ids.
 """
 

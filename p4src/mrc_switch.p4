@@ -4,7 +4,7 @@
  * One program for every switch role (T0, T1). The controller installs only
  * static state: the switch's own uSID (my_usid), the /48 routes of the next
  * uSIDs (usid_route), per-port faults and per-port policies. Names and ids are
- * the P4Runtime contract in mrc_switch.p4info.txtpb (DESIGN §5); keep the
+ * the P4Runtime contract in mrc_switch.p4info.txtpb (docs/design.md §5); keep the
  * @name/@id annotations in step with it (tests/unit/test_p4info_matches_p4c.py;
  * `make p4info` copies p4c's P4Info over it on purpose).
  * The pipeline is described in docs/p4-pipeline.md.

@@ -30,8 +30,8 @@ from rich.progress import (
 from rich.table import Table
 
 from controller.cli import health_tables
+from controller.northbound import DIRECTIONS, KINDS, direction_name, kind_name
 from mrc_host.agent.ev_summary import path_table
-from topologies.northbound import DIRECTIONS, KINDS, direction_name, kind_name
 
 SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
 MODES = ("mrc", "single-path", "ecmp")

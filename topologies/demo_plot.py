@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-STATE_COLOURS = {"GOOD": "#8fd18f", "SKIP": "#ffbf00", "ASSUMED_BAD": "#d62728", "DENIED": "#5f5f5f"}
+from mrc_host.sim.plots import STATE_COLOURS
 
 
 def ev_segments(

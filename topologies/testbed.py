@@ -38,10 +38,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.northbound import ControllerClient
 from mrc_fabric.health import ProcessHealth
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
-from topologies.northbound import ControllerClient
 from topologies.prune import keep_runs_from_env, prune_runs
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.supervisor import Supervisor

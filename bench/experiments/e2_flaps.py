@@ -93,7 +93,7 @@ def run(ctx: Context, res: Result) -> None:
                     unit="base RTTs",
                     mode=mode,
                     paper="a flap costs a few packets (tens of us on hardware)",
-                    expect="<= 10 (a few RTOs at most, DESIGN.md 8)",
+                    expect="<= 10 (a few RTOs at most, docs/design.md §8)",
                     holds=cost_rtts is not None and cost_rtts <= 10,
                     note=f"{cost * 1e3:.0f} ms each" if cost is not None else "",
                 )

@@ -5,7 +5,7 @@ its ports (the controller black-holes every cabled port, both ways: what a switc
 data plane died while its control plane looks healthy does) for ``fault_s``; then it
 forwards again. Measured per mode: the goodput timeline, the deepest goodput bin against
 the rate before the fault, the time until goodput is back above (1 - 1/paths) of that
-rate (DESIGN.md §8), the rate while the T1 is down, and how long after the T1 came back
+rate (docs/design.md §8), the rate while the T1 is down, and how long after the T1 came back
 the sender had every EV in use again (probes).
 """
 

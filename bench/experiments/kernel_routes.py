@@ -1,6 +1,6 @@
 """Plain Linux TCP over the same SRv6 fabric: kernel ECMP multipath routes on the hosts.
 
-The switches route only uSID carriers (DESIGN.md §2): a plain IPv6 packet to a remote NIC
+The switches route only uSID carriers (docs/design.md §2): a plain IPv6 packet to a remote NIC
 address misses at the first T0. So each host gets, for the peer's plane-0 NIC address,
 one kernel *multipath* route whose next hops each encapsulate (``seg6 mode encap.red``,
 IPv6-in-IPv6 without an SRH, the MRC wire shape) towards one (plane, T1) carrier

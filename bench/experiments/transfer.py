@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrc_fabric.ev import ev_plane, ev_t1
 from mrc_host.agent.payload import CHUNK_DATA_BYTES
 from topologies.watch import EvChange
 
@@ -360,9 +361,7 @@ def agent_ev_history(tb: Any, run: TransferRun) -> list[EvChange]:
             if h["t_ns"] >= t0_ns:
                 ev = int(h["ev"], 16)
                 out.append(
-                    EvChange(
-                        (h["t_ns"] - t0_ns) / 1e9, h["ev"], ev >> 28, (ev >> 18) & 0x3FF, h["old"], h["new"]
-                    )
+                    EvChange((h["t_ns"] - t0_ns) / 1e9, h["ev"], ev_plane(ev), ev_t1(ev), h["old"], h["new"])
                 )
     return sorted(out, key=lambda c: c.t)
 

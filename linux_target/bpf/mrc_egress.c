@@ -24,7 +24,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-/* Frame layout (DESIGN §4, p4src/include/constants.p4). */
+/* Frame layout (docs/design.md §4, p4src/include/constants.p4); tests/unit/test_bpf_constants.py
+ * ties every number below to the Python side. */
 #define ETH_P_IPV6_BE 0x86DD
 #define OUTER_OFF 14
 #define INNER_OFF 54

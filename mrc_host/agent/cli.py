@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .client import AgentClient, AgentError
-from .ev_summary import path_table
+from .ev_summary import STATE_COLOURS, path_table
 from .protocol import ProtocolError, parse_size
 
 BUILTIN = ("serve", "send", "cancel", "stats", "evs", "deny", "allow")
@@ -242,7 +242,7 @@ def _print_summary(s: dict[str, Any]) -> None:
 def _ev_table(rows: list[dict[str, Any]], title: str) -> Any:
     from rich.table import Table
 
-    colour = {"GOOD": "green", "SKIP": "yellow", "ASSUMED_BAD": "red", "DENIED": "magenta"}
+    colour = STATE_COLOURS
     t = Table(title=title)
     for col in ("peer", "conn", "mode", "ev", "plane", "t1", "state", "data", "ctrl", "deliv", "lost",
                 "ecn", "rx"):  # fmt: skip

@@ -3,7 +3,7 @@
 Why: the OCP MRC profile lets an operator shape the entropy values a NIC uses (how many,
 which bits vary, an explicit list) and rule some out (DENIED), and researchers want the
 same knobs to see how spraying, retirement and ECMP hashing depend on them. The EV format
-itself is fixed by the contract (DESIGN §3): the only format is ``flowlabel+udp_sport``.
+itself is fixed by the contract (docs/design.md §3): the only format is ``flowlabel+udp_sport``.
 Every key is optional; the ``mrc-agent`` flags ``--evs``, ``--backup-evs``,
 ``--ev-min-active`` and ``--cc`` override the file::
 
@@ -136,7 +136,7 @@ def parse(obj: dict[str, Any], source: str = "profile") -> AgentEvProfile:
         raise ProfileError(f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
     fmt = obj.get("format", EV_FORMAT)
     if fmt != EV_FORMAT:
-        raise ProfileError(f"{source}: format: only {EV_FORMAT!r} is defined (DESIGN §3), got {fmt!r}")
+        raise ProfileError(f"{source}: format: only {EV_FORMAT!r} is defined (design §3), got {fmt!r}")
     cc = obj.get("cc")
     if cc is not None and cc not in cc_names():
         raise ProfileError(f"{source}: cc: {cc!r} is not one of {', '.join(cc_names())}")

@@ -9,8 +9,7 @@ from .actions import (
     SetTimer,
     Transmit,
 )
-from .cc_base import REGISTRY as CC_ALGORITHMS
-from .cc_base import CongestionControl, create_cc, register_cc
+from .cc_base import CongestionControl, cc_names, create_cc, register_cc
 from .config import CcParams, EvProfile, Mode, NsccParams, TransportConfig
 from .counters import Counters, EvCounters
 from .endpoint import Endpoint
@@ -21,7 +20,6 @@ from .evset import EvSet
 from .region import MemoryRegion, RegionTable
 
 __all__ = [
-    "CC_ALGORITHMS",
     "Action",
     "CcParams",
     "CongestionControl",
@@ -46,6 +44,7 @@ __all__ = [
     "SetTimer",
     "Transmit",
     "TransportConfig",
+    "cc_names",
     "create_cc",
     "register_cc",
 ]

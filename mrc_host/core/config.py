@@ -89,7 +89,7 @@ class NsccParams:
 class EvProfile:
     """Which EVs a connection may draw (the OCP EV profile's generation rules).
 
-    The EV format is fixed by the contract (DESIGN §3: plane and T1 choose the path, the low
+    The EV format is fixed by the contract (docs/design.md §3: plane and T1 choose the path, the low
     14 bits ride in the UDP source port, the high 18 in the flow label); a profile only
     narrows the values: ``explicit`` lists the EVs to use (each must fit the path space; the
     first ``max_evs / planes`` of each plane are active, the rest backups), otherwise EVs are

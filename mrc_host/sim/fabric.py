@@ -10,7 +10,7 @@ threshold and a drop-tail buffer. A host's NIC port has a bounded queue too: pas
 NACK and backs off) instead of growing a standing queue without end.
 
 Any number of connections share these queues: the fabric only sees packets, each
-routed from its own fields. Routing follows DESIGN section 2 without bytes: the EV's
+routed from its own fields. Routing follows docs/design.md §2 without bytes: the EV's
 plane picks the NIC port and the plane, its T1 bits pick the leaf's uplink (SRv6 mode).
 A packet with ``t1 is None`` (the ECMP baseline) is hashed by the source leaf over its
 uplinks instead. Switches hold no other state.

@@ -11,7 +11,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-STATE_COLOURS = {"GOOD": "#2ca02c", "SKIP": "#ffbf00", "ASSUMED_BAD": "#d62728", "DENIED": "#7f7f7f"}
+# One colour per EV state for every figure (simulator and live demo). GOOD is a light green so
+# that ASSUMED_BAD and SKIP stand out across 128-256 rows.
+STATE_COLOURS = {"GOOD": "#8fd18f", "SKIP": "#ffbf00", "ASSUMED_BAD": "#d62728", "DENIED": "#5f5f5f"}
 
 
 def ev_intervals(result: dict[str, Any], side: str = "sender") -> dict[str, list[tuple[float, float, str]]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .network import Network
+    from .network import Connection, Network
     from .scenario import Simulation
     from .traffic import Job
 
@@ -137,70 +137,70 @@ def _timeline(samples: list[tuple[int, int]], end_ns: int, buckets: int) -> list
     return [round(v, 3) for v in out]
 
 
-def summarise_network(net: Network, jobs: list[Job], label: str, buckets: int = 50) -> dict[str, Any]:
-    """The JSON-able result of a multi-connection run."""
+def _flow_summary(conn: Connection, end: int, buckets: int) -> dict[str, Any]:
+    """One connection's figures: what it moved, how fast, what it lost and what its EVs did."""
+    s, r = conn.sender.counters, conn.receiver.counters
+    done = [w for w in conn.writes if w.done]
+    first = conn.writes[0].posted_ns if conn.writes else None
+    last = max((max(w.sent_ns or 0, w.received_ns or 0) for w in done), default=None)
+    busy = (last - first) if first is not None and last is not None and last > first else None
+    placed = r.data_bytes_placed
+    return {
+        "name": conn.name,
+        "src": conn.spec.src,
+        "dst": conn.spec.dst,
+        "mode": conn.spec.mode.value,
+        "pin_path": list(conn.spec.pin_path) if conn.spec.pin_path else None,
+        "writes_posted": len(conn.writes),
+        "writes_done": len(done),
+        "bytes_placed": placed,
+        "first_write_fct_us": (
+            (max(conn.writes[0].sent_ns or 0, conn.writes[0].received_ns or 0) - conn.writes[0].posted_ns)
+            / 1e3
+            if conn.writes and conn.writes[0].done
+            else None
+        ),
+        "goodput_gbps": round(placed * 8 / busy, 3) if busy else None,
+        "data_ok": conn.data_ok,
+        "data_packets_sent": s.data_packets_sent,
+        "retransmissions": s.retransmissions,
+        "losses": {"gap": s.losses_gap, "rto": s.losses_rto, "rto_fired": s.rto_fired},
+        "trim_nacks": s.nacks_received.get("TRIMMED", 0) + s.nacks_received.get("TRIMMED_LASTHOP", 0),
+        "ecn_echoes": s.ecn_echoes_received,
+        "ev_retired": s.ev_retired,
+        "ev_skipped": s.ev_skipped,
+        "ev_changes": len(conn.ev_timeline),
+        # retirements, restorations and denials on the sender (no SKIPs), the first 200
+        "ev_events": [
+            e
+            for e in conn.ev_timeline
+            if e["side"] == "sender" and "SKIP" not in (e["old"], e["new"]) and e["old"] != e["new"]
+        ][:200],
+        "goodput_timeline_gbps": _timeline(conn.goodput_samples, end, buckets),
+    }
+
+
+def _job_summary(job: Job, flows: list[dict[str, Any]]) -> dict[str, Any]:
     from .traffic import jain
 
+    names = {c.name for c in job.connections}
+    rates = [f["goodput_gbps"] or 0.0 for f in flows if f["name"] in names]
+    return {
+        "pattern": job.pattern,
+        "background": job.background,
+        "connections": len(job.connections),
+        "ranks": len(job.rank_done_ns),
+        "ranks_done": sum(1 for t in job.rank_done_ns.values() if t is not None),
+        "completion_time_us": None if job.completion_ns is None else job.completion_ns / 1e3,
+        "flow_goodput_jain": jain(rates),
+    }
+
+
+def summarise_network(net: Network, jobs: list[Job], label: str, buckets: int = 50) -> dict[str, Any]:
+    """The JSON-able result of a multi-connection run."""
     end = net.loop.now
-    flows: list[dict[str, Any]] = []
-    for conn in net.connections:
-        s, r = conn.sender.counters, conn.receiver.counters
-        done = [w for w in conn.writes if w.done]
-        first = conn.writes[0].posted_ns if conn.writes else None
-        last = max((max(w.sent_ns or 0, w.received_ns or 0) for w in done), default=None)
-        busy = (last - first) if first is not None and last is not None and last > first else None
-        placed = r.data_bytes_placed
-        flows.append(
-            {
-                "name": conn.name,
-                "src": conn.spec.src,
-                "dst": conn.spec.dst,
-                "mode": conn.spec.mode.value,
-                "pin_path": list(conn.spec.pin_path) if conn.spec.pin_path else None,
-                "writes_posted": len(conn.writes),
-                "writes_done": len(done),
-                "bytes_placed": placed,
-                "first_write_fct_us": (
-                    (
-                        max(conn.writes[0].sent_ns or 0, conn.writes[0].received_ns or 0)
-                        - conn.writes[0].posted_ns
-                    )
-                    / 1e3
-                    if conn.writes and conn.writes[0].done
-                    else None
-                ),
-                "goodput_gbps": round(placed * 8 / busy, 3) if busy else None,
-                "data_ok": conn.data_ok,
-                "data_packets_sent": s.data_packets_sent,
-                "retransmissions": s.retransmissions,
-                "losses": {"gap": s.losses_gap, "rto": s.losses_rto, "rto_fired": s.rto_fired},
-                "trim_nacks": s.nacks_received.get("TRIMMED", 0) + s.nacks_received.get("TRIMMED_LASTHOP", 0),
-                "ecn_echoes": s.ecn_echoes_received,
-                "ev_retired": s.ev_retired,
-                "ev_skipped": s.ev_skipped,
-                "ev_changes": len(conn.ev_timeline),
-                # retirements, restorations and denials on the sender (no SKIPs), the first 200
-                "ev_events": [
-                    e
-                    for e in conn.ev_timeline
-                    if e["side"] == "sender" and "SKIP" not in (e["old"], e["new"]) and e["old"] != e["new"]
-                ][:200],
-                "goodput_timeline_gbps": _timeline(conn.goodput_samples, end, buckets),
-            }
-        )
-    job_out = {}
-    for job in jobs:
-        names = {c.name for c in job.connections}
-        rates = [f["goodput_gbps"] or 0.0 for f in flows if f["name"] in names]
-        job_out[job.name] = {
-            "pattern": job.pattern,
-            "background": job.background,
-            "connections": len(job.connections),
-            "ranks": len(job.rank_done_ns),
-            "ranks_done": sum(1 for t in job.rank_done_ns.values() if t is not None),
-            "completion_time_us": None if job.completion_ns is None else job.completion_ns / 1e3,
-            "flow_goodput_jain": jain(rates),
-        }
+    flows = [_flow_summary(conn, end, buckets) for conn in net.connections]
+    job_out = {job.name: _job_summary(job, flows) for job in jobs}
     foreground = [j for j in jobs if not j.background]
     ports = net.fabric.ports.values()
     return {

@@ -31,6 +31,7 @@ four bytes as one. Use ``codec.decode`` for trimmed frames.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv6Address
 
@@ -294,6 +295,102 @@ def to_scapy(msg: Frame, carrier: IPv6Address | str, addressing: FrameAddressing
     )
 
 
+def _data_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    bth, reth, hdr = pkt[BTH], pkt[RETH], pkt[MrcData]
+    payload = bytes(hdr.payload)
+    return DataPacket(
+        qp=qp,
+        psn=bth.psn,
+        vaddr=reth.va,
+        rkey=reth.rkey,
+        payload=payload,
+        msg_id=hdr.msg_id,
+        send_ts=hdr.send_ts,
+        flags=DataFlag(int(hdr.flags)),
+        opcode=Opcode(bth.opcode),
+        ack_req=bool(bth.ackreq),
+        trimmed=len(payload) < reth.dlen,
+        meta=meta,
+    )
+
+
+def _sack_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    s = pkt[MrcSack]
+    return Sack(
+        qp=qp,
+        cum_psn=s.cum_psn,
+        base_psn=s.base_psn,
+        bitmap=s.bitmap,
+        echo_ev=s.echo_ev,
+        ecn_echo=bool(int(s.flags) & SACK_FLAG_ECN_ECHO),
+        echo_ts=s.echo_ts,
+        port_status=s.port_status,
+        meta=meta,
+        duplicate=bool(int(s.flags) & SACK_FLAG_DUPLICATE),
+    )
+
+
+def _nack_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    n = pkt[MrcNack]
+    return Nack(qp=qp, psn=n.psn, reason=NackReason(n.reason), echo_ev=n.echo_ev, meta=meta)
+
+
+def _probe_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    p = pkt[MrcProbe]
+    return Probe(
+        qp=qp,
+        probe_id=p.probe_id,
+        ev_under_test=p.ev_under_test,
+        send_ts=p.send_ts,
+        meta=meta,
+        reply_ev=p.reply_ev,
+    )
+
+
+def _probe_ack_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    a = pkt[MrcProbeAck]
+    return ProbeAck(
+        qp=qp,
+        probe_id=a.probe_id,
+        ev_under_test=a.ev_under_test,
+        echo_ts=a.echo_ts,
+        meta=meta,
+        port_status=a.port_status,
+    )
+
+
+def _connect_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    c = pkt[MrcConnect]
+    return Connect(qp=qp, initial_psn=c.initial_psn, nonce=c.nonce, meta=meta, cookie=c.cookie)
+
+
+def _connect_ack_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    k = pkt[MrcConnectAck]
+    status = ConnectStatus(k.status)
+    retry = status is ConnectStatus.RETRY
+    return ConnectAck(
+        qp=qp,
+        initial_psn=k.initial_psn,
+        nonce=k.nonce,
+        rkey=0 if retry else k.rkey,
+        status=status,
+        meta=meta,
+        cookie=k.rkey if retry else 0,
+    )
+
+
+# One reader per BTH opcode: the scapy layers it reads and the Message it builds.
+_FROM_SCAPY: dict[int, Callable[[Packet, int, PathMeta], Frame]] = {
+    **{int(op): _data_from_scapy for op in DATA_OPCODES},
+    Opcode.SACK: _sack_from_scapy,
+    Opcode.NACK: _nack_from_scapy,
+    Opcode.PROBE: _probe_from_scapy,
+    Opcode.PROBE_ACK: _probe_ack_from_scapy,
+    Opcode.CONNECT: _connect_from_scapy,
+    Opcode.CONNECT_ACK: _connect_ack_from_scapy,
+}
+
+
 def message_from_scapy(pkt: Packet) -> Frame:
     """Read a dissected frame back into a Message: an independent decoder for tests.
 
@@ -312,75 +409,7 @@ def message_from_scapy(pkt: Packet) -> Frame:
         src=str(inner.src),
         dst=str(inner.dst),
     )
-    op = bth.opcode
-    if op in DATA_OPCODES:
-        reth, hdr = pkt[RETH], pkt[MrcData]
-        payload = bytes(hdr.payload)
-        return DataPacket(
-            qp=bth.dqpn,
-            psn=bth.psn,
-            vaddr=reth.va,
-            rkey=reth.rkey,
-            payload=payload,
-            msg_id=hdr.msg_id,
-            send_ts=hdr.send_ts,
-            flags=DataFlag(int(hdr.flags)),
-            opcode=Opcode(op),
-            ack_req=bool(bth.ackreq),
-            trimmed=len(payload) < reth.dlen,
-            meta=meta,
-        )
-    if op == Opcode.SACK:
-        s = pkt[MrcSack]
-        return Sack(
-            qp=bth.dqpn,
-            cum_psn=s.cum_psn,
-            base_psn=s.base_psn,
-            bitmap=s.bitmap,
-            echo_ev=s.echo_ev,
-            ecn_echo=bool(int(s.flags) & SACK_FLAG_ECN_ECHO),
-            echo_ts=s.echo_ts,
-            port_status=s.port_status,
-            meta=meta,
-            duplicate=bool(int(s.flags) & SACK_FLAG_DUPLICATE),
-        )
-    if op == Opcode.NACK:
-        n = pkt[MrcNack]
-        return Nack(qp=bth.dqpn, psn=n.psn, reason=NackReason(n.reason), echo_ev=n.echo_ev, meta=meta)
-    if op == Opcode.PROBE:
-        p = pkt[MrcProbe]
-        return Probe(
-            qp=bth.dqpn,
-            probe_id=p.probe_id,
-            ev_under_test=p.ev_under_test,
-            send_ts=p.send_ts,
-            meta=meta,
-            reply_ev=p.reply_ev,
-        )
-    if op == Opcode.PROBE_ACK:
-        a = pkt[MrcProbeAck]
-        return ProbeAck(
-            qp=bth.dqpn,
-            probe_id=a.probe_id,
-            ev_under_test=a.ev_under_test,
-            echo_ts=a.echo_ts,
-            meta=meta,
-            port_status=a.port_status,
-        )
-    if op == Opcode.CONNECT:
-        c = pkt[MrcConnect]
-        return Connect(qp=bth.dqpn, initial_psn=c.initial_psn, nonce=c.nonce, meta=meta, cookie=c.cookie)
-    if op == Opcode.CONNECT_ACK:
-        k = pkt[MrcConnectAck]
-        status = ConnectStatus(k.status)
-        retry = status is ConnectStatus.RETRY
-        return ConnectAck(
-            qp=bth.dqpn,
-            initial_psn=k.initial_psn,
-            nonce=k.nonce,
-            rkey=0 if retry else k.rkey,
-            status=status,
-            meta=meta,
-            cookie=k.rkey if retry else 0,
-        )
-    raise ValueError(f"unknown opcode {op:#x}")
+    reader = _FROM_SCAPY.get(bth.opcode)
+    if reader is None:
+        raise ValueError(f"unknown opcode {bth.opcode:#x}")
+    return reader(pkt, bth.dqpn, meta)

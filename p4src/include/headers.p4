@@ -1,6 +1,6 @@
 /* MRC switch: header and metadata types.
  *
- * Wire layout (DESIGN §4, docs/protocol.md): Ether | outer IPv6 (uSID carrier) |
+ * Wire layout (docs/design.md §4, docs/protocol.md): Ether | outer IPv6 (uSID carrier) |
  * inner IPv6 | UDP 4791 | BTH | RETH | MRC data header | payload | ICRC.
  * Only the outer header drives forwarding; the rest is parsed so that a data
  * packet can be trimmed to exactly its headers.

@@ -29,6 +29,8 @@ import queue_models
 from bmv2_lab import wait_for
 from bmv2_p4rt import P4RuntimeClient
 from conftest import H0, H1, IN_PORT, OWN, PORT_OF, T1A, T1B, Switch, write_policy
+from linux_lab import NetnsLab, Sniffer, run, send_frames, send_paced
+from linux_lab import leftovers as linux_leftovers
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -36,8 +38,6 @@ from scapy.packet import Raw
 from test_bmv2_dataplane import TRIMMED_LEN, data_frame, forwarded, outer, psn_of
 
 from linux_target.egress import QUEUE_CELL_BYTES, missing_tools
-from linux_target.testing import NetnsLab, Sniffer, run, send_frames, send_paced
-from linux_target.testing import leftovers as linux_leftovers
 from mrc_fabric.addressing import carrier, host_usid, nic_address, shift, t0_usid, top48, usid_prefix
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import load_p4info

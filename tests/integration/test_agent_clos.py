@@ -53,7 +53,7 @@ class Fabric:
 
 
 def _start_agent(fab: Fabric, host: str) -> None:
-    from mrc_host.agent.vethlab import wait_for_socket
+    from bench.vethlab import wait_for_socket
 
     node = fab.net.get(host)
     cmd = [
@@ -243,7 +243,7 @@ def test_blackhole_mid_transfer_retires_the_ev_and_probes_restore_it(fabric: Fab
 
 MALFORMED_INJECTOR = r"""
 import json, socket, sys
-from mrc_host.agent.vethlab import malformed_frames
+from bench.vethlab import malformed_frames
 ifname, dst_mac, src_mac, inner_src, inner_dst = sys.argv[1:6]
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((ifname, 0))

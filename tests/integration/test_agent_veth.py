@@ -17,7 +17,7 @@ pytestmark = pytest.mark.root
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator:
-    from mrc_host.agent.vethlab import VethLab
+    from bench.vethlab import VethLab
 
     lab = VethLab(prefix="agv").open()
     try:
@@ -39,7 +39,7 @@ def agents(lab) -> Iterator:
 
 
 def _tables(ns: str) -> str:
-    from mrc_host.agent.vethlab import in_ns
+    from bench.vethlab import in_ns
 
     return in_ns(ns, "nft", "list", "tables").stdout
 

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from linux_lab import NetnsLab, Sniffer, leftovers, run, send_frames, wait_for
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
 from linux_target.egress import QUEUE_CELL_BYTES, missing_tools
 from linux_target.kernel_state import mac_text
 from linux_target.p4rt_client import P4RuntimeTestClient
-from linux_target.testing import NetnsLab, Sniffer, leftovers, run, send_frames, wait_for
 from mrc_fabric.addressing import carrier, host_usid, nic_address, t0_usid, t1_usid, usid_prefix
 from mrc_host.wire.codec import decode, encode, trim
 from mrc_host.wire.layers import FrameAddressing
@@ -360,7 +360,8 @@ def test_tail_drop_above_the_buffer_is_counted(lab: Lab) -> None:
     assert len(tap.frames) >= 10
 
 
-SAMPLE_CMD = ["ip", "netns", "exec", "le-s", sys.executable, "-m", "linux_target.egress", "sample"]
+SAMPLER = Path(__file__).resolve().parents[1] / "egress_sampler.py"
+SAMPLE_CMD = ["ip", "netns", "exec", "le-s", sys.executable, str(SAMPLER)]
 
 
 def test_virtual_queue_tracks_the_htb_queue(lab: Lab) -> None:

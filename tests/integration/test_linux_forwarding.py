@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from finsy.proto import p4r
+from linux_lab import NetnsLab, Sniffer, leftovers, run, send_frames, wait_for
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -22,7 +23,6 @@ from scapy.packet import Raw
 
 from linux_target.kernel_state import mac_text
 from linux_target.p4rt_client import P4RuntimeTestClient
-from linux_target.testing import NetnsLab, Sniffer, leftovers, run, send_frames, wait_for
 from mrc_fabric.addressing import (
     MRC_UDP_PORT,
     carrier,

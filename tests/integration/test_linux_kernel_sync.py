@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 import grpc
 import pytest
+from linux_lab import NetnsLab, leftovers, run, wait_for
 
-from linux_target.p4rt_client import P4RuntimeTestClient, write_errors
-from linux_target.testing import NetnsLab, leftovers, run, wait_for
+from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.addressing import t0_usid, t1_usid, top48, usid_prefix
+from mrc_p4rt.status import update_statuses
 
 pytestmark = pytest.mark.root
 
@@ -114,7 +115,7 @@ def test_kernel_refusal_mid_change_is_rolled_back(switch: Switch) -> None:
         c.insert(bad)
     assert info.value.code() == grpc.StatusCode.UNKNOWN  # P4Runtime §12.3: the update's code in details
     assert "kernel refused" in info.value.details() and "local address" in info.value.details()
-    assert write_errors(info.value)[0].canonical_code == grpc.StatusCode.INTERNAL.value[0]
+    assert update_statuses(info.value)[0].canonical_code == grpc.StatusCode.INTERNAL.value[0]
     assert kernel() == before_kernel
     assert c.read_table() == before_view
     good = c.table_entry(
@@ -132,14 +133,14 @@ def test_refused_route_and_refused_fault_leave_no_trace(switch: Switch) -> None:
     )
     with pytest.raises(grpc.RpcError) as info:
         c.insert(route)
-    assert write_errors(info.value)[0].canonical_code == grpc.StatusCode.INTERNAL.value[0]
+    assert update_statuses(info.value)[0].canonical_code == grpc.StatusCode.INTERNAL.value[0]
     assert "IPv6 is disabled" in info.value.details()
     assert c.read_table() == [] and "fcbb" not in kernel()
     # nftables refuses a chain in a table that someone else removed behind the shim's back
     run(["nft", "delete", "table", "netdev", "mrc_shim_ls_ks"], ns=NS)
     with pytest.raises(grpc.RpcError) as info:
         c.insert(c.table_entry("port_fault", {"port": 1}, "fault_drop"))
-    assert write_errors(info.value)[0].canonical_code == grpc.StatusCode.INTERNAL.value[0]
+    assert update_statuses(info.value)[0].canonical_code == grpc.StatusCode.INTERNAL.value[0]
     assert "nft refused" in info.value.details()
     assert c.read_table() == []
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from linux_lab import Sniffer, leftovers, send_frames
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -17,7 +18,6 @@ from scapy.packet import Raw
 
 from linux_target.kernel_state import mac_text
 from linux_target.p4rt_client import P4RuntimeTestClient
-from linux_target.testing import Sniffer, leftovers, send_frames
 from mrc_fabric.addressing import MRC_UDP_PORT, carrier, host_usid, nic_address, t0_usid, top48, usid_prefix
 
 pytestmark = pytest.mark.root

@@ -14,12 +14,13 @@ from pathlib import Path
 import grpc
 import pytest
 from finsy.proto import p4r, rpc_code
+from linux_lab import NetnsLab, leftovers, run
 
 from linux_target.egress import QUEUE_CELL_BYTES
-from linux_target.p4rt_client import P4RuntimeTestClient, write_errors
-from linux_target.testing import NetnsLab, leftovers, run
+from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.addressing import t0_usid, top48, usid_prefix
 from mrc_fabric.p4info import default_index, load_p4info
+from mrc_p4rt.status import update_statuses
 
 pytestmark = pytest.mark.root
 
@@ -102,7 +103,7 @@ def expect_update_error(code: grpc.StatusCode, call, *args) -> tuple[grpc.RpcErr
     """A one-update Write refused: UNKNOWN at top level (P4Runtime §12.3), the update's own code
     in its p4.v1.Error, and the message at both levels."""
     err = expect_error(grpc.StatusCode.UNKNOWN, call, *args)
-    (detail,) = write_errors(err)
+    (detail,) = update_statuses(err)
     assert detail.canonical_code == code.value[0], detail
     assert detail.message in err.details() and code.name in err.details()
     return err, detail
@@ -379,7 +380,7 @@ def test_batch_reports_each_update(client: P4RuntimeTestClient) -> None:
         (p4r.Update.INSERT, dup),
         (p4r.Update.DELETE, missing),
     )
-    codes = [d.canonical_code for d in write_errors(err)]
+    codes = [d.canonical_code for d in update_statuses(err)]
     assert codes == [rpc_code.OK, rpc_code.ALREADY_EXISTS, rpc_code.NOT_FOUND]
     assert client.read_table() == [good]
 

@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from linux_lab import NetnsLab, leftovers
 
-from linux_target.testing import NetnsLab, leftovers
 from mrc_fabric.p4info import P4INFO_PATH
 
 pytestmark = pytest.mark.root

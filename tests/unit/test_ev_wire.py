@@ -1,4 +1,4 @@
-"""DESIGN §3: the EV's low 14 bits in the UDP source port (always 0xC000-0xFFFF), the high 18
+"""docs/design.md §3: the EV's low 14 bits in the UDP source port (always 0xC000-0xFFFF), the high 18
 in the flow label; both halves reassemble to the EV, and pairs no EV produces are refused."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Planner against the public MRC figures (MRC_FACTS.md)."""
+"""Planner against the public MRC figures (docs/mrc-facts.md)."""
 
 from __future__ import annotations
 

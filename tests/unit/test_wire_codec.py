@@ -281,7 +281,7 @@ def test_bad_field() -> None:
     assert reason_of(patch(frame_of(nack), 114 + 4, ">B", 99)) == "bad_field"
     sack = next(m for m in MSGS if isinstance(m, Sack))
     assert reason_of(patch(frame_of(sack), 114, ">B", 1)) == "bad_field"
-    # DESIGN §3: no EV gives a UDP source port below 0xC000 or flow-label bits above bit 17
+    # docs/design.md §3: no EV gives a UDP source port below 0xC000 or flow-label bits above bit 17
     assert reason_of(patch(frame_of(sack), 94, ">H", 4789)) == "bad_field"  # VXLAN's port
     vtf = struct.unpack_from(">I", frame_of(sack), 14)[0]
     assert reason_of(patch(frame_of(sack), 14, ">I", vtf | 0x80000)) == "bad_field"

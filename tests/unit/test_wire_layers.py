@@ -72,7 +72,7 @@ def test_outer_header_carries_path_ev_and_marks() -> None:
     assert outer.nh == 41 and inner.nh == 17
     assert outer.dst == str(SAMPLE_CARRIER)
     assert outer.tc == (msg.meta.dscp << 2) | msg.meta.ecn
-    assert outer.fl == inner.fl == msg.meta.ev >> 14  # DESIGN §3: the high 18 EV bits
+    assert outer.fl == inner.fl == msg.meta.ev >> 14  # docs/design.md §3: the high 18 EV bits
     assert pkt[UDP].sport == 0xC000 | (msg.meta.ev & 0x3FFF) and pkt[UDP].dport == 4791
     assert 0xC000 <= pkt[UDP].sport <= 0xFFFF
     assert inner.src == str(SAMPLE_ADDRESSING.inner_src) and inner.dst == str(SAMPLE_ADDRESSING.inner_dst)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .p4rt_client import wait_until_serving
+from linux_target.p4rt_client import wait_until_serving
 
 SEND_CODE = r"""
 import socket, sys, time

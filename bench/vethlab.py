@@ -168,7 +168,7 @@ class VethLab:
 
 def wait_for_socket(path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
     """Wait until an agent's control socket answers, or its process dies (then say why)."""
-    from .client import AgentClient, AgentError
+    from mrc_host.agent.client import AgentClient, AgentError
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -183,25 +183,16 @@ def wait_for_socket(path: Path, proc: subprocess.Popen[bytes], timeout_s: float 
     raise TimeoutError(f"agent socket {path} did not answer within {timeout_s} s")
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def malformed_frames(dst_mac: str, src_mac: str, inner_src: str, inner_dst: str) -> list[tuple[str, bytes]]:
     """(reason the agent must count, frame): broken MRC frames for injection tests.
 
     Each starts from a well-formed frame (so it passes the socket's BPF filter: IPv6-in-IPv6)
     and breaks one thing; the last is well formed but names a queue pair no agent hands out.
     """
+    from mrc_host.agent.paths import MODE_SHIFT
     from mrc_host.wire.codec import FrameEncoder
     from mrc_host.wire.layers import FrameAddressing
     from mrc_host.wire.messages import DataPacket, Probe
-
-    from .paths import MODE_SHIFT
 
     enc = FrameEncoder(FrameAddressing(src_mac, dst_mac, inner_src, inner_src, inner_dst))
     carrier = bytes(16)
