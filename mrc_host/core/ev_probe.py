@@ -113,7 +113,7 @@ class EvProber:
             return None
         if e.live_probe_id is not None and e.live_probe_id == probe_id:
             if e.state in (EvState.GOOD, EvState.SKIP):
-                evset.note_ok(ev, now_ns)
+                evset.note_ok(ev, now_ns, e.live_probe_ns)
                 return False
             return None
         if e.state is EvState.ASSUMED_BAD and e.late_probe_id is not None and e.late_probe_id == probe_id:

@@ -81,7 +81,10 @@ def test_retire_replaces_from_same_plane_backup_and_probes_restore() -> None:
         restored = prober(s).probe_acked(victim, due[0][1], 1000 * (i + 1) + 10)
         assert restored == (i == 2)
     assert s.state(victim) is EvState.GOOD
-    assert victim in s.backup_evs()  # the plane's active set is full: it stays a backup
+    # the restored EV rejoins the rotation; the plane's quota holds, so the EV that stood
+    # in for it goes back among the backups
+    assert victim in s.active_evs()
+    assert len(s.active[0]) == 2 and len(s.backup[0]) == 2
 
 
 def test_unanswered_probe_resets_the_success_streak() -> None:
