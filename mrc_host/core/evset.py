@@ -279,8 +279,8 @@ class EvSet:
         per_t1: dict[int, int] = {}
         for x in lst:
             per_t1[x.t1] = per_t1.get(x.t1, 0) + 1
-        others = [t for t in per_t1 if t != e.t1] or [e.t1]
-        crowded = max(others, key=lambda t: (per_t1[t], t))
+        # the T1 with the most active EVs gives one back (another T1 than ``e``'s on a tie)
+        crowded = max(per_t1, key=lambda t: (per_t1[t], t != e.t1, t))
         out = next(x for x in reversed(lst) if x.t1 == crowded and x is not e)
         lst.remove(out)
         out.active = False
