@@ -11,7 +11,7 @@ from .actions import (
 )
 from .cc_base import REGISTRY as CC_ALGORITHMS
 from .cc_base import CongestionControl, create_cc, register_cc
-from .config import CcParams, EvProfile, Mode, NsccParams, TransportConfig
+from .config import DEFAULT_MAX_EVS, CcParams, EvProfile, Mode, NsccParams, TransportConfig
 from .counters import Counters, EvCounters
 from .endpoint import Endpoint
 from .ev_draw import PathSpace
@@ -22,6 +22,7 @@ from .region import MemoryRegion, RegionTable
 
 __all__ = [
     "CC_ALGORITHMS",
+    "DEFAULT_MAX_EVS",
     "Action",
     "CcParams",
     "CongestionControl",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 from mrc_fabric.ev import ENTROPY_MASK, EV
 from mrc_host.wire.messages import PSN_MASK
@@ -21,6 +22,11 @@ class Mode(enum.StrEnum):
     MRC = "mrc"  # spray over GOOD EVs, retire on loss, probe back, SKIP on ECN/trim
     SINGLE_PATH = "single-path"  # one EV for the whole connection, go-back-N (RoCE-like)
     ECMP = "ecmp"  # random EVs hashed by switches; no retirement, no SKIP
+
+
+# EVs drawn per connection when nothing says otherwise: the one default of the core, the
+# agent, mrc-sim and its scenarios (each of them reads it from here)
+DEFAULT_MAX_EVS: Final = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +127,7 @@ class TransportConfig:
 
     mode: Mode = Mode.MRC
     mtu: int = 4096  # payload bytes per DATA packet
-    max_evs: int = 128  # EVs drawn per connection, split equally across planes (any path count)
+    max_evs: int = DEFAULT_MAX_EVS  # EVs drawn per connection, split equally across planes (any path count)
     backup_evs_per_plane: int = 4  # spare EVs per plane that replace retired ones
     control_evs_per_plane: int = 4  # reverse EVs per plane that carry SACKs/NACKs (each probed)
     ev_profile: EvProfile = field(default_factory=EvProfile)  # which EV values may be drawn

@@ -121,3 +121,33 @@ def test_a_failed_connection_sends_no_probes_and_asks_for_no_timer() -> None:
     acts = p.a.receive(probe, p.now + 1_000_000_000)
     assert [type(a) for a in acts] == [SetTimer]
     assert p.a.counters.malformed["after_error"] == 1
+
+
+def test_one_default_ev_count_everywhere() -> None:
+    """Defect (5ab0dd2): the core drew 128 EVs, mrc-sim, SimConfig and scenario flows 64."""
+    import argparse
+
+    from mrc_host.core import DEFAULT_MAX_EVS
+    from mrc_host.sim.cli import build_parser
+    from mrc_host.sim.network import FlowSpec
+    from mrc_host.sim.scenario import SimConfig
+
+    assert TransportConfig().max_evs == DEFAULT_MAX_EVS
+    assert SimConfig().max_evs == DEFAULT_MAX_EVS
+    assert FlowSpec("f", 0, 1).max_evs == DEFAULT_MAX_EVS
+    args = build_parser().parse_args([])
+    assert isinstance(args, argparse.Namespace) and args.evs == DEFAULT_MAX_EVS
+
+
+def test_mrc_sim_json_reports_evs_per_path() -> None:
+    from mrc_host.sim.fabric import FabricShape
+    from mrc_host.sim.report import summarise
+    from mrc_host.sim.scenario import SimConfig, Simulation
+
+    sim = Simulation(SimConfig(shape=FabricShape(planes=2, t1=4), size=64 << 10))
+    sim.run()
+    r = summarise(sim)
+    per_path = r["evs_per_path"]["sender"]
+    assert len(per_path) == 8
+    assert sum(sum(row.values()) for row in per_path.values()) == len(sim.sender.evset.entries)
+    assert sum(row.get("active", 0) for row in per_path.values()) == r["max_evs"]
