@@ -148,7 +148,10 @@ class TransportConfig:
     rto_max_ns: int = 4_000_000
     retry_cnt: int = 7  # OCP/RoCE retry count: this many RTOs in a row without progress fail the QP
     local_ack_timeout: int = 0  # RoCE timer 4.096 us x 2**this, fixed (0: RTO from SRTT/RTTVAR)
-    probe_interval_ns: int = 40_000  # how often an ASSUMED_BAD EV is probed
+    probe_interval_ns: int = 40_000  # liveness tick of GOOD EVs; a flapping EV waits 2**flaps of these
+    # how often a retired path is probed (at least twice the slowest probe round trip): a
+    # cleared fault is back in the rotation within this + K round trips
+    retired_probe_interval_ns: int = 12_000
     probe_successes_to_restore: int = 3  # K consecutive probe replies bring an EV back
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
@@ -209,6 +212,7 @@ class TransportConfig:
             rto_min_ns=4 * base_rtt_ns,
             rto_max_ns=1000 * base_rtt_ns,
             probe_interval_ns=10 * base_rtt_ns,
+            retired_probe_interval_ns=3 * base_rtt_ns,
             ack_delay_ns=max(base_rtt_ns // 2, 1),
             reorder_window_ns=max(base_rtt_ns // 4, 1),
             plane_guard_min_ns=base_rtt_ns,

@@ -89,7 +89,12 @@ def test_retire_replaces_from_same_plane_backup_and_probes_restore() -> None:
 
 def test_unanswered_probe_resets_the_success_streak() -> None:
     s = make(
-        planes=1, t1=4, max_evs=2, backup_evs_per_plane=2, probe_interval_ns=100, probe_successes_to_restore=2
+        planes=1,
+        t1=4,
+        max_evs=2,
+        backup_evs_per_plane=2,
+        retired_probe_interval_ns=100,
+        probe_successes_to_restore=2,
     )
     victim = s.active_evs()[0]
     s.retire(victim, "loss")
