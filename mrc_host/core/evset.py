@@ -414,7 +414,10 @@ class EvSet:
                 here = max(here, x.ok_sent_ns)
             else:
                 elsewhere = max(elsewhere, x.ok_sent_ns)
-        return here < sent_ns <= elsewhere
+        # other paths delivered packets sent a reorder window and the delay spread later:
+        # on a jittery fabric a path's next packets may merely be late
+        margin = max(self.cfg.reorder_window_ns, int(2 * max(self.tx_delay_spread, self.rx_delay_spread)))
+        return here < sent_ns and sent_ns + margin <= elsewhere
 
     def _may_shrink(self, plane: int, avoid_t1: int | None) -> bool:
         """Whether one more active EV of ``plane`` may go: a backup (off ``avoid_t1``) steps

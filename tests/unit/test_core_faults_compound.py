@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 
 from mrc_host.core import EvEvent, EvProber, EvSet, EvState, PathSpace, TransportConfig
-from mrc_host.wire.messages import Probe
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
+from mrc_host.wire.messages import Probe
 
 
 def make(planes: int = 2, t1: int = 4, **kw: object) -> EvSet:
@@ -15,9 +15,11 @@ def make(planes: int = 2, t1: int = 4, **kw: object) -> EvSet:
 
 
 def _deliver_everywhere_but(s: EvSet, dead: tuple[int, int], sent_ns: int) -> None:
+    """Every other path delivers packets sent well after ``sent_ns`` (beyond the reorder
+    window); the dead one delivers nothing sent since."""
     for e in s.entries.values():
         if (e.plane, e.t1) != dead:
-            s.note_ok(e.value, sent_ns + 100, sent_ns)
+            s.note_ok(e.value, sent_ns + 20_000, sent_ns + 10_000)
 
 
 def test_a_dead_path_is_retired_below_the_floor() -> None:
@@ -28,7 +30,7 @@ def test_a_dead_path_is_retired_below_the_floor() -> None:
     victims = [e.value for e in s.entries.values() if (e.plane, e.t1) == dead]
     assert victims
     _deliver_everywhere_but(s, dead, sent_ns=1_000)
-    assert s.retire(victims[0], "loss", 2_000, sent_ns=1_000)
+    assert s.retire(victims[0], "loss", 20_000, sent_ns=1_000)
     assert all(s.state(v) is EvState.ASSUMED_BAD for v in victims)
     assert s.usable_count() == 16 - len(victims)  # below the floor: a dead path is no use
 
@@ -151,3 +153,15 @@ def test_mrc_sim_json_reports_evs_per_path() -> None:
     assert len(per_path) == 8
     assert sum(sum(row.values()) for row in per_path.values()) == len(sim.sender.evset.entries)
     assert sum(row.get("active", 0) for row in per_path.values()) == r["max_evs"]
+
+
+def test_a_path_whose_later_packets_are_merely_late_is_not_dead() -> None:
+    """Only deliveries of packets sent a reorder window after the lost one count against its
+    path: on a jittery fabric the path's next packets may just be slower."""
+    s = make(max_evs=16, backup_evs_per_plane=0, ev_min_active=16, reorder_window_ns=1_000)
+    dead = (s.active[0][0].plane, s.active[0][0].t1)
+    for e in s.entries.values():
+        if (e.plane, e.t1) != dead:
+            s.note_ok(e.value, 2_000, 1_500)  # sent only 500 ns after the lost packet
+    assert not s.retire(s.active[0][0].value, "loss", 2_000, sent_ns=1_000)
+    assert s.floor_holds == 1
