@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import Final
 
-from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK
+from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK, ev_plane, ev_t1
 from mrc_host.wire.messages import (
     DATA_OPCODES,
     PSN_MASK,
@@ -273,7 +273,7 @@ class Endpoint:
         trip on one path and never depends on one of our rotating control EVs, which may
         be dead. Falls back to a control EV when that path is not ours to use."""
         tested = ack.ev_under_test
-        plane, t1 = tested >> 28, (tested >> ENTROPY_BITS) & 0x3FF
+        plane, t1 = ev_plane(tested), ev_t1(tested)
         paths = self.evset.paths
         if plane < paths.planes and t1 < paths.t1_count and self.evset.plane_up(plane):
             ev = (tested & ~ENTROPY_MASK) | (self._entropy & ENTROPY_MASK)
