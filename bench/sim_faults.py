@@ -153,12 +153,12 @@ def restore(seeds: range, size: int) -> dict[str, Any]:
         )
         print(f"   restore seed {seed}: {per_seed[-1]}", flush=True)
     overall = [x["overall_over_sibling"] for x in per_seed]
-    after = [x["after_over_fair"] for x in per_seed]
+    back = [x["after_over_fair"] for x in per_seed]
     return {
         "overall_over_sibling": spread(overall),
-        "after_over_fair": spread(after),
+        "after_over_fair": spread(back),
         "overall_ge_0.7": all(v >= 0.7 for v in overall),
-        "after_ge_0.9": all(v >= 0.9 for v in after),
+        "after_ge_0.9": all(v >= 0.9 for v in back),
         "seeds": per_seed,
     }
 
