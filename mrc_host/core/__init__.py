@@ -10,7 +10,7 @@ from .actions import (
     Transmit,
 )
 from .cc_base import CongestionControl, cc_names, create_cc, register_cc
-from .config import CcParams, EvProfile, Mode, NsccParams, TransportConfig
+from .config import DEFAULT_MAX_EVS, CcParams, EvProfile, Mode, NsccParams, TransportConfig
 from .counters import Counters, EvCounters
 from .endpoint import Endpoint
 from .ev_draw import PathSpace
@@ -20,6 +20,7 @@ from .evset import EvSet
 from .region import MemoryRegion, RegionTable
 
 __all__ = [
+    "DEFAULT_MAX_EVS",
     "Action",
     "CcParams",
     "CongestionControl",

@@ -71,7 +71,7 @@ class AckBook:
         c = self.c
         c.ev(rec.ev).packets_delivered += 1
         c.data_bytes_delivered += len(rec.payload)
-        self.evset.note_ok(rec.ev, now_ns)
+        self.evset.note_ok(rec.ev, now_ns, rec.sent_ns)
 
     def _spurious(self, lost_ev: int, now_ns: int) -> None:
         """A loss declared by the gap rule or a timer was reordering after all: the reorder

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 from mrc_fabric.ev import ENTROPY_MASK, EV
 from mrc_host.wire.messages import PSN_MASK
@@ -21,6 +22,11 @@ class Mode(enum.StrEnum):
     MRC = "mrc"  # spray over GOOD EVs, retire on loss, probe back, SKIP on ECN/trim
     SINGLE_PATH = "single-path"  # one EV for the whole connection, go-back-N (RoCE-like)
     ECMP = "ecmp"  # random EVs hashed by switches; no retirement, no SKIP
+
+
+# EVs drawn per connection when nothing says otherwise: the one default of the core, the
+# agent, mrc-sim and its scenarios (each of them reads it from here)
+DEFAULT_MAX_EVS: Final = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +127,7 @@ class TransportConfig:
 
     mode: Mode = Mode.MRC
     mtu: int = 4096  # payload bytes per DATA packet
-    max_evs: int = 128  # EVs drawn per connection, split equally across planes (any path count)
+    max_evs: int = DEFAULT_MAX_EVS  # EVs drawn per connection, split equally across planes (any path count)
     backup_evs_per_plane: int = 4  # spare EVs per plane that replace retired ones
     control_evs_per_plane: int = 4  # reverse EVs per plane that carry SACKs/NACKs (each probed)
     ev_profile: EvProfile = field(default_factory=EvProfile)  # which EV values may be drawn
@@ -142,7 +148,10 @@ class TransportConfig:
     rto_max_ns: int = 4_000_000
     retry_cnt: int = 7  # OCP/RoCE retry count: this many RTOs in a row without progress fail the QP
     local_ack_timeout: int = 0  # RoCE timer 4.096 us x 2**this, fixed (0: RTO from SRTT/RTTVAR)
-    probe_interval_ns: int = 40_000  # how often an ASSUMED_BAD EV is probed
+    probe_interval_ns: int = 40_000  # liveness tick of GOOD EVs; a flapping EV waits 2**flaps of these
+    # how often a retired path is probed (at least twice the slowest probe round trip): a
+    # cleared fault is back in the rotation within this + K round trips
+    retired_probe_interval_ns: int = 12_000
     probe_successes_to_restore: int = 3  # K consecutive probe replies bring an EV back
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
@@ -203,6 +212,7 @@ class TransportConfig:
             rto_min_ns=4 * base_rtt_ns,
             rto_max_ns=1000 * base_rtt_ns,
             probe_interval_ns=10 * base_rtt_ns,
+            retired_probe_interval_ns=3 * base_rtt_ns,
             ack_delay_ns=max(base_rtt_ns // 2, 1),
             reorder_window_ns=max(base_rtt_ns // 4, 1),
             plane_guard_min_ns=base_rtt_ns,

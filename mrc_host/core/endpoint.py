@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from typing import Final
 
-from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK
+from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK, ev_plane, ev_t1
 from mrc_host.wire.messages import (
     DATA_OPCODES,
     PSN_MASK,
@@ -109,6 +109,7 @@ class Endpoint:
         self.regions = RegionTable()
         self._entropy = rng.getrandbits(ENTROPY_BITS)  # entropy bits of our probe replies
         self._now = 0  # time of the input being processed (for callbacks that need it)
+        self._closed = False  # the failed connection's probes and timers are dropped
         self.sender = Sender(config, self.evset, self.counters, peer_qp)
         self.receiver = Receiver(
             config,
@@ -172,6 +173,9 @@ class Endpoint:
         if msg.qp != self.local_qp:
             self.counters.wrong_qp += 1
             return self._finish(now_ns, out)
+        if self.finished:
+            self.counters.malformed["after_error"] += 1  # the connection is finished
+            return self._finish(now_ns, out)
         if isinstance(msg, DataPacket):
             self.receiver.on_data(msg, now_ns, out)
         elif isinstance(msg, Sack):
@@ -199,9 +203,28 @@ class Endpoint:
                     self.sender.ports_down(down)
         return self._finish(now_ns, out)
 
+    @property
+    def finished(self) -> bool:
+        """The connection ended in error (``Sender.failed``): it sends nothing more, not
+        even probes, and asks for no timer."""
+        return bool(self.sender.failed)
+
+    def _close(self) -> None:
+        """Drop what would keep a finished connection busy: probes, liveness, timers."""
+        ev = self.evset
+        ev.next_liveness_ns = None
+        for e in ev.entries.values():
+            e.probe_id = None
+            e.live_probe_id = None
+            e.late_probe_id = None
+            e.in_use = False
+        ev.retired.clear()
+
     def on_timer(self, now_ns: int) -> list[Action]:
         self._now = now_ns
         out: list[Action] = []
+        if self.finished:
+            return self._finish(now_ns, out)
         self.receiver.on_timer(now_ns, out)
         self.sender.on_timer(now_ns, out)
         if self._retire:
@@ -217,7 +240,9 @@ class Endpoint:
 
     def next_deadline(self) -> int | None:
         """The earliest of the sender's, the receiver's and the next probe's deadline (after
-        every event: written without temporary lists)."""
+        every event: written without temporary lists); None once the connection failed."""
+        if self.sender.failed:
+            return None
         best = self.sender.deadline()
         t = self.receiver.deadline()
         if t is not None and (best is None or t < best):
@@ -248,7 +273,7 @@ class Endpoint:
         trip on one path and never depends on one of our rotating control EVs, which may
         be dead. Falls back to a control EV when that path is not ours to use."""
         tested = ack.ev_under_test
-        plane, t1 = tested >> 28, (tested >> ENTROPY_BITS) & 0x3FF
+        plane, t1 = ev_plane(tested), ev_t1(tested)
         paths = self.evset.paths
         if plane < paths.planes and t1 < paths.t1_count and self.evset.plane_up(plane):
             ev = (tested & ~ENTROPY_MASK) | (self._entropy & ENTROPY_MASK)
@@ -281,6 +306,9 @@ class Endpoint:
                     c.ev_skipped += 1
             out.extend(changes)
         self.counters.ev_retire_floor_holds = self.evset.floor_holds
+        if self.sender.failed and not self._closed:
+            self._closed = True
+            self._close()
         deadline = self.next_deadline()
         if deadline is not None and deadline < now_ns:
             deadline = now_ns

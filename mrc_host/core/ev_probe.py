@@ -1,10 +1,11 @@
 """Probes of an EV set: liveness probes of GOOD EVs in use, and probes that bring retired
 (ASSUMED_BAD) EVs back.
 
-A retired EV is probed every ``probe_interval_ns`` (a flapping one waits longer: see
-``EvSet``); ``probe_successes_to_restore`` answers in a row bring it and its path siblings
-back, probed one after the other so K answers take K round trips. A GOOD EV that carried
-something and has not proved to work within an interval gets a liveness probe; one left
+A retired path is probed every ``retired_probe_interval_ns`` (a flapping one first waits
+2**flaps ``probe_interval_ns``: see ``EvSet``); ``probe_successes_to_restore`` answers in a
+row bring it and its path siblings back, probed one after the other so K answers take K
+round trips. A GOOD EV that carried something and has not proved to work within an
+interval gets a liveness probe; one left
 unanswered for the probe timeout retires it. That is how an endpoint that only sends SACKs
 (no data of its own, so no acknowledgements to learn from) finds a dead reverse path when
 nothing faster does.
@@ -74,21 +75,31 @@ class EvProber:
         # one probe per (plane, T1) path: EVs that differ only in entropy share its fate,
         # and come back with the one probed (probing each would multiply probe traffic)
         probing = {(e.plane, e.t1) for e in evset.retired.values() if e.probe_id is not None}
+        interval = self.retired_interval_ns()
         for e in list(evset.retired.values()):
             if not evset.plane_up(e.plane) or e.next_probe_ns > now_ns:
                 continue
             path = (e.plane, e.t1)
             if e.probe_id is None and path in probing:
-                e.next_probe_ns = now_ns + self.cfg.probe_interval_ns  # its path is being probed
+                e.next_probe_ns = now_ns + interval  # its path is being probed
                 continue
             probing.add(path)
             if e.probe_id is not None:
                 e.probe_successes = 0
                 evset.probe_timed_out(e)
             e.probe_id = self._next_id()
-            e.next_probe_ns = now_ns + self.cfg.probe_interval_ns
+            e.next_probe_ns = now_ns + interval
             out.append((e.value, e.probe_id))
         return out
+
+    def retired_interval_ns(self) -> int:
+        """How often a retired path is probed, which is also how long its probe may stay
+        unanswered: ``retired_probe_interval_ns``, or twice the slowest probe round trip or
+        round-trip delay variation seen lately (a jittery fabric's slow answers must not
+        reset the success streak, or a path that works would never come back)."""
+        evset = self.evset
+        spread = max(evset.tx_delay_spread, evset.rx_delay_spread)
+        return max(self.cfg.retired_probe_interval_ns, int(2 * self.probe_rtt_max), int(2 * spread))
 
     def probe_timeout_ns(self) -> int:
         """How long a probe may stay unanswered before it counts as lost: one probe
@@ -113,7 +124,7 @@ class EvProber:
             return None
         if e.live_probe_id is not None and e.live_probe_id == probe_id:
             if e.state in (EvState.GOOD, EvState.SKIP):
-                evset.note_ok(ev, now_ns)
+                evset.note_ok(ev, now_ns, e.live_probe_ns)
                 return False
             return None
         if e.state is EvState.ASSUMED_BAD and e.late_probe_id is not None and e.late_probe_id == probe_id:

@@ -49,6 +49,7 @@ class EvEntry:
     probe_successes: int = 0
     in_use: bool = False  # something left on this EV since it last proved to work
     last_ok_ns: int = 0  # when it last proved to work (an ACKed packet, an answered probe)
+    ok_sent_ns: int = -1  # send time of the latest packet or probe on it known delivered
     live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
     live_probe_ns: int = 0  # when it left
     heat: float = 0.0  # ECN/trim penalty level, decaying (see module docstring)
@@ -265,12 +266,26 @@ class EvSet:
             self.backup[e.plane].remove(e)
 
     def _place_good(self, e: EvEntry) -> None:
+        """A GOOD-again EV rejoins the rotation. When its plane's quota is full (backups
+        stepped in while it was out), the rotation gives back an EV of the T1 that has
+        the most of them, so the restored path regains its share instead of waiting
+        among the backups for a failure elsewhere."""
         self._usable_cache = None
-        if len(self.active[e.plane]) < self.quota[e.plane]:
-            e.active = True
-            self.active[e.plane].append(e)
-        else:
-            self.backup[e.plane].append(e)
+        lst = self.active[e.plane]
+        e.active = True
+        lst.append(e)
+        if len(lst) <= self.quota[e.plane]:
+            return
+        per_t1: dict[int, int] = {}
+        for x in lst:
+            per_t1[x.t1] = per_t1.get(x.t1, 0) + 1
+        # the T1 with the most active EVs gives one back (another T1 than ``e``'s on a tie)
+        crowded = max(per_t1, key=lambda t: (per_t1[t], t != e.t1, t))
+        out = next(x for x in reversed(lst) if x.t1 == crowded and x is not e)
+        lst.remove(out)
+        out.active = False
+        self.backup[e.plane].append(out)
+        self._ev_cursor[e.plane] = 0
 
     def _penalize(self, ev: int, now_ns: int, event: EvEvent) -> bool:
         """An ECN echo or a trim NACK on ``ev``: ``ev`` and the active EVs on its path sit out.
@@ -346,15 +361,25 @@ class EvSet:
                 self._fire(x, event, event.value if x is e else why)
         return True
 
-    def retire(self, ev: int, reason: str, now_ns: int = 0, event: EvEvent = EvEvent.LOSS) -> bool:
+    def retire(
+        self,
+        ev: int,
+        reason: str,
+        now_ns: int = 0,
+        event: EvEvent = EvEvent.LOSS,
+        sent_ns: int | None = None,
+    ) -> bool:
         """GOOD/SKIP -> ASSUMED_BAD at once, replaced from the plane's backups.
 
-        Refused (False, counted in ``floor_holds``) when it would leave fewer than
-        ``ev_min_active`` usable EVs, unless the whole plane failed."""
+        ``sent_ns``: when the lost packet left (for a loss). Refused (False, counted in
+        ``floor_holds``) when it would leave fewer than ``ev_min_active`` usable EVs --
+        unless the whole plane failed or the path is dead (``path_dead``): the floor is
+        for diffuse loss, and never holds traffic on a path that delivers nothing."""
         e = self.entries.get(ev)
         if e is None or not allowed(e.state, event) or e.state is EvState.ASSUMED_BAD:
             return False
-        if event is not EvEvent.PLANE_FAILED and e.active and not self._may_shrink(e.plane, None):
+        dead = event is EvEvent.PLANE_FAILED or self.path_dead(e, event, sent_ns)
+        if not dead and e.active and not self._may_shrink(e.plane, None):
             self.floor_holds += 1
             return False
         key = (e.value, now_ns)
@@ -364,12 +389,35 @@ class EvSet:
             # the EVs that differ only in entropy take the very same source-routed path
             for sib in [*self.active[e.plane], *self.backup[e.plane]]:
                 if sib.t1 == e.t1 and sib is not e and allowed(sib.state, event):
-                    if sib.active and not self._may_shrink(e.plane, e.t1):
+                    if not dead and sib.active and not self._may_shrink(e.plane, e.t1):
                         self.floor_holds += 1
                         break
                     self._retire_one(sib, f"same path as {e.value:08x}: {reason}", now_ns, event)
                     sib.retired_for = e.retired_for
         return True
+
+    def path_dead(self, e: EvEntry, event: EvEvent, sent_ns: int | None) -> bool:
+        """Per-path evidence that ``e``'s path (plane, T1) delivers nothing, as opposed to
+        diffuse loss: a liveness probe on it went unanswered, or no EV of the path has
+        delivered anything sent at or after the lost packet (``sent_ns``) while another
+        path has. Under diffuse loss the path's later packets get through, so the lost
+        packet's path siblings prove it alive and the ``ev_min_active`` floor holds."""
+        if event is EvEvent.LIVENESS_LOST:
+            return True
+        if event is not EvEvent.LOSS or sent_ns is None:
+            return False
+        path = (e.plane, e.t1)
+        here = -1
+        elsewhere = -1
+        for x in self.entries.values():
+            if (x.plane, x.t1) == path:
+                here = max(here, x.ok_sent_ns)
+            else:
+                elsewhere = max(elsewhere, x.ok_sent_ns)
+        # other paths delivered packets sent a reorder window and the delay spread later:
+        # on a jittery fabric a path's next packets may merely be late
+        margin = max(self.cfg.reorder_window_ns, int(2 * max(self.tx_delay_spread, self.rx_delay_spread)))
+        return here < sent_ns and sent_ns + margin <= elsewhere
 
     def _may_shrink(self, plane: int, avoid_t1: int | None) -> bool:
         """Whether one more active EV of ``plane`` may go: a backup (off ``avoid_t1``) steps
@@ -484,10 +532,12 @@ class EvSet:
             if self.next_liveness_ns is None:
                 self.next_liveness_ns = now_ns + self.cfg.probe_interval_ns
 
-    def note_ok(self, ev: int, now_ns: int) -> None:
-        """Something sent on ``ev`` was acknowledged: the path works."""
+    def note_ok(self, ev: int, now_ns: int, sent_ns: int | None = None) -> None:
+        """Something sent on ``ev`` (at ``sent_ns``) was acknowledged: the path works."""
         e = self.entries.get(ev)
         if e is not None:
+            if sent_ns is not None and sent_ns > e.ok_sent_ns:
+                e.ok_sent_ns = sent_ns
             e.in_use = False
             e.live_probe_id = None
             e.last_ok_ns = now_ns
@@ -505,6 +555,7 @@ class EvSet:
             self._fire(x, EvEvent.PROBES_ANSWERED, why)
             x.restored_ns = now_ns
             x.last_ok_ns = now_ns
+            x.ok_sent_ns = max(x.ok_sent_ns, now_ns)
             x.heat = 0.0
             x.probe_id = None
             x.retired_for = None

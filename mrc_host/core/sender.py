@@ -335,7 +335,7 @@ class Sender:
             # gap says it is deep, not that this path failed; no path is to blame either
             c.losses_while_hot += 1
         else:
-            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns)
+            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns, sent_ns=rec.sent_ns)
 
     def rewind(self, seq: int) -> None:
         """Go-back-N: everything from ``seq`` on is resent in order."""

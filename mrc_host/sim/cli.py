@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-from mrc_host.core import Mode
+from mrc_host.core import DEFAULT_MAX_EVS, Mode
 from mrc_host.core.cc_base import cc_names
 
 from . import faults as faults_mod
@@ -80,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="connection mode (default mrc); with --scenario: one run, this mode on every connection",
     )
-    p.add_argument("--evs", type=int, default=64, help="max EVs per connection (split across planes)")
+    p.add_argument(
+        "--evs", type=int, default=DEFAULT_MAX_EVS, help="max EVs per connection (split across planes)"
+    )
     p.add_argument("--cc", choices=cc_names(), help="congestion control (default: the core's, nscc)")
     p.add_argument("--backups", type=int, default=4, help="backup EVs per plane")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC", help="see FAULTS below")

@@ -22,6 +22,7 @@ import numpy as np
 
 from mrc_fabric.ev import EV
 from mrc_host.core import (
+    DEFAULT_MAX_EVS,
     Action,
     CcParams,
     Endpoint,
@@ -61,7 +62,7 @@ class FlowSpec:
     dst: int
     mode: Mode = Mode.MRC
     mtu: int = 4096
-    max_evs: int = 64
+    max_evs: int = DEFAULT_MAX_EVS
     backup_evs_per_plane: int = 4
     initial_psn: int = 0
     # (plane, t1): the fabric carries every packet of the connection (both directions) on

@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mrc_host.core.evset import EvSet
+
     from .network import Connection, Network
     from .scenario import Simulation
     from .traffic import Job
+
+from mrc_host.core import EvState
 
 from .network import START_NS, same_prefix
 
@@ -31,6 +35,19 @@ def _goodput_timeline(sim: Simulation, end_ns: int, buckets: int = 50) -> list[d
         out.append({"t_us": b * width / 1e3, "gbps": (placed[b] - prev) * 8 / width})
         prev = placed[b]
     return out
+
+
+def evs_per_path(evset: EvSet) -> dict[str, dict[str, int]]:
+    """Per path (``p<plane>-t1_<t1>``), how many of the connection's EVs are in the rotation
+    ("active"), spare ("backup") or in each other state at the end of the run."""
+    out: dict[str, dict[str, int]] = {}
+    for e in evset.entries.values():
+        if not e.member:
+            continue
+        row = out.setdefault(f"p{e.plane}-t1_{e.t1}", {})
+        key = e.state.value if e.state is not EvState.GOOD else ("active" if e.active else "backup")
+        row[key] = row.get(key, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def summarise(sim: Simulation) -> dict[str, Any]:
@@ -81,6 +98,11 @@ def summarise(sim: Simulation) -> dict[str, Any]:
         "congestion_drops": sum(p.drops_congestion for p in fab.ports.values()),
         "ev_timeline": sim.ev_timeline,
         "ev_final": {"sender": sim.sender.evset.snapshot(), "receiver": sim.receiver.evset.snapshot()},
+        "max_evs": cfg.max_evs,
+        "evs_per_path": {
+            "sender": evs_per_path(sim.sender.evset),
+            "receiver": evs_per_path(sim.receiver.evset),
+        },
         "t1_uplink_bytes": uplinks,
         "t1_balance_max_over_mean": balance,
         "goodput_timeline": _goodput_timeline(sim, end),

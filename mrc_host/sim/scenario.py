@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrc_host.core import Endpoint, MemoryRegion, Mode, TransportConfig
+from mrc_host.core import DEFAULT_MAX_EVS, Endpoint, MemoryRegion, Mode, TransportConfig
 
 from .engine import EventLoop
 from .fabric import Fabric, FabricShape
@@ -29,7 +29,7 @@ class SimConfig:
     size: int = 1 << 20
     mode: Mode = Mode.MRC
     mtu: int = 4096
-    max_evs: int = 64
+    max_evs: int = DEFAULT_MAX_EVS
     backup_evs_per_plane: int = 4
     faults: list[str] = field(default_factory=list)
     seed: int = 1

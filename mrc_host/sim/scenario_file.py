@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mrc_host.core import CcParams, Mode, NsccParams, TransportConfig
+from mrc_host.core import DEFAULT_MAX_EVS, CcParams, Mode, NsccParams, TransportConfig
 
 from .fabric import FabricShape
 from .faults import FaultSpecError, parse_fault, parse_time
@@ -306,7 +306,7 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
     mtu = tr.get("mtu", int, 4096)
     if not 256 <= mtu <= 9000:
         tr.fail("mtu", f"must be 256..9000, got {mtu}")
-    evs = tr.get("evs", int, 64)
+    evs = tr.get("evs", int, DEFAULT_MAX_EVS)
     backups = tr.get("backups", int, 4)
     config = _checked_fields(file, tr.get("config", dict, {}), "transport.config", TransportConfig)
     cc = _checked_fields(file, tr.get("cc", dict, {}), "transport.cc", CcParams)

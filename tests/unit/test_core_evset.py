@@ -81,12 +81,20 @@ def test_retire_replaces_from_same_plane_backup_and_probes_restore() -> None:
         restored = prober(s).probe_acked(victim, due[0][1], 1000 * (i + 1) + 10)
         assert restored == (i == 2)
     assert s.state(victim) is EvState.GOOD
-    assert victim in s.backup_evs()  # the plane's active set is full: it stays a backup
+    # the restored EV rejoins the rotation; the plane's quota holds, so the EV that stood
+    # in for it goes back among the backups
+    assert victim in s.active_evs()
+    assert len(s.active[0]) == 2 and len(s.backup[0]) == 2
 
 
 def test_unanswered_probe_resets_the_success_streak() -> None:
     s = make(
-        planes=1, t1=4, max_evs=2, backup_evs_per_plane=2, probe_interval_ns=100, probe_successes_to_restore=2
+        planes=1,
+        t1=4,
+        max_evs=2,
+        backup_evs_per_plane=2,
+        retired_probe_interval_ns=100,
+        probe_successes_to_restore=2,
     )
     victim = s.active_evs()[0]
     s.retire(victim, "loss")

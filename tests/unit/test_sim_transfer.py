@@ -15,6 +15,7 @@ from mrc_host.sim.scenario import SimConfig, Simulation, run
 
 def sim_cfg(**kw: Any) -> SimConfig:
     shape = kw.pop("shape", FabricShape(planes=2, t1=4))
+    kw.setdefault("max_evs", 64)  # the EV count these runs' timings were written for
     return SimConfig(shape=shape, size=kw.pop("size", 2 << 20), **kw)
 
 

@@ -1,0 +1,266 @@
+"""Faults that add up, paths that come back, dead reverse paths (issue 26's mrc-sim figures).
+
+Why: the transport handled one fault at a time; what breaks is a second and third fault
+(the ``ev_min_active`` floor kept traffic on dead paths) and a fault that clears (the
+path never came back into the rotation). Every run uses the real core and the same seeds
+in every mode. Writes ``sim_faults.json`` and ``sim_faults.png`` under ``--out``.
+
+    python -m bench.sim_faults --out results/ [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from mrc_fabric.ev import ev_plane
+from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
+from mrc_host.sim.scenario import SimConfig, Simulation
+
+from .sim_transport import link_delay_for_rtt
+
+# the T0-T1 links and T1 switches hit one after the other, 200 us apart (source side,
+# another plane, destination side: each fault takes paths no earlier one took)
+BLACKHOLES = ("blackhole:p0-t0_0-t1_1", "blackhole:p1-t0_0-t1_2", "blackhole:p0-t0_1-t1_3")
+T1_FAILURES = ("switch-down:p0-t1_1", "switch-down:p1-t1_2", "switch-down:p0-t1_3")
+FIRST_US = 200
+APART_US = 200
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def placed_at(sim: Simulation, t_ns: int) -> tuple[int, int]:
+    """(time, bytes placed) of the last goodput sample at or before ``t_ns``."""
+    best = (0, 0)
+    for t, placed in sim.goodput_samples:
+        if t > t_ns:
+            break
+        best = (t, placed)
+    return best
+
+
+def compound(seeds: range, size: int) -> list[dict[str, Any]]:
+    """Two and three faults 200 us apart on 2 x 4 x 100G: loss per fault against its floor,
+    goodput after the last one against the surviving capacity (200 Gb/s: the host links,
+    since the T0 uplinks left still carry more than that)."""
+    rows = []
+    shape = FabricShape(planes=2, t1=4)
+    for kind, specs in (("blackhole", BLACKHOLES), ("t1-failure", T1_FAILURES)):
+        for n in (2, 3):
+            faults = [f"{spec}@{FIRST_US + k * APART_US}us" for k, spec in enumerate(specs[:n])]
+            per_seed = []
+            for seed in seeds:
+                s = Simulation(SimConfig(shape=shape, size=size, faults=faults, seed=seed))
+                r = s.run()
+                paths = 2 * shape.t1
+                bdp_pkts = s.base_rtt_ns * shape.link_gbps * shape.planes / 8 / (4096 + DATA_OVERHEAD)
+                limit = 1.3 * bdp_pkts / paths + 1
+                # each fault's own floor: the paths still alive when it strikes (each earlier
+                # fault took one), whose in-flight share grew accordingly
+                own = [1.3 * bdp_pkts / (paths - k) + 1 for k in range(n)]
+                lost = [f["data_packets_lost"] for f in r["faults"]]
+                last = (FIRST_US + (n - 1) * APART_US) * 1000 + 10 * s.base_rtt_ns
+                t0, b0 = placed_at(s, last)
+                t1, b1 = s.goodput_samples[-1] if s.goodput_samples else (0, 0)
+                after = (b1 - b0) * 8 / (t1 - t0) if t1 > t0 else 0.0
+                good = sum(1 for e in s.sender.evset.entries.values() if e.state == "GOOD")
+                per_seed.append(
+                    {
+                        "seed": seed,
+                        "completed": r["completed"] and r["data_ok"],
+                        "lost_per_fault": lost,
+                        "limit": round(limit, 2),
+                        "own_limits": [round(x, 2) for x in own],
+                        "within_own": all(lo <= x for lo, x in zip(lost, own, strict=True)),
+                        "goodput_after_gbps": after,
+                        "after_over_surviving": after / (shape.link_gbps * shape.planes),
+                        "retransmissions": r["retransmissions"],
+                        "floor_holds": r["counters"]["sender"]["ev_retire_floor_holds"],
+                        "good_evs_at_end": good,
+                    }
+                )
+            worst = [max(x["lost_per_fault"]) for x in per_seed]
+            ratio = [x["after_over_surviving"] for x in per_seed]
+            row = {
+                "kind": kind,
+                "faults": n,
+                "specs": faults,
+                "limit": per_seed[0]["limit"],
+                "worst_lost_per_fault": spread([float(w) for w in worst]),
+                "after_over_surviving": spread(ratio),
+                "within": all(w <= x["limit"] for w, x in zip(worst, per_seed, strict=True)),
+                "within_own_floor": all(x["within_own"] for x in per_seed),
+                "after_ge_0.9": all(v >= 0.9 for v in ratio),
+                "completed": all(x["completed"] for x in per_seed),
+                "seeds": per_seed,
+            }
+            rows.append(row)
+            print(
+                f"   {kind} x{n}: worst lost/fault {row['worst_lost_per_fault']} (limit {row['limit']}),"
+                f" after {row['after_over_surviving']}",
+                flush=True,
+            )
+    return rows
+
+
+def _snapshot(ports: dict[str, Any], into: dict[str, int]) -> None:
+    into.update({n: p.tx_data_bytes for n, p in ports.items()})
+
+
+def restore(seeds: range, size: int) -> dict[str, Any]:
+    """A T0-T1 black hole from 10 % to 30 % of the transfer (2 x 4, 21 us), then cleared:
+    the uplink's bytes against its siblings', overall and from 10 RTT after it cleared."""
+    shape = FabricShape(planes=2, t1=4, link_delay_ns=link_delay_for_rtt(21))
+    link = "p0-t0_0>p0-t1_1"
+    per_seed = []
+    for seed in seeds:
+        s = Simulation(
+            SimConfig(shape=shape, size=size, faults=["blackhole:p0-t0_0-t1_1@10%-30%"], seed=seed)
+        )
+        fault_end = int(0.3 * s.ideal_ns) + 10 * s.base_rtt_ns
+        ports = {p.name: p for p in s.fabric.ports.values() if p.name.startswith("p0-t0_0>")}
+        snap: dict[str, int] = {}
+        s.loop.at(fault_end, _snapshot, ports, snap)
+        r = s.run()
+        up = r["t1_uplink_bytes"]
+        sibs = [v for k, v in up.items() if k.startswith("p0-") and k != link]
+        after = {k: up[k] - snap.get(k, 0) for k in up if k.startswith("p0-")}
+        sib_after = [v for k, v in after.items() if k != link]
+        restored = [
+            e["t_us"]
+            for e in r["ev_timeline"]
+            if e["side"] == "sender"
+            and e["new"] == "GOOD"
+            and e["old"] == "ASSUMED_BAD"
+            and "probes answered" in e["reason"]
+        ]
+        per_seed.append(
+            {
+                "seed": seed,
+                "completed": r["completed"] and r["data_ok"],
+                "overall_over_sibling": up[link] / statistics.fmean(sibs),
+                "after_over_fair": after[link] / statistics.fmean(sib_after),
+                "restored_after_clear_us": (min(restored) - 0.3 * s.ideal_ns / 1e3) if restored else None,
+                "base_rtt_us": r["base_rtt_us"],
+            }
+        )
+        print(f"   restore seed {seed}: {per_seed[-1]}", flush=True)
+    overall = [x["overall_over_sibling"] for x in per_seed]
+    back = [x["after_over_fair"] for x in per_seed]
+    return {
+        "overall_over_sibling": spread(overall),
+        "after_over_fair": spread(back),
+        "overall_ge_0.7": all(v >= 0.7 for v in overall),
+        "after_ge_0.9": all(v >= 0.9 for v in back),
+        "seeds": per_seed,
+    }
+
+
+def reverse_path(seeds: range, size: int) -> dict[str, Any]:
+    """The receiver's reverse EVs on one path die (a black hole on the destination T0's
+    uplink to one T1, which carries SACKs back): how long until the receiver retires them."""
+    shape = FabricShape(planes=2, t1=4, link_delay_ns=link_delay_for_rtt(21))
+    per_seed = []
+    for seed in seeds:
+        s = Simulation(SimConfig(shape=shape, size=size, faults=["blackhole:p0-t0_1-t1_1@30%"], seed=seed))
+        r = s.run()
+        start = r["faults"][0]["start_us"]
+        t = [
+            e["t_us"]
+            for e in r["ev_timeline"]
+            if e["side"] == "receiver" and e["new"] == "ASSUMED_BAD" and ev_plane(int(e["ev"], 16)) == 0
+        ]
+        found = (min(t) - start) / r["base_rtt_us"] if t else None
+        per_seed.append({"seed": seed, "found_after_rtt": found, "completed": r["completed"]})
+        print(f"   reverse seed {seed}: {per_seed[-1]}", flush=True)
+    found_all = [x["found_after_rtt"] for x in per_seed if x["found_after_rtt"] is not None]
+    return {
+        "found_after_rtt": spread(found_all) if found_all else None,
+        "within_3_rtt": len(found_all) == len(per_seed) and all(v <= 3 for v in found_all),
+        "seeds": per_seed,
+    }
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    ax = axes[0]
+    rows = data["compound"]
+    labels = [f"{r['kind']} x{r['faults']}" for r in rows]
+    for k, r in enumerate(rows):
+        ys = [max(x["lost_per_fault"]) / x["limit"] for x in r["seeds"]]
+        ax.plot([k] * len(ys), ys, "o", alpha=0.6)
+    ax.axhline(1.0, color="r", linestyle="--", linewidth=0.8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("worst lost per fault / (1.3 BDP/paths + 1)")
+    ax.set_title("faults 200 us apart: loss per fault", fontsize=9)
+    ax = axes[1]
+    for k, r in enumerate(rows):
+        ys = [x["after_over_surviving"] for x in r["seeds"]]
+        ax.plot([k] * len(ys), ys, "o", alpha=0.6)
+    ax.axhline(0.9, color="r", linestyle="--", linewidth=0.8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("goodput after / surviving capacity")
+    ax.set_title("goodput after the last fault", fontsize=9)
+    ax = axes[2]
+    rs = data["restore"]["seeds"]
+    ax.plot([x["seed"] for x in rs], [x["overall_over_sibling"] for x in rs], "o-", label="overall / sibling")
+    ax.plot([x["seed"] for x in rs], [x["after_over_fair"] for x in rs], "s-", label="after return / fair")
+    ax.axhline(0.7, color="r", linestyle=":", linewidth=0.8)
+    ax.axhline(0.9, color="r", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("seed")
+    ax.set_title("black hole 10-30 % then cleared (2x4, 21 us)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.sim_faults", description=__doc__)
+    ap.add_argument("--out", type=Path, default=Path("results"))
+    ap.add_argument("--quick", action="store_true", help="fewer seeds, smaller transfers")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    seeds = range(1, 4) if args.quick else range(1, 11)
+    data: dict[str, Any] = {
+        "machine": platform.node(),
+        "python": platform.python_version(),
+        "quick": args.quick,
+    }
+    data["compound"] = compound(seeds, (16 if args.quick else 32) << 20)
+    data["restore"] = restore(seeds, 64 << 20)
+    data["reverse"] = reverse_path(seeds, (16 if args.quick else 32) << 20)
+    data["seconds"] = round(time.monotonic() - started, 1)
+    data["targets"] = {
+        "compound_loss_per_fault_within_limit": all(r["within"] for r in data["compound"]),
+        "compound_loss_per_fault_within_own_floor": all(r["within_own_floor"] for r in data["compound"]),
+        "compound_goodput_after_ge_0.9": all(r["after_ge_0.9"] for r in data["compound"]),
+        "compound_completed": all(r["completed"] for r in data["compound"]),
+        "restore_overall_ge_0.7_of_sibling": data["restore"]["overall_ge_0.7"],
+        "restore_after_ge_0.9_of_fair": data["restore"]["after_ge_0.9"],
+        "reverse_found_within_3_rtt": data["reverse"]["within_3_rtt"],
+    }
+    (args.out / "sim_faults.json").write_text(json.dumps(data, indent=1))
+    plot(data, args.out / "sim_faults.png")
+    for k, v in data["targets"].items():
+        print(f"   {'ok  ' if v else 'MISS'} {k}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
