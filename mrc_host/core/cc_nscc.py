@@ -49,6 +49,8 @@ class Nscc(CongestionControl):
         self._period_end_ns: int | None = None
         self._period_min: int | None = None
         self._floors: list[int] = []
+        self._calm_from_ns = 0  # no headroom for spread before this: a trim says it is a queue
+        self._now_ns = 0
         self.quick_adapts = 0
         self.decreases = 0
         self.lasthop_decreases = 0  # decreases on a standing queue without ECN
@@ -66,8 +68,8 @@ class Nscc(CongestionControl):
     def cap(self) -> float:
         """The window cap now: a BDP plus what the RTT's spread needs (see the module)."""
         p = self.p
-        if not p.bdp:
-            return float(p.max_cwnd)
+        if not p.bdp or self._now_ns < self._calm_from_ns:
+            return float(self._base_cap())
         floor = self.floor_delay
         spread = 0.0 if floor is None or self.avg_delay is None else max(0.0, self.avg_delay - floor)
         # the two packets above a BDP already cover the spread their own queueing makes
@@ -83,8 +85,11 @@ class Nscc(CongestionControl):
         """Keep the per-base-RTT delay floors; True when a period just closed."""
         if self._period_min is None or delay < self._period_min:
             self._period_min = delay
+        # a period is the fabric's longest base RTT (lasthop_delay) when it is set: flows of
+        # different RTTs then see the same queue through the same number of samples
+        period = max(self.p.base_rtt, self.p.lasthop_delay)
         if self._period_end_ns is None:
-            self._period_end_ns = now_ns + self.p.base_rtt
+            self._period_end_ns = now_ns + period
             return False
         if now_ns < self._period_end_ns:
             return False
@@ -92,7 +97,7 @@ class Nscc(CongestionControl):
         if len(self._floors) > _FLOOR_PERIODS:
             del self._floors[0]
         self._period_min = None
-        self._period_end_ns = now_ns + self.p.base_rtt
+        self._period_end_ns = now_ns + period
         return True
 
     def _quick_adapt(self, now_ns: int) -> None:
@@ -135,6 +140,7 @@ class Nscc(CongestionControl):
 
     def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
         p = self.p
+        self._now_ns = now_ns
         self._quick_adapt(now_ns)
         self._qa_bytes += acked_bytes
         if rtt_ns is None or acked_bytes <= 0:
@@ -195,6 +201,9 @@ class Nscc(CongestionControl):
 
     def on_trim(self, now_ns: int = 0) -> None:
         self._qa_armed = True
+        # the RTT's spread came from a queue that overflowed, not from jitter: no headroom
+        # for it until _FLOOR_PERIODS base RTTs pass without a trim
+        self._calm_from_ns = now_ns + _FLOOR_PERIODS * self.p.base_rtt
         self.cwnd -= self.p.min_cwnd
         self._clamp()
 

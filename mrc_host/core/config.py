@@ -188,9 +188,9 @@ class TransportConfig:
         )
         nscc = NsccParams(
             base_rtt=base_rtt_ns,
-            target_delay=max(base_rtt_ns // 2, 1),
+            target_delay=max(base_rtt_ns * 3 // 4, 1),  # htsim's: 0.75 of the base RTT
             eta=4.0 * mtu,
-            fi=4 * mtu,  # htsim's fair increase: about four packets per RTT
+            fi=mtu,  # one packet per RTT: htsim has about four, which doubles incast trims here
             # a calm fabric keeps one BDP plus two packets in flight (more only builds a
             # standing NIC queue, lost with any path that dies under it); the cap grows with
             # the RTT's spread up to 3 BDP, so a jittery fabric still fills its pipe

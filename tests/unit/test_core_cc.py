@@ -175,7 +175,7 @@ def test_nscc_standing_queue_without_ecn_decreases_the_window() -> None:
     """Defect: ECN is off on the last hop and NSCC only decreased on ECN, so two flows into
     one host kept the window at max_cwnd. A standing queue (every sample of several base
     RTTs above target, moving less than it stands) now decreases like a mark would."""
-    p = replace(N, lasthop_delay=N.base_rtt)
+    p = N  # the floor must pass max(target_delay, lasthop_delay): 5 us here
     cc = Nscc(p)
     t = 0
     for _ in range(40):  # 40 base RTTs at a steady 20 us of queueing, no mark
@@ -220,7 +220,7 @@ def test_nscc_window_cap_has_headroom_only_when_the_rtt_moves() -> None:
 
 
 def test_nscc_defaults_follow_htsim_where_mrc_allows() -> None:
-    """Fair increase about four packets per RTT (htsim ~3.9), additive eta in bytes."""
+    """Additive eta in bytes per window, four packets as htsim; fair increase one packet."""
     n = TransportConfig.for_rtt(10_000, 250_000).nscc
-    assert n.fi == 4 * 4096
+    assert n.fi == 4096  # htsim ~3.9 packets: doubles the incast trims without last-hop ECN
     assert n.eta == 4 * 4096
