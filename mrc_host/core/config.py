@@ -195,7 +195,7 @@ class TransportConfig:
             # standing NIC queue, lost with any path that dies under it); the cap grows with
             # the RTT's spread up to 3 BDP, so a jittery fabric still fills its pipe
             bdp=bdp_bytes,
-            lasthop_delay=base_rtt_ns,
+            lasthop_delay=max(base_rtt_ns * 3 // 4, 1),
             max_cwnd=3 * bdp_bytes + 2 * mtu,
             min_cwnd=mtu,
             adjust_bytes_threshold=max(mtu, bdp_bytes // 8),

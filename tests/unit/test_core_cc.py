@@ -175,15 +175,23 @@ def test_nscc_standing_queue_without_ecn_decreases_the_window() -> None:
     """Defect: ECN is off on the last hop and NSCC only decreased on ECN, so two flows into
     one host kept the window at max_cwnd. A standing queue (every sample of several base
     RTTs above target, moving less than it stands) now decreases like a mark would."""
-    p = N  # the floor must pass max(target_delay, lasthop_delay): 5 us here
-    cc = Nscc(p)
-    t = 0
-    for _ in range(40):  # 40 base RTTs at a steady 20 us of queueing, no mark
-        for _ in range(10):
-            cc.on_ack(4096, rtt_ns=30_000 + (t % 3) * 100, ecn=False, now_ns=t)
-            t += p.base_rtt // 10
+
+    def run(p: NsccParams) -> Nscc:
+        cc = Nscc(p)
+        t = 0
+        for _ in range(200):  # a last-hop queue this flow feeds: the window above 40 KB of pipe
+            for _ in range(10):  # drains at 10 bytes/ns; no mark ever
+                queue_ns = max(0.0, cc.cwnd - 40_000) / 10
+                cc.on_ack(4096, rtt_ns=10_000 + int(queue_ns) + (t % 3) * 100, ecn=False, now_ns=t)
+                t += p.base_rtt // 10
+        return cc
+
+    cc = run(N)  # the floor must pass max(target_delay, lasthop_delay): 5 us here
     assert cc.lasthop_decreases > 0
-    assert cc.cwnd < 0.5 * 100_000
+    assert (cc.cwnd - 40_000) / 10 < 2 * N.target_delay  # the queue is held near the target
+    blind = run(replace(N, lasthop_delay=1 << 40))  # UET's rules alone: only ECN decreases
+    assert blind.decreases == 0
+    assert (blind.cwnd - 40_000) / 10 > 4 * N.target_delay
 
 
 def test_nscc_jitter_is_not_a_standing_queue() -> None:
