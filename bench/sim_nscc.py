@@ -51,7 +51,7 @@ def two_rtts(seed: int, size: int) -> dict[str, Any]:
     probe = Network(shape, seed).add_flow(FlowSpec("probe", 2, 0), 1)
     fabric_wide: dict[str, object] = {
         "target_delay": probe.tcfg.nscc.target_delay,
-        "lasthop_delay": probe.tcfg.nscc.lasthop_delay,
+        "lasthop_delay": probe.base_rtt_ns,
     }
     near = net.add_flow(FlowSpec("near", 1, 0, max_evs=128, nscc=fabric_wide), size)
     far = net.add_flow(FlowSpec("far", 2, 0, max_evs=128, nscc=fabric_wide), size)

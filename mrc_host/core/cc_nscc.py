@@ -168,8 +168,9 @@ class Nscc(CongestionControl):
         if closed and self._md_floor is not None:
             if self._floors[-1] >= self._md_floor:
                 self._futile += 1
-                period = max(p.base_rtt, p.lasthop_delay)
-                self._rest_until_ns = now_ns + (_FLOOR_PERIODS << min(self._futile, 6)) * period
+                if self._futile >= 2:  # twice in a row: one may be a neighbour's growth
+                    period = max(p.base_rtt, p.lasthop_delay)
+                    self._rest_until_ns = now_ns + (_FLOOR_PERIODS << min(self._futile, 7)) * period
             else:
                 self._futile = 0
             self._md_floor = None
