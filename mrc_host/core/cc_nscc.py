@@ -51,11 +51,6 @@ class Nscc(CongestionControl):
         self._floors: list[int] = []
         self._calm_from_ns = 0  # no headroom for spread before this: a trim says it is a queue
         self._now_ns = 0
-        # a last-hop decrease that did not lower the next floor was futile (the delay is not
-        # a queue this flow feeds, e.g. jitter): the signal rests, twice as long each time
-        self._md_floor: int | None = None
-        self._futile = 0
-        self._rest_until_ns = 0
         self.quick_adapts = 0
         self.decreases = 0
         self.lasthop_decreases = 0  # decreases on a standing queue without ECN
@@ -165,27 +160,13 @@ class Nscc(CongestionControl):
                 self._decrease(avg, now_ns)
             return
         floor = (self.floor_delay or 0) if closed else 0
-        if closed and self._md_floor is not None:
-            if self._floors[-1] >= self._md_floor:
-                self._futile += 1
-                if self._futile >= 2:  # twice in a row: one may be a neighbour's growth
-                    period = max(p.base_rtt, p.lasthop_delay)
-                    self._rest_until_ns = now_ns + (_FLOOR_PERIODS << min(self._futile, 7)) * period
-            else:
-                self._futile = 0
-            self._md_floor = None
-        if (
-            floor > max(target, p.lasthop_delay)
-            and floor > 3 * (avg - floor)
-            and now_ns >= self._rest_until_ns
-        ):
+        if floor > max(target, p.lasthop_delay) and floor > 3 * (avg - floor):
             # no mark, yet every sample of the last base RTTs waited in a queue that moves
             # less than it stands (jitter moves as much as it adds): the last hop, which
             # marks nothing -- decrease as a mark would
             self._fast = False
             self._fi_bytes = 0
             if self._decrease(float(floor), now_ns):
-                self._md_floor = self._floors[-1]
                 self.lasthop_decreases += 1
                 return
         if delay > target:
