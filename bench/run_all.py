@@ -37,8 +37,10 @@ BENCHMARKS = [
     Benchmark("agent", "bench.bench_agent", ("--quick",), needs_root=True),
     Benchmark("sim-figures", "mrc_host.sim.figures", ("--size-mib", "2", "--seeds", "1", "--no-sensitivity")),
     Benchmark("sim-transport", "bench.sim_transport", ("--quick",)),
-    # faults that add up, paths that come back, dead reverse EVs (issue 26)
+    # faults that add up, paths that come back, dead reverse EVs
     Benchmark("sim-faults", "bench.sim_faults", ("--quick",)),
+    # NSCC: jittery fabrics, two RTTs into one host, the 8->1 incast, over 5 seeds
+    Benchmark("sim-nscc", "bench.sim_nscc", ("--seeds", "5")),
     # the paper's shapes at production scale in the simulator (8 planes x 100G, 128-256 EVs)
     Benchmark("sim-shapes", "bench.sim_shapes", ("--quick",)),
     # mrc-sim side by side with UEC's htsim_uec on one fabric (skipped where htsim is not found)

@@ -1,16 +1,28 @@
 """UET's NSCC (registered as ``nscc``, the default): see ``NsccParams`` for the rules.
 
 What makes it NSCC rather than the first window: the decrease is sized by the *averaged*
-queueing delay and bounded by ``max_md_jump``; increases are proportional to the delay
-headroom, turn into a fast increase after a whole window at almost no delay, and are
-applied in batches; quick adapt drops the window at once to what the network actually
-delivered when that collapsed.
+queueing delay and bounded by ``max_md_jump``; increases are additive (a fixed number of
+bytes per window acknowledged, scaled by the delay headroom, as in htsim's ``uec.cpp``),
+turn into a fast increase after a whole window at almost no delay, and are applied in
+batches; quick adapt drops the window at once to what the network actually delivered when
+that collapsed.
+
+Two departures from UET, both because MRC's switches mark no ECN on the last hop:
+- a *standing* queue (the smallest delay of a base RTT above the target) decreases the
+  window like an ECN mark does. Jitter raises the mean delay but not the floor, so it
+  cannot fake this signal; the signal never reaches the EV set, so it steers no traffic;
+- the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
+  (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
+  longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
+  under it loses.
 """
 
 from __future__ import annotations
 
 from .cc_base import CongestionControl, register_cc
 from .config import NsccParams, TransportConfig
+
+_FLOOR_PERIODS = 8  # the delay floor is the smallest sample of this many base RTTs
 
 
 class Nscc(CongestionControl):
@@ -22,7 +34,7 @@ class Nscc(CongestionControl):
 
     def __init__(self, p: NsccParams) -> None:
         self.p = p
-        self.cwnd = float(p.initial_cwnd or p.max_cwnd)
+        self.cwnd = float(p.initial_cwnd or self._base_cap())
         self.avg_delay: float | None = None
         self._inc = 0.0  # increase gathered since the last adjustment
         self._adjust_bytes = 0
@@ -33,12 +45,60 @@ class Nscc(CongestionControl):
         self._qa_end_ns: int | None = None
         self._qa_bytes = 0
         self._qa_armed = False
+        # the delay floor: the smallest sample of the current base RTT, and of the last ones
+        self._period_end_ns: int | None = None
+        self._period_min: int | None = None
+        self._floors: list[int] = []
+        self._calm_from_ns = 0  # no headroom for spread before this: a trim says it is a queue
+        self._now_ns = 0
         self.quick_adapts = 0
         self.decreases = 0
+        self.lasthop_decreases = 0  # decreases on a standing queue without ECN
+
+    def _base_cap(self) -> int:
+        p = self.p
+        return min(p.bdp + 2 * p.min_cwnd, p.max_cwnd) if p.bdp else p.max_cwnd
+
+    @property
+    def floor_delay(self) -> int | None:
+        """The smallest delay sample of the last few base RTTs (the standing queue)."""
+        return min(self._floors) if self._floors else None
+
+    @property
+    def cap(self) -> float:
+        """The window cap now: a BDP plus what the RTT's spread needs (see the module)."""
+        p = self.p
+        if not p.bdp or self._now_ns < self._calm_from_ns:
+            return float(self._base_cap())
+        floor = self.floor_delay
+        spread = 0.0 if floor is None or self.avg_delay is None else max(0.0, self.avg_delay - floor)
+        # the two packets above a BDP already cover the spread their own queueing makes
+        spread = max(0.0, spread - 2 * p.min_cwnd * p.base_rtt / p.bdp)
+        # twice the spread: the floor is the least of many samples, so (mean - floor) is about
+        # half of the range the RTT moves in, and the window must cover the mean RTT
+        return min(float(self._base_cap()) + 2 * p.bdp * spread / max(p.base_rtt, 1), float(p.max_cwnd))
 
     def _clamp(self) -> None:
-        p = self.p
-        self.cwnd = min(max(self.cwnd, float(p.min_cwnd)), float(p.max_cwnd))
+        self.cwnd = min(max(self.cwnd, float(self.p.min_cwnd)), self.cap)
+
+    def _track_floor(self, delay: int, now_ns: int) -> bool:
+        """Keep the per-base-RTT delay floors; True when a period just closed."""
+        if self._period_min is None or delay < self._period_min:
+            self._period_min = delay
+        # a period is the fabric's longest base RTT (lasthop_delay) when it is set: flows of
+        # different RTTs then see the same queue through the same number of samples
+        period = max(self.p.base_rtt, self.p.lasthop_delay)
+        if self._period_end_ns is None:
+            self._period_end_ns = now_ns + period
+            return False
+        if now_ns < self._period_end_ns:
+            return False
+        self._floors.append(self._period_min)
+        if len(self._floors) > _FLOOR_PERIODS:
+            del self._floors[0]
+        self._period_min = None
+        self._period_end_ns = now_ns + period
+        return True
 
     def _quick_adapt(self, now_ns: int) -> None:
         p = self.p
@@ -61,8 +121,26 @@ class Nscc(CongestionControl):
         self._qa_bytes = 0
         self._qa_end_ns = now_ns + period
 
+    def _decrease(self, excess_over: float, now_ns: int) -> bool:
+        """Multiplicative decrease sized by ``excess_over`` (a delay above target), at
+        most once per base RTT; True when it happened."""
+        p = self.p
+        target = max(p.target_delay, 1)
+        if self._last_md_ns is not None and now_ns - self._last_md_ns < p.base_rtt:
+            return False
+        if excess_over <= target:
+            return False
+        cut = min(p.gamma * (excess_over - target) / excess_over, p.max_md_jump)
+        self.cwnd *= 1.0 - cut
+        self._inc = 0.0
+        self._last_md_ns = now_ns
+        self.decreases += 1
+        self._clamp()
+        return True
+
     def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
         p = self.p
+        self._now_ns = now_ns
         self._quick_adapt(now_ns)
         self._qa_bytes += acked_bytes
         if rtt_ns is None or acked_bytes <= 0:
@@ -72,20 +150,25 @@ class Nscc(CongestionControl):
         avg = float(delay) if avg is None else avg + p.delay_weight * (delay - avg)
         self.avg_delay = avg
         target = max(p.target_delay, 1)
+        closed = self._track_floor(delay, now_ns)
         if avg > p.qa_threshold * target:
             self._qa_armed = True
         if ecn:
             self._fast = False
             self._fi_bytes = 0
-            once_per_rtt = self._last_md_ns is None or now_ns - self._last_md_ns >= p.base_rtt
-            if delay > target and avg > target and once_per_rtt:
-                cut = min(p.gamma * (avg - target) / avg, p.max_md_jump)
-                self.cwnd *= 1.0 - cut
-                self._inc = 0.0
-                self._last_md_ns = now_ns
-                self.decreases += 1
-                self._clamp()
+            if delay > target:
+                self._decrease(avg, now_ns)
             return
+        floor = (self.floor_delay or 0) if closed else 0
+        if floor > max(target, p.lasthop_delay) and floor > 3 * (avg - floor):
+            # no mark, yet every sample of the last base RTTs waited in a queue that moves
+            # less than it stands (jitter moves as much as it adds): the last hop, which
+            # marks nothing -- decrease as a mark would
+            self._fast = False
+            self._fi_bytes = 0
+            if self._decrease(float(floor), now_ns):
+                self.lasthop_decreases += 1
+                return
         if delay > target:
             self._fast = False
             self._fi_bytes = 0
@@ -101,7 +184,8 @@ class Nscc(CongestionControl):
             if self._fast:
                 self._inc += p.fi_scale * acked_bytes
             else:
-                self._inc += p.eta * acked_bytes * (target - delay) / target
+                # additive: ``eta`` bytes per window acknowledged at zero delay
+                self._inc += p.eta * acked_bytes * (target - delay) / target / self.cwnd
         self._adjust_bytes += acked_bytes
         if self._adjust_ns is None:
             self._adjust_ns = now_ns
@@ -117,6 +201,9 @@ class Nscc(CongestionControl):
 
     def on_trim(self, now_ns: int = 0) -> None:
         self._qa_armed = True
+        # the RTT's spread came from a queue that overflowed, not from jitter: no headroom
+        # for it until _FLOOR_PERIODS base RTTs pass without a trim
+        self._calm_from_ns = now_ns + _FLOOR_PERIODS * self.p.base_rtt
         self.cwnd -= self.p.min_cwnd
         self._clamp()
 

@@ -59,13 +59,18 @@ class NsccParams:
 
     Times are in ns, sizes in bytes. Per acknowledgement, with ``delay`` the RTT sample
     minus ``base_rtt`` and ``avg_delay`` its moving average:
-    - no ECN, delay below ``target_delay`` -> proportional increase, ``eta`` bytes per
-      acked byte scaled by the headroom (target - delay) / target; once a whole window
-      has been acked at almost no delay, fast increase: ``fi_scale`` bytes per acked byte;
+    - no ECN, delay below ``target_delay`` -> proportional increase, additive: ``eta`` bytes
+      per window acked, scaled by the headroom (target - delay) / target; once a whole
+      window has been acked at almost no delay, fast increase: ``fi_scale`` bytes per acked
+      byte;
     - no ECN, delay above target -> fair increase, about ``fi`` bytes per window acked;
     - ECN, delay above target -> multiplicative decrease by ``gamma`` x (avg_delay -
       target) / avg_delay, at most ``max_md_jump`` of the window, at most once per base RTT;
     - ECN, delay below target -> no change (a transient queue);
+    - no ECN, but the smallest delay of a base RTT above target (a standing queue where
+      nothing marks: the last hop) -> the same decrease, sized by that floor delay;
+    the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
+    (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
     ``adjust_period_threshold`` ns. Quick adapt: when, in a period of base_rtt +
     target_delay after a trim, a loss, a timeout or an average delay above
@@ -75,12 +80,14 @@ class NsccParams:
 
     base_rtt: int = 4_000
     target_delay: int = 2_000
-    eta: float = 0.5
+    eta: float = 4 * 4096.0  # bytes per window acked at zero delay (htsim: ~4 packets)
     fi: int = 4096
     fi_scale: float = 0.5
     gamma: float = 0.8
     max_md_jump: float = 0.5
     max_cwnd: int = 256 * 1024
+    bdp: int = 0  # not in the OCP profile: base_rtt x line rate, the window with no spread
+    lasthop_delay: int = 4_000  # not in the OCP profile: a floor delay above it (and target) decreases
     qa_gate: int = 2
     qa_threshold: float = 4.0
     adjust_bytes_threshold: int = 16 * 1024
@@ -190,11 +197,15 @@ class TransportConfig:
         )
         nscc = NsccParams(
             base_rtt=base_rtt_ns,
-            target_delay=max(base_rtt_ns // 2, 1),
-            fi=mtu,
-            # one BDP plus two packets (the receiver acks every second one): more only builds a
-            # standing NIC queue, which is lost with any path that dies under it
-            max_cwnd=bdp_bytes + 2 * mtu,
+            target_delay=max(base_rtt_ns // 2, 1),  # htsim: 0.75 RTT, which slows incasts here
+            eta=4.0 * mtu,
+            fi=mtu,  # one packet per RTT: htsim has about four, which doubles incast trims here
+            # a calm fabric keeps one BDP plus two packets in flight (more only builds a
+            # standing NIC queue, lost with any path that dies under it); the cap grows with
+            # the RTT's spread up to 3 BDP, so a jittery fabric still fills its pipe
+            bdp=bdp_bytes,
+            lasthop_delay=max(base_rtt_ns * 3 // 4, 1),
+            max_cwnd=3 * bdp_bytes + 2 * mtu,
             min_cwnd=mtu,
             adjust_bytes_threshold=max(mtu, bdp_bytes // 8),
             adjust_period_threshold=base_rtt_ns,

@@ -56,6 +56,8 @@ def test_ecn_without_delay_leaves_window_alone_and_trims_cost_an_mtu() -> None:
 
 
 # ---- NSCC (the default) and the registry -------------------------------------------------
+from dataclasses import replace  # noqa: E402
+
 import pytest  # noqa: E402
 
 from mrc_host.core import NsccParams, TransportConfig, cc_names, create_cc  # noqa: E402
@@ -108,21 +110,21 @@ def test_nscc_decrease_bounded_by_max_md_jump_once_per_base_rtt() -> None:
 
 def test_nscc_proportional_then_fast_increase() -> None:
     cc = Nscc(N)
-    cc.on_ack(4096, rtt_ns=12_500, ecn=False, now_ns=1)  # half the target used: eta/2 per byte
-    assert cc.cwnd == pytest.approx(100_000 + N.eta * 4096 * 0.5)
+    cc.on_ack(4096, rtt_ns=12_500, ecn=False, now_ns=1)  # half the target used: eta/2 per window
+    assert cc.cwnd == pytest.approx(100_000 + N.eta * 4096 * 0.5 / 100_000)
     cc2 = Nscc(N)
     steps = []
     for t in range(60):  # no queueing at all: after one window, fast increase
         before = cc2.cwnd
         cc2.on_ack(4096, rtt_ns=10_000, ecn=False, now_ns=t)
         steps.append(cc2.cwnd - before)
-    assert steps[0] == pytest.approx(N.eta * 4096)
+    assert steps[0] == pytest.approx(N.eta * 4096 / 100_000)
     assert steps[-1] == pytest.approx((N.fi_scale) * 4096)
     assert cc2._fast
 
 
 def test_nscc_fair_increase_above_target_is_about_fi_per_window() -> None:
-    cc = Nscc(N)
+    cc = Nscc(replace(N, lasthop_delay=10**9))  # UET's rule alone: no standing-queue signal
     acked = 0
     while acked < 100_000:
         cc.on_ack(4096, rtt_ns=30_000, ecn=False, now_ns=acked)
@@ -136,6 +138,97 @@ def test_nscc_quick_adapt_drops_to_what_was_delivered() -> None:
     cc.on_trim(10)  # congestion seen: quick adapt armed
     cc.on_ack(8192, rtt_ns=11_000, ecn=False, now_ns=100)
     cc.on_ack(4096, rtt_ns=11_000, ecn=False, now_ns=N.base_rtt + N.target_delay + 1)
-    assert cc.quick_adapts == 1 and 12288 <= cc.cwnd <= 12288 + N.eta * 4096  # delivered + this ack
+    assert cc.quick_adapts == 1 and 12288 <= cc.cwnd <= 12288 + N.eta  # delivered + this ack
     cc.on_ack(4096, rtt_ns=11_000, ecn=False, now_ns=3 * (N.base_rtt + N.target_delay))
     assert cc.quick_adapts == 1  # not armed again: no second drop
+
+
+# ---- NSCC as UET has it (issue 26): each test failed on the code before ---------------------
+import random  # noqa: E402
+
+
+def _ack_window(cc: Nscc, rtt_ns: int, t: int) -> int:
+    """Acknowledge one whole window in packets at ``rtt_ns``; the time after it."""
+    acked = 0
+    while acked < cc.cwnd:
+        cc.on_ack(4096, rtt_ns=rtt_ns, ecn=False, now_ns=t)
+        acked += 4096
+        t += 1
+    return t
+
+
+def test_nscc_proportional_increase_is_additive() -> None:
+    """Defect: the increase added eta x acked x headroom, so a window acked at half the
+    target grew by a fraction of itself (multiplicative). UET/htsim add inc / cwnd: about
+    eta x headroom bytes per window, whatever the window."""
+    grown = []
+    for start in (100_000, 400_000):
+        cc = Nscc(replace(N, initial_cwnd=start))
+        _ack_window(cc, rtt_ns=12_500, t=0)  # 2.5 of 5 us used: headroom 1/2, no fast increase
+        grown.append(cc.cwnd - start)
+    for g in grown:  # one window (and the packet that crosses its end) at headroom 1/2
+        assert g == pytest.approx(N.eta * 0.5, rel=0.1)
+    assert grown[1] == pytest.approx(grown[0], rel=0.1)  # the same whatever the window
+
+
+def test_nscc_standing_queue_without_ecn_decreases_the_window() -> None:
+    """Defect: ECN is off on the last hop and NSCC only decreased on ECN, so two flows into
+    one host kept the window at max_cwnd. A standing queue (every sample of several base
+    RTTs above target, moving less than it stands) now decreases like a mark would."""
+
+    def run(p: NsccParams) -> Nscc:
+        cc = Nscc(p)
+        t = 0
+        for _ in range(200):  # a last-hop queue this flow feeds: the window above 40 KB of pipe
+            for _ in range(10):  # drains at 10 bytes/ns; no mark ever
+                queue_ns = max(0.0, cc.cwnd - 40_000) / 10
+                cc.on_ack(4096, rtt_ns=10_000 + int(queue_ns) + (t % 3) * 100, ecn=False, now_ns=t)
+                t += p.base_rtt // 10
+        return cc
+
+    cc = run(N)  # the floor must pass max(target_delay, lasthop_delay): 5 us here
+    assert cc.lasthop_decreases > 0
+    assert (cc.cwnd - 40_000) / 10 < 2 * N.target_delay  # the queue is held near the target
+    blind = run(replace(N, lasthop_delay=1 << 40))  # UET's rules alone: only ECN decreases
+    assert blind.decreases == 0
+    assert (blind.cwnd - 40_000) / 10 > 4 * N.target_delay
+
+
+def test_nscc_jitter_is_not_a_standing_queue() -> None:
+    """Random per-hop delay raises the mean delay far above target, but its floor moves as
+    much as it stands: no decrease, and the window cap grows to cover the longer RTT."""
+    cfg = TransportConfig.for_rtt(3_000, 75_000)
+    cc = create_cc(cfg)
+    assert isinstance(cc, Nscc)
+    calm_cap = cc.cap
+    rng = random.Random(1)
+    t = 0
+    for _ in range(4000):  # 8 hops of 0..1 us each: 4 us of delay on average, 3 us base RTT
+        rtt = 3_000 + int(sum(rng.uniform(0, 1_000) for _ in range(8)))
+        cc.on_ack(4096, rtt_ns=rtt, ecn=False, now_ns=t)
+        t += 100
+    assert cc.lasthop_decreases == 0
+    assert cc.cap > 1.5 * 75_000 > calm_cap
+    assert cc.cwnd > 1.5 * 75_000
+
+
+def test_nscc_window_cap_has_headroom_only_when_the_rtt_moves() -> None:
+    """Defect: max_cwnd = BDP + 2 MTU, so a longer RTT (jitter) left the pipe part empty.
+    The cap now reaches up to max_cwnd (3 BDP) with the RTT's spread, and stays at
+    BDP + 2 MTU on a calm fabric (what a dying path loses stays one BDP)."""
+    cfg = TransportConfig.for_rtt(21_000, 525_000)
+    assert cfg.nscc.max_cwnd >= 2 * 525_000
+    calm = create_cc(cfg)
+    assert isinstance(calm, Nscc)
+    t = 0
+    for _ in range(2000):
+        calm.on_ack(4096, rtt_ns=21_400, ecn=False, now_ns=t)
+        t += 500
+    assert calm.cwnd == pytest.approx(525_000 + 2 * 4096)
+
+
+def test_nscc_defaults_follow_htsim_where_mrc_allows() -> None:
+    """Additive eta in bytes per window, four packets as htsim; fair increase one packet."""
+    n = TransportConfig.for_rtt(10_000, 250_000).nscc
+    assert n.fi == 4096  # htsim ~3.9 packets: doubles the incast trims without last-hop ECN
+    assert n.eta == 4 * 4096
