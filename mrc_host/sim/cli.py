@@ -155,7 +155,7 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         scenario_png(result, out / f"{sc.name}.png")
     try:
         if args.json:
-            json.dump(result, sys.stdout, indent=1)
+            sys.stdout.write(json.dumps(result, indent=1))  # one write, not one per token
             sys.stdout.write("\n")
         else:
             print(f"scenario {sc.name}: {sc.reproduces or sc.description}")
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "result.json").write_text(json.dumps(result, indent=1))
     try:
         if args.json:
-            json.dump(result, sys.stdout, indent=1)
+            sys.stdout.write(json.dumps(result, indent=1))  # one write, not one per token
             sys.stdout.write("\n")
         else:
             print(human(result))

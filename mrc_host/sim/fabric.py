@@ -61,6 +61,13 @@ class FabricShape:
     ecn_bytes: int = 64 * 1024
     trim_bytes: int = 256 * 1024
     nic_buffer_bytes: int = 1 << 20  # a NIC port's queue bound; past it data packets are trimmed
+    # lossless (PFC) mode, the RoCE baseline: no trimming and no drop-tail on data; a switch
+    # pauses the data priority of the port feeding an ingress once that ingress holds more
+    # than ``pfc_xoff_bytes`` in the switch, and resumes it at ``pfc_xon_bytes``
+    pfc: bool = False
+    pfc_xoff_bytes: int = 96 * 1024
+    pfc_xon_bytes: int = 64 * 1024
+    pfc_headroom_bytes: int = 64 * 1024  # above XOFF for what is in flight; past it: a counted drop
 
     @property
     def hosts(self) -> int:
@@ -81,6 +88,7 @@ class SimPacket:
     size: int
     data: bool  # an untrimmed DATA packet (goes in the data queue)
     tx_start: int = 0  # when it started onto the wire of its current port
+    ingress: Port | None = None  # PFC: the port it came in through (its bytes count there)
 
     def __init__(
         self,
@@ -92,6 +100,7 @@ class SimPacket:
         size: int,
         data: bool,
         tx_start: int = 0,
+        ingress: Port | None = None,
     ) -> None:
         self.msg = msg
         self.src = src
@@ -101,6 +110,7 @@ class SimPacket:
         self.size = size
         self.data = data
         self.tx_start = tx_start
+        self.ingress = ingress
 
 
 class Port(Handler):
@@ -131,7 +141,15 @@ class Port(Handler):
         "nic",
         "ns_per_byte",
         "passive_faults",
+        "pause_ns",
+        "pause_since",
+        "paused",
+        "pauser",
+        "pauses",
         "peak_queued",
+        "pfc_in",
+        "pfc_overflow",
+        "pfc_xoff_sent",
         "plane",
         "queued",
         "spine",
@@ -189,6 +207,16 @@ class Port(Handler):
         self.tx_packets = 0
         self.drops_congestion = 0
         self.trimmed = 0
+        # PFC: this port's data class is paused by its far end (``paused``); as the ingress
+        # of its far-end switch, ``pfc_in`` bytes it delivered still sit in that switch
+        self.pauser = _PortPause(self)
+        self.paused = False
+        self.pause_since = 0
+        self.pause_ns = 0  # total time paused (the per-port pause-time counter)
+        self.pauses = 0  # XOFF frames received
+        self.pfc_in = 0
+        self.pfc_xoff_sent = False
+        self.pfc_overflow = 0  # data dropped past XOFF + headroom (0 when headroom suffices)
 
     def fire(self, arg: object) -> None:
         """A packet reached the far end of this port."""
@@ -207,9 +235,22 @@ class _PortWake(Handler):
         self.port.fabric._wake(self.port)
 
 
+class _PortPause(Handler):
+    """A PFC frame reaching the port it pauses (arg True: XOFF, False: XON)."""
+
+    __slots__ = ("port",)
+
+    def __init__(self, port: Port) -> None:
+        self.port = port
+
+    def fire(self, arg: object) -> None:
+        self.port.fabric._set_pause(self.port, bool(arg))
+
+
 class Fabric:
     def __init__(self, shape: FabricShape, loop: EventLoop, rng: random.Random) -> None:
         self.shape = shape
+        self.pfc = shape.pfc
         self.loop = loop
         self.rng = rng
         self.ports: dict[tuple[str, str], Port] = {}
@@ -310,6 +351,8 @@ class Fabric:
                     self._count_drop(fault, pkt)
                     return
         nxt = port.next_by_dst[pkt.dst]
+        if self.pfc and pkt.data:
+            pkt.ingress = port
         if nxt is None:
             if port.kind == LEAF_TO_HOST:
                 rx = self.host_rx.get(pkt.dst)
@@ -353,7 +396,14 @@ class Fabric:
                 ecn = meta.ecn
                 if ecn in (_ECT0, _ECT1):
                     meta.ecn = Ecn.CE
-            if queued > port.trim_bytes:
+            if self.pfc:
+                ing = pkt.ingress
+                if ing is not None and ing.pfc_in + pkt.size > (
+                    self.shape.pfc_xoff_bytes + self.shape.pfc_headroom_bytes
+                ):
+                    ing.pfc_overflow += 1
+                    return
+            elif queued > port.trim_bytes:
                 self._trim(pkt, mark=False)
                 port.trimmed += 1
             elif queued + pkt.size > port.buffer_bytes:
@@ -361,7 +411,7 @@ class Fabric:
                 return
         loop = self.loop
         now = loop.now
-        if port.busy_until <= now and not port.waking and not port.passive_faults:
+        if port.busy_until <= now and not port.waking and not port.passive_faults and not port.paused:
             # idle wire (the common case, inlined): straight onto it, one event at the far end
             size = pkt.size
             end = now + int(size * port.ns_per_byte)
@@ -374,16 +424,20 @@ class Fabric:
             loop.seq = seq = loop.seq + 1
             heappush(loop.heap, (end + port.delay_ns, seq, port, pkt))
             return
-        if port.busy_until <= now and not port.waking:
+        if port.busy_until <= now and not port.waking and not (port.paused and pkt.data):
             self._transmit(port, pkt, now)
             return
         if pkt.data:
             port.lo.append(pkt)
+            if pkt.ingress is not None:
+                self._ingress_add(pkt.ingress, pkt.size)
         else:
             port.hi.append(pkt)
         port.queued += pkt.size
         if port.queued > port.peak_queued:
             port.peak_queued = port.queued
+        if port.paused and not port.hi:
+            return  # only the paused data class waits: the XON wakes the port
         if not port.waking:
             port.waking = True
             self.loop.push(port.busy_until, port.waker, None)
@@ -427,13 +481,15 @@ class Fabric:
         port.waking = False
         now = self.loop.now
         hi, lo = port.hi, port.lo
-        while hi or lo:
+        while hi or (lo and not port.paused):
             pkt = hi.popleft() if hi else lo.popleft()
             port.queued -= pkt.size
+            if pkt.ingress is not None and pkt.data:
+                self._ingress_sub(pkt.ingress, pkt.size)
             if port.kill_faults and self._killed_in_queue(port, pkt, now):
                 continue
             self._transmit(port, pkt, now)
-            if hi or lo:
+            if hi or (lo and not port.paused):
                 port.waking = True
                 self.loop.push(port.busy_until, port.waker, None)
             return
@@ -446,3 +502,36 @@ class Fabric:
                 Fabric._count_drop(fault, pkt)
                 return True
         return False
+
+    # ---- PFC ----------------------------------------------------------------------------
+    def _ingress_add(self, ing: Port, size: int) -> None:
+        """Bytes that came in through ``ing`` wait in this switch: XOFF past the threshold."""
+        ing.pfc_in += size
+        if ing.pfc_in > self.shape.pfc_xoff_bytes and not ing.pfc_xoff_sent:
+            ing.pfc_xoff_sent = True
+            self.loop.push(self.loop.now + ing.delay_ns, ing.pauser, True)
+
+    def _ingress_sub(self, ing: Port, size: int) -> None:
+        """Bytes that came in through ``ing`` left this switch: XON at the lower threshold."""
+        ing.pfc_in -= size
+        if ing.pfc_xoff_sent and ing.pfc_in <= self.shape.pfc_xon_bytes:
+            ing.pfc_xoff_sent = False
+            self.loop.push(self.loop.now + ing.delay_ns, ing.pauser, False)
+
+    def _set_pause(self, port: Port, on: bool) -> None:
+        """A PFC frame arrived (one link delay after it was sent): stop or restart data."""
+        now = self.loop.now
+        if on and not port.paused:
+            port.paused = True
+            port.pause_since = now
+            port.pauses += 1
+        elif not on and port.paused:
+            port.paused = False
+            port.pause_ns += now - port.pause_since
+            if port.lo and not port.waking:
+                port.waking = True
+                self.loop.push(port.busy_until, port.waker, None)
+
+    def pause_ns(self, port: Port) -> int:
+        """Time ``port`` has been paused so far (counting a pause still on)."""
+        return port.pause_ns + (self.loop.now - port.pause_since if port.paused else 0)

@@ -239,8 +239,22 @@ def summarise_network(net: Network, jobs: list[Job], label: str, buckets: int = 
         "congestion_drops": sum(p.drops_congestion for p in ports),
         "switch_trims": sum(p.trimmed for p in ports if not p.nic),
         "nic_trims": sum(p.trimmed for p in ports if p.nic),
+        "pfc": _pfc(net),
         "t0_uplink_data_bytes": _uplinks(net),
         "events": net.loop.events,
+    }
+
+
+def _pfc(net: Network) -> dict[str, object] | None:
+    """Lossless runs: pause frames, headroom drops and each paused port's pause time (µs)."""
+    fab = net.fabric
+    if not fab.pfc:
+        return None
+    paused = {p.name: fab.pause_ns(p) / 1e3 for p in fab.ports.values() if p.pauses}
+    return {
+        "pauses": sum(p.pauses for p in fab.ports.values()),
+        "headroom_drops": sum(p.pfc_overflow for p in fab.ports.values()),
+        "pause_us_by_port": dict(sorted(paused.items())),
     }
 
 

@@ -70,6 +70,10 @@ FABRIC_KEYS = {
     "ecn": "size",
     "trim": "size",
     "nic_buffer": "size",
+    "pfc": bool,
+    "pfc_xoff": "size",
+    "pfc_xon": "size",
+    "pfc_headroom": "size",
 }
 TRANSPORT_KEYS = {"mtu", "evs", "backups", "config", "cc", "nscc"}
 ITEM_KEYS = {
@@ -101,6 +105,7 @@ TOP_KEYS = {
     "seed",
     "time_limit",
     "modes",
+    "lossless",
     "runs",
     "fabric",
     "transport",
@@ -184,6 +189,7 @@ class Scenario:
     time_limit_ns: int
     nominal_ns: int
     raw: dict[str, Any] = field(compare=False)
+    lossless: tuple[str, ...] = ()  # modes run over a PFC fabric (the RoCE baseline)
 
     def with_mode(self, mode: Mode) -> Scenario:
         """One run, ``mode`` on every connection (the ``--mode`` override)."""
@@ -233,6 +239,10 @@ class _Reader:
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     raise ValueError(f"must be a number, got {value!r}")
                 return float(value)
+            if kind is bool:
+                if not isinstance(value, bool):
+                    raise ValueError(f"must be true or false, got {value!r}")
+                return value
             if kind is str:
                 if not isinstance(value, str):
                     raise ValueError(f"must be a string, got {value!r}")
@@ -286,6 +296,7 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
         "trim": "trim_bytes",
     }
     names["nic_buffer"] = "nic_buffer_bytes"
+    names.update(pfc_xoff="pfc_xoff_bytes", pfc_xon="pfc_xon_bytes", pfc_headroom="pfc_headroom_bytes")
     for key, kind in FABRIC_KEYS.items():
         value = fab.get(key, kind)
         if value is not None:
@@ -296,6 +307,8 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
             fab.fail(key, f"must be {lo}..{hi}, got {getattr(shape, key)}")
     if shape.link_gbps <= 0:
         fab.fail("link_gbps", "must be above 0")
+    if not 0 < shape.pfc_xon_bytes <= shape.pfc_xoff_bytes:
+        fab.fail("pfc_xon", "must be above 0 and at most pfc_xoff")
     if shape.hosts > MAX_HOSTS:
         fab.fail("hosts_per_t0", f"t0 x hosts_per_t0 = {shape.hosts} hosts, at most {MAX_HOSTS}")
     ports = shape.planes * 2 * (shape.hosts + shape.t0 * shape.t1)
@@ -337,6 +350,9 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
                 top.fail(f"modes[{i}]", f"unknown mode {m!r}; modes: {', '.join(x.value for x in Mode)}")
     if len({r.name for r in runs}) != len(runs):
         top.fail("runs", "run names must differ")
+    lossless = raw.get("lossless", [])
+    if not isinstance(lossless, list) or any(m not in {x.value for x in Mode} for m in lossless):
+        top.fail("lossless", f"must be a list of modes ({', '.join(x.value for x in Mode)})")
 
     traffic_raw = raw.get("traffic")
     if not isinstance(traffic_raw, list) or not traffic_raw:
@@ -390,6 +406,7 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
         time_limit_ns=limit,
         nominal_ns=nominal,
         raw=raw,
+        lossless=tuple(lossless),
     )
 
 
@@ -513,6 +530,7 @@ def to_toml(sc: Scenario) -> str:
         f"seed = {sc.seed}",
         f'time_limit = "{sc.time_limit_ns}ns"',
         f"faults = {_toml_value(sc.faults)}",
+        f"lossless = {_toml_value(list(sc.lossless))}",
         "runs = "
         + _toml_value(
             [
@@ -534,6 +552,10 @@ def to_toml(sc: Scenario) -> str:
         f"ecn = {shape.ecn_bytes}",
         f"trim = {shape.trim_bytes}",
         f"nic_buffer = {shape.nic_buffer_bytes}",
+        f"pfc = {_toml_value(shape.pfc)}",
+        f"pfc_xoff = {shape.pfc_xoff_bytes}",
+        f"pfc_xon = {shape.pfc_xon_bytes}",
+        f"pfc_headroom = {shape.pfc_headroom_bytes}",
         "",
         "[transport]",
         f"mtu = {sc.mtu}",
@@ -576,7 +598,8 @@ def to_toml(sc: Scenario) -> str:
 # ---- running ----------------------------------------------------------------------------
 def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
     """A fresh network with every traffic item and fault of ``sc`` for one run."""
-    net = Network(sc.shape, sc.seed)
+    lossless = sc.shape.pfc or (run.mode.value in sc.lossless)
+    net = Network(replace(sc.shape, pfc=lossless), sc.seed)
     jobs: list[Job] = []
     for item in sc.traffic:
         cc = {**sc.cc, **item.cc}

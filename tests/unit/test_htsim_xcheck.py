@@ -55,3 +55,20 @@ def test_incast_completes_within_5pct_of_htsim() -> None:
     assert row["mrc_sim"]["completed"] and row["htsim"][hx.REFERENCE]["completed"]
     v = row["verdict"]
     assert v["completion_within"], v
+
+
+@pytest.mark.skipif(HTSIM is None, reason="needs htsim_uec ($HTSIM_UEC or ../shared/htsim/htsim_uec)")
+def test_lossless_incast_pfc_against_htsims_lossless_queues() -> None:
+    assert HTSIM is not None
+    fab = hx.XFabric(t0=2, t1=8, hosts_per_t0=8)
+    case = hx.Case("incast-8to1", tuple((8 + i, 0) for i in range(8)), 1 << 20)
+    mrc = hx.run_mrcsim(fab, case, seed=1, lossless=True)
+    assert mrc["completed"] and mrc["trims"] == 0 and mrc["drops"] == 0 and mrc["pauses"] > 0
+    try:
+        row = hx.run_lossless_case(HTSIM, fab, case, seed=1)
+    except hx.HtsimUnsupported as exc:
+        pytest.skip(str(exc))
+    mrc, ht = row["mrc_sim"], row["htsim"][hx.REFERENCE]
+    assert mrc["completed"] and ht["completed"], row
+    assert mrc["trims"] == 0 and mrc["drops"] == 0 and mrc["pauses"] > 0  # lossless: paused, not trimmed
+    assert row["verdict"]["completion_within"], row["verdict"]
