@@ -237,3 +237,21 @@ def test_garbage_bytes_are_invalid_argument_not_internal(fabric: Fabric, method:
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
     assert err.value.details().startswith("request: ")
     assert_serving(fabric)
+
+
+def test_the_controller_socket_is_0600_whatever_the_umask(fabric: Fabric, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import stat
+
+    from controller.server import serve
+
+    old = os.umask(0)
+    try:
+        server, _service, bound = serve(fabric.core, f"unix:{tmp_path}/ctl.sock")
+    finally:
+        os.umask(old)
+    try:
+        st = os.stat(tmp_path / "ctl.sock")
+        assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, oct(st.st_mode)
+        assert bound == f"unix:{tmp_path}/ctl.sock"
+    finally:
+        server.stop(grace=None)
