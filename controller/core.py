@@ -26,10 +26,20 @@ from controller.compiler import (
 )
 from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
-from controller.faults import FaultKind, FaultSpec, PortAction, fault_entries, quote, resolve
+from controller.faults import (
+    MAX_ACTIVE_FAULTS,
+    FaultCapacityError,
+    FaultKind,
+    FaultSpec,
+    PortAction,
+    fault_entries,
+    quote,
+    resolve,
+)
 from controller.health import AgentState, AgentWatch
 from controller.northbound import CounterCell
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
+from controller.scheduler import Scheduler, Timer
 from controller.tablewalk import Walk, build_views, walk
 from mrc_fabric.addressing import carrier
 from mrc_fabric.drop_reasons import DROP_REASON_LABELS, drop_reason_label
@@ -53,7 +63,7 @@ class ActiveFault:
     created_at: float
     expires_at: float = 0.0
     active: bool = True  # a FLAP toggles this
-    stop: threading.Event = field(default_factory=threading.Event)
+    timers: dict[str, Timer] = field(default_factory=dict)  # its flap and expiry, on the scheduler
 
     @property
     def switches(self) -> set[str]:
@@ -108,6 +118,7 @@ class ControllerCore:
         self._faults: dict[str, ActiveFault] = {}
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
+        self.scheduler = Scheduler()  # every fault's flap and expiry: one thread, not one per fault
         self.pool = SwitchPool(self._session(sw.name, election_id, bmv2_json) for sw in topo.switches)
         self.agent_watch = (
             AgentWatch([h.name for h in topo.hosts], run_dir / "agents") if run_dir is not None else None
@@ -147,9 +158,7 @@ class ControllerCore:
             self._health_thread.start()
 
     def stop(self) -> None:
-        with self._lock:
-            for f in self._faults.values():
-                f.stop.set()
+        self.scheduler.stop()
         self._health_stop.set()
         if self._health_thread is not None:
             self._health_thread.join(timeout=5)
@@ -254,6 +263,12 @@ class ControllerCore:
         self._require_ready(switches)
         now = time.time()
         with self._lock:
+            if len(self._faults) >= MAX_ACTIVE_FAULTS:
+                raise FaultCapacityError(
+                    "spec",
+                    f"{len(self._faults)} faults are active, the most the controller keeps "
+                    f"(MAX_ACTIVE_FAULTS={MAX_ACTIVE_FAULTS}); clear some first",
+                )
             fault = ActiveFault(
                 f"f{next(self._ids)}", spec, actions, now, now + spec.duration_s if spec.duration_s else 0.0
             )
@@ -269,38 +284,43 @@ class ControllerCore:
                 log.warning("rollback of %s incomplete: %s", fault.id, exc)
             raise
         self.events.publish("fault_injected", fault_id=fault.id, message=describe_spec(spec))
-        if spec.kind == FaultKind.FLAP:
-            threading.Thread(target=self._flap, args=(fault,), name=f"flap-{fault.id}", daemon=True).start()
-        if spec.duration_s:
-            threading.Thread(
-                target=self._expire, args=(fault,), name=f"expire-{fault.id}", daemon=True
-            ).start()
+        with self._lock:
+            if fault.id in self._faults:  # not cleared meanwhile
+                if spec.kind == FaultKind.FLAP:
+                    fault.timers["flap"] = self.scheduler.call_later(spec.period_s, lambda: self._flap(fault))
+                if spec.duration_s:
+                    fault.timers["expiry"] = self.scheduler.call_later(
+                        spec.duration_s, lambda: self._expire(fault)
+                    )
         return fault
 
+    def _cancel_timers(self, fault: ActiveFault) -> None:
+        for timer in fault.timers.values():
+            self.scheduler.cancel(timer)
+        fault.timers.clear()
+
     def _flap(self, fault: ActiveFault) -> None:
-        """Toggle the fault every period until it is cleared; nothing may end this loop early
-        (a dead flap thread could leave a link down for good)."""
-        while not fault.stop.wait(fault.spec.period_s):
-            try:
-                with self._lock:
-                    if fault.id not in self._faults:
-                        return
-                    fault.active = not fault.active
-                self._sync(fault.switches)
-                self.events.publish(
-                    "flap_down" if fault.active else "flap_up", fault_id=fault.id, message=fault.spec.target
-                )
-            except SwitchError as exc:
-                self.events.publish("error", switch=exc.switch, fault_id=fault.id, message=str(exc))
-            except Exception as exc:  # a bug must not stop the flapping: report it and go on
-                log.exception("flap %s", fault.id)
-                self.events.publish("error", fault_id=fault.id, message=f"flap: {exc!r}"[:200])
+        """Toggle the fault, then schedule the next toggle, until it is cleared; nothing may
+        end the flapping early (a flap that stopped could leave a link down for good)."""
+        with self._lock:
+            if fault.id not in self._faults:
+                return
+            fault.active = not fault.active
+            fault.timers["flap"] = self.scheduler.call_later(fault.spec.period_s, lambda: self._flap(fault))
+        try:
+            self._sync(fault.switches)
+            self.events.publish(
+                "flap_down" if fault.active else "flap_up", fault_id=fault.id, message=fault.spec.target
+            )
+        except SwitchError as exc:
+            self.events.publish("error", switch=exc.switch, fault_id=fault.id, message=str(exc))
+        except Exception as exc:  # a bug must not stop the flapping: report it and go on
+            log.exception("flap %s", fault.id)
+            self.events.publish("error", fault_id=fault.id, message=f"flap: {exc!r}"[:200])
 
     def _expire(self, fault: ActiveFault) -> None:
         """Clear the fault when its duration is up; retried until it is gone from the desired
         state (which happens first, so a down switch drops it on reconnect)."""
-        if fault.stop.wait(fault.spec.duration_s):
-            return
         try:
             self.clear_fault(fault.id, reason="fault_expired")
         except KeyError:
@@ -318,7 +338,8 @@ class ControllerCore:
             fault = self._faults.pop(fault_id, None)
         if fault is None:
             raise KeyError(f"id: no fault {quote(fault_id)}")
-        fault.stop.set()
+        with self._lock:
+            self._cancel_timers(fault)
         try:
             self._sync(fault.switches)
         finally:  # gone from the desired state either way; a down switch drops it on reconnect
@@ -331,7 +352,8 @@ class ControllerCore:
             self._faults.clear()
         switches: set[str] = set()
         for f in faults:
-            f.stop.set()
+            with self._lock:
+                self._cancel_timers(f)
             switches |= f.switches
         try:
             self._sync(switches)

@@ -36,6 +36,7 @@ MIN_FLAP_PERIOD_S = 0.05
 MAX_FLAP_PERIOD_S = 3600.0
 MAX_DURATION_S = 7 * 86400.0
 MAX_TARGET_CHARS = 128
+MAX_ACTIVE_FAULTS = 4096  # faults kept at once; one more is RESOURCE_EXHAUSTED
 QUOTE_CHARS = 64  # at most this much of a bad input is quoted back in an error
 
 
@@ -59,6 +60,14 @@ LINK_KINDS = {FaultKind.LINK_DOWN, FaultKind.BLACKHOLE, FaultKind.LOSS, FaultKin
 
 class FaultError(ValueError):
     """A fault request with a bad field; ``field`` is its path (``spec.probability``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class FaultCapacityError(Exception):
+    """A fault refused because MAX_ACTIVE_FAULTS are active (RESOURCE_EXHAUSTED)."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")

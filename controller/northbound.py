@@ -118,7 +118,15 @@ class ControllerClient:
         return list(self.stub.ClearFault(req, timeout=30).cleared)
 
     def faults(self) -> list[pb.Fault]:
-        return list(self.stub.ListFaults(pb.ListFaultsRequest(), timeout=10).faults)
+        """Every active fault, in id order, read a page at a time."""
+        out: list[pb.Fault] = []
+        token = ""
+        while True:
+            resp = self.stub.ListFaults(pb.ListFaultsRequest(page_token=token), timeout=10)
+            out.extend(resp.faults)
+            token = resp.next_page_token
+            if not token:
+                return out
 
     def paths(self, src: str, dst: str, ecmp: bool = False) -> list[pb.Path]:
         req = pb.ListPathsRequest(src=src, dst=dst, ecmp=ecmp)

@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,7 +27,15 @@ from typing import Any, TypeVar
 import grpc
 
 from controller.core import ActiveFault, ControllerCore, PathInfo
-from controller.faults import Direction, FaultError, FaultKind, FaultSpec, FaultTargetNotFound, quote
+from controller.faults import (
+    Direction,
+    FaultCapacityError,
+    FaultError,
+    FaultKind,
+    FaultSpec,
+    FaultTargetNotFound,
+    quote,
+)
 from controller.p4rt_client import SwitchError, SwitchUnavailable
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
@@ -48,6 +57,48 @@ DIR_FROM_PB = {pb.BOTH: Direction.BOTH, pb.A_TO_B: Direction.A2B, pb.B_TO_A: Dir
 DIR_TO_PB = {v: k for k, v in DIR_FROM_PB.items()}
 
 F = TypeVar("F", bound=Callable[..., Any])
+SERVICE_NAME = "mrc.controller.v1.Controller"
+LIST_PAGE_DEFAULT = 500  # ListFaults page size when the request gives none
+LIST_PAGE_MAX = 1000  # a page of 1000 faults is about 150 kB, far below gRPC's 4 MB
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request whose bytes are no message of its type (garbage on the wire): handed to
+    the method instead of failing in gRPC's deserializer, which would answer INTERNAL."""
+
+    message: str
+
+
+def _lenient(from_string: Callable[[bytes], Any], name: str) -> Callable[[bytes], Any]:
+    def decode(data: bytes) -> Any:
+        try:
+            return from_string(data)
+        except Exception as exc:
+            return Undecodable(f"request: {len(data)} B are not a {name} ({type(exc).__name__})")
+
+    return decode
+
+
+def add_service(service: ControllerService, server: grpc.Server) -> None:
+    """Register the service from its descriptor, as the generated code would, but with
+    request decoders that turn garbage into INVALID_ARGUMENT (the generated ones make
+    gRPC answer INTERNAL)."""
+    handlers = {}
+    for m in pb.DESCRIPTOR.services_by_name["Controller"].methods:
+        request_type = getattr(pb, m.input_type.name)
+        response_type = getattr(pb, m.output_type.name)
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if m.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[m.name] = make(
+            getattr(service, m.name),
+            request_deserializer=_lenient(request_type.FromString, m.input_type.name),
+            response_serializer=response_type.SerializeToString,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
 
 
 def grpc_errors(fn: F) -> F:
@@ -55,10 +106,14 @@ def grpc_errors(fn: F) -> F:
 
     @wraps(fn)
     def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        if isinstance(request, Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
         try:
             return fn(self, request, context)
         except FaultError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except FaultCapacityError as exc:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except (FaultTargetNotFound, KeyError) as exc:
             context.abort(grpc.StatusCode.NOT_FOUND, exc.args[0] if exc.args else str(exc))
         except SwitchUnavailable as exc:
@@ -181,7 +236,22 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
     def ListFaults(
         self, request: pb.ListFaultsRequest, context: grpc.ServicerContext
     ) -> pb.ListFaultsResponse:
-        return pb.ListFaultsResponse(faults=[self._fault_pb(f) for f in self.core.faults()])
+        size = request.page_size or LIST_PAGE_DEFAULT
+        if size > LIST_PAGE_MAX:
+            raise FaultError("page_size", f"{size} is above {LIST_PAGE_MAX}")
+        after = 0
+        if request.page_token:
+            token = request.page_token
+            if not (token.startswith("f") and token[1:].isdigit() and len(token) <= 20):
+                raise FaultError("page_token", f"{quote(token)} is no next_page_token this server gave")
+            after = int(token[1:])
+        faults = sorted((int(f.id[1:]), f) for f in self.core.faults())
+        page = [f for n, f in faults if n > after][: size + 1]
+        more = len(page) > size
+        page = page[:size]
+        return pb.ListFaultsResponse(
+            faults=[self._fault_pb(f) for f in page], next_page_token=page[-1].id if more else ""
+        )
 
     @grpc_errors
     def GetCounters(
@@ -238,6 +308,8 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
     def WatchEvents(
         self, request: pb.WatchEventsRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.Event]:
+        if isinstance(request, Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
         q = self.core.events.subscribe()
         try:
             while context.is_active() and not self._closing.is_set():
@@ -282,10 +354,16 @@ def serve(
             path.unlink()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ctl"))
     service = ControllerService(core)
-    pb_grpc.add_ControllerServicer_to_server(service, server)
-    port = server.add_insecure_port(listen)
+    add_service(service, server)
+    old_umask = os.umask(0o177)  # the socket file is 0600 from its creation...
+    try:
+        port = server.add_insecure_port(listen)
+    finally:
+        os.umask(old_umask)
     if port == 0:
         raise OSError(f"--listen: could not bind {listen}")
+    if listen.startswith("unix:"):
+        os.chmod(listen[len("unix:") :], 0o600)  # ...and set explicitly: only its owner may talk to it
     server.start()
     bound = listen if listen.startswith("unix:") else f"{listen.rpartition(':')[0]}:{port}"
     return server, service, bound

@@ -89,6 +89,7 @@ IP6_LEN: Final = 40
 UDP_LEN: Final = 8
 BTH_LEN: Final = 12
 ICRC_LEN: Final = 4
+BTH_TRANSPORT_VERSION: Final = 0  # the BTH TVer of IBA/RoCEv2, the only one MRC speaks
 OUTER_OFF: Final = ETH_LEN  # 14
 INNER_OFF: Final = OUTER_OFF + IP6_LEN  # 54
 UDP_OFF: Final = INNER_OFF + IP6_LEN  # 94
@@ -127,10 +128,10 @@ _ETH_IP6: Final = struct.Struct(">2sIHBx")
 _VTF_PLEN: Final = struct.Struct(">IH")
 _U16: Final = struct.Struct(">H")
 _CARRIER: Final = struct.Struct("16s")  # the outer destination
-# inner IPv6 (its addresses as bytes), then UDP sport dport len | BTH opcode (rsv|qp) (ack|psn);
-# the fields no check reads (hop limit, UDP checksum, BTH flags and pkey) are skipped, not
+# inner IPv6 (its addresses as bytes), then UDP sport dport len | BTH opcode flags (rsv|qp)
+# (ack|psn); the fields no check reads (hop limit, UDP checksum, BTH pkey) are skipped, not
 # made into integers
-_INNER_UDP_BTH: Final = struct.Struct(">IHBx16s16sHHH2xB3xII")
+_INNER_UDP_BTH: Final = struct.Struct(">IHBx16s16sHHH2xBB2xII")
 _DATA: Final = struct.Struct(">QIIIH2xQ")  # RETH va rkey dlen | msg_id flags (reserved) send_ts
 _SACK: Final = struct.Struct(">IIQIBBHQ")  # cum bse bitmap echo_ev flags rsv port_status echo_ts
 _NACK: Final = struct.Struct(">IBxxxI")  # psn reason echo_ev
@@ -182,6 +183,7 @@ _FL_SHIFT: Final = SPORT_EV_BITS
 _FL_RESERVED: Final = ((1 << 20) - 1) & ~((1 << FLOW_LABEL_BITS) - 1)  # flow-label bits no EV sets
 _DATA_FLAGS: Final = {int(f): DataFlag(f) for f in range(4)}
 _TRIMMED: Final = int(Dscp.TRIMMED)
+_BTH_TVER_MASK: Final = 0x0F  # BTH byte 1: SE, M, PadCnt (2 bits), TVer (4 bits)
 _ADDR_CACHE: Final[dict[bytes, str]] = {}
 _ADDR_CACHE_MAX: Final = 4096
 
@@ -614,7 +616,9 @@ def _decode_from_inner(
     if n < h:
         raise MalformedPacket("truncated", f"packet of {n - off} B ends in inner IPv6/UDP/BTH")
     # inner IPv6 (with its addresses as bytes) and UDP + BTH in one call
-    vtf2, plen2, nh2, src, dst, sport, dport, ulen, opcode, qpw, psnw = _INNER_UDP_BTH_UNPACK_FROM(buf, off)
+    vtf2, plen2, nh2, src, dst, sport, dport, ulen, opcode, bth_flags, qpw, psnw = _INNER_UDP_BTH_UNPACK_FROM(
+        buf, off
+    )
     if vtf2 >> 28 != 6:
         raise MalformedPacket("not_ipv6", "inner version")
     if nh2 != 17:
@@ -624,6 +628,8 @@ def _decode_from_inner(
     if dport != MRC_UDP_PORT:
         raise MalformedPacket("not_mrc", f"UDP dport {dport}")
     _check_length(ulen, udp_len, "UDP length")
+    if bth_flags & _BTH_TVER_MASK != BTH_TRANSPORT_VERSION:
+        raise MalformedPacket("bad_field", f"BTH transport version {bth_flags & _BTH_TVER_MASK}")
     if sport >> SPORT_EV_BITS != SPORT_BASE >> SPORT_EV_BITS or vtf & _FL_RESERVED:
         raise MalformedPacket(
             "bad_field", f"UDP sport {sport:#06x} / flow label {vtf & 0xFFFFF:#07x} carry no EV"
@@ -647,9 +653,18 @@ def _decode_from_inner(
             raise MalformedPacket("oversized", f"RETH length {dlen}")
         have = rest - DATA_HDR_LEN
         start = h + DATA_HDR_LEN
-        trimmed = dscp == _TRIMMED or have < dlen + ICRC_LEN
+        # A trim is believed only from its DSCP, and then the frame is exactly the headers a
+        # switch keeps; a DATA frame merely shorter than its RETH length was cut on the way
+        # (or forged) and is dropped, not taken for a trim the sender would answer at once.
+        trimmed = dscp == _TRIMMED
         if trimmed:
+            if have:
+                raise MalformedPacket("bad_length", f"trimmed DATA carries {have} B after its headers")
             payload = b""
+        elif have < dlen + ICRC_LEN:
+            raise MalformedPacket(
+                "truncated", f"{have} B after headers, RETH says {dlen} + ICRC, not trimmed"
+            )
         elif have > dlen + ICRC_LEN:
             raise MalformedPacket("bad_length", f"{have} B after headers, RETH says {dlen} + ICRC")
         else:

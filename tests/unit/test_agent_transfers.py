@@ -52,6 +52,18 @@ def test_many_transfers_per_connection_and_per_host_all_verify() -> None:
     )
 
 
+def test_one_agent_serves_64_concurrent_transfers() -> None:
+    """Issue 27 item 1: 64 transfers at once from one agent to two peers (32 queued on each
+    connection, two chunks each) all verify."""
+    net = Net(("uch0", "uch1", "uch3"))
+    clients = [_send(net, CHUNK_DATA_BYTES + 500 * i, "uch0", ("uch1", "uch3")[i % 2]) for i in range(64)]
+    assert len(net["uch0"].transfers.active) == 64
+    net.run(lambda: _done(*clients), limit=6_000_000)
+    finals = [c.final for c in clients]
+    bad = [f for f in finals if not (f is not None and f["ok"] and f["summary"]["verified"])]
+    assert bad == []
+
+
 def test_a_silent_peer_fails_the_sending_transfer_and_the_queued_one_waits() -> None:
     net = Net(peer_timeout_s=2.0)
     c1 = _send(net, 40 * CHUNK_DATA_BYTES)

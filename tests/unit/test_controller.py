@@ -85,6 +85,7 @@ class Fabric:
     switches: dict[str, FakeSwitch]
     core: ControllerCore
     stub: pb_grpc.ControllerStub
+    channel: grpc.Channel | None = None
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def fabric(tmp_path: Path) -> Iterator[Fabric]:
         assert core.wait_ready(DEADLINE_S) == []
         server, _service, address = serve(core, f"unix:{tmp_path}/controller.sock")
         channel = grpc.insecure_channel(address)
-        yield Fabric(topo, switches, core, pb_grpc.ControllerStub(channel))
+        yield Fabric(topo, switches, core, pb_grpc.ControllerStub(channel), channel)
     finally:
         if channel is not None:
             channel.close()

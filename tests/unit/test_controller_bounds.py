@@ -12,15 +12,19 @@ test_controller.py (the shim's P4Runtime service without a kernel).
 from __future__ import annotations
 
 import math
+import os
 import queue
+import threading
 
 import grpc
 import pytest
 from test_controller import DEADLINE_S, Fabric, fabric, wait_for  # noqa: F401 (the fixture)
 
 from controller.cli import _stamp
-from controller.faults import MAX_TARGET_CHARS, MIN_FLAP_PERIOD_S, QUOTE_CHARS
+from controller.faults import MAX_ACTIVE_FAULTS, MAX_TARGET_CHARS, MIN_FLAP_PERIOD_S, QUOTE_CHARS
+from controller.northbound import ControllerClient
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
+from controller.server import LIST_PAGE_DEFAULT, LIST_PAGE_MAX
 
 LINK = "cut0p0n0:3"
 HUGE = "x" * 10_000
@@ -155,3 +159,99 @@ def test_an_unexpected_error_is_internal_and_the_service_goes_on(
     assert details.startswith("ListFaults: RuntimeError: injected bug") and len(details) <= 300
     monkeypatch.undo()
     assert_serving(fabric)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_10000_faults_keep_threads_and_memory_bounded_and_the_cap_is_resource_exhausted(
+    fabric: Fabric,
+) -> None:
+    """Timed faults are entries in one scheduler, not a thread each; past MAX_ACTIVE_FAULTS
+    an inject is RESOURCE_EXHAUSTED naming the field, and ListFaults pages stay small."""
+    threads_before = threading.active_count()
+    rss_before = _rss_bytes()
+    accepted: list[str] = []
+    refused: list[grpc.RpcError] = []
+    for i in range(10_000):
+        req = pb.InjectFaultRequest(spec=spec(pb.LOSS, probability=0.001, duration_s=3600.0 + i))
+        try:
+            accepted.append(fabric.stub.InjectFault(req, timeout=10).id)
+        except grpc.RpcError as err:
+            refused.append(err)
+    assert len(accepted) == MAX_ACTIVE_FAULTS and len(refused) == 10_000 - MAX_ACTIVE_FAULTS
+    assert {e.code() for e in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    assert refused[0].details().startswith("spec: ") and "MAX_ACTIVE_FAULTS" in refused[0].details()
+    assert threading.active_count() - threads_before <= 2
+    assert fabric.core.scheduler.pending() == MAX_ACTIVE_FAULTS
+    assert _rss_bytes() - rss_before < 64 << 20
+    first = fabric.stub.ListFaults(pb.ListFaultsRequest(), timeout=10)
+    assert len(first.faults) == LIST_PAGE_DEFAULT and first.next_page_token
+    assert first.ByteSize() < 1 << 20
+    client = ControllerClient("unix:/nonexistent")  # its paging loop, on the fixture's channel
+    client.stub = fabric.stub
+    listed = client.faults()
+    client.channel.close()
+    assert [f.id for f in listed] == accepted
+    cleared = fabric.stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=60).cleared
+    assert len(cleared) == MAX_ACTIVE_FAULTS
+    assert fabric.core.scheduler.pending() == 0  # cancelled timers are compacted away
+    assert_serving(fabric)
+
+
+def test_list_faults_pages_in_id_order_and_refuses_bad_paging(fabric: Fabric) -> None:
+    ids = [fabric.stub.InjectFault(pb.InjectFaultRequest(spec=spec()), timeout=10).id for _ in range(5)]
+    seen: list[str] = []
+    token = ""
+    while True:
+        page = fabric.stub.ListFaults(pb.ListFaultsRequest(page_size=2, page_token=token), timeout=10)
+        assert len(page.faults) <= 2
+        seen += [f.id for f in page.faults]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == ids
+    for bad, field in (
+        (pb.ListFaultsRequest(page_size=LIST_PAGE_MAX + 1), "page_size"),
+        (pb.ListFaultsRequest(page_token="x" * 500), "page_token"),
+    ):
+        with pytest.raises(grpc.RpcError) as err:
+            fabric.stub.ListFaults(bad, timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.details().startswith(f"{field}: ") and len(err.value.details()) <= MESSAGE_BOUND
+
+
+@pytest.mark.parametrize("method", ["InjectFault", "ListFaults", "ClearFault", "WatchEvents", "GetTopology"])
+def test_garbage_bytes_are_invalid_argument_not_internal(fabric: Fabric, method: str) -> None:
+    channel = fabric.channel
+    assert channel is not None
+    path = f"/mrc.controller.v1.Controller/{method}"
+    garbage = b"\xff\xff\xff\xff\x0f garbage"
+    with pytest.raises(grpc.RpcError) as err:
+        if method == "WatchEvents":
+            list(channel.unary_stream(path)(garbage, timeout=10))
+        else:
+            channel.unary_unary(path)(garbage, timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert err.value.details().startswith("request: ")
+    assert_serving(fabric)
+
+
+def test_the_controller_socket_is_0600_whatever_the_umask(fabric: Fabric, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import stat
+
+    from controller.server import serve
+
+    old = os.umask(0)
+    try:
+        server, _service, bound = serve(fabric.core, f"unix:{tmp_path}/ctl.sock")
+    finally:
+        os.umask(old)
+    try:
+        st = os.stat(tmp_path / "ctl.sock")
+        assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, oct(st.st_mode)
+        assert bound == f"unix:{tmp_path}/ctl.sock"
+    finally:
+        server.stop(grace=None)

@@ -173,3 +173,52 @@ def test_initial_psn_outside_24_bits_refused() -> None:
         TransportConfig(initial_psn=PSN_MODULUS)
     with pytest.raises(ValueError, match="initial_psn"):
         TransportConfig(initial_psn=-1)
+
+
+def test_sack_echoing_the_copy_before_a_resend_is_believed() -> None:
+    """The echo may name the copy sent before the latest one of a packet resent since (the
+    first copy arrived after all): that packet was sent, so the SACK is believed."""
+    p = started(1024)
+    (a,) = data_sent(p)
+    for _ in range(10):  # a tail probe, then the RTO, resend a
+        p.fire_timers()
+        resent = [m for m in data_sent(p) if m.psn == a.psn]
+        if len(resent) > 1:
+            break
+    p.in_flight = []
+    assert len(resent) == 2 and resent[1].send_ts != a.send_ts
+    p.a.receive(Sack(11, a.psn + 1, a.psn, 0, a.meta.ev, echo_ts=a.send_ts), p.now + 10)
+    assert p.a.sender.snd_una == p.a.cfg.initial_psn + 1
+    assert p.a.counters.acks_dropped["sack_echo_unmatched"] == 0
+
+
+def test_sack_echoing_a_packet_the_peer_refused_is_believed_for_the_others() -> None:
+    """A packet refused by a BAD_RKEY NACK leaves the records, but its echo is remembered:
+    the SACK its arrival triggered still acknowledges the packets after it."""
+    p = started(2048)
+    a = data_sent(p)[0]
+    p.a.receive(Nack(11, a.psn, NackReason.BAD_RKEY, a.meta.ev), p.now + 5)
+    assert p.a.sender.records.get(p.a.cfg.initial_psn) is None
+    p.a.receive(Sack(11, a.psn + 2, a.psn, 0, a.meta.ev, echo_ts=a.send_ts), p.now + 10)
+    assert p.a.sender.snd_una == p.a.cfg.initial_psn + 2
+    assert p.a.counters.acks_dropped["sack_echo_unmatched"] == 0
+
+
+def test_blind_forged_sacks_with_valid_psns_move_nothing() -> None:
+    """20,000 SACKs that name only PSNs in flight but guess the echo (64-bit send time,
+    32-bit EV) at random: none is believed, each is counted."""
+    p = started(8192)
+    pkts = data_sent(p)
+    rng = random.Random(27)
+    first = pkts[0].psn
+    for _ in range(20_000):
+        cum = (first + rng.randrange(len(pkts) + 1)) & 0xFFFFFF
+        bitmap = rng.getrandbits(len(pkts))
+        forged = Sack(11, cum, first, bitmap, rng.getrandbits(32), ecn_echo=True, echo_ts=rng.getrandbits(64))
+        p.a.receive(forged, p.now + 10)
+    c = p.a.counters
+    assert p.a.sender.snd_una == p.a.cfg.initial_psn
+    assert not any(r.sacked for r in p.a.sender.records.values())
+    assert c.ecn_echoes_received == 0 and p.a.sender.srtt_ns is None
+    assert c.sack_echo_unmatched + c.acks_dropped["sack_nothing_new"] == 20_000
+    assert c.sack_echo_unmatched > 19_000

@@ -12,6 +12,7 @@ from scapy.layers.l2 import Ether
 
 from mrc_host.wire import codec
 from mrc_host.wire.codec import (
+    BTH_OFF,
     DATA_HDR_END,
     INNER_OFF,
     MAX_FRAME,
@@ -190,20 +191,43 @@ def test_a_fabric_trim_marks_an_ect_frame_ce_and_leaves_the_rest_alone() -> None
         assert kept.meta.ecn == ecn
 
 
-def test_cut_with_lengths_rewritten_but_dscp_kept_is_trimmed() -> None:
-    """Payload shorter than the RETH length says (lengths consistent) means a switch cut it."""
+def test_a_cut_without_the_trim_dscp_is_not_a_trim() -> None:
+    """Payload shorter than the RETH length says (lengths consistent) but DSCP still DATA: cut
+    on the way or forged, never believed as a switch's trim (which the sender answers at once)."""
     msg = sample_data(512)
     for keep in (0, 1, 100, 512 + 3):
-        got = decode_frame(fix_lengths(frame_of(msg)[: DATA_HDR_END + keep]))
-        assert isinstance(got, DataPacket) and got.trimmed and got.payload == b""
-        assert got.meta.dscp == Dscp.DATA
+        assert reason_of(fix_lengths(frame_of(msg)[: DATA_HDR_END + keep])) == "truncated"
 
 
-def test_dscp_trimmed_marks_trimmed_even_with_full_length() -> None:
+def test_a_trim_is_believed_with_the_trim_dscp_and_exactly_the_headers() -> None:
+    msg = sample_data(512)
+    msg.meta.dscp = Dscp.TRIMMED
+    cut = fix_lengths(frame_of(msg)[:DATA_HDR_END])
+    got = decode_frame(cut, verify_icrc=True)
+    assert isinstance(got, DataPacket) and got.trimmed and got.payload == b""
+    assert decode_frame(trim(frame_of(sample_data(512)))).trimmed  # what the switches do
+
+
+def test_the_trim_dscp_on_a_frame_with_payload_is_refused() -> None:
     msg = sample_data(64)
     msg.meta.dscp = Dscp.TRIMMED
-    got = decode_frame(frame_of(msg))
-    assert got.trimmed and got.payload == b""
+    assert reason_of(frame_of(msg)) == "bad_length"
+    for keep in (1, 4, 40):
+        assert reason_of(fix_lengths(frame_of(msg)[: DATA_HDR_END + keep])) == "bad_length"
+
+
+@pytest.mark.parametrize("tver", [1, 2, 0xF])
+def test_a_bth_transport_version_other_than_0_is_refused(tver: int) -> None:
+    for msg in MSGS:
+        frame = bytearray(frame_of(msg))
+        frame[BTH_OFF + 1] |= tver
+        assert reason_of(bytes(frame)) == "bad_field", type(msg).__name__
+
+
+def test_bth_se_m_and_padcnt_bits_do_not_matter_to_the_version_check() -> None:
+    frame = bytearray(frame_of(MSGS[0]))
+    frame[BTH_OFF + 1] |= 0xF0
+    decode_frame(bytes(frame))
 
 
 def test_trim_refuses_short_frames() -> None:

@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n3controller/proto/mrc/controller/v1/controller.proto\x12\x11mrc.controller.v1\"\x14\n\x12GetTopologyRequest\",\n\x13GetTopologyResponse\x12\x15\n\rtopology_json\x18\x01 \x01(\t\"(\n\x14InstallRoutesRequest\x12\x10\n\x08switches\x18\x01 \x03(\t\"0\n\rSwitchInstall\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\r\"{\n\x15InstallRoutesResponse\x12\x32\n\x08switches\x18\x01 \x03(\x0b\x32 .mrc.controller.v1.SwitchInstall\x12\x15\n\rtotal_entries\x18\x02 \x01(\r\x12\x17\n\x0fhost_config_dir\x18\x03 \x01(\t\"\xb3\x01\n\tFaultSpec\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.mrc.controller.v1.FaultKind\x12\x0e\n\x06target\x18\x02 \x01(\t\x12/\n\tdirection\x18\x03 \x01(\x0e\x32\x1c.mrc.controller.v1.Direction\x12\x13\n\x0bprobability\x18\x04 \x01(\x01\x12\x10\n\x08period_s\x18\x05 \x01(\x01\x12\x12\n\nduration_s\x18\x06 \x01(\x01\"\x88\x01\n\x05\x46\x61ult\x12\n\n\x02id\x18\x01 \x01(\t\x12*\n\x04spec\x18\x02 \x01(\x0b\x32\x1c.mrc.controller.v1.FaultSpec\x12\x12\n\ncreated_at\x18\x03 \x01(\x01\x12\x12\n\nexpires_at\x18\x04 \x01(\x01\x12\x0e\n\x06\x61\x63tive\x18\x05 \x01(\x08\x12\x0f\n\x07\x65ntries\x18\x06 \x03(\t\"@\n\x12InjectFaultRequest\x12*\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.mrc.controller.v1.FaultSpec\",\n\x11\x43learFaultRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03\x61ll\x18\x02 \x01(\x08\"%\n\x12\x43learFaultResponse\x12\x0f\n\x07\x63leared\x18\x01 \x03(\t\"\x13\n\x11ListFaultsRequest\">\n\x12ListFaultsResponse\x12(\n\x06\x66\x61ults\x18\x01 \x03(\x0b\x32\x18.mrc.controller.v1.Fault\"&\n\x12GetCountersRequest\x12\x10\n\x08switches\x18\x01 \x03(\t\"m\n\x0c\x43ounterValue\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12\x0f\n\x07\x63ounter\x18\x02 \x01(\t\x12\r\n\x05index\x18\x03 \x01(\r\x12\r\n\x05label\x18\x04 \x01(\t\x12\x0f\n\x07packets\x18\x05 \x01(\x04\x12\r\n\x05\x62ytes\x18\x06 \x01(\x04\"X\n\x13GetCountersResponse\x12\x31\n\x08\x63ounters\x18\x01 \x03(\x0b\x32\x1f.mrc.controller.v1.CounterValue\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t\":\n\x10ListPathsRequest\x12\x0b\n\x03src\x18\x01 \x01(\t\x12\x0b\n\x03\x64st\x18\x02 \x01(\t\x12\x0c\n\x04\x65\x63mp\x18\x03 \x01(\x08\"Q\n\x03Hop\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07in_port\x18\x02 \x01(\r\x12\x10\n\x08out_port\x18\x03 \x01(\x05\x12\x0b\n\x03\x64st\x18\x04 \x01(\t\x12\x0c\n\x04note\x18\x05 \x01(\t\"\xd7\x01\n\x04Path\x12\n\n\x02\x65v\x18\x01 \x01(\r\x12\r\n\x05plane\x18\x02 \x01(\r\x12\n\n\x02t1\x18\x03 \x01(\x05\x12\x0f\n\x07\x63\x61rrier\x18\x04 \x01(\t\x12$\n\x04hops\x18\x05 \x03(\x0b\x32\x16.mrc.controller.v1.Hop\x12\x0e\n\x06status\x18\x06 \x01(\t\x12\x13\n\x0b\x64rop_reason\x18\x07 \x01(\t\x12\x0f\n\x07\x64rop_at\x18\x08 \x01(\t\x12\x10\n\x08survival\x18\t \x01(\x01\x12\x14\n\x0c\x64\x65livered_to\x18\n \x01(\t\x12\x13\n\x0bunreachable\x18\x0b \x03(\t\";\n\x11ListPathsResponse\x12&\n\x05paths\x18\x01 \x03(\x0b\x32\x17.mrc.controller.v1.Path\"\x14\n\x12WatchEventsRequest\"[\n\x05\x45vent\x12\x11\n\ttimestamp\x18\x01 \x01(\x01\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06switch\x18\x03 \x01(\t\x12\x10\n\x08\x66\x61ult_id\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\"\x12\n\x10GetHealthRequest\"\x94\x01\n\x0cSwitchHealth\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\treachable\x18\x03 \x01(\x08\x12\x0f\n\x07primary\x18\x04 \x01(\x08\x12\x12\n\nlast_error\x18\x05 \x01(\t\x12\x12\n\nreconciles\x18\x06 \x01(\r\x12\x17\n\x0fpipeline_pushes\x18\x07 \x01(\r\"J\n\x0b\x41gentHealth\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06socket\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"v\n\x11GetHealthResponse\x12\x31\n\x08switches\x18\x01 \x03(\x0b\x32\x1f.mrc.controller.v1.SwitchHealth\x12.\n\x06\x61gents\x18\x02 \x03(\x0b\x32\x1e.mrc.controller.v1.AgentHealth*}\n\tFaultKind\x12\x1a\n\x16\x46\x41ULT_KIND_UNSPECIFIED\x10\x00\x12\r\n\tLINK_DOWN\x10\x01\x12\r\n\tBLACKHOLE\x10\x02\x12\x08\n\x04LOSS\x10\x03\x12\x08\n\x04\x46LAP\x10\x04\x12\x0f\n\x0bSWITCH_DOWN\x10\x05\x12\x11\n\rNIC_PORT_DOWN\x10\x06*-\n\tDirection\x12\x08\n\x04\x42OTH\x10\x00\x12\n\n\x06\x41_TO_B\x10\x01\x12\n\n\x06\x42_TO_A\x10\x02\x32\xb4\x06\n\nController\x12\\\n\x0bGetTopology\x12%.mrc.controller.v1.GetTopologyRequest\x1a&.mrc.controller.v1.GetTopologyResponse\x12\x62\n\rInstallRoutes\x12\'.mrc.controller.v1.InstallRoutesRequest\x1a(.mrc.controller.v1.InstallRoutesResponse\x12N\n\x0bInjectFault\x12%.mrc.controller.v1.InjectFaultRequest\x1a\x18.mrc.controller.v1.Fault\x12Y\n\nClearFault\x12$.mrc.controller.v1.ClearFaultRequest\x1a%.mrc.controller.v1.ClearFaultResponse\x12Y\n\nListFaults\x12$.mrc.controller.v1.ListFaultsRequest\x1a%.mrc.controller.v1.ListFaultsResponse\x12\\\n\x0bGetCounters\x12%.mrc.controller.v1.GetCountersRequest\x1a&.mrc.controller.v1.GetCountersResponse\x12V\n\tListPaths\x12#.mrc.controller.v1.ListPathsRequest\x1a$.mrc.controller.v1.ListPathsResponse\x12P\n\x0bWatchEvents\x12%.mrc.controller.v1.WatchEventsRequest\x1a\x18.mrc.controller.v1.Event0\x01\x12V\n\tGetHealth\x12#.mrc.controller.v1.GetHealthRequest\x1a$.mrc.controller.v1.GetHealthResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n3controller/proto/mrc/controller/v1/controller.proto\x12\x11mrc.controller.v1\"\x14\n\x12GetTopologyRequest\",\n\x13GetTopologyResponse\x12\x15\n\rtopology_json\x18\x01 \x01(\t\"(\n\x14InstallRoutesRequest\x12\x10\n\x08switches\x18\x01 \x03(\t\"0\n\rSwitchInstall\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\r\"{\n\x15InstallRoutesResponse\x12\x32\n\x08switches\x18\x01 \x03(\x0b\x32 .mrc.controller.v1.SwitchInstall\x12\x15\n\rtotal_entries\x18\x02 \x01(\r\x12\x17\n\x0fhost_config_dir\x18\x03 \x01(\t\"\xb3\x01\n\tFaultSpec\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.mrc.controller.v1.FaultKind\x12\x0e\n\x06target\x18\x02 \x01(\t\x12/\n\tdirection\x18\x03 \x01(\x0e\x32\x1c.mrc.controller.v1.Direction\x12\x13\n\x0bprobability\x18\x04 \x01(\x01\x12\x10\n\x08period_s\x18\x05 \x01(\x01\x12\x12\n\nduration_s\x18\x06 \x01(\x01\"\x88\x01\n\x05\x46\x61ult\x12\n\n\x02id\x18\x01 \x01(\t\x12*\n\x04spec\x18\x02 \x01(\x0b\x32\x1c.mrc.controller.v1.FaultSpec\x12\x12\n\ncreated_at\x18\x03 \x01(\x01\x12\x12\n\nexpires_at\x18\x04 \x01(\x01\x12\x0e\n\x06\x61\x63tive\x18\x05 \x01(\x08\x12\x0f\n\x07\x65ntries\x18\x06 \x03(\t\"@\n\x12InjectFaultRequest\x12*\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.mrc.controller.v1.FaultSpec\",\n\x11\x43learFaultRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03\x61ll\x18\x02 \x01(\x08\"%\n\x12\x43learFaultResponse\x12\x0f\n\x07\x63leared\x18\x01 \x03(\t\":\n\x11ListFaultsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\r\x12\x12\n\npage_token\x18\x02 \x01(\t\"W\n\x12ListFaultsResponse\x12(\n\x06\x66\x61ults\x18\x01 \x03(\x0b\x32\x18.mrc.controller.v1.Fault\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"&\n\x12GetCountersRequest\x12\x10\n\x08switches\x18\x01 \x03(\t\"m\n\x0c\x43ounterValue\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12\x0f\n\x07\x63ounter\x18\x02 \x01(\t\x12\r\n\x05index\x18\x03 \x01(\r\x12\r\n\x05label\x18\x04 \x01(\t\x12\x0f\n\x07packets\x18\x05 \x01(\x04\x12\r\n\x05\x62ytes\x18\x06 \x01(\x04\"X\n\x13GetCountersResponse\x12\x31\n\x08\x63ounters\x18\x01 \x03(\x0b\x32\x1f.mrc.controller.v1.CounterValue\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t\":\n\x10ListPathsRequest\x12\x0b\n\x03src\x18\x01 \x01(\t\x12\x0b\n\x03\x64st\x18\x02 \x01(\t\x12\x0c\n\x04\x65\x63mp\x18\x03 \x01(\x08\"Q\n\x03Hop\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07in_port\x18\x02 \x01(\r\x12\x10\n\x08out_port\x18\x03 \x01(\x05\x12\x0b\n\x03\x64st\x18\x04 \x01(\t\x12\x0c\n\x04note\x18\x05 \x01(\t\"\xd7\x01\n\x04Path\x12\n\n\x02\x65v\x18\x01 \x01(\r\x12\r\n\x05plane\x18\x02 \x01(\r\x12\n\n\x02t1\x18\x03 \x01(\x05\x12\x0f\n\x07\x63\x61rrier\x18\x04 \x01(\t\x12$\n\x04hops\x18\x05 \x03(\x0b\x32\x16.mrc.controller.v1.Hop\x12\x0e\n\x06status\x18\x06 \x01(\t\x12\x13\n\x0b\x64rop_reason\x18\x07 \x01(\t\x12\x0f\n\x07\x64rop_at\x18\x08 \x01(\t\x12\x10\n\x08survival\x18\t \x01(\x01\x12\x14\n\x0c\x64\x65livered_to\x18\n \x01(\t\x12\x13\n\x0bunreachable\x18\x0b \x03(\t\";\n\x11ListPathsResponse\x12&\n\x05paths\x18\x01 \x03(\x0b\x32\x17.mrc.controller.v1.Path\"\x14\n\x12WatchEventsRequest\"[\n\x05\x45vent\x12\x11\n\ttimestamp\x18\x01 \x01(\x01\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06switch\x18\x03 \x01(\t\x12\x10\n\x08\x66\x61ult_id\x18\x04 \x01(\t\x12\x0f\n\x07message\x18\x05 \x01(\t\"\x12\n\x10GetHealthRequest\"\x94\x01\n\x0cSwitchHealth\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\treachable\x18\x03 \x01(\x08\x12\x0f\n\x07primary\x18\x04 \x01(\x08\x12\x12\n\nlast_error\x18\x05 \x01(\t\x12\x12\n\nreconciles\x18\x06 \x01(\r\x12\x17\n\x0fpipeline_pushes\x18\x07 \x01(\r\"J\n\x0b\x41gentHealth\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0e\n\x06socket\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"v\n\x11GetHealthResponse\x12\x31\n\x08switches\x18\x01 \x03(\x0b\x32\x1f.mrc.controller.v1.SwitchHealth\x12.\n\x06\x61gents\x18\x02 \x03(\x0b\x32\x1e.mrc.controller.v1.AgentHealth*}\n\tFaultKind\x12\x1a\n\x16\x46\x41ULT_KIND_UNSPECIFIED\x10\x00\x12\r\n\tLINK_DOWN\x10\x01\x12\r\n\tBLACKHOLE\x10\x02\x12\x08\n\x04LOSS\x10\x03\x12\x08\n\x04\x46LAP\x10\x04\x12\x0f\n\x0bSWITCH_DOWN\x10\x05\x12\x11\n\rNIC_PORT_DOWN\x10\x06*-\n\tDirection\x12\x08\n\x04\x42OTH\x10\x00\x12\n\n\x06\x41_TO_B\x10\x01\x12\n\n\x06\x42_TO_A\x10\x02\x32\xb4\x06\n\nController\x12\\\n\x0bGetTopology\x12%.mrc.controller.v1.GetTopologyRequest\x1a&.mrc.controller.v1.GetTopologyResponse\x12\x62\n\rInstallRoutes\x12\'.mrc.controller.v1.InstallRoutesRequest\x1a(.mrc.controller.v1.InstallRoutesResponse\x12N\n\x0bInjectFault\x12%.mrc.controller.v1.InjectFaultRequest\x1a\x18.mrc.controller.v1.Fault\x12Y\n\nClearFault\x12$.mrc.controller.v1.ClearFaultRequest\x1a%.mrc.controller.v1.ClearFaultResponse\x12Y\n\nListFaults\x12$.mrc.controller.v1.ListFaultsRequest\x1a%.mrc.controller.v1.ListFaultsResponse\x12\\\n\x0bGetCounters\x12%.mrc.controller.v1.GetCountersRequest\x1a&.mrc.controller.v1.GetCountersResponse\x12V\n\tListPaths\x12#.mrc.controller.v1.ListPathsRequest\x1a$.mrc.controller.v1.ListPathsResponse\x12P\n\x0bWatchEvents\x12%.mrc.controller.v1.WatchEventsRequest\x1a\x18.mrc.controller.v1.Event0\x01\x12V\n\tGetHealth\x12#.mrc.controller.v1.GetHealthRequest\x1a$.mrc.controller.v1.GetHealthResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'controller.proto.mrc.controller.v1.controller_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FAULTKIND']._serialized_start=2061
-  _globals['_FAULTKIND']._serialized_end=2186
-  _globals['_DIRECTION']._serialized_start=2188
-  _globals['_DIRECTION']._serialized_end=2233
+  _globals['_FAULTKIND']._serialized_start=2125
+  _globals['_FAULTKIND']._serialized_end=2250
+  _globals['_DIRECTION']._serialized_start=2252
+  _globals['_DIRECTION']._serialized_end=2297
   _globals['_GETTOPOLOGYREQUEST']._serialized_start=74
   _globals['_GETTOPOLOGYREQUEST']._serialized_end=94
   _globals['_GETTOPOLOGYRESPONSE']._serialized_start=96
@@ -56,35 +56,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLEARFAULTRESPONSE']._serialized_start=792
   _globals['_CLEARFAULTRESPONSE']._serialized_end=829
   _globals['_LISTFAULTSREQUEST']._serialized_start=831
-  _globals['_LISTFAULTSREQUEST']._serialized_end=850
-  _globals['_LISTFAULTSRESPONSE']._serialized_start=852
-  _globals['_LISTFAULTSRESPONSE']._serialized_end=914
-  _globals['_GETCOUNTERSREQUEST']._serialized_start=916
-  _globals['_GETCOUNTERSREQUEST']._serialized_end=954
-  _globals['_COUNTERVALUE']._serialized_start=956
-  _globals['_COUNTERVALUE']._serialized_end=1065
-  _globals['_GETCOUNTERSRESPONSE']._serialized_start=1067
-  _globals['_GETCOUNTERSRESPONSE']._serialized_end=1155
-  _globals['_LISTPATHSREQUEST']._serialized_start=1157
-  _globals['_LISTPATHSREQUEST']._serialized_end=1215
-  _globals['_HOP']._serialized_start=1217
-  _globals['_HOP']._serialized_end=1298
-  _globals['_PATH']._serialized_start=1301
-  _globals['_PATH']._serialized_end=1516
-  _globals['_LISTPATHSRESPONSE']._serialized_start=1518
-  _globals['_LISTPATHSRESPONSE']._serialized_end=1577
-  _globals['_WATCHEVENTSREQUEST']._serialized_start=1579
-  _globals['_WATCHEVENTSREQUEST']._serialized_end=1599
-  _globals['_EVENT']._serialized_start=1601
-  _globals['_EVENT']._serialized_end=1692
-  _globals['_GETHEALTHREQUEST']._serialized_start=1694
-  _globals['_GETHEALTHREQUEST']._serialized_end=1712
-  _globals['_SWITCHHEALTH']._serialized_start=1715
-  _globals['_SWITCHHEALTH']._serialized_end=1863
-  _globals['_AGENTHEALTH']._serialized_start=1865
-  _globals['_AGENTHEALTH']._serialized_end=1939
-  _globals['_GETHEALTHRESPONSE']._serialized_start=1941
-  _globals['_GETHEALTHRESPONSE']._serialized_end=2059
-  _globals['_CONTROLLER']._serialized_start=2236
-  _globals['_CONTROLLER']._serialized_end=3056
+  _globals['_LISTFAULTSREQUEST']._serialized_end=889
+  _globals['_LISTFAULTSRESPONSE']._serialized_start=891
+  _globals['_LISTFAULTSRESPONSE']._serialized_end=978
+  _globals['_GETCOUNTERSREQUEST']._serialized_start=980
+  _globals['_GETCOUNTERSREQUEST']._serialized_end=1018
+  _globals['_COUNTERVALUE']._serialized_start=1020
+  _globals['_COUNTERVALUE']._serialized_end=1129
+  _globals['_GETCOUNTERSRESPONSE']._serialized_start=1131
+  _globals['_GETCOUNTERSRESPONSE']._serialized_end=1219
+  _globals['_LISTPATHSREQUEST']._serialized_start=1221
+  _globals['_LISTPATHSREQUEST']._serialized_end=1279
+  _globals['_HOP']._serialized_start=1281
+  _globals['_HOP']._serialized_end=1362
+  _globals['_PATH']._serialized_start=1365
+  _globals['_PATH']._serialized_end=1580
+  _globals['_LISTPATHSRESPONSE']._serialized_start=1582
+  _globals['_LISTPATHSRESPONSE']._serialized_end=1641
+  _globals['_WATCHEVENTSREQUEST']._serialized_start=1643
+  _globals['_WATCHEVENTSREQUEST']._serialized_end=1663
+  _globals['_EVENT']._serialized_start=1665
+  _globals['_EVENT']._serialized_end=1756
+  _globals['_GETHEALTHREQUEST']._serialized_start=1758
+  _globals['_GETHEALTHREQUEST']._serialized_end=1776
+  _globals['_SWITCHHEALTH']._serialized_start=1779
+  _globals['_SWITCHHEALTH']._serialized_end=1927
+  _globals['_AGENTHEALTH']._serialized_start=1929
+  _globals['_AGENTHEALTH']._serialized_end=2003
+  _globals['_GETHEALTHRESPONSE']._serialized_start=2005
+  _globals['_GETHEALTHRESPONSE']._serialized_end=2123
+  _globals['_CONTROLLER']._serialized_start=2300
+  _globals['_CONTROLLER']._serialized_end=3120
 # @@protoc_insertion_point(module_scope)

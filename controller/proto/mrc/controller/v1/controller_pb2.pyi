@@ -120,14 +120,20 @@ class ClearFaultResponse(_message.Message):
     def __init__(self, cleared: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListFaultsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListFaultsResponse(_message.Message):
-    __slots__ = ("faults",)
+    __slots__ = ("faults", "next_page_token")
     FAULTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     faults: _containers.RepeatedCompositeFieldContainer[Fault]
-    def __init__(self, faults: _Optional[_Iterable[_Union[Fault, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, faults: _Optional[_Iterable[_Union[Fault, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetCountersRequest(_message.Message):
     __slots__ = ("switches",)
