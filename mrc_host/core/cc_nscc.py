@@ -8,9 +8,11 @@ batches; quick adapt drops the window at once to what the network actually deliv
 that collapsed.
 
 Two departures from UET, both because MRC's switches mark no ECN on the last hop:
-- a *standing* queue (the smallest delay of a base RTT above the target) decreases the
-  window like an ECN mark does. Jitter raises the mean delay but not the floor, so it
-  cannot fake this signal; the signal never reaches the EV set, so it steers no traffic;
+- a *standing* queue (the smallest delay of the last periods above the target, and the
+  samples' mean within a third of it above) decreases the window like an ECN mark does.
+  Jitter raises the floor too, but its samples scatter as far above it as it stands, once
+  the floor has seen enough of them (``_FLOOR_SAMPLES``); the signal never reaches the EV
+  set, so it steers no traffic;
 - the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
   (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
   longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
@@ -61,6 +63,7 @@ class Nscc(CongestionControl):
         self._floors: list[tuple[int, int, int]] = []
         self._floor_n = 0  # samples in self._floors
         self._floor_sum = 0
+        self._floor_min: int | None = None  # the least of self._floors
         self._calm_from_ns = 0  # no headroom for spread before this: a trim says it is a queue
         self._now_ns = 0
         self.quick_adapts = 0
@@ -74,12 +77,7 @@ class Nscc(CongestionControl):
     @property
     def floor_delay(self) -> int | None:
         """The smallest delay sample of the last periods (the standing queue)."""
-        return min(f[0] for f in self._floors) if self._floors else None
-
-    @property
-    def floor_mean(self) -> float | None:
-        """The mean delay of the samples the floor was taken from."""
-        return self._floor_sum / self._floor_n if self._floor_n else None
+        return self._floor_min
 
     @property
     def cap(self) -> float:
@@ -121,6 +119,7 @@ class Nscc(CongestionControl):
             _, n, total = floors.pop(0)
             self._floor_n -= n
             self._floor_sum -= total
+        self._floor_min = min(f[0] for f in floors)
         self._period_min = None
         self._period_n = 0
         self._period_sum = 0
@@ -186,8 +185,13 @@ class Nscc(CongestionControl):
             if delay > target:
                 self._decrease(avg, now_ns)
             return
-        floor = (self.floor_delay or 0) if closed and self._floor_n >= _FLOOR_SAMPLES else 0
-        if floor > max(target, p.lasthop_delay) and floor > 3 * (self._floor_sum / self._floor_n - floor):
+        floor = 0
+        if closed and self._floor_n >= _FLOOR_SAMPLES:
+            floor = self._floor_min or 0
+            mean = self._floor_sum / self._floor_n  # of the samples the floor is the least of
+            if floor <= 3 * (mean - floor):
+                floor = 0
+        if floor > max(target, p.lasthop_delay):
             # no mark, yet every sample of the last periods waited in a queue that moves
             # less than it stands (jitter moves as much as it adds): the last hop, which
             # marks nothing -- decrease as a mark would
