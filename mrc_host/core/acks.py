@@ -58,12 +58,15 @@ class AckBook:
                 self.c.messages_completed += 1
             out.append(MessageSent(w.msg_id, not w.failed, w.failed))
 
-    def _deliver(self, rec: TxRecord, now_ns: int, s: Sack) -> None:
+    def _deliver(self, rec: TxRecord, now_ns: int, s: Sack) -> bool:
+        """Acknowledge ``rec``; False when the copy that arrived is shown to be the one
+        before the latest (the loss guess was spurious)."""
         self.recovery.remove(rec)
         # the SACK echoes the send time and EV of the copy that arrived: the earlier one
         # (Eifel's test) -- decisive where the RTT is too unsettled for the time test
         earlier_copy = s.echo_ts == rec.prev_sent_ns and s.echo_ev == rec.lost_ev
-        if self.recovery.on_delivered(rec, now_ns, earlier_copy):
+        spurious = self.recovery.on_delivered(rec, now_ns, earlier_copy)
+        if spurious:
             self._spurious(rec.lost_ev, now_ns)
         rec.gap_lost = False
         rec.lost = False
@@ -72,6 +75,7 @@ class AckBook:
         c.ev(rec.ev).packets_delivered += 1
         c.data_bytes_delivered += len(rec.payload)
         self.evset.note_ok(rec.ev, now_ns, rec.sent_ns)
+        return not spurious
 
     def _spurious(self, lost_ev: int, now_ns: int) -> None:
         """A loss declared by the gap rule or a timer was reordering after all: the reorder
@@ -177,19 +181,27 @@ class AckBook:
             self.c.sack_echo_unmatched += 1
             self._drop_ack("sack_echo_unmatched")
             return
+        # the gap rule's evidence: packets whose latest copy arrived. A resend acknowledged
+        # because its original arrived late (the guess was spurious) carries the resend's send
+        # time and order, long after the original's: counted, it made every packet sent
+        # between the two look overtaken by a whole reorder window, and the next gap loss
+        # was spurious too
+        evidence: list[TxRecord] = []
         for rec in newly:
-            self._deliver(rec, now_ns, s)
+            if self._deliver(rec, now_ns, s):
+                evidence.append(rec)
         for seq in range(self.tx.snd_una, cum):
             rec = records.pop(seq, None)
             if rec is not None:
                 self._finish_packet(rec, out)
         self.tx.snd_una = cum
         self.recovery.on_progress()
-        self._sack_feedback(s, newly, now_ns)
+        self._sack_feedback(s, newly, evidence, now_ns)
 
-    def _sack_feedback(self, s: Sack, newly: list[TxRecord], now_ns: int) -> None:
+    def _sack_feedback(self, s: Sack, newly: list[TxRecord], evidence: list[TxRecord], now_ns: int) -> None:
         """What a believed SACK says beyond the acknowledgements: an RTT sample and an ECN echo
-        from its trigger, the peer's port status, and the losses it reveals."""
+        from its trigger, the peer's port status, and the losses ``evidence`` (the packets
+        whose latest copy arrived) reveals."""
         trigger = None
         for rec in newly:
             if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
@@ -224,7 +236,7 @@ class AckBook:
             return
         recovery = self.recovery
         recovery.note_rack(newly)
-        for rec in recovery.gap_losses(newly):
+        for rec in recovery.gap_losses(evidence):
             self.tx.lose(rec, "gap", now_ns)  # no-op for a record already lost
         if self._retire and self.evset.planes > 1:
             for plane in recovery.dead_planes(newly):

@@ -8,9 +8,11 @@ batches; quick adapt drops the window at once to what the network actually deliv
 that collapsed.
 
 Two departures from UET, both because MRC's switches mark no ECN on the last hop:
-- a *standing* queue (the smallest delay of a base RTT above the target) decreases the
-  window like an ECN mark does. Jitter raises the mean delay but not the floor, so it
-  cannot fake this signal; the signal never reaches the EV set, so it steers no traffic;
+- a *standing* queue (the smallest delay of the last periods above the target, and the
+  samples' mean within a third of it above) decreases the window like an ECN mark does.
+  Jitter raises the floor too, but its samples scatter as far above it as it stands, once
+  the floor has seen enough of them (``_FLOOR_SAMPLES``); the signal never reaches the EV
+  set, so it steers no traffic;
 - the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
   (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
   longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
@@ -22,7 +24,14 @@ from __future__ import annotations
 from .cc_base import CongestionControl, register_cc
 from .config import NsccParams, TransportConfig
 
-_FLOOR_PERIODS = 8  # the delay floor is the smallest sample of this many base RTTs
+_FLOOR_PERIODS = 8  # the delay floor is the smallest sample of at least this many periods ...
+# ... and of at least this many samples. The floor of random per-hop delay is the least of a
+# sum of draws, so it depends on how many samples it saw: 8 hops of 0..3 us give a floor near
+# 8 us from a dozen samples (a slow flow's 8 periods) and near 6 us from 64, where the mean
+# is 12 us. A dozen samples therefore looked like a standing queue, each decrease made the
+# flow slower, its floor higher and the next decrease likelier; 64 keep the floor of such
+# jitter well under three quarters of the mean (the last-hop guard below).
+_FLOOR_SAMPLES = 64
 
 
 class Nscc(CongestionControl):
@@ -45,10 +54,16 @@ class Nscc(CongestionControl):
         self._qa_end_ns: int | None = None
         self._qa_bytes = 0
         self._qa_armed = False
-        # the delay floor: the smallest sample of the current base RTT, and of the last ones
+        # the delay floor: per period (min, samples, sum of delays), the current one and the
+        # last ones, as many as _FLOOR_PERIODS and _FLOOR_SAMPLES need
         self._period_end_ns: int | None = None
         self._period_min: int | None = None
-        self._floors: list[int] = []
+        self._period_n = 0
+        self._period_sum = 0
+        self._floors: list[tuple[int, int, int]] = []
+        self._floor_n = 0  # samples in self._floors
+        self._floor_sum = 0
+        self._floor_min: int | None = None  # the least of self._floors
         self._calm_from_ns = 0  # no headroom for spread before this: a trim says it is a queue
         self._now_ns = 0
         self.quick_adapts = 0
@@ -61,8 +76,8 @@ class Nscc(CongestionControl):
 
     @property
     def floor_delay(self) -> int | None:
-        """The smallest delay sample of the last few base RTTs (the standing queue)."""
-        return min(self._floors) if self._floors else None
+        """The smallest delay sample of the last periods (the standing queue)."""
+        return self._floor_min
 
     @property
     def cap(self) -> float:
@@ -82,9 +97,11 @@ class Nscc(CongestionControl):
         self.cwnd = min(max(self.cwnd, float(self.p.min_cwnd)), self.cap)
 
     def _track_floor(self, delay: int, now_ns: int) -> bool:
-        """Keep the per-base-RTT delay floors; True when a period just closed."""
+        """Keep the per-period delay floors; True when a period just closed."""
         if self._period_min is None or delay < self._period_min:
             self._period_min = delay
+        self._period_n += 1
+        self._period_sum += delay
         # a period is the fabric's longest base RTT (lasthop_delay) when it is set: flows of
         # different RTTs then see the same queue through the same number of samples
         period = max(self.p.base_rtt, self.p.lasthop_delay)
@@ -93,10 +110,19 @@ class Nscc(CongestionControl):
             return False
         if now_ns < self._period_end_ns:
             return False
-        self._floors.append(self._period_min)
-        if len(self._floors) > _FLOOR_PERIODS:
-            del self._floors[0]
+        floors = self._floors
+        floors.append((self._period_min, self._period_n, self._period_sum))
+        self._floor_n += self._period_n
+        self._floor_sum += self._period_sum
+        # every period holds a sample (the one that closed it): at most _FLOOR_SAMPLES periods
+        while len(floors) > _FLOOR_PERIODS and self._floor_n - floors[0][1] >= _FLOOR_SAMPLES:
+            _, n, total = floors.pop(0)
+            self._floor_n -= n
+            self._floor_sum -= total
+        self._floor_min = min(f[0] for f in floors)
         self._period_min = None
+        self._period_n = 0
+        self._period_sum = 0
         self._period_end_ns = now_ns + period
         return True
 
@@ -159,9 +185,14 @@ class Nscc(CongestionControl):
             if delay > target:
                 self._decrease(avg, now_ns)
             return
-        floor = (self.floor_delay or 0) if closed else 0
-        if floor > max(target, p.lasthop_delay) and floor > 3 * (avg - floor):
-            # no mark, yet every sample of the last base RTTs waited in a queue that moves
+        floor = 0
+        if closed and self._floor_n >= _FLOOR_SAMPLES:
+            floor = self._floor_min or 0
+            mean = self._floor_sum / self._floor_n  # of the samples the floor is the least of
+            if floor <= 3 * (mean - floor):
+                floor = 0
+        if floor > max(target, p.lasthop_delay):
+            # no mark, yet every sample of the last periods waited in a queue that moves
             # less than it stands (jitter moves as much as it adds): the last hop, which
             # marks nothing -- decrease as a mark would
             self._fast = False

@@ -67,8 +67,10 @@ class NsccParams:
     - ECN, delay above target -> multiplicative decrease by ``gamma`` x (avg_delay -
       target) / avg_delay, at most ``max_md_jump`` of the window, at most once per base RTT;
     - ECN, delay below target -> no change (a transient queue);
-    - no ECN, but the smallest delay of a base RTT above target (a standing queue where
-      nothing marks: the last hop) -> the same decrease, sized by that floor delay;
+    - no ECN, but the smallest delay of the last periods (8 of max(base_rtt,
+      lasthop_delay), at least 64 samples) above target and ``lasthop_delay``, and more
+      than 3 x (their mean - it) (a standing queue where nothing marks: the last hop) ->
+      the same decrease, sized by that floor delay;
     the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
     (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or

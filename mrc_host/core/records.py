@@ -50,7 +50,7 @@ class TxRecord:
     tx_order: int = 0
     transmissions: int = 0
     later_delivered: int = 0
-    reordered_past: bool = False  # a packet sent reorder_window after this one was delivered
+    overtaken_sent: int = -1  # send time of the latest-sent packet of its plane delivered after it
     sacked: bool = False
     lost: bool = False  # waiting in the retransmit queue
     gap_lost: bool = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
@@ -69,7 +69,7 @@ class TxRecord:
         tx_order: int = 0,
         transmissions: int = 0,
         later_delivered: int = 0,
-        reordered_past: bool = False,
+        overtaken_sent: int = -1,
         sacked: bool = False,
         lost: bool = False,
         gap_lost: bool = False,
@@ -86,7 +86,7 @@ class TxRecord:
         self.tx_order = tx_order
         self.transmissions = transmissions
         self.later_delivered = later_delivered
-        self.reordered_past = reordered_past
+        self.overtaken_sent = overtaken_sent
         self.sacked = sacked
         self.lost = lost
         self.gap_lost = gap_lost

@@ -125,7 +125,7 @@ class Recovery:
         self._tx_order += 1
         rec.tx_order = self._tx_order
         rec.later_delivered = 0
-        rec.reordered_past = False
+        rec.overtaken_sent = -1
         rec.lost = False
         self.in_flight[rec.seq] = rec
         size = len(rec.payload)
@@ -292,9 +292,11 @@ class Recovery:
                 if rec.ev >> PLANE_SHIFT != plane:
                     continue
                 rec.later_delivered += 1
-                if sent - rec.sent_ns >= window:
-                    rec.reordered_past = True
-                if rec.later_delivered >= threshold and rec.reordered_past:
+                if sent > rec.overtaken_sent:
+                    rec.overtaken_sent = sent
+                # against the window now, not the one when it was overtaken: a spurious loss
+                # in between widened it, and that reordering must not pass for loss again
+                if rec.later_delivered >= threshold and rec.overtaken_sent - rec.sent_ns >= window:
                     lost.append(rec)
         return lost
 

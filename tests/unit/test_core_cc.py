@@ -212,6 +212,26 @@ def test_nscc_jitter_is_not_a_standing_queue() -> None:
     assert cc.cwnd > 1.5 * 75_000
 
 
+def test_nscc_sparse_samples_of_jitter_are_not_a_standing_queue() -> None:
+    """Defect: the floor was the least sample of 8 base RTTs, whatever their number. A flow
+    with about one sample per base RTT (a 3 us fabric, 0..3 us on each of 8 hops: 12 us of
+    delay on average) took the least of a dozen sums of 8 draws, near 8 us, for a standing
+    queue: 145-214 decreases in 3000 samples, each making the flow slower, its floor higher
+    and the next decrease likelier. The floor now spans at least 64 samples, where such
+    jitter's floor sits near half its mean; the guard (floor above three quarters of the
+    mean of those samples) then passes about once in 10**4 checks (one a period here:
+    about 2000), so at most a couple, where a standing queue decreases every base RTT."""
+    rng = random.Random(1)
+    cc = create_cc(TransportConfig.for_rtt(3_000, 75_000))
+    assert isinstance(cc, Nscc)
+    t = 0
+    for _ in range(3000):
+        cc.on_ack(4096, rtt_ns=3_000 + int(sum(rng.uniform(0, 3_000) for _ in range(8))), ecn=False, now_ns=t)
+        t += 2_000  # two thirds of a sample per base RTT
+    assert cc.lasthop_decreases <= 2
+    assert cc.cwnd > 75_000  # not cut below one BDP (d59ef97: 17 KB)
+
+
 def test_nscc_window_cap_has_headroom_only_when_the_rtt_moves() -> None:
     """Defect: max_cwnd = BDP + 2 MTU, so a longer RTT (jitter) left the pipe part empty.
     The cap now reaches up to max_cwnd (3 BDP) with the RTT's spread, and stays at

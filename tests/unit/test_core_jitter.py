@@ -155,3 +155,42 @@ def test_forged_timestamps_only_stretch_the_ack_side_guard_within_a_cap() -> Non
     assert p.b.receiver.ack_lost_guard_ns() <= cfg.rto_min_ns + cfg.rto_max_ns // 4
     assert p.b.prober.probe_timeout_ns() <= max(cfg.probe_interval_ns, cfg.rto_max_ns // 2)
     assert p.b.counters.data_bytes_placed == 4096  # the data itself is placed as usual
+
+
+def test_a_spurious_loss_undone_does_not_make_the_next_one() -> None:
+    """Defect: a resend acknowledged because its original arrived late (the guess undone)
+    still counted in the gap rule with the resend's send time, a reorder window after every
+    packet sent between the original and the resend: those were declared lost at once,
+    spuriously too (a jittery 2x4 fabric, seed 1: two gap losses where the test allows one)."""
+    p = make_pair(size=1 << 16, planes=1, t1=4, rto_min_ns=10_000_000, rto_initial_ns=10_000_000)
+    a = p.a
+
+    def send(n: int, at_ns: int, seed: int) -> list[DataPacket]:
+        p.now = at_ns
+        before = len(data_sent(p))
+        _, acts = a.post_write(payload(n * 1024, seed), BASE + 1024 * before, RKEY, p.now)
+        p.absorb(a, acts)
+        return data_sent(p)[before:]
+
+    def sack(cum: int, bitmap: int, echo: DataPacket) -> Sack:
+        return Sack(a.local_qp, cum, psn0, bitmap, echo_ev=echo.meta.ev, echo_ts=echo.send_ts)
+
+    (first,) = send(1, 0, 1)  # the packet that will be late
+    psn0 = first.psn
+    a.sender.recovery.rtt.srtt_ns = 40_000.0  # reorder window SRTT/4: about 10 us
+    between = send(3, 10_000, 2)  # sent 10 us after it: not overtaken by the next ones
+    later = send(4, 15_000, 3)  # 15 us after the first, 5 us after those between
+    bitmap = sum(1 << (d.psn - psn0) for d in later)
+    p.now = 30_000
+    out = a.receive(sack(psn0, bitmap, later[0]), p.now)
+    assert a.counters.losses_gap == 1  # the first, resent now; those between are not overtaken
+    p.absorb(a, out)
+    resend = data_sent(p)[-1]
+    assert resend.psn == psn0 and resend.flags & DataFlag.RETRANSMISSION
+    p.now = 30_100  # the original turns up: the guess was wrong (the window doubles to ~20 us)
+    late = sack(psn0 + 1, bitmap, first)
+    a.receive(late, p.now)
+    assert a.counters.spurious_losses == 1 and a.sender.recovery.reo_mult == 2
+    # the resend left 20 us after those between; the original, 10 us before them
+    assert a.counters.losses_gap == 1
+    assert all(d.psn in {r.seq for r in a.sender.recovery.in_flight.values()} for d in between)

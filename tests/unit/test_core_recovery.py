@@ -87,6 +87,29 @@ def test_gap_rule_needs_three_later_same_plane_deliveries_one_past_the_window() 
     assert r.gap_losses([late]) == [victim]
 
 
+def test_gap_rule_judges_the_overtaking_against_the_window_now() -> None:
+    """Defect: "overtaken by a reorder window" was a flag set against the window at the
+    time. A spurious loss in between doubles the window, but a packet flagged under the old
+    one was still declared lost by its next later delivery: a second spurious loss, right
+    after the first (jitter=1us, 16 MiB, seed 1: two gap losses where one was shown)."""
+    r = make(sack_gap_threshold=3, reorder_window_ns=100)
+    r.rtt.sample(40_000)
+    assert r.reorder_window() == 10_000  # SRTT/4
+    victim = send(r, 0, 0, 0)
+    ahead = [send(r, 1 + i, 0, 12_000) for i in range(2)]  # 12 us later: past the window
+    for x in ahead:
+        deliver(r, x, 20_000)
+    assert r.gap_losses(ahead) == []  # overtaken by 12 us, but twice only
+    r.on_spurious()  # another guess of the same SACK was reordering after all
+    assert r.reorder_window() == 20_000
+    third = send(r, 3, 0, 12_500)
+    deliver(r, third, 21_000)
+    assert r.gap_losses([third]) == []  # three now, but 12.5 us is inside the window now
+    far = send(r, 4, 0, 20_000)
+    deliver(r, far, 30_000)
+    assert r.gap_losses([far]) == [victim]  # 20 us later: lost after all
+
+
 def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() -> None:
     r = make(reorder_window_ns=1_000)
     r.rtt.sample(10_000)
