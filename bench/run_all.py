@@ -35,6 +35,8 @@ BENCHMARKS = [
     Benchmark("codec", "bench.bench_codec", ("--quick",)),
     Benchmark("core", "bench.bench_core", ("--quick",)),
     Benchmark("agent", "bench.bench_agent", ("--quick",), needs_root=True),
+    # what the live web view (mrc view) costs the fabric in CPU, view off and on alternately
+    Benchmark("view", "bench.bench_view", ("--rounds", "3", "--seconds", "5"), needs_root=True),
     Benchmark("sim-figures", "mrc_host.sim.figures", ("--size-mib", "2", "--seeds", "1", "--no-sensitivity")),
     Benchmark("sim-transport", "bench.sim_transport", ("--quick",)),
     # faults that add up, paths that come back, dead reverse EVs
