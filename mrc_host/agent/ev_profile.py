@@ -1,13 +1,13 @@
 """The agent's EV profile: a TOML file saying which EVs its connections draw and deny.
 
 Why: the OCP MRC profile lets an operator shape the entropy values a NIC uses (how many,
-which bits vary, an explicit list) and rule some out (DENIED), and researchers want the
-same knobs to see how spraying, retirement and ECMP hashing depend on them. The EV format
-itself is fixed by the contract (docs/design.md §3): the only format is ``flowlabel+udp_sport``.
-Every key is optional; the ``mrc-agent`` flags ``--evs``, ``--backup-evs``,
-``--ev-min-active`` and ``--cc`` override the file::
+which bits vary, an explicit list, a generated set over per-field masks) and rule some out
+(DENIED), and researchers want the same knobs to see how spraying, retirement and ECMP
+hashing depend on them. docs/agent.md ("EV profiles") describes every key. Every key is
+optional; the ``mrc-agent`` flags ``--evs``, ``--backup-evs``, ``--ev-min-active`` and
+``--cc`` override the file::
 
-    format = "flowlabel+udp_sport"
+    format = "flowlabel+udp_sport"   # the contract's fields: [4, 10, 18] (plane, T1, entropy)
     evs = 64                 # EVs per connection, split over the planes (core: max_evs)
     backups_per_plane = 2
     min_active = 16          # loss retires no EV below this many usable (0: 3/4 of evs)
@@ -16,11 +16,22 @@ Every key is optional; the ``mrc-agent`` flags ``--evs``, ``--backup-evs``,
     entropy_base = 0x2a000   # ... the others fixed to these
     explicit = ["00000001", "10040002"]   # or: use exactly these EVs (hex, as `mrc evs` prints)
 
+    [generated]              # or: the OCP generated profile, one table per format field
+    fields = [{width = 4, max = 7, mask = 0xf}, {width = 10, max = 15, mask = 0x3ff},
+              {width = 18, init = 0x100, max = 255, mask = 0xff}]
+
     [[deny]]                 # DENIED from the start on every connection: all keys must match
     plane = 1
     t1 = 0
     [[deny]]
     ev = "00000001"
+    [[deny]]                 # a range of one format field's values
+    field = 1
+    min = 12
+    max = 15
+    [[deny]]                 # OCP's deny_mask / deny_value over the whole EV
+    mask = 0xf0000000
+    value = 0x30000000
 """
 
 from __future__ import annotations
@@ -34,11 +45,21 @@ from mrc_fabric.addressing import AddressingError
 from mrc_fabric.ev import EV
 from mrc_host.core import EvProfile
 from mrc_host.core.cc_base import cc_names
+from mrc_host.core.ev_fields import (
+    CONTRACT_FORMAT,
+    MAX_PROFILE_EVS,
+    FieldDeny,
+    GenField,
+    GenProfile,
+    check_format,
+    field_values,
+)
 
-EV_FORMAT = "flowlabel+udp_sport"
-_COUNTS = {"evs": (1, 4096), "backups_per_plane": (0, 256), "min_active": (0, 4096)}
-_KEYS = {"format", "cc", "entropy_mask", "entropy_base", "explicit", "deny", *_COUNTS}
-_DENY_KEYS = {"plane", "t1", "ev"}
+EV_FORMAT = "flowlabel+udp_sport"  # the contract's carrier; its fields are CONTRACT_FORMAT
+_COUNTS = {"evs": (1, MAX_PROFILE_EVS), "backups_per_plane": (0, 256), "min_active": (0, MAX_PROFILE_EVS)}
+_KEYS = {"format", "cc", "entropy_mask", "entropy_base", "explicit", "generated", "deny", *_COUNTS}
+_DENY_KEYS = {"plane", "t1", "ev", "field", "min", "max", "mask", "value"}
+_GEN_FIELD_KEYS = {"width", "init", "min", "max", "mask"}
 
 
 class ProfileError(ValueError):
@@ -47,11 +68,18 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True)
 class DenyRule:
-    """EVs to deny: every given field must match (plane, T1, or one EV value)."""
+    """EVs to deny: every given key must match -- plane, T1, one EV value, a range of one
+    format field's values (``field``, ``min``..``max``), or OCP's ``mask``/``value``."""
 
     plane: int | None = None
     t1: int | None = None
     ev: int | None = None
+    field: int | None = None
+    lo: int = 0
+    hi: int = 0
+    mask: int | None = None
+    value: int = 0
+    format: tuple[int, ...] = CONTRACT_FORMAT
 
     def matches(self, value: int) -> bool:
         e = EV.decode(value)
@@ -59,7 +87,19 @@ class DenyRule:
             (self.plane is None or e.plane == self.plane)
             and (self.t1 is None or e.t1 == self.t1)
             and (self.ev is None or value == self.ev)
+            and (self.field is None or self.lo <= field_values(value, self.format)[self.field] <= self.hi)
+            and (self.mask is None or value & self.mask == self.value)
         )
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            k: v for k, v in (("plane", self.plane), ("t1", self.t1), ("ev", self.ev)) if v is not None
+        }
+        if self.field is not None:
+            out |= {"field": self.field, "min": self.lo, "max": self.hi}
+        if self.mask is not None:
+            out |= {"mask": self.mask, "value": self.value}
+        return out
 
 
 @dataclass(frozen=True)
@@ -70,6 +110,7 @@ class AgentEvProfile:
     cc: str | None = None
     values: EvProfile = field(default_factory=EvProfile)
     deny: tuple[DenyRule, ...] = ()
+    format: tuple[int, ...] = CONTRACT_FORMAT  # the format profile's field widths, wire order
 
     def transport_overrides(self) -> dict[str, Any]:
         """Keyword arguments for ``TransportConfig`` (only what the profile sets)."""
@@ -86,16 +127,21 @@ class AgentEvProfile:
 
     def as_dict(self) -> dict[str, Any]:
         """The profile in the file's own keys (``parse(p.as_dict()) == p``)."""
+        gen = self.values.generated
         out: dict[str, Any] = {
-            "format": EV_FORMAT,
+            "format": EV_FORMAT if self.format == CONTRACT_FORMAT else list(self.format),
             "entropy_mask": self.values.entropy_mask,
             "entropy_base": self.values.entropy_base,
             "explicit": [f"{v:08x}" for v in self.values.explicit],
-            "deny": [
-                {k: v for k, v in (("plane", r.plane), ("t1", r.t1), ("ev", r.ev)) if v is not None}
-                for r in self.deny
-            ],
+            "deny": [r.as_dict() for r in self.deny],
         }
+        if gen is not None:
+            out["generated"] = {
+                "fields": [
+                    {"width": f.width, "init": f.init, "min": f.min, "max": f.max, "mask": f.mask}
+                    for f in gen.fields
+                ]
+            }
         for key, value in (
             ("evs", self.evs),
             ("backups_per_plane", self.backups_per_plane),
@@ -130,39 +176,85 @@ def _ev(where: str, value: object) -> int:
     return v
 
 
+def _format(source: str, raw: object) -> tuple[int, ...]:
+    if raw == EV_FORMAT:
+        return CONTRACT_FORMAT
+    if not isinstance(raw, list):
+        raise ProfileError(f"{source}: format: {EV_FORMAT!r} or a list of field widths, got {raw!r}")
+    try:
+        return check_format(tuple(raw))
+    except ValueError as exc:
+        raise ProfileError(f"{source}: {exc}") from None
+
+
+def _deny_rule(where: str, rule: object, fmt: tuple[int, ...]) -> DenyRule:
+    if not isinstance(rule, dict) or not rule or set(rule) - _DENY_KEYS:
+        raise ProfileError(f"{where}: a table with some of {', '.join(sorted(_DENY_KEYS))}")
+    if ("min" in rule or "max" in rule) and "field" not in rule:
+        raise ProfileError(f"{where}: min/max need a field")
+    if "value" in rule and "mask" not in rule:
+        raise ProfileError(f"{where}.value: needs a mask")
+    fld = None if "field" not in rule else _int(f"{where}.field", rule["field"], 0, len(fmt) - 1)
+    top = 0 if fld is None else (1 << fmt[fld]) - 1
+    lo = 0 if fld is None else _int(f"{where}.min", rule.get("min", 0), 0, top)
+    hi = 0 if fld is None else _int(f"{where}.max", rule.get("max", top), lo, top)
+    return DenyRule(
+        plane=None if "plane" not in rule else _int(f"{where}.plane", rule["plane"], 0, 15),
+        t1=None if "t1" not in rule else _int(f"{where}.t1", rule["t1"], 0, 1023),
+        ev=None if "ev" not in rule else _ev(f"{where}.ev", rule["ev"]),
+        field=fld,
+        lo=lo,
+        hi=hi,
+        mask=None if "mask" not in rule else _int(f"{where}.mask", rule["mask"], 1, 0xFFFFFFFF),
+        value=_int(f"{where}.value", rule.get("value", 0), 0, 0xFFFFFFFF),
+        format=fmt,
+    )
+
+
+def _generated(source: str, raw: object, fmt: tuple[int, ...], rules: list[DenyRule]) -> GenProfile:
+    """The [generated] table; deny rules by field range go into it so denied EVs are never drawn."""
+    where = f"{source}: generated"
+    if not isinstance(raw, dict) or set(raw) - {"fields"} or not isinstance(raw.get("fields"), list):
+        raise ProfileError(f"{where}: a table with fields = [{{width, init, min, max, mask}}, ...]")
+    fields = []
+    for i, f in enumerate(raw["fields"]):
+        at = f"{where}.fields[{i}]"
+        if not isinstance(f, dict) or "width" not in f or set(f) - _GEN_FIELD_KEYS:
+            raise ProfileError(f"{at}: a table with width and some of init, min, max, mask")
+        fields.append(GenField(**{k: _int(f"{at}.{k}", v, 0, 0xFFFFFFFF) for k, v in f.items()}))
+    field_denies = tuple(
+        FieldDeny(r.field, r.lo, r.hi)
+        for r in rules
+        if r.field is not None and r.as_dict().keys() == {"field", "min", "max"}
+    )
+    try:
+        return GenProfile(format=fmt, fields=tuple(fields), deny=field_denies)
+    except ValueError as exc:
+        raise ProfileError(f"{source}: {exc}") from None
+
+
 def parse(obj: dict[str, Any], source: str = "profile") -> AgentEvProfile:
     unknown = sorted(set(obj) - _KEYS)
     if unknown:
         raise ProfileError(f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
-    fmt = obj.get("format", EV_FORMAT)
-    if fmt != EV_FORMAT:
-        raise ProfileError(f"{source}: format: only {EV_FORMAT!r} is defined (design §3), got {fmt!r}")
+    fmt = _format(source, obj.get("format", EV_FORMAT))
     cc = obj.get("cc")
     if cc is not None and cc not in cc_names():
         raise ProfileError(f"{source}: cc: {cc!r} is not one of {', '.join(cc_names())}")
     explicit = obj.get("explicit", [])
     if not isinstance(explicit, list):
         raise ProfileError(f"{source}: explicit: must be a list of EVs")
-    rules = []
     deny = obj.get("deny", [])
     if not isinstance(deny, list):
         raise ProfileError(f"{source}: deny: must be an array of tables ([[deny]])")
-    for i, rule in enumerate(deny):
-        where = f"{source}: deny[{i}]"
-        if not isinstance(rule, dict) or not rule or set(rule) - _DENY_KEYS:
-            raise ProfileError(f"{where}: a table with some of {', '.join(sorted(_DENY_KEYS))}")
-        rules.append(
-            DenyRule(
-                plane=None if "plane" not in rule else _int(f"{where}.plane", rule["plane"], 0, 15),
-                t1=None if "t1" not in rule else _int(f"{where}.t1", rule["t1"], 0, 1023),
-                ev=None if "ev" not in rule else _ev(f"{where}.ev", rule["ev"]),
-            )
-        )
+    rules = [_deny_rule(f"{source}: deny[{i}]", rule, fmt) for i, rule in enumerate(deny)]
+    generated = None if "generated" not in obj else _generated(source, obj["generated"], fmt, rules)
     try:
         values = EvProfile(
             explicit=tuple(_ev(f"{source}: explicit[{i}]", v) for i, v in enumerate(explicit)),
             entropy_mask=_int(f"{source}: entropy_mask", obj.get("entropy_mask", 0x3FFFF), 0, 0x3FFFF),
             entropy_base=_int(f"{source}: entropy_base", obj.get("entropy_base", 0), 0, 0x3FFFF),
+            generated=generated,
         )
     except ProfileError:
         raise
@@ -176,6 +268,7 @@ def parse(obj: dict[str, Any], source: str = "profile") -> AgentEvProfile:
         cc=cc,
         values=values,
         deny=tuple(rules),
+        format=fmt,
     )
 
 

@@ -15,6 +15,8 @@ from typing import Final
 from mrc_fabric.ev import ENTROPY_MASK, EV
 from mrc_host.wire.messages import PSN_MASK
 
+from .ev_fields import GenProfile
+
 
 class Mode(enum.StrEnum):
     """How a connection uses paths. Same code, different policy switches."""
@@ -107,16 +109,22 @@ class EvProfile:
     The EV format is fixed by the contract (docs/design.md §3: plane and T1 choose the path, the low
     14 bits ride in the UDP source port, the high 18 in the flow label); a profile only
     narrows the values: ``explicit`` lists the EVs to use (each must fit the path space; the
-    first ``max_evs / planes`` of each plane are active, the rest backups), otherwise EVs are
-    drawn with entropy ``entropy_base | (random & entropy_mask)``, so a researcher can pin the
+    first ``max_evs / planes`` of each plane are active, the rest backups), ``generated``
+    draws them from an OCP generated profile's values, otherwise EVs are drawn with entropy
+    ``entropy_base | (random & entropy_mask)``, so a researcher can pin the
     entropy bits an ECMP hash would see, or give every EV of a path the same entropy.
     """
 
     explicit: tuple[int, ...] = ()
     entropy_mask: int = ENTROPY_MASK
     entropy_base: int = 0
+    # OCP generated profile (format fields, per-field init/min/max/mask, denials): the EVs
+    # are drawn from what it generates (mrc_host/core/ev_fields.py)
+    generated: GenProfile | None = None
 
     def __post_init__(self) -> None:
+        if self.generated is not None and self.explicit:
+            raise ValueError("explicit and generated: a profile lists its EVs or generates them, not both")
         if not 0 <= self.entropy_mask <= ENTROPY_MASK:
             raise ValueError(f"entropy_mask {self.entropy_mask:#x} is not within {ENTROPY_MASK:#x}")
         if not 0 <= self.entropy_base <= ENTROPY_MASK or self.entropy_base & self.entropy_mask:

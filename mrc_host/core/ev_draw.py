@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from mrc_fabric.ev import ENTROPY_MASK, EV
 
 from .config import Mode, TransportConfig
+from .ev_fields import GenProfile
 
 __all__ = ["EvDraw", "PathSpace", "draw"]
 
@@ -55,6 +56,8 @@ def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
     profile = cfg.ev_profile
     if profile.explicit:
         return _explicit(profile.explicit, per_plane, cfg.backup_evs_per_plane, paths)
+    if profile.generated is not None:
+        return _generated(profile.generated, cfg, per_plane, paths, rng)
     seen: set[int] = set()
     wanted = -(-(per_plane + cfg.backup_evs_per_plane) // (1 if cfg.mode is Mode.ECMP else paths.t1_count))
     if wanted > 1 << profile.entropy_mask.bit_count():
@@ -98,4 +101,38 @@ def _explicit(values: tuple[int, ...], per_plane: int, backups: int, paths: Path
     for plane, evs in enumerate(out.active):
         if not evs:
             raise ValueError(f"explicit: no EV on plane {plane} (deny a plane's EVs to leave it unused)")
+    return out
+
+
+def _generated(
+    gen: GenProfile, cfg: TransportConfig, per_plane: int, paths: PathSpace, rng: random.Random
+) -> EvDraw:
+    """EVs from an OCP generated profile: of the values it generates (less its denials)
+    those that name a plane and T1 this fabric has, dealt per plane over the T1s as evenly
+    as they allow (shuffled T1 order, a random value of each path in turn), actives first.
+    In ECMP mode the T1 bits are the switches' business: every value of the plane counts."""
+    by_path: dict[tuple[int, int], list[int]] = {}
+    for v in gen.generate():
+        ev = EV.decode(v)
+        if ev.plane < paths.planes and (cfg.mode is Mode.ECMP or ev.t1 < paths.t1_count):
+            by_path.setdefault((ev.plane, 0 if cfg.mode is Mode.ECMP else ev.t1), []).append(v)
+    out = EvDraw([[] for _ in range(paths.planes)], [[] for _ in range(paths.planes)])
+    for plane in range(paths.planes):
+        pools = [by_path[k] for k in sorted(by_path) if k[0] == plane]
+        if not pools:
+            raise ValueError(
+                f"generated: no EV of the profile names plane {plane} with a T1 below {paths.t1_count} "
+                f"(of {gen.count} generated)"
+            )
+        rng.shuffle(pools)
+        for pool in pools:
+            rng.shuffle(pool)
+        dealt: list[int] = []
+        want = per_plane + cfg.backup_evs_per_plane
+        while len(dealt) < want and any(pools):
+            for pool in pools:
+                if pool and len(dealt) < want:
+                    dealt.append(pool.pop())
+        out.active[plane] = dealt[:per_plane]
+        out.backup[plane] = dealt[per_plane:]
     return out

@@ -75,7 +75,7 @@ FABRIC_KEYS = {
     "pfc_xon": "size",
     "pfc_headroom": "size",
 }
-TRANSPORT_KEYS = {"mtu", "evs", "backups", "config", "cc", "nscc"}
+TRANSPORT_KEYS = {"mtu", "evs", "backups", "config", "cc", "nscc", "ev_profile"}
 ITEM_KEYS = {
     "pattern",
     "name",
@@ -190,6 +190,9 @@ class Scenario:
     nominal_ns: int
     raw: dict[str, Any] = field(compare=False)
     lossless: tuple[str, ...] = ()  # modes run over a PFC fabric (the RoCE baseline)
+    # the agent's EV-profile keys (docs/agent.md, "EV profiles"): format, explicit, entropy,
+    # generated fields, deny rules, min_active; evs, backups and cc have their own keys here
+    ev_profile: dict[str, Any] = field(default_factory=dict)
 
     def with_mode(self, mode: Mode) -> Scenario:
         """One run, ``mode`` on every connection (the ``--mode`` override)."""
@@ -324,6 +327,8 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
     config = _checked_fields(file, tr.get("config", dict, {}), "transport.config", TransportConfig)
     cc = _checked_fields(file, tr.get("cc", dict, {}), "transport.cc", CcParams)
     nscc = _checked_fields(file, tr.get("nscc", dict, {}), "transport.nscc", NsccParams)
+    ev_profile = tr.get("ev_profile", dict, {})
+    _ev_profile_overrides(file, ev_profile)  # checked now: a bad profile fails at load
 
     modes_raw = raw.get("modes", ["mrc"])
     if not isinstance(modes_raw, list) or not modes_raw:
@@ -400,6 +405,7 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
         config=config,
         cc=cc,
         nscc=nscc,
+        ev_profile=ev_profile,
         traffic=traffic,
         faults=list(faults_raw),
         runs=runs,
@@ -408,6 +414,26 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
         raw=raw,
         lossless=tuple(lossless),
     )
+
+
+def _ev_profile_overrides(file: str, table: dict[str, Any]) -> dict[str, object]:
+    """``[transport] ev_profile``, read by the agent's own EV-profile parser, as
+    ``TransportConfig`` overrides (the profile's values and its ``min_active``)."""
+    if not table:
+        return {}
+    from mrc_host.agent.ev_profile import ProfileError, parse
+
+    for key in ("evs", "backups_per_plane", "cc"):
+        if key in table:
+            raise ScenarioError(file, f"transport.ev_profile.{key}", "set it with transport.evs/backups/cc")
+    try:
+        prof = parse(table, "ev_profile")
+    except ProfileError as exc:
+        raise ScenarioError(file, "transport.ev_profile", str(exc)) from exc
+    out: dict[str, object] = {"ev_profile": prof.values}
+    if prof.min_active is not None:
+        out["ev_min_active"] = prof.min_active
+    return out
 
 
 def _checked_fields(file: str, table: dict[str, Any], path: str, cls: type) -> dict[str, object]:
@@ -565,6 +591,8 @@ def to_toml(sc: Scenario) -> str:
         f"cc = {_toml_value(sc.cc)}",
         f"nscc = {_toml_value(sc.nscc)}",
     ]
+    if sc.ev_profile:
+        lines.append(f"ev_profile = {_toml_value(sc.ev_profile)}")
     for t in sc.traffic:
         lines += ["", "[[traffic]]", f"pattern = {_toml_value(t.pattern)}", f"name = {_toml_value(t.name)}"]
         lines += [f"size = {t.size}", f'start = "{t.start_ns}ns"', f"writes = {t.writes}"]
@@ -613,7 +641,7 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
             backup_evs_per_plane=sc.backups,
             pin_path=item.pin_path,
             window_scale=item.window_scale,
-            transport={**sc.config, **item.config},
+            transport={**_ev_profile_overrides(sc.file, sc.ev_profile), **sc.config, **item.config},
             cc=cc,
             nscc={**sc.nscc, **item.nscc},
         )
