@@ -170,7 +170,8 @@ def listen_address(listen: str) -> tuple[str, Path | None]:
     return listen, None
 
 
-def run(args: argparse.Namespace) -> int:
+def _checked_ports(args: argparse.Namespace) -> tuple[dict[int, str], dict[int, float]]:
+    """The ports and rates asked for, once the kernel, the user and the namespace allow it."""
     ports = dict(args.port)
     if len(ports) != len(args.port):
         raise ShimSetupError("--port: a port number is given twice")
@@ -188,19 +189,56 @@ def run(args: argparse.Namespace) -> int:
     rates = dict(args.rate)
     if set(rates) - set(ports):
         raise ShimSetupError(f"--rate: ports {sorted(set(rates) - set(ports))} are not given with --port")
+    return ports, rates
+
+
+def _install_egress(
+    args: argparse.Namespace, ports: dict[int, str], rates: dict[int, float]
+) -> dict[int, PortEgress]:
+    """The egress model (HTB + eBPF) on every port, or none with --no-egress-model; all or nothing."""
+    egress: dict[int, PortEgress] = {}
+    if args.no_egress_model:
+        return egress
+    try:
+        build_object()
+        for port, ifname in sorted(ports.items()):
+            egress[port] = PortEgress(ifname)
+            egress[port].install(int(rates.get(port, 0) * 1e6), args.buffer_bytes)
+    except EgressError as exc:
+        for e in egress.values():
+            e.remove()
+        raise ShimSetupError(f"{exc} (or run the shim with --no-egress-model)") from exc
+    return egress
+
+
+def _log_serving(
+    args: argparse.Namespace, address: str, ports: dict[int, str], rates: dict[int, float], egress: bool
+) -> None:
+    log.info(
+        "switch %s device_id %d serving P4Runtime on %s, ports %s",
+        args.name,
+        args.device_id,
+        address,
+        ", ".join(f"{p}={i}" for p, i in sorted(ports.items())),
+    )
+    if egress:
+        log.info(
+            "egress model on every port (HTB + eBPF: ECN marking, trimming, tail drop); rates %s, "
+            "buffer %d B",
+            ", ".join(f"{p}={rates.get(p, 0):g} Mbit/s" for p in sorted(ports)) or "-",
+            args.buffer_bytes,
+        )
+    else:
+        log.info(
+            "no egress model (--no-egress-model): no ECN marking, no trimming; port_policy is stored only"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    ports, rates = _checked_ports(args)
     index = P4InfoIndex(load_p4info(args.p4info))
     enable_forwarding(ports)
-    egress: dict[int, PortEgress] = {}
-    if not args.no_egress_model:
-        try:
-            build_object()
-            for port, ifname in sorted(ports.items()):
-                egress[port] = PortEgress(ifname)
-                egress[port].install(int(rates.get(port, 0) * 1e6), args.buffer_bytes)
-        except EgressError as exc:
-            for e in egress.values():
-                e.remove()
-            raise ShimSetupError(f"{exc} (or run the shim with --no-egress-model)") from exc
+    egress = _install_egress(args, ports, rates)
 
     netlink = NetlinkBackend()
     nft = NftFaults(nft_table_name(args.name))
@@ -243,24 +281,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server.start()
-    log.info(
-        "switch %s device_id %d serving P4Runtime on %s, ports %s",
-        args.name,
-        args.device_id,
-        address,
-        ", ".join(f"{p}={i}" for p, i in sorted(ports.items())),
-    )
-    if egress:
-        log.info(
-            "egress model on every port (HTB + eBPF: ECN marking, trimming, tail drop); rates %s, "
-            "buffer %d B",
-            ", ".join(f"{p}={rates.get(p, 0):g} Mbit/s" for p in sorted(ports)) or "-",
-            args.buffer_bytes,
-        )
-    else:
-        log.info(
-            "no egress model (--no-egress-model): no ECN marking, no trimming; port_policy is stored only"
-        )
+    _log_serving(args, address, ports, rates, bool(egress))
     try:
         stop.wait()
     finally:

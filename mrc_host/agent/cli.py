@@ -42,8 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"also: {more} (mrc <command> --help)" if more else None,
     )
     sub = ap.add_subparsers(dest="command", required=True)
+    _add_serve(sub.add_parser("serve", help="run the agent in this host's network namespace"))
+    _add_client_commands(sub)
+    return ap
 
-    s = sub.add_parser("serve", help="run the agent in this host's network namespace")
+
+def _add_serve(s: argparse.ArgumentParser) -> None:
+    """``mrc serve``: the agent's own options (timers, window, EV profile, CC)."""
     s.add_argument("--config", required=True, type=Path, help="<run_dir>/hosts/<host>.json")
     s.add_argument("--control", required=True, type=Path, help="path of the control unix socket")
     s.add_argument("--log", type=Path, help="log file (default: stderr)")
@@ -92,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, help="seed of the EV draws and transfer ids (default: random)")
     s.add_argument("-v", "--verbose", action="store_true")
 
+
+def _add_client_commands(sub: Any) -> None:
+    """The commands that talk to a running agent over its control socket."""
     snd = sub.add_parser("send", help="send SIZE bytes to PEER and wait for the receiver's confirmation")
     snd.add_argument("peer")
     snd.add_argument("size", help="bytes: 4096, 64M, 8MiB, 10MB, 1G")
@@ -117,7 +125,6 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"{name} an EV on every connection (operator)")
         p.add_argument("ev", help="EV as 8 hex digits, as `mrc evs` prints it")
         _agent_arg(p)
-    return ap
 
 
 def _fmt_bytes(n: float) -> str:

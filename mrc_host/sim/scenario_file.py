@@ -288,23 +288,59 @@ def load_text(text: str, file: str = "<text>") -> Scenario:
 
 
 def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "scenario") -> Scenario:
+    """A scenario from its TOML table, each section read and checked by its own reader."""
     top = _Reader(file, raw, "", TOP_KEYS)
+    shape = _fabric(file, top)
+    transport = _transport(file, top)
+    runs = _runs(file, raw, top)
+    lossless = raw.get("lossless", [])
+    if not isinstance(lossless, list) or any(m not in {x.value for x in Mode} for m in lossless):
+        top.fail("lossless", f"must be a list of modes ({', '.join(x.value for x in Mode)})")
+    traffic = _traffic(file, raw, top, shape)
+    nominal = max(int(t.nominal_bytes() * 8 / (shape.link_gbps * shape.planes)) + 1 for t in traffic)
+    faults = _faults(raw, top, shape, nominal)
+    limit = top.get("time_limit", "time", 200 * nominal + 10_000_000)
+    if limit <= 0:
+        top.fail("time_limit", "must be above 0")
+    return Scenario(
+        file=file,
+        name=top.get("name", str, default_name),
+        description=top.get("description", str, ""),
+        reproduces=top.get("reproduces", str, ""),
+        seed=top.get("seed", int, 1),
+        shape=shape,
+        **transport,
+        traffic=traffic,
+        faults=faults,
+        runs=runs,
+        time_limit_ns=limit,
+        nominal_ns=nominal,
+        raw=raw,
+        lossless=tuple(lossless),
+    )
+
+
+_SHAPE_FIELDS = {
+    "link_delay": "link_delay_ns",
+    "buffer": "buffer_bytes",
+    "ecn": "ecn_bytes",
+    "trim": "trim_bytes",
+    "nic_buffer": "nic_buffer_bytes",
+    "pfc_xoff": "pfc_xoff_bytes",
+    "pfc_xon": "pfc_xon_bytes",
+    "pfc_headroom": "pfc_headroom_bytes",
+}
+
+
+def _fabric(file: str, top: _Reader) -> FabricShape:
+    """``[fabric]``: the shape, within the simulator's bounds."""
     fab = _Reader(file, top.get("fabric", dict, {}), "fabric", set(FABRIC_KEYS))
-    base = FabricShape()
     shape_kw: dict[str, Any] = {}
-    names = {
-        "link_delay": "link_delay_ns",
-        "buffer": "buffer_bytes",
-        "ecn": "ecn_bytes",
-        "trim": "trim_bytes",
-    }
-    names["nic_buffer"] = "nic_buffer_bytes"
-    names.update(pfc_xoff="pfc_xoff_bytes", pfc_xon="pfc_xon_bytes", pfc_headroom="pfc_headroom_bytes")
     for key, kind in FABRIC_KEYS.items():
         value = fab.get(key, kind)
         if value is not None:
-            shape_kw[names.get(key, key)] = value
-    shape = replace(base, **shape_kw)
+            shape_kw[_SHAPE_FIELDS.get(key, key)] = value
+    shape = replace(FabricShape(), **shape_kw)
     for key, lo, hi in (("planes", 1, 16), ("t0", 1, 1024), ("t1", 1, 1024), ("hosts_per_t0", 1, 1024)):
         if not lo <= getattr(shape, key) <= hi:
             fab.fail(key, f"must be {lo}..{hi}, got {getattr(shape, key)}")
@@ -317,19 +353,30 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
     ports = shape.planes * 2 * (shape.hosts + shape.t0 * shape.t1)
     if ports > MAX_PORTS:
         fab.fail("t1", f"{ports} ports (planes x 2 x (hosts + t0 x t1)), at most {MAX_PORTS}")
+    return shape
 
+
+def _transport(file: str, top: _Reader) -> dict[str, Any]:
+    """``[transport]``: the Scenario fields it sets (MTU, EV counts, overrides, EV profile)."""
     tr = _Reader(file, top.get("transport", dict, {}), "transport", TRANSPORT_KEYS)
     mtu = tr.get("mtu", int, 4096)
     if not 256 <= mtu <= 9000:
         tr.fail("mtu", f"must be 256..9000, got {mtu}")
-    evs = tr.get("evs", int, DEFAULT_MAX_EVS)
-    backups = tr.get("backups", int, 4)
-    config = _checked_fields(file, tr.get("config", dict, {}), "transport.config", TransportConfig)
-    cc = _checked_fields(file, tr.get("cc", dict, {}), "transport.cc", CcParams)
-    nscc = _checked_fields(file, tr.get("nscc", dict, {}), "transport.nscc", NsccParams)
     ev_profile = tr.get("ev_profile", dict, {})
     _ev_profile_overrides(file, ev_profile)  # checked now: a bad profile fails at load
+    return {
+        "mtu": mtu,
+        "evs": tr.get("evs", int, DEFAULT_MAX_EVS),
+        "backups": tr.get("backups", int, 4),
+        "config": _checked_fields(file, tr.get("config", dict, {}), "transport.config", TransportConfig),
+        "cc": _checked_fields(file, tr.get("cc", dict, {}), "transport.cc", CcParams),
+        "nscc": _checked_fields(file, tr.get("nscc", dict, {}), "transport.nscc", NsccParams),
+        "ev_profile": ev_profile,
+    }
 
+
+def _runs(file: str, raw: dict[str, Any], top: _Reader) -> list[RunSpec]:
+    """``modes`` (one run each) or ``[[runs]]`` (named runs with their own QP and EV counts)."""
     modes_raw = raw.get("modes", ["mrc"])
     if not isinstance(modes_raw, list) or not modes_raw:
         top.fail("modes", "must be a non-empty list of modes")
@@ -355,10 +402,11 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
                 top.fail(f"modes[{i}]", f"unknown mode {m!r}; modes: {', '.join(x.value for x in Mode)}")
     if len({r.name for r in runs}) != len(runs):
         top.fail("runs", "run names must differ")
-    lossless = raw.get("lossless", [])
-    if not isinstance(lossless, list) or any(m not in {x.value for x in Mode} for m in lossless):
-        top.fail("lossless", f"must be a list of modes ({', '.join(x.value for x in Mode)})")
+    return runs
 
+
+def _traffic(file: str, raw: dict[str, Any], top: _Reader, shape: FabricShape) -> list[TrafficItem]:
+    """``[[traffic]]``: the items, their connection count and their EV-sharing references."""
     traffic_raw = raw.get("traffic")
     if not isinstance(traffic_raw, list) or not traffic_raw:
         top.fail("traffic", "missing: at least one [[traffic]] item is needed")
@@ -376,8 +424,11 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
                 top.fail(f"traffic[{i}].share_ev_with", f"{t.share_ev_with!r} names no earlier traffic item")
             if t.pattern not in ("flow", "background") or t.pin_path is not None:
                 top.fail(f"traffic[{i}].share_ev_with", "only for a flow or background item without pin_path")
+    return traffic
 
-    nominal = max(int(t.nominal_bytes() * 8 / (shape.link_gbps * shape.planes)) + 1 for t in traffic)
+
+def _faults(raw: dict[str, Any], top: _Reader, shape: FabricShape, nominal: int) -> list[str]:
+    """``faults``: each spec parsed, and its target looked up in a fabric of this shape."""
     faults_raw = raw.get("faults", [])
     if not isinstance(faults_raw, list) or not all(isinstance(f, str) for f in faults_raw):
         top.fail("faults", "must be a list of fault specs (kind[=value]:target@start[-end])")
@@ -389,31 +440,7 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
                 check.attach(fault)
         except (FaultSpecError, ValueError) as exc:
             top.fail(f"faults[{i}]", str(exc))
-    limit = top.get("time_limit", "time", 200 * nominal + 10_000_000)
-    if limit <= 0:
-        top.fail("time_limit", "must be above 0")
-    return Scenario(
-        file=file,
-        name=top.get("name", str, default_name),
-        description=top.get("description", str, ""),
-        reproduces=top.get("reproduces", str, ""),
-        seed=top.get("seed", int, 1),
-        shape=shape,
-        mtu=mtu,
-        evs=evs,
-        backups=backups,
-        config=config,
-        cc=cc,
-        nscc=nscc,
-        ev_profile=ev_profile,
-        traffic=traffic,
-        faults=list(faults_raw),
-        runs=runs,
-        time_limit_ns=limit,
-        nominal_ns=nominal,
-        raw=raw,
-        lossless=tuple(lossless),
-    )
+    return list(faults_raw)
 
 
 def _ev_profile_overrides(file: str, table: dict[str, Any]) -> dict[str, object]:
