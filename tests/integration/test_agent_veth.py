@@ -182,7 +182,7 @@ def test_a_profile_the_fabric_cannot_honour_stops_the_agent_with_a_message(lab, 
     for extra, text in (
         (["--ev-profile", str(bad)], "plane 3"),
         (["--cc", "cubic"], "cc: 'cubic' is not one of"),
-        (["--evs", "0"], "evs: must be an integer in 1..4096"),
+        (["--evs", "0"], "evs: must be an integer in 1..65536"),
     ):
         proc = subprocess.run(
             ["ip", "netns", "exec", h.name, *base, *extra], capture_output=True, text=True, timeout=60
