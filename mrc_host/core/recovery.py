@@ -35,6 +35,9 @@ REO_MULT_MAX: Final = 4  # the reordering window grows from SRTT/4 up to SRTT
 REO_DECAY_DELIVERIES: Final = 1024  # clean deliveries before it shrinks by one step
 GUESSES_MAX: Final = 4096  # guessed-lost, acked packets remembered for a D-SACK that proves them spurious
 SPREAD_DECAY: Final = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
+# per RTT sample: the largest stall seen forgets over thousands of samples (a software switch
+# descheduled for milliseconds does it again, seconds later)
+STALL_DECAY: Final = 1 - 1 / 8192
 REO_EXTENT_DECAY: Final = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
 REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates the largest to come
 # mrc_fabric.ev.PLANE_SHIFT as a literal: compiled, a literal shift is one instruction, a name
@@ -52,6 +55,7 @@ class RttEstimator:
         self.rttvar_ns = 0.0
         self.min_rtt_ns: int | None = None
         self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
+        self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
         self.plane_srtt: list[float | None] = [None] * planes
 
     def sample(self, rtt: int) -> None:
@@ -62,6 +66,7 @@ class RttEstimator:
             self.spread += self.min_rtt_ns - rtt
             self.min_rtt_ns = rtt
         self.spread = max(float(rtt - self.min_rtt_ns), self.spread * SPREAD_DECAY)
+        self.stall = max(self.spread, self.stall * STALL_DECAY)
         if self.srtt_ns is None:
             self.srtt_ns = float(rtt)
             self.rttvar_ns = rtt / 2
@@ -348,7 +353,11 @@ class Recovery:
             ps = self.rtt.plane_srtt[plane] or self.rtt.srtt_ns
             if ps is None:
                 continue
-            guard = max(int(ps * 3 / 4), self.reorder_window(), self.cfg.plane_guard_min_ns)
+            # a plane's deliveries may lag another's by the longest stall seen lately (a
+            # software switch descheduled for milliseconds): that is no failure
+            guard = max(
+                int(ps * 3 / 4), self.reorder_window(), self.cfg.plane_guard_min_ns, int(self.rtt.stall)
+            )
             if newest - ok_sent < guard:
                 continue
             others = sum(1 for r in newly if r.ev >> PLANE_SHIFT != plane and r.sent_ns >= ok_sent + guard)

@@ -182,3 +182,19 @@ def test_a_silent_plane_is_seen_from_the_other_plane() -> None:
         deliver(r, x, 7_000)
     assert r.dead_planes(others) == [0]
     assert stuck.seq in r.in_flight
+
+
+def test_a_stall_is_remembered_long_after_the_jitter_estimate_forgot_it() -> None:
+    """A software switch descheduled for 30 ms once will do it again seconds later: the plane
+    guard reads ``stall``, which keeps such a stall over thousands of calm samples, while the
+    jitter estimate (``spread``, used by the reorder window) forgets it within a few windows."""
+    from mrc_host.core.recovery import RttEstimator
+
+    rtt = RttEstimator(planes=2)
+    for _ in range(100):
+        rtt.sample(3_000_000)
+    rtt.sample(33_000_000)  # one 30 ms stall
+    for _ in range(2_000):
+        rtt.sample(3_000_000)
+    assert rtt.spread < 1_000_000  # forgotten
+    assert rtt.stall > 20_000_000  # still guarding the planes
