@@ -36,6 +36,7 @@ COMPILED = [
     "mrc_host/core/endpoint.py",
     "mrc_host/core/ev_draw.py",
     "mrc_host/core/ev_probe.py",
+    "mrc_host/core/ev_table.py",
     "mrc_host/core/evset.py",
     "mrc_host/core/psn.py",
     "mrc_host/core/rangeset.py",

@@ -2,8 +2,8 @@
 
 An EV names a path: plane (NIC port) + T1 (T0 uplink) + entropy (only hashed in the
 ECMP baseline). Which EVs a connection has is drawn once (``ev_draw.py``); this module
-keeps their states, the spraying rotation, retirement and replacement; ``ev_probe.py``
-probes them.
+keeps the spraying rotation, penalties, retirement and replacement on top of the
+bookkeeping in ``ev_table.py``; ``ev_probe.py`` probes them.
 
 States and the events that move between them are in ``ev_state.py`` (one table). A
 retired or denied EV is replaced from the same plane's backups (preferring another T1).
@@ -22,44 +22,14 @@ the next EV of that plane round-robin.
 from __future__ import annotations
 
 import math
-import random
-from dataclasses import dataclass
 from typing import Final
 
-from mrc_fabric.ev import EV
-
-from .actions import EvStateChanged
-from .config import Mode, TransportConfig
-from .ev_draw import PathSpace, draw
-from .ev_state import EvEvent, EvState, allowed, next_state
+from .config import Mode
+from .ev_draw import PathSpace
+from .ev_state import EvEvent, EvState, allowed
+from .ev_table import EvEntry, EvTable
 
 __all__ = ["EvEntry", "EvEvent", "EvSet", "EvState", "PathSpace"]
-
-
-@dataclass(slots=True)
-class EvEntry:
-    value: int
-    plane: int
-    t1: int
-    state: EvState = EvState.GOOD
-    active: bool = False  # in the data rotation (else a backup, retired or denied)
-    member: bool = True  # drawn for this connection (False: only known because denied)
-    probe_id: int | None = None  # outstanding probe
-    next_probe_ns: int = 0
-    probe_successes: int = 0
-    in_use: bool = False  # something left on this EV since it last proved to work
-    last_ok_ns: int = 0  # when it last proved to work (an ACKed packet, an answered probe)
-    ok_sent_ns: int = -1  # send time of the latest packet or probe on it known delivered
-    live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
-    live_probe_ns: int = 0  # when it left
-    heat: float = 0.0  # ECN/trim penalty level, decaying (see module docstring)
-    heat_ns: int = 0
-    skips_left: int = 0  # rotations still to sit out while SKIP
-    restored_ns: int | None = None  # when probes last brought it back
-    flaps: int = 0  # quick re-failures after restores in a row
-    retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
-    ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
-    late_probe_id: int | None = None  # the liveness probe whose time-out retired it
 
 
 _PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
@@ -67,76 +37,8 @@ _PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
 _SKIP: Final = EvState.SKIP
 
 
-class EvSet:
-    """EV states, the spraying rotation, retirement, replacement and probing."""
-
-    def __init__(
-        self, cfg: TransportConfig, paths: PathSpace, rng: random.Random, port_status: int | None = None
-    ) -> None:
-        self.cfg = cfg
-        self.paths = paths
-        self.planes = paths.planes
-        all_ports = (1 << paths.planes) - 1
-        self.local_ports = all_ports if port_status is None else port_status & all_ports
-        self.peer_ports = all_ports
-        self.entries: dict[int, EvEntry] = {}
-        self.retired: dict[int, EvEntry] = {}  # the ASSUMED_BAD ones (probed)
-        self.active: list[list[EvEntry]] = [[] for _ in range(self.planes)]
-        self.backup: list[list[EvEntry]] = [[] for _ in range(self.planes)]
-        self.changes: list[EvStateChanged] = []
-        # bytes in flight per plane, kept by the sender: the plane choice of the rotation
-        self.plane_load: list[int] = [0] * self.planes
-        self._plane_cursor = 0
-        self._ev_cursor = [0] * self.planes
-        self._ctl_cursor = 0
-        self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
-        self._usable_cache: list[EvEntry] | None = None
-        self.next_liveness_ns: int | None = None  # when liveness probes are next due (ev_probe)
-        self.floor_holds = 0  # losses that retired nothing because of ev_min_active
-        # round-trip delay variation measured lately (jitter), written per packet by the
-        # sender (RTT samples: max - min, decaying) and the receiver (2 x the one-way spread
-        # of arriving data): a probe may be that much slower than usual without being lost
-        self.tx_delay_spread = 0.0
-        self.rx_delay_spread = 0.0
-        drawn = draw(cfg, paths, rng)
-        for plane in range(self.planes):
-            for value in drawn.active[plane]:
-                e = self._add(value, active=True)
-                self.active[plane].append(e)
-            for value in drawn.backup[plane]:
-                self.backup[plane].append(self._add(value, active=False))
-        self.quota = [len(a) for a in self.active]
-        total = sum(self.quota)
-        self.min_active = min(cfg.ev_min_active or max(1, total * 3 // 4), total)
-
-    # ---- inspection -------------------------------------------------------------------
-    def state(self, ev: int) -> EvState | None:
-        e = self.entries.get(ev)
-        return e.state if e else None
-
-    def active_evs(self) -> list[int]:
-        return [e.value for plane in self.active for e in plane]
-
-    def backup_evs(self) -> list[int]:
-        return [e.value for plane in self.backup for e in plane]
-
-    def plane_up(self, plane: int) -> bool:
-        return bool((self.local_ports & self.peer_ports) >> plane & 1)
-
-    def usable_count(self) -> int:
-        """EVs in the rotation that may carry data (GOOD or serving a SKIP)."""
-        return sum(len(a) for a in self.active)
-
-    def evs_per_path(self) -> dict[tuple[int, int], int]:
-        """How many active EVs each (plane, T1) path has."""
-        out: dict[tuple[int, int], int] = {}
-        for plane in self.active:
-            for e in plane:
-                out[(e.plane, e.t1)] = out.get((e.plane, e.t1), 0) + 1
-        return out
-
-    def snapshot(self) -> dict[str, str]:
-        return {f"{v:08x}": e.state.value + ("" if e.active else "/backup") for v, e in self.entries.items()}
+class EvSet(EvTable):
+    """The spraying rotation, ECN/trim penalties, retirement, replacement and restoring."""
 
     # ---- rotation ---------------------------------------------------------------------
     def next_data_ev(self, exclude: int | None = None) -> int | None:
@@ -230,62 +132,6 @@ class EvSet:
         return self.last_resort_ev()
 
     # ---- state changes ----------------------------------------------------------------
-    def _add(self, value: int, active: bool, member: bool = True) -> EvEntry:
-        ev = EV.decode(value)
-        e = EvEntry(value, ev.plane, ev.t1, active=active, member=member)
-        self.entries[value] = e
-        return e
-
-    def _fire(self, e: EvEntry, event: EvEvent, reason: str) -> None:
-        """The only place an EV changes state: through the transition table."""
-        old = e.state
-        new = next_state(old, event)
-        if new is not old or event in (EvEvent.PROBE_TIMEOUT, EvEvent.PROMOTED):
-            self.changes.append(EvStateChanged(e.value, old, new, reason, event))
-        e.state = new
-        if new is EvState.ASSUMED_BAD:
-            self.retired[e.value] = e
-        else:
-            self.retired.pop(e.value, None)
-
-    def _deactivate(self, e: EvEntry) -> None:
-        """Take ``e`` out of the rotation or the backups; promote a backup of its plane
-        (one on another T1 if there is one: the same path is likely dead as well)."""
-        self._usable_cache = None
-        if e.active:
-            self.active[e.plane].remove(e)
-            e.active = False
-            spares = [b for b in self.backup[e.plane] if b.state is EvState.GOOD]
-            if spares:
-                b = next((b for b in spares if b.t1 != e.t1), spares[0])
-                self.backup[e.plane].remove(b)
-                b.active = True
-                self.active[e.plane].append(b)
-                self._fire(b, EvEvent.PROMOTED, f"replaces {e.value:08x}")
-        elif e in self.backup[e.plane]:
-            self.backup[e.plane].remove(e)
-
-    def _place_good(self, e: EvEntry) -> None:
-        """A GOOD-again EV rejoins the rotation. When its plane's quota is full (backups
-        stepped in while it was out), the rotation gives back an EV of the T1 that has
-        the most of them, so the restored path regains its share instead of waiting
-        among the backups for a failure elsewhere."""
-        self._usable_cache = None
-        lst = self.active[e.plane]
-        e.active = True
-        lst.append(e)
-        if len(lst) <= self.quota[e.plane]:
-            return
-        per_t1: dict[int, int] = {}
-        for x in lst:
-            per_t1[x.t1] = per_t1.get(x.t1, 0) + 1
-        # the T1 with the most active EVs gives one back (another T1 than ``e``'s on a tie)
-        crowded = max(per_t1, key=lambda t: (per_t1[t], t != e.t1, t))
-        out = next(x for x in reversed(lst) if x.t1 == crowded and x is not e)
-        lst.remove(out)
-        out.active = False
-        self.backup[e.plane].append(out)
-        self._ev_cursor[e.plane] = 0
 
     def _penalize(self, ev: int, now_ns: int, event: EvEvent) -> bool:
         """An ECN echo or a trim NACK on ``ev``: ``ev`` and the active EVs on its path sit out.
@@ -324,10 +170,6 @@ class EvSet:
     def trimmed(self, ev: int, now_ns: int) -> bool:
         """A packet sent on ``ev`` was trimmed in the fabric: the same penalty as ECN."""
         return self._penalize(ev, now_ns, EvEvent.TRIM_NACK)
-
-    def skip(self, ev: int, reason: str = "ecn echo", now_ns: int = 0) -> bool:
-        """GOOD -> SKIP for one ECN-sized penalty (kept for callers of the first API)."""
-        return self._penalize(ev, now_ns, EvEvent.TRIM_NACK if "trim" in reason else EvEvent.ECN_ECHO)
 
     def heat(self, ev: int, now_ns: int) -> float:
         """``ev``'s ECN/trim heat decayed to ``now_ns`` (0.0 for an EV not in the set)."""
@@ -506,24 +348,6 @@ class EvSet:
         self._fire(e, EvEvent.OPERATOR_ALLOW, "operator allow")
         self._place_good(e)
 
-    def set_local_ports(self, bitmap: int) -> int:
-        """This host's NIC port-status bitmap; returns the bitmap of planes that just went down."""
-        before = self.local_ports & self.peer_ports
-        self.local_ports = bitmap & ((1 << self.planes) - 1)
-        self._usable_cache = None
-        return before & ~(self.local_ports & self.peer_ports)
-
-    def set_peer_ports(self, bitmap: int) -> int:
-        """The peer's NIC port-status bitmap (SACK, PROBE_ACK). 0 means 'not reported'
-        (ignored). Returns the bitmap of planes that just went down."""
-        bitmap &= (1 << self.planes) - 1
-        if not bitmap or bitmap == self.peer_ports:
-            return 0
-        before = self.local_ports & self.peer_ports
-        self.peer_ports = bitmap
-        self._usable_cache = None
-        return before & ~(self.local_ports & self.peer_ports)
-
     # ---- liveness of GOOD EVs -----------------------------------------------------------
     def note_sent(self, ev: int, now_ns: int) -> None:
         e = self.entries.get(ev)
@@ -560,7 +384,3 @@ class EvSet:
             x.probe_id = None
             x.retired_for = None
             self._place_good(x)
-
-    def take_changes(self) -> list[EvStateChanged]:
-        out, self.changes = self.changes, []
-        return out

@@ -643,55 +643,78 @@ def _decode_from_inner(
         _addr_text(dst),
     )
     qp = qpw & 0xFFFFFF
-    rest = n - h  # bytes after the BTH
     data_op = _DATA_OPS.get(opcode)
     if data_op is not None:
-        if rest < DATA_HDR_LEN:
-            raise MalformedPacket("truncated", "RETH/MRC data header")
-        va, rkey, dlen, msg_id, flags, ts = _DATA_UNPACK_FROM(buf, h)
-        if dlen > MAX_PAYLOAD:
-            raise MalformedPacket("oversized", f"RETH length {dlen}")
-        have = rest - DATA_HDR_LEN
-        start = h + DATA_HDR_LEN
-        # A trim is believed only from its DSCP, and then the frame is exactly the headers a
-        # switch keeps; a DATA frame merely shorter than its RETH length was cut on the way
-        # (or forged) and is dropped, not taken for a trim the sender would answer at once.
-        trimmed = dscp == _TRIMMED
-        if trimmed:
-            if have:
-                raise MalformedPacket("bad_length", f"trimmed DATA carries {have} B after its headers")
-            payload = b""
-        elif have < dlen + ICRC_LEN:
-            raise MalformedPacket(
-                "truncated", f"{have} B after headers, RETH says {dlen} + ICRC, not trimmed"
-            )
-        elif have > dlen + ICRC_LEN:
-            raise MalformedPacket("bad_length", f"{have} B after headers, RETH says {dlen} + ICRC")
-        else:
-            payload = bytes(buf[start : start + dlen])
-            if verify:
-                _check_icrc(buf, off, n)
-        flag = _DATA_FLAGS.get(flags)
-        return DataPacket(
-            qp,
-            psnw & 0xFFFFFF,
-            va,
-            rkey,
-            payload,
-            msg_id,
-            ts,
-            flag if flag is not None else DataFlag(flags),
-            data_op,
-            bool(psnw >> 31),
-            trimmed,
-            meta,
-        )
+        return _decode_data(buf, off, n, h, qp, psnw, data_op, meta, verify)
+    msg = _decode_control(buf, h, n - h, opcode, qp, meta)
+    if verify:
+        _check_icrc(buf, off, n)
+    return msg
+
+
+def _decode_data(
+    buf: bytes | bytearray | memoryview,
+    off: int,
+    n: int,
+    h: int,
+    qp: int,
+    psnw: int,
+    data_op: Opcode,
+    meta: PathMeta,
+    verify: bool,
+) -> DataPacket:
+    """A DATA frame after its BTH (at ``h``): RETH and MRC data header, payload, trim rule."""
+    rest = n - h
+    if rest < DATA_HDR_LEN:
+        raise MalformedPacket("truncated", "RETH/MRC data header")
+    va, rkey, dlen, msg_id, flags, ts = _DATA_UNPACK_FROM(buf, h)
+    if dlen > MAX_PAYLOAD:
+        raise MalformedPacket("oversized", f"RETH length {dlen}")
+    have = rest - DATA_HDR_LEN
+    start = h + DATA_HDR_LEN
+    # A trim is believed only from its DSCP, and then the frame is exactly the headers a
+    # switch keeps; a DATA frame merely shorter than its RETH length was cut on the way
+    # (or forged) and is dropped, not taken for a trim the sender would answer at once.
+    trimmed = meta.dscp == _TRIMMED
+    if trimmed:
+        if have:
+            raise MalformedPacket("bad_length", f"trimmed DATA carries {have} B after its headers")
+        payload = b""
+    elif have < dlen + ICRC_LEN:
+        raise MalformedPacket("truncated", f"{have} B after headers, RETH says {dlen} + ICRC, not trimmed")
+    elif have > dlen + ICRC_LEN:
+        raise MalformedPacket("bad_length", f"{have} B after headers, RETH says {dlen} + ICRC")
+    else:
+        payload = bytes(buf[start : start + dlen])
+        if verify:
+            _check_icrc(buf, off, n)
+    flag = _DATA_FLAGS.get(flags)
+    return DataPacket(
+        qp,
+        psnw & 0xFFFFFF,
+        va,
+        rkey,
+        payload,
+        msg_id,
+        ts,
+        flag if flag is not None else DataFlag(flags),
+        data_op,
+        bool(psnw >> 31),
+        trimmed,
+        meta,
+    )
+
+
+def _decode_control(
+    buf: bytes | bytearray | memoryview, h: int, rest: int, opcode: int, qp: int, meta: PathMeta
+) -> Frame:
+    """A control frame's body after its BTH (at ``h``, ``rest`` bytes): one branch per opcode."""
     if opcode == Opcode.SACK:
         _expect(rest, SACK_LEN, "SACK")
         cum, base, bitmap, echo_ev, sflags, _r, port_status, echo_ts = _SACK_UNPACK_FROM(buf, h)
         if (cum | base) >> 24:
             raise MalformedPacket("bad_field", "SACK PSN reserved bits")
-        msg: Frame = Sack(
+        return Sack(
             qp,
             cum,
             base,
@@ -703,7 +726,7 @@ def _decode_from_inner(
             meta,
             bool(sflags & SACK_FLAG_DUPLICATE),
         )
-    elif opcode == Opcode.NACK:
+    if opcode == Opcode.NACK:
         _expect(rest, NACK_LEN, "NACK")
         psn, reason, echo_ev = _NACK.unpack_from(buf, h)
         nr = _NACK_REASONS.get(reason)
@@ -711,35 +734,29 @@ def _decode_from_inner(
             raise MalformedPacket("bad_field", f"NACK reason {reason}")
         if psn >> 24:
             raise MalformedPacket("bad_field", "NACK PSN reserved bits")
-        msg = Nack(qp, psn, nr, echo_ev, meta)
-    elif opcode == Opcode.PROBE:
+        return Nack(qp, psn, nr, echo_ev, meta)
+    if opcode == Opcode.PROBE:
         _expect(rest, PROBE_LEN, "PROBE")
         probe_id, evt, ts, reply_ev = _PROBE.unpack_from(buf, h)
-        msg = Probe(qp, probe_id, evt, ts, meta, reply_ev)
-    elif opcode == Opcode.PROBE_ACK:
+        return Probe(qp, probe_id, evt, ts, meta, reply_ev)
+    if opcode == Opcode.PROBE_ACK:
         _expect(rest, PROBE_ACK_LEN, "PROBE_ACK")
         probe_id, evt, ts, port_status = _PROBE_ACK.unpack_from(buf, h)
-        msg = ProbeAck(qp, probe_id, evt, ts, meta, port_status)
-    elif opcode == Opcode.CONNECT or opcode == Opcode.CONNECT_ACK:
+        return ProbeAck(qp, probe_id, evt, ts, meta, port_status)
+    if opcode == Opcode.CONNECT or opcode == Opcode.CONNECT_ACK:
         _expect(rest, CONNECT_LEN, "CONNECT")
         spsn, rkey, nonce = _CONNECT.unpack_from(buf, h)
         if opcode == Opcode.CONNECT:
             if spsn >> 24:
                 raise MalformedPacket("bad_field", "CONNECT reserved bits")
-            msg = Connect(qp, spsn, nonce, meta, rkey)  # (the cookie's place)
-        else:
-            status = _CONNECT_STATUS.get(spsn >> 24)
-            if status is None:
-                raise MalformedPacket("bad_field", f"CONNECT_ACK status {spsn >> 24}")
-            if status is ConnectStatus.RETRY:
-                msg = ConnectAck(qp, spsn & 0xFFFFFF, nonce, 0, status, meta, rkey)
-            else:
-                msg = ConnectAck(qp, spsn & 0xFFFFFF, nonce, rkey, status, meta)
-    else:
-        raise MalformedPacket("unknown_opcode", f"{opcode:#04x}")
-    if verify:
-        _check_icrc(buf, off, n)
-    return msg
+            return Connect(qp, spsn, nonce, meta, rkey)  # (the cookie's place)
+        status = _CONNECT_STATUS.get(spsn >> 24)
+        if status is None:
+            raise MalformedPacket("bad_field", f"CONNECT_ACK status {spsn >> 24}")
+        if status is ConnectStatus.RETRY:
+            return ConnectAck(qp, spsn & 0xFFFFFF, nonce, 0, status, meta, rkey)
+        return ConnectAck(qp, spsn & 0xFFFFFF, nonce, rkey, status, meta)
+    raise MalformedPacket("unknown_opcode", f"{opcode:#04x}")
 
 
 def _check_length(announced: int, present: int, what: str) -> None:

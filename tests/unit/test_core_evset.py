@@ -59,7 +59,7 @@ def test_rotation_alternates_planes_and_covers_every_ev() -> None:
 def test_skip_sits_out_rotations_then_good_again() -> None:
     s = make(planes=1, t1=4, max_evs=4, skip_rotations=2)  # first mark: 2 turns
     evs = s.active_evs()
-    assert s.skip(evs[1], "ecn echo")
+    assert s.ecn_echo(evs[1], 0)
     assert s.state(evs[1]) is EvState.SKIP
     first_rounds = [s.next_data_ev() for _ in range(6)]  # two turns of the 3 others
     assert evs[1] not in first_rounds
