@@ -223,7 +223,8 @@ def _line(run: dict[str, Any]) -> str:
         f"{'completed' if s.get('ok') else 'FAILED'} in {s.get('seconds', run['wall_s']):.2f} s, "
         f"{s.get('bytes_acked', 0):,} bytes acknowledged, verified={s.get('verified')}, "
         f"{s.get('goodput_mbit_s', 0):.1f} Mbit/s, retransmissions {s.get('retransmissions')}, "
-        f"EVs retired {s.get('evs_retired')}"
+        f"EVs retired {s.get('evs_retired')} ({s.get('evs_undone', 0)} back at once: the packet "
+        "taken for lost arrived)"
     )
 
 

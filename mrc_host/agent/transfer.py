@@ -131,6 +131,7 @@ def _core_totals(conn: SendConnection | None) -> dict[str, int]:
         "losses_rto": c.losses_rto,
         "spurious_losses": c.spurious_losses,
         "ev_loss_undone": c.ev_loss_undone,
+        "ev_undone": c.ev_undone,
         "losses_trimmed_after_guess": c.losses_trimmed_after_guess,
         "losses_while_hot": c.losses_while_hot,
         "ev_retired_by_loss": c.ev_retired_by_loss,
@@ -165,6 +166,8 @@ def summary(t: Transfer, now_ns: int = 0) -> dict[str, Any]:
         "retransmissions": d.get("retransmissions", 0),
         "evs_retired": d.get("ev_retired", 0),
         "evs_retired_by_loss": d.get("ev_retired_by_loss", 0),
+        # of the retired EVs, those back at once: the packet taken for lost arrived after all
+        "evs_undone": d.get("ev_undone", 0),
         "evs_restored": d.get("ev_restored", 0),
         "losses_gap": d.get("losses_gap", 0),
         "losses_rto": d.get("losses_rto", 0),

@@ -82,15 +82,22 @@ class AckBook:
         window grows a step, and the EVs the guess retired come back."""
         self.c.spurious_losses += 1
         self.recovery.on_spurious()
-        if self._retire and self.evset.undo_loss(lost_ev, now_ns):
-            self.c.ev_loss_undone += 1
+        if self._retire:
+            self._undo(lost_ev, now_ns)
 
     def _trim_proves_congestion(self, rec: TxRecord, now_ns: int) -> None:
         c = self.c
         rec.gap_lost = False  # answered: neither a later SACK nor another NACK undoes it again
         c.losses_trimmed_after_guess += 1
-        if self._retire and self.evset.undo_loss(rec.lost_ev, now_ns):
-            c.ev_loss_undone += 1
+        if self._retire:
+            self._undo(rec.lost_ev, now_ns)
+
+    def _undo(self, lost_ev: int, now_ns: int) -> None:
+        """The EVs a wrong loss guess on ``lost_ev`` retired come back (counted)."""
+        back = self.evset.undo_loss(lost_ev, now_ns)
+        if back:
+            self.c.ev_loss_undone += 1
+            self.c.ev_undone += back
 
     def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
         """D-SACK: if it names a copy of a packet resent once on a guess, both copies arrived

@@ -75,6 +75,7 @@ class Counters:
     ev_retired_by_loss: int = 0  # of those, retired by a data loss guess (with path siblings)
     ev_restored: int = 0
     ev_loss_undone: int = 0  # retirements undone: the "lost" packet arrived after all
+    ev_undone: int = 0  # EVs those undos brought back (a path's siblings, a whole plane)
     ev_skipped: int = 0
     ev_retire_floor_holds: int = 0  # losses that retired no EV: ev_min_active reached
     reverse_ev_retired: int = 0  # ack paths retired after a duplicate retransmission

@@ -285,21 +285,28 @@ class EvSet(EvTable):
 
     def fail_plane(self, plane: int, now_ns: int) -> int:
         """Every EV of ``plane`` is retired at once (the plane stopped delivering); they are
-        probed back one by one. Not bound by ``ev_min_active``. Returns how many went."""
+        probed back one by one. Not bound by ``ev_min_active``. Returns how many went.
+
+        They share one undo key, which names the plane (negative: never an EV's value): a
+        packet that was in flight on the plane and arrives after all shows the plane had
+        stalled -- a software switch descheduled for longer than the guard -- and
+        ``undo_loss`` brings the whole plane back at once, before any probe."""
         victims = [
             e for e in (*self.active[plane], *self.backup[plane]) if allowed(e.state, EvEvent.PLANE_FAILED)
         ]
+        key = (-1 - plane, now_ns)
         for e in victims:
             self._retire_one(e, "plane failed", now_ns, EvEvent.PLANE_FAILED)
+            e.retired_for = key
         return len(victims)
 
     def undo_loss(self, ev: int, now_ns: int) -> int:
         """The packet whose loss retired ``ev`` was delivered after all (reordering, as a
-        jittery fabric causes): ``ev`` and the path siblings retired with it come back at
-        once, before any probe. Returns how many came back."""
+        jittery fabric causes): ``ev`` and the path siblings (or the plane) retired with it
+        come back at once, before any probe. Returns how many came back."""
         e = self.entries.get(ev)
         if e is None or e.state is not EvState.ASSUMED_BAD or e.retired_for is None:
-            return 0  # not retired for a loss (probes, ACK paths, a plane): not ours to undo
+            return 0  # not retired for a loss or a plane (probes, ACK paths): not ours to undo
         key = e.retired_for
         back = [x for x in self.retired.values() if x.retired_for == key]
         for x in back:

@@ -284,9 +284,14 @@ class Sender:
         """Every packet in flight on ``plane`` is resent elsewhere now (its port is down,
         or the plane stopped delivering): no timer, no SACK gap needed."""
         n = 0
+        guess = cause != "port"  # a port-status report is a fact; a silent plane is inferred
         for rec in self.recovery.on_plane(plane):
             self.recovery.remove(rec)
             rec.lost = True
+            if guess:
+                # its delivery after all proves the plane stalled, not failed (undo_loss)
+                rec.gap_lost = True
+                rec.lost_ev = rec.ev
             self.retx.append(rec.seq)
             n += 1
         if cause == "port":

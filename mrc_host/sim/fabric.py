@@ -201,7 +201,7 @@ class Port(Handler):
         self.waking = False  # a wake-up is scheduled for busy_until
         self.faults: list[Fault] = []  # checked on enqueue (loss, ecn, trim, and failures)
         self.kill_faults: list[Fault] = []  # failures: also kill queued and in-flight packets
-        self.passive_faults: list[Fault] = []  # rate and jitter: act when the port sends
+        self.passive_faults: list[Fault] = []  # rate, jitter, stall: act when the port sends
         self.tx_bytes = 0
         self.tx_data_bytes = 0
         self.tx_packets = 0
@@ -318,7 +318,7 @@ class Fabric:
                 target == "all"
                 or port.link == target
                 or (fault.kind == "switch-down" and target in (src, dst))
-                or (fault.kind == "rate" and rate_hits(fault, port.link, src, dst))
+                or (fault.kind in ("rate", "stall") and rate_hits(fault, port.link, src, dst))
             ):
                 hit.append(port)
         if not hit:

@@ -11,12 +11,14 @@ kinds (value in brackets):
   nic-down             a host NIC port goes down; the host sees it (port-status bitmap)
   rate=GBPS            the link (or every port of a switch or plane) runs at GBPS Gb/s
   jitter=TIME          each packet on the link waits a random 0..TIME more (reorders, like BMv2)
+  stall                the link (switch, plane) holds what it sends until the window ends,
+                       then delivers it: a software switch descheduled (needs an end time)
 A failure (blackhole, down, flap, switch-down, nic-down) also takes the packets queued
 for the link when it fails and those on the wire while it is down.
 targets:
   links     p<plane>-t0_<i>-t1_<j>   (a T0-T1 link)   or  h<host>-p<plane>  (a NIC link)
   switches  p<plane>-t0_<i>  or  p<plane>-t1_<j>
-  planes    p<plane>  (rate only: every link of the plane, NIC links included)
+  planes    p<plane>  (rate and stall only: every link of the plane, NIC links included)
   all       every fabric link (T0-T1 and NIC links), e.g. loss=0.01:all
 times: a number with unit ns, us, ms or s, or a percentage of the ideal transfer time
 (size / (planes x link rate)), e.g. @30%, @50us-200us, @10%-60%. No end: until the run stops.
@@ -28,9 +30,21 @@ import random
 import re
 from dataclasses import dataclass
 
-KINDS = ("blackhole", "down", "loss", "flap", "ecn", "trim", "switch-down", "nic-down", "rate", "jitter")
+KINDS = (
+    "blackhole",
+    "down",
+    "loss",
+    "flap",
+    "ecn",
+    "trim",
+    "switch-down",
+    "nic-down",
+    "rate",
+    "jitter",
+    "stall",
+)
 KILLING_KINDS = frozenset({"blackhole", "down", "flap", "switch-down", "nic-down"})
-PASSIVE = frozenset({"rate", "jitter"})  # act when the port sends, not when a packet is queued
+PASSIVE = frozenset({"rate", "jitter", "stall"})  # act when the port sends, not when a packet is queued
 _PLANE = re.compile(r"^p(?P<plane>[0-9]+)$")
 _SPEC = re.compile(
     r"^(?P<kind>[a-z-]+)(?:=(?P<value>[0-9.eE+-]+(?:ns|us|ms|s)?))?:(?P<target>[a-z0-9_-]+)"
@@ -134,11 +148,13 @@ def parse_fault(spec: str, ideal_ns: int, default_start_ns: int = 0) -> Fault:
     end = parse_time(m["end"], ideal_ns) if m["end"] else None
     if end is not None and end <= start:
         raise FaultSpecError(f"fault {spec!r} ends before it starts")
+    if kind == "stall" and end is None:
+        raise FaultSpecError(f"stall needs an end time, e.g. stall:p1@10%-15%, got {spec!r}")
     return Fault(spec, kind, m["target"], value, start, end)
 
 
 def rate_hits(fault: Fault, link: str, src: str, dst: str) -> bool:
-    """Whether a ``rate`` fault applies to the port ``src>dst`` of ``link``: the link itself,
+    """Whether a ``rate`` or ``stall`` fault applies to the port ``src>dst`` of ``link``: the link itself,
     every port of a named switch, or every link of a plane (``p<plane>``)."""
     target = fault.target
     if target in (link, src, dst):
@@ -160,9 +176,12 @@ def ns_per_byte(faults: list[Fault], now_ns: int, nominal: float) -> float:
 
 
 def extra_delay(faults: list[Fault], now_ns: int, rng: random.Random) -> int:
-    """Random extra propagation delay of one packet from the ``jitter`` faults active on a port."""
+    """Extra propagation delay of one packet from the faults active on a port: a random one
+    for ``jitter``, until the window ends for ``stall``."""
     extra = 0
     for f in faults:
         if f.kind == "jitter" and f.value and f.active(now_ns):
             extra += int(rng.random() * f.value)
+        elif f.kind == "stall" and f.end_ns is not None and f.active(now_ns):
+            extra += f.end_ns - now_ns
     return extra

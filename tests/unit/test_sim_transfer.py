@@ -182,6 +182,23 @@ def test_silent_plane_failure_retired_within_two_rtt(fault: str) -> None:
     assert r["faults"][0]["data_packets_lost"] <= 1.1 * c["losses_plane"] + 1
 
 
+def test_a_stalled_plane_is_given_back_when_its_packets_arrive() -> None:
+    """Defect (issue 25): a BMv2 plane descheduled for longer than the plane guard was taken
+    for a failed plane, and its EVs waited for probes (36 restored by probes here). The
+    packets in flight on it arrive when the stall ends: that undoes the failure at once."""
+    sim = Simulation(sim_cfg(size=8 << 20, faults=["stall:p1@20%-22%"]))
+    r = sim.run()
+    assert_done(r)
+    c = r["counters"]["sender"]
+    assert c["planes_failed"] == 1 and c["losses_rto"] == 0
+    timeline = [e for e in r["ev_timeline"] if e["side"] == "sender"]
+    failed = {e["ev"] for e in timeline if e["reason"] == "plane failed"}
+    undone = {e["ev"] for e in timeline if "was reordering" in e["reason"]}
+    assert failed and failed <= undone
+    assert c["ev_restored"] == 0  # none waited for a probe
+    assert all(e.state.value == "GOOD" for e in sim.sender.evset.entries.values())
+
+
 def assert_no_healthy_ev_retired(sim: Simulation, r: dict[str, Any]) -> None:
     """No path of a lossless fabric ends up retired, nor is left to the probes to bring back:
     a forward retirement may only be a guess undone when the "lost" packet turned up (Eifel
