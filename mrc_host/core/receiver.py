@@ -39,6 +39,7 @@ from .counters import Counters
 from .evset import EvSet
 from .psn import psn_of, unwrap
 from .rangeset import RangeSet
+from .recovery import PLANE_SHIFT
 from .region import RegionTable
 
 _RETX: Final = int(DataFlag.RETRANSMISSION)
@@ -230,7 +231,7 @@ class Receiver:
             port_status=self.port_status(),
             duplicate=duplicate,
         )
-        ev = self.send_control(sack, out, trigger.meta.ev >> 28)
+        ev = self.send_control(sack, out, trigger.meta.ev >> PLANE_SHIFT)
         self.c.sacks_sent += 1
         if ev is not None:
             for s in self._pending_seqs:
@@ -245,4 +246,4 @@ class Receiver:
 
     def _nack(self, seq: int, reason: NackReason, ev: int, out: list[Action]) -> None:
         self.c.nacks_sent[reason.name] += 1
-        self.send_control(Nack(self.peer_qp, psn_of(seq), reason, ev), out, ev >> 28)
+        self.send_control(Nack(self.peer_qp, psn_of(seq), reason, ev), out, ev >> PLANE_SHIFT)

@@ -34,7 +34,7 @@ from .counters import Counters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, TxRecord
-from .recovery import Recovery
+from .recovery import PLANE_SHIFT, Recovery
 
 BITMAP_MASK: Final = (1 << SACK_BITMAP_BITS) - 1
 REFUSED_MAX: Final = 64  # refused packets remembered, for the SACK that names one
@@ -173,7 +173,7 @@ class Sender:
             if rec.seq in flight.in_flight:  # its bytes leave the window's count now
                 size = len(rec.payload)
                 flight.inflight_bytes -= size
-                flight.plane_load[rec.ev >> 28] -= size
+                flight.plane_load[rec.ev >> PLANE_SHIFT] -= size
             rec.payload = b""
         if target is None:
             return None
