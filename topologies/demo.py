@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -285,6 +286,9 @@ def print_summary(r: dict[str, Any]) -> None:
         f"forward path crossed no fault at the time (replies and probe answers travel back on the "
         f"receiver's own EVs and can cross one), {skips} ECN/trim SKIPs"
     )
+    why = Counter(e.get("reason", "").split(" of psn")[0] or "?" for e in others)
+    if why:
+        print("    why: " + ", ".join(f"{n} {reason}" for reason, n in why.most_common()))
     rec = r["recovery_after_clear_s"]
     print(
         "after clearing the faults: "

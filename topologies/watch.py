@@ -59,6 +59,7 @@ class EvChange:
     t1: int
     old: str
     new: str
+    reason: str = ""  # the core's words for it, where the agent's EV history has them
 
 
 @dataclass
@@ -192,7 +193,15 @@ class TransferWatch:
                     continue
                 ev = EV.decode(int(h["ev"], 16))
                 exact.append(
-                    EvChange((h["t_ns"] - t0_ns) / 1e9, h["ev"], ev.plane, ev.t1, h["old"], h["new"])
+                    EvChange(
+                        (h["t_ns"] - t0_ns) / 1e9,
+                        h["ev"],
+                        ev.plane,
+                        ev.t1,
+                        h["old"],
+                        h["new"],
+                        h.get("reason", ""),
+                    )
                 )
         if not exact:
             return
