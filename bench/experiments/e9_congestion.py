@@ -19,9 +19,10 @@ A. Incast with a bystander. The receiver's last-hop port in every plane is slowe
 B. ECN on one EV. The sender T0's uplink to T1 0 in plane 0 is slowed so its queue
    builds above the ECN threshold (on both targets that port's thresholds become 1 packet
    for ECN and, for trimming, the queue that drains within half the agents' reordering
-   window: the controller's 20/64 packets at 150 packets/s would be seconds of queue); an MRC transfer sprays over all paths. Measured: ECN
-   echoes per EV, the slowed path's share of the data against an equal split, and goodput
-   against the same transfer without the slow link.
+   window: the controller's 20/64 packets at 150 packets/s would be seconds of queue);
+   an MRC transfer sprays over all paths. Measured: ECN echoes per EV, the slowed path's
+   share of the data against an equal split, and goodput against the same transfer without
+   the slow link.
 """
 
 from __future__ import annotations
