@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import random
 import shutil
 import signal
 import socket
@@ -70,6 +71,9 @@ START_TIMEOUT = 30.0
 REALTIME_PRIORITY = 10
 STOP_TIMEOUT = 5.0
 CLI_TIMEOUT = 15.0
+PORT_POOL_LOW = 20000  # gRPC/Thrift ports are drawn from here up to the ephemeral range
+_HANDED_OUT: set[int] = set()
+_RANDOM = random.Random()
 
 
 class Bmv2Error(RuntimeError):
@@ -77,15 +81,36 @@ class Bmv2Error(RuntimeError):
 
 
 def free_tcp_port(host: str = LOOPBACK) -> int:
-    """A TCP port nothing listens on right now (the kernel picks it), for gRPC/Thrift servers.
+    """A TCP port nothing is bound to right now, for a gRPC/Thrift server started later.
 
-    Asking the kernel avoids clashing with other switches or programs on this machine,
-    which fixed port bases (9559 + id) cannot promise.
+    Drawn below the kernel's ephemeral range: a port the kernel picked (``bind(0)``) stays
+    up for grabs as the local port of any outgoing connection -- the controller's own gRPC
+    channels to the switches started first -- until the switch binds it, seconds later
+    (one such clash left a switch without its Thrift server). Never the same port twice in
+    this process, so two switches cannot be handed one port before either binds it.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
+    low = _ephemeral_low()
+    for _ in range(1000):
+        port = _RANDOM.randrange(PORT_POOL_LOW, low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
         return port
+    raise Bmv2Error(f"no free TCP port in {PORT_POOL_LOW}..{low - 1} on {host}")
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (``ip_local_port_range``)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # the kernel's default
+    return max(low, PORT_POOL_LOW + 1024)
 
 
 def _exited_unreaped(pid: int) -> bool:

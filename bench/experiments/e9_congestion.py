@@ -17,9 +17,12 @@ A. Incast with a bystander. The receiver's last-hop port in every plane is slowe
    and the incast flows' retransmissions and EVs retired (without trimming, congestion
    drops look like path failures).
 B. ECN on one EV. The sender T0's uplink to T1 0 in plane 0 is slowed so its queue
-   builds above the ECN threshold; an MRC transfer sprays over all paths. Measured: ECN
-   echoes per EV, the slowed path's share of the data against an equal split, and goodput
-   against the same transfer without the slow link.
+   builds above the ECN threshold (on both targets that port's thresholds become 1 packet
+   for ECN and, for trimming, the queue that drains within half the agents' reordering
+   window: the controller's 20/64 packets at 150 packets/s would be seconds of queue);
+   an MRC transfer sprays over all paths. Measured: ECN echoes per EV, the slowed path's
+   share of the data against an equal split, and goodput against the same transfer without
+   the slow link.
 """
 
 from __future__ import annotations
@@ -154,6 +157,32 @@ def slow_port(
         return
     sw.set_queue_depth(port, depth, priority=PRIORITY_DATA)
     sw.set_queue_rate(port, pps, priority=PRIORITY_DATA)
+    if thresholds is not None:
+        set_port_thresholds(sw, port, *thresholds)
+
+
+def set_port_thresholds(sw: Any, port: int, ecn: int, trim: int) -> None:
+    """A BMv2 port's ECN and trim thresholds (packets), behind the controller's back."""
+    for handle, p, _ecn, _trim, last_hop in policies(sw):
+        if p == port:
+            switch_cli(
+                sw, f"table_modify {POLICY_TABLE} {POLICY_ACTION} {int(handle, 16)} {ecn} {trim} {last_hop}"
+            )
+            return
+    raise RuntimeError(f"{sw.name}: no port_policy entry for port {port}")
+
+
+def bmv2_trim_packets(pps: int) -> int:
+    """BMv2's trim threshold for a port slowed to ``pps``: the queue it allows drains within
+    half the agents' reordering window (as ``window_packets`` for Linux, in packets)."""
+    return max(MIN_TRIM_CELLS, int(pps * AGENT_REORDER_WINDOW_S / 2))
+
+
+def ecn_marks(sw: Any, port: int) -> int | None:
+    """Packets the P4 program marked CE on one BMv2 port (its ``ecn_marked`` counter)."""
+    out = switch_cli(sw, f"counter_read MrcEgress.ecn_marked {port}")
+    m = re.search(r"packets=(\d+)", out)
+    return int(m.group(1)) if m else None
 
 
 def is_linux(tb: Any) -> bool:
@@ -289,19 +318,34 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     port = link.a.port if link.a.node == t0.name else link.b.port
     pps = int(ctx.scale(150, 150))
     mbit = LINUX_ECN_MBIT
-    saved = tb.net.get(t0.name).port_egress(port)["policy"] if is_linux(tb) else None
-    slow_port(tb, t0.name, port, pps, 64, mbit, (LINUX_ECN_THRESHOLD, window_packets(mbit)))
+    sw = tb.net.get(t0.name)
+    marked_before = 0
+    if is_linux(tb):
+        saved = sw.port_egress(port)["policy"]
+        thresholds = (LINUX_ECN_THRESHOLD, window_packets(mbit))
+    else:
+        saved = next(({"ecn": e, "trim": t} for _h, p, e, t, _lh in policies(sw) if p == port), None)
+        thresholds = (LINUX_ECN_THRESHOLD, bmv2_trim_packets(pps))
+        marked_before = ecn_marks(sw, port) or 0
+    slow_port(tb, t0.name, port, pps, 64, mbit, thresholds)
     try:
         r = run_transfer(tb, src, dst, size, "mrc")
     finally:
         restore = None
-        if saved:  # the controller's thresholds again (bytes in the map, packets in P4)
+        if saved and is_linux(tb):  # the controller's thresholds again (bytes in the map, packets in P4)
             from linux_target.egress import QUEUE_CELL_BYTES as CELL
 
             restore = (saved["ecn_threshold_bytes"] // CELL, saved["trim_threshold_bytes"] // CELL)
+        elif saved:
+            restore = (saved["ecn"], saved["trim"])
         slow_port(tb, t0.name, port, 0, 64, 0.0, restore)
-    port_state = tb.net.get(t0.name).port_egress(port)["state"] if is_linux(tb) else {}
-    marked = port_state.get("marked_packets")
+    if is_linux(tb):
+        port_state = sw.port_egress(port)["state"]
+        marked = port_state.get("marked_packets")
+    else:
+        port_state = {}
+        after = ecn_marks(sw, port)
+        marked = None if after is None else after - marked_before
     per_ev = r.data_per_ev()
     total = sum(per_ev.values()) or 1
     slow_evs = [ev for ev, row in r.ev_after.items() if row["plane"] == 0 and row["t1"] == 0]

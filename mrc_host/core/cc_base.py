@@ -65,9 +65,3 @@ def create_cc(cfg: TransportConfig) -> CongestionControl:
     if cls is None:
         raise ValueError(f"cc_algorithm {cfg.cc_algorithm!r} unknown; known: {', '.join(sorted(REGISTRY))}")
     return cls.from_config(cfg)
-
-
-def algorithms() -> list[str]:
-    from . import cc_fixed, cc_nscc, cc_window  # noqa: F401
-
-    return sorted(REGISTRY)
