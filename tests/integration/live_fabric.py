@@ -10,9 +10,12 @@ import contextlib
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 
 def fabric_leftovers(prefix: str) -> list[str]:
@@ -42,6 +45,36 @@ def running_testbed(prefix: str, target: str) -> Iterator[Any]:
         left = leftovers(tb.run.path, tb.namespaces, prefix, tb.teardown_ticks) if tb.run else []
         shutil.rmtree(root, ignore_errors=True)
     assert left == []
+
+
+def skip_without_agent() -> None:
+    """Skips the calling test (or fixture) where the live host agent is not installed."""
+    from topologies.agents import agent_available
+
+    ok, why = agent_available()
+    if not ok:
+        pytest.skip(f"the live host agent is not installed: {why}")
+
+
+def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = 60.0, every_s: float = 0.05) -> Any:
+    """``cond()``'s first truthy value, polled every ``every_s``; fails the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def stop_controller(channel: Any, server: Any, core: Any) -> None:
+    """Closes what a test fixture started of the controller, newest first (None: never started)."""
+    if channel is not None:
+        channel.close()
+    if server is not None:
+        server.stop(grace=0).wait()
+    if core is not None:
+        core.stop()
 
 
 def path_view(rows: list[dict[str, Any]], dst: str, mode: str) -> dict[tuple[int, int], dict[str, Any]]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
-from live_fabric import fabric_leftovers, path_view
+from live_fabric import fabric_leftovers, path_view, stop_controller, wait_until
 
 pytestmark = pytest.mark.root
 
@@ -120,12 +120,7 @@ def fabric() -> Iterator[Fabric]:
                 _stop_agent(proc)
         if os.environ.get("MRC_KEEP_AGENT_LOGS"):  # debugging aid: copy the agents' logs out
             shutil.copytree(run_dir / "agents", os.environ["MRC_KEEP_AGENT_LOGS"], dirs_exist_ok=True)
-        if channel is not None:
-            channel.close()
-        if server is not None:
-            server.stop(grace=0).wait()
-        if core is not None:
-            core.stop()
+        stop_controller(channel, server, core)
         if net is not None:
             net.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -138,16 +133,6 @@ def no_faults_after(fabric: Fabric) -> Iterator[None]:
 
     yield
     fabric.stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=30)
-
-
-def wait_until(cond, what: str, timeout_s: float = DEADLINE_S, every_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def received_record(fab: Fabric, host: str, transfer_id: str) -> dict | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from live_fabric import fabric_leftovers
+from live_fabric import fabric_leftovers, stop_controller
 
 pytestmark = pytest.mark.root
 
@@ -155,12 +155,7 @@ def testbed() -> Iterator[Testbed]:
     finally:
         for a in agents.values():
             a.close()
-        if channel is not None:
-            channel.close()
-        if server is not None:
-            server.stop(grace=0).wait()
-        if core is not None:
-            core.stop()
+        stop_controller(channel, server, core)
         if net is not None:
             net.stop()
         shutil.rmtree(run_dir, ignore_errors=True)

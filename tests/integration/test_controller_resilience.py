@@ -23,14 +23,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+import live_fabric
 import pytest
 from finsy.proto import rpc_code
-from live_fabric import running_testbed
+from live_fabric import running_testbed, skip_without_agent
 
 from linux_target.p4rt_client import P4RuntimeTestClient
 
@@ -45,22 +45,12 @@ TAKER_ELECTION_ID = 1 << 40  # higher than the controller's
 
 
 def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    return live_fabric.wait_until(cond, what, timeout_s, every_s=0.02)  # a finer poll: events are brief
 
 
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Any]:
-    from topologies.agents import agent_available
-
-    ok, why = agent_available()
-    if not ok:
-        pytest.skip(f"the live host agent is not installed: {why}")
+    skip_without_agent()
     with running_testbed(PREFIX, "linux") as tb:
         yield tb
 
