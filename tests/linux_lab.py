@@ -186,6 +186,14 @@ class NetnsLab:
         run(["ip", "link", "set", if_a, "up"], ns=ns_a)
         run(["ip", "link", "set", if_b, "up"], ns=ns_b)
 
+    def switch_ns(self, ns: str, ports: dict[int, str], peer_prefix: str) -> str:
+        """A namespace for one shim: each of its ``ports`` is a veth to ``<peer_prefix><port>``
+        in the same namespace, where the test sends and listens."""
+        self.add_ns(ns)
+        for port, ifname in ports.items():
+            self.veth(ns, ifname, ns, f"{peer_prefix}{port}")
+        return ns
+
     @staticmethod
     def mac(ns: str, ifname: str) -> int:
         text = run(["cat", f"/sys/class/net/{ifname}/address"], ns=ns).stdout.strip()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +48,17 @@ def running_testbed(prefix: str, target: str) -> Iterator[Any]:
     assert left == []
 
 
+def run_cleanup(args: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """``python -m topologies.cleanup <args>`` from ``cwd``, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "topologies.cleanup", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
 def skip_without_agent() -> None:
     """Skips the calling test (or fixture) where the live host agent is not installed."""
     from topologies.agents import agent_available
@@ -65,16 +77,6 @@ def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = 60.0, ever
             return value
         time.sleep(every_s)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-def stop_controller(channel: Any, server: Any, core: Any) -> None:
-    """Closes what a test fixture started of the controller, newest first (None: never started)."""
-    if channel is not None:
-        channel.close()
-    if server is not None:
-        server.stop(grace=0).wait()
-    if core is not None:
-        core.stop()
 
 
 def path_view(rows: list[dict[str, Any]], dst: str, mode: str) -> dict[tuple[int, int], dict[str, Any]]:

@@ -24,7 +24,8 @@ from typing import Any
 
 import grpc
 import pytest
-from live_fabric import fabric_leftovers, path_view, stop_controller, wait_until
+from controller_lab import stop_controller
+from live_fabric import fabric_leftovers, path_view, wait_until
 
 pytestmark = pytest.mark.root
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from live_fabric import fabric_leftovers, stop_controller
+from controller_lab import stop_controller
+from live_fabric import fabric_leftovers
 
 pytestmark = pytest.mark.root
 
