@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
+from topologies.procs import terminate
 
 SEND_CODE = r"""
 import socket, sys, time
@@ -249,13 +250,7 @@ class NetnsLab:
     def stop_shims(self) -> None:
         """SIGTERM every shim and wait for it (it removes what it installed)."""
         for proc in self.shims:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            terminate(proc, 10)
         self.shims.clear()
 
     def close(self) -> None:

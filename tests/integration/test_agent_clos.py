@@ -27,6 +27,8 @@ import pytest
 from controller_lab import stop_controller
 from live_fabric import fabric_leftovers, path_view, wait_until
 
+from topologies.procs import terminate
+
 pytestmark = pytest.mark.root
 
 PREFIX = "ag"
@@ -69,13 +71,7 @@ def _start_agent(fab: Fabric, host: str) -> None:
 
 
 def _stop_agent(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.terminate()  # SIGTERM by PID
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    terminate(proc, 15)  # SIGTERM by PID
     if proc.stderr is not None:
         proc.stderr.close()
     return proc.returncode
