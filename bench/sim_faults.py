@@ -10,14 +10,13 @@ in every mode. Writes ``sim_faults.json`` and ``sim_faults.png`` under ``--out``
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.sim_bench import record_head, save_figure, start
+from bench.sim_bench import finish, record_head, save_figure, start
 from mrc_fabric.ev import ev_plane
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
 from mrc_host.sim.scenario import SimConfig, Simulation
@@ -261,11 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         "restore_after_ge_0.9_of_fair": data["restore"]["after_ge_0.9"],
         "reverse_found_within_3_rtt": data["reverse"]["within_3_rtt"],
     }
-    (args.out / "sim_faults.json").write_text(json.dumps(data, indent=1))
-    plot(data, args.out / "sim_faults.png")
-    for k, v in data["targets"].items():
-        print(f"   {'ok  ' if v else 'MISS'} {k}")
-    return 0
+    return finish(args.out, "sim_faults", data, plot)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,13 @@ Writes ``sim_transport.json`` and ``sim_transport.png`` under ``--out``.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.sim_bench import record_head, save_figure, start
+from bench.sim_bench import finish, record_head, save_figure, start
 from mrc_fabric.ev import ev_plane, ev_t1
 from mrc_host.core import Mode
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
@@ -304,11 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             for v in data["jitter"].values()
         ),
     }
-    (args.out / "sim_transport.json").write_text(json.dumps(data, indent=1))
-    plot(data, args.out / "sim_transport.png")
-    for k, v in data["targets"].items():
-        print(f"   {'ok  ' if v else 'MISS'} {k}")
-    return 0
+    return finish(args.out, "sim_transport", data, plot)
 
 
 if __name__ == "__main__":
