@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from .common import Context, Result, at_least, at_most, experiment_entry, step
-from .lab import MODES, ModeRuns, fault_lab
+from .lab import MODES, RECOVERY_GRACE_S, ModeRuns, fault_lab
 from .transfer import FaultPlan, fault_windows, run_transfer
 
 ID = "e1"
@@ -21,7 +21,6 @@ SHAPE = (
     "A failed link costs a connection a few packets (often one) and no measurable impact (MRC bypasses it "
     "in tens of us); a single-path/ECMP connection on it stalls until the fault is cleared."
 )
-RECOVERY_GRACE_S = 40.0  # after the fault ends: a single-path RTO may have backed off to 10 s
 
 
 def run(ctx: Context, res: Result) -> None:

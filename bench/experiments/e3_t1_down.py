@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from .common import Context, Result, at_least, experiment_entry, fmt, step
-from .lab import MODES, ModeRuns, fault_lab
+from .lab import MODES, RECOVERY_GRACE_S, ModeRuns, fault_lab
 from .transfer import FaultPlan, agent_ev_history, fault_windows, rate_between, recovery_after, run_transfer
 
 ID = "e3"
@@ -23,7 +23,6 @@ SHAPE = (
     "A T1 switch that silently stops forwarding: throughput dips and recovers, no job failure; "
     "a T1 down costs no steady throughput."
 )
-DEADLINE_GRACE_S = 40.0
 
 
 def run(ctx: Context, res: Result) -> None:
@@ -40,7 +39,7 @@ def run(ctx: Context, res: Result) -> None:
             step(f"E3 {mode}: {t1} stops forwarding at 15 % for {fault_s:.2f} s")
             plan = FaultPlan("switch_down", t1, 0.15, duration_s=fault_s)
             r = run_transfer(
-                tb, lab.src, lab.dst, size, mode, [plan], deadline_s=fault_s + DEADLINE_GRACE_S, poll_evs=True
+                tb, lab.src, lab.dst, size, mode, [plan], deadline_s=fault_s + RECOVERY_GRACE_S, poll_evs=True
             )
             rec = r.record()
             prior = lab.clean[mode].summary["goodput_mbit_s"]

@@ -11,13 +11,12 @@ from __future__ import annotations
 import sys
 
 from .common import Context, Result, experiment_entry, fmt, step
-from .lab import MODES, ModeRuns, fault_lab
+from .lab import MODES, RECOVERY_GRACE_S, ModeRuns, fault_lab
 from .transfer import FaultPlan, fault_windows, rate_between, run_transfer
 
 ID = "e4"
 TITLE = "a T0 down: one plane lost"
 SHAPE = "A T0 switch down: steady-state throughput drops by one plane's share (1/planes); the job survives."
-DEADLINE_GRACE_S = 40.0
 
 
 def run(ctx: Context, res: Result) -> None:
@@ -31,7 +30,7 @@ def run(ctx: Context, res: Result) -> None:
             t0 = lab.t0_of("single-path")
             step(f"E4 {mode}: {t0} down at 15 % for {fault_s:.2f} s")
             plan = FaultPlan("switch_down", t0, 0.15, duration_s=fault_s)
-            r = run_transfer(tb, lab.src, lab.dst, size, mode, [plan], deadline_s=fault_s + DEADLINE_GRACE_S)
+            r = run_transfer(tb, lab.src, lab.dst, size, mode, [plan], deadline_s=fault_s + RECOVERY_GRACE_S)
             rec = r.record()
             prior = lab.clean[mode].summary["goodput_mbit_s"]
             during = None

@@ -69,12 +69,12 @@ def run(ctx: Context, res: Result) -> None:
                     "path_ev_changes": [c.__dict__ for c in hit],
                 }
             )
-            kept.keep(mode, rec, rec["goodput_mbit_s"], fault_windows(r)[:1])
             step(
                 f"   {mode}: retired after {fmt(retired, 3)} s, path carried {share:.1%} of the data "
                 f"(fair {fair:.1%}),"
                 f" goodput during the loss {fmt(ratio)} of clean, {len(hit)} state changes on that path"
             )
+            kept.keep(mode, rec, rec["goodput_mbit_s"], fault_windows(r)[:1])
             if mode == "mrc":
                 res.add(
                     "time until that EV is retired",

@@ -29,6 +29,9 @@ from .transfer import TransferRun, run_transfer
 MODES = ("mrc", "single-path", "ecmp")
 LINK_RATE = 30.0
 WARMUP_BYTES = 1 << 20
+# a faulted transfer's deadline is the fault's duration plus this: after the fault ends a
+# single-path RTO may have backed off to 10 s
+RECOVERY_GRACE_S = 40.0
 FAULT_SHAPE: dict[str, Any] = {"planes": 4, "t0": 2, "t1": 2, "hosts_per_t0": 2, "link_rate": LINK_RATE}
 
 
