@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -497,6 +497,19 @@ class Background:
         assert "summary" in self.result, self.result
         return self.result["summary"]
 
+    def summary_after(self, counted: Callable[[], object], what: str) -> dict:
+        """The summary of a transfer that was still running when the attack was ``counted``."""
+        wait_until(counted, what)
+        assert self.still_running(), "the transfer ended before the forgeries were counted: make it larger"
+        return self.summary()
+
+
+def counts_reached(
+    fab: Fabric, host: str, before: dict[str, int], wants: dict[str, int]
+) -> Callable[[], bool]:
+    """A condition: each of ``host``'s counters in ``wants`` grew by at least its number since ``before``."""
+    return lambda: all(grew(before, counters(fab, host), key) >= n for key, n in wants.items())
+
 
 def test_forged_sacks_and_nacks_from_a_third_host_change_nothing(fabric: Fabric) -> None:
     from mrc_host.wire.messages import Nack, NackReason, Sack
@@ -521,15 +534,10 @@ def test_forged_sacks_and_nacks_from_a_third_host_change_nothing(fabric: Fabric)
             spoof.frame(Nack(send_qp, (far + i) & 0xFFFFFF, NackReason.BAD_RKEY, spoof.ev, spoof.meta()))
         )
     own.inject(frames)
-    wait_until(
-        lambda: (
-            grew(before, counters(fabric, H0), "refused.wrong_source") >= 128
-            and grew(before, counters(fabric, H0), "totals.stray_acks") >= 128
-        ),
+    summary = bg.summary_after(
+        counts_reached(fabric, H0, before, {"refused.wrong_source": 128, "totals.stray_acks": 128}),
         "the forged SACKs and NACKs to be counted",
     )
-    assert bg.still_running(), "the transfer ended before the forgeries were counted: make it larger"
-    summary = bg.summary()
     assert summary["ok"] and summary["verified"] is True and not summary["error"], summary
     assert summary["bytes_acked"] == 1 << 30
 
@@ -563,15 +571,10 @@ def test_forged_data_from_a_third_host_cannot_hijack_a_receive_connection(fabric
     before = counters(fabric, H3)
     spoof.inject([data(spoof, isn + i, 0x5A000000 | recv_qp, recv_qp) for i in range(64)])
     own.inject([data(own, isn + i, 0x5A000000 | recv_qp, recv_qp) for i in range(64)])
-    wait_until(
-        lambda: (
-            grew(before, counters(fabric, H3), "refused.bad_rkey") >= 64
-            and grew(before, counters(fabric, H3), "refused.wrong_source") >= 64
-        ),
+    summary = bg.summary_after(
+        counts_reached(fabric, H3, before, {"refused.bad_rkey": 64, "refused.wrong_source": 64}),
         "the forged DATA to be refused",
     )
-    assert bg.still_running(), "the transfer ended before the forgeries were counted: make it larger"
-    summary = bg.summary()
     assert summary["ok"] and summary["verified"] is True, summary
 
 
@@ -784,11 +787,9 @@ def test_forged_connects_cost_the_receiver_nothing_during_a_transfer(fabric: Fab
     def answered(st: dict) -> int:  # a RETRY, or dropped past the RETRY rate limit
         return st["handshake"].get("retry_sent", 0) + st["refused"].get("retry_rate", 0)
 
-    wait_until(
+    summary = bg.summary_after(
         lambda: answered(fabric.client(H3).stats()) - answered(before) >= n, "every forged CONNECT seen"
     )
-    assert bg.still_running(), "the transfer ended before the forgeries were counted: make it larger"
-    summary = bg.summary()
     assert summary["ok"] and summary["verified"] is True, summary
     rss_flooded = _rss_mb(victim)
     after = fabric.client(H3).stats()
