@@ -275,8 +275,8 @@ def plot(data: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = start("python -m bench.sim_transport", __doc__, "fewer shapes, smaller transfers", argv)
-    started = time.monotonic()
     data: dict[str, Any] = record_head(args.quick)
+    started = time.monotonic()
     data["blackhole"] = blackhole_vs_floor(args.quick)
     data["slow_plane"] = slow_plane(args.quick)
     data["plane_failures"] = plane_failures(args.quick)

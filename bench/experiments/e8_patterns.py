@@ -104,8 +104,9 @@ def run(ctx: Context, res: Result) -> None:
                 )
             d = data[name]
             mrc_ratio = d["mrc"]["fault_job_s"] / d["mrc"]["clean_job_s"]
+            faulted_over_clean = f"{name}: job time with fault / clean"
             res.add(
-                f"{name}: job time with fault / clean",
+                faulted_over_clean,
                 mrc_ratio,
                 unit="x",
                 mode="mrc",
@@ -115,7 +116,7 @@ def run(ctx: Context, res: Result) -> None:
             res.verified(d["mrc"]["all_ok"], "mrc", "no job failure", f"{name}: all transfers verified")
             for base in ("single-path", "ecmp"):
                 ratio = d[base]["fault_job_s"] / d[base]["clean_job_s"]
-                res.info(f"{name}: job time with fault / clean", ratio, unit="x", mode=base)
+                res.info(faulted_over_clean, ratio, unit="x", mode=base)
             speedup = d["single-path"]["clean_job_s"] / d["mrc"]["clean_job_s"]
             res.add(
                 f"{name}: single-path job time / MRC job time (clean)",

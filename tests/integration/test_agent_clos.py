@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
-from controller_lab import stop_controller
-from live_fabric import fabric_leftovers, path_view, wait_until
+from live_fabric import clearing_faults, clos_with_controller, fabric_leftovers, path_view, wait_until
 
 from topologies.procs import terminate
 
@@ -79,57 +77,34 @@ def _stop_agent(proc: subprocess.Popen) -> int:
 
 @pytest.fixture(scope="module")
 def fabric() -> Iterator[Fabric]:
-    from controller.core import ControllerCore
-    from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-    from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
-    from controller.server import serve
-    from mrc_fabric.topology import Topology
-    from topologies.clos import TOPOLOGY_FILE, start_clos
-
     run_dir = Path(tempfile.mkdtemp(prefix="ag-"))
-    net = core = server = channel = None
     fab: Fabric | None = None
-    try:
-        net, _ = start_clos(run_dir, 2, 2, 2, 2, node_prefix=PREFIX)
-        topo = Topology.load(run_dir / TOPOLOGY_FILE)
-        core = ControllerCore(topo, run_dir=run_dir)
-        core.start()
-        assert core.wait_ready(30) == []
-        server, _svc, address = serve(core, f"unix:{run_dir}/controller.sock")
-        channel = grpc.insecure_channel(address)
-        stub = pb_grpc.ControllerStub(channel)
-        stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=60)
-        (run_dir / "agents").mkdir()
-        fab = Fabric(net, topo, stub, run_dir)
-        for h in topo.hosts:
-            _start_agent(fab, h.name)
-        yield fab
-        # clean shutdown: every agent exits 0 on SIGTERM, removing its socket and its nft table
-        for host, proc in list(fab.agents.items()):
-            assert _stop_agent(proc) == 0, (fab.run_dir / "agents" / f"{host}.log").read_text()[-3000:]
-            del fab.agents[host]
-            assert not fab.sock(host).exists()
-            tables = net.get(host).cmd("nft list tables")
-            assert "mrc_agent" not in tables, tables
-    finally:
-        if fab is not None:
-            for proc in fab.agents.values():
-                _stop_agent(proc)
-        if os.environ.get("MRC_KEEP_AGENT_LOGS"):  # debugging aid: copy the agents' logs out
-            shutil.copytree(run_dir / "agents", os.environ["MRC_KEEP_AGENT_LOGS"], dirs_exist_ok=True)
-        stop_controller(channel, server, core)
-        if net is not None:
-            net.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
+    with clos_with_controller(PREFIX, run_dir) as clos:
+        try:
+            (run_dir / "agents").mkdir()
+            fab = Fabric(clos.net, clos.topo, clos.stub, run_dir)
+            for h in clos.topo.hosts:
+                _start_agent(fab, h.name)
+            yield fab
+            # clean shutdown: every agent exits 0 on SIGTERM, removing its socket and its nft table
+            for host, proc in list(fab.agents.items()):
+                assert _stop_agent(proc) == 0, (fab.run_dir / "agents" / f"{host}.log").read_text()[-3000:]
+                del fab.agents[host]
+                assert not fab.sock(host).exists()
+                tables = clos.net.get(host).cmd("nft list tables")
+                assert "mrc_agent" not in tables, tables
+        finally:
+            if fab is not None:
+                for proc in fab.agents.values():
+                    _stop_agent(proc)
+            if os.environ.get("MRC_KEEP_AGENT_LOGS"):  # debugging aid: copy the agents' logs out
+                shutil.copytree(run_dir / "agents", os.environ["MRC_KEEP_AGENT_LOGS"], dirs_exist_ok=True)
     assert fabric_leftovers(PREFIX) == []
 
 
 @pytest.fixture(autouse=True)
 def no_faults_after(fabric: Fabric) -> Iterator[None]:
-    from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-
-    yield
-    fabric.stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=30)
+    yield from clearing_faults(fabric.stub)
 
 
 def received_record(fab: Fabric, host: str, transfer_id: str) -> dict | None:
