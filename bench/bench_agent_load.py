@@ -41,6 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from topologies.procs import terminate
+
 PREFIX = "agl"
 
 FORGER = r"""
@@ -141,13 +143,7 @@ class Fabric:
 
     def close(self) -> None:
         for proc in self.agents.values():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            terminate(proc, 15)
             if proc.stderr is not None:
                 proc.stderr.close()
         if self.channel is not None:

@@ -10,14 +10,13 @@ in every mode. Writes ``sim_faults.json`` and ``sim_faults.png`` under ``--out``
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.sim_bench import finish, record_head, save_figure, start
 from mrc_fabric.ev import ev_plane
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
 from mrc_host.sim.scenario import SimConfig, Simulation
@@ -188,6 +187,25 @@ def reverse_path(seeds: range, size: int) -> dict[str, Any]:
     }
 
 
+def _per_seed_panel(
+    ax: Any,
+    rows: list[dict[str, Any]],
+    value: Callable[[dict[str, Any]], float],
+    bound: float,
+    ylabel: str,
+    title: str,
+) -> None:
+    """One column of dots per compound-fault row (one dot a seed) against the dashed ``bound``."""
+    for k, r in enumerate(rows):
+        ys = [value(x) for x in r["seeds"]]
+        ax.plot([k] * len(ys), ys, "o", alpha=0.6)
+    ax.axhline(bound, color="r", linestyle="--", linewidth=0.8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r['kind']} x{r['faults']}" for r in rows], fontsize=7)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+
+
 def plot(data: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -195,26 +213,23 @@ def plot(data: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    ax = axes[0]
     rows = data["compound"]
-    labels = [f"{r['kind']} x{r['faults']}" for r in rows]
-    for k, r in enumerate(rows):
-        ys = [max(x["lost_per_fault"]) / x["limit"] for x in r["seeds"]]
-        ax.plot([k] * len(ys), ys, "o", alpha=0.6)
-    ax.axhline(1.0, color="r", linestyle="--", linewidth=0.8)
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels(labels, fontsize=7)
-    ax.set_ylabel("worst lost per fault / (1.3 BDP/paths + 1)")
-    ax.set_title("faults 200 us apart: loss per fault", fontsize=9)
-    ax = axes[1]
-    for k, r in enumerate(rows):
-        ys = [x["after_over_surviving"] for x in r["seeds"]]
-        ax.plot([k] * len(ys), ys, "o", alpha=0.6)
-    ax.axhline(0.9, color="r", linestyle="--", linewidth=0.8)
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels(labels, fontsize=7)
-    ax.set_ylabel("goodput after / surviving capacity")
-    ax.set_title("goodput after the last fault", fontsize=9)
+    _per_seed_panel(
+        axes[0],
+        rows,
+        lambda x: max(x["lost_per_fault"]) / x["limit"],
+        1.0,
+        "worst lost per fault / (1.3 BDP/paths + 1)",
+        "faults 200 us apart: loss per fault",
+    )
+    _per_seed_panel(
+        axes[1],
+        rows,
+        lambda x: x["after_over_surviving"],
+        0.9,
+        "goodput after / surviving capacity",
+        "goodput after the last fault",
+    )
     ax = axes[2]
     rs = data["restore"]["seeds"]
     ax.plot([x["seed"] for x in rs], [x["overall_over_sibling"] for x in rs], "o-", label="overall / sibling")
@@ -224,24 +239,14 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("seed")
     ax.set_title("black hole 10-30 % then cleared (2x4, 21 us)", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.sim_faults", description=__doc__)
-    ap.add_argument("--out", type=Path, default=Path("results"))
-    ap.add_argument("--quick", action="store_true", help="fewer seeds, smaller transfers")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = start("python -m bench.sim_faults", __doc__, "fewer seeds, smaller transfers", argv)
     started = time.monotonic()
     seeds = range(1, 4) if args.quick else range(1, 11)
-    data: dict[str, Any] = {
-        "machine": platform.node(),
-        "python": platform.python_version(),
-        "quick": args.quick,
-    }
+    data: dict[str, Any] = record_head(args.quick)
     data["compound"] = compound(seeds, (16 if args.quick else 32) << 20)
     data["restore"] = restore(seeds, 64 << 20)
     data["reverse"] = reverse_path(seeds, (16 if args.quick else 32) << 20)
@@ -255,11 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         "restore_after_ge_0.9_of_fair": data["restore"]["after_ge_0.9"],
         "reverse_found_within_3_rtt": data["reverse"]["within_3_rtt"],
     }
-    (args.out / "sim_faults.json").write_text(json.dumps(data, indent=1))
-    plot(data, args.out / "sim_faults.png")
-    for k, v in data["targets"].items():
-        print(f"   {'ok  ' if v else 'MISS'} {k}")
-    return 0
+    return finish(args.out, "sim_faults", data, plot)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,13 @@ Writes ``sim_transport.json`` and ``sim_transport.png`` under ``--out``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import platform
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.sim_bench import finish, record_head, save_figure, start
 from mrc_fabric.ev import ev_plane, ev_t1
 from mrc_host.core import Mode
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
@@ -272,23 +270,13 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.bar(list(jit), [v["goodput_gbps"] / 10 for v in jit.values()], alpha=0.3, label="goodput / 10 Gb/s")
     ax.set_title("lossless jittery fabric", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.sim_transport", description=__doc__)
-    ap.add_argument("--out", type=Path, default=Path("results"))
-    ap.add_argument("--quick", action="store_true", help="fewer shapes, smaller transfers")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = start("python -m bench.sim_transport", __doc__, "fewer shapes, smaller transfers", argv)
+    data: dict[str, Any] = record_head(args.quick)
     started = time.monotonic()
-    data: dict[str, Any] = {
-        "machine": platform.node(),
-        "python": platform.python_version(),
-        "quick": args.quick,
-    }
     data["blackhole"] = blackhole_vs_floor(args.quick)
     data["slow_plane"] = slow_plane(args.quick)
     data["plane_failures"] = plane_failures(args.quick)
@@ -315,11 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             for v in data["jitter"].values()
         ),
     }
-    (args.out / "sim_transport.json").write_text(json.dumps(data, indent=1))
-    plot(data, args.out / "sim_transport.png")
-    for k, v in data["targets"].items():
-        print(f"   {'ok  ' if v else 'MISS'} {k}")
-    return 0
+    return finish(args.out, "sim_transport", data, plot)
 
 
 if __name__ == "__main__":

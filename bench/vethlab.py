@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from mrc_fabric.addressing import DEFAULT_BLOCK, host_usid, nic_address
 from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
+from topologies.procs import terminate
 
 STOP_TIMEOUT_S = 10.0
 
@@ -140,13 +140,7 @@ class VethLab:
         proc, h.agent = h.agent, None
         if proc is None:
             return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc, STOP_TIMEOUT_S)
         if proc.stderr is not None:
             proc.stderr.close()
         return proc.returncode

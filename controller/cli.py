@@ -140,17 +140,7 @@ class Cli:
                 hops = " → ".join(
                     f"{h.node}({h.in_port}>{h.out_port if h.out_port >= 0 else 'x'})" for h in p.hops
                 )
-                if p.status == "dropped":
-                    status = f"[red]dropped[/red] {p.drop_reason} at {p.drop_at}"
-                elif p.status == "unreachable":
-                    status = f"[red]unreachable[/red] switch {', '.join(p.unreachable)} has no session"
-                elif p.status == "lossy":
-                    status = f"[yellow]lossy[/yellow] survival {p.survival:.3f}"
-                else:
-                    status = f"[green]ok[/green] → {p.delivered_to}"
-                t.add_row(
-                    f"{p.ev:08x}", str(p.plane), str(p.t1) if p.t1 >= 0 else "-", p.carrier, hops, status
-                )
+                t.add_row(*path_row(p, hops))
             return t
 
         self.emit(resp, table)
@@ -239,6 +229,23 @@ class Cli:
             return t
 
         self.emit(data, table)
+
+
+def path_row(p: Any, hops: str) -> list[str]:
+    """One walked path (a ``PathView``) as a row of the paths table (ev, plane, t1, carrier,
+    hops, status); this CLI and the testbed shell each write ``hops`` their own way."""
+    return [f"{p.ev:08x}", str(p.plane), str(p.t1) if p.t1 >= 0 else "-", p.carrier, hops, path_status(p)]
+
+
+def path_status(p: Any) -> str:
+    """The status cell of one walked path, in rich markup: what became of its packets and where."""
+    if p.status == "dropped":
+        return f"[red]dropped[/red] {p.drop_reason} at {p.drop_at}"
+    if p.status == "unreachable":
+        return f"[red]unreachable[/red] switch {', '.join(p.unreachable)} has no session"
+    if p.status == "lossy":
+        return f"[yellow]lossy[/yellow] survival {p.survival:.3f}"
+    return f"[green]ok[/green] → {p.delivered_to}"
 
 
 def health_tables(resp: pb.GetHealthResponse) -> Table:

@@ -127,6 +127,21 @@ def _fault(entry: TableEntry | None) -> tuple[bool, float]:
     return False, 0.0
 
 
+def _fault_drop(result: Walk, hop: Hop, where: str, hook: str, reason: DropReason) -> Walk:
+    """``result`` ended at ``where`` (``node:port``) by a black-hole fault on its ``hook``."""
+    result.hops.append(hop)
+    result.faults.append(f"{where} {hook} drop")
+    result.dropped, result.dropped_at = reason, where
+    return result
+
+
+def _fault_loss(result: Walk, notes: list[str], where: str, hook: str, loss: float) -> None:
+    """A loss fault on ``where``'s ``hook``: the walk goes on, surviving with ``1 - loss``."""
+    result.survival *= 1 - loss
+    result.faults.append(f"{where} {hook} loss {loss:.3f}")
+    notes.append(f"{hook} loss {loss:.3f}")
+
+
 def walk(
     topo: Topology,
     views: Mapping[str, TableView],
@@ -155,14 +170,10 @@ def walk(
         notes: list[str] = []
         hole, loss = _fault(view.ingress_fault.get(in_port))
         if hole:
-            result.hops.append(Hop(node, in_port, None, arrival, "ingress fault: drop"))
-            result.faults.append(f"{node}:{in_port} ingress drop")
-            result.dropped, result.dropped_at = DropReason.INGRESS_FAULT, f"{node}:{in_port}"
-            return result
+            hop = Hop(node, in_port, None, arrival, "ingress fault: drop")
+            return _fault_drop(result, hop, f"{node}:{in_port}", "ingress", DropReason.INGRESS_FAULT)
         if loss:
-            result.survival *= 1 - loss
-            result.faults.append(f"{node}:{in_port} ingress loss {loss:.3f}")
-            notes.append(f"ingress loss {loss:.3f}")
+            _fault_loss(result, notes, f"{node}:{in_port}", "ingress", loss)
         hop_limit -= 1
         if hop_limit <= 0:
             result.hops.append(Hop(node, in_port, None, arrival, "hop limit"))
@@ -184,16 +195,10 @@ def walk(
         out_port, dmac = entry.param("port"), int_to_mac(entry.param("dmac"))
         hole, loss = _fault(view.port_fault.get(out_port))
         if hole:
-            result.hops.append(
-                Hop(node, in_port, out_port, arrival, ", ".join([*notes, "egress fault: drop"]))
-            )
-            result.faults.append(f"{node}:{out_port} egress drop")
-            result.dropped, result.dropped_at = DropReason.EGRESS_FAULT, f"{node}:{out_port}"
-            return result
+            hop = Hop(node, in_port, out_port, arrival, ", ".join([*notes, "egress fault: drop"]))
+            return _fault_drop(result, hop, f"{node}:{out_port}", "egress", DropReason.EGRESS_FAULT)
         if loss:
-            result.survival *= 1 - loss
-            result.faults.append(f"{node}:{out_port} egress loss {loss:.3f}")
-            notes.append(f"egress loss {loss:.3f}")
+            _fault_loss(result, notes, f"{node}:{out_port}", "egress", loss)
         result.hops.append(Hop(node, in_port, out_port, arrival, ", ".join(notes)))
         peer = topo.peer(node, out_port)
         if peer is None:

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 from .egress import Policy, PortEgress
 from .kernel_state import KernelState, PolicySpec
@@ -18,6 +19,8 @@ from .netlink_backend import KernelError, NetlinkBackend
 from .nft_backend import NftFaults
 
 log = logging.getLogger(__name__)
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass
@@ -25,6 +28,11 @@ class Step:
     what: str
     do: Callable[[], None]
     undo: Callable[[], None]
+
+
+def _setting(what: str, setter: Callable[[K, V], None], key: K, value: V, before: V) -> Step:
+    """The step that sets ``key`` to ``value`` through ``setter``, undone by setting ``before`` back."""
+    return Step(what, partial(setter, key, value), partial(setter, key, before))
 
 
 def _bytes_policy(spec: PolicySpec | None) -> Policy | None:
@@ -45,40 +53,16 @@ class KernelProgrammer:
         nl = self.netlink
         out: list[Step] = []
         for nh in sorted(new.neighbours - old.neighbours):
-            out.append(
-                Step(
-                    f"add neighbour {nh}",
-                    partial(nl.set_neighbour, nh, True),
-                    partial(nl.set_neighbour, nh, False),
-                )
-            )
+            out.append(_setting(f"add neighbour {nh}", nl.set_neighbour, nh, True, False))
         for dst, spec in new.routes.items():
             before = old.routes.get(dst)
             if before != spec:
-                out.append(
-                    Step(
-                        f"set route {dst}",
-                        partial(nl.set_route, dst, spec),
-                        partial(nl.set_route, dst, before),
-                    )
-                )
+                out.append(_setting(f"set route {dst}", nl.set_route, dst, spec, before))
         for dst, before in old.routes.items():
             if dst not in new.routes:
-                out.append(
-                    Step(
-                        f"delete route {dst}",
-                        partial(nl.set_route, dst, None),
-                        partial(nl.set_route, dst, before),
-                    )
-                )
+                out.append(_setting(f"delete route {dst}", nl.set_route, dst, None, before))
         for nh in sorted(old.neighbours - new.neighbours):
-            out.append(
-                Step(
-                    f"delete neighbour {nh}",
-                    partial(nl.set_neighbour, nh, False),
-                    partial(nl.set_neighbour, nh, True),
-                )
-            )
+            out.append(_setting(f"delete neighbour {nh}", nl.set_neighbour, nh, False, True))
         keys = sorted(set(old.faults) | set(new.faults))
         forward = [
             (k, old.faults.get(k), new.faults.get(k)) for k in keys if old.faults.get(k) != new.faults.get(k)

@@ -25,10 +25,10 @@ Mapping (docs/design.md §2, §5):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address, IPv6Network
-from typing import Literal
+from typing import Literal, TypeVar
 
 from mrc_fabric.p4info import P4InfoIndex
 
@@ -36,6 +36,9 @@ from .table_codec import MatchKey, TableRow
 
 RouteKind = Literal["csid", "unicast", "multipath", "unreachable"]
 Hook = Literal["ingress", "egress"]
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def mac_text(mac: int) -> str:
@@ -209,28 +212,22 @@ def updated_state(
     A write touches a handful of keys; recomputing only those keeps a write
     O(entries) in cheap set operations instead of rebuilding every route.
     """
-    routes = dict(old.routes)
-    for prefix in prefixes:
-        spec = route_for(prefix, tables, ports, index)
-        if spec is None:
-            routes.pop(prefix, None)
-        else:
-            routes[prefix] = spec
-    fault_specs = dict(old.faults)
-    for key in faults:
-        fault = fault_for(key, tables, ports, index)
-        if fault is None:
-            fault_specs.pop(key, None)
-        else:
-            fault_specs[key] = fault
-    policies = dict(old.policies)
-    for port in policy_ports:
-        pol = policy_for(port, tables, ports, index)
-        if pol is None:
-            policies.pop(port, None)
-        else:
-            policies[port] = pol
+    routes = _recomputed(old.routes, prefixes, lambda k: route_for(k, tables, ports, index))
+    fault_specs = _recomputed(old.faults, faults, lambda k: fault_for(k, tables, ports, index))
+    policies = _recomputed(old.policies, policy_ports, lambda k: policy_for(k, tables, ports, index))
     return KernelState(routes, _neighbours(routes), fault_specs, policies)
+
+
+def _recomputed(old: Mapping[K, V], keys: Iterable[K], spec_for: Callable[[K], V | None]) -> dict[K, V]:
+    """A copy of ``old`` with each of ``keys`` set to ``spec_for(key)``, or dropped where that is None."""
+    new = dict(old)
+    for key in keys:
+        spec = spec_for(key)
+        if spec is None:
+            new.pop(key, None)
+        else:
+            new[key] = spec
+    return new
 
 
 def desired_state(tables: Tables, ports: dict[int, str], index: P4InfoIndex) -> KernelState:

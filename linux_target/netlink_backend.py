@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from ipaddress import IPv6Network
 from socket import AF_INET6
+from typing import Any
 
 from pyroute2 import IPRoute
 from pyroute2.netlink import NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE, NLM_F_REQUEST, nla
@@ -126,25 +127,10 @@ class NetlinkBackend:
             elif spec.kind == "csid":
                 self._set_csid_route(dst)
             elif spec.kind == "unreachable":
-                self.ipr.route(
-                    "replace",
-                    family=AF_INET6,
-                    dst=str(dst.network_address),
-                    dst_len=dst.prefixlen,
-                    type="unreachable",
-                    proto=RTPROT_MRC_SHIM,
-                )
+                self._route("replace", dst, type="unreachable")
             elif spec.kind == "unicast":
                 ((nh, _w),) = spec.nexthops
-                self.ipr.route(
-                    "replace",
-                    family=AF_INET6,
-                    dst=str(dst.network_address),
-                    dst_len=dst.prefixlen,
-                    gateway=str(nh.gateway),
-                    oif=self.ifindex(nh.ifname),
-                    proto=RTPROT_MRC_SHIM,
-                )
+                self._route("replace", dst, gateway=str(nh.gateway), oif=self.ifindex(nh.ifname))
             else:
                 hops = [
                     {"gateway": str(nh.gateway), "oif": self.ifindex(nh.ifname), "hops": w - 1}
@@ -152,26 +138,25 @@ class NetlinkBackend:
                 ]
                 # NLM_F_REPLACE swaps the whole route atomically on Linux ≥ 4.20 (unicast,
                 # multipath, unreachable, seg6local alike), so a refused change leaves the old one.
-                self.ipr.route(
-                    "replace",
-                    family=AF_INET6,
-                    dst=str(dst.network_address),
-                    dst_len=dst.prefixlen,
-                    multipath=hops,
-                    proto=RTPROT_MRC_SHIM,
-                )
+                self._route("replace", dst, multipath=hops)
         except NetlinkError as exc:
             raise KernelError(f"route {dst} ({spec.kind if spec else 'delete'}): {exc.args[1]}") from exc
 
+    def _route(self, op: str, dst: IPv6Network, **attrs: Any) -> None:
+        """One route request (``replace``, ``del``) on ``dst``, marked as the shim's own
+        (``RTPROT_MRC_SHIM``) so a restart finds and removes what this shim installed."""
+        self.ipr.route(
+            op,
+            family=AF_INET6,
+            dst=str(dst.network_address),
+            dst_len=dst.prefixlen,
+            proto=RTPROT_MRC_SHIM,
+            **attrs,
+        )
+
     def _delete_route(self, dst: IPv6Network) -> None:
         try:
-            self.ipr.route(
-                "del",
-                family=AF_INET6,
-                dst=str(dst.network_address),
-                dst_len=dst.prefixlen,
-                proto=RTPROT_MRC_SHIM,
-            )
+            self._route("del", dst)
         except NetlinkError as exc:
             if exc.code not in (errno.ESRCH, errno.ENOENT):
                 raise

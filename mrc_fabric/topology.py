@@ -402,16 +402,22 @@ def _check_sizes(topo: Topology) -> None:
             raise TopologyError(f"{key}: at most {MAX_INDEX} fit the uSID index field")
 
 
+def _claim_name(where: str, name: str, names: dict[str, str]) -> None:
+    """Records that ``where`` (``switches[3]``) uses ``name``: a node name is a valid word
+    and unique across switches and hosts, as Mininet and the agents address nodes by it."""
+    if not _NAME_RE.match(name):
+        raise TopologyError(f"{where}.name: {name!r} must be letters, digits or '_'")
+    if name in names:
+        raise TopologyError(f"{where}.name: {name!r} is already used by {names[name]}")
+    names[name] = where
+
+
 def _check_switches(topo: Topology, names: dict[str, str]) -> None:
     device_ids: dict[int, str] = {}
     usids: dict[int, str] = {}
     for i, s in enumerate(topo.switches):
         p = f"switches[{i}]"
-        if not _NAME_RE.match(s.name):
-            raise TopologyError(f"{p}.name: {s.name!r} must be letters, digits or '_'")
-        if s.name in names:
-            raise TopologyError(f"{p}.name: {s.name!r} is already used by {names[s.name]}")
-        names[s.name] = p
+        _claim_name(p, s.name, names)
         if not 0 <= s.plane < topo.planes:
             raise TopologyError(f"{p}.plane: {s.plane} outside 0..{topo.planes - 1}")
         limit = topo.t0_per_plane if s.role == Role.T0 else topo.t1_per_plane
@@ -441,11 +447,7 @@ def _check_hosts(topo: Topology, names: dict[str, str]) -> None:
     host_indices: dict[int, str] = {}
     for i, h in enumerate(topo.hosts):
         p = f"hosts[{i}]"
-        if not _NAME_RE.match(h.name):
-            raise TopologyError(f"{p}.name: {h.name!r} must be letters, digits or '_'")
-        if h.name in names:
-            raise TopologyError(f"{p}.name: {h.name!r} is already used by {names[h.name]}")
-        names[h.name] = p
+        _claim_name(p, h.name, names)
         if not 0 <= h.index < MAX_INDEX:
             raise TopologyError(f"{p}.index: {h.index} outside 0..{MAX_INDEX - 1}")
         if h.index in host_indices:

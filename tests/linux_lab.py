@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
+from topologies.procs import terminate
 
 SEND_CODE = r"""
 import socket, sys, time
@@ -186,6 +187,14 @@ class NetnsLab:
         run(["ip", "link", "set", if_a, "up"], ns=ns_a)
         run(["ip", "link", "set", if_b, "up"], ns=ns_b)
 
+    def switch_ns(self, ns: str, ports: dict[int, str], peer_prefix: str) -> str:
+        """A namespace for one shim: each of its ``ports`` is a veth to ``<peer_prefix><port>``
+        in the same namespace, where the test sends and listens."""
+        self.add_ns(ns)
+        for port, ifname in ports.items():
+            self.veth(ns, ifname, ns, f"{peer_prefix}{port}")
+        return ns
+
     @staticmethod
     def mac(ns: str, ifname: str) -> int:
         text = run(["cat", f"/sys/class/net/{ifname}/address"], ns=ns).stdout.strip()
@@ -241,13 +250,7 @@ class NetnsLab:
     def stop_shims(self) -> None:
         """SIGTERM every shim and wait for it (it removes what it installed)."""
         for proc in self.shims:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            terminate(proc, 10)
         self.shims.clear()
 
     def close(self) -> None:

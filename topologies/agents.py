@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from topologies.procs import terminate
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 5.0
@@ -122,11 +123,5 @@ class AgentProcess:
         self._client = None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc, STOP_TIMEOUT)
         self.control.unlink(missing_ok=True)

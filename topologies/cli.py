@@ -29,7 +29,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from controller.cli import health_tables
+from controller.cli import health_tables, path_row
 from controller.northbound import DIRECTIONS, KINDS, direction_name, kind_name
 from mrc_host.agent.ev_summary import path_table
 
@@ -210,15 +210,7 @@ class MrcCommands:
         t = Table("ev", "plane", "t1", "carrier", "hops", "status", title=f"paths {src} → {dst}")
         for p in paths:
             hops = " → ".join(h.node for h in p.hops)
-            if p.status == "dropped":
-                status = f"[red]dropped[/red] ({p.drop_reason} at {p.drop_at})"
-            elif p.status == "unreachable":
-                status = f"[red]unreachable[/red] (no session to {', '.join(p.unreachable)})"
-            elif p.status == "lossy":
-                status = f"[yellow]lossy[/yellow] (survival {p.survival:.3f})"
-            else:
-                status = f"[green]ok[/green] → {p.delivered_to}"
-            t.add_row(f"{p.ev:08x}", str(p.plane), str(p.t1) if p.t1 >= 0 else "-", p.carrier, hops, status)
+            t.add_row(*path_row(p, hops))
         self.out.print(t)
         return paths
 

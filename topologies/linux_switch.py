@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
 from topologies.p4_switch import P4PortsSwitch
+from topologies.procs import terminate
 
 SHIM_START_TIMEOUT = 20.0
 SHIM_STOP_TIMEOUT = 5.0
@@ -171,13 +171,7 @@ class LinuxSrv6Switch(P4PortsSwitch):
 
     def stop_shim(self) -> None:
         proc, self.shim = self.shim, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=SHIM_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc, SHIM_STOP_TIMEOUT)
         self.socket_path.unlink(missing_ok=True)
 
     def restart_shim(self) -> None:

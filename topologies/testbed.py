@@ -20,12 +20,13 @@ the demo) spells the fabric with the same options.
 
 from __future__ import annotations
 
+from topologies.procs import terminate
+
 if __name__ == "builtins":  # pragma: no cover - someone ran `mn --custom topologies/testbed.py`
     raise SystemExit("the Mininet custom file is topologies/mn_custom.py (see docs/testbed.md)")
 
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
@@ -95,17 +96,7 @@ class Capture:
 
 def _terminate(proc: subprocess.Popen[bytes] | None, timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM by PID, SIGKILL after ``timeout``; reaps the process."""
-    if proc is None:
-        return
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait()
+    terminate(proc, timeout)
 
 
 def _in_parallel(calls: list[Callable[[], Any]]) -> None:

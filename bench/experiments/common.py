@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 
@@ -74,6 +74,14 @@ class Result:
         self.findings.append(f)
         return f
 
+    def info(self, metric: str, value: float | None, **kw: Any) -> Finding:
+        """A finding that is context only: shown next to the paper's words, never judged."""
+        return self.add(metric, value, expect="info", **kw)
+
+    def verified(self, ok: bool, mode: str, paper: str, metric: str = "completed, bytes verified") -> Finding:
+        """The finding that every transfer of ``mode`` completed with its bytes checked."""
+        return self.add(metric, float(ok), mode=mode, paper=paper, expect="1", holds=ok)
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["schema"] = SCHEMA
@@ -98,6 +106,20 @@ class Context:
 def fmt(value: float | None, digits: int = 2) -> str:
     """A number for a progress line ('-' for None)."""
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def at_most(value: float | None, limit: float, expect: str = "") -> dict[str, Any]:
+    """``expect`` and ``holds`` of a finding whose number must not exceed ``limit``.
+
+    Why: the rule's words and its test are written once, so they cannot disagree; a
+    missing number (None) never holds. ``expect`` replaces the words where they say more.
+    """
+    return {"expect": expect or f"<= {limit:g}", "holds": value is not None and value <= limit}
+
+
+def at_least(value: float | None, limit: float, expect: str = "") -> dict[str, Any]:
+    """Like :func:`at_most`, for a number that must reach ``limit``."""
+    return {"expect": expect or f">= {limit:g}", "holds": value is not None and value >= limit}
 
 
 def step(msg: str) -> None:
@@ -236,3 +258,19 @@ def experiment_main(
         + f" -> {path}"
     )
     return 1 if result.status == "failed" else 0
+
+
+class ExperimentMain(Protocol):
+    def __call__(self, argv: list[str] | None = None) -> int: ...
+
+
+def experiment_entry(
+    experiment: str, title: str, paper_shape: str, run: Callable[[Context, Result], None]
+) -> ExperimentMain:
+    """The ``main(argv)`` an experiment module offers ``bench.run_all`` and its command line:
+    :func:`experiment_main` bound to the module's own id, title, paper shape and ``run``."""
+
+    def main(argv: list[str] | None = None) -> int:
+        return experiment_main(experiment, title, paper_shape, run, argv)
+
+    return main

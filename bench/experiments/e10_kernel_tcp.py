@@ -20,9 +20,8 @@ import time
 from typing import Any
 
 from . import kernel_routes
-from .common import Context, Result, experiment_main, fabric, fabric_info, fmt, step
-from .lab import FAULT_SHAPE, delta, uplink_tx_bytes
-from .plots import timelines
+from .common import Context, Result, experiment_entry, fabric, fabric_info, fmt, step
+from .lab import FAULT_SHAPE, ModeRuns, delta, end_hosts, uplink_tx_bytes
 from .transfer import FaultPlan, inject
 
 ID = "e10"
@@ -163,9 +162,7 @@ def run(ctx: Context, res: Result) -> None:
     size = ctx.size(32, 8)
     with fabric(ctx, agents=False, **FAULT_SHAPE) as tb:
         res.fabric = fabric_info(tb)
-        topo = tb.topology
-        src = next(h.name for h in topo.hosts if h.t0_index == 0)
-        dst = [h.name for h in topo.hosts if h.t0_index == topo.t0_per_plane - 1][-1]
+        src, dst = end_hosts(tb)
         pair = kernel_routes.connect(tb, src, dst)
         res.data["routes"] = {
             "src": pair.src_addr,
@@ -186,14 +183,13 @@ def run(ctx: Context, res: Result) -> None:
         t1 = busiest.split("-", 1)[1]
         step(f"   clean: {size >> 20} MiB in {base:.2f} s; busiest uplink {busiest}")
         floor = 0.01 * size * 8 / base / 1e6
-        runs = {"clean": clean | {"uplink_bytes": used}}
+        kept = ModeRuns({"clean": clean | {"uplink_bytes": used}}, {"tcp clean": clean["goodput_mbit_s"]})
         # targets are picked when the fault fires (the busiest uplink of that run so far)
         scenarios = {
             "black hole": FaultPlan("blackhole", busiest, None, duration_s=max(1.0, 2 * base)),
             "T1 down": FaultPlan("switch_down", t1, None, duration_s=max(1.0, 0.5 * base)),
         }
         stream_floor = floor / STREAMS
-        series, shades = {"tcp clean": clean["goodput_mbit_s"]}, {}
         for name, plan in scenarios.items():
             step(f"E10 {name} ({plan.target}) at {0.2 * base:.2f} s for {plan.duration_s:.2f} s")
             r = iperf(tb, pair, size, plan.duration_s + ctx.scale(60, 30), plan, 0.2 * base)
@@ -214,10 +210,10 @@ def run(ctx: Context, res: Result) -> None:
                     "window_s": window,
                 }
             )
-            runs[name] = r
-            series[f"tcp {name}"] = r["goodput_mbit_s"]
+            kept.runs[name] = r
+            kept.series[f"tcp {name}"] = r["goodput_mbit_s"]
             if plan.injected_at is not None:
-                shades[f"tcp {name}"] = [(plan.injected_at, plan.injected_at + plan.duration_s)]
+                kept.shades[f"tcp {name}"] = [(plan.injected_at, plan.injected_at + plan.duration_s)]
             step(
                 f"   {name}: completed={r['completed']} in {fmt(r['seconds'])} s ({fmt(ratio)} x clean), "
                 f"longest stall {stall:.2f} s (one stream: {stream_stall:.2f} s) on {plan.target}, "
@@ -256,12 +252,7 @@ def run(ctx: Context, res: Result) -> None:
             "(as an application that rebalances would); the per-stream stall shows the flow on the "
             "failed path"
         )
-        res.data["runs"] = runs
-        res.plots.append(
-            timelines(
-                ctx.out / "e10.png", f"E10 kernel TCP, {STREAMS} streams ({size >> 20} MiB)", series, shades
-            ).name
-        )
+        kept.report(ctx, res, "e10", f"E10 kernel TCP, {STREAMS} streams ({size >> 20} MiB)")
         res.caveats.append(
             f"kernel multipath hash policy {kernel_routes.HASH_POLICY} (addresses + ports): each TCP stream "
             "stays on its path, as a flow on an ECMP fabric does; with the default policy 0 all streams of a "
@@ -269,8 +260,7 @@ def run(ctx: Context, res: Result) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv)
+main = experiment_entry(ID, TITLE, SHAPE, run)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import Context, Result, experiment_main, step
+from .common import Context, Result, experiment_entry, step
 from .plots import lines
 
 ID = "e11"
@@ -205,8 +205,7 @@ def run(ctx: Context, res: Result) -> None:
     res.caveats.append("one host per T0 (hosts add namespaces and veths but no switch state)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv)
+main = experiment_entry(ID, TITLE, SHAPE, run)
 
 
 if __name__ == "__main__":

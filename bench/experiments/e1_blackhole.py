@@ -10,11 +10,9 @@ the longest stall, and the data packets the sender counted lost on its EVs.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-from .common import Context, Result, experiment_main, fabric, fabric_info, step
-from .lab import FAULT_SHAPE, MODES, Lab
-from .plots import timelines
+from .common import Context, Result, at_least, at_most, experiment_entry, step
+from .lab import MODES, RECOVERY_GRACE_S, ModeRuns, fault_lab
 from .transfer import FaultPlan, fault_windows, run_transfer
 
 ID = "e1"
@@ -23,23 +21,16 @@ SHAPE = (
     "A failed link costs a connection a few packets (often one) and no measurable impact (MRC bypasses it "
     "in tens of us); a single-path/ECMP connection on it stalls until the fault is cleared."
 )
-RECOVERY_GRACE_S = 40.0  # after the fault ends: a single-path RTO may have backed off to 10 s
 
 
 def run(ctx: Context, res: Result) -> None:
     # QUICK too moves 16 MiB (about 1 s at 4 x 30 Mbit/s): the fault is injected when the agent's
     # progress lines (every 0.2 s) show 20 % acknowledged, and 4 MiB was over before it landed
     size = ctx.size(16, 16)
-    with fabric(ctx, **FAULT_SHAPE) as tb:
-        res.fabric = fabric_info(tb)
-        lab = Lab(tb, ctx)
-        step(f"E1 reference transfers {lab.src} -> {lab.dst}")
-        lab.reference(size)
+    with fault_lab(ctx, res, "E1", size) as (tb, lab):
         fault_s = max(0.5, 2 * lab.clean["mrc"].seconds)
         res.data["fault_duration_s"] = fault_s
-        series: dict[str, list[tuple[float, float]]] = {}
-        shades: dict[str, list[tuple[float, float | None]]] = {}
-        runs: dict[str, dict[str, Any]] = {}
+        kept = ModeRuns()
         for mode in MODES:
             link = lab.uplink(mode)
             step(f"E1 {mode}: black hole on {link} at 20 % for {fault_s:.2f} s")
@@ -47,23 +38,17 @@ def run(ctx: Context, res: Result) -> None:
             r = run_transfer(tb, lab.src, lab.dst, size, mode, [plan], deadline_s=fault_s + RECOVERY_GRACE_S)
             clean = lab.clean[mode]
             ratio = r.seconds / clean.seconds if r.ok else None
-            runs[mode] = {"link": link, "clean": clean.record(), "faulted": r.record(), "ratio": ratio}
-            series[mode] = r.record()["goodput_mbit_s"]
-            shades[mode] = fault_windows(r)
+            faulted = r.record()
+            record = {"link": link, "clean": clean.record(), "faulted": faulted, "ratio": ratio}
+            kept.keep(mode, record, faulted["goodput_mbit_s"], fault_windows(r))
             step(
                 f"   {mode}: {r.seconds:.2f} s vs {clean.seconds:.2f} s clean, lost {r.lost_packets()}, "
-                f"longest stall {runs[mode]['faulted']['longest_stall_s']:.2f} s"
+                f"longest stall {faulted['longest_stall_s']:.2f} s"
             )
             paper = "MRC: no measurable impact" if mode == "mrc" else "baseline stalls until the fault clears"
             if mode == "mrc":
                 res.add(
-                    "completion time / clean",
-                    ratio,
-                    unit="x",
-                    mode=mode,
-                    paper=paper,
-                    expect="<= 1.5",
-                    holds=ratio is not None and ratio <= 1.5,
+                    "completion time / clean", ratio, unit="x", mode=mode, paper=paper, **at_most(ratio, 1.5)
                 )
                 lost = r.lost_packets()
                 res.add(
@@ -72,20 +57,18 @@ def run(ctx: Context, res: Result) -> None:
                     unit="packets",
                     mode=mode,
                     paper="a few packets, often one",
-                    expect="<= 32 (one window share of the dead EV)",
-                    holds=lost <= 32,
+                    **at_most(lost, 32, "<= 32 (one window share of the dead EV)"),
                 )
             else:
-                stall = runs[mode]["faulted"]["longest_stall_s"]
-                res.add("completion time / clean", ratio, unit="x", mode=mode, paper=paper, expect="info")
+                stall = faulted["longest_stall_s"]
+                res.info("completion time / clean", ratio, unit="x", mode=mode, paper=paper)
                 res.add(
                     "longest stall",
                     stall,
                     unit="s",
                     mode=mode,
                     paper=paper,
-                    expect=f">= 0.5 x fault ({fault_s:.2f} s)",
-                    holds=stall >= 0.5 * fault_s,
+                    **at_least(stall, 0.5 * fault_s, f">= 0.5 x fault ({fault_s:.2f} s)"),
                 )
                 res.add(
                     "retransmitted packets",
@@ -94,16 +77,10 @@ def run(ctx: Context, res: Result) -> None:
                     mode=mode,
                     note="go-back-N: a window per loss" if mode == "single-path" else "",
                 )
-        res.data["runs"] = runs
-        res.plots.append(
-            timelines(
-                ctx.out / "e1.png", f"E1 black hole for {fault_s:.2f} s ({size >> 20} MiB)", series, shades
-            ).name
-        )
+        kept.report(ctx, res, "e1", f"E1 black hole for {fault_s:.2f} s ({size >> 20} MiB)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv)
+main = experiment_entry(ID, TITLE, SHAPE, run)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,8 @@ import math
 import sys
 from typing import Any
 
-from .common import Context, Result, experiment_main, fabric, fabric_info, step
-from .lab import FAULT_SHAPE, MODES, Lab, uplink_name
-from .plots import timelines
+from .common import Context, Result, at_most, experiment_entry, step
+from .lab import FAULT_SHAPE, MODES, Lab, ModeRuns, fault_lab, uplink_name
 from .transfer import FaultPlan, fault_windows, run_transfer
 
 ID = "e2"
@@ -48,14 +47,10 @@ E2_SHAPE: dict[str, Any] = {**FAULT_SHAPE, "t1": 4}
 def run(ctx: Context, res: Result) -> None:
     size = ctx.size(32, 6)
     period = ctx.scale(0.3, 0.25)
-    with fabric(ctx, **E2_SHAPE) as tb:
-        res.fabric = fabric_info(tb)
-        lab = Lab(tb, ctx)
-        step(f"E2 reference transfers {lab.src} -> {lab.dst}")
-        lab.reference(size)
+    with fault_lab(ctx, res, "E2", size, E2_SHAPE) as (tb, lab):
         links = flapping_links(lab)
         res.data.update({"links": links, "period_s": period})
-        series, shades, runs = {}, {}, {}
+        kept = ModeRuns()
         for mode in MODES:
             step(f"E2 {mode}: {len(links)} links flap every {period} s from 10 %: {', '.join(links)}")
             plans = [FaultPlan("flap", link, 0.1, period_s=period) for link in links]
@@ -66,9 +61,8 @@ def run(ctx: Context, res: Result) -> None:
             downs = sum(down_transitions(r.wall_s, p.injected_at, period) for p in plans)
             # only the links this mode's traffic crosses cost it packets
             lost = r.lost_packets()
-            runs[mode] = {"clean": clean.record(), "faulted": rec, "ratio": ratio, "down_transitions": downs}
-            series[mode] = rec["goodput_mbit_s"]
-            shades[mode] = fault_windows(r)[:1]
+            record = {"clean": clean.record(), "faulted": rec, "ratio": ratio, "down_transitions": downs}
+            kept.keep(mode, record, rec["goodput_mbit_s"], fault_windows(r)[:1])
             step(
                 f"   {mode}: {r.seconds:.2f} s vs {clean.seconds:.2f} s clean, {downs} link-downs, "
                 f"lost {lost}, "
@@ -81,8 +75,7 @@ def run(ctx: Context, res: Result) -> None:
                     unit="x",
                     mode=mode,
                     paper="no measurable impact",
-                    expect="<= 1.3",
-                    holds=ratio is not None and ratio <= 1.3,
+                    **at_most(ratio, 1.3),
                 )
                 # the time one link-down costs, in base RTTs (the agents' timers all derive from it)
                 cost = (r.seconds - clean.seconds) / downs if downs and r.ok else None
@@ -93,8 +86,7 @@ def run(ctx: Context, res: Result) -> None:
                     unit="base RTTs",
                     mode=mode,
                     paper="a flap costs a few packets (tens of us on hardware)",
-                    expect="<= 10 (a few RTOs at most, docs/design.md §8)",
-                    holds=cost_rtts is not None and cost_rtts <= 10,
+                    **at_most(cost_rtts, 10, "<= 10 (a few RTOs at most, docs/design.md §8)"),
                     note=f"{cost * 1e3:.0f} ms each" if cost is not None else "",
                 )
                 # the EVs' lost counts are the sender's guesses; those a late delivery proved to be
@@ -109,18 +101,16 @@ def run(ctx: Context, res: Result) -> None:
                     unit="packets",
                     mode=mode,
                     paper="a few packets, often one",
-                    expect="<= 10",
-                    holds=per is not None and per <= 10,
+                    **at_most(per, 10),
                     note=f"{lost} guessed lost, {proven} of them proven delivered",
                 )
             else:
-                res.add(
+                res.info(
                     "completion time / clean",
                     ratio,
                     unit="x",
                     mode=mode,
                     paper="(baseline) stalls on every down phase of its link",
-                    expect="info",
                     note="deadline hit: faults cleared" if r.deadline_hit else "",
                 )
                 res.add("retransmitted packets", r.summary.get("retransmissions"), unit="packets", mode=mode)
@@ -131,19 +121,10 @@ def run(ctx: Context, res: Result) -> None:
             "link-downs in a few seconds that adds up to a visible slowdown, where production flaps are "
             "millions of RTTs apart"
         )
-        res.data["runs"] = runs
-        res.plots.append(
-            timelines(
-                ctx.out / "e2.png",
-                f"E2 {len(links)} links flapping every {period} s ({size >> 20} MiB)",
-                series,
-                shades,
-            ).name
-        )
+        kept.report(ctx, res, "e2", f"E2 {len(links)} links flapping every {period} s ({size >> 20} MiB)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv)
+main = experiment_entry(ID, TITLE, SHAPE, run)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from .common import Context, Result, experiment_main, fabric, fabric_info, fmt, step
-from .lab import FAULT_SHAPE, MODES, Lab
-from .plots import timelines
+from .common import Context, Result, at_least, experiment_entry, fmt, step
+from .lab import MODES, RECOVERY_GRACE_S, ModeRuns, fault_lab
 from .transfer import FaultPlan, agent_ev_history, fault_windows, rate_between, recovery_after, run_transfer
 
 ID = "e3"
@@ -24,28 +23,23 @@ SHAPE = (
     "A T1 switch that silently stops forwarding: throughput dips and recovers, no job failure; "
     "a T1 down costs no steady throughput."
 )
-DEADLINE_GRACE_S = 40.0
 
 
 def run(ctx: Context, res: Result) -> None:
     size = ctx.size(32, 24)  # QUICK: long enough that the steady window lies inside the transfer
-    with fabric(ctx, **FAULT_SHAPE) as tb:
-        res.fabric = fabric_info(tb)
-        lab = Lab(tb, ctx)
-        step(f"E3 reference transfers {lab.src} -> {lab.dst}")
-        lab.reference(size)
+    with fault_lab(ctx, res, "E3", size) as (tb, lab):
         # long enough that the steady-state window (its second half) spans several 1 MiB chunk
         # acknowledgements: a shorter one quantises the rate by +-25 %
         fault_s = max(ctx.scale(1.5, 0.3), 0.6 * lab.clean["mrc"].seconds)
         paths = lab.planes * tb.topology.t1_per_plane
         res.data.update({"fault_duration_s": fault_s, "paths": paths})
-        series, shades, runs = {}, {}, {}
+        kept = ModeRuns()
         for mode in MODES:
             t1 = lab.t1_of(mode)
             step(f"E3 {mode}: {t1} stops forwarding at 15 % for {fault_s:.2f} s")
             plan = FaultPlan("switch_down", t1, 0.15, duration_s=fault_s)
             r = run_transfer(
-                tb, lab.src, lab.dst, size, mode, [plan], deadline_s=fault_s + DEADLINE_GRACE_S, poll_evs=True
+                tb, lab.src, lab.dst, size, mode, [plan], deadline_s=fault_s + RECOVERY_GRACE_S, poll_evs=True
             )
             rec = r.record()
             prior = lab.clean[mode].summary["goodput_mbit_s"]
@@ -70,31 +64,15 @@ def run(ctx: Context, res: Result) -> None:
                     "agent_ev_history": [c.__dict__ for c in history],
                 }
             )
-            runs[mode] = rec
-            series[mode] = rec["goodput_mbit_s"]
-            shades[mode] = fault_windows(r)
+            kept.keep(mode, rec, rec["goodput_mbit_s"], fault_windows(r))
             step(
                 f"   {mode}: ok={r.ok} {r.seconds:.2f} s, deepest bin {fmt(dip)} of {prior:.0f} Mbit/s, "
                 f"back above {1 - 1 / paths:.2f} after {fmt(rec_s)} s, during the fault {fmt(during)} Mbit/s"
             )
             steady = during / prior if during is not None and prior else None
             if mode == "mrc":
-                res.add(
-                    "completed, bytes verified",
-                    float(r.ok),
-                    mode=mode,
-                    paper="no job failure",
-                    expect="1",
-                    holds=r.ok,
-                )
-                res.add(
-                    "deepest goodput bin / clean",
-                    dip,
-                    unit="x",
-                    mode=mode,
-                    paper="throughput dips",
-                    expect="info",
-                )
+                res.verified(r.ok, mode, "no job failure")
+                res.info("deepest goodput bin / clean", dip, unit="x", mode=mode, paper="throughput dips")
                 res.add(
                     "recovery time (goodput >= (1-1/paths) x clean)",
                     rec_s,
@@ -110,41 +88,29 @@ def run(ctx: Context, res: Result) -> None:
                     unit="x",
                     mode=mode,
                     paper="a T1 down: no steady loss",
-                    expect=">= 0.8",
-                    holds=steady is not None and steady >= 0.8,
+                    **at_least(steady, 0.8),
                 )
-                res.add(
+                res.info(
                     "EVs all GOOD again after the T1 returned",
                     back,
                     unit="s",
                     mode=mode,
                     paper="probes bring retired EVs back (counts/intervals not public)",
-                    expect="info",
                 )
             else:
-                res.add(
-                    "steady goodput while the T1 is down / clean",
-                    steady,
-                    unit="x",
-                    mode=mode,
-                    paper="(baseline) stalls while its T1 is down",
-                    expect="info",
+                baseline = "(baseline) stalls while its T1 is down"
+                res.info(
+                    "steady goodput while the T1 is down / clean", steady, unit="x", mode=mode, paper=baseline
                 )
-                res.add("longest stall", rec["longest_stall_s"], unit="s", mode=mode, expect="info")
+                res.info("longest stall", rec["longest_stall_s"], unit="s", mode=mode)
         res.caveats.append(
             "goodput comes from the agent's acknowledged bytes, which advance one 1 MiB chunk at a time: "
             "rates over windows under a second are quantised (about +-15 % here)"
         )
-        res.data["runs"] = runs
-        res.plots.append(
-            timelines(
-                ctx.out / "e3.png", f"E3 T1 down for {fault_s:.2f} s ({size >> 20} MiB)", series, shades
-            ).name
-        )
+        kept.report(ctx, res, "e3", f"E3 T1 down for {fault_s:.2f} s ({size >> 20} MiB)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv)
+main = experiment_entry(ID, TITLE, SHAPE, run)
 
 
 if __name__ == "__main__":

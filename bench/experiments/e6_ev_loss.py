@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import sys
 
-from .common import Context, Result, experiment_main, fabric, fabric_info, fmt, step
-from .lab import FAULT_SHAPE, MODES, Lab
-from .plots import timelines
+from .common import Context, Result, at_least, at_most, experiment_entry, fmt, step
+from .lab import MODES, ModeRuns, fault_lab
 from .transfer import FaultPlan, agent_ev_history, fault_windows, rate_between, run_transfer
 
 ID = "e6"
@@ -25,12 +24,8 @@ LOSS = 0.2
 
 def run(ctx: Context, res: Result) -> None:
     size = ctx.size(32, 24)  # QUICK: long enough that the steady window lies inside the transfer
-    with fabric(ctx, **FAULT_SHAPE) as tb:
-        res.fabric = fabric_info(tb)
-        lab = Lab(tb, ctx)
-        step(f"E6 reference transfers {lab.src} -> {lab.dst}")
-        lab.reference(size)
-        series, shades, runs = {}, {}, {}
+    with fault_lab(ctx, res, "E6", size) as (tb, lab):
+        kept = ModeRuns()
         for mode in MODES:
             plane, t1 = lab.path_of(mode)
             links = lab.path_links(mode)
@@ -74,14 +69,12 @@ def run(ctx: Context, res: Result) -> None:
                     "path_ev_changes": [c.__dict__ for c in hit],
                 }
             )
-            runs[mode] = rec
-            series[mode] = rec["goodput_mbit_s"]
-            shades[mode] = fault_windows(r)[:1]
             step(
                 f"   {mode}: retired after {fmt(retired, 3)} s, path carried {share:.1%} of the data "
                 f"(fair {fair:.1%}),"
                 f" goodput during the loss {fmt(ratio)} of clean, {len(hit)} state changes on that path"
             )
+            kept.keep(mode, rec, rec["goodput_mbit_s"], fault_windows(r)[:1])
             if mode == "mrc":
                 res.add(
                     "time until that EV is retired",
@@ -89,8 +82,7 @@ def run(ctx: Context, res: Result) -> None:
                     unit="s",
                     mode=mode,
                     paper="inactive at once",
-                    expect="<= 0.5 s (tens of RTTs here)",
-                    holds=retired is not None and retired <= 0.5,
+                    **at_most(retired, 0.5, "<= 0.5 s (tens of RTTs here)"),
                 )
                 res.add(
                     "goodput while one path drops 20 % / clean",
@@ -98,8 +90,7 @@ def run(ctx: Context, res: Result) -> None:
                     unit="x",
                     mode=mode,
                     paper="rate holds",
-                    expect=">= 0.85",
-                    holds=ratio is not None and ratio >= 0.85,
+                    **at_least(ratio, 0.85),
                 )
                 res.add(
                     "data share of the lossy path (whole transfer)",
@@ -111,28 +102,18 @@ def run(ctx: Context, res: Result) -> None:
                     holds=share < fair,
                 )
             else:
-                res.add(
-                    "goodput while its path drops 20 % / clean",
-                    ratio,
-                    unit="x",
-                    mode=mode,
-                    paper="(baseline) keeps using the lossy path",
-                    expect="info",
+                baseline = "(baseline) keeps using the lossy path"
+                res.info(
+                    "goodput while its path drops 20 % / clean", ratio, unit="x", mode=mode, paper=baseline
                 )
-        res.data["runs"] = runs
-        res.plots.append(
-            timelines(
-                ctx.out / "e6.png", f"E6 {LOSS:.0%} drop on one path ({size >> 20} MiB)", series, shades
-            ).name
-        )
+        kept.report(ctx, res, "e6", f"E6 {LOSS:.0%} drop on one path ({size >> 20} MiB)")
         res.caveats.append(
             "MRC keeps probing the retired EV; probes that pass the 20 % loss can restore it for a while "
             "(the agent then retires it again), so its share is small but not zero"
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv)
+main = experiment_entry(ID, TITLE, SHAPE, run)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .common import Context, Result, experiment_main, fabric, fabric_info, step
+from .common import Context, Result, at_most, experiment_entry, fabric, fabric_info, step
 from .lab import delta, uplink_tx_bytes
 from .plots import bars
 from .transfer import run_concurrent
@@ -77,8 +77,7 @@ def run(ctx: Context, res: Result) -> None:
                 unit="x",
                 mode="mrc",
                 paper="even spray",
-                expect="<= 1.15",
-                holds=mrc <= 1.15,
+                **at_most(mrc, 1.15),
             )
             res.add(
                 f"uplink max/mean, {label}",
@@ -101,8 +100,7 @@ def run(ctx: Context, res: Result) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv)
+main = experiment_entry(ID, TITLE, SHAPE, run)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import subprocess
 import sys
 from typing import Any
 
-from .common import Context, Result, experiment_main, fabric, fabric_info, fmt, step
+from .common import Context, Result, experiment_entry, fabric, fabric_info, fmt, step
 from .plots import bars
 from .transfer import run_concurrent, run_transfer
 
@@ -484,8 +484,7 @@ def run(ctx: Context, res: Result) -> None:
             )
 
 
-def main(argv: list[str] | None = None) -> int:
-    return experiment_main(ID, TITLE, SHAPE, run, argv)
+main = experiment_entry(ID, TITLE, SHAPE, run)
 
 
 if __name__ == "__main__":

@@ -17,15 +17,21 @@ can hit a link that mode really uses.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .common import Context, step
+from .common import Context, Result, fabric, fabric_info, step
+from .plots import timelines
 from .transfer import TransferRun, run_transfer
 
 MODES = ("mrc", "single-path", "ecmp")
 LINK_RATE = 30.0
 WARMUP_BYTES = 1 << 20
+# a faulted transfer's deadline is the fault's duration plus this: after the fault ends a
+# single-path RTO may have backed off to 10 s
+RECOVERY_GRACE_S = 40.0
 FAULT_SHAPE: dict[str, Any] = {"planes": 4, "t0": 2, "t1": 2, "hosts_per_t0": 2, "link_rate": LINK_RATE}
 
 
@@ -51,6 +57,14 @@ def uplink_tx_bytes(tb: Any, t0_index: int) -> dict[str, int]:
     return out
 
 
+def end_hosts(tb: Any) -> tuple[str, str]:
+    """(sender, receiver): the first host under T0 0 and the last under the last T0."""
+    topo = tb.topology
+    src = next(h.name for h in topo.hosts if h.t0_index == 0)
+    dst = [h.name for h in topo.hosts if h.t0_index == topo.t0_per_plane - 1][-1]
+    return src, dst
+
+
 def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: v - before.get(k, 0) for k, v in after.items()}
 
@@ -65,9 +79,7 @@ class Lab:
     clean_uplinks: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        topo = self.tb.topology
-        self.src = next(h.name for h in topo.hosts if h.t0_index == 0)
-        self.dst = [h.name for h in topo.hosts if h.t0_index == topo.t0_per_plane - 1][-1]
+        self.src, self.dst = end_hosts(self.tb)
 
     @property
     def planes(self) -> int:
@@ -126,3 +138,45 @@ class Lab:
     def t0_of(self, mode: str) -> str:
         plane, _t1 = self.path_of(mode)
         return str(self.tb.topology.t0(plane, 0).name)
+
+
+@contextlib.contextmanager
+def fault_lab(
+    ctx: Context, res: Result, name: str, size: int, shape: dict[str, Any] | None = None
+) -> Iterator[tuple[Any, Lab]]:
+    """(testbed, lab) of a fault experiment, its clean references of every mode already run.
+
+    ``shape``: the fabric (``FAULT_SHAPE`` unless given); ``name`` heads the progress line.
+    """
+    with fabric(ctx, **(FAULT_SHAPE if shape is None else shape)) as tb:
+        res.fabric = fabric_info(tb)
+        lab = Lab(tb, ctx)
+        step(f"{name} reference transfers {lab.src} -> {lab.dst}")
+        lab.reference(size)
+        yield tb, lab
+
+
+@dataclass
+class ModeRuns:
+    """What a fault experiment keeps of each run (by mode or case) and plots at the end:
+    the run's record, its goodput timeline and the fault windows to shade on it."""
+
+    runs: dict[str, Any] = field(default_factory=dict)
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    shades: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
+
+    def keep(
+        self,
+        mode: str,
+        record: dict[str, Any],
+        goodput: list[tuple[float, float]],
+        shades: list[tuple[float, float | None]],
+    ) -> None:
+        self.runs[mode] = record
+        self.series[mode] = goodput
+        self.shades[mode] = shades
+
+    def report(self, ctx: Context, res: Result, file_stem: str, title: str) -> None:
+        """The runs into ``res.data["runs"]`` and their timelines into ``<out>/<file_stem>.png``."""
+        res.data["runs"] = self.runs
+        res.plots.append(timelines(ctx.out / f"{file_stem}.png", title, self.series, self.shades).name)

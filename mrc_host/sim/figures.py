@@ -87,6 +87,15 @@ def scenario(shape: FabricShape, size: int, seeds: list[int]) -> dict[str, Any]:
     return out
 
 
+def _save(fig: Any, ax: Any, path: Path) -> Path:
+    """Legend, layout, ``path`` written at the figures' one resolution, the figure freed."""
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot(res: dict[str, Any], out: Path, tag: str) -> list[Path]:
     paths = []
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -102,11 +111,7 @@ def plot(res: dict[str, Any], out: Path, tag: str) -> list[Path]:
     ax.set_xlabel("time (us, simulated)")
     ax.set_ylabel("goodput (Gb/s)")
     ax.set_title(f"(a) black hole on a used T0-T1 link from 30 % for 2x ideal time [{tag}]")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(out / f"fig_a_blackhole_{tag}.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, ax, out / f"fig_a_blackhole_{tag}.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     names = list(res["loss"])
@@ -118,11 +123,7 @@ def plot(res: dict[str, Any], out: Path, tag: str) -> list[Path]:
     ax.set_xticks(list(x), names)
     ax.set_ylabel("completion time (us)")
     ax.set_title(f"(b) 1 % random loss [{tag}]")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(out / f"fig_b_loss_{tag}.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, ax, out / f"fig_b_loss_{tag}.png"))
 
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / len(names)
@@ -139,11 +140,7 @@ def plot(res: dict[str, Any], out: Path, tag: str) -> list[Path]:
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(labels))], labels, fontsize=8)
     ax.set_ylabel("data MiB on uplink")
     ax.set_title(f"(c) bytes per T1 uplink of the source T0, no faults [{tag}]")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    paths.append(out / f"fig_c_balance_{tag}.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, ax, out / f"fig_c_balance_{tag}.png"))
     return paths
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -268,14 +269,19 @@ class _Reader:
 def load(path: str | Path) -> Scenario:
     """Read and check a scenario file (ScenarioError on any problem)."""
     p = Path(path)
-    file = str(p)
+    raw = read_toml(p, lambda why: ScenarioError(str(p), "-", why))
+    return parse(raw, str(p), p.stem)
+
+
+def read_toml(path: Path, fail: Callable[[str], Exception]) -> dict[str, Any]:
+    """The table of the TOML file ``path``; ``fail(why)`` is raised where it cannot be read or parsed,
+    so each kind of file reports in its own error type."""
     try:
-        raw = tomllib.loads(p.read_text())
+        return tomllib.loads(path.read_text())
     except OSError as exc:
-        raise ScenarioError(file, "-", f"cannot read: {exc.strerror or exc}") from exc
+        raise fail(f"cannot read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(file, "-", f"not valid TOML: {exc}") from exc
-    return parse(raw, file, p.stem)
+        raise fail(f"not valid TOML: {exc}") from exc
 
 
 def load_text(text: str, file: str = "<text>") -> Scenario:

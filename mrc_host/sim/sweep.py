@@ -122,12 +122,7 @@ def load(path: str | Path) -> Sweep:
 
     p = Path(path)
     file = str(p)
-    try:
-        raw = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise SweepError(file, "-", f"cannot read: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SweepError(file, "-", f"not valid TOML: {exc}") from exc
+    raw = sf.read_toml(p, lambda why: SweepError(file, "-", why))
     for key in raw:
         if key not in SWEEP_KEYS:
             raise SweepError(file, key, f"unknown key (expected one of: {', '.join(sorted(SWEEP_KEYS))})")

@@ -9,10 +9,16 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
+from controller_lab import stop_controller
 
 
 def fabric_leftovers(prefix: str) -> list[str]:
@@ -42,6 +48,95 @@ def running_testbed(prefix: str, target: str) -> Iterator[Any]:
         left = leftovers(tb.run.path, tb.namespaces, prefix, tb.teardown_ticks) if tb.run else []
         shutil.rmtree(root, ignore_errors=True)
     assert left == []
+
+
+def run_cleanup(args: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """``python -m topologies.cleanup <args>`` from ``cwd``, its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "topologies.cleanup", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+@dataclass
+class ClosControl:
+    """A running Mininet Clos and the controller that programs it (routes installed)."""
+
+    net: Any
+    topo: Any
+    core: Any
+    stub: Any
+
+
+@contextlib.contextmanager
+def clos_with_controller(prefix: str, run_dir: Path) -> Iterator[ClosControl]:
+    """A 2 x 2 x 2 x 2 Clos of ``prefix`` nodes in ``run_dir``, its controller serving on a unix
+    socket there with every route installed. On exit the controller and the network are
+    stopped and ``run_dir`` is removed, whatever had started."""
+    import grpc
+
+    from controller.core import ControllerCore
+    from controller.proto.mrc.controller.v1 import controller_pb2 as pb
+    from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+    from controller.server import serve
+    from mrc_fabric.topology import Topology
+    from topologies.clos import TOPOLOGY_FILE, start_clos
+
+    net = core = server = channel = None
+    try:
+        net, _ = start_clos(run_dir, 2, 2, 2, 2, node_prefix=prefix)
+        topo = Topology.load(run_dir / TOPOLOGY_FILE)
+        core = ControllerCore(topo, run_dir=run_dir)
+        core.start()
+        assert core.wait_ready(30) == []
+        server, _svc, address = serve(core, f"unix:{run_dir}/controller.sock")
+        channel = grpc.insecure_channel(address)
+        stub = pb_grpc.ControllerStub(channel)
+        stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=60)
+        yield ClosControl(net, topo, core, stub)
+    finally:
+        stop_fabric(net, run_dir, channel, server, core)
+
+
+def stop_fabric(net: Any, run_dir: Path, channel: Any, server: Any, core: Any) -> None:
+    """Stops what a Mininet fabric fixture started (None: never started) and removes its run
+    directory: the controller first, then the network."""
+    stop_controller(channel, server, core)
+    if net is not None:
+        net.stop()
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def clearing_faults(stub: Any) -> Iterator[None]:
+    """The body of a per-test fixture (``yield from``): the test runs, then every fault it
+    left in the controller is cleared, so the next test starts on a healthy fabric."""
+    from controller.proto.mrc.controller.v1 import controller_pb2 as pb
+
+    yield
+    stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=30)
+
+
+def skip_without_agent() -> None:
+    """Skips the calling test (or fixture) where the live host agent is not installed."""
+    from topologies.agents import agent_available
+
+    ok, why = agent_available()
+    if not ok:
+        pytest.skip(f"the live host agent is not installed: {why}")
+
+
+def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = 60.0, every_s: float = 0.05) -> Any:
+    """``cond()``'s first truthy value, polled every ``every_s``; fails the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def path_view(rows: list[dict[str, Any]], dst: str, mode: str) -> dict[tuple[int, int], dict[str, Any]]:

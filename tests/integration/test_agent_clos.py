@@ -17,14 +17,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
-from live_fabric import fabric_leftovers, path_view
+from live_fabric import clearing_faults, clos_with_controller, fabric_leftovers, path_view, wait_until
+
+from topologies.procs import terminate
 
 pytestmark = pytest.mark.root
 
@@ -68,13 +69,7 @@ def _start_agent(fab: Fabric, host: str) -> None:
 
 
 def _stop_agent(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.terminate()  # SIGTERM by PID
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    terminate(proc, 15)  # SIGTERM by PID
     if proc.stderr is not None:
         proc.stderr.close()
     return proc.returncode
@@ -82,72 +77,34 @@ def _stop_agent(proc: subprocess.Popen) -> int:
 
 @pytest.fixture(scope="module")
 def fabric() -> Iterator[Fabric]:
-    from controller.core import ControllerCore
-    from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-    from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
-    from controller.server import serve
-    from mrc_fabric.topology import Topology
-    from topologies.clos import TOPOLOGY_FILE, start_clos
-
     run_dir = Path(tempfile.mkdtemp(prefix="ag-"))
-    net = core = server = channel = None
     fab: Fabric | None = None
-    try:
-        net, _ = start_clos(run_dir, 2, 2, 2, 2, node_prefix=PREFIX)
-        topo = Topology.load(run_dir / TOPOLOGY_FILE)
-        core = ControllerCore(topo, run_dir=run_dir)
-        core.start()
-        assert core.wait_ready(30) == []
-        server, _svc, address = serve(core, f"unix:{run_dir}/controller.sock")
-        channel = grpc.insecure_channel(address)
-        stub = pb_grpc.ControllerStub(channel)
-        stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=60)
-        (run_dir / "agents").mkdir()
-        fab = Fabric(net, topo, stub, run_dir)
-        for h in topo.hosts:
-            _start_agent(fab, h.name)
-        yield fab
-        # clean shutdown: every agent exits 0 on SIGTERM, removing its socket and its nft table
-        for host, proc in list(fab.agents.items()):
-            assert _stop_agent(proc) == 0, (fab.run_dir / "agents" / f"{host}.log").read_text()[-3000:]
-            del fab.agents[host]
-            assert not fab.sock(host).exists()
-            tables = net.get(host).cmd("nft list tables")
-            assert "mrc_agent" not in tables, tables
-    finally:
-        if fab is not None:
-            for proc in fab.agents.values():
-                _stop_agent(proc)
-        if os.environ.get("MRC_KEEP_AGENT_LOGS"):  # debugging aid: copy the agents' logs out
-            shutil.copytree(run_dir / "agents", os.environ["MRC_KEEP_AGENT_LOGS"], dirs_exist_ok=True)
-        if channel is not None:
-            channel.close()
-        if server is not None:
-            server.stop(grace=0).wait()
-        if core is not None:
-            core.stop()
-        if net is not None:
-            net.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
+    with clos_with_controller(PREFIX, run_dir) as clos:
+        try:
+            (run_dir / "agents").mkdir()
+            fab = Fabric(clos.net, clos.topo, clos.stub, run_dir)
+            for h in clos.topo.hosts:
+                _start_agent(fab, h.name)
+            yield fab
+            # clean shutdown: every agent exits 0 on SIGTERM, removing its socket and its nft table
+            for host, proc in list(fab.agents.items()):
+                assert _stop_agent(proc) == 0, (fab.run_dir / "agents" / f"{host}.log").read_text()[-3000:]
+                del fab.agents[host]
+                assert not fab.sock(host).exists()
+                tables = clos.net.get(host).cmd("nft list tables")
+                assert "mrc_agent" not in tables, tables
+        finally:
+            if fab is not None:
+                for proc in fab.agents.values():
+                    _stop_agent(proc)
+            if os.environ.get("MRC_KEEP_AGENT_LOGS"):  # debugging aid: copy the agents' logs out
+                shutil.copytree(run_dir / "agents", os.environ["MRC_KEEP_AGENT_LOGS"], dirs_exist_ok=True)
     assert fabric_leftovers(PREFIX) == []
 
 
 @pytest.fixture(autouse=True)
 def no_faults_after(fabric: Fabric) -> Iterator[None]:
-    from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-
-    yield
-    fabric.stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=30)
-
-
-def wait_until(cond, what: str, timeout_s: float = DEADLINE_S, every_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    yield from clearing_faults(fabric.stub)
 
 
 def received_record(fab: Fabric, host: str, transfer_id: str) -> dict | None:
@@ -515,6 +472,19 @@ class Background:
         assert "summary" in self.result, self.result
         return self.result["summary"]
 
+    def summary_after(self, counted: Callable[[], object], what: str) -> dict:
+        """The summary of a transfer that was still running when the attack was ``counted``."""
+        wait_until(counted, what)
+        assert self.still_running(), "the transfer ended before the forgeries were counted: make it larger"
+        return self.summary()
+
+
+def counts_reached(
+    fab: Fabric, host: str, before: dict[str, int], wants: dict[str, int]
+) -> Callable[[], bool]:
+    """A condition: each of ``host``'s counters in ``wants`` grew by at least its number since ``before``."""
+    return lambda: all(grew(before, counters(fab, host), key) >= n for key, n in wants.items())
+
 
 def test_forged_sacks_and_nacks_from_a_third_host_change_nothing(fabric: Fabric) -> None:
     from mrc_host.wire.messages import Nack, NackReason, Sack
@@ -539,15 +509,10 @@ def test_forged_sacks_and_nacks_from_a_third_host_change_nothing(fabric: Fabric)
             spoof.frame(Nack(send_qp, (far + i) & 0xFFFFFF, NackReason.BAD_RKEY, spoof.ev, spoof.meta()))
         )
     own.inject(frames)
-    wait_until(
-        lambda: (
-            grew(before, counters(fabric, H0), "refused.wrong_source") >= 128
-            and grew(before, counters(fabric, H0), "totals.stray_acks") >= 128
-        ),
+    summary = bg.summary_after(
+        counts_reached(fabric, H0, before, {"refused.wrong_source": 128, "totals.stray_acks": 128}),
         "the forged SACKs and NACKs to be counted",
     )
-    assert bg.still_running(), "the transfer ended before the forgeries were counted: make it larger"
-    summary = bg.summary()
     assert summary["ok"] and summary["verified"] is True and not summary["error"], summary
     assert summary["bytes_acked"] == 1 << 30
 
@@ -581,15 +546,10 @@ def test_forged_data_from_a_third_host_cannot_hijack_a_receive_connection(fabric
     before = counters(fabric, H3)
     spoof.inject([data(spoof, isn + i, 0x5A000000 | recv_qp, recv_qp) for i in range(64)])
     own.inject([data(own, isn + i, 0x5A000000 | recv_qp, recv_qp) for i in range(64)])
-    wait_until(
-        lambda: (
-            grew(before, counters(fabric, H3), "refused.bad_rkey") >= 64
-            and grew(before, counters(fabric, H3), "refused.wrong_source") >= 64
-        ),
+    summary = bg.summary_after(
+        counts_reached(fabric, H3, before, {"refused.bad_rkey": 64, "refused.wrong_source": 64}),
         "the forged DATA to be refused",
     )
-    assert bg.still_running(), "the transfer ended before the forgeries were counted: make it larger"
-    summary = bg.summary()
     assert summary["ok"] and summary["verified"] is True, summary
 
 
@@ -802,11 +762,9 @@ def test_forged_connects_cost_the_receiver_nothing_during_a_transfer(fabric: Fab
     def answered(st: dict) -> int:  # a RETRY, or dropped past the RETRY rate limit
         return st["handshake"].get("retry_sent", 0) + st["refused"].get("retry_rate", 0)
 
-    wait_until(
+    summary = bg.summary_after(
         lambda: answered(fabric.client(H3).stats()) - answered(before) >= n, "every forged CONNECT seen"
     )
-    assert bg.still_running(), "the transfer ended before the forgeries were counted: make it larger"
-    summary = bg.summary()
     assert summary["ok"] and summary["verified"] is True, summary
     rss_flooded = _rss_mb(victim)
     after = fabric.client(H3).stats()

@@ -11,7 +11,6 @@ is in: no sleeping and hoping.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,9 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import pytest
-from live_fabric import fabric_leftovers
+from live_fabric import clearing_faults, clos_with_controller, fabric_leftovers
 
 pytestmark = pytest.mark.root
 
@@ -129,50 +127,22 @@ class Testbed:
 
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Testbed]:
-    from controller.core import ControllerCore
-    from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-    from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
-    from controller.server import serve
-    from mrc_fabric.topology import Topology
-    from topologies.clos import TOPOLOGY_FILE, start_clos
-
     run_dir = Path(tempfile.mkdtemp(prefix="ci-"))
-    net = core = server = channel = None
     agents: dict[str, HostAgent] = {}
-    try:
-        net, _ = start_clos(run_dir, 2, 2, 2, 2, node_prefix=PREFIX)
-        topo = Topology.load(run_dir / TOPOLOGY_FILE)
-        core = ControllerCore(topo, run_dir=run_dir)
-        core.start()
-        assert core.wait_ready(30) == []
-        server, _svc, address = serve(core, f"unix:{run_dir}/controller.sock")
-        channel = grpc.insecure_channel(address)
-        stub = pb_grpc.ControllerStub(channel)
-        stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=60)
-        for name in (f"{PREFIX}h0", f"{PREFIX}h1", f"{PREFIX}h3"):
-            agents[name] = HostAgent(net.get(name))
-        yield Testbed(net, topo, core, stub, agents, run_dir)
-    finally:
-        for a in agents.values():
-            a.close()
-        if channel is not None:
-            channel.close()
-        if server is not None:
-            server.stop(grace=0).wait()
-        if core is not None:
-            core.stop()
-        if net is not None:
-            net.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
+    with clos_with_controller(PREFIX, run_dir) as clos:
+        try:
+            for name in (f"{PREFIX}h0", f"{PREFIX}h1", f"{PREFIX}h3"):
+                agents[name] = HostAgent(clos.net.get(name))
+            yield Testbed(clos.net, clos.topo, clos.core, clos.stub, agents, run_dir)
+        finally:
+            for a in agents.values():
+                a.close()
     assert fabric_leftovers(PREFIX) == []
 
 
 @pytest.fixture(autouse=True)
 def no_faults_after(testbed: Testbed) -> Iterator[None]:
-    from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-
-    yield
-    testbed.stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=30)
+    yield from clearing_faults(testbed.stub)
 
 
 # -- traffic -----------------------------------------------------------------------------------------

@@ -23,14 +23,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+import live_fabric
 import pytest
 from finsy.proto import rpc_code
-from live_fabric import running_testbed
+from live_fabric import running_testbed, skip_without_agent
 
 from linux_target.p4rt_client import P4RuntimeTestClient
 
@@ -45,22 +45,29 @@ TAKER_ELECTION_ID = 1 << 40  # higher than the controller's
 
 
 def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    return live_fabric.wait_until(cond, what, timeout_s, every_s=0.02)  # a finer poll: events are brief
+
+
+def follow_events(stream: Any) -> tuple[list[Any], threading.Thread]:
+    """The events of a controller event ``stream``, collected on a started daemon thread until the
+    stream is cancelled (join the thread after ``stream.cancel()``)."""
+    events: list[Any] = []
+
+    def follow() -> None:
+        try:
+            for e in stream:
+                events.append(e)
+        except grpc.RpcError:  # cancelled at the end of the test
+            pass
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    return events, follower
 
 
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Any]:
-    from topologies.agents import agent_available
-
-    ok, why = agent_available()
-    if not ok:
-        pytest.skip(f"the live host agent is not installed: {why}")
+    skip_without_agent()
     with running_testbed(PREFIX, "linux") as tb:
         yield tb
 
@@ -82,18 +89,9 @@ def no_route_drops(tb: Any) -> int:
 
 def test_takeover_and_return_during_a_transfer_costs_no_drop(testbed: Any) -> None:
     tb = testbed
-    events: list[Any] = []
     stream = tb.controller.events()
+    events, follower = follow_events(stream)
 
-    def follow() -> None:
-        try:
-            for e in stream:
-                events.append(e)
-        except grpc.RpcError:  # cancelled at the end of the test
-            pass
-
-    follower = threading.Thread(target=follow, daemon=True)
-    follower.start()
     drops_before = no_route_drops(tb)
     drops_all_before = fabric_drops(tb)
     progress = {"acked": 0}
@@ -200,21 +198,12 @@ def test_killed_agent_is_reported_dead_then_alive_after_restart(testbed: Any) ->
     tb = testbed
     host = f"{PREFIX}h1"  # not part of the transfers above
     agent = tb.agent(host)
-    events: list[Any] = []
     stream = tb.controller.events()
-
-    def follow() -> None:
-        try:
-            for e in stream:
-                events.append(e)
-        except grpc.RpcError:  # cancelled at the end of the test
-            pass
+    events, follower = follow_events(stream)
 
     def state() -> str:
         return {a.host: a.state for a in tb.controller.health().agents}[host]
 
-    follower = threading.Thread(target=follow, daemon=True)
-    follower.start()
     try:
         wait_until(lambda: state() == "alive", "the agent to be seen alive")
         os.kill(agent.proc.pid, signal.SIGKILL)

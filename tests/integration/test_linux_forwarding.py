@@ -151,37 +151,32 @@ def test_usid_shift_at_each_switch_and_delivery_with_hop_limit_61(fabric: Fabric
     assert fabric.t1.read_counter("port_rx", 1)[0] >= rx_before + 3
 
 
-def test_unknown_next_usid_is_dropped_and_counted(fabric: Fabric) -> None:
-    marker = b"MRC-unknown-usid"
-    unknown = t0_usid(0, 5)
+def assert_dropped_on_t1(
+    fabric: Fabric, marker: bytes, frame: bytes, count: int, reason: int, what: str
+) -> None:
+    """``count`` copies of ``frame`` sent from h1 raise T1's ``reason`` drop counter by ``count``
+    and none reaches h2."""
     tap = Sniffer("ls-h2", "ls-h2-e0", marker)
-    before = fabric.t1.read_counter("drop_reason", DROP_NO_ROUTE)[0]
+    before = fabric.t1.read_counter("drop_reason", reason)[0]
     try:
-        send_frames("ls-h1", "ls-h1-e0", [fabric.frame([T0A, T1, unknown, H2], marker)], count=5)
-        wait_for(
-            lambda: fabric.t1.read_counter("drop_reason", DROP_NO_ROUTE)[0] >= before + 5,
-            10,
-            "5 no-route drops on T1",
-        )
+        send_frames("ls-h1", "ls-h1-e0", [frame], count=count)
+        wait_for(lambda: fabric.t1.read_counter("drop_reason", reason)[0] >= before + count, 10, what)
     finally:
         tap.close()
     assert tap.frames == []
+
+
+def test_unknown_next_usid_is_dropped_and_counted(fabric: Fabric) -> None:
+    marker = b"MRC-unknown-usid"
+    unknown = t0_usid(0, 5)
+    frame = fabric.frame([T0A, T1, unknown, H2], marker)
+    assert_dropped_on_t1(fabric, marker, frame, 5, DROP_NO_ROUTE, "5 no-route drops on T1")
 
 
 def test_hop_limit_expiry_is_dropped_and_counted(fabric: Fabric) -> None:
     marker = b"MRC-hop-limit"
-    tap = Sniffer("ls-h2", "ls-h2-e0", marker)
-    before = fabric.t1.read_counter("drop_reason", DROP_HOP_LIMIT)[0]
-    try:
-        send_frames("ls-h1", "ls-h1-e0", [fabric.frame(PATH, marker, hlim=2)], count=4)
-        wait_for(
-            lambda: fabric.t1.read_counter("drop_reason", DROP_HOP_LIMIT)[0] >= before + 4,
-            10,
-            "4 hop-limit drops on T1",
-        )
-    finally:
-        tap.close()
-    assert tap.frames == []
+    frame = fabric.frame(PATH, marker, hlim=2)
+    assert_dropped_on_t1(fabric, marker, frame, 4, DROP_HOP_LIMIT, "4 hop-limit drops on T1")
 
 
 @pytest.mark.parametrize("table,switch,port", [("port_fault", "t1", 2), ("ingress_fault", "t0b", 2)])

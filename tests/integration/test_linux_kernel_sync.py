@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import pytest
@@ -38,6 +39,11 @@ class Switch:
     def own_mac(self, port: int) -> int:
         return self.lab.mac(NS, PORTS[port])
 
+    def route_to_t1_via_port_1(self) -> Any:
+        """The usid_route entry to T1 (0, 0) out of port 1, to its peer's MAC (a kernel route)."""
+        key = {"dst_addr": route_key(t1_usid(0, 0))}
+        return self.client.table_entry("usid_route", key, "set_next_hop", port=1, dmac=self.peer_mac(1))
+
 
 def kernel() -> str:
     """Everything the shim may touch in its namespace, as text."""
@@ -50,9 +56,7 @@ def kernel() -> str:
 @pytest.fixture
 def switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Switch]:
     with NetnsLab(tmp_path_factory.mktemp("ls-ks")) as lab:
-        lab.add_ns(NS)
-        for port, ifname in PORTS.items():
-            lab.veth(NS, ifname, NS, f"ls-ks-q{port}")
+        lab.switch_ns(NS, PORTS, "ls-ks-q")
         address = lab.start_shim(NS, "ls-ks", DEVICE_ID, PORTS)
         c = P4RuntimeTestClient(address, DEVICE_ID, election_id=1)
         try:
@@ -147,15 +151,7 @@ def test_refused_route_and_refused_fault_leave_no_trace(switch: Switch) -> None:
 
 def test_shim_exit_and_restart_leave_no_stale_state(switch: Switch) -> None:
     c = switch.client
-    c.insert(
-        c.table_entry(
-            "usid_route",
-            {"dst_addr": route_key(t1_usid(0, 0))},
-            "set_next_hop",
-            port=1,
-            dmac=switch.peer_mac(1),
-        )
-    )
+    c.insert(switch.route_to_t1_via_port_1())
     c.insert(c.table_entry("port_fault", {"port": 1}, "fault_drop"))
     # a crash (SIGKILL) leaves kernel state behind; the next shim of that name removes it at start
     shim = switch.lab.shims.pop()
@@ -177,15 +173,7 @@ def test_admin_down_and_up_of_a_port_restores_its_routes(switch: Switch) -> None
     """The kernel forgets routes and permanent neighbours of an admin-down interface; the shim
     puts them back when the port comes up, as a P4 switch keeps its tables across a flap."""
     c = switch.client
-    c.insert(
-        c.table_entry(
-            "usid_route",
-            {"dst_addr": route_key(t1_usid(0, 0))},
-            "set_next_hop",
-            port=1,
-            dmac=switch.peer_mac(1),
-        )
-    )
+    c.insert(switch.route_to_t1_via_port_1())
     c.insert(
         c.table_entry(
             "my_usid", {"dst_top48": top48(usid_prefix(t0_usid(0, 0)).network_address)}, "usid_shift"

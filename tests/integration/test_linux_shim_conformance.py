@@ -43,9 +43,7 @@ def no_ls_leftovers() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsLab]:
     with NetnsLab(tmp_path_factory.mktemp("ls-cf")) as lab:
-        lab.add_ns(NS)
-        lab.veth(NS, PORTS[1], NS, "ls-cf-q1")
-        lab.veth(NS, PORTS[2], NS, "ls-cf-q2")
+        lab.switch_ns(NS, PORTS, "ls-cf-q")
         yield lab
 
 

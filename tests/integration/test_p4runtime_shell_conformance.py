@@ -75,9 +75,7 @@ def _make_venv(venv: Path) -> Path:
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with NetnsLab(tmp_path_factory.mktemp("ls-ps")) as lab:
-        lab.add_ns(NS)
-        lab.veth(NS, PORTS[1], NS, "ls-ps-q1")
-        lab.veth(NS, PORTS[2], NS, "ls-ps-q2")
+        lab.switch_ns(NS, PORTS, "ls-ps-q")
         yield lab.start_shim(NS, "ls-ps0", DEVICE_ID, PORTS)
     assert leftovers("ls-ps") == []
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import io
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from live_fabric import path_view, running_testbed
+from live_fabric import path_view, running_testbed, skip_without_agent, wait_until
 
 pytestmark = pytest.mark.root
 
@@ -29,23 +28,9 @@ DEADLINE_S = 60.0
 BIG = 512 << 20  # at the agent's ~2 Gbit/s, a fault injected after 10 % lands long before the end
 
 
-def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Any]:
-    from topologies.agents import agent_available
-
-    ok, why = agent_available()
-    if not ok:
-        pytest.skip(f"the live host agent is not installed: {why}")
+    skip_without_agent()
     with running_testbed(PREFIX, "linux") as tb:
         yield tb
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from live_fabric import running_testbed
+from live_fabric import running_testbed, skip_without_agent
 
 pytestmark = [pytest.mark.root, pytest.mark.bmv2]
 
@@ -18,14 +18,11 @@ PREFIX = "tbv"
 
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Any]:
-    from topologies.agents import agent_available
     from topologies.target import bmv2_missing
 
     if missing := bmv2_missing():
         pytest.skip("BMv2 cannot run: " + "; ".join(missing))
-    ok, why = agent_available()
-    if not ok:
-        pytest.skip(f"the live host agent is not installed: {why}")
+    skip_without_agent()
     with running_testbed(PREFIX, "bmv2") as tb:
         yield tb
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from live_fabric import run_cleanup
 
 from topologies.rundir import boot_ticks
 
@@ -134,13 +135,7 @@ def test_a_crashed_run_is_recovered_by_cleanup(runs_root: Path) -> None:
         assert any(x.startswith("process shim") for x in left), left  # the crash did leave things
         assert any(x.startswith("process agent") for x in left), left
         assert any(x.startswith("process controller") for x in left), left
-        res = subprocess.run(
-            [sys.executable, "-m", "topologies.cleanup", "--runs", str(root)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        res = run_cleanup(["--runs", str(root)], REPO, 120)
         assert res.returncode == 0, res.stderr
         assert "killed shim tbkt0p0n0" in res.stdout, res.stdout
     finally:
@@ -161,13 +156,7 @@ def test_cleanup_leaves_a_live_run_alone(runs_root: Path) -> None:
     try:
         # the new run and the newest old one are the two kept
         assert not old[0].exists() and old[1].is_dir(), "".join(lines)
-        res = subprocess.run(
-            [sys.executable, "-m", "topologies.cleanup", "--runs", str(root), "--keep", "1"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        res = run_cleanup(["--runs", str(root), "--keep", "1"], REPO, 120)
         assert res.returncode == 0 and "still running" in res.stdout, res.stdout
         from topologies.rundir import read_records
 

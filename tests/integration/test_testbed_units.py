@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from live_fabric import run_cleanup
 from rich.console import Console
 
 from mrc_fabric.topology import Target
@@ -174,13 +175,7 @@ def test_goodput_series_from_cumulative_progress() -> None:
 def test_cleanup_refuses_to_run_without_root_unless_dry(tmp_path: Path) -> None:
     if os.geteuid() == 0:
         pytest.skip("checks the non-root refusal")
-    res = subprocess.run(
-        [sys.executable, "-m", "topologies.cleanup", "--runs", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_cleanup(["--runs", str(tmp_path)], REPO, 60)
     assert res.returncode == 2 and "needs root" in res.stderr
 
 

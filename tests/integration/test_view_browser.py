@@ -21,12 +21,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from live_fabric import running_testbed
+from live_fabric import running_testbed, skip_without_agent, wait_until
 
 pytestmark = pytest.mark.root
 
@@ -52,16 +52,6 @@ CHROME_FLAGS = [
 ]
 
 
-def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S, every: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
 def browser_missing() -> str:
     try:
         import selenium  # noqa: F401
@@ -75,13 +65,9 @@ def browser_missing() -> str:
 
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Any]:
-    from topologies.agents import agent_available
-
     if why := browser_missing():
         pytest.skip(why)
-    ok, why = agent_available()
-    if not ok:
-        pytest.skip(f"the live host agent is not installed: {why}")
+    skip_without_agent()
     with running_testbed(PREFIX, "linux") as tb:
         yield tb
 
@@ -210,7 +196,7 @@ def test_a_blackhole_from_mrcctl_marks_the_link_and_retires_its_evs_on_the_page(
         marked = wait_until(
             lambda: browser.execute_script(PAGE_STATE, CONN, LINK)["link"] == "fault" and time.monotonic(),
             "the link marked on the page",
-            every=0.02,
+            every_s=0.02,
         )
         retired = wait_until(
             lambda: (
@@ -219,7 +205,7 @@ def test_a_blackhole_from_mrcctl_marks_the_link_and_retires_its_evs_on_the_page(
                 and time.monotonic()
             ),
             "every EV via plane 0 / T1 0 ASSUMED_BAD on the page",
-            every=0.02,
+            every_s=0.02,
         )
         page = browser.execute_script(PAGE_STATE, CONN, LINK)
         agent = [

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from live_fabric import skip_without_agent
 
 pytestmark = pytest.mark.root
 
@@ -26,11 +27,7 @@ PREFIX = "vd"
 
 
 def test_the_replay_of_a_demo_run_shows_the_ev_states_of_results_json() -> None:
-    from topologies.agents import agent_available
-
-    ok, why = agent_available()
-    if not ok:
-        pytest.skip(f"the live host agent is not installed: {why}")
+    skip_without_agent()
     runs = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-runs-"))
     try:
         proc = subprocess.run(

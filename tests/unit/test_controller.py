@@ -17,6 +17,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from controller_lab import stop_controller
 from finsy.proto import p4r_grpc, rpc_code
 
 from controller.compiler import compile_routes
@@ -111,12 +112,7 @@ def fabric(tmp_path: Path) -> Iterator[Fabric]:
         channel = grpc.insecure_channel(address)
         yield Fabric(topo, switches, core, pb_grpc.ControllerStub(channel), channel)
     finally:
-        if channel is not None:
-            channel.close()
-        if server is not None:
-            server.stop(grace=0).wait()
-        if core is not None:
-            core.stop()
+        stop_controller(channel, server, core)
         for sw in switches.values():
             sw.stop()
 

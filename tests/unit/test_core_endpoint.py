@@ -17,6 +17,14 @@ def payload(n: int, seed: int = 1) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
+def pair_after_write(size: int) -> Pair:
+    """A fresh pair whose sender posted a ``size``-byte write and sent its first packets."""
+    p = make_pair()
+    _, acts = p.a.post_write(payload(size), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    return p
+
+
 def data_sent(p) -> list[DataPacket]:  # type: ignore[no-untyped-def]
     return [m for m in p.sent_log if isinstance(m, DataPacket)]
 
@@ -68,9 +76,7 @@ def test_bad_rkey_and_bad_address_refused_counted_and_fail_the_write() -> None:
 
 
 def test_trim_nack_retransmits_at_once_on_another_ev_and_only_skips() -> None:
-    p = make_pair()
-    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
-    p.absorb(p.a, acts)
+    p = pair_after_write(4096)
     victim = data_sent(p)[0]
     before = len(p.sent_log)
     nack = Nack(11, victim.psn, NackReason.TRIMMED, victim.meta.ev)
@@ -84,9 +90,7 @@ def test_trim_nack_retransmits_at_once_on_another_ev_and_only_skips() -> None:
 
 
 def test_lasthop_trim_retransmits_without_blaming_the_path() -> None:
-    p = make_pair()
-    _, acts = p.a.post_write(payload(4096), BASE, RKEY, p.now)
-    p.absorb(p.a, acts)
+    p = pair_after_write(4096)
     victim = data_sent(p)[1]
     p.absorb(p.a, p.a.receive(Nack(11, victim.psn, NackReason.TRIMMED_LASTHOP, victim.meta.ev), p.now))
     assert p.a.evset.state(victim.meta.ev) is EvState.GOOD
@@ -94,9 +98,7 @@ def test_lasthop_trim_retransmits_without_blaming_the_path() -> None:
 
 
 def test_receiver_nacks_trimmed_packets_by_where_they_were_cut() -> None:
-    p = make_pair()
-    _, acts = p.a.post_write(payload(2048), BASE, RKEY, p.now)
-    p.absorb(p.a, acts)
+    p = pair_after_write(2048)
     first, second = data_sent(p)[:2]
     for pkt, ce in ((first, True), (second, False)):
         pkt.payload = b""
@@ -137,9 +139,7 @@ def test_sack_gap_declares_loss_retransmits_elsewhere_and_retires_the_ev() -> No
 
 
 def test_timeout_retransmits_and_retires_the_ev() -> None:
-    p = make_pair()
-    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)  # a first write gives an RTT sample
-    p.absorb(p.a, acts)
+    p = pair_after_write(1024)  # a first write gives an RTT sample
     p.deliver()
     assert p.a.sender.srtt_ns is not None
     p.events.clear()
@@ -162,9 +162,7 @@ def test_timeout_retransmits_and_retires_the_ev() -> None:
 
 
 def test_timeout_before_any_rtt_sample_retires_nothing() -> None:
-    p = make_pair()
-    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)
-    p.absorb(p.a, acts)
+    p = pair_after_write(1024)
     only = data_sent(p)[0]
     for _ in range(10):
         p.deliver(keep=lambda m: False)
@@ -177,9 +175,7 @@ def test_timeout_before_any_rtt_sample_retires_nothing() -> None:
 
 
 def test_ecn_echo_moves_ev_to_skip() -> None:
-    p = make_pair()
-    _, acts = p.a.post_write(payload(2048), BASE, RKEY, p.now)
-    p.absorb(p.a, acts)
+    p = pair_after_write(2048)
     pkt = data_sent(p)[0]
     pkt.meta.ecn = Ecn.CE
     p.deliver()

@@ -13,16 +13,7 @@ from hypothesis import strategies as st
 from mrc_fabric.ev import EV
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
 from mrc_host.wire.codec import FrameAddressing, encode
-from mrc_host.wire.messages import (
-    DataPacket,
-    Message,
-    Nack,
-    Opcode,
-    PathMeta,
-    Probe,
-    ProbeAck,
-    Sack,
-)
+from mrc_host.wire.messages import DataPacket, Message, Nack, Opcode, PathMeta, Probe, ProbeAck, Sack
 
 ADDR = FrameAddressing(
     "02:00:00:00:00:01", "02:00:00:00:00:02", "fcbb:bb00:c000::1", "fcbb:bb00:c000::1", "fcbb:bb00:c001::1"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mrc_host.core import Mode
 from mrc_host.sim.fabric import FabricShape
-from mrc_host.sim.faults import parse_fault
+from mrc_host.sim.faults import Fault, parse_fault
 from mrc_host.sim.network import START_NS, FlowSpec, Network
 from mrc_host.sim.report import summarise_network
 from mrc_host.sim.traffic import Job, jain, point_to_point, ring
@@ -24,6 +26,19 @@ def two_flows_on_one_uplink(ecn_bytes: int, nscc: dict[str, object] | None = Non
     share = jain([a.throughput_gbps(t0, t1), b.throughput_gbps(t0, t1)])
     assert share is not None
     return share
+
+
+def one_flow_through_a_fault(shape: FabricShape, seed: int, size: int, fault_spec: str) -> tuple[Any, Fault]:
+    """Host 0 writes ``size`` bytes to host 1 while ``fault_spec`` is in force; the write must
+    complete with its bytes intact. The connection and the fault, for the test's own checks."""
+    net = Network(shape, seed=seed)
+    conn = net.add_flow(FlowSpec("f", 0, 1), size)
+    w = net.post(conn, size)
+    fault = parse_fault(fault_spec, ideal_ns=1)
+    net.add_fault(fault)
+    net.run(50_000_000)
+    assert w.done and conn.data_ok
+    return conn, fault
 
 
 def test_two_connections_share_a_bottleneck_fairly_with_nscc() -> None:
@@ -54,13 +69,7 @@ def test_incast_8_to_1_completes_with_trimming_and_no_data_loss() -> None:
 def test_a_link_failure_drops_the_packets_already_in_flight() -> None:
     # 5 us of fibre per link: a T0-T1 link carries many packets on the wire when it dies
     shape = FabricShape(planes=2, t0=2, t1=4, link_delay_ns=5_000)
-    net = Network(shape, seed=2)
-    conn = net.add_flow(FlowSpec("f", 0, 1), 4 << 20)
-    w = net.post(conn, 4 << 20)
-    fault = parse_fault("down:p0-t0_0-t1_1@40us", ideal_ns=1)
-    net.add_fault(fault)
-    net.run(50_000_000)
-    assert w.done and conn.data_ok
+    conn, fault = one_flow_through_a_fault(shape, 2, 4 << 20, "down:p0-t0_0-t1_1@40us")
     assert fault.in_flight_dropped > 0  # sent before the failure, lost on the wire
     assert fault.data_dropped >= fault.in_flight_dropped
     assert conn.sender.counters.ev_retired >= 1
@@ -114,13 +123,7 @@ def test_nic_queue_is_bounded_and_trims_instead_of_dropping() -> None:
 
 
 def test_jitter_delays_packets_without_losing_any() -> None:
-    net = Network(FabricShape(planes=2, t0=2, t1=4), seed=1)
-    conn = net.add_flow(FlowSpec("f", 0, 1), 2 << 20)
-    w = net.post(conn, 2 << 20)
-    fault = parse_fault("jitter=3us:all", ideal_ns=1)
-    net.add_fault(fault)
-    net.run(50_000_000)
-    assert w.done and conn.data_ok
+    conn, fault = one_flow_through_a_fault(FabricShape(planes=2, t0=2, t1=4), 1, 2 << 20, "jitter=3us:all")
     assert fault.data_dropped == 0 and fault.control_dropped == 0
     assert conn.receiver.counters.data_packets_received >= 512  # every packet arrived, some late
 

@@ -11,6 +11,7 @@ import pytest
 from scapy.layers.l2 import Ether
 
 from mrc_host.wire import codec
+from mrc_host.wire import messages as wm
 from mrc_host.wire.codec import (
     BTH_OFF,
     DATA_HDR_END,
@@ -27,18 +28,7 @@ from mrc_host.wire.codec import (
     trim,
 )
 from mrc_host.wire.layers import MAX_PAYLOAD, message_from_scapy, to_scapy
-from mrc_host.wire.messages import (
-    Connect,
-    ConnectAck,
-    DataPacket,
-    Dscp,
-    Ecn,
-    MalformedPacket,
-    Message,
-    Nack,
-    Opcode,
-    Sack,
-)
+from mrc_host.wire.messages import DataPacket, Dscp, Ecn, MalformedPacket, Message
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_data, sample_messages
 
 MSGS = sample_messages()
@@ -301,22 +291,22 @@ def test_oversized() -> None:
 
 
 def test_bad_field() -> None:
-    nack = next(m for m in MSGS if isinstance(m, Nack))
+    nack = next(m for m in MSGS if isinstance(m, wm.Nack))
     assert reason_of(patch(frame_of(nack), 114 + 4, ">B", 99)) == "bad_field"
-    sack = next(m for m in MSGS if isinstance(m, Sack))
+    sack = next(m for m in MSGS if isinstance(m, wm.Sack))
     assert reason_of(patch(frame_of(sack), 114, ">B", 1)) == "bad_field"
     # docs/design.md §3: no EV gives a UDP source port below 0xC000 or flow-label bits above bit 17
     assert reason_of(patch(frame_of(sack), 94, ">H", 4789)) == "bad_field"  # VXLAN's port
     vtf = struct.unpack_from(">I", frame_of(sack), 14)[0]
     assert reason_of(patch(frame_of(sack), 14, ">I", vtf | 0x80000)) == "bad_field"
-    connect_ack = next(m for m in MSGS if isinstance(m, ConnectAck))
+    connect_ack = next(m for m in MSGS if isinstance(m, wm.ConnectAck))
     assert reason_of(patch(frame_of(connect_ack), 114, ">B", 7)) == "bad_field"  # status
 
 
 def test_core_decoders_refuse_the_handshake() -> None:
     """decode/decode_inner return only what the transport core takes; the agent uses decode_frame."""
     for m in MSGS:
-        if isinstance(m, Connect | ConnectAck):
+        if isinstance(m, wm.Connect | wm.ConnectAck):
             with pytest.raises(MalformedPacket) as exc:
                 decode(frame_of(m))
             assert exc.value.reason == "unknown_opcode"
@@ -366,8 +356,8 @@ def test_encode_refuses_values_that_do_not_fit() -> None:
 
 
 def test_opcode_constants_match_messages() -> None:
-    frame = frame_of(sample_data(8, opcode=Opcode.WRITE_MIDDLE))
-    assert frame[102] == Opcode.WRITE_MIDDLE
+    frame = frame_of(sample_data(8, opcode=wm.Opcode.WRITE_MIDDLE))
+    assert frame[102] == wm.Opcode.WRITE_MIDDLE
     assert codec.DATA_HDR_END == 146
 
 

@@ -10,6 +10,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mrc_host.wire import messages as wm
 from mrc_host.wire.codec import (
     INNER_OFF,
     MAX_FRAME,
@@ -19,22 +20,7 @@ from mrc_host.wire.codec import (
     decode_inner_frame,
 )
 from mrc_host.wire.layers import MAX_PAYLOAD
-from mrc_host.wire.messages import (
-    Connect,
-    ConnectAck,
-    ConnectStatus,
-    DataFlag,
-    DataPacket,
-    Frame,
-    MalformedPacket,
-    Nack,
-    NackReason,
-    Opcode,
-    PathMeta,
-    Probe,
-    ProbeAck,
-    Sack,
-)
+from mrc_host.wire.messages import Frame, MalformedPacket
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_messages
 
 ENC = FrameEncoder(SAMPLE_ADDRESSING)
@@ -111,10 +97,10 @@ def test_oversized_payloads(size: int, fix: bool) -> None:
 U24 = st.integers(0, (1 << 24) - 1)
 U32 = st.integers(0, (1 << 32) - 1)
 U64 = st.integers(0, (1 << 64) - 1)
-META = st.builds(PathMeta, ev=U32, ecn=st.integers(0, 3), dscp=st.sampled_from([26, 28, 48, 0, 63]))
+META = st.builds(wm.PathMeta, ev=U32, ecn=st.integers(0, 3), dscp=st.sampled_from([26, 28, 48, 0, 63]))
 MESSAGES = st.one_of(
     st.builds(
-        DataPacket,
+        wm.DataPacket,
         qp=U24,
         psn=U24,
         vaddr=U64,
@@ -122,15 +108,15 @@ MESSAGES = st.one_of(
         payload=st.binary(max_size=2048),
         msg_id=U32,
         send_ts=U64,
-        flags=st.sampled_from(list(DataFlag)),
+        flags=st.sampled_from(list(wm.DataFlag)),
         opcode=st.sampled_from(
-            [Opcode.WRITE_FIRST, Opcode.WRITE_MIDDLE, Opcode.WRITE_LAST, Opcode.WRITE_ONLY]
+            [wm.Opcode.WRITE_FIRST, wm.Opcode.WRITE_MIDDLE, wm.Opcode.WRITE_LAST, wm.Opcode.WRITE_ONLY]
         ),
         ack_req=st.booleans(),
         meta=META,
     ),
     st.builds(
-        Sack,
+        wm.Sack,
         qp=U24,
         cum_psn=U24,
         base_psn=U24,
@@ -142,10 +128,10 @@ MESSAGES = st.one_of(
         meta=META,
         duplicate=st.booleans(),
     ),
-    st.builds(Nack, qp=U24, psn=U24, reason=st.sampled_from(list(NackReason)), echo_ev=U32, meta=META),
-    st.builds(Probe, qp=U24, probe_id=U32, ev_under_test=U32, send_ts=U64, meta=META, reply_ev=U32),
+    st.builds(wm.Nack, qp=U24, psn=U24, reason=st.sampled_from(list(wm.NackReason)), echo_ev=U32, meta=META),
+    st.builds(wm.Probe, qp=U24, probe_id=U32, ev_under_test=U32, send_ts=U64, meta=META, reply_ev=U32),
     st.builds(
-        ProbeAck,
+        wm.ProbeAck,
         qp=U24,
         probe_id=U32,
         ev_under_test=U32,
@@ -153,23 +139,23 @@ MESSAGES = st.one_of(
         meta=META,
         port_status=st.integers(0, 0xFFFF),
     ),
-    st.builds(Connect, qp=U24, initial_psn=U24, nonce=U64, meta=META, cookie=U32),
+    st.builds(wm.Connect, qp=U24, initial_psn=U24, nonce=U64, meta=META, cookie=U32),
     st.builds(
-        ConnectAck,
+        wm.ConnectAck,
         qp=U24,
         initial_psn=U24,
         nonce=U64,
         rkey=U32,
-        status=st.sampled_from([ConnectStatus.ACCEPTED, ConnectStatus.REFUSED]),
+        status=st.sampled_from([wm.ConnectStatus.ACCEPTED, wm.ConnectStatus.REFUSED]),
         meta=META,
     ),
     st.builds(  # a RETRY carries its cookie where the others carry the rkey
-        ConnectAck,
+        wm.ConnectAck,
         qp=U24,
         initial_psn=U24,
         nonce=U64,
         rkey=st.just(0),
-        status=st.just(ConnectStatus.RETRY),
+        status=st.just(wm.ConnectStatus.RETRY),
         meta=META,
         cookie=U32,
     ),

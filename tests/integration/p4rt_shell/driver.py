@@ -18,6 +18,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import grpc
 from p4.v1 import p4runtime_pb2
@@ -52,6 +53,15 @@ def wait_until_primary(client: P4RuntimeClient, timeout: float) -> bool:
         if msg is not None and msg.arbitration.status.code == 0:
             return True
     return False
+
+
+def rpc_outcome(write: Callable[[], object]) -> str:
+    """ "accepted", or the gRPC status code's name the server refused ``write`` with."""
+    try:
+        write()
+    except grpc.RpcError as exc:
+        return str(exc.code().name)
+    return "accepted"
 
 
 def update(kind: int, te: sh.TableEntry) -> p4runtime_pb2.Update:
@@ -102,28 +112,18 @@ def main() -> int:
             out["batch"] = write_errors(exc)
         # -- arbitration --------------------------------------------------------------------------
         backup = P4RuntimeClient(device_id, address, (0, 5))
-        try:
-            backup.write_update(update(p4runtime_pb2.Update.DELETE, route(ROUTE)))
-            out["backup_write"] = "accepted"
-        except grpc.RpcError as exc:
-            out["backup_write"] = exc.code().name
+        out["backup_write"] = rpc_outcome(
+            lambda: backup.write_update(update(p4runtime_pb2.Update.DELETE, route(ROUTE)))
+        )
         entity = p4runtime_pb2.Entity()
         entity.table_entry.table_id = route(ROUTE).msg().table_id
         out["backup_read"] = sum(len(r.entities) for r in backup.read_one(entity))
         higher = P4RuntimeClient(device_id, address, (0, 20))
-        try:
-            route(MISSING).insert()
-            out["demoted_write"] = "accepted"
-        except grpc.RpcError as exc:
-            out["demoted_write"] = exc.code().name
+        out["demoted_write"] = rpc_outcome(route(MISSING).insert)
         higher.tear_down()
         # the server tells the shell's client it is primary again once the other stream is gone
         out["promoted"] = wait_until_primary(sh.client, timeout=10.0)
-        try:
-            route(MISSING).insert()
-            out["write_after_takeover"] = "accepted"
-        except grpc.RpcError as exc:
-            out["write_after_takeover"] = exc.code().name
+        out["write_after_takeover"] = rpc_outcome(route(MISSING).insert)
         backup.tear_down()
     finally:
         sh.teardown()

@@ -1,0 +1,33 @@
+"""Stopping a child process the way every part of the testbed does: SIGTERM, then SIGKILL.
+
+SIGTERM first, because the shims and agents remove what they installed (routes, nft
+tables, sockets) when they exit cleanly; SIGKILL only after ``timeout`` seconds, so a
+stuck child cannot hang a teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+from typing import Any
+
+
+def terminate(proc: subprocess.Popen[Any] | None, timeout: float) -> int | None:
+    """SIGTERM by PID, SIGKILL after ``timeout`` seconds; reaps the process.
+
+    Returns its exit status (None where there was no process). A process that is already
+    gone is only reaped.
+    """
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+    return proc.returncode
