@@ -83,7 +83,8 @@ TRIM_OFF = (1 << 19) - 1  # the largest 19-bit trim threshold: a queue never get
 POLICY_TABLE = "MrcIngress.port_policy"
 POLICY_ACTION = "MrcIngress.set_port_policy"
 _ENTRY = re.compile(
-    r"Dumping entry (0x[0-9a-f]+)\s*\nMatch key:\s*\n\*\s*port\s*:\s*EXACT\s+([0-9a-f]+)\s*\n"
+    # the key prints as the field P4 matched on: "* scalars.metadata_t.out_port: EXACT 0004"
+    r"Dumping entry (0x[0-9a-f]+)\s*\nMatch key:\s*\n\*\s*[\w.]*port\s*:\s*EXACT\s+([0-9a-f]+)\s*\n"
     r"Action entry: " + re.escape(POLICY_ACTION) + r" - ([0-9a-f]+),\s*([0-9a-f]+),\s*([0-9a-f]+)",
     re.IGNORECASE,
 )
@@ -110,9 +111,15 @@ def switch_cli(sw: Any, *commands: str) -> str:
 
 
 def policies(sw: Any) -> list[tuple[str, int, int, int, int]]:
-    """(handle, port, ecn, trim, last_hop) of every port_policy entry of a BMv2 switch."""
+    """(handle, port, ecn, trim, last_hop) of every port_policy entry of a BMv2 switch.
+
+    Every port has one (the controller installs them): finding none means the dump's format
+    was not understood, and a trimming switch that silently changed nothing would be worse."""
     out = switch_cli(sw, f"table_dump {POLICY_TABLE}")
-    return [(h, int(p, 16), int(e, 16), int(t, 16), int(lh, 16)) for h, p, e, t, lh in _ENTRY.findall(out)]
+    found = [(h, int(p, 16), int(e, 16), int(t, 16), int(lh, 16)) for h, p, e, t, lh in _ENTRY.findall(out)]
+    if not found:
+        raise RuntimeError(f"{sw.name}: no port_policy entry understood in the table dump:\n{out}")
+    return found
 
 
 def set_trimming(tb: Any, on: bool, saved: dict[str, list[Any]]) -> int:
@@ -181,7 +188,7 @@ def bmv2_trim_packets(pps: int) -> int:
 def ecn_marks(sw: Any, port: int) -> int | None:
     """Packets the P4 program marked CE on one BMv2 port (its ``ecn_marked`` counter)."""
     out = switch_cli(sw, f"counter_read MrcEgress.ecn_marked {port}")
-    m = re.search(r"packets=(\d+)", out)
+    m = re.search(r"(\d+) packets", out)  # "MrcEgress.ecn_marked[4]= (8240 bytes, 2 packets)"
     return int(m.group(1)) if m else None
 
 
