@@ -86,8 +86,13 @@ def setup_host(tb: Any, host: str) -> None:
     # addresses and flow label, and a TCP socket's route is chosen before it has a flow label,
     # so every stream between two hosts would take the same path
     _cmd(node, f"sysctl -qw net.ipv6.fib_multipath_hash_policy={HASH_POLICY}")
+    userspace_switches = tb.choice.target.value != "linux"
     for port in h.ports:
         _cmd(node, f"sysctl -qw net.ipv6.conf.{port.ifname}.seg6_enabled=1")
+        if userspace_switches:
+            # a veth leaves TCP's checksum to the next kernel hop (offload); BMv2 reads the
+            # frame from user space, so nothing would fill it in and the receiver drops it
+            _cmd(node, f"ethtool -K {port.ifname} tx off")
         _cmd(node, f"ip -6 neigh replace {GATEWAY} lladdr {port.t0_mac} dev {port.ifname} nud permanent")
         # after encapsulating, the kernel routes the packet again by its outer (carrier)
         # destination, whose first uSID is this port's T0: send those out of this port
