@@ -52,6 +52,7 @@ COMPILED = [
     "mrc_host/agent/peers.py",
     "mrc_host/agent/ports.py",
     "mrc_host/wire/codec.py",
+    "mrc_host/wire/header_check.py",
     "mrc_host/wire/messages.py",
     "mrc_host/sim/engine.py",
     "mrc_host/sim/fabric.py",

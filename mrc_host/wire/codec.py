@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib is
 
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_fabric.ev import FLOW_LABEL_BITS, SPORT_BASE, SPORT_EV_BITS, SPORT_EV_MASK, ev_from_wire
+from mrc_host.wire.header_check import header_check
 from mrc_host.wire.layers import (
     MAX_PAYLOAD,
     SACK_FLAG_DUPLICATE,
@@ -117,7 +118,7 @@ REASONS: Final = (
     "unknown_opcode",  # BTH opcode is not one MRC uses
     "oversized",  # frame or RETH length above the 9000-byte payload limit
     "bad_field",  # a field holds a value the protocol does not define (e.g. NACK reason)
-    "bad_icrc",  # ICRC mismatch (only when decode(verify_icrc=True))
+    "bad_icrc",  # ICRC mismatch (only when verifying), or a trimmed frame whose header check fails
     "internal",  # input that is not bytes-like, or a codec bug: never another exception
 )
 
@@ -132,7 +133,7 @@ _CARRIER: Final = struct.Struct("16s")  # the outer destination
 # (ack|psn); the fields no check reads (hop limit, UDP checksum, BTH pkey) are skipped, not
 # made into integers
 _INNER_UDP_BTH: Final = struct.Struct(">IHBx16s16sHHH2xBB2xII")
-_DATA: Final = struct.Struct(">QIIIH2xQ")  # RETH va rkey dlen | msg_id flags (reserved) send_ts
+_DATA: Final = struct.Struct(">QIIIHHQ")  # RETH va rkey dlen | msg_id flags header_check send_ts
 _SACK: Final = struct.Struct(">IIQIBBHQ")  # cum bse bitmap echo_ev flags rsv port_status echo_ts
 _NACK: Final = struct.Struct(">IBxxxI")  # psn reason echo_ev
 _PROBE: Final = struct.Struct(">IIQI")  # probe_id ev_under_test send_ts reply_ev
@@ -151,6 +152,7 @@ _TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
 _TAIL_PROBE_ACK: Final = struct.Struct(">HHHHBBHIIIIQHxx")
 _TAIL_CONNECT: Final = struct.Struct(">HHHHBBHIIIIQ")
 _CSUM_OFF: Final = UDP_OFF + 6  # UDP checksum
+_INNER_ADDRS: Final = 8  # the inner IPv6 source and destination, from the inner header's start
 # the packet path's struct calls as bound methods: compiled, a call through a method name looks
 # the method up on the Struct object every time (``_PyObject_GetMethod``); these do not
 _U16_PACK_INTO: Final = _U16.pack_into
@@ -392,10 +394,11 @@ class FrameEncoder:
         psnw = psn | 0x80000000 if m.ack_req else psn
         va, rkey, msg_id, flags, ts = m.vaddr, m.rkey, m.msg_id, m.flags, m.send_ts
         op = m.opcode
+        hc = header_check(self._inner_addrs, sport, op, qp, psnw, va, rkey, n, msg_id, flags, ts)
         _U16_PACK_INTO(mask, 4, ulen)
         _TAIL_DATA_PACK_INTO(
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psnw,
-            va, rkey, n, msg_id, flags, 0, ts,
+            va, rkey, n, msg_id, flags, hc, ts,
         )  # fmt: skip
         crc = crc32(payload, crc32(mask, _CRC_LRH))
         icrc = _ICRC_PACK(crc)
@@ -404,13 +407,13 @@ class FrameEncoder:
         # already refused any value too wide for its field
         hdr_sum = (
             sport + MRC_UDP_PORT + ulen + (op << 8) + 0xFFFF + qp + psnw
-            + va % 0xFFFF + rkey + n + msg_id + flags + ts % 0xFFFF
+            + va % 0xFFFF + rkey + n + msg_id + flags + hc + ts % 0xFFFF
         ) % 0xFFFF  # fmt: skip
         csum = _udp_checksum(self._pseudo, ulen, hdr_sum, payload, icrc, payload_sum)
         _HDR_DATA_PACK_INTO(
             hdr, OUTER_OFF, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
             vtf, ulen, self._inner_nh, self._inner_hl, self._inner_addrs,
-            sport, MRC_UDP_PORT, ulen, csum, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, 0, ts,
+            sport, MRC_UDP_PORT, ulen, csum, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, hc, ts,
         )  # fmt: skip
         frame = b"".join((hdr, payload, icrc))
         return frame
@@ -645,7 +648,7 @@ def _decode_from_inner(
     qp = qpw & 0xFFFFFF
     data_op = _DATA_OPS.get(opcode)
     if data_op is not None:
-        return _decode_data(buf, off, n, h, qp, psnw, data_op, meta, verify)
+        return _decode_data(buf, off, n, h, qp, psnw, data_op, sport, meta, verify)
     msg = _decode_control(buf, h, n - h, opcode, qp, meta)
     if verify:
         _check_icrc(buf, off, n)
@@ -660,6 +663,7 @@ def _decode_data(
     qp: int,
     psnw: int,
     data_op: Opcode,
+    sport: int,
     meta: PathMeta,
     verify: bool,
 ) -> DataPacket:
@@ -667,18 +671,22 @@ def _decode_data(
     rest = n - h
     if rest < DATA_HDR_LEN:
         raise MalformedPacket("truncated", "RETH/MRC data header")
-    va, rkey, dlen, msg_id, flags, ts = _DATA_UNPACK_FROM(buf, h)
+    va, rkey, dlen, msg_id, flags, check, ts = _DATA_UNPACK_FROM(buf, h)
     if dlen > MAX_PAYLOAD:
         raise MalformedPacket("oversized", f"RETH length {dlen}")
     have = rest - DATA_HDR_LEN
     start = h + DATA_HDR_LEN
     # A trim is believed only from its DSCP, and then the frame is exactly the headers a
-    # switch keeps; a DATA frame merely shorter than its RETH length was cut on the way
-    # (or forged) and is dropped, not taken for a trim the sender would answer at once.
+    # switch keeps, with a header check that holds (header_check.py: the ICRC went with the
+    # payload); a DATA frame merely shorter than its RETH length was cut on the way (or
+    # forged) and is dropped, not taken for a trim the sender would answer at once.
     trimmed = meta.dscp == _TRIMMED
     if trimmed:
         if have:
             raise MalformedPacket("bad_length", f"trimmed DATA carries {have} B after its headers")
+        addrs = bytes(buf[off + _INNER_ADDRS : off + _INNER_ADDRS + 32])
+        if header_check(addrs, sport, data_op, qp, psnw, va, rkey, dlen, msg_id, flags, ts) != check:
+            raise MalformedPacket("bad_icrc", f"trimmed DATA: header check {check:#06x} does not hold")
         payload = b""
     elif have < dlen + ICRC_LEN:
         raise MalformedPacket("truncated", f"{have} B after headers, RETH says {dlen} + ICRC, not trimmed")

@@ -55,6 +55,7 @@ from scapy.packet import Packet, Raw, bind_layers
 
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_fabric.ev import ev_from_wire, flow_label, udp_sport
+from mrc_host.wire.header_check import header_check
 from mrc_host.wire.messages import (
     DATA_OPCODES,
     Connect,
@@ -128,7 +129,7 @@ class MrcData(Packet):
     fields_desc = [
         IntField("msg_id", 0),
         FlagsField("flags", 0, 16, ["RETRANSMISSION", "LAST_OF_MESSAGE"]),
-        ShortField("reserved", 0),
+        XShortField("hdr_check", 0),  # what a receiver checks on a trimmed frame (header_check.py)
         LongField("send_ts", 0),
     ]
 
@@ -279,6 +280,21 @@ def to_scapy(msg: Frame, carrier: IPv6Address | str, addressing: FrameAddressing
     tc = ((meta.dscp & 0x3F) << 2) | (meta.ecn & 0x3)
     fl = flow_label(meta.ev)
     hl = addressing.hop_limit
+    body = _bth_and_header(msg)
+    if isinstance(msg, DataPacket):
+        body[MrcData].hdr_check = header_check(
+            IPv6Address(addressing.inner_src).packed + IPv6Address(addressing.inner_dst).packed,
+            udp_sport(meta.ev),
+            int(msg.opcode),
+            msg.qp,
+            msg.psn | (int(msg.ack_req) << 31),
+            msg.vaddr,
+            msg.rkey,
+            len(msg.payload),
+            msg.msg_id,
+            int(msg.flags),
+            msg.send_ts,
+        )
     return (
         Ether(src=addressing.src_mac, dst=addressing.dst_mac)
         / IPv6(src=str(addressing.outer_src), dst=str(carrier), nh=IPPROTO_IPV6, tc=tc, fl=fl, hlim=hl)
@@ -291,7 +307,7 @@ def to_scapy(msg: Frame, carrier: IPv6Address | str, addressing: FrameAddressing
             hlim=hl,
         )
         / UDP(sport=udp_sport(meta.ev), dport=MRC_UDP_PORT)  # checksum: scapy computes it
-        / _bth_and_header(msg)
+        / body
     )
 
 

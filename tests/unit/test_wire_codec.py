@@ -206,6 +206,33 @@ def test_the_trim_dscp_on_a_frame_with_payload_is_refused() -> None:
         assert reason_of(fix_lengths(frame_of(msg)[: DATA_HDR_END + keep])) == "bad_length"
 
 
+# every byte the header check covers: inner addresses, UDP source port, BTH opcode, QP and
+# AckReq/PSN, RETH, message id, flags, send time (header_check.py)
+CHECKED = [*range(62, 96), 102, *range(107, 114), *range(114, 136), *range(138, 146)]
+
+
+def test_a_trim_is_believed_only_with_its_header_check() -> None:
+    """The ICRC goes with a trimmed frame's payload: the header check vouches for what is left.
+    A trim with any covered byte changed, or with the check itself changed, is dropped."""
+    cut = trim(frame_of(sample_data(512)))
+    assert decode_frame(cut).trimmed
+    reasons = {}
+    for offset in [*CHECKED, 136, 137]:
+        bad = bytearray(cut)
+        bad[offset] ^= 0x01
+        reasons[offset] = reason_of(bytes(bad))  # refused, whichever check sees it first
+    # where no other field check applies, it is the header check that refuses it
+    assert {o for o, r in reasons.items() if r != "bad_icrc"} <= {102, 126, 127}, reasons
+    # the fields a trim changes (outer header, lengths, DSCP/ECN) are outside it: the trim holds
+    assert decode_frame(trim(frame_of(sample_data(512)), ce=True)).trimmed
+
+
+def test_scapy_and_the_codec_write_the_same_header_check() -> None:
+    msg = sample_data(300)
+    built = bytes(to_scapy(msg, SAMPLE_CARRIER, SAMPLE_ADDRESSING))
+    assert built[136:138] == frame_of(msg)[136:138] != b"\x00\x00"
+
+
 @pytest.mark.parametrize("tver", [1, 2, 0xF])
 def test_a_bth_transport_version_other_than_0_is_refused(tver: int) -> None:
     for msg in MSGS:
