@@ -9,7 +9,6 @@ takes its entries with it while other faults on the same port stay.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -40,6 +39,7 @@ from controller.health import AgentState, AgentWatch
 from controller.northbound import CounterCell
 from controller.p4rt_client import Pipeline, SwitchError, SwitchPool, SwitchSession, SwitchUnavailable
 from controller.scheduler import Scheduler, Timer
+from controller.state_file import ControllerState, SavedFault, load_state, save_state
 from controller.tablewalk import Walk, build_views, walk
 from mrc_fabric.addressing import carrier
 from mrc_fabric.drop_reasons import DROP_REASON_LABELS, drop_reason_label
@@ -108,15 +108,17 @@ class ControllerCore:
         election_id: int = 1,
         index: P4InfoIndex | None = None,
         bmv2_json: Path = BMV2_JSON,
+        state_file: Path | None = None,
     ) -> None:
         self.topo = topo
+        self.state_file = state_file  # routes and faults kept for a restart (state_file.py)
         self.run_dir = run_dir
         self.index = index or default_index()
         self.events = EventBus()
         self.routes: dict[str, SwitchEntries] = compile_routes(topo, options or CompileOptions())
         self._routes_installed: set[str] = set()
         self._faults: dict[str, ActiveFault] = {}
-        self._ids = itertools.count(1)
+        self._next_id = 1  # of the next fault (f1, f2, ...)
         self._lock = threading.RLock()
         self.scheduler = Scheduler()  # every fault's flap and expiry: one thread, not one per fault
         self.pool = SwitchPool(self._session(sw.name, election_id, bmv2_json) for sw in topo.switches)
@@ -125,6 +127,8 @@ class ControllerCore:
         )
         self._health_stop = threading.Event()
         self._health_thread: threading.Thread | None = None
+        if state_file is not None and state_file.exists():
+            self._restore(load_state(state_file))
 
     def _session(self, name: str, election_id: int, bmv2_json: Path) -> SwitchSession:
         sw = self.topo.switch(name)
@@ -240,6 +244,7 @@ class ControllerCore:
         self._require_ready(names)
         with self._lock:
             self._routes_installed.update(names)
+        self._save()
         self._sync(names)
         self.write_host_configs()
         counts = {n: len(self.desired(n)) for n in names}
@@ -256,6 +261,44 @@ class ControllerCore:
         if directory is not None:
             write_host_configs(directory, compile_host_configs(self.topo))
 
+    # -- state kept for a restart ------------------------------------------------------------------
+    def _restore(self, state: ControllerState) -> None:
+        """Take up where a controller that died left off: its routes count as installed, so
+        reconnecting to a switch keeps them, and its faults are in force again (a fault whose
+        time ran out while no controller ran is dropped; the others keep their ids, flap
+        again and expire when they would have)."""
+        now = time.time()
+        self._routes_installed.update(n for n in state.routes_installed if self.topo.has_switch(n))
+        self._next_id = max(self._next_id, state.next_id)
+        for saved in state.faults:
+            if saved.expires_at and saved.expires_at <= now:
+                continue
+            fault = ActiveFault(
+                saved.id, saved.spec, resolve(self.topo, saved.spec), saved.created_at, saved.expires_at
+            )
+            self._faults[fault.id] = fault
+            self._schedule(fault, saved.expires_at - now if saved.expires_at else 0.0)
+            self.events.publish("fault_restored", fault_id=fault.id, message=describe_spec(fault.spec))
+
+    def _save(self) -> None:
+        """Write the state a restarted controller reads (a failure is logged: the controller
+        goes on, only a restart would lose the change)."""
+        if self.state_file is None:
+            return
+        with self._lock:
+            faults = [SavedFault(f.id, f.spec, f.created_at, f.expires_at) for f in self._faults.values()]
+            state = ControllerState(sorted(self._routes_installed), faults, self._next_id)
+        try:
+            save_state(self.state_file, state)
+        except OSError as exc:
+            log.warning("cannot save the controller state to %s: %s", self.state_file, exc)
+
+    def _schedule(self, fault: ActiveFault, expires_in: float) -> None:
+        if fault.spec.kind == FaultKind.FLAP:
+            fault.timers["flap"] = self.scheduler.call_later(fault.spec.period_s, lambda: self._flap(fault))
+        if expires_in:
+            fault.timers["expiry"] = self.scheduler.call_later(expires_in, lambda: self._expire(fault))
+
     # -- faults ----------------------------------------------------------------------------------
     def inject_fault(self, spec: FaultSpec) -> ActiveFault:
         actions = resolve(self.topo, spec)
@@ -270,8 +313,9 @@ class ControllerCore:
                     f"(MAX_ACTIVE_FAULTS={MAX_ACTIVE_FAULTS}); clear some first",
                 )
             fault = ActiveFault(
-                f"f{next(self._ids)}", spec, actions, now, now + spec.duration_s if spec.duration_s else 0.0
+                f"f{self._next_id}", spec, actions, now, now + spec.duration_s if spec.duration_s else 0.0
             )
+            self._next_id += 1
             self._faults[fault.id] = fault
         try:
             self._sync(switches)
@@ -286,12 +330,8 @@ class ControllerCore:
         self.events.publish("fault_injected", fault_id=fault.id, message=describe_spec(spec))
         with self._lock:
             if fault.id in self._faults:  # not cleared meanwhile
-                if spec.kind == FaultKind.FLAP:
-                    fault.timers["flap"] = self.scheduler.call_later(spec.period_s, lambda: self._flap(fault))
-                if spec.duration_s:
-                    fault.timers["expiry"] = self.scheduler.call_later(
-                        spec.duration_s, lambda: self._expire(fault)
-                    )
+                self._schedule(fault, spec.duration_s)
+        self._save()
         return fault
 
     def _cancel_timers(self, fault: ActiveFault) -> None:
@@ -340,6 +380,7 @@ class ControllerCore:
             raise KeyError(f"id: no fault {quote(fault_id)}")
         with self._lock:
             self._cancel_timers(fault)
+        self._save()
         try:
             self._sync(fault.switches)
         finally:  # gone from the desired state either way; a down switch drops it on reconnect
@@ -355,6 +396,7 @@ class ControllerCore:
             with self._lock:
                 self._cancel_timers(f)
             switches |= f.switches
+        self._save()
         try:
             self._sync(switches)
         finally:

@@ -380,6 +380,12 @@ def main(argv: list[str] | None = None) -> int:
         "--wait", type=float, default=30.0, help="seconds to wait for the switches with --install"
     )
     ap.add_argument("--election-id", type=int, default=1)
+    ap.add_argument(
+        "--state-file",
+        type=Path,
+        help="keep the installed routes and the faults here and take them up again at start "
+        "(a restarted controller then keeps the switches' tables as they are)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(
@@ -392,7 +398,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     listen = args.listen or default_listen(args.topology)
     try:
-        core = ControllerCore(topo, run_dir=args.topology.resolve().parent, election_id=args.election_id)
+        core = ControllerCore(
+            topo,
+            run_dir=args.topology.resolve().parent,
+            election_id=args.election_id,
+            state_file=args.state_file,
+        )
         core.start()
         server, service, bound = serve(core, listen)
     except (OSError, ValueError) as exc:

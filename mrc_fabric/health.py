@@ -32,6 +32,7 @@ class ProcessKind(enum.StrEnum):
     SHIM = "shim"  # Linux target: linux_target.shim_main in the switch's namespace
     BMV2 = "bmv2"  # BMv2 target: simple_switch_grpc
     AGENT = "agent"  # mrc serve in a host
+    CONTROLLER = "controller"  # mrc-controller (controller.server)
 
 
 class ProcessState(enum.StrEnum):

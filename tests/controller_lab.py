@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import grpc
+from finsy.proto import p4r_grpc
+
+from linux_target.counters import CounterReader
+from linux_target.p4rt_service import P4RuntimeShim
+from linux_target.switch_tables import SwitchTables
+from mrc_fabric.p4info import default_index
 
 
 def stop_controller(channel: Any, server: Any, core: Any) -> None:
@@ -13,3 +24,38 @@ def stop_controller(channel: Any, server: Any, core: Any) -> None:
         server.stop(grace=0).wait()
     if core is not None:
         core.stop()
+
+
+class NoKernel:
+    """The shim's tables without a data plane: every transition is accepted."""
+
+    def transition(self, old: Any, new: Any) -> None:
+        pass
+
+
+@dataclass
+class FakeSwitch:
+    """One switch's P4Runtime service (the Linux shim's) in this process, on a unix socket."""
+
+    name: str
+    device_id: int
+    socket: Path
+    ports: dict[int, str]
+    server: grpc.Server | None = None
+
+    def start(self) -> None:
+        index = default_index()
+        tables = SwitchTables(index, self.ports, NoKernel())
+        service = P4RuntimeShim(
+            self.name, self.device_id, index, tables, lambda: CounterReader(self.ports, {}, {}, {})
+        )
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        p4r_grpc.add_P4RuntimeServicer_to_server(service, self.server)
+        assert self.server.add_insecure_port(f"unix:{self.socket}")
+        self.server.start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop(grace=0).wait()
+            self.server = None
+        self.socket.unlink(missing_ok=True)

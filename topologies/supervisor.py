@@ -1,4 +1,5 @@
-"""Supervisor: watch the processes a testbed started; restart dead switches, report dead agents.
+"""Supervisor: watch the processes a testbed started; restart dead switches and the
+controller, report dead agents.
 
 A switch process (the Linux target's P4Runtime shim, or ``simple_switch_grpc``) that dies —
 ``kill -9``, a crash — would otherwise leave its switch without a control plane for the rest
@@ -7,7 +8,10 @@ process (``Popen.poll``, :data:`POLL_INTERVAL_S`); a dead switch process is rest
 through its node (``restart_shim`` / ``restart_switch``: the same command line, the same
 socket or ports), its new pid goes into the run's ``pids`` register (so ``make clean``
 finds it after a crash), and the controller, which reconnects to a switch whose stream
-broke, then re-installs its pipeline and entries. A dead agent is reported, not restarted.
+broke, then re-installs its pipeline and entries. A dead controller is started again the same
+way (``Testbed.restart_controller``); it reads the routes and faults its predecessor saved
+(``controller/state_file.py``), so the switches it reconnects to already match it. A dead
+agent is reported, not restarted.
 
 Every change is written to the run directory (``mrc_fabric.health``: ``events.jsonl`` and
 ``health.json``) and said on the console. A process that needs more than

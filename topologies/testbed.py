@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.northbound import ControllerClient
-from mrc_fabric.health import ProcessHealth
+from mrc_fabric.health import ProcessHealth, ProcessKind
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
 from topologies.prune import keep_runs_from_env, prune_runs
@@ -49,6 +49,7 @@ from topologies.supervisor import Supervisor
 from topologies.target import TargetChoice, choose_target
 
 CONTROLLER_START_TIMEOUT = 30.0
+CONTROLLER_STATE = "controller-state.json"  # routes and faults a restarted controller takes up
 INSTALL_TIMEOUT = 60.0
 STOP_TIMEOUT = 5.0
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -263,15 +264,21 @@ class Testbed:
             self.supervisor.watch_switch(sw)
         for name, agent in self.agents.items():
             self.supervisor.watch_agent(name, agent)
+        if self.controller_proc is not None:
+            self.supervisor.watch(
+                ProcessKind.CONTROLLER,
+                "mrc-controller",
+                lambda: self.controller_proc,
+                self.restart_controller,
+            )
         self.supervisor.start()
 
-    def health(self) -> list[ProcessHealth]:
-        """Every watched process: running, restarting, dead or given up (``mrc_fabric.health``)."""
-        return [] if self.supervisor is None else self.supervisor.health()
-
-    def start_controller(self) -> None:
+    def _launch_controller(self) -> None:
+        """Start ``mrc-controller`` and wait until it answers. It keeps its routes and faults in
+        the run directory, so one started again after a crash takes up where it left off."""
         assert self.run is not None
         sock = self.run.controller_socket
+        sock.unlink(missing_ok=True)  # a killed controller leaves its socket behind
         cmd = [
             sys.executable,
             "-m",
@@ -280,19 +287,39 @@ class Testbed:
             str(self.run.path / "topology.json"),
             "--listen",
             f"unix:{sock}",
+            "--state-file",
+            str(self.run.path / CONTROLLER_STATE),
         ]
         with open(self.run.controller_log, "ab") as log:
             self.controller_proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.run.record(self.controller_proc.pid, "controller", "mrc-controller")
-        self.controller = ControllerClient(f"unix:{sock}")
+        if self.controller is None:
+            self.controller = ControllerClient(f"unix:{sock}")
         deadline = time.monotonic() + CONTROLLER_START_TIMEOUT
         while not sock.exists():
             if self.controller_proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"mrc-controller did not start:\n{self._tail(self.run.controller_log)}")
             time.sleep(0.05)  # poll interval; the deadline bounds the wait
         self.controller.wait_ready(CONTROLLER_START_TIMEOUT)
+
+    def restart_controller(self) -> None:
+        """The supervisor's restart of a dead controller: the same command; the new one reads
+        the routes and faults the old one saved and makes every switch match them."""
+        self._launch_controller()
+        self.say(
+            f"mrc-controller restarted (pid {self.controller_proc.pid if self.controller_proc else '?'})"
+        )
+
+    def health(self) -> list[ProcessHealth]:
+        """Every watched process: running, restarting, dead or given up (``mrc_fabric.health``)."""
+        return [] if self.supervisor is None else self.supervisor.health()
+
+    def start_controller(self) -> None:
+        self._launch_controller()
+        assert self.controller is not None and self.run is not None
+        sock = self.run.controller_socket
         resp = self.controller.install_routes(INSTALL_TIMEOUT)
         self.say(
             f"mrc-controller on unix:{sock}: {resp.total_entries} entries on {len(resp.switches)} switches, "

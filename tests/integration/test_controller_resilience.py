@@ -14,6 +14,10 @@ it UNAVAILABLE naming it); once it is restarted (as the testbed's supervisor wou
 controller pushes the pipeline to the empty shim and re-syncs it, so it holds exactly the
 entries it held before.
 
+Killed controller: ``kill -9`` of mrc-controller during a transfer is reported within a second
+and the supervisor starts it again; it takes up the routes and faults its predecessor saved,
+finds every switch as it should be and keeps the transfer whole.
+
 Killed agent: reported dead (health and an ``agent_dead`` event) from its control socket,
 alive again once restarted. Live testbed (Linux target) under the prefix ``ck``.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -223,3 +228,65 @@ def test_killed_agent_is_reported_dead_then_alive_after_restart(testbed: Any) ->
     finally:
         stream.cancel()
         follower.join(timeout=10)
+
+
+def test_killed_controller_is_reported_restarted_and_keeps_the_fabric(testbed: Any) -> None:
+    """``kill -9`` of mrc-controller during a transfer: the supervisor reports it within a
+    second and starts it again; the new controller reads the routes and faults the old one
+    saved, so it finds every switch already as it should be (0 updates, no route deleted),
+    its faults keep their ids, and the transfer completes with no no-route drop."""
+    from mrc_fabric.health import EventKind, ProcessKind, read_events
+
+    tb = testbed
+    fault = tb.controller.inject("loss", f"{PREFIX}t0p1n1-{PREFIX}t1p1n0", direction="b2a", probability=0.5)
+    names = [s.name for s in tb.topology.switches]
+    before = {n: shim_entries(tb, n) for n in names}
+    drops_before = no_route_drops(tb)
+    progress = {"acked": 0}
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["summary"] = tb.send(
+                SRC, DST, BIG, on_progress=lambda u: progress.__setitem__("acked", u["bytes_acked"])
+            )
+        except Exception as exc:  # re-raised below
+            result["error"] = exc
+
+    def controller_events(kind: EventKind) -> list[Any]:
+        return [e for e in read_events(tb.run.path) if e.process == ProcessKind.CONTROLLER and e.kind == kind]
+
+    sender = threading.Thread(target=run)
+    sender.start()
+    try:
+        wait_until(lambda: progress["acked"] >= BIG // 10 or result, "the transfer to start")
+        assert not result, f"the transfer ended before the kill: {result}"
+        old_pid = tb.controller_proc.pid
+        os.kill(old_pid, signal.SIGKILL)
+        killed_at = time.time()
+        (exited,) = wait_until(lambda: controller_events(EventKind.EXITED), "the controller's death reported")
+        assert exited.pid == old_pid and "SIGKILL" in exited.detail
+        assert exited.time - killed_at <= 1.0, exited
+        wait_until(lambda: controller_events(EventKind.RESTARTED), "the controller restarted")
+
+        def reconciled() -> bool:
+            try:
+                switches = tb.controller.health().switches
+            except grpc.RpcError:  # the client's channel is still reconnecting
+                return False
+            return bool(switches) and all(s.primary for s in switches)
+
+        wait_until(reconciled, "the new controller to reconcile every switch")
+        assert [f.id for f in tb.controller.faults()] == [fault.id]
+    finally:
+        sender.join(timeout=180)
+    assert not sender.is_alive(), "the transfer did not complete"
+    if "error" in result:
+        raise result["error"]
+    s = result["summary"]
+    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+    try:
+        assert {n: shim_entries(tb, n) for n in names} == before
+        assert no_route_drops(tb) == drops_before
+    finally:
+        tb.controller.clear(fault.id)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
-from controller_lab import stop_controller
-from finsy.proto import p4r_grpc, rpc_code
+from controller_lab import FakeSwitch, stop_controller
+from finsy.proto import rpc_code
 
 from controller.compiler import compile_routes
 from controller.core import ControllerCore
@@ -27,10 +26,7 @@ from controller.p4rt_client import Pipeline, WriteError, diff_entries
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from controller.server import serve
-from linux_target.counters import CounterReader
 from linux_target.p4rt_client import P4RuntimeTestClient
-from linux_target.p4rt_service import P4RuntimeShim
-from linux_target.switch_tables import SwitchTables
 from mrc_fabric.p4info import default_index
 from mrc_fabric.topology import Topology, build_clos
 from mrc_p4rt.codec import encode_entry
@@ -45,39 +41,6 @@ def wait_for(cond: Callable[[], object], what: str, timeout: float = DEADLINE_S)
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-class NoKernel:
-    """The shim's tables without a data plane: every transition is accepted."""
-
-    def transition(self, old, new) -> None:
-        pass
-
-
-@dataclass
-class FakeSwitch:
-    name: str
-    device_id: int
-    socket: Path
-    ports: dict[int, str]
-    server: grpc.Server | None = None
-
-    def start(self) -> None:
-        index = default_index()
-        tables = SwitchTables(index, self.ports, NoKernel())
-        service = P4RuntimeShim(
-            self.name, self.device_id, index, tables, lambda: CounterReader(self.ports, {}, {}, {})
-        )
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-        p4r_grpc.add_P4RuntimeServicer_to_server(service, self.server)
-        assert self.server.add_insecure_port(f"unix:{self.socket}")
-        self.server.start()
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.server.stop(grace=0).wait()
-            self.server = None
-        self.socket.unlink(missing_ok=True)
 
 
 @dataclass

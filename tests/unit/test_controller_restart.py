@@ -1,0 +1,142 @@
+"""A controller that dies and starts again keeps the switches' tables: routes and faults.
+
+The switches keep their entries when the controller process goes, and a new controller's
+first act on each switch is to make its tables match the desired state. Without the state
+file that desired state is empty, and the reconnect deletes every route (the control case
+below shows it); with it, the new controller takes up the routes, the faults (same ids, the
+flap still flapping, the expiry still due) and the fault numbering where the old one left off.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from controller_lab import FakeSwitch
+
+from controller.compiler import compile_routes
+from controller.core import ControllerCore
+from controller.entries import TableEntry
+from controller.faults import Direction, FaultKind, FaultSpec
+from controller.state_file import StateFileError, load_state
+from mrc_fabric.topology import Topology, build_clos
+
+DEADLINE_S = 10.0
+
+
+@pytest.fixture
+def fabric(tmp_path: Path) -> Iterator[tuple[Topology, dict[str, FakeSwitch]]]:
+    topo = build_clos(2, 2, 2, 1, prefix="cr", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
+    switches = {
+        s.name: FakeSwitch(
+            s.name,
+            s.device_id,
+            tmp_path / f"{s.name}.sock",
+            {e.port: e.ifname for e in topo.ports_of(s.name)},
+        )
+        for s in topo.switches
+    }
+    for sw in switches.values():
+        sw.start()
+    try:
+        yield topo, switches
+    finally:
+        for sw in switches.values():
+            sw.stop()
+
+
+def started(topo: Topology, tmp_path: Path, state: Path | None) -> ControllerCore:
+    core = ControllerCore(topo, run_dir=tmp_path, state_file=state)
+    core.start()
+    assert core.wait_ready(DEADLINE_S) == []
+    return core
+
+
+def tables(core: ControllerCore) -> dict[str, set[TableEntry]]:
+    return {name: set(core.pool[name].read_entries()) for name in core.pool.sessions}
+
+
+def settled(core: ControllerCore, want: dict[str, set[TableEntry]]) -> dict[str, set[TableEntry]]:
+    """The switches' tables once the new controller has reconciled every one (or the deadline)."""
+    deadline = time.monotonic() + DEADLINE_S
+    got = tables(core)
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+        got = tables(core)
+    return got
+
+
+def test_a_restarted_controller_keeps_routes_and_faults(
+    fabric: tuple[Topology, dict[str, FakeSwitch]], tmp_path: Path
+) -> None:
+    topo, _switches = fabric
+    state = tmp_path / "controller-state.json"
+    old = started(topo, tmp_path, state)
+    old.install_routes()
+    hole = old.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0"))
+    flap = old.inject_fault(FaultSpec(FaultKind.FLAP, "crt0p1n0-crt1p1n1", period_s=30))
+    timed = old.inject_fault(
+        FaultSpec(FaultKind.LOSS, "crt0p0n1-crt1p0n1", Direction.BOTH, 0.5, duration_s=60)
+    )
+    before = tables(old)
+    assert sum(len(v) for v in before.values()) > sum(len(e.entries) for e in compile_routes(topo).values())
+    old.stop()  # as if killed: the switches keep their tables
+
+    new = started(topo, tmp_path, state)
+    try:
+        assert {f.id for f in new.faults()} == {hole.id, flap.id, timed.id}
+        restored = {f.id: f for f in new.faults()}[timed.id]
+        assert abs(restored.expires_at - timed.expires_at) < 1e-6  # still due when it was
+        assert settled(new, before) == before  # routes and fault entries, as they were
+        # and nothing was written to get there: each switch already matched (no route deleted
+        # and put back, so not one packet met a missing route)
+        connected = [e for e in new.events.history if e.kind == "switch_connected"]
+        assert len(connected) == len(topo.switches)
+        assert all("pipeline kept; 0 updates" in e.message for e in connected), connected
+        assert new.inject_fault(FaultSpec(FaultKind.LINK_DOWN, "crt0p1n1-crt1p1n0")).id == "f4"
+        assert [f.id for f in load_state(state).faults] == [hole.id, flap.id, timed.id, "f4"]
+        new.clear_fault(hole.id)
+        assert hole.id not in {f.id for f in load_state(state).faults}
+    finally:
+        new.stop()
+
+
+def test_without_the_state_a_new_controller_deletes_the_routes(
+    fabric: tuple[Topology, dict[str, FakeSwitch]], tmp_path: Path
+) -> None:
+    """The defect the state file prevents: a fresh controller's desired state is empty."""
+    topo, _switches = fabric
+    old = started(topo, tmp_path, None)
+    old.install_routes()
+    assert all(tables(old).values())
+    old.stop()
+    new = started(topo, tmp_path, None)
+    try:
+        assert settled(new, {n: set() for n in new.pool.sessions}) == {n: set() for n in new.pool.sessions}
+    finally:
+        new.stop()
+
+
+def test_an_expired_fault_is_not_restored_and_a_bad_file_is_refused(
+    fabric: tuple[Topology, dict[str, FakeSwitch]], tmp_path: Path
+) -> None:
+    topo, _switches = fabric
+    state = tmp_path / "controller-state.json"
+    old = started(topo, tmp_path, state)
+    old.install_routes()
+    old.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0", duration_s=0.3))
+    old.stop()
+    time.sleep(0.4)  # the fault's time runs out while no controller runs
+    new = started(topo, tmp_path, state)
+    try:
+        assert new.faults() == []
+    finally:
+        new.stop()
+    doc = json.loads(state.read_text())
+    doc["faults"] = [{"id": "f9", "spec": {"kind": "meteor"}}]
+    state.write_text(json.dumps(doc))
+    with pytest.raises(StateFileError, match="meteor"):
+        ControllerCore(topo, run_dir=tmp_path, state_file=state)
