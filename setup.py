@@ -19,13 +19,16 @@ import os
 from setuptools import setup
 
 # The per-packet path of the simulator and the agent: the sans-I/O core (except its EV
-# state table, whose exception subclasses a builtin), the wire codec and its messages, the
+# state table, whose exception subclasses a builtin, and the EV profile expansion, which runs
+# once per connection; tests/unit/test_compiled_modules.py holds every other core module
+# here), the wire codec and its messages, the
 # simulator's event loop, fabric and network, and the agent's packet path (the loop, the
 # peer binding that runs each connection's core, connections, paths, payload check, ports).
 # The rest of the agent (control socket, commands, CLI, EV profiles, a transfer's life,
 # which runs once per 1 MiB chunk) runs as Python.
 COMPILED = [
     "mrc_host/core/__init__.py",
+    "mrc_host/core/acks.py",
     "mrc_host/core/actions.py",
     "mrc_host/core/cc_base.py",
     "mrc_host/core/cc_fixed.py",

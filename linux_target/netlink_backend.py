@@ -196,6 +196,13 @@ class NetlinkBackend:
             msg, msg_type=RTM_NEWROUTE, msg_flags=NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE
         )
 
+    def own_routes(self) -> set[IPv6Network]:
+        """Every route an instance of the shim installed in this namespace (its ``proto``)."""
+        return {
+            IPv6Network((route.get_attr("RTA_DST"), route["dst_len"]))
+            for route in self.ipr.get_routes(family=AF_INET6, proto=RTPROT_MRC_SHIM)
+        }
+
     def flush_own_routes(self) -> None:
         """Remove every route an instance of the shim installed in this namespace."""
         for route in self.ipr.get_routes(family=AF_INET6, proto=RTPROT_MRC_SHIM):

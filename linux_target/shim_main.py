@@ -39,12 +39,14 @@ from .link_watch import LinkWatcher
 from .netlink_backend import KernelError, NetlinkBackend, read_snmp6, write_sysctl
 from .nft_backend import NftFaults
 from .p4rt_service import P4RuntimeShim
+from .stale_routes import StaleRouteSweep
 from .switch_tables import SwitchTables
 
 log = logging.getLogger("mrc-p4rt-shim")
 
 MIN_KERNEL = (6, 1)
 MAX_PORT = 511  # port fields are 9 bits wide
+STALE_GRACE_S = 3.0  # quiet after the controller's last write before an earlier shim's routes go
 
 
 class ShimSetupError(Exception):
@@ -101,6 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-egress-model",
         action="store_true",
         help="no HTB/eBPF egress model: port_policy is stored only (no ECN, no trimming)",
+    )
+    p.add_argument(
+        "--stale-grace",
+        type=float,
+        default=STALE_GRACE_S,
+        metavar="SECONDS",
+        help="routes an earlier shim of this namespace left are kept (the kernel forwards on them) "
+        "until the controller has written nothing for this long, then those it did not take up "
+        f"are removed (default {STALE_GRACE_S:g})",
     )
     p.add_argument("--log", help="log file (default: stderr)")
     p.add_argument(
@@ -242,11 +253,13 @@ def run(args: argparse.Namespace) -> int:
 
     netlink = NetlinkBackend()
     nft = NftFaults(nft_table_name(args.name))
-    netlink.flush_own_routes()
     netlink.create_anchor(fallback=ports[min(ports)] if ports else "lo")
     nft.start(ports)
     programmer = KernelProgrammer(netlink, nft, egress)
-    tables = SwitchTables(index, ports, programmer, egress_model=bool(egress))
+    # an earlier shim's routes stay until the controller has re-written the tables (no packet
+    # meets a missing route meanwhile); those it does not take up are swept after
+    sweep = StaleRouteSweep(programmer, netlink.own_routes(), args.stale_grace, lambda: tables.state)
+    tables = SwitchTables(index, ports, sweep, egress_model=bool(egress))
 
     def egress_states() -> dict[int, PortState]:
         out = {}
@@ -261,6 +274,8 @@ def run(args: argparse.Namespace) -> int:
         return CounterReader(ports, netlink.link_stats(), read_snmp6(), nft.counters(), egress_states)
 
     service = P4RuntimeShim(args.name, args.device_id, index, tables, snapshot)
+    sweep.lock = service.lock
+    sweep.start()
 
     def port_up(ifname: str) -> None:
         with service.lock:
@@ -286,6 +301,7 @@ def run(args: argparse.Namespace) -> int:
         stop.wait()
     finally:
         log.info("stopping")
+        sweep.stop()
         watcher.stop()
         server.stop(grace=1).wait()
         # Mininet may have deleted the interfaces already: remove what is left, best effort.

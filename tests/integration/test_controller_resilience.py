@@ -12,7 +12,9 @@ drop.
 Killed shim: ``kill -9`` of a switch's shim is reported (health, unreachable paths, faults on
 it UNAVAILABLE naming it); once it is restarted (as the testbed's supervisor would) the
 controller pushes the pipeline to the empty shim and re-syncs it, so it holds exactly the
-entries it held before.
+entries it held before. Killed during a transfer with supervision on, the kernel keeps
+forwarding on the routes the dead shim left while the new one is started and re-written:
+the transfer completes with no no-route drop.
 
 Killed controller: ``kill -9`` of mrc-controller during a transfer is reported within a second
 and the supervisor starts it again; it takes up the routes and faults its predecessor saved,
@@ -290,3 +292,52 @@ def test_killed_controller_is_reported_restarted_and_keeps_the_fabric(testbed: A
         assert no_route_drops(tb) == drops_before
     finally:
         tb.controller.clear(fault.id)
+
+
+def test_killed_shim_during_a_transfer_costs_no_route(testbed: Any) -> None:
+    """``kill -9`` of the shim of a switch half the transfer crosses, supervision on: the kernel
+    keeps forwarding on the routes the dead shim left, the supervisor starts a new shim, the
+    controller re-writes its tables over them, and the transfer completes with not one
+    no-route drop."""
+    tb = testbed
+    before = shim_entries(tb, SWITCH)
+    drops_before = no_route_drops(tb)
+    stream = tb.controller.events()
+    events, follower = follow_events(stream)
+    progress = {"acked": 0}
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["summary"] = tb.send(
+                SRC, DST, BIG, on_progress=lambda u: progress.__setitem__("acked", u["bytes_acked"])
+            )
+        except Exception as exc:  # re-raised below
+            result["error"] = exc
+
+    def restarts() -> int:
+        return {h.name: h for h in tb.health()}[SWITCH].restarts
+
+    restarted = restarts()
+    sender = threading.Thread(target=run)
+    sender.start()
+    try:
+        wait_until(lambda: progress["acked"] >= BIG // 10 or result, "the transfer to start")
+        assert not result, f"the transfer ended before the kill: {result}"
+        os.kill(tb.net.get(SWITCH).shim.pid, signal.SIGKILL)
+        wait_until(lambda: restarts() == restarted + 1, "the supervisor to restart the shim")
+        wait_until(
+            lambda: any(e.kind == "switch_reconciled" and e.switch == SWITCH for e in events),
+            "the controller to re-write the new shim's tables",
+        )
+    finally:
+        sender.join(timeout=180)
+        stream.cancel()
+        follower.join(timeout=10)
+    assert not sender.is_alive(), "the transfer did not complete"
+    if "error" in result:
+        raise result["error"]
+    s = result["summary"]
+    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+    assert shim_entries(tb, SWITCH) == before
+    assert no_route_drops(tb) == drops_before

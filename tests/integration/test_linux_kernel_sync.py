@@ -149,17 +149,39 @@ def test_refused_route_and_refused_fault_leave_no_trace(switch: Switch) -> None:
     assert c.read_table() == []
 
 
-def test_shim_exit_and_restart_leave_no_stale_state(switch: Switch) -> None:
+def test_a_restarted_shim_keeps_the_kernel_forwarding_then_sweeps_what_is_not_rewritten(
+    switch: Switch,
+) -> None:
+    """A crash (SIGKILL) leaves kernel state behind. The next shim of that name keeps the
+    routes (the kernel goes on forwarding: no packet meets a missing route while the
+    controller re-writes the tables), keeps those the tables take up again, and removes the
+    rest once nobody has written for the grace time. A clean stop removes everything."""
     c = switch.client
-    c.insert(switch.route_to_t1_via_port_1())
+    to_t1 = switch.route_to_t1_via_port_1()
+    c.insert(to_t1)
+    other = c.table_entry(
+        "usid_route", {"dst_addr": route_key(t1_usid(0, 1))}, "set_next_hop", port=2, dmac=switch.peer_mac(2)
+    )
+    c.insert(other)
     c.insert(c.table_entry("port_fault", {"port": 1}, "fault_drop"))
-    # a crash (SIGKILL) leaves kernel state behind; the next shim of that name removes it at start
     shim = switch.lab.shims.pop()
     shim.send_signal(signal.SIGKILL)
     shim.wait(timeout=10)
-    assert "fcbb:bb00:8000::/48" in kernel()
-    switch.lab.start_shim(NS, "ls-ks", DEVICE_ID, PORTS)
-    assert "fcbb" not in kernel() and "chain" not in kernel()
+    kept, gone = "fcbb:bb00:8000::/48", "fcbb:bb00:8001::/48"
+    assert kept in kernel() and gone in kernel()
+    address = switch.lab.start_shim(NS, "ls-ks", DEVICE_ID, PORTS, extra_args=["--stale-grace", "1.0"])
+    routes = run(["ip", "-6", "route", "show", "proto", "193"], ns=NS).stdout
+    assert kept in routes and gone in routes  # still forwarding on what the old shim left
+    assert "chain" not in kernel()  # its fault rules went with its nft table: faults are re-written
+    c2 = P4RuntimeTestClient(address, DEVICE_ID, election_id=1)
+    try:
+        c2.arbitrate()
+        c2.set_pipeline()
+        c2.insert(to_t1)  # what the controller still wants: written again over the kept route
+        wait_for(lambda: gone not in kernel(), 10, "the route nobody wrote again to be swept")
+        assert kept in kernel()
+    finally:
+        c2.close()
     # a clean stop (SIGTERM) removes everything it made, the anchor device included
     shim = switch.lab.shims.pop()
     shim.terminate()
