@@ -169,7 +169,7 @@ def test_a_restarted_shim_keeps_the_kernel_forwarding_then_sweeps_what_is_not_re
     shim.wait(timeout=10)
     kept, gone = "fcbb:bb00:8000::/48", "fcbb:bb00:8001::/48"
     assert kept in kernel() and gone in kernel()
-    address = switch.lab.start_shim(NS, "ls-ks", DEVICE_ID, PORTS, extra_args=["--stale-grace", "1.0"])
+    address = switch.lab.start_shim(NS, "ls-ks", DEVICE_ID, PORTS, extra_args=["--stale-grace", "8"])
     routes = run(["ip", "-6", "route", "show", "proto", "193"], ns=NS).stdout
     assert kept in routes and gone in routes  # still forwarding on what the old shim left
     assert "chain" not in kernel()  # its fault rules went with its nft table: faults are re-written
@@ -178,7 +178,7 @@ def test_a_restarted_shim_keeps_the_kernel_forwarding_then_sweeps_what_is_not_re
         c2.arbitrate()
         c2.set_pipeline()
         c2.insert(to_t1)  # what the controller still wants: written again over the kept route
-        wait_for(lambda: gone not in kernel(), 10, "the route nobody wrote again to be swept")
+        wait_for(lambda: gone not in kernel(), 20, "the route nobody wrote again to be swept")
         assert kept in kernel()
     finally:
         c2.close()
