@@ -59,3 +59,16 @@ class FakeSwitch:
             self.server.stop(grace=0).wait()
             self.server = None
         self.socket.unlink(missing_ok=True)
+
+
+def fake_switches(topo: Any, directory: Path) -> dict[str, FakeSwitch]:
+    """One in-process switch per switch of ``topo``, on ``<directory>/<name>.sock`` (not started)."""
+    return {
+        s.name: FakeSwitch(
+            s.name,
+            s.device_id,
+            directory / f"{s.name}.sock",
+            {e.port: e.ifname for e in topo.ports_of(s.name)},
+        )
+        for s in topo.switches
+    }

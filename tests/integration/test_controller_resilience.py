@@ -94,6 +94,41 @@ def no_route_drops(tb: Any) -> int:
     return fabric_drops(tb).get("no_route", 0)
 
 
+class BigTransfer:
+    """SRC -> DST, ``BIG`` bytes, on a thread: the event under test lands while it runs."""
+
+    def __init__(self, tb: Any) -> None:
+        self.acked = 0
+        self.result: dict[str, Any] = {}
+
+        def progress(update: dict[str, Any]) -> None:
+            self.acked = update["bytes_acked"]
+
+        def run() -> None:
+            try:
+                self.result["summary"] = tb.send(SRC, DST, BIG, on_progress=progress)
+            except Exception as exc:  # re-raised by verified()
+                self.result["error"] = exc
+
+        self.thread = threading.Thread(target=run)
+        self.thread.start()
+
+    def running_past(self, acked: int, what: str) -> None:
+        """Wait until ``acked`` bytes are acknowledged; fail if the transfer ended first."""
+        wait_until(lambda: self.acked >= acked or self.result, what)
+        assert not self.result, f"the transfer ended first: {self.result}"
+
+    def verified(self) -> dict[str, Any]:
+        """Its summary, once it has completed with every byte acknowledged and verified."""
+        self.thread.join(timeout=180)
+        assert not self.thread.is_alive(), "the transfer did not complete"
+        if "error" in self.result:
+            raise self.result["error"]
+        s: dict[str, Any] = self.result["summary"]
+        assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+        return s
+
+
 def test_takeover_and_return_during_a_transfer_costs_no_drop(testbed: Any) -> None:
     tb = testbed
     stream = tb.controller.events()
@@ -101,46 +136,27 @@ def test_takeover_and_return_during_a_transfer_costs_no_drop(testbed: Any) -> No
 
     drops_before = no_route_drops(tb)
     drops_all_before = fabric_drops(tb)
-    progress = {"acked": 0}
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["summary"] = tb.send(
-                SRC, DST, BIG, on_progress=lambda u: progress.__setitem__("acked", u["bytes_acked"])
-            )
-        except Exception as exc:  # re-raised below
-            result["error"] = exc
 
     def seen(kind: str) -> bool:
         return any(e.kind == kind and e.switch == SWITCH for e in events)
 
     sw = tb.topology.switch(SWITCH)
-    sender = threading.Thread(target=run)
-    sender.start()
+    transfer = BigTransfer(tb)
     try:
-        wait_until(lambda: progress["acked"] >= BIG // 10 or result, "the transfer to start")
-        assert not result, f"the transfer ended before the takeover: {result}"
+        transfer.running_past(BIG // 10, "the transfer to start")
         taker = P4RuntimeTestClient(sw.p4rt_address, sw.device_id, election_id=TAKER_ELECTION_ID)
         try:
             assert taker.arbitrate().arbitration.status.code == rpc_code.OK
             wait_until(lambda: seen("switch_backup"), "the controller to be demoted")
-            held_from = progress["acked"]
-            wait_until(
-                lambda: progress["acked"] >= held_from + BIG // 10 or result, "traffic during the takeover"
-            )
+            transfer.running_past(transfer.acked + BIG // 10, "traffic during the takeover")
         finally:
             taker.close()
         wait_until(lambda: seen("switch_reconciled"), "the controller to reconcile the switch")
     finally:
-        sender.join(timeout=180)
+        transfer.thread.join(timeout=180)
         stream.cancel()
         follower.join(timeout=10)
-    assert not sender.is_alive(), "the transfer did not complete"
-    if "error" in result:
-        raise result["error"]
-    s = result["summary"]
-    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+    s = transfer.verified()
     # the takeover dropped nothing: no switch lost a route, hop limit or took a fault. The
     # Linux target's egress queues may still tail-drop or trim under the transfer's own load
     # (congestion, counted as queue_full/trimmed): the transport's losses are not the test.
@@ -244,25 +260,13 @@ def test_killed_controller_is_reported_restarted_and_keeps_the_fabric(testbed: A
     names = [s.name for s in tb.topology.switches]
     before = {n: shim_entries(tb, n) for n in names}
     drops_before = no_route_drops(tb)
-    progress = {"acked": 0}
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["summary"] = tb.send(
-                SRC, DST, BIG, on_progress=lambda u: progress.__setitem__("acked", u["bytes_acked"])
-            )
-        except Exception as exc:  # re-raised below
-            result["error"] = exc
 
     def controller_events(kind: EventKind) -> list[Any]:
         return [e for e in read_events(tb.run.path) if e.process == ProcessKind.CONTROLLER and e.kind == kind]
 
-    sender = threading.Thread(target=run)
-    sender.start()
+    transfer = BigTransfer(tb)
     try:
-        wait_until(lambda: progress["acked"] >= BIG // 10 or result, "the transfer to start")
-        assert not result, f"the transfer ended before the kill: {result}"
+        transfer.running_past(BIG // 10, "the transfer to start")
         old_pid = tb.controller_proc.pid
         os.kill(old_pid, signal.SIGKILL)
         killed_at = time.time()
@@ -281,12 +285,8 @@ def test_killed_controller_is_reported_restarted_and_keeps_the_fabric(testbed: A
         wait_until(reconciled, "the new controller to reconcile every switch")
         assert [f.id for f in tb.controller.faults()] == [fault.id]
     finally:
-        sender.join(timeout=180)
-    assert not sender.is_alive(), "the transfer did not complete"
-    if "error" in result:
-        raise result["error"]
-    s = result["summary"]
-    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+        transfer.thread.join(timeout=180)
+    transfer.verified()
     try:
         assert {n: shim_entries(tb, n) for n in names} == before
         assert no_route_drops(tb) == drops_before
@@ -304,26 +304,14 @@ def test_killed_shim_during_a_transfer_costs_no_route(testbed: Any) -> None:
     drops_before = no_route_drops(tb)
     stream = tb.controller.events()
     events, follower = follow_events(stream)
-    progress = {"acked": 0}
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["summary"] = tb.send(
-                SRC, DST, BIG, on_progress=lambda u: progress.__setitem__("acked", u["bytes_acked"])
-            )
-        except Exception as exc:  # re-raised below
-            result["error"] = exc
 
     def restarts() -> int:
         return {h.name: h for h in tb.health()}[SWITCH].restarts
 
     restarted = restarts()
-    sender = threading.Thread(target=run)
-    sender.start()
+    transfer = BigTransfer(tb)
     try:
-        wait_until(lambda: progress["acked"] >= BIG // 10 or result, "the transfer to start")
-        assert not result, f"the transfer ended before the kill: {result}"
+        transfer.running_past(BIG // 10, "the transfer to start")
         os.kill(tb.net.get(SWITCH).shim.pid, signal.SIGKILL)
         wait_until(lambda: restarts() == restarted + 1, "the supervisor to restart the shim")
         wait_until(
@@ -331,13 +319,9 @@ def test_killed_shim_during_a_transfer_costs_no_route(testbed: Any) -> None:
             "the controller to re-write the new shim's tables",
         )
     finally:
-        sender.join(timeout=180)
+        transfer.thread.join(timeout=180)
         stream.cancel()
         follower.join(timeout=10)
-    assert not sender.is_alive(), "the transfer did not complete"
-    if "error" in result:
-        raise result["error"]
-    s = result["summary"]
-    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+    transfer.verified()
     assert shim_entries(tb, SWITCH) == before
     assert no_route_drops(tb) == drops_before

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from controller_lab import FakeSwitch, stop_controller
+from controller_lab import FakeSwitch, fake_switches, stop_controller
 from finsy.proto import rpc_code
 
 from controller.compiler import compile_routes
@@ -55,15 +55,7 @@ class Fabric:
 @pytest.fixture
 def fabric(tmp_path: Path) -> Iterator[Fabric]:
     topo = build_clos(2, 2, 2, 2, prefix="cu", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
-    switches = {
-        s.name: FakeSwitch(
-            s.name,
-            s.device_id,
-            tmp_path / f"{s.name}.sock",
-            {e.port: e.ifname for e in topo.ports_of(s.name)},
-        )
-        for s in topo.switches
-    }
+    switches = fake_switches(topo, tmp_path)
     core = server = channel = None
     try:
         for sw in switches.values():

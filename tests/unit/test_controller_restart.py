@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_lab import FakeSwitch
+from controller_lab import FakeSwitch, fake_switches
 
 from controller.compiler import compile_routes
 from controller.core import ControllerCore
@@ -30,15 +30,7 @@ DEADLINE_S = 10.0
 @pytest.fixture
 def fabric(tmp_path: Path) -> Iterator[tuple[Topology, dict[str, FakeSwitch]]]:
     topo = build_clos(2, 2, 2, 1, prefix="cr", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
-    switches = {
-        s.name: FakeSwitch(
-            s.name,
-            s.device_id,
-            tmp_path / f"{s.name}.sock",
-            {e.port: e.ifname for e in topo.ports_of(s.name)},
-        )
-        for s in topo.switches
-    }
+    switches = fake_switches(topo, tmp_path)
     for sw in switches.values():
         sw.start()
     try:
@@ -52,6 +44,13 @@ def started(topo: Topology, tmp_path: Path, state: Path | None) -> ControllerCor
     core = ControllerCore(topo, run_dir=tmp_path, state_file=state)
     core.start()
     assert core.wait_ready(DEADLINE_S) == []
+    return core
+
+
+def installed(topo: Topology, tmp_path: Path, state: Path | None) -> ControllerCore:
+    """A controller that has installed the routes on every switch."""
+    core = started(topo, tmp_path, state)
+    core.install_routes()
     return core
 
 
@@ -74,8 +73,7 @@ def test_a_restarted_controller_keeps_routes_and_faults(
 ) -> None:
     topo, _switches = fabric
     state = tmp_path / "controller-state.json"
-    old = started(topo, tmp_path, state)
-    old.install_routes()
+    old = installed(topo, tmp_path, state)
     hole = old.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0"))
     flap = old.inject_fault(FaultSpec(FaultKind.FLAP, "crt0p1n0-crt1p1n1", period_s=30))
     timed = old.inject_fault(
@@ -109,8 +107,7 @@ def test_without_the_state_a_new_controller_deletes_the_routes(
 ) -> None:
     """The defect the state file prevents: a fresh controller's desired state is empty."""
     topo, _switches = fabric
-    old = started(topo, tmp_path, None)
-    old.install_routes()
+    old = installed(topo, tmp_path, None)
     assert all(tables(old).values())
     old.stop()
     new = started(topo, tmp_path, None)
@@ -125,8 +122,7 @@ def test_an_expired_fault_is_not_restored_and_a_bad_file_is_refused(
 ) -> None:
     topo, _switches = fabric
     state = tmp_path / "controller-state.json"
-    old = started(topo, tmp_path, state)
-    old.install_routes()
+    old = installed(topo, tmp_path, state)
     old.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0", duration_s=0.3))
     old.stop()
     time.sleep(0.4)  # the fault's time runs out while no controller runs
