@@ -83,6 +83,12 @@ class AgentProcess:
             )
         return self.proc.pid
 
+    def restart(self) -> None:
+        """Start it again after it died (the supervisor's restart): the same command, so it reads
+        the host configuration the controller wrote and serves on the same control socket."""
+        self.start()
+        self.wait_ready()
+
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         from mrc_host.agent.client import AgentClient
 

@@ -1,5 +1,5 @@
-"""Supervisor: watch the processes a testbed started; restart dead switches and the
-controller, report dead agents.
+"""Supervisor: watch the processes a testbed started and restart the ones that die: switches,
+the controller and the host agents.
 
 A switch process (the Linux target's P4Runtime shim, or ``simple_switch_grpc``) that dies —
 ``kill -9``, a crash — would otherwise leave its switch without a control plane for the rest
@@ -11,7 +11,9 @@ finds it after a crash), and the controller, which reconnects to a switch whose 
 broke, then re-installs its pipeline and entries. A dead controller is started again the same
 way (``Testbed.restart_controller``); it reads the routes and faults its predecessor saved
 (``controller/state_file.py``), so the switches it reconnects to already match it. A dead
-agent is reported, not restarted.
+agent is started again with its command (``AgentProcess.restart``: it reads the host
+configuration the controller wrote); the transfers it was running are lost with it, and their
+senders see the peer go quiet.
 
 Every change is written to the run directory (``mrc_fabric.health``: ``events.jsonl`` and
 ``health.json``) and said on the console. A process that needs more than
@@ -146,13 +148,14 @@ class Supervisor:
         return None
 
     def watch_agent(self, name: str, agent: Any) -> Watched:
-        """A ``topologies.agents.AgentProcess``: reported when it dies, not restarted."""
+        """A ``topologies.agents.AgentProcess``: restarted when it dies (``agent.restart``), or
+        only reported when the object has no restart."""
 
         def proc() -> Process | None:
             p: Process | None = agent.proc
             return p
 
-        return self.watch(ProcessKind.AGENT, name, proc)
+        return self.watch(ProcessKind.AGENT, name, proc, getattr(agent, "restart", None))
 
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:

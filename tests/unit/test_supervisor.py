@@ -1,5 +1,5 @@
 """The testbed's supervisor on plain processes (no Mininet): a dead switch process is restarted
-and recorded, a dead agent is reported, failed restarts are retried, a crash loop is given up."""
+and recorded, a dead agent too, failed restarts are retried, a crash loop is given up."""
 
 from __future__ import annotations
 
@@ -99,11 +99,35 @@ def test_a_killed_switch_process_is_restarted_recorded_and_reported(
     assert any("restarted" in line for line in said)
 
 
-def test_a_dead_agent_is_reported_not_restarted(run: RunDir, procs: list[subprocess.Popen[bytes]]) -> None:
-    agent = FakeSwitch(procs)
+def test_a_dead_agent_is_restarted_and_reported(run: RunDir, procs: list[subprocess.Popen[bytes]]) -> None:
+    agent = FakeSwitch(procs)  # an AgentProcess has the same proc / restart()
     s = Supervisor(run)
     s.watch_agent("h3", agent)
     pid = kill9(agent.proc)
+    s.check()
+    (h,) = s.health()
+    assert agent.proc is not None and agent.proc.poll() is None and agent.proc.pid != pid
+    assert (h.state, h.process, h.pid, h.restarts) == (
+        ProcessState.RUNNING,
+        ProcessKind.AGENT,
+        agent.proc.pid,
+        1,
+    )
+    assert [(e.kind, e.process, e.pid) for e in read_events(run.path)] == [
+        (EventKind.EXITED, ProcessKind.AGENT, pid),
+        (EventKind.RESTARTED, ProcessKind.AGENT, agent.proc.pid),
+    ]
+
+
+def test_a_dead_process_without_a_restart_is_reported_once(
+    run: RunDir, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    class Reported:
+        proc: subprocess.Popen[bytes] | None = FakeSwitch(procs).proc
+
+    s = Supervisor(run)
+    s.watch_agent("h3", Reported())
+    pid = kill9(Reported.proc)
     s.check()
     s.check()  # reported once
     (h,) = s.health()
