@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_lab import FakeSwitch, fake_switches
+from controller_lab import fake_switches
 
 from controller.compiler import compile_routes
 from controller.core import ControllerCore
@@ -28,13 +28,14 @@ DEADLINE_S = 10.0
 
 
 @pytest.fixture
-def fabric(tmp_path: Path) -> Iterator[tuple[Topology, dict[str, FakeSwitch]]]:
+def topo(tmp_path: Path) -> Iterator[Topology]:
+    """The fabric's topology, its switches served in process while the test runs."""
     topo = build_clos(2, 2, 2, 1, prefix="cr", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
     switches = fake_switches(topo, tmp_path)
     for sw in switches.values():
         sw.start()
     try:
-        yield topo, switches
+        yield topo
     finally:
         for sw in switches.values():
             sw.stop()
@@ -68,10 +69,7 @@ def settled(core: ControllerCore, want: dict[str, set[TableEntry]]) -> dict[str,
     return got
 
 
-def test_a_restarted_controller_keeps_routes_and_faults(
-    fabric: tuple[Topology, dict[str, FakeSwitch]], tmp_path: Path
-) -> None:
-    topo, _switches = fabric
+def test_a_restarted_controller_keeps_routes_and_faults(topo: Topology, tmp_path: Path) -> None:
     state = tmp_path / "controller-state.json"
     old = installed(topo, tmp_path, state)
     hole = old.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0"))
@@ -102,11 +100,8 @@ def test_a_restarted_controller_keeps_routes_and_faults(
         new.stop()
 
 
-def test_without_the_state_a_new_controller_deletes_the_routes(
-    fabric: tuple[Topology, dict[str, FakeSwitch]], tmp_path: Path
-) -> None:
+def test_without_the_state_a_new_controller_deletes_the_routes(topo: Topology, tmp_path: Path) -> None:
     """The defect the state file prevents: a fresh controller's desired state is empty."""
-    topo, _switches = fabric
     old = installed(topo, tmp_path, None)
     assert all(tables(old).values())
     old.stop()
@@ -117,10 +112,7 @@ def test_without_the_state_a_new_controller_deletes_the_routes(
         new.stop()
 
 
-def test_an_expired_fault_is_not_restored_and_a_bad_file_is_refused(
-    fabric: tuple[Topology, dict[str, FakeSwitch]], tmp_path: Path
-) -> None:
-    topo, _switches = fabric
+def test_an_expired_fault_is_not_restored_and_a_bad_file_is_refused(topo: Topology, tmp_path: Path) -> None:
     state = tmp_path / "controller-state.json"
     old = installed(topo, tmp_path, state)
     old.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0", duration_s=0.3))
