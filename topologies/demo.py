@@ -286,7 +286,7 @@ def print_summary(r: dict[str, Any]) -> None:
         f"forward path crossed no fault at the time (replies and probe answers travel back on the "
         f"receiver's own EVs and can cross one), {skips} ECN/trim SKIPs"
     )
-    why = Counter(e.get("reason", "").split(" of psn")[0] or "?" for e in others)
+    why = Counter(e.get("reason", "").split(" of psn")[0] or "reason not recorded" for e in others)
     if why:
         print("    why: " + ", ".join(f"{n} {reason}" for reason, n in why.most_common()))
     rec = r["recovery_after_clear_s"]
