@@ -62,7 +62,9 @@ class ControllerClient:
         self.channel.close()
 
     def wait_ready(self, timeout: float) -> None:
-        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        """Until the controller answers (``wait_for_ready`` rather than a ready future, whose
+        watcher thread dies with a traceback when the channel closes under it)."""
+        self.stub.GetHealth(pb.GetHealthRequest(), timeout=timeout, wait_for_ready=True)
 
     # -- calls -----------------------------------------------------------------------------------
     def topology_json(self, timeout: float = 10.0) -> str:

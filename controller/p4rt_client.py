@@ -35,7 +35,7 @@ import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_code
 
 from mrc_fabric.p4info import P4InfoIndex
-from mrc_p4rt.channel import arbitration_request, set_election_id
+from mrc_p4rt.channel import arbitration_request, set_election_id, wait_for_p4runtime
 from mrc_p4rt.codec import decode_entry, encode_entry
 from mrc_p4rt.entries import MatchValue, TableEntry
 from mrc_p4rt.status import P4RuntimeCallError
@@ -199,7 +199,7 @@ class SwitchSession:
     def _session(self) -> None:
         channel = grpc.insecure_channel(self.address)
         self._channel = channel
-        grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT_S)
+        wait_for_p4runtime(channel, CONNECT_TIMEOUT_S)
         stub = p4r_grpc.P4RuntimeStub(channel)
         self._stub = stub
         requests: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
@@ -398,7 +398,7 @@ class SwitchSession:
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, grpc.FutureTimeoutError):
+    if isinstance(exc, grpc.RpcError) and exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
         return "switch did not answer (connect timeout)"
     if isinstance(exc, grpc.RpcError):
         return f"{exc.code().name}: {exc.details()}"

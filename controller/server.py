@@ -39,6 +39,7 @@ from controller.faults import (
 from controller.p4rt_client import SwitchError, SwitchUnavailable
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Topology, TopologyError
 
 log = logging.getLogger("mrc-controller")
@@ -391,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(message)s"
     )
+    install_thread_errors(lambda line: log.error("%s", line))
     try:
         topo = Topology.load(args.topology)
     except (OSError, TopologyError) as exc:

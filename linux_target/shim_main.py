@@ -8,7 +8,9 @@ It programs the network namespace it runs in (start it with ``ip netns exec NS``
 or from a Mininet node). On start it enables IPv6 forwarding and seg6 on every
 interface, removes what an earlier shim of the same name left, then serves
 until SIGTERM/SIGINT, when it removes its routes, neighbours, nft tables,
-qdiscs, BPF programs and socket. On every port it installs the egress model
+qdiscs, BPF programs and socket. SIGUSR1 says the namespace itself is about to be deleted
+(the whole fabric going down): the shim then only closes its server and socket, as all
+the rest goes with the namespace. On every port it installs the egress model
 (``egress.py``: HTB at the port's ``--rate`` with a high-priority class, and the
 eBPF program that marks ECN, trims and tail-drops as ``port_policy`` says).
 Needs root, Linux ≥ 6.1 (seg6local ``flavors next-csid``) and clang, libbpf-dev
@@ -31,6 +33,7 @@ import grpc
 from finsy.proto import p4r_grpc
 
 from mrc_fabric.p4info import P4INFO_PATH, P4InfoIndex, load_p4info
+from mrc_fabric.thread_errors import install as install_thread_errors
 
 from .counters import CounterReader
 from .egress import DEFAULT_BUFFER_BYTES, EgressError, PortEgress, PortState, build_object
@@ -293,33 +296,60 @@ def run(args: argparse.Namespace) -> int:
     if server.add_insecure_port(address) == 0:
         raise ShimSetupError(f"cannot listen on {args.listen}")
     stop = threading.Event()
+    going = threading.Event()  # SIGUSR1: the namespace is being deleted, with all that is in it
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+
+    def namespace_going(*_: object) -> None:
+        going.set()
+        stop.set()
+
+    signal.signal(signal.SIGUSR1, namespace_going)
     server.start()
     _log_serving(args, address, ports, rates, bool(egress))
     try:
         stop.wait()
     finally:
-        log.info("stopping")
         sweep.stop()
         watcher.stop()
-        server.stop(grace=1).wait()
-        # Mininet may have deleted the interfaces already: remove what is left, best effort.
-        with service.lock:
-            for nh in tables.state.neighbours:
-                try:
-                    netlink.set_neighbour(nh, False)
-                except KernelError as exc:
-                    log.warning("leaving neighbour %s: %s", nh, exc)
-        netlink.flush_own_routes()
-        netlink.remove_anchor()
-        nft.remove()
-        for e in egress.values():
-            e.remove()
+        if going.is_set():
+            # routes, neighbours, nft tables, qdiscs and BPF programs all go with the namespace;
+            # a whole fabric's shims exit at once, so not even the interpreter's own teardown
+            log.info("stopping; the namespace goes with its routes, tables and programs")
+            if sock is not None:
+                sock.unlink(missing_ok=True)
+            logging.shutdown()
+            os._exit(0)
+        else:
+            log.info("stopping")
+            server.stop(grace=1).wait()
+            _undo(service, tables, netlink, nft, egress)
         netlink.close()
         if sock is not None:
             sock.unlink(missing_ok=True)
     return 0
+
+
+def _undo(
+    service: P4RuntimeShim,
+    tables: SwitchTables,
+    netlink: NetlinkBackend,
+    nft: NftFaults,
+    egress: dict[int, PortEgress],
+) -> None:
+    """Remove what the shim put into its namespace (Mininet may have deleted the interfaces
+    already: best effort)."""
+    with service.lock:
+        for nh in tables.state.neighbours:
+            try:
+                netlink.set_neighbour(nh, False)
+            except KernelError as exc:
+                log.warning("leaving neighbour %s: %s", nh, exc)
+    netlink.flush_own_routes()
+    netlink.remove_anchor()
+    nft.remove()
+    for e in egress.values():
+        e.remove()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         filename=args.log,
         format=f"%(asctime)s {args.name} %(levelname)s %(name)s: %(message)s",
     )
+    install_thread_errors(lambda line: log.error("%s", line))
     try:
         return run(args)
     except ShimSetupError as exc:

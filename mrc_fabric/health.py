@@ -33,6 +33,7 @@ class ProcessKind(enum.StrEnum):
     BMV2 = "bmv2"  # BMv2 target: simple_switch_grpc
     AGENT = "agent"  # mrc serve in a host
     CONTROLLER = "controller"  # mrc-controller (controller.server)
+    TESTBED = "testbed"  # the testbed process itself (topologies.testbed)
 
 
 class ProcessState(enum.StrEnum):
@@ -47,6 +48,7 @@ class EventKind(enum.StrEnum):
     RESTARTED = "process_restarted"
     RESTART_FAILED = "restart_failed"
     GAVE_UP = "restarts_given_up"
+    THREAD_ERROR = "thread_error"  # an exception ended a background thread (mrc_fabric.thread_errors)
 
 
 @dataclass(frozen=True)

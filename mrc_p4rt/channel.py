@@ -22,6 +22,18 @@ def arbitration_request(device_id: int, election_id: int) -> p4r.StreamMessageRe
     return req
 
 
+def wait_for_p4runtime(channel: grpc.Channel, timeout: float) -> p4r.CapabilitiesResponse:
+    """Capabilities, waiting up to ``timeout`` for ``channel`` to connect first.
+
+    Why not ``grpc.channel_ready_future``: it watches the channel from a thread of its own,
+    and a channel closed before that thread has run (a timeout on a busy machine, a switch
+    that went away) makes the thread die with an uncaught "Channel closed!" traceback.
+    ``wait_for_ready`` waits inside the call and leaves nothing running behind it.
+    """
+    stub = p4r_grpc.P4RuntimeStub(channel)
+    return stub.Capabilities(p4r.CapabilitiesRequest(), timeout=timeout, wait_for_ready=True)
+
+
 def wait_until_serving(address: str, timeout: float, alive: Callable[[], bool] | None = None) -> None:
     """Block until a P4Runtime server answers Capabilities at ``address``.
 
@@ -35,12 +47,9 @@ def wait_until_serving(address: str, timeout: float, alive: Callable[[], bool] |
             raise RuntimeError(f"the server for {address} exited before answering")
         with grpc.insecure_channel(address) as channel:
             try:
-                grpc.channel_ready_future(channel).result(
-                    timeout=max(0.05, min(1.0, deadline - time.monotonic()))
-                )
-                p4r_grpc.P4RuntimeStub(channel).Capabilities(p4r.CapabilitiesRequest(), timeout=2)
+                wait_for_p4runtime(channel, max(0.05, min(1.0, deadline - time.monotonic())))
                 return
-            except (grpc.FutureTimeoutError, grpc.RpcError) as exc:
+            except grpc.RpcError as exc:
                 last = exc
         time.sleep(0.05)  # back off between connection attempts (the deadline bounds the wait)
     raise TimeoutError(f"no P4Runtime server at {address} after {timeout:.1f}s: {last}")

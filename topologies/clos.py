@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from ipaddress import IPv6Network
 from pathlib import Path
 from typing import Any
@@ -99,11 +100,14 @@ def start_clos(
     target: Target | str = Target.LINUX,
     block: IPv6Network = DEFAULT_BLOCK,
     link_opts: dict[str, Any] | None = None,
+    phases: dict[str, float] | None = None,
 ) -> tuple[Mininet, Topology]:
     """Build and start the fabric; write ``<run_dir>/topology.json``; return ``(net, topology)``.
 
     ``link_opts`` go to every ``addLink`` (``{"cls": TCLink, "bw": 100}`` limits each link
-    to 100 Mbit/s with an htb qdisc).
+    to 100 Mbit/s with an htb qdisc). ``phases``, when given, gets the seconds each step
+    took: ``namespaces_and_links`` (nodes, veths, MTUs), ``switches`` (every switch started
+    and answering), ``addresses`` (the rest of :func:`finish_start`).
     """
     run = Path(run_dir).resolve()
     run.mkdir(parents=True, exist_ok=True)
@@ -114,14 +118,15 @@ def start_clos(
     net = Mininet(
         topo=ClosTopo(topology, cls, str(run), link_opts), controller=None, build=False, autoSetMacs=False
     )
+    clock = _PhaseClock(phases)
     try:
         net.build()
-        for sw in topology.switches:
-            # seg6local routes (my_usid) hang off "lo", which a fresh namespace has down
-            net.get(sw.name).cmd("ip link set dev lo up")
         set_link_mtus(net, topology)
+        clock.lap("namespaces_and_links")
         net.start()
+        clock.lap("switches")
         finish_start(net, topology, run)
+        clock.lap("addresses")
     except BaseException:
         net.stop()
         raise
@@ -129,14 +134,35 @@ def start_clos(
 
 
 def set_link_mtus(net: Mininet, topology: Topology) -> None:
-    """RoCE-sized frames on every link and host port, on both targets (idempotent).
+    """RoCE-sized frames on every link and host port, on both targets (idempotent); every
+    switch's ``lo`` up (seg6local routes for its own uSID hang off it, and a fresh namespace
+    has it down).
 
     Called before the switches start: BMv2 sizes its packet capture from a port's MTU when it
     opens the port and drops every longer frame unseen (topologies.bmv2_switch).
     """
+    commands: dict[str, list[str]] = {sw.name: ["link set dev lo up"] for sw in topology.switches}
     for link in topology.links:
         for end in (link.a, link.b):
-            net.get(end.node).cmd(f"ip link set dev {end.ifname} mtu {FABRIC_MTU}")
+            commands.setdefault(end.node, []).append(f"link set dev {end.ifname} mtu {FABRIC_MTU}")
+    for node, lines in commands.items():  # one ``ip -batch`` per node, not one shell round trip per port
+        quoted = " ".join(f"'{line}'" for line in lines)
+        out = net.get(node).cmd(f"printf '%s\\n' {quoted} | ip -batch -; echo mtus-set-$?")
+        if "mtus-set-0" not in out:
+            raise RuntimeError(f"{node}: setting link MTUs failed: {out.strip()}")
+
+
+class _PhaseClock:
+    """Seconds per bring-up step into a caller's dict (nothing when it passed none)."""
+
+    def __init__(self, phases: dict[str, float] | None) -> None:
+        self.phases, self.t = phases, time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        if self.phases is not None:
+            self.phases[name] = round(now - self.t, 2)
+        self.t = now
 
 
 def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[str]) -> None:

@@ -13,6 +13,8 @@ Interface for the controller and topology code::
     sw.restart_shim()        # kill and restart the shim: the kernel state is wiped, re-install entries
     sw.set_port_rate(2, 5)   # slow port 2 to 5 Mbit/s on purpose (HTB and the virtual queue)
     net.stop()               # stop(): SIGTERM to the shim by PID (SIGKILL after 5 s), socket removed
+    sw.stop_shim(namespace_going=True)  # the fabric goes down (topologies.teardown): SIGUSR1,
+                             # the shim leaves the namespace's state to go with it
 
 The switch lives in its own network namespace (``inNamespace=True``); the shim
 runs inside it and programs that namespace only: seg6local End next-csid for
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -169,9 +172,11 @@ class LinuxSrv6Switch(P4PortsSwitch):
         except OSError:
             return "(no shim log)"
 
-    def stop_shim(self) -> None:
+    def stop_shim(self, namespace_going: bool = False) -> None:
+        """Stop the shim; with ``namespace_going`` (the whole fabric is being torn down) it
+        undoes nothing in the namespace, which goes with everything in it."""
         proc, self.shim = self.shim, None
-        terminate(proc, SHIM_STOP_TIMEOUT)
+        terminate(proc, SHIM_STOP_TIMEOUT, signal.SIGUSR1 if namespace_going else signal.SIGTERM)
         self.socket_path.unlink(missing_ok=True)
 
     def restart_shim(self) -> None:

@@ -13,8 +13,10 @@ import subprocess
 from typing import Any
 
 
-def terminate(proc: subprocess.Popen[Any] | None, timeout: float) -> int | None:
-    """SIGTERM by PID, SIGKILL after ``timeout`` seconds; reaps the process.
+def terminate(
+    proc: subprocess.Popen[Any] | None, timeout: float, sig: signal.Signals = signal.SIGTERM
+) -> int | None:
+    """``sig`` (SIGTERM) by PID, SIGKILL after ``timeout`` seconds; reaps the process.
 
     Returns its exit status (None where there was no process). A process that is already
     gone is only reaped.
@@ -23,7 +25,7 @@ def terminate(proc: subprocess.Popen[Any] | None, timeout: float) -> int | None:
         return None
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -27,7 +27,6 @@ if __name__ == "builtins":  # pragma: no cover - someone ran `mn --custom topolo
 
 
 import argparse
-import logging
 import os
 import signal
 import subprocess
@@ -40,13 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from controller.northbound import ControllerClient
-from mrc_fabric.health import ProcessHealth, ProcessKind
+from mrc_fabric.health import EventKind, ProcessEvent, ProcessHealth, ProcessKind, append_event
+from mrc_fabric.thread_errors import ThreadErrors
+from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
 from topologies.prune import keep_runs_from_env, prune_runs
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.supervisor import Supervisor
 from topologies.target import TargetChoice, choose_target
+from topologies.teardown import stop_fabric
 
 CONTROLLER_START_TIMEOUT = 30.0
 CONTROLLER_STATE = "controller-state.json"  # routes and faults a restarted controller takes up
@@ -145,6 +147,7 @@ class Testbed:
         self._own_net = True
         self._old_handlers: dict[int, Any] = {}
         self._stopped = False
+        self._thread_errors: ThreadErrors | None = None
         self.teardown_ticks: int | None = None
 
     # -- context manager -------------------------------------------------------------------------
@@ -169,6 +172,7 @@ class Testbed:
         self.say(self.choice.banner())
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
         self.say(f"run directory: {self.run.path}")
+        self._report_thread_errors()
         self._write_run_info()
         self._prune_runs()
         link_opts = None
@@ -215,9 +219,23 @@ class Testbed:
         self._own_net = False
         self.net, self.topology, self.run, self.choice = net, topology, run, choice
         self._install_signal_handlers()
+        self._report_thread_errors()
         self._write_run_info()
         self._record_net()
         self.start_services()
+
+    def _report_thread_errors(self) -> None:
+        """An exception that ends one of this process's threads (grpc's among them) becomes
+        one line in the run's events and on the console, once, instead of a traceback."""
+        run = self.run
+        assert run is not None
+
+        def report(line: str) -> None:
+            kind, who = EventKind.THREAD_ERROR, ProcessKind.TESTBED
+            append_event(run.path, ProcessEvent(time.time(), kind, who, "testbed", os.getpid(), line))
+            self.say(f"error in a background thread: {line}")
+
+        self._thread_errors = install_thread_errors(report)
 
     def _write_run_info(self) -> None:
         assert self.run is not None and self.choice is not None
@@ -379,25 +397,11 @@ class Testbed:
             if self.run is not None:
                 self.run.controller_socket.unlink(missing_ok=True)
             if self.net is not None and self._own_net:
-                from mininet.log import lg
-
-                # every shim / BMv2 process at once (each waits up to seconds for its own exit);
-                # net.stop() then finds them stopped
-                stops: list[Callable[[], Any]] = [
-                    getattr(sw, "stop_shim", None) or sw.stop_switch
-                    for sw in self.net.switches
-                    if hasattr(sw, "stop_shim") or hasattr(sw, "stop_switch")
-                ]
-                _in_parallel(stops)
-
-                level = lg.getEffectiveLevel()
-                lg.setLevel(logging.WARNING)  # net.stop() narrates every link otherwise
-                try:
-                    self.net.stop()
-                finally:
-                    lg.setLevel(level)
+                stop_fabric(self.net)  # in bulk: every switch at once, then every namespace
             self.net = None
         finally:
+            if self._thread_errors is not None:  # after the teardown: its threads are reported too
+                self._thread_errors.uninstall()
             self._restore_signals(held)
 
     # -- signals ---------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -87,15 +86,18 @@ def patient(switch_cls: type) -> type:
     return PatientSwitch
 
 
-def stop_net(net: Any) -> None:
-    """Stop every switch's server at once (each waits for its own exit), then the net."""
-    stoppers = [getattr(sw, "stop_shim", None) or getattr(sw, "stop_switch", None) for sw in net.switches]
-    threads = [threading.Thread(target=fn, daemon=True) for fn in stoppers if fn is not None]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    net.stop()
+def stop_net(net: Any, phases: dict[str, float]) -> None:
+    """The testbed's own teardown (``topologies.teardown``): every switch process at once,
+    then every namespace; ``phases`` gets the seconds of each."""
+    from topologies.teardown import stop_fabric, stop_switch_processes
+
+    started = time.monotonic()
+    try:
+        stop_switch_processes(net)
+    finally:
+        phases["switches"] = round(time.monotonic() - started, 2)
+        stop_fabric(net)  # (the switch processes are stopped already: only the namespaces left)
+        phases["namespaces_and_links"] = round(time.monotonic() - started - phases["switches"], 2)
 
 
 def measure(ctx: Context, planes: int, t0: int, t1: int) -> dict[str, Any]:
@@ -126,6 +128,7 @@ def measure(ctx: Context, planes: int, t0: int, t1: int) -> dict[str, Any]:
     started = time.monotonic()
     choice = choose_target(ctx.target)
     run = RunDir.create(runs, latest=False)
+    phases: dict[str, float] = {}
     net, topology = start_clos(
         run.path,
         planes,
@@ -135,11 +138,15 @@ def measure(ctx: Context, planes: int, t0: int, t1: int) -> dict[str, Any]:
         node_prefix="ex",
         switch_cls=patient(choice.switch_cls),
         target=choice.target,
+        phases=phases,
     )
     tb = Testbed(cfg, say=lambda m: None)
     try:
+        adopt_started = time.monotonic()
         tb.adopt(net, topology, run, choice)  # controller up, every route installed
+        phases["controller_install"] = round(time.monotonic() - adopt_started, 2)
         row["setup_s"] = time.monotonic() - started
+        row["phases_s"] = phases
         row.update({"switches": len(topology.switches), "links": len(topology.links)})
         pids = children_of({r.pid for r in run.records()})
         row["processes"] = len(pids)
@@ -151,11 +158,14 @@ def measure(ctx: Context, planes: int, t0: int, t1: int) -> dict[str, Any]:
         ) / 2**20
     finally:
         down = time.monotonic()
+        down_phases: dict[str, float] = {}
         try:
             tb.stop()  # controller (adopted net: the net is ours to stop)
+            down_phases["controller"] = round(time.monotonic() - down, 2)
         finally:
-            stop_net(net)
+            stop_net(net, down_phases)
         row["teardown_s"] = time.monotonic() - down
+        row["teardown_phases_s"] = down_phases
         shutil.rmtree(runs, ignore_errors=True)
     return row
 
@@ -168,7 +178,11 @@ def run(ctx: Context, res: Result) -> None:
         row = measure(ctx, planes, t0, t1)
         rows.append(row)
         step(
-            f"   up in {row['setup_s']:.1f} s, down in {row['teardown_s']:.1f} s, "
+            f"   up in {row['setup_s']:.1f} s ("
+            + ", ".join(f"{k} {v:.1f}" for k, v in row["phases_s"].items())
+            + f"), down in {row['teardown_s']:.1f} s ("
+            + ", ".join(f"{k} {v:.1f}" for k, v in row["teardown_phases_s"].items())
+            + "), "
             f"{row['processes']} processes "
             f"PSS {row['pss_mib']:.0f} MiB, kernel +{row['kernel_mib']:.0f} MiB, "
             f"machine +{row['machine_used_delta_mib']:.0f} MiB"

@@ -52,12 +52,16 @@ def test_dead_switch_is_reported_marked_on_paths_and_resynced(fabric: Fabric, tm
         session = fabric.core.pool[name]
         assert all(p.status == "ok" for p in client.paths("cuh0", "cuh3"))
         fabric.switches[name].stop()
-        wait_for(lambda: not session.reachable, "the controller to see the switch gone")
-        kinds = []
-        while not events.empty():
-            e = events.get_nowait()
-            if e is not None and e.switch == name:
-                kinds.append(e.kind)
+        kinds: list[str] = []
+
+        def seen() -> bool:  # (the session marks itself unreachable a moment before the event)
+            while not events.empty():
+                e = events.get_nowait()
+                if e is not None and e.switch == name:
+                    kinds.append(e.kind)
+            return bool(kinds) and not session.reachable
+
+        wait_for(seen, "the controller to see the switch gone")
         assert kinds == ["switch_disconnected"]
         paths = client.paths("cuh0", "cuh3")
         through = [p for p in paths if any(h.node == name for h in p.hops)]
