@@ -38,6 +38,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .netlink_backend import KernelError
 
@@ -76,6 +77,7 @@ STATE_FIELDS = (
     "sent_bytes",
 )
 MAP_NAMES = ("mrc_policy", "mrc_link", "mrc_state")
+PROGRAM_NAME = "mrc_egress"  # the program's function name in mrc_egress.c
 
 
 class EgressError(KernelError):
@@ -226,6 +228,84 @@ def _tc_batch(cmds: list[list[str]]) -> None:
         raise EgressError(f"tc -batch: {proc.stderr.strip() or proc.stdout.strip()}")
 
 
+def _tc_force(lines: list[str]) -> None:
+    """tc commands in one ``tc -force -batch -`` whose refusals do not matter (removing what
+    may not be there)."""
+    if lines:
+        subprocess.run(
+            ["tc", "-force", "-batch", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True
+        )
+
+
+def _bpftool_batch(lines: list[str]) -> list[Any]:
+    """bpftool commands in one ``bpftool -j batch file -``; each command's JSON output, in
+    order. bpftool stops at the first command that fails: that one is named in the error."""
+    if not lines:
+        return []
+    proc = subprocess.run(
+        ["bpftool", "-j", "batch", "file", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True
+    )
+    try:
+        results = json.loads(proc.stdout or "[]")
+    except json.JSONDecodeError as exc:
+        raise EgressError(f"bpftool batch: unreadable output ({exc}): {proc.stderr.strip()}") from exc
+    outputs = [r.get("output") for r in results]
+    for line, out in zip(lines, outputs, strict=False):
+        if isinstance(out, dict) and "error" in out:
+            raise EgressError(f"bpftool {line}: {out['error']}")
+    if proc.returncode != 0 or len(outputs) < len(lines):
+        raise EgressError(f"bpftool batch: {proc.stderr.strip() or 'stopped early'}")
+    return outputs
+
+
+def install_ports(
+    rates_bps: dict[str, int], buffer_bytes: int = DEFAULT_BUFFER_BYTES
+) -> dict[str, PortEgress]:
+    """The egress model on every given interface at once (``rates_bps``: interface -> rate, 0
+    for no HTB); replaces what was there.
+
+    Why at once: one port's install took nine tc and bpftool processes, and a fabric of 128
+    switches with nine ports each spent most of its start-up in them. Here a whole switch
+    takes six, whatever its number of ports: the old state removed, the qdiscs and programs
+    added, the programs' maps found (three), and the link parameters written."""
+    obj = build_object()
+    devs = sorted(rates_bps)
+    _tc_force([f"qdisc del dev {d} {kind}" for d in devs for kind in ("clsact", "root")])
+    ports = {d: PortEgress(d) for d in devs}
+    cmds: list[list[str]] = []
+    for d in devs:
+        cmds += ports[d].setup_commands(rates_bps[d], obj)
+    _tc_batch(cmds)
+    find_maps(list(ports.values()))
+    _bpftool_batch([ports[d].update_line("mrc_link", _LINK.pack(rates_bps[d], buffer_bytes)) for d in devs])
+    return ports
+
+
+def find_maps(ports: list[PortEgress]) -> None:
+    """Each port's map ids, for all ports with three processes (``bpftool net show`` names
+    the program on each interface of this namespace)."""
+    if not ports:
+        return
+    nets = json.loads(_run(["bpftool", "-j", "net", "show"]) or "[]")
+    progs: dict[str, int] = {}
+    for net in nets:
+        for hook in net.get("tc", []):
+            if hook.get("kind") == "clsact/egress" and str(hook.get("name", "")).startswith(PROGRAM_NAME):
+                progs[hook["devname"]] = int(hook["id"])
+    missing = sorted(p.dev for p in ports if p.dev not in progs)
+    if missing:
+        raise EgressError(f"{', '.join(missing)}: no {PROGRAM_NAME} program on the egress hook")
+    infos = _bpftool_batch([f"prog show id {progs[p.dev]}" for p in ports])
+    map_ids = [[int(m) for m in info.get("map_ids", [])] for info in infos]
+    shows = _bpftool_batch([f"map show id {m}" for ids in map_ids for m in ids])
+    names = iter(shows)
+    for port, ids in zip(ports, map_ids, strict=True):
+        maps = {str(next(names)["name"]): mid for mid in ids}
+        if set(MAP_NAMES) - set(maps):
+            raise EgressError(f"{port.dev}: its program lacks maps {sorted(set(MAP_NAMES) - set(maps))}")
+        port.maps = maps
+
+
 def _hex(data: bytes) -> list[str]:
     return [f"{b:02x}" for b in data]
 
@@ -257,14 +337,18 @@ class PortEgress:
         costs milliseconds at bring-up)."""
         obj = build_object()
         self.remove()
+        _tc_batch(self.setup_commands(rate_bps, obj))
+        self.maps = None
+        self.write_link(rate_bps, buffer_bytes)
+
+    def setup_commands(self, rate_bps: int, obj: Path) -> list[list[str]]:
+        """The tc commands that put HTB (``rate_bps`` > 0) and the program on this port."""
         cmds = self._htb_setup(rate_bps) if rate_bps > 0 else []
         cmds.append(["tc", "qdisc", "add", "dev", self.dev, "clsact"])
         cmds.append(
             ["tc", "filter", "add", "dev", self.dev, "egress", "bpf", "da", "obj", str(obj), "sec", SECTION]
         )
-        _tc_batch(cmds)
-        self.maps = None
-        self.write_link(rate_bps, buffer_bytes)
+        return cmds
 
     def _htb_setup(self, rate_bps: int) -> list[list[str]]:
         dev = self.dev
@@ -298,7 +382,7 @@ class PortEgress:
             return None
         for f in filters:
             prog = f.get("options", {}).get("prog")
-            if prog and prog.get("name") == "mrc_egress":
+            if prog and prog.get("name") == PROGRAM_NAME:
                 return int(prog["id"])
         return None
 
@@ -318,23 +402,13 @@ class PortEgress:
         self.maps = maps
         return maps
 
+    def update_line(self, name: str, value: bytes) -> str:
+        """The bpftool command (without ``bpftool``) that writes ``value`` into map ``name``."""
+        key, val = " ".join(_hex(b"\0" * 4)), " ".join(_hex(value))
+        return f"map update id {self.map_ids()[name]} key hex {key} value hex {val}"
+
     def _update(self, name: str, value: bytes) -> None:
-        mid = self.map_ids()[name]
-        _run(
-            [
-                "bpftool",
-                "map",
-                "update",
-                "id",
-                str(mid),
-                "key",
-                "hex",
-                *_hex(b"\0" * 4),
-                "value",
-                "hex",
-                *_hex(value),
-            ]
-        )
+        _run(["bpftool", *self.update_line(name, value).split()])
 
     def _lookup(self, name: str) -> bytes:
         mid = self.map_ids()[name]

@@ -32,11 +32,11 @@ from pathlib import Path
 import grpc
 from finsy.proto import p4r_grpc
 
-from mrc_fabric.p4info import P4INFO_PATH, P4InfoIndex, load_p4info
+from mrc_fabric.p4info import P4INFO_PATH, P4InfoIndex, default_index, load_p4info
 from mrc_fabric.thread_errors import install as install_thread_errors
 
 from .counters import CounterReader
-from .egress import DEFAULT_BUFFER_BYTES, EgressError, PortEgress, PortState, build_object
+from .egress import DEFAULT_BUFFER_BYTES, EgressError, PortEgress, PortState, install_ports
 from .kernel_programmer import KernelProgrammer, reapply
 from .link_watch import LinkWatcher
 from .netlink_backend import KernelError, NetlinkBackend, read_snmp6, write_sysctl
@@ -210,19 +210,16 @@ def _install_egress(
     args: argparse.Namespace, ports: dict[int, str], rates: dict[int, float]
 ) -> dict[int, PortEgress]:
     """The egress model (HTB + eBPF) on every port, or none with --no-egress-model; all or nothing."""
-    egress: dict[int, PortEgress] = {}
     if args.no_egress_model:
-        return egress
+        return {}
+    rates_bps = {ifname: int(rates.get(port, 0) * 1e6) for port, ifname in ports.items()}
     try:
-        build_object()
-        for port, ifname in sorted(ports.items()):
-            egress[port] = PortEgress(ifname)
-            egress[port].install(int(rates.get(port, 0) * 1e6), args.buffer_bytes)
+        by_dev = install_ports(rates_bps, args.buffer_bytes)
     except EgressError as exc:
-        for e in egress.values():
-            e.remove()
+        for ifname in ports.values():  # all or nothing
+            PortEgress(ifname).remove()
         raise ShimSetupError(f"{exc} (or run the shim with --no-egress-model)") from exc
-    return egress
+    return {port: by_dev[ifname] for port, ifname in ports.items()}
 
 
 def _log_serving(
@@ -250,7 +247,8 @@ def _log_serving(
 
 def run(args: argparse.Namespace) -> int:
     ports, rates = _checked_ports(args)
-    index = P4InfoIndex(load_p4info(args.p4info))
+    # (the committed P4Info's index is cached: a launcher parses it once for all its shims)
+    index = default_index() if args.p4info == P4INFO_PATH else P4InfoIndex(load_p4info(args.p4info))
     enable_forwarding(ports)
     egress = _install_egress(args, ports, rates)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from topologies.rundir import LATEST, RUN_FILE, ProcessRecord, proc_cmdline, proc_start_time, read_records
 
-KILL_ORDER = ("capture", "agent", "controller", "shim", "bmv2", "node")
+KILL_ORDER = ("capture", "agent", "controller", "shim", "launcher", "bmv2", "node")
 STRAY_MARKERS = (
     "simple_switch_grpc",
     "linux_target.shim_main",

@@ -29,6 +29,7 @@ from mininet.topo import Topo
 from mrc_fabric.addressing import DEFAULT_BLOCK
 from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.topology import Target, Topology, build_clos
+from topologies.shim_launcher import ShimLauncher
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +47,19 @@ class ClosTopo(Topo):  # type: ignore[misc]  # Mininet is untyped
     """Mininet Topo for a :class:`Topology` (hosts, switches and links exactly as modelled)."""
 
     def build(
-        self, topology: Topology, switch_cls: type, run_dir: str, link_opts: dict[str, Any] | None = None
+        self,
+        topology: Topology,
+        switch_cls: type,
+        run_dir: str,
+        link_opts: dict[str, Any] | None = None,
+        switch_opts: dict[str, Any] | None = None,
     ) -> None:
         for sw in topology.switches:
             # The switch class decides where it runs: LinuxSrv6Switch forces its own namespace,
             # Bmv2Switch stays in the root namespace (its gRPC/Thrift ports on 127.0.0.1).
-            self.addSwitch(sw.name, cls=switch_cls, device_id=sw.device_id, run_dir=run_dir)
+            self.addSwitch(
+                sw.name, cls=switch_cls, device_id=sw.device_id, run_dir=run_dir, **(switch_opts or {})
+            )
         for h in topology.hosts:
             self.addHost(h.name, cls=Host, ip=None)
         for link in topology.links:
@@ -115,9 +123,15 @@ def start_clos(
         planes, t0_per_plane, t1_per_plane, hosts_per_t0, block=block, prefix=node_prefix, target=target
     )
     cls = switch_cls or _default_switch_cls()
-    net = Mininet(
-        topo=ClosTopo(topology, cls, str(run), link_opts), controller=None, build=False, autoSetMacs=False
+    launcher = _shim_launcher(cls, run)
+    switch_opts = {"launcher": launcher} if launcher is not None else None
+    net = FabricNet(
+        topo=ClosTopo(topology, cls, str(run), link_opts, switch_opts),
+        controller=None,
+        build=False,
+        autoSetMacs=False,
     )
+    net.shim_launcher = launcher
     clock = _PhaseClock(phases)
     try:
         net.build()
@@ -131,6 +145,29 @@ def start_clos(
         net.stop()
         raise
     return net, topology
+
+
+class FabricNet(Mininet):  # type: ignore[misc]  # Mininet is untyped
+    """A Mininet whose ``stop`` also ends the shim launcher its switches were forked from."""
+
+    shim_launcher: ShimLauncher | None = None
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            if self.shim_launcher is not None:
+                self.shim_launcher.stop()
+
+
+def _shim_launcher(switch_cls: type, run: Path) -> ShimLauncher | None:
+    """One warm process to fork every Linux shim from (``topologies.shim_launcher``); none
+    for BMv2, or with ``MRC_SHIM_LAUNCHER=0`` (each shim a fresh interpreter, as before)."""
+    from topologies.linux_switch import LinuxSrv6Switch
+
+    if not issubclass(switch_cls, LinuxSrv6Switch) or os.environ.get("MRC_SHIM_LAUNCHER", "1") == "0":
+        return None
+    return ShimLauncher(run / "shim-launcher.log").start()
 
 
 def set_link_mtus(net: Mininet, topology: Topology) -> None:

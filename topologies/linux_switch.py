@@ -41,6 +41,7 @@ from typing import Any
 from linux_target.p4rt_client import wait_until_serving
 from topologies.p4_switch import P4PortsSwitch
 from topologies.procs import terminate
+from topologies.shim_launcher import LaunchedShim, ShimLauncher
 
 SHIM_START_TIMEOUT = 20.0
 SHIM_STOP_TIMEOUT = 5.0
@@ -61,6 +62,7 @@ class LinuxSrv6Switch(P4PortsSwitch):
         start_timeout: float = SHIM_START_TIMEOUT,
         buffer_bytes: int | None = None,
         egress_model: bool = True,
+        launcher: ShimLauncher | None = None,
         **params: Any,
     ) -> None:
         # Always its own namespace: Mininet.addSwitch passes inNamespace=False by default, and a
@@ -74,7 +76,10 @@ class LinuxSrv6Switch(P4PortsSwitch):
         self.shim_log = self.run_dir / f"{name}.shim.log"
         self.socket_path = self.run_dir / f"{name}.p4rt.sock"
         self.p4rt_address = f"unix:{self.socket_path}"
-        self.shim: subprocess.Popen[bytes] | None = None
+        self.shim: subprocess.Popen[bytes] | LaunchedShim | None = None
+        # forks the shim from one warm process (topologies.shim_launcher); None: a new one
+        self.launcher = launcher
+        self.shim_exit = self.run_dir / f"{name}.shim.exit"
         self.buffer_bytes = buffer_bytes  # per-port data buffer (None: the shim's default)
         self.egress_model = egress_model
 
@@ -148,14 +153,18 @@ class LinuxSrv6Switch(P4PortsSwitch):
 
     def start_shim(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        for intf in self.intfList():
-            if intf.name != "lo":
-                self.cmd(f"ip link set dev {intf.name} up")
-        with open(self.shim_log, "ab") as log:
-            self.shim = self.popen(
-                self.shim_command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
-        proc = self.shim
+        ups = " ".join(f"'link set dev {intf.name} up'" for intf in self.intfList() if intf.name != "lo")
+        if ups:  # one ip -batch, not one shell round trip per port
+            self.cmd(f"printf '%s\\n' {ups} | ip -batch -")
+        command = self.shim_command()
+        proc: subprocess.Popen[bytes] | LaunchedShim
+        if self.launcher is not None and self.launcher.alive():
+            # (the launcher's child runs shim_main.main with the arguments after "-m module")
+            proc = self.launcher.launch(command[3:], self.pid, self.shim_log, self.shim_exit)
+        else:
+            with open(self.shim_log, "ab") as log:
+                proc = self.popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        self.shim = proc
 
         def still_running() -> bool:
             return proc.poll() is None

@@ -10,12 +10,28 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-from typing import Any
+from typing import Protocol
 
 
-def terminate(
-    proc: subprocess.Popen[Any] | None, timeout: float, sig: signal.Signals = signal.SIGTERM
-) -> int | None:
+class ChildProcess(Protocol):
+    """What the testbed needs of a process it started: a ``subprocess.Popen``, or a shim the
+    launcher forked (``topologies.shim_launcher.LaunchedShim``)."""
+
+    pid: int
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+def terminate(proc: ChildProcess | None, timeout: float, sig: signal.Signals = signal.SIGTERM) -> int | None:
     """``sig`` (SIGTERM) by PID, SIGKILL after ``timeout`` seconds; reaps the process.
 
     Returns its exit status (None where there was no process). A process that is already

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from mrc_fabric.health import (
     append_event,
     write_health,
 )
+from topologies.procs import ChildProcess
 from topologies.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ RETRY_MIN_S = 0.5  # first retry after a failed restart; doubles up to RETRY_MAX
 RETRY_MAX_S = 8.0
 DETAIL_MAX = 300  # characters of an error kept in events and health
 
-Process = subprocess.Popen[Any]
+Process = ChildProcess
 
 
 def exit_status(returncode: int) -> str:

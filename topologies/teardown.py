@@ -12,7 +12,8 @@ qdiscs and the BPF programs attached to them. :func:`stop_fabric` therefore
 2. hangs up every node's shell at once, which ends the node namespaces;
 3. deletes, in one ``ip -batch``, the interfaces of switches that live in the root
    namespace (BMv2's ports), the only links no namespace takes along;
-4. waits for every shell and closes its pipes, as Mininet's own ``cleanup`` does.
+4. ends the launcher the Linux shims were forked from (``topologies.shim_launcher``);
+5. waits for every shell and closes its pipes, as Mininet's own ``cleanup`` does.
 
 A fabric that only loses one switch (a restart, a fault) never comes here.
 """
@@ -86,6 +87,9 @@ def stop_fabric(net: Any) -> None:
             # deleting one end of a veth deletes the other: -force goes on past those
             script = "".join(f"link del dev {name}\n" for name in names)
             subprocess.run(["ip", "-force", "-batch", "-"], input=script, text=True, capture_output=True)
+        launcher = getattr(net, "shim_launcher", None)
+        if launcher is not None:  # every shim it forked is stopped by now
+            launcher.stop()
         for node in nodes:
             shell = getattr(node, "shell", None)
             if shell is None:

@@ -254,6 +254,9 @@ class Testbed:
 
     def _record_net(self) -> None:
         assert self.run is not None
+        launcher = getattr(self.net, "shim_launcher", None)
+        if launcher is not None and launcher.pid is not None:
+            self.run.record(launcher.pid, "launcher", "shims")
         for node in [*self.net.hosts, *self.net.switches]:
             if getattr(node, "shell", None) is not None:
                 self.run.record(node.pid, "node", node.name)

@@ -107,7 +107,7 @@ def test_a_signal_tears_the_whole_run_down(sig: signal.Signals, runs_root: Path)
     try:
         namespaces = node_namespaces(run)
         assert len(namespaces) == 12  # 4 hosts + 8 switches, each in its own namespace
-        assert {r.kind for r in read_records(run)} == {"node", "shim", "controller", "agent"}
+        assert {r.kind for r in read_records(run)} == {"node", "shim", "launcher", "controller", "agent"}
         cutoff = boot_ticks()
         proc.send_signal(sig)
         proc.wait(timeout=60)
