@@ -1,4 +1,5 @@
-"""Stopping a child process the way every part of the testbed does: SIGTERM, then SIGKILL.
+"""Stopping a child process the way every part of the testbed does: SIGTERM, then SIGKILL;
+and running such stops side by side (:func:`in_parallel`).
 
 SIGTERM first, because the shims and agents remove what they installed (routes, nft
 tables, sockets) when they exit cleanly; SIGKILL only after ``timeout`` seconds, so a
@@ -10,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-from typing import Protocol
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
 
 
 class ChildProcess(Protocol):
@@ -49,3 +52,23 @@ def terminate(proc: ChildProcess | None, timeout: float, sig: signal.Signals = s
                 proc.kill()
             proc.wait()
     return proc.returncode
+
+
+def in_parallel(calls: list[Callable[[], Any]]) -> None:
+    """Run each call in its own thread and wait for all; the first exception is re-raised
+    (one failing call never keeps the others from running to their end)."""
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], Any]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # collected, re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -26,9 +26,10 @@ import logging
 import os
 import signal
 import subprocess
-import threading
 from collections.abc import Callable
 from typing import Any
+
+from topologies.procs import in_parallel
 
 log = logging.getLogger(__name__)
 
@@ -43,21 +44,7 @@ def stop_switch_processes(net: Any) -> None:
             calls.append(functools.partial(sw.stop_shim, namespace_going=bool(sw.inNamespace)))
         elif hasattr(sw, "stop_switch"):
             calls.append(sw.stop_switch)
-    errors: list[BaseException] = []
-
-    def run(call: Callable[[], Any]) -> None:
-        try:
-            call()
-        except BaseException as exc:  # collected: one switch must not keep the others up
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in calls]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    in_parallel(calls)
 
 
 def root_interfaces(net: Any) -> list[str]:

@@ -20,7 +20,7 @@ the demo) spells the fabric with the same options.
 
 from __future__ import annotations
 
-from topologies.procs import terminate
+from topologies.procs import in_parallel, terminate
 
 if __name__ == "builtins":  # pragma: no cover - someone ran `mn --custom topologies/testbed.py`
     raise SystemExit("the Mininet custom file is topologies/mn_custom.py (see docs/testbed.md)")
@@ -100,25 +100,6 @@ class Capture:
 def _terminate(proc: subprocess.Popen[bytes] | None, timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM by PID, SIGKILL after ``timeout``; reaps the process."""
     terminate(proc, timeout)
-
-
-def _in_parallel(calls: list[Callable[[], Any]]) -> None:
-    """Run each call in its own thread and wait for all; the first exception is re-raised."""
-    errors: list[BaseException] = []
-
-    def run(call: Callable[[], Any]) -> None:
-        try:
-            call()
-        except BaseException as exc:  # collected, re-raised below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in calls]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 def announce(msg: str) -> None:
@@ -390,7 +371,7 @@ class Testbed:
             for cap in self.captures:
                 cap.stop()
             self.captures.clear()
-            _in_parallel([agent.stop for agent in self.agents.values()])
+            in_parallel([agent.stop for agent in self.agents.values()])
             self.agents.clear()
             if self.controller is not None:
                 self.controller.close()

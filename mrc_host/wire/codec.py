@@ -297,13 +297,16 @@ def _udp_checksum(
     return 0xFFFF - (total + pseudo + ulen + 17) % 0xFFFF
 
 
-class FrameEncoder:
-    """Encodes messages for one NIC port/peer; templates come from scapy, built once."""
+# Every kind's headers, built by scapy once per hop limit with all addresses zero; an encoder
+# copies them and writes its addresses in (an agent has one encoder per peer and plane, and
+# scapy's build, 1-2 ms a kind, made 16 planes take seconds to start).
+_SKELETONS: Final[dict[int, dict[type, bytes]]] = {}
 
-    def __init__(self, addressing: FrameAddressing) -> None:
-        self.addressing = addressing
-        self._hdr: dict[type, bytearray] = {}
-        self._mask: dict[type, bytearray] = {}
+
+def _skeletons(hop_limit: int) -> dict[type, bytes]:
+    built = _SKELETONS.get(hop_limit)
+    if built is None:
+        zero = FrameAddressing("00:00:00:00:00:00", "00:00:00:00:00:00", "::", "::", "::", hop_limit)
         samples: list[tuple[Frame, int]] = [
             (DataPacket(qp=0, psn=0, vaddr=0, rkey=0, payload=b""), DATA_HDR_END),
             (Sack(qp=0, cum_psn=0, base_psn=0, bitmap=0, echo_ev=0), OPHDR_OFF + SACK_LEN),
@@ -313,15 +316,41 @@ class FrameEncoder:
             (Connect(qp=0, initial_psn=0, nonce=0), OPHDR_OFF + CONNECT_LEN),
             (ConnectAck(qp=0, initial_psn=0, nonce=0, rkey=0), OPHDR_OFF + CONNECT_ACK_LEN),
         ]
-        for sample, end in samples:
-            hdr = bytearray(bytes(to_scapy(sample, "::", addressing))[:end])
+        built = {type(sample): bytes(to_scapy(sample, "::", zero))[:end] for sample, end in samples}
+        _SKELETONS[hop_limit] = built
+    return built
+
+
+def _addresses(a: FrameAddressing) -> list[tuple[int, bytes]]:
+    """Where a frame's headers carry ``a``'s addresses, and their bytes."""
+    return [
+        (0, bytes.fromhex(a.dst_mac.replace(":", ""))),
+        (6, bytes.fromhex(a.src_mac.replace(":", ""))),
+        (OUTER_OFF + 8, IPv6Address(a.outer_src).packed),
+        (INNER_OFF + 8, IPv6Address(a.inner_src).packed),
+        (INNER_OFF + 24, IPv6Address(a.inner_dst).packed),
+    ]
+
+
+class FrameEncoder:
+    """Encodes messages for one NIC port/peer; templates come from scapy (once per process)."""
+
+    def __init__(self, addressing: FrameAddressing) -> None:
+        self.addressing = addressing
+        self._hdr: dict[type, bytearray] = {}
+        self._mask: dict[type, bytearray] = {}
+        addresses = _addresses(addressing)
+        for kind, skeleton in _skeletons(addressing.hop_limit).items():
+            hdr = bytearray(skeleton)
+            for off, value in addresses:
+                hdr[off : off + len(value)] = value
             _U16_PACK_INTO(hdr, _CSUM_OFF, 0)
-            self._hdr[type(sample)] = hdr
+            self._hdr[kind] = hdr
             # ICRC pseudo header template: inner IPv6 .. end of MRC header, masked fields all ones.
             mask = bytearray(hdr[INNER_OFF:])
             mask[0:4] = b"\x6f\xff\xff\xff"
             mask[7] = 0xFF
-            self._mask[type(sample)] = mask
+            self._mask[kind] = mask
         inner = hdr[INNER_OFF + 8 : INNER_OFF + 40]  # inner source + destination addresses
         self._pseudo = int.from_bytes(inner, "big") % 0xFFFF
         # what every frame repeats from its template (next headers, hop limits, addresses: the
