@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from mrc_fabric.ev import ENTROPY_MASK, EV
+from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK, EV, PLANE_SHIFT, T1_SHIFT
 
 from .config import Mode, TransportConfig
 from .ev_fields import GenProfile
@@ -38,6 +38,15 @@ class PathSpace:
 class EvDraw:
     active: list[list[int]] = field(default_factory=list)  # per plane
     backup: list[list[int]] = field(default_factory=list)
+
+
+def _entropy(rng: random.Random) -> int:
+    """``rng.randint(0, ENTROPY_MASK)``, the same draw from the same stream, without its four
+    Python calls (a 64-host all-to-all draws a million EVs)."""
+    r = rng.getrandbits(ENTROPY_BITS + 1)
+    while r > ENTROPY_MASK:
+        r = rng.getrandbits(ENTROPY_BITS + 1)
+    return r
 
 
 def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
@@ -67,8 +76,9 @@ def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
         )
 
     def fresh(plane: int, t1: int) -> int:
+        # (plane and T1 are in range: PathSpace checked them; entropy() keeps its 18 bits)
         while True:
-            v = EV(plane, t1, profile.entropy(rng.randint(0, ENTROPY_MASK))).value
+            v = (plane << PLANE_SHIFT) | (t1 << T1_SHIFT) | profile.entropy(_entropy(rng))
             if v not in seen:
                 seen.add(v)
                 return v

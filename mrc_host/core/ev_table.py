@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from mrc_fabric.ev import EV
+from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
 
 from .actions import EvStateChanged
 from .config import TransportConfig
@@ -119,8 +119,9 @@ class EvTable:
         return {f"{v:08x}": e.state.value + ("" if e.active else "/backup") for v, e in self.entries.items()}
 
     def _add(self, value: int, active: bool, member: bool = True) -> EvEntry:
-        ev = EV.decode(value)
-        e = EvEntry(value, ev.plane, ev.t1, active=active, member=member)
+        if value >> 32 or value < 0:
+            raise ValueError(f"EV {value:#x} is not 32 bits")
+        e = EvEntry(value, value >> PLANE_SHIFT, (value >> T1_SHIFT) & T1_MASK, active=active, member=member)
         self.entries[value] = e
         return e
 

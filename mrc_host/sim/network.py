@@ -20,7 +20,7 @@ from typing import Final
 
 import numpy as np
 
-from mrc_fabric.ev import EV
+from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
 from mrc_host.core import (
     DEFAULT_MAX_EVS,
     Action,
@@ -328,8 +328,7 @@ class Network:
     def _path(self, ev: int) -> tuple[int, int]:
         hit = self._ev_cache.get(ev)
         if hit is None:
-            e = EV.decode(ev)
-            hit = self._ev_cache[ev] = (e.plane, e.t1)
+            hit = self._ev_cache[ev] = (ev >> PLANE_SHIFT, (ev >> T1_SHIFT) & T1_MASK)
         return hit
 
     def _rx(self, pkt: SimPacket, now: int) -> None:

@@ -25,6 +25,7 @@ from mrc_host.core import DEFAULT_MAX_EVS, CcParams, Mode, NsccParams, Transport
 
 from .fabric import FabricShape
 from .faults import FaultSpecError, parse_fault, parse_time
+from .gc_pause import collector_paused, frozen_while_running
 from .network import FlowSpec, Network
 from .report import summarise_network
 from .traffic import PATTERNS, Job, background, permutation_pairs, point_to_point, ring
@@ -726,19 +727,21 @@ def run_scenario(sc: Scenario, progress: bool | None = False, record: Path | Non
         "runs": {},
     }
     for run in sc.runs:
-        net, jobs = build(sc, run)
+        with collector_paused():
+            net, jobs = build(sc, run)
         recorder = None
         if record is not None:
             from .recording import SAMPLES, SimRecorder
 
             recorder = SimRecorder(net, sc.nominal_ns * 2 // SAMPLES, f"{sc.name} [{run.name}]")
             recorder.start()
-        if progress is False:
-            net.run(sc.time_limit_ns)
-        else:
-            from .progress import run_with_progress
+        with frozen_while_running():
+            if progress is False:
+                net.run(sc.time_limit_ns)
+            else:
+                from .progress import run_with_progress
 
-            run_with_progress(net, sc.time_limit_ns, f"{sc.name} [{run.name}]", show=progress)
+                run_with_progress(net, sc.time_limit_ns, f"{sc.name} [{run.name}]", show=progress)
         out["runs"][run.name] = summarise_network(net, jobs, run.name)
         if recorder is not None and record is not None:
             recorder.write(record / f"{sc.name}.{run.name}.recording.jsonl")
