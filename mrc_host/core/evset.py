@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from typing import Final
 
+from mrc_fabric.addressing import MAX_INDEX
+
 from .config import Mode
 from .ev_draw import PathSpace
 from .ev_state import EvEvent, EvState, allowed
@@ -287,17 +289,18 @@ class EvSet(EvTable):
         """Every EV of ``plane`` is retired at once (the plane stopped delivering); they are
         probed back one by one. Not bound by ``ev_min_active``. Returns how many went.
 
-        They share one undo key, which names the plane (negative: never an EV's value): a
-        packet that was in flight on the plane and arrives after all shows the plane had
-        stalled -- a software switch descheduled for longer than the guard -- and
-        ``undo_loss`` brings the whole plane back at once, before any probe."""
+        The EVs of one path (plane and T1) share an undo key, which names the path (negative:
+        never an EV's value): a packet that was in flight on the path and arrives after all
+        shows it had stalled -- a software switch descheduled for longer than the guard -- and
+        ``undo_loss`` brings that path's EVs back at once, before any probe; a stalled plane's
+        paths come back as their packets arrive. Per path, not per plane: when one T1 of the
+        plane is dead and another's late packets arrive, the dead one's EVs stay retired."""
         victims = [
             e for e in (*self.active[plane], *self.backup[plane]) if allowed(e.state, EvEvent.PLANE_FAILED)
         ]
-        key = (-1 - plane, now_ns)
         for e in victims:
             self._retire_one(e, "plane failed", now_ns, EvEvent.PLANE_FAILED)
-            e.retired_for = key
+            e.retired_for = (-1 - (e.plane * MAX_INDEX + e.t1), now_ns)
         return len(victims)
 
     def undo_loss(self, ev: int, now_ns: int) -> int:

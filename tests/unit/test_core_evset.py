@@ -301,3 +301,19 @@ def test_profile_explicit_ev_outside_the_fabric_or_a_plane_left_empty_is_refused
         make(planes=2, t1=4, ev_profile=EvProfile(explicit=(EV(0, 7, 1).value, EV(1, 0, 1).value)))
     with pytest.raises(ValueError, match="no EV on plane 1"):
         make(planes=2, t1=4, ev_profile=EvProfile(explicit=(EV(0, 1, 1).value,)))
+
+
+def test_a_failed_plane_comes_back_path_by_path_as_its_late_packets_arrive() -> None:
+    """A plane taken for failed whose packets turn up after all had stalled: the EVs of the
+    path a late packet came on come back at once, those of another path of the plane do not
+    (that T1 may be the one that is really dead, as with a black hole on one uplink)."""
+    s = make(planes=2, t1=2, max_evs=16, backup_evs_per_plane=0)
+    plane0 = [s.entries[v] for v in s.active_evs() if s.entries[v].plane == 0]
+    by_t1 = {t1: [e.value for e in plane0 if e.t1 == t1] for t1 in (0, 1)}
+    assert by_t1[0] and by_t1[1]
+    assert s.fail_plane(0, 1_000) == len(plane0)
+    assert all(s.entries[v].state is EvState.ASSUMED_BAD for v in by_t1[0] + by_t1[1])
+    assert s.undo_loss(by_t1[1][0], 2_000) == len(by_t1[1])  # a late packet of T1 1
+    assert all(s.entries[v].state is EvState.GOOD for v in by_t1[1])
+    assert all(s.entries[v].state is EvState.ASSUMED_BAD for v in by_t1[0])  # T1 0 stays out
+    assert s.undo_loss(by_t1[0][0], 3_000) == len(by_t1[0])  # until its own packet turns up
