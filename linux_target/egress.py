@@ -270,8 +270,8 @@ def install_ports(
     added, the programs' maps found (three), and the link parameters written."""
     obj = build_object()
     devs = sorted(rates_bps)
-    _tc_force([f"qdisc del dev {d} {kind}" for d in devs for kind in ("clsact", "root")])
     ports = {d: PortEgress(d) for d in devs}
+    _tc_force([line for p in ports.values() for line in p.removal_lines()])
     cmds: list[list[str]] = []
     for d in devs:
         cmds += ports[d].setup_commands(rates_bps[d], obj)
@@ -281,17 +281,26 @@ def install_ports(
     return ports
 
 
-def find_maps(ports: list[PortEgress]) -> None:
-    """Each port's map ids, for all ports with three processes (``bpftool net show`` names
-    the program on each interface of this namespace)."""
-    if not ports:
-        return
-    nets = json.loads(_run(["bpftool", "-j", "net", "show"]) or "[]")
+def egress_programs() -> dict[str, int]:
+    """Interface -> id of the egress program on it, for every interface of this namespace
+    (one ``bpftool net show``)."""
+    try:
+        nets = json.loads(_run(["bpftool", "-j", "net", "show"], check=False) or "[]")
+    except json.JSONDecodeError:
+        return {}
     progs: dict[str, int] = {}
     for net in nets:
         for hook in net.get("tc", []):
             if hook.get("kind") == "clsact/egress" and str(hook.get("name", "")).startswith(PROGRAM_NAME):
                 progs[hook["devname"]] = int(hook["id"])
+    return progs
+
+
+def find_maps(ports: list[PortEgress]) -> None:
+    """Each port's map ids, for all ports with three processes."""
+    if not ports:
+        return
+    progs = egress_programs()
     missing = sorted(p.dev for p in ports if p.dev not in progs)
     if missing:
         raise EgressError(f"{', '.join(missing)}: no {PROGRAM_NAME} program on the egress hook")
@@ -331,15 +340,9 @@ class PortEgress:
 
     # -- life cycle --------------------------------------------------------------------
     def install(self, rate_bps: int, buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
-        """HTB (when ``rate_bps`` > 0) and the clsact egress program; replaces what was there.
-
-        One ``tc -batch`` for the whole setup (a switch has many ports, and each tc process
-        costs milliseconds at bring-up)."""
-        obj = build_object()
-        self.remove()
-        _tc_batch(self.setup_commands(rate_bps, obj))
-        self.maps = None
-        self.write_link(rate_bps, buffer_bytes)
+        """HTB (when ``rate_bps`` > 0) and the clsact egress program; replaces what was there
+        (``install_ports`` for one port)."""
+        self.maps = install_ports({self.dev: rate_bps}, buffer_bytes)[self.dev].maps
 
     def setup_commands(self, rate_bps: int, obj: Path) -> list[list[str]]:
         """The tc commands that put HTB (``rate_bps`` > 0) and the program on this port."""
@@ -366,41 +369,25 @@ class PortEgress:
 
     def remove(self) -> None:
         """Remove the clsact qdisc (freeing the program and its maps) and the root qdisc."""
-        _run(["tc", "qdisc", "del", "dev", self.dev, "clsact"], check=False)
-        _run(["tc", "qdisc", "del", "dev", self.dev, "root"], check=False)
+        _tc_force(self.removal_lines())
         self.maps = None
+
+    def removal_lines(self) -> list[str]:
+        """The tc batch lines that take this port's program, maps and qdiscs away."""
+        return [f"qdisc del dev {self.dev} clsact", f"qdisc del dev {self.dev} root"]
 
     def installed(self) -> bool:
         return self.program_id() is not None
 
     # -- maps --------------------------------------------------------------------------
     def program_id(self) -> int | None:
-        out = _run(["tc", "-j", "filter", "show", "dev", self.dev, "egress"], check=False)
-        try:
-            filters = json.loads(out or "[]")
-        except json.JSONDecodeError:
-            return None
-        for f in filters:
-            prog = f.get("options", {}).get("prog")
-            if prog and prog.get("name") == PROGRAM_NAME:
-                return int(prog["id"])
-        return None
+        return egress_programs().get(self.dev)
 
     def map_ids(self) -> dict[str, int]:
-        if self.maps is not None:
-            return self.maps
-        prog = self.program_id()
-        if prog is None:
-            raise EgressError(f"{self.dev}: no mrc_egress program on its egress hook")
-        info = json.loads(_run(["bpftool", "-j", "prog", "show", "id", str(prog)]))
-        maps: dict[str, int] = {}
-        for mid in info.get("map_ids", []):
-            m = json.loads(_run(["bpftool", "-j", "map", "show", "id", str(mid)]))
-            maps[m["name"]] = int(mid)
-        if set(MAP_NAMES) - set(maps):
-            raise EgressError(f"{self.dev}: program {prog} lacks maps {sorted(set(MAP_NAMES) - set(maps))}")
-        self.maps = maps
-        return maps
+        if self.maps is None:
+            find_maps([self])
+        assert self.maps is not None
+        return self.maps
 
     def update_line(self, name: str, value: bytes) -> str:
         """The bpftool command (without ``bpftool``) that writes ``value`` into map ``name``."""

@@ -89,6 +89,12 @@ def ev_t1(value: int) -> int:
     return (value >> T1_SHIFT) & T1_MASK
 
 
+def ev_compose(plane: int, t1: int, entropy: int) -> int:
+    """``ev_value`` without its checks, for callers that have checked the ranges already
+    (drawing a million EVs for a big simulation)."""
+    return (plane << PLANE_SHIFT) | (t1 << T1_SHIFT) | entropy
+
+
 def udp_sport(value: int) -> int:
     """UDP source port that carries the low 14 bits of ``value``: 0xC000 | (EV & 0x3FFF)."""
     return SPORT_BASE | (value & SPORT_EV_MASK)

@@ -29,6 +29,7 @@ from mininet.topo import Topo
 from mrc_fabric.addressing import DEFAULT_BLOCK
 from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.topology import Target, Topology, build_clos
+from topologies.node_cmd import ip_batch
 from topologies.shim_launcher import ShimLauncher
 
 log = logging.getLogger(__name__)
@@ -182,11 +183,8 @@ def set_link_mtus(net: Mininet, topology: Topology) -> None:
     for link in topology.links:
         for end in (link.a, link.b):
             commands.setdefault(end.node, []).append(f"link set dev {end.ifname} mtu {FABRIC_MTU}")
-    for node, lines in commands.items():  # one ``ip -batch`` per node, not one shell round trip per port
-        quoted = " ".join(f"'{line}'" for line in lines)
-        out = net.get(node).cmd(f"printf '%s\\n' {quoted} | ip -batch -; echo mtus-set-$?")
-        if "mtus-set-0" not in out:
-            raise RuntimeError(f"{node}: setting link MTUs failed: {out.strip()}")
+    for node, lines in commands.items():
+        ip_batch(net.get(node), lines)
 
 
 class _PhaseClock:

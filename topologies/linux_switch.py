@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
+from topologies.node_cmd import ip_batch
 from topologies.p4_switch import P4PortsSwitch
 from topologies.procs import terminate
 from topologies.shim_launcher import LaunchedShim, ShimLauncher
@@ -153,9 +154,7 @@ class LinuxSrv6Switch(P4PortsSwitch):
 
     def start_shim(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        ups = " ".join(f"'link set dev {intf.name} up'" for intf in self.intfList() if intf.name != "lo")
-        if ups:  # one ip -batch, not one shell round trip per port
-            self.cmd(f"printf '%s\\n' {ups} | ip -batch -")
+        ip_batch(self, [f"link set dev {intf.name} up" for intf in self.intfList() if intf.name != "lo"])
         command = self.shim_command()
         proc: subprocess.Popen[bytes] | LaunchedShim
         if self.launcher is not None and self.launcher.alive():

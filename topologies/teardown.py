@@ -61,31 +61,37 @@ def stop_fabric(net: Any) -> None:
     try:
         stop_switch_processes(net)
     finally:
-        if net.terms:
-            net.stopXterms()
-        nodes = [*net.switches, *net.hosts, *net.controllers]
-        for node in nodes:
-            shell = getattr(node, "shell", None)
-            if shell is not None and shell.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(shell.pid, signal.SIGHUP)
-        names = root_interfaces(net)
-        if names:
-            # deleting one end of a veth deletes the other: -force goes on past those
-            script = "".join(f"link del dev {name}\n" for name in names)
-            subprocess.run(["ip", "-force", "-batch", "-"], input=script, text=True, capture_output=True)
-        launcher = getattr(net, "shim_launcher", None)
-        if launcher is not None:  # every shim it forked is stopped by now
-            launcher.stop()
-        for node in nodes:
-            shell = getattr(node, "shell", None)
-            if shell is None:
-                continue
-            try:
-                shell.wait(timeout=SHELL_EXIT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                log.warning("%s: its shell ignored SIGHUP; killing it", node.name)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(shell.pid, signal.SIGKILL)
-                shell.wait()
-            node.cleanup()
+        end_nodes(net)
+
+
+def end_nodes(net: Any) -> None:
+    """Steps 2-5 of the module docstring: every node's namespace ended, once the switch
+    processes in them are stopped."""
+    if net.terms:
+        net.stopXterms()
+    nodes = [*net.switches, *net.hosts, *net.controllers]
+    for node in nodes:
+        shell = getattr(node, "shell", None)
+        if shell is not None and shell.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGHUP)
+    names = root_interfaces(net)
+    if names:
+        # deleting one end of a veth deletes the other: -force goes on past those
+        script = "".join(f"link del dev {name}\n" for name in names)
+        subprocess.run(["ip", "-force", "-batch", "-"], input=script, text=True, capture_output=True)
+    launcher = getattr(net, "shim_launcher", None)
+    if launcher is not None:  # every shim it forked is stopped by now
+        launcher.stop()
+    for node in nodes:
+        shell = getattr(node, "shell", None)
+        if shell is None:
+            continue
+        try:
+            shell.wait(timeout=SHELL_EXIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("%s: its shell ignored SIGHUP; killing it", node.name)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+        node.cleanup()

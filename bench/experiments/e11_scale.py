@@ -92,14 +92,14 @@ def patient(switch_cls: type) -> type:
 def stop_net(net: Any, phases: dict[str, float]) -> None:
     """The testbed's own teardown (``topologies.teardown``): every switch process at once,
     then every namespace; ``phases`` gets the seconds of each."""
-    from topologies.teardown import stop_fabric, stop_switch_processes
+    from topologies.teardown import end_nodes, stop_switch_processes
 
     started = time.monotonic()
     try:
         stop_switch_processes(net)
     finally:
         phases["switches"] = round(time.monotonic() - started, 2)
-        stop_fabric(net)  # (the switch processes are stopped already: only the namespaces left)
+        end_nodes(net)
         phases["namespaces_and_links"] = round(time.monotonic() - started - phases["switches"], 2)
 
 

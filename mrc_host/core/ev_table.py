@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
+from mrc_fabric.ev import ev_plane, ev_t1
 
 from .actions import EvStateChanged
 from .config import TransportConfig
@@ -121,7 +121,7 @@ class EvTable:
     def _add(self, value: int, active: bool, member: bool = True) -> EvEntry:
         if value >> 32 or value < 0:
             raise ValueError(f"EV {value:#x} is not 32 bits")
-        e = EvEntry(value, value >> PLANE_SHIFT, (value >> T1_SHIFT) & T1_MASK, active=active, member=member)
+        e = EvEntry(value, ev_plane(value), ev_t1(value), active=active, member=member)
         self.entries[value] = e
         return e
 

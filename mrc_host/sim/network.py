@@ -20,7 +20,7 @@ from typing import Final
 
 import numpy as np
 
-from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
+from mrc_fabric.ev import ev_plane, ev_t1
 from mrc_host.core import (
     DEFAULT_MAX_EVS,
     Action,
@@ -328,7 +328,7 @@ class Network:
     def _path(self, ev: int) -> tuple[int, int]:
         hit = self._ev_cache.get(ev)
         if hit is None:
-            hit = self._ev_cache[ev] = (ev >> PLANE_SHIFT, (ev >> T1_SHIFT) & T1_MASK)
+            hit = self._ev_cache[ev] = (ev_plane(ev), ev_t1(ev))
         return hit
 
     def _rx(self, pkt: SimPacket, now: int) -> None:

@@ -34,13 +34,9 @@ from typing import Any, Final
 
 import numpy as np
 
-try:  # zlib-ng's CRC-32 (same polynomial and results) runs ~8x faster on a 4 KiB frame
-    from zlib_ng.zlib_ng import crc32 as crc32
-except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib is the fallback
-    from zlib import crc32 as crc32
-
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_fabric.ev import FLOW_LABEL_BITS, SPORT_BASE, SPORT_EV_BITS, SPORT_EV_MASK, ev_from_wire
+from mrc_host.wire.header_check import crc32 as crc32
 from mrc_host.wire.header_check import header_check
 from mrc_host.wire.layers import (
     MAX_PAYLOAD,

@@ -17,12 +17,12 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-try:  # zlib-ng's CRC-32, as the codec's ICRC
+try:  # zlib-ng's CRC-32 (same polynomial and results, ~8x faster on a 4 KiB frame); the codec's ICRC too
     from zlib_ng.zlib_ng import crc32 as crc32
 except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib is the fallback
     from zlib import crc32 as crc32
 
-__all__ = ["header_check"]
+__all__ = ["crc32", "header_check"]
 
 _FIELDS: Final = struct.Struct(">32sHBIIQIIIHQ")
 _FIELDS_PACK: Final = _FIELDS.pack
