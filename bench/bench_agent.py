@@ -83,7 +83,7 @@ print(n, (last - first) if first is not None and last is not None else 0.0, time
 
 def ceiling(lab: Any, payload: int, seconds: float) -> dict[str, Any]:
     from mrc_host.wire.codec import FrameEncoder
-    from mrc_host.wire.layers import FrameAddressing
+    from mrc_host.wire.framing import FrameAddressing
     from mrc_host.wire.messages import DataPacket
 
     a, b = lab.hosts

@@ -56,7 +56,7 @@ from mrc_fabric.hostconfig import HostConfig
 from mrc_host.agent.paths import HostPaths
 from mrc_host.core import Mode
 from mrc_host.wire.codec import FrameEncoder
-from mrc_host.wire.layers import FrameAddressing
+from mrc_host.wire.framing import FrameAddressing
 from mrc_host.wire.messages import Connect, Dscp, PathMeta
 
 cfg_path, victim, ifname, mac, t0_mac, own_addr, claim_addr, victim_addr = sys.argv[1:9]

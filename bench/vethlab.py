@@ -185,7 +185,7 @@ def malformed_frames(dst_mac: str, src_mac: str, inner_src: str, inner_dst: str)
     """
     from mrc_host.agent.paths import MODE_SHIFT
     from mrc_host.wire.codec import FrameEncoder
-    from mrc_host.wire.layers import FrameAddressing
+    from mrc_host.wire.framing import FrameAddressing
     from mrc_host.wire.messages import DataPacket, Probe
 
     enc = FrameEncoder(FrameAddressing(src_mac, dst_mac, inner_src, inner_src, inner_dst))

@@ -25,7 +25,7 @@ from mrc_fabric.frames import payload_for_mtu
 from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig
 from mrc_host.core import Mode, PathSpace
 from mrc_host.wire.codec import FrameEncoder
-from mrc_host.wire.layers import FrameAddressing
+from mrc_host.wire.framing import FrameAddressing
 
 # QP number (24 bits) = role(1) | mode(2) | data sender index(10) | data receiver index(10)
 ROLE_SHIFT: Final = 22
@@ -174,7 +174,7 @@ class HostPaths:
             for p in self.ports
         ]
         encoders = self._encoders.get(name)
-        if encoders is None:  # scapy builds the templates: slow, so once per peer, not per mode
+        if encoders is None:  # an encoder per peer, not per mode
             encoders = self._encoders[name] = [FrameEncoder(a) for a in addressing]
         pp = PeerPaths(
             name=name,

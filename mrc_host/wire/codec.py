@@ -1,8 +1,9 @@
 """Fast MRC frame codec: scapy-built templates patched with struct, struct-based decoding.
 
 Why not scapy per packet: scapy builds about a thousand packets a second here,
-a raw socket sends a hundred times more. So a ``FrameEncoder`` asks scapy once
-for the header bytes of every packet kind (layers.to_scapy), keeps them, and per
+a raw socket sends a hundred times more. So a ``FrameEncoder`` starts from the header
+bytes scapy built for every packet kind (layers.to_scapy, kept in header_templates.py by
+write_templates, so the agent never imports scapy), and per
 packet only packs the fields that change into a reusable bytearray. Decoding is
 plain ``struct.unpack_from`` at fixed offsets.
 
@@ -36,15 +37,10 @@ import numpy as np
 
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_fabric.ev import FLOW_LABEL_BITS, SPORT_BASE, SPORT_EV_BITS, SPORT_EV_MASK, ev_from_wire
+from mrc_host.wire.framing import MAX_PAYLOAD, SACK_FLAG_DUPLICATE, SACK_FLAG_ECN_ECHO, FrameAddressing
 from mrc_host.wire.header_check import crc32 as crc32
 from mrc_host.wire.header_check import header_check
-from mrc_host.wire.layers import (
-    MAX_PAYLOAD,
-    SACK_FLAG_DUPLICATE,
-    SACK_FLAG_ECN_ECHO,
-    FrameAddressing,
-    to_scapy,
-)
+from mrc_host.wire.header_templates import HEADER_TEMPLATES
 from mrc_host.wire.messages import (
     Connect,
     ConnectAck,
@@ -293,26 +289,24 @@ def _udp_checksum(
     return 0xFFFF - (total + pseudo + ulen + 17) % 0xFFFF
 
 
-# Every kind's headers, built by scapy once per hop limit with all addresses zero; an encoder
-# copies them and writes its addresses in (an agent has one encoder per peer and plane, and
-# scapy's build, 1-2 ms a kind, made 16 planes take seconds to start).
+# Every kind's headers as scapy builds them (``write_templates``, kept in header_templates.py so
+# no agent imports scapy), with all addresses zero and the hop limit written in; an encoder
+# copies them and writes its addresses in.
+TEMPLATE_HOP_LIMIT: Final = 64
+_KINDS: Final[dict[str, type]] = {
+    k.__name__: k for k in (DataPacket, Sack, Nack, Probe, ProbeAck, Connect, ConnectAck)
+}
 _SKELETONS: Final[dict[int, dict[type, bytes]]] = {}
 
 
 def _skeletons(hop_limit: int) -> dict[type, bytes]:
     built = _SKELETONS.get(hop_limit)
     if built is None:
-        zero = FrameAddressing("00:00:00:00:00:00", "00:00:00:00:00:00", "::", "::", "::", hop_limit)
-        samples: list[tuple[Frame, int]] = [
-            (DataPacket(qp=0, psn=0, vaddr=0, rkey=0, payload=b""), DATA_HDR_END),
-            (Sack(qp=0, cum_psn=0, base_psn=0, bitmap=0, echo_ev=0), OPHDR_OFF + SACK_LEN),
-            (Nack(qp=0, psn=0, reason=NackReason.TRIMMED, echo_ev=0), OPHDR_OFF + NACK_LEN),
-            (Probe(qp=0, probe_id=0, ev_under_test=0), OPHDR_OFF + PROBE_LEN),
-            (ProbeAck(qp=0, probe_id=0, ev_under_test=0), OPHDR_OFF + PROBE_ACK_LEN),
-            (Connect(qp=0, initial_psn=0, nonce=0), OPHDR_OFF + CONNECT_LEN),
-            (ConnectAck(qp=0, initial_psn=0, nonce=0, rkey=0), OPHDR_OFF + CONNECT_ACK_LEN),
-        ]
-        built = {type(sample): bytes(to_scapy(sample, "::", zero))[:end] for sample, end in samples}
+        built = {}
+        for name, text in HEADER_TEMPLATES.items():
+            raw = bytearray.fromhex(text)
+            raw[OUTER_OFF + 7] = raw[INNER_OFF + 7] = hop_limit  # both IPv6 headers' hop limits
+            built[_KINDS[name]] = bytes(raw)
         _SKELETONS[hop_limit] = built
     return built
 
@@ -329,7 +323,7 @@ def _addresses(a: FrameAddressing) -> list[tuple[int, bytes]]:
 
 
 class FrameEncoder:
-    """Encodes messages for one NIC port/peer; templates come from scapy (once per process)."""
+    """Encodes messages for one NIC port/peer; templates are scapy's (header_templates.py)."""
 
     def __init__(self, addressing: FrameAddressing) -> None:
         self.addressing = addressing

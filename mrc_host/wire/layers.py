@@ -32,7 +32,6 @@ four bytes as one. Use ``codec.decode`` for trimmed frames.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from ipaddress import IPv6Address
 
 from scapy.contrib.roce import BTH
@@ -55,6 +54,7 @@ from scapy.packet import Packet, Raw, bind_layers
 
 from mrc_fabric.addressing import MRC_UDP_PORT
 from mrc_fabric.ev import ev_from_wire, flow_label, udp_sport
+from mrc_host.wire.framing import SACK_FLAG_DUPLICATE, SACK_FLAG_ECN_ECHO, FrameAddressing
 from mrc_host.wire.header_check import header_check
 from mrc_host.wire.messages import (
     DATA_OPCODES,
@@ -75,9 +75,7 @@ from mrc_host.wire.messages import (
 
 __all__ = [
     "BTH",
-    "MAX_PAYLOAD",
     "RETH",
-    "FrameAddressing",
     "MrcConnect",
     "MrcConnectAck",
     "MrcData",
@@ -89,26 +87,8 @@ __all__ = [
     "to_scapy",
 ]
 
-MAX_PAYLOAD = 9000  # bytes of RDMA payload in one packet (jumbo frame)
 IPPROTO_IPV6 = 41
 IPPROTO_UDP = 17
-SACK_FLAG_ECN_ECHO = 0x01
-SACK_FLAG_DUPLICATE = 0x02  # D-SACK: the packet that triggered the SACK had already arrived
-
-
-@dataclass(frozen=True, slots=True)
-class FrameAddressing:
-    """The per-port constants of a frame: MACs and the addresses that do not name the path.
-
-    The outer destination (the uSID carrier) is per packet and is not here.
-    """
-
-    src_mac: str
-    dst_mac: str
-    outer_src: IPv6Address | str
-    inner_src: IPv6Address | str
-    inner_dst: IPv6Address | str
-    hop_limit: int = 64
 
 
 class RETH(Packet):

@@ -10,7 +10,7 @@ from ipaddress import IPv6Address
 
 from mrc_fabric.addressing import carrier, nic_address, path_usids
 from mrc_fabric.ev import ev_value
-from mrc_host.wire.layers import FrameAddressing
+from mrc_host.wire.framing import FrameAddressing
 from mrc_host.wire.messages import (
     Connect,
     ConnectAck,

@@ -28,7 +28,7 @@ from mrc_fabric.addressing import MRC_UDP_PORT, carrier, host_usid, nic_address,
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import load_p4info
 from mrc_host.wire.codec import decode, encode, trim
-from mrc_host.wire.layers import FrameAddressing
+from mrc_host.wire.framing import FrameAddressing
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, PathMeta
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]  # root: veths and raw sockets

@@ -382,7 +382,7 @@ class Forger:
         from mrc_host.agent.paths import HostPaths
         from mrc_host.core import Mode
         from mrc_host.wire.codec import FrameEncoder
-        from mrc_host.wire.layers import FrameAddressing
+        from mrc_host.wire.framing import FrameAddressing
 
         self.fab, self.attacker = fab, attacker
         paths = HostPaths(HostConfig.load(fab.run_dir / "hosts" / f"{attacker}.json"))

@@ -29,7 +29,7 @@ from linux_target.kernel_state import mac_text
 from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.addressing import carrier, host_usid, nic_address, t0_usid, t1_usid, usid_prefix
 from mrc_host.wire.codec import decode, encode, trim
-from mrc_host.wire.layers import FrameAddressing
+from mrc_host.wire.framing import FrameAddressing
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, PathMeta
 
 pytestmark = [

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import random
 import struct
+import subprocess
+import sys
 from ipaddress import IPv6Address
 
 import pytest
 from scapy.layers.l2 import Ether
 
-from mrc_host.wire import codec
+from mrc_host.wire import codec, write_templates
 from mrc_host.wire import messages as wm
 from mrc_host.wire.codec import (
     BTH_OFF,
@@ -27,7 +29,8 @@ from mrc_host.wire.codec import (
     encode,
     trim,
 )
-from mrc_host.wire.layers import MAX_PAYLOAD, message_from_scapy, to_scapy
+from mrc_host.wire.framing import MAX_PAYLOAD
+from mrc_host.wire.layers import message_from_scapy, to_scapy
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, MalformedPacket, Message
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_data, sample_messages
 
@@ -92,6 +95,26 @@ def test_scapy_dissects_fast_output_to_the_same_fields(msg: Message) -> None:
 @pytest.mark.parametrize("msg", MSGS, ids=IDS)
 def test_decode_inner_starts_at_inner_ipv6(msg: Message) -> None:
     assert decode_inner_frame(frame_of(msg)[INNER_OFF:], verify_icrc=True) == expected(msg)
+
+
+@pytest.mark.parametrize("hop_limit", [1, 64, 255])
+def test_header_templates_are_what_scapy_builds(hop_limit: int) -> None:
+    """header_templates.py is scapy's bytes (rerun ``python -m mrc_host.wire.write_templates``
+    when this fails), and an encoder of any hop limit writes what scapy would."""
+    assert write_templates.render(write_templates.build()) == write_templates.TEMPLATE_FILE.read_text()
+    addressing = dataclasses.replace(SAMPLE_ADDRESSING, hop_limit=hop_limit)
+    for msg in MSGS:
+        assert encode(msg, SAMPLE_CARRIER, addressing) == bytes(to_scapy(msg, SAMPLE_CARRIER, addressing))
+
+
+def test_the_agent_never_imports_scapy() -> None:
+    """scapy costs each agent process about 35 MiB: the packet path must not need it."""
+    code = (
+        "import sys, mrc_host.agent.agent, mrc_host.agent.cli\n"
+        "print(sorted(m for m in sys.modules if m.startswith('scapy')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_carrier_forms_and_encoder_object_agree() -> None:

@@ -19,7 +19,7 @@ from mrc_host.wire.codec import (
     decode_frame,
     decode_inner_frame,
 )
-from mrc_host.wire.layers import MAX_PAYLOAD
+from mrc_host.wire.framing import MAX_PAYLOAD
 from mrc_host.wire.messages import Frame, MalformedPacket
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_messages
 
