@@ -245,6 +245,19 @@ def _log_serving(
         )
 
 
+def _grpc_server(service: P4RuntimeShim, listen: str) -> tuple[grpc.Server, str, Path | None]:
+    """The P4Runtime server on ``listen`` (not started yet), its address and its socket file."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="p4rt"))
+    p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
+    address, sock = listen_address(listen)
+    if sock is not None:
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        sock.unlink(missing_ok=True)
+    if server.add_insecure_port(address) == 0:
+        raise ShimSetupError(f"cannot listen on {listen}")
+    return server, address, sock
+
+
 def run(args: argparse.Namespace) -> int:
     ports, rates = _checked_ports(args)
     # (the committed P4Info's index is cached: a launcher parses it once for all its shims)
@@ -285,14 +298,7 @@ def run(args: argparse.Namespace) -> int:
 
     watcher = LinkWatcher(ports, port_up)
     watcher.start()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="p4rt"))
-    p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
-    address, sock = listen_address(args.listen)
-    if sock is not None:
-        sock.parent.mkdir(parents=True, exist_ok=True)
-        sock.unlink(missing_ok=True)
-    if server.add_insecure_port(address) == 0:
-        raise ShimSetupError(f"cannot listen on {args.listen}")
+    server, address, sock = _grpc_server(service, args.listen)
     stop = threading.Event()
     going = threading.Event()  # SIGUSR1: the namespace is being deleted, with all that is in it
     for sig in (signal.SIGTERM, signal.SIGINT):
