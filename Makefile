@@ -14,7 +14,7 @@ help:
 	@echo "build  recompile the mypyc modules after editing them (setup.py; MRC_PURE_PYTHON=1 builds none)"
 	@echo "test   unit, integration (root) and BMv2 tests"
 	@echo "test-pure  the unit tests on the pure-Python modules (MRC_PURE_PYTHON=1: mypyc-compiled ones not loaded)"
-	@echo "bench  benchmarks and the paper's experiments: JSON + PNG + REPORT.md under results/ (QUICK=1, ONLY=e1,e7)"
+	@echo "bench  benchmarks and the paper's experiments: JSON + PNG + REPORT.md under results/ (QUICK=1, ONLY=e1,e7, TARGET=, RUNS=)"
 	@echo "cli    Mininet CLI on the default fabric"
 	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
 	@echo "p4-check  compile, then fail if the committed P4Info differs from p4c's (CI runs it where p4c is)"
@@ -47,9 +47,10 @@ test-pure: setup
 demo: setup p4-if-present
 	$(PY) -m topologies.demo $(DEMO_ARGS)
 
-# QUICK=1: short versions; ONLY=e1,e7: just those; TARGET=bmv2: experiments on BMv2 (default linux)
+# QUICK=1: short versions; ONLY=e1,e7: just those; TARGET=linux|bmv2: one data plane (default both,
+# BMv2 where installed); RUNS=N: runs of each live experiment per data plane (default 3)
 bench: setup p4-if-present
-	$(PY) -m bench.run_all $(if $(QUICK),--quick,) $(if $(ONLY),--only $(ONLY),) $(if $(TARGET),--target $(TARGET),) $(BENCH_ARGS)
+	$(PY) -m bench.run_all $(if $(QUICK),--quick,) $(if $(ONLY),--only $(ONLY),) $(if $(TARGET),--target $(TARGET),) $(if $(RUNS),--runs $(RUNS),) $(BENCH_ARGS)
 
 cli: setup p4-if-present
 	$(PY) -m topologies.testbed_main --cli $(TESTBED_ARGS)

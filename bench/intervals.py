@@ -74,13 +74,20 @@ class Bar:
         return FAILS
 
 
+def _levels(bar: Bar | None) -> dict[str, float] | None:
+    """The bar's numbers by name (lo, hi, parity), for plots and checks."""
+    if bar is None:
+        return None
+    return {k: v for k, v in (("lo", bar.lo), ("hi", bar.hi), ("parity", bar.parity)) if v is not None}
+
+
 def judge(values: list[float | None], bar: Bar | None) -> dict[str, Any]:
     """A figure's per-seed values, median, interval and verdict (JSON-able).
 
     A seed without a value (a run that did not complete) makes the figure *does not hold*:
     the interval cannot be said to clear a bar it was not measured against."""
     have = [v for v in values if v is not None and math.isfinite(v)]
-    out: dict[str, Any] = {"values": values, "bar": bar.text() if bar else None}
+    out: dict[str, Any] = {"values": values, "bar": bar.text() if bar else None, "levels": _levels(bar)}
     if not have:
         return {**out, "median": None, "ci95": None, "verdict": FAILS if bar else None}
     iv = bootstrap(have)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import evidence
+from bench import evidence, provenance
 
 SCHEMA = "mrc-experiment/1"
 
@@ -37,8 +37,12 @@ EMULATION_LIMITS = [
 
 
 def load(results: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every experiment record under ``results`` (``<id>/<target>/run<k>/<id>.json``, or the
+    flat ``<id>/<id>.json`` a single experiment writes), and the benchmarks' summary."""
     experiments = []
-    for path in sorted(results.glob("*/*.json")) + sorted(results.glob("*.json")):
+    for path in sorted(results.rglob("e*.json")):
+        if "runs" in path.relative_to(results).parts:  # testbed run directories kept for logs
+            continue
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -46,12 +50,29 @@ def load(results: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if isinstance(data, dict) and data.get("schema") == SCHEMA:
             data["_dir"] = str(path.parent.relative_to(results)) if path.parent != results else "."
             experiments.append(data)
-    experiments.sort(key=lambda d: int(str(d.get("experiment", "e0"))[1:] or 0))
+    experiments.sort(
+        key=lambda d: (int(str(d.get("experiment", "e0"))[1:] or 0), str(d.get("target")), d["_dir"])
+    )
     try:
         summary = json.loads((results / "summary.json").read_text())
     except (OSError, ValueError):
         summary = {}
     return experiments, summary
+
+
+def provenance_lines(results: Path) -> list[str]:
+    prov = provenance.read(results)
+    if prov is None:
+        return ["Provenance: none recorded (this directory was not written by `make bench`)."]
+    m = prov.get("machine", {})
+    return [
+        f"- commit: `{prov.get('commit')}`",
+        f"- machine: {m.get('hostname')}, {m.get('os')}, kernel {m.get('kernel')}, {m.get('cpu')}, "
+        f"{m.get('cores')} cores, {m.get('memory_gib')} GiB, Python {m.get('python')}",
+        f"- live data planes: {', '.join(prov.get('live_data_planes', []))}; "
+        f"{prov.get('live_runs')} runs each, agent seeds {prov.get('live_seeds')}",
+        f"- command: `{prov.get('command')}`; started {prov.get('started_at')}",
+    ]
 
 
 def fmt_value(value: float | None, unit: str) -> str:
@@ -82,25 +103,31 @@ def render(results: Path) -> str:
         "`docs/mrc-facts.md` ('Results the testbed reproduces in shape'). "
         "docs/experiments.md explains each experiment.",
         "",
+        *provenance_lines(results),
+        "",
         "## Evidence: each published result, in simulation and on the live fabric",
         "",
         "One row per result of the paper (docs/mrc-facts.md); each cell is read from this directory's JSON "
-        "(bench/evidence.py says which scenario and experiment stand for which result).",
+        "(bench/evidence.py says which scenario and experiment stand for which result). Simulator: median "
+        "[95 % bootstrap interval] over seeds, judged on the interval. Live: median (min-max) over runs "
+        f"with agent seeds 1..N; holds only when every run holds, and at least {evidence.MIN_RUNS} ran; a "
+        "comparison whose runs fall on both sides of parity ties. Each row's figure plots every value "
+        "against its bar.",
         "",
         *evidence.table(results, experiments),
         "",
         "## Every number next to the shape it tests",
         "",
-        "| exp | measured | mode | value | paper's shape | expected here | shape holds |",
-        "|---|---|---|---|---|---|---|",
+        "| exp | run | measured | mode | value | paper's shape | expected here | shape holds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     gaps: list[str] = []
     for e in experiments:
         eid = e["experiment"]
         if e.get("status") != "ok":
             lines.append(
-                f"| {eid} | {cell(e['title'])} | | {e.get('status')} | {cell(e.get('paper_shape', ''))} "
-                f"| | {cell(e.get('reason', ''))} |"
+                f"| {eid} | {e['_dir']} | {cell(e['title'])} | | {e.get('status')} "
+                f"| {cell(e.get('paper_shape', ''))} | | {cell(e.get('reason', ''))} |"
             )
             gaps.append(f"**{eid}** ({e['title']}) {e.get('status')}: {e.get('reason', '')}")
             continue
@@ -108,20 +135,20 @@ def render(results: Path) -> str:
             note = f" ({f['note']})" if f.get("note") else ""
             paper = f.get("paper") or ""
             lines.append(
-                f"| {eid} | {cell(f['metric'])} | {f.get('mode', '')} "
+                f"| {eid} | {e['_dir']} | {cell(f['metric'])} | {f.get('mode', '')} "
                 f"| {fmt_value(f.get('value'), f.get('unit', ''))}"
                 f"{cell(note)} | {cell(paper)} | {cell(f.get('expect', ''))} | {verdict(f.get('holds'))} |"
             )
             if f.get("holds") is False:
                 why = "; ".join(e.get("caveats", [])) or "see the experiment's section"
                 gaps.append(
-                    f"**{eid}** {f['metric']} ({f.get('mode', '')}): measured "
+                    f"**{eid}** ({e['_dir']}) {f['metric']} ({f.get('mode', '')}): measured "
                     f"{fmt_value(f.get('value'), f.get('unit', ''))}, expected {f.get('expect', '')} "
                     f"(paper: {paper or e.get('paper_shape', '')}). Context: {why}"
                 )
     lines += ["", "## Experiments", ""]
     for e in experiments:
-        lines.append(f"### {e['experiment']}: {e['title']}")
+        lines.append(f"### {e['experiment']} ({e['_dir']}): {e['title']}")
         lines.append("")
         lines.append(f"- paper: {e.get('paper_shape', '')}")
         lines.append(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import provenance
 from bench.experiments import EXPERIMENTS
 
 
@@ -27,7 +28,9 @@ class Benchmark:
     quick_args: tuple[str, ...]
     full_args: tuple[str, ...] = ()
     needs_root: bool = False
-    takes_target: bool = False  # live-testbed experiments: --target is passed on
+    takes_target: bool = False  # live-testbed experiments: --target and --seed are passed on
+    repeat: bool = True  # a live experiment: run --runs times per data plane (seeds 1..N)
+    targets: tuple[str, ...] = ("linux", "bmv2")  # the data planes it runs on
     status_json: str = ""  # a JSON it writes whose "status" says whether it ran or was skipped
 
 
@@ -51,8 +54,59 @@ BENCHMARKS = [
     Benchmark("sim-speed", "bench.sim_speed", ("--quick",)),
     # the paper's results in shape, on the live testbed (bench/experiments, docs/experiments.md);
     # each writes its JSON even when it is skipped, so they need no root check here
-    *(Benchmark(e.id, e.module, ("--quick",), takes_target=True) for e in EXPERIMENTS),
+    *(
+        Benchmark(e.id, e.module, ("--quick",), takes_target=True, repeat=e.claim, targets=e.targets)
+        for e in EXPERIMENTS
+    ),
 ]
+RUNS = 3  # a live cell's verdict needs the spread of at least three runs (docs/results.md)
+
+
+LIVE_TARGETS = ("linux", "bmv2")
+
+
+def live_targets(asked: str) -> tuple[list[str], dict[str, str]]:
+    """The data planes the live experiments run on, and why any is left out.
+
+    ``both`` (the default) is the Linux target and BMv2 where BMv2 and the compiled program
+    are found; a data plane that is missing still gets one run of each experiment, which
+    records the skip and its reason, so its column says why it is empty."""
+    from topologies.target import bmv2_missing
+
+    if asked == "auto":
+        from topologies.target import choose_target
+
+        return [choose_target("auto").target.value], {}
+    if asked != "both":
+        return [asked], {}
+    missing = bmv2_missing()
+    return list(LIVE_TARGETS), ({"bmv2": "; ".join(missing)} if missing else {})
+
+
+def load(module: str) -> Any:
+    """A benchmark's module (its ``main(argv)`` is what runs)."""
+    return importlib.import_module(module)
+
+
+def run_one(bench: Benchmark, out: Path, extra: tuple[str, ...]) -> int:
+    print(f"== {bench.name} -> {out}", flush=True)
+    try:
+        rc: int = load(bench.module).main(["--out", str(out), *extra])
+    except Exception as exc:  # report and go on with the others
+        print(f"   {bench.name} failed: {exc!r}", file=sys.stderr)
+        rc = 1
+    return rc
+
+
+def said_status(bench: Benchmark, out: Path, rc: int) -> str:
+    status = "ok" if rc == 0 else "failed"
+    said = bench.status_json or (f"{bench.name}.json" if bench.takes_target else "")
+    if said and rc == 0:  # it says itself whether it ran or was skipped
+        try:
+            status = str(json.loads((out / said).read_text())["status"])
+        except (OSError, ValueError, KeyError):
+            status = "failed"
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +117,16 @@ def main(argv: list[str] | None = None) -> int:
         "--only", action="append", default=[], help="run only these benchmarks (by name; repeat or a,b)"
     )
     ap.add_argument(
-        "--target", choices=("auto", "linux", "bmv2"), default="linux", help="data plane of experiments"
+        "--target",
+        choices=("both", "auto", "linux", "bmv2"),
+        default="both",
+        help="data plane of the live experiments (both: Linux and, where installed, BMv2)",
+    )
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=RUNS,
+        help=f"runs of each live experiment per data plane, seeds 1..N (default {RUNS})",
     )
     args = ap.parse_args(argv)
     only = {name for item in args.only for name in item.split(",") if name}
@@ -73,8 +136,16 @@ def main(argv: list[str] | None = None) -> int:
             f"--only: unknown {', '.join(sorted(only - known))} "
             f"(known: {', '.join(b.name for b in BENCHMARKS)})"
         )
+    if args.runs < 1:
+        ap.error(f"--runs: at least 1, got {args.runs}")
     out = args.out or Path("results") / time.strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
+    targets, missing = live_targets(args.target)
+    try:
+        prov = provenance.claim(out, provenance.collect(targets, args.runs, argv, args.quick))
+    except provenance.ProvenanceError as exc:
+        print(f"make bench: {exc}", file=sys.stderr)
+        return 2
+    print(f"results in {out}: commit {prov['commit']}, live data planes {', '.join(targets)}", flush=True)
     summary: dict[str, dict[str, Any]] = {}
     failed = 0
     for bench in BENCHMARKS:
@@ -84,25 +155,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {bench.name}: skipped (needs root)")
             summary[bench.name] = {"status": "skipped", "reason": "needs root"}
             continue
-        print(f"== {bench.name}", flush=True)
         started = time.monotonic()
         extra = bench.quick_args if args.quick else bench.full_args
-        if bench.takes_target:
-            extra = (*extra, "--target", args.target)
-        try:
-            rc = importlib.import_module(bench.module).main(["--out", str(out / bench.name), *extra])
-        except Exception as exc:  # report and go on with the others
-            print(f"   {bench.name} failed: {exc!r}", file=sys.stderr)
-            rc = 1
-        failed += rc != 0
-        status = "ok" if rc == 0 else "failed"
-        said = bench.status_json or (f"{bench.name}.json" if bench.takes_target else "")
-        if said and rc == 0:  # it says itself whether it ran or was skipped
-            try:
-                status = json.loads((out / bench.name / said).read_text())["status"]
-            except (OSError, ValueError, KeyError):
-                status = "failed"
-        summary[bench.name] = {"status": status, "seconds": time.monotonic() - started}
+        if not bench.takes_target:
+            rc = run_one(bench, out / bench.name, extra)
+            failed += rc != 0
+            summary[bench.name] = {"status": said_status(bench, out / bench.name, rc)}
+        else:
+            statuses = []
+            for target in [t for t in targets if t in bench.targets]:
+                runs = 1 if target in missing or not bench.repeat else args.runs
+                for k in range(1, runs + 1):
+                    where = out / bench.name / target / f"run{k}"
+                    rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k)))
+                    failed += rc != 0
+                    statuses.append(said_status(bench, where, rc))
+            summary[bench.name] = {"status": ",".join(sorted(set(statuses))) or "not run"}
+        summary[bench.name]["seconds"] = time.monotonic() - started
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     from bench.report import write_report
 

@@ -41,6 +41,8 @@ from bench.intervals import HOLDS, TIES, Bar, judge, row_verdict
 from mrc_fabric.ev import EV
 from mrc_host.sim import scenario_file as sf
 from mrc_host.sim import sweep
+from mrc_host.sim.fabric import DATA_OVERHEAD
+from mrc_host.sim.network import base_rtt_ns
 from mrc_host.sim.plots import scenario_png
 
 QUICK_SCALE = 0.25
@@ -188,6 +190,40 @@ def check_switch(expect: str) -> Callable[[sf.Scenario, dict[str, Any], dict[str
     return check
 
 
+def check_compound(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -> Row:
+    """Faults in a row: the job against the same job without faults, steady goodput after
+    the last fault against the no-fault run's, and each fault's lost packets against its
+    floor (the packets in flight on the dead paths: BDP / paths, + 1)."""
+    last_us = max(f["start_us"] for f in res["runs"]["mrc"]["faults"])
+    paths = sc.shape.planes * sc.shape.t1
+    bdp_pkts = base_rtt_ns(sc.shape, sc.mtu, same_t0=False) * sc.shape.link_gbps * sc.shape.planes / 8
+    floor = bdp_pkts / (sc.mtu + DATA_OVERHEAD) / paths + 1
+    cells: dict[str, str] = {}
+    extra: dict[str, dict[str, Any]] = {}
+    for mode, run in res["runs"].items():
+        jct, clean = _job(run, "flow"), _job(ref["runs"][mode], "flow")
+        _, after = _steady(run, "flow", last_us) if jct is not None else (None, None)
+        steady = _ratio(after, _clean_steady(ref["runs"][mode], "flow"))
+        lost = [int(f["data_packets_lost"]) for f in run["faults"]]
+        extra[mode] = {
+            "jct_us": jct,
+            "jct_no_fault_us": clean,
+            "jct_over_no_fault": _ratio(jct, clean),
+            "steady_after_over_no_fault": steady,
+            "lost_per_fault": lost,
+            "worst_fault_lost_over_floor": max(lost) / floor if lost else None,
+        }
+        cells[mode] = (
+            f"JCT x{_fmt(_ratio(jct, clean))} of no-fault, steady after {_fmt(steady)}, "
+            f"lost per fault {lost} (floor {floor:.1f})"
+            if jct is not None
+            else "stalled: did not complete"
+        )
+    steady, worst = extra["mrc"]["steady_after_over_no_fault"], extra["mrc"]["worst_fault_lost_over_floor"]
+    holds = isinstance(steady, float) and steady >= 0.9 and isinstance(worst, float) and worst <= 1.3
+    return {"cells": cells, "holds": holds, "metrics": extra}
+
+
 def check_ev_drop(sc: sf.Scenario, res: dict[str, Any], ref: dict[str, Any]) -> Row:
     spec = sc.faults[0]
     target = spec.split(":")[1].split("@")[0]  # p<plane>-t0_<i>-t1_<j>
@@ -325,6 +361,7 @@ CHECKS: dict[str, tuple[Callable[[sf.Scenario, dict[str, Any], dict[str, Any]], 
     "link-flaps-allreduce": (check_flaps, "no-faults"),
     "t1-silent-stop": (check_switch("no-steady-loss"), "no-faults"),
     "t0-down": (check_switch("one-plane"), "no-faults"),
+    "compound-faults": (check_compound, "no-faults"),
     "ev-drop-20pct": (check_ev_drop, "no-faults"),
     "two-flows-one-ev": (check_shared_ev, "none"),
     "incast-bystander": (check_bystander, "bystander-alone"),
@@ -399,6 +436,12 @@ FIGURES: dict[str, list[Fig]] = {
         _ctx("steady after fault / no-fault", "ecmp", "steady_after_over_no_fault"),
         _ctx("JCT / no-fault", "mrc", "jct_over_no_fault"),
         _ctx("JCT / no-fault", "ecmp", "jct_over_no_fault"),
+    ],
+    "compound-faults": [
+        *_per_mode("steady after faults / no-fault", "steady_after_over_no_fault", Bar(lo=0.9)),
+        Fig("worst fault's lost pkts / floor", "mrc", "worst_fault_lost_over_floor", Bar(hi=1.3)),
+        _ctx("JCT / no-fault", "mrc", "jct_over_no_fault"),
+        _ctx("JCT / no-fault", "single-path", "jct_over_no_fault"),
     ],
     "ev-drop-20pct": [
         *_per_mode("JCT / no-fault", "jct_over_no_fault", Bar(hi=1.05)),

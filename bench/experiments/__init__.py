@@ -16,6 +16,8 @@ class Experiment:
     id: str
     module: str
     summary: str
+    claim: bool = True  # it stands for a published result: run --runs times per data plane
+    targets: tuple[str, ...] = ("linux", "bmv2")
 
 
 EXPERIMENTS = [
@@ -32,6 +34,19 @@ EXPERIMENTS = [
         "bench.experiments.e9_congestion",
         "BMv2: incast with a bystander (trimming), ECN on a shared EV",
     ),
-    Experiment("e10", "bench.experiments.e10_kernel_tcp", "Linux TCP over kernel ECMP routes, same faults"),
-    Experiment("e11", "bench.experiments.e11_scale", "fabric setup time and memory up to 8x8x8"),
+    Experiment(
+        "e10",
+        "bench.experiments.e10_kernel_tcp",
+        "Linux TCP over kernel ECMP routes, same faults",
+        claim=False,
+    ),
+    Experiment(
+        "e11",
+        "bench.experiments.e11_scale",
+        "fabric setup time and memory up to 16x8x8",
+        claim=False,
+        targets=("linux",),
+    ),
+    Experiment("e12", "bench.experiments.e12_compound", "a black hole, then a T1 down, in one transfer"),
+    Experiment("e13", "bench.experiments.e13_shared_ev", "a second flow forced onto one of a flow's EVs"),
 ]

@@ -49,6 +49,11 @@ class Finding:
     expect: str = ""
     holds: bool | None = None
     note: str = ""
+    # the rule behind ``holds`` as numbers, where it is one ({"lo": x} at least, {"hi": x} at
+    # most, {"parity": x} a comparison with the baseline ``versus``): repeated runs are judged
+    # on their spread against it (bench.evidence)
+    bar: dict[str, float] | None = None
+    versus: str = ""
 
 
 @dataclass
@@ -114,12 +119,31 @@ def at_most(value: float | None, limit: float, expect: str = "") -> dict[str, An
     Why: the rule's words and its test are written once, so they cannot disagree; a
     missing number (None) never holds. ``expect`` replaces the words where they say more.
     """
-    return {"expect": expect or f"<= {limit:g}", "holds": value is not None and value <= limit}
+    return {
+        "expect": expect or f"<= {limit:g}",
+        "holds": value is not None and value <= limit,
+        "bar": {"hi": limit},
+    }
 
 
 def at_least(value: float | None, limit: float, expect: str = "") -> dict[str, Any]:
     """Like :func:`at_most`, for a number that must reach ``limit``."""
-    return {"expect": expect or f">= {limit:g}", "holds": value is not None and value >= limit}
+    return {
+        "expect": expect or f">= {limit:g}",
+        "holds": value is not None and value >= limit,
+        "bar": {"lo": limit},
+    }
+
+
+def beats(value: float | None, versus: str, parity: float = 1.0, expect: str = "") -> dict[str, Any]:
+    """A comparison with a baseline: ``value`` is MRC's figure over ``versus``'s, oriented so
+    that above ``parity`` MRC is better. Runs on both sides of parity make a tie."""
+    return {
+        "expect": expect or f"> {parity:g} (MRC better than {versus})",
+        "holds": value is not None and value > parity,
+        "bar": {"parity": parity},
+        "versus": versus,
+    }
 
 
 def step(msg: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .common import Context, Result, at_most, experiment_entry, fabric, fabric_info, step
+from .common import Context, Result, at_most, beats, experiment_entry, fabric, fabric_info, step
 from .lab import FAULT_SHAPE, MODES, uplink_name
 from .plots import bars
 from .transfer import FaultPlan, run_concurrent
@@ -124,8 +124,7 @@ def run(ctx: Context, res: Result) -> None:
                 unit="x",
                 mode="mrc",
                 paper="MRC beats single-path connections",
-                expect="> 1",
-                holds=speedup > 1,
+                **beats(speedup, "single-path connections"),
             )
         res.data.update(data)
         res.plots.append(bars(ctx.out / "e8.png", "E8 job completion time (s)", groups, "seconds").name)

@@ -32,7 +32,7 @@ import subprocess
 import sys
 from typing import Any
 
-from .common import Context, Result, experiment_entry, fabric, fabric_info, fmt, step
+from .common import Context, Result, at_least, experiment_entry, fabric, fabric_info, fmt, step
 from .plots import bars
 from .transfer import run_concurrent, run_transfer
 
@@ -277,17 +277,14 @@ def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
                 f"{row['incast_retransmissions']}, EVs retired {row['incast_evs_retired']}, job {job_s:.1f} s"
             )
             paper = "MRC: none" if mode == "mrc" else "single-path RoCE: bystander loses 25-75 %"
-            expect, holds = ("info", None)
-            if mode == "mrc" and trimming:
-                expect, holds = ">= 0.75", ratio is not None and ratio >= 0.75
+            judged = at_least(ratio, 0.75) if mode == "mrc" and trimming else {"expect": "info"}
             res.add(
                 f"bystander goodput with incast / alone, {label}",
                 ratio,
                 unit="x",
                 mode=mode,
                 paper=paper,
-                expect=expect,
-                holds=holds,
+                **judged,
             )
         mrc = out[label]["mrc"]
         res.add(
@@ -447,8 +444,7 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         unit="x",
         mode="mrc",
         paper="stays near line rate",
-        expect=">= 0.7",
-        holds=ratio is not None and ratio >= 0.7,
+        **at_least(ratio, 0.7),
     )
     return {
         "link": link.name,

@@ -83,3 +83,21 @@ def test_flap_judge_counts_a_down_then_up_fault_as_one_flap() -> None:
     assert row["holds"]
     res["runs"]["mrc"] = run(120.0, 2)
     assert not sim_shapes.check_flaps(sc, res, ref)["holds"]
+
+
+def test_compound_judge_wants_every_fault_near_its_floor_and_the_rate_back() -> None:
+    sc = _sc("compound-faults")
+
+    def run(lost: list[int], after: float) -> dict[str, Any]:
+        r = _flow_run([300] + [800] * 3 + [after] * 15 + [100], 200.0)
+        r["faults"] = [{"start_us": 30.0, "data_packets_lost": n} for n in lost]
+        return r
+
+    clean = {"runs": {m: run([], 800) for m in ("mrc", "single-path", "ecmp")}}
+    good = sim_shapes.check_compound(sc, {"runs": {m: run([2, 3], 790) for m in clean["runs"]}}, clean)
+    assert good["holds"] and good["metrics"]["mrc"]["lost_per_fault"] == [2, 3]
+    # the second fault lost three times what the first did: above its floor
+    bad = sim_shapes.check_compound(sc, {"runs": {m: run([2, 9], 790) for m in clean["runs"]}}, clean)
+    assert not bad["holds"] and bad["metrics"]["mrc"]["worst_fault_lost_over_floor"] > 1.3
+    slow = sim_shapes.check_compound(sc, {"runs": {m: run([2, 3], 600) for m in clean["runs"]}}, clean)
+    assert not slow["holds"] and slow["metrics"]["mrc"]["steady_after_over_no_fault"] == 0.75
