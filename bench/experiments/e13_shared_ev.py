@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from .common import Context, Result, at_least, at_most, experiment_entry, fabric, fabric_info, step
+from .e9_congestion import FRAME_BYTES, LINUX_ECN_THRESHOLD, bmv2_trim_packets, is_linux, slow_port
 from .lab import FAULT_SHAPE, WARMUP_BYTES
 from .plots import timelines
 from .transfer import TransferRun, run_transfer
@@ -86,11 +87,28 @@ def together(
     return runs["a"], runs["b"]
 
 
+def queue_in_the_switch(tb: Any, path: tuple[int, int]) -> str:
+    """BMv2: the shared uplink's rate set in BMv2's own egress queue, so the queue that ECN
+    reads builds inside the switch (elsewhere the link's rate is kept by the host kernel's
+    qdisc behind BMv2, which marks nothing). The Linux target's egress program already keeps
+    the queue in front of its HTB. Returns what was done."""
+    if is_linux(tb):
+        return "Linux: the port's eBPF egress queue, the controller's thresholds"
+    topo = tb.topology
+    t0, t1 = topo.t0(path[0], 0), topo.t1(*path)
+    link = topo.find_link(f"{t0.name}-{t1.name}")
+    port = link.a.port if link.a.node == t0.name else link.b.port
+    pps = int(FAULT_SHAPE["link_rate"] * 1e6 / 8 / FRAME_BYTES)
+    slow_port(tb, t0.name, port, pps, 64, thresholds=(LINUX_ECN_THRESHOLD, bmv2_trim_packets(pps)))
+    return f"BMv2: {t0.name} port {port} queue at {pps} packets/s, ECN above {LINUX_ECN_THRESHOLD} packet"
+
+
 def run(ctx: Context, res: Result) -> None:
     size_a = ctx.size(40, 20)
     size_b = size_a // 5  # at a quarter of a's rate: b lasts about 80 % of a
     with fabric(ctx, **FAULT_SHAPE) as tb:
         res.fabric = fabric_info(tb)
+        res.caveats.append(queue_in_the_switch(tb, SHARED))
         topo = tb.topology
         left = [h.name for h in topo.hosts if h.t0_index == 0]
         right = [h.name for h in topo.hosts if h.t0_index == topo.t0_per_plane - 1]
