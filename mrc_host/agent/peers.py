@@ -266,10 +266,9 @@ class Peers:
         return random.Random(self.rng.getrandbits(64))
 
     def _add(self, conn: Connection, now: int) -> None:
-        """A new live connection: the profile's and the operator's denies hold on it at once."""
+        """A new live connection: the operator's denies hold on it at once (the profile's are
+        the core's: its EV set starts with them DENIED)."""
         self.conns[conn.qp.value] = conn
-        for ev in self.opts.ev_profile.denied(sorted(conn.endpoint.evset.entries)):
-            conn.endpoint.deny(ev, now)
         for ev in self.denied:
             self.run(conn, conn.endpoint.deny(ev, now), now)
         log.info("connection %s %s (%s) qp %06x", conn.kind, conn.peer.name, conn.qp.mode, conn.qp.value)
