@@ -431,3 +431,27 @@ def test_mrc_profile_shows_a_files_evs_and_names_a_bad_key(
     f.write_text(EXPLICIT_FILE.replace("count = 2048", "count = 4096"))
     assert main(["profile", str(f)]) == 2
     assert f"{f}: explicit.base: 0x0 + count 4096 runs past" in capsys.readouterr().err
+
+
+def test_the_shipped_scenarios_and_the_agent_take_the_one_default_ev_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Scenario files that spelled the default out (evs = 128) would not follow it; the
+    agent's flag help and its empty profile read it from the core."""
+    import tomllib
+
+    from mrc_host.agent.cli import main
+    from mrc_host.core import DEFAULT_MAX_EVS
+    from mrc_host.sim.scenario_file import load, shipped
+
+    for path in shipped():
+        raw = tomllib.loads(path.read_text()).get("transport", {})
+        assert raw.get("evs") != DEFAULT_MAX_EVS, (
+            f"{path.name}: drop evs = {DEFAULT_MAX_EVS}, it is the default"
+        )
+        if "evs" not in raw:
+            assert load(path).evs == DEFAULT_MAX_EVS
+    assert TransportConfig(**parse({}).transport_overrides()).max_evs == DEFAULT_MAX_EVS
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert f"planes (default {DEFAULT_MAX_EVS})" in " ".join(capsys.readouterr().out.split())
