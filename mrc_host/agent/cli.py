@@ -6,6 +6,7 @@
     mrc stats [--agent SOCK] [--json]
     mrc evs [--all] [--agent SOCK] [--json]
     mrc deny 10040001 / mrc allow 10040001
+    mrc deny --field 1 --min 12 --max 15     # a rule: every EV it matches, now and on new connections
     mrc profile EVS.toml [--planes 2 --t1 4] [--all] [--json]   # check a profile, show its EVs
 
 ``--agent`` defaults to $MRC_AGENT. ``--json`` prints the agent's reply as JSON (for scripts).
@@ -27,7 +28,7 @@ from mrc_host.core.config import DEFAULT_MAX_EVS
 
 from .client import AgentClient, AgentError
 from .ev_summary import STATE_COLOURS, path_table
-from .protocol import ProtocolError, parse_size
+from .protocol import RULE_KEYS, ProtocolError, parse_size
 
 BUILTIN = ("serve", "send", "cancel", "stats", "evs", "deny", "allow", "profile")
 
@@ -140,8 +141,12 @@ def _add_client_commands(sub: Any) -> None:
         p.add_argument("--all", action="store_true", help="one row per EV instead of one per path")
         _agent_arg(p)
     for name in ("deny", "allow"):
-        p = sub.add_parser(name, help=f"{name} an EV on every connection (operator)")
-        p.add_argument("ev", help="EV as 8 hex digits, as `mrc evs` prints it")
+        p = sub.add_parser(name, help=f"{name} an EV, or the EVs a rule matches, on every connection")
+        p.add_argument("ev", nargs="?", help="EV as 8 hex digits, as `mrc evs` prints it")
+        for key, text in (("plane", "plane"), ("t1", "T1"), ("field", "format field (0: first)"),
+                          ("min", "the field's lowest value"), ("max", "the field's highest value"),
+                          ("mask", "bits of the EV ..."), ("value", "... that must equal this")):  # fmt: skip
+            p.add_argument(f"--{key}", type=lambda x: int(x, 0), help=f"rule: {text}")
         _agent_arg(p)
 
 
@@ -355,9 +360,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_deny_allow(args: argparse.Namespace, client: AgentClient) -> int:
-    reply = client.deny(args.ev) if args.command == "deny" else client.allow(args.ev)
+    rule = {k: getattr(args, k) for k in RULE_KEYS if getattr(args, k) is not None}
+    if (args.ev is None) == (not rule):
+        raise ProtocolError("ev", "an EV or a rule (--plane, --t1, --field/--min/--max, --mask/--value)")
+    call = client.deny if args.command == "deny" else client.allow
+    reply = call(args.ev) if args.ev is not None else call(rule=rule)
     if args.json:
         print(json.dumps(reply, indent=2))
+    elif rule:
+        print(f"{args.command} {rule}: {reply['evs']} EV(s) on {reply['connections']} connection(s)")
     else:
         print(f"{args.command} {reply['ev']}: {reply['connections']} connection(s)")
     return 0

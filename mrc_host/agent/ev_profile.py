@@ -77,7 +77,7 @@ class ProfileError(ValueError):
 DenyRule = EvDeny  # the core's rule; the file's [[deny]] tables become these
 
 
-def _deny_dict(r: EvDeny) -> dict[str, Any]:
+def deny_dict(r: EvDeny) -> dict[str, Any]:
     out: dict[str, Any] = {k: v for k, v in (("plane", r.plane), ("t1", r.t1), ("ev", r.ev)) if v is not None}
     if r.field is not None:
         out |= {"field": r.field, "min": r.lo, "max": r.hi}
@@ -121,7 +121,7 @@ class AgentEvProfile:
             "entropy_mask": self.values.entropy_mask,
             "entropy_base": self.values.entropy_base,
             "explicit": [f"{v:08x}" for v in self.values.explicit],
-            "deny": [_deny_dict(r) for r in self.deny],
+            "deny": [deny_dict(r) for r in self.deny],
         }
         if gen is not None:
             out["generated"] = {"fields": field_dicts(gen.fields)}
@@ -175,7 +175,7 @@ def _format(source: str, raw: object) -> tuple[int, ...]:
         raise ProfileError(f"{source}: {exc}") from None
 
 
-def _deny_rule(where: str, rule: object, fmt: tuple[int, ...]) -> EvDeny:
+def deny_rule(where: str, rule: object, fmt: tuple[int, ...]) -> EvDeny:
     if not isinstance(rule, dict) or not rule or set(rule) - _DENY_KEYS:
         raise ProfileError(f"{where}: a table with some of {', '.join(sorted(_DENY_KEYS))}")
     if ("min" in rule or "max" in rule) and "field" not in rule:
@@ -283,7 +283,7 @@ def parse(obj: dict[str, Any], source: str = "profile", evs: int = DEFAULT_MAX_E
     deny = obj.get("deny", [])
     if not isinstance(deny, list):
         raise ProfileError(f"{source}: deny: must be an array of tables ([[deny]])")
-    rules = [_deny_rule(f"{source}: deny[{i}]", rule, fmt) for i, rule in enumerate(deny)]
+    rules = [deny_rule(f"{source}: deny[{i}]", rule, fmt) for i, rule in enumerate(deny)]
     generated = None if "generated" not in obj else _generated(source, obj["generated"], fmt, rules)
     fielded = _explicit_table(source, explicit, fmt, rules) if isinstance(explicit, dict) else None
     folded = generated is not None or fielded is not None  # field-range rules are in the profile
