@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK, EV, ev_compose
 
 from .config import Mode, TransportConfig
-from .ev_fields import ExpProfile, GenProfile
+from .ev_fields import ExpProfile, GenProfile, profile_values
 
 __all__ = ["EvDraw", "PathSpace", "draw"]
 
@@ -124,7 +124,7 @@ def _generated(
     as they allow (shuffled T1 order, a random value of each path in turn), actives first.
     In ECMP mode the T1 bits are the switches' business: every value of the plane counts."""
     by_path: dict[tuple[int, int], list[int]] = {}
-    for v in gen.generate():
+    for v in profile_values(gen):
         ev = EV.decode(v)
         if ev.plane < paths.planes and (cfg.mode is Mode.ECMP or ev.t1 < paths.t1_count):
             by_path.setdefault((ev.plane, 0 if cfg.mode is Mode.ECMP else ev.t1), []).append(v)

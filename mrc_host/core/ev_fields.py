@@ -41,6 +41,7 @@ __all__ = [
     "GenProfile",
     "check_format",
     "field_values",
+    "profile_values",
     "scatter",
 ]
 
@@ -325,6 +326,20 @@ class ExpProfile(FieldProfile):
             v = self.expand(c)
             if not self.deny or not self.denied(v):
                 yield v
+
+
+_VALUES: dict[GenProfile | ExpProfile, tuple[int, ...]] = {}
+
+
+def profile_values(profile: GenProfile | ExpProfile) -> tuple[int, ...]:
+    """``tuple(profile.generate())``, kept for the next connection with the same profile (a
+    fabric's every connection draws from it; 65,536 values take a while to enumerate)."""
+    got = _VALUES.get(profile)
+    if got is None:
+        if len(_VALUES) >= 16:
+            _VALUES.clear()
+        got = _VALUES[profile] = tuple(profile.generate())
+    return got
 
 
 def field_values(value: int, widths: tuple[int, ...]) -> list[int]:
