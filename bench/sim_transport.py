@@ -20,11 +20,11 @@ from typing import Any
 
 from bench.sim_bench import finish, record_head, save_figure, start
 from mrc_fabric.ev import ev_plane, ev_t1
-from mrc_host.core import Mode
+from mrc_host.core import DEFAULT_MAX_EVS, Mode
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
 from mrc_host.sim.scenario import SimConfig, Simulation
 
-EVS = 128  # the core's default: EV count independent of the path count
+EVS = DEFAULT_MAX_EVS  # the core's default: EV count independent of the path count
 
 
 def link_delay_for_rtt(rtt_us: float, mtu: int = 4096, gbps: float = 100.0) -> int:

@@ -6,6 +6,8 @@
     mrc stats [--agent SOCK] [--json]
     mrc evs [--all] [--agent SOCK] [--json]
     mrc deny 10040001 / mrc allow 10040001
+    mrc deny --field 1 --min 12 --max 15     # a rule: every EV it matches, now and on new connections
+    mrc profile EVS.toml [--planes 2 --t1 4] [--all] [--json]   # check a profile, show its EVs
 
 ``--agent`` defaults to $MRC_AGENT. ``--json`` prints the agent's reply as JSON (for scripts).
 Exit status: 0 on success, 1 when the agent refused or the transfer was not confirmed, 2 on
@@ -22,11 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mrc_host.core.config import DEFAULT_MAX_EVS
+
 from .client import AgentClient, AgentError
 from .ev_summary import STATE_COLOURS, path_table
-from .protocol import ProtocolError, parse_size
+from .protocol import RULE_KEYS, ProtocolError, parse_size
 
-BUILTIN = ("serve", "send", "cancel", "stats", "evs", "deny", "allow")
+BUILTIN = ("serve", "send", "cancel", "stats", "evs", "deny", "allow", "profile")
 
 
 def _agent_arg(p: argparse.ArgumentParser) -> None:
@@ -44,7 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     _add_serve(sub.add_parser("serve", help="run the agent in this host's network namespace"))
     _add_client_commands(sub)
+    _add_profile(sub.add_parser("profile", help="check an EV-profile file and show the EVs it gives"))
     return ap
+
+
+def _add_profile(p: argparse.ArgumentParser) -> None:
+    """``mrc profile``: an EV-profile file checked offline, with one connection's EVs."""
+    p.add_argument("file", type=Path, help="the TOML EV profile (as for mrc serve --ev-profile)")
+    p.add_argument("--planes", type=int, default=2, help="planes of the fabric to draw for (default 2)")
+    p.add_argument("--t1", type=int, default=4, help="T1 switches per plane (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
+    p.add_argument("--evs", type=int, help="override the profile's EV count")
+    p.add_argument("--ev-min-active", type=int, help="override the profile's min_active")
+    p.add_argument("--all", action="store_true", help="one row per EV, with its fields")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def _add_serve(s: argparse.ArgumentParser) -> None:
@@ -90,7 +107,9 @@ def _add_serve(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument("--no-kernel-rules", action="store_true", help="do not install the nftables drop rules")
     s.add_argument("--ev-profile", type=Path, help="TOML EV profile: EV count, values, DENIED rules, CC")
-    s.add_argument("--evs", type=int, help="EVs per connection, split over the planes (default 128)")
+    s.add_argument(
+        "--evs", type=int, help=f"EVs per connection, split over the planes (default {DEFAULT_MAX_EVS})"
+    )
     s.add_argument("--backup-evs", type=int, help="spare EVs per plane that replace retired ones (default 4)")
     s.add_argument("--ev-min-active", type=int, help="loss retires no EV below this many (default 0: 3/4)")
     s.add_argument("--cc", help="congestion control: nscc (default), window or fixed")
@@ -122,8 +141,12 @@ def _add_client_commands(sub: Any) -> None:
         p.add_argument("--all", action="store_true", help="one row per EV instead of one per path")
         _agent_arg(p)
     for name in ("deny", "allow"):
-        p = sub.add_parser(name, help=f"{name} an EV on every connection (operator)")
-        p.add_argument("ev", help="EV as 8 hex digits, as `mrc evs` prints it")
+        p = sub.add_parser(name, help=f"{name} an EV, or the EVs a rule matches, on every connection")
+        p.add_argument("ev", nargs="?", help="EV as 8 hex digits, as `mrc evs` prints it")
+        for key, text in (("plane", "plane"), ("t1", "T1"), ("field", "format field (0: first)"),
+                          ("min", "the field's lowest value"), ("max", "the field's highest value"),
+                          ("mask", "bits of the EV ..."), ("value", "... that must equal this")):  # fmt: skip
+            p.add_argument(f"--{key}", type=lambda x: int(x, 0), help=f"rule: {text}")
         _agent_arg(p)
 
 
@@ -313,10 +336,39 @@ def cmd_evs(args: argparse.Namespace, client: AgentClient) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from . import ev_profile
+    from .profile_view import describe, render
+
+    overrides = {"evs": args.evs, "min_active": args.ev_min_active}
+    try:
+        prof = ev_profile.load(args.file)
+        prof = ev_profile.parse(
+            prof.as_dict() | {k: v for k, v in overrides.items() if v is not None}, str(args.file)
+        )
+        d = describe(prof, args.planes, args.t1, args.seed)
+    except ValueError as exc:  # ProfileError names file and key; others: the fabric does not fit
+        print(f"mrc profile: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(d, indent=1))
+    else:
+        from rich.console import Console
+
+        Console().print(render(d, args.all))
+    return 0
+
+
 def cmd_deny_allow(args: argparse.Namespace, client: AgentClient) -> int:
-    reply = client.deny(args.ev) if args.command == "deny" else client.allow(args.ev)
+    rule = {k: getattr(args, k) for k in RULE_KEYS if getattr(args, k) is not None}
+    if (args.ev is None) == (not rule):
+        raise ProtocolError("ev", "an EV or a rule (--plane, --t1, --field/--min/--max, --mask/--value)")
+    call = client.deny if args.command == "deny" else client.allow
+    reply = call(args.ev) if args.ev is not None else call(rule=rule)
     if args.json:
         print(json.dumps(reply, indent=2))
+    elif rule:
+        print(f"{args.command} {rule}: {reply['evs']} EV(s) on {reply['connections']} connection(s)")
     else:
         print(f"{args.command} {reply['ev']}: {reply['connections']} connection(s)")
     return 0
@@ -350,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(plugin.load()(argv[1:], prog=f"mrc {argv[0]}"))
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "profile":
+            return cmd_profile(args)
         if args.command == "serve":
             try:
                 return cmd_serve(args)

@@ -128,8 +128,9 @@ class AgentClient:
         rows: list[dict[str, Any]] = self.request({"cmd": "evs"})["evs"]
         return rows
 
-    def deny(self, ev: int | str) -> dict[str, Any]:
-        return self.request({"cmd": "deny", "ev": ev})
+    def deny(self, ev: int | str | None = None, rule: dict[str, int] | None = None) -> dict[str, Any]:
+        """DENY one EV, or every EV a rule matches (the keys of a profile's [[deny]])."""
+        return self.request({"cmd": "deny", **({"ev": ev} if rule is None else {"rule": rule})})
 
-    def allow(self, ev: int | str) -> dict[str, Any]:
-        return self.request({"cmd": "allow", "ev": ev})
+    def allow(self, ev: int | str | None = None, rule: dict[str, int] | None = None) -> dict[str, Any]:
+        return self.request({"cmd": "allow", **({"ev": ev} if rule is None else {"rule": rule})})

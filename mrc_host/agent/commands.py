@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from mrc_host.agent import protocol
+from mrc_host.core.ev_fields import EvDeny
 
 from .control import ControlClient
+from .ev_profile import ProfileError, deny_dict, deny_rule
 from .netio import KernelQuiet
 from .paths import HostPaths
 from .peers import Peers
@@ -116,6 +118,7 @@ class Commands:
             "internal_errors": a.counters.internal_errors,
             "kernel_drops": a.quiet.counters(),
             "denied": [f"{ev:08x}" for ev in sorted(a.peers.denied)],
+            "deny_rules": [deny_dict(r) for r in a.peers.deny_rules],
             "totals": dict(totals),
             "connections": [c.describe() for c in conns],
             "evs": [row for c in conns for row in c.ev_table()],
@@ -126,11 +129,28 @@ class Commands:
         rows = [row for c in self.agent.peers for row in c.ev_table()]
         return {"ok": True, "host": self.agent.paths.name, "evs": rows}
 
+    def _rule(self, req: protocol.Request) -> EvDeny:
+        assert req.rule is not None
+        try:
+            return deny_rule("rule", req.rule, self.agent.peers.opts.ev_profile.format)
+        except ProfileError as exc:  # "rule.field: why" or "rule: why"
+            key, _, why = str(exc).partition(": ")
+            raise protocol.ProtocolError(key, why) from None
+
     def deny(self, req: protocol.Request, client: ControlClient | None) -> dict[str, Any]:
+        if req.rule is not None:
+            conns, evs = self.agent.peers.deny_rule(self._rule(req), time.monotonic_ns())
+            return {"ok": True, "rule": req.rule, "connections": conns, "evs": evs}
         n = self.agent.peers.deny(req.ev, time.monotonic_ns())
         return {"ok": True, "ev": f"{req.ev:08x}", "connections": n}
 
     def allow(self, req: protocol.Request, client: ControlClient | None) -> dict[str, Any]:
+        if req.rule is not None:
+            try:
+                conns, evs = self.agent.peers.allow_rule(self._rule(req), time.monotonic_ns())
+            except ValueError as exc:
+                raise protocol.ProtocolError("rule", str(exc).removeprefix("rule: ")) from None
+            return {"ok": True, "rule": req.rule, "connections": conns, "evs": evs}
         try:
             n = self.agent.peers.allow(req.ev, time.monotonic_ns())
         except ValueError:

@@ -20,6 +20,12 @@ optional; the ``mrc-agent`` flags ``--evs``, ``--backup-evs``, ``--ev-min-active
     fields = [{width = 4, max = 7, mask = 0xf}, {width = 10, max = 15, mask = 0x3ff},
               {width = 18, init = 0x100, max = 255, mask = 0xff}]
 
+    [explicit]               # or: the OCP explicit profile: compact EVs expanded through
+    fields = [{width = 4, mask = 0x1}, {width = 10, mask = 0xf},   # the fields' init/mask
+              {width = 18, init = 0x2a000, mask = 0xff}]
+    base = 0                 # the range base .. base + count - 1 (or values = ["1a3", ...])
+    count = 8192
+
     [[deny]]                 # DENIED from the start on every connection: all keys must match
     plane = 1
     t1 = 0
@@ -29,7 +35,7 @@ optional; the ``mrc-agent`` flags ``--evs``, ``--backup-evs``, ``--ev-min-active
     field = 1
     min = 12
     max = 15
-    [[deny]]                 # OCP's deny_mask / deny_value over the whole EV
+    [[deny]]                 # a mask / value over the whole EV
     mask = 0xf0000000
     value = 0x30000000
 """
@@ -43,16 +49,17 @@ from typing import Any
 
 from mrc_fabric.addressing import AddressingError
 from mrc_fabric.ev import EV
-from mrc_host.core import EvProfile
+from mrc_host.core import DEFAULT_MAX_EVS, EvProfile
 from mrc_host.core.cc_base import cc_names
 from mrc_host.core.ev_fields import (
     CONTRACT_FORMAT,
     MAX_PROFILE_EVS,
+    EvDeny,
+    ExpProfile,
     FieldDeny,
     GenField,
     GenProfile,
     check_format,
-    field_values,
 )
 
 EV_FORMAT = "flowlabel+udp_sport"  # the contract's carrier; its fields are CONTRACT_FORMAT
@@ -60,46 +67,27 @@ _COUNTS = {"evs": (1, MAX_PROFILE_EVS), "backups_per_plane": (0, 256), "min_acti
 _KEYS = {"format", "cc", "entropy_mask", "entropy_base", "explicit", "generated", "deny", *_COUNTS}
 _DENY_KEYS = {"plane", "t1", "ev", "field", "min", "max", "mask", "value"}
 _GEN_FIELD_KEYS = {"width", "init", "min", "max", "mask"}
+_EXP_KEYS = {"fields", "values", "base", "count"}
 
 
 class ProfileError(ValueError):
     """A bad profile: the message names the file, the key and the reason."""
 
 
-@dataclass(frozen=True)
-class DenyRule:
-    """EVs to deny: every given key must match -- plane, T1, one EV value, a range of one
-    format field's values (``field``, ``min``..``max``), or OCP's ``mask``/``value``."""
+DenyRule = EvDeny  # the core's rule; the file's [[deny]] tables become these
 
-    plane: int | None = None
-    t1: int | None = None
-    ev: int | None = None
-    field: int | None = None
-    lo: int = 0
-    hi: int = 0
-    mask: int | None = None
-    value: int = 0
-    format: tuple[int, ...] = CONTRACT_FORMAT
 
-    def matches(self, value: int) -> bool:
-        e = EV.decode(value)
-        return (
-            (self.plane is None or e.plane == self.plane)
-            and (self.t1 is None or e.t1 == self.t1)
-            and (self.ev is None or value == self.ev)
-            and (self.field is None or self.lo <= field_values(value, self.format)[self.field] <= self.hi)
-            and (self.mask is None or value & self.mask == self.value)
-        )
+def deny_dict(r: EvDeny) -> dict[str, Any]:
+    out: dict[str, Any] = {k: v for k, v in (("plane", r.plane), ("t1", r.t1), ("ev", r.ev)) if v is not None}
+    if r.field is not None:
+        out |= {"field": r.field, "min": r.lo, "max": r.hi}
+    if r.mask is not None:
+        out |= {"mask": r.mask, "value": r.value}
+    return out
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            k: v for k, v in (("plane", self.plane), ("t1", self.t1), ("ev", self.ev)) if v is not None
-        }
-        if self.field is not None:
-            out |= {"field": self.field, "min": self.lo, "max": self.hi}
-        if self.mask is not None:
-            out |= {"mask": self.mask, "value": self.value}
-        return out
+
+def field_dicts(fields: tuple[GenField, ...]) -> list[dict[str, int]]:
+    return [{"width": f.width, "init": f.init, "min": f.min, "max": f.max, "mask": f.mask} for f in fields]
 
 
 @dataclass(frozen=True)
@@ -127,21 +115,21 @@ class AgentEvProfile:
 
     def as_dict(self) -> dict[str, Any]:
         """The profile in the file's own keys (``parse(p.as_dict()) == p``)."""
-        gen = self.values.generated
+        gen, exp = self.values.generated, self.values.fielded
         out: dict[str, Any] = {
             "format": EV_FORMAT if self.format == CONTRACT_FORMAT else list(self.format),
             "entropy_mask": self.values.entropy_mask,
             "entropy_base": self.values.entropy_base,
             "explicit": [f"{v:08x}" for v in self.values.explicit],
-            "deny": [r.as_dict() for r in self.deny],
+            "deny": [deny_dict(r) for r in self.deny],
         }
         if gen is not None:
-            out["generated"] = {
-                "fields": [
-                    {"width": f.width, "init": f.init, "min": f.min, "max": f.max, "mask": f.mask}
-                    for f in gen.fields
-                ]
-            }
+            out["generated"] = {"fields": field_dicts(gen.fields)}
+        if exp is not None:
+            listed = {"values": [f"{v:x}" for v in exp.values]}
+            out["explicit"] = {"fields": field_dicts(exp.fields)} | (
+                listed if exp.values else {"base": exp.base, "count": exp.count}
+            )
         for key, value in (
             ("evs", self.evs),
             ("backups_per_plane", self.backups_per_plane),
@@ -187,7 +175,7 @@ def _format(source: str, raw: object) -> tuple[int, ...]:
         raise ProfileError(f"{source}: {exc}") from None
 
 
-def _deny_rule(where: str, rule: object, fmt: tuple[int, ...]) -> DenyRule:
+def deny_rule(where: str, rule: object, fmt: tuple[int, ...]) -> EvDeny:
     if not isinstance(rule, dict) or not rule or set(rule) - _DENY_KEYS:
         raise ProfileError(f"{where}: a table with some of {', '.join(sorted(_DENY_KEYS))}")
     if ("min" in rule or "max" in rule) and "field" not in rule:
@@ -198,7 +186,7 @@ def _deny_rule(where: str, rule: object, fmt: tuple[int, ...]) -> DenyRule:
     top = 0 if fld is None else (1 << fmt[fld]) - 1
     lo = 0 if fld is None else _int(f"{where}.min", rule.get("min", 0), 0, top)
     hi = 0 if fld is None else _int(f"{where}.max", rule.get("max", top), lo, top)
-    return DenyRule(
+    return EvDeny(
         plane=None if "plane" not in rule else _int(f"{where}.plane", rule["plane"], 0, 15),
         t1=None if "t1" not in rule else _int(f"{where}.t1", rule["t1"], 0, 1023),
         ev=None if "ev" not in rule else _ev(f"{where}.ev", rule["ev"]),
@@ -211,29 +199,77 @@ def _deny_rule(where: str, rule: object, fmt: tuple[int, ...]) -> DenyRule:
     )
 
 
-def _generated(source: str, raw: object, fmt: tuple[int, ...], rules: list[DenyRule]) -> GenProfile:
-    """The [generated] table; deny rules by field range go into it so denied EVs are never drawn."""
-    where = f"{source}: generated"
-    if not isinstance(raw, dict) or set(raw) - {"fields"} or not isinstance(raw.get("fields"), list):
-        raise ProfileError(f"{where}: a table with fields = [{{width, init, min, max, mask}}, ...]")
+def _fields(where: str, raw: object) -> tuple[GenField, ...]:
+    if not isinstance(raw, list):
+        raise ProfileError(f"{where}: a list of tables [{{width, init, min, max, mask}}, ...]")
     fields = []
-    for i, f in enumerate(raw["fields"]):
-        at = f"{where}.fields[{i}]"
+    for i, f in enumerate(raw):
+        at = f"{where}[{i}]"
         if not isinstance(f, dict) or "width" not in f or set(f) - _GEN_FIELD_KEYS:
             raise ProfileError(f"{at}: a table with width and some of init, min, max, mask")
         fields.append(GenField(**{k: _int(f"{at}.{k}", v, 0, 0xFFFFFFFF) for k, v in f.items()}))
-    field_denies = tuple(
-        FieldDeny(r.field, r.lo, r.hi)
-        for r in rules
-        if r.field is not None and r.as_dict().keys() == {"field", "min", "max"}
-    )
+    return tuple(fields)
+
+
+def _field_denies(rules: list[EvDeny]) -> tuple[FieldDeny, ...]:
+    """Deny rules by a field range alone: a generated or explicit profile leaves them out."""
+    return tuple(FieldDeny(r.field, r.lo, r.hi) for r in rules if r.field is not None and r.field_only)
+
+
+def _generated(source: str, raw: object, fmt: tuple[int, ...], rules: list[EvDeny]) -> GenProfile:
+    """The [generated] table; deny rules by field range go into it so denied EVs are never drawn."""
+    where = f"{source}: generated"
+    if not isinstance(raw, dict) or set(raw) - {"fields"} or "fields" not in raw:
+        raise ProfileError(f"{where}: a table with fields = [{{width, init, min, max, mask}}, ...]")
+    fields = _fields(f"{where}.fields", raw["fields"])
     try:
-        return GenProfile(format=fmt, fields=tuple(fields), deny=field_denies)
+        return GenProfile(format=fmt, fields=fields, deny=_field_denies(rules))
     except ValueError as exc:
         raise ProfileError(f"{source}: {exc}") from None
 
 
-def parse(obj: dict[str, Any], source: str = "profile") -> AgentEvProfile:
+def _compact(where: str, value: object) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value, 16)
+        except ValueError:
+            raise ProfileError(f"{where}: {value!r} is not a compact EV in hex") from None
+    return _int(where, value, 0, 0xFFFFFFFF)
+
+
+def _explicit_table(
+    source: str, raw: dict[str, Any], fmt: tuple[int, ...], rules: list[EvDeny]
+) -> ExpProfile:
+    """The [explicit] table: OCP's explicit profile, fields and compact EVs (a list or a range)."""
+    where = f"{source}: explicit"
+    unknown = sorted(set(raw) - _EXP_KEYS)
+    if unknown:
+        raise ProfileError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(sorted(_EXP_KEYS))})")
+    if ("values" in raw) == ("count" in raw):
+        raise ProfileError(f"{where}: values = [compact EVs] or a range, base and count, not both")
+    if "base" in raw and "count" not in raw:
+        raise ProfileError(f"{where}.base: needs a count")
+    fields = _fields(f"{where}.fields", raw["fields"]) if "fields" in raw else ()
+    values = raw.get("values", [])
+    if not isinstance(values, list) or ("values" in raw and not values):
+        raise ProfileError(f"{where}.values: a non-empty list of compact EVs (hex strings or integers)")
+    try:
+        return ExpProfile(
+            format=fmt,
+            fields=fields,
+            values=tuple(_compact(f"{where}.values[{i}]", v) for i, v in enumerate(values)),
+            base=_compact(f"{where}.base", raw.get("base", 0)),
+            count=_int(f"{where}.count", raw.get("count", 0), 0 if "values" in raw else 1, MAX_PROFILE_EVS),
+            deny=_field_denies(rules),
+        )
+    except ValueError as exc:
+        if isinstance(exc, ProfileError):
+            raise
+        raise ProfileError(f"{source}: {exc}") from None
+
+
+def parse(obj: dict[str, Any], source: str = "profile", evs: int = DEFAULT_MAX_EVS) -> AgentEvProfile:
+    """A profile from the file's keys; ``evs`` is the EV count when the profile sets none."""
     unknown = sorted(set(obj) - _KEYS)
     if unknown:
         raise ProfileError(f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
@@ -242,25 +278,34 @@ def parse(obj: dict[str, Any], source: str = "profile") -> AgentEvProfile:
     if cc is not None and cc not in cc_names():
         raise ProfileError(f"{source}: cc: {cc!r} is not one of {', '.join(cc_names())}")
     explicit = obj.get("explicit", [])
-    if not isinstance(explicit, list):
-        raise ProfileError(f"{source}: explicit: must be a list of EVs")
+    if not isinstance(explicit, list | dict):
+        raise ProfileError(f"{source}: explicit: a list of EVs or a table (fields, values or base and count)")
     deny = obj.get("deny", [])
     if not isinstance(deny, list):
         raise ProfileError(f"{source}: deny: must be an array of tables ([[deny]])")
-    rules = [_deny_rule(f"{source}: deny[{i}]", rule, fmt) for i, rule in enumerate(deny)]
+    rules = [deny_rule(f"{source}: deny[{i}]", rule, fmt) for i, rule in enumerate(deny)]
     generated = None if "generated" not in obj else _generated(source, obj["generated"], fmt, rules)
+    fielded = _explicit_table(source, explicit, fmt, rules) if isinstance(explicit, dict) else None
+    folded = generated is not None or fielded is not None  # field-range rules are in the profile
     try:
         values = EvProfile(
-            explicit=tuple(_ev(f"{source}: explicit[{i}]", v) for i, v in enumerate(explicit)),
+            explicit=tuple(
+                _ev(f"{source}: explicit[{i}]", v) for i, v in enumerate(explicit if not fielded else [])
+            ),
             entropy_mask=_int(f"{source}: entropy_mask", obj.get("entropy_mask", 0x3FFFF), 0, 0x3FFFF),
             entropy_base=_int(f"{source}: entropy_base", obj.get("entropy_base", 0), 0, 0x3FFFF),
             generated=generated,
+            fielded=fielded,
+            deny=tuple(r for r in rules if not (folded and r.field_only)),
         )
     except ProfileError:
         raise
     except ValueError as exc:
         raise ProfileError(f"{source}: {exc}") from None
     counts = {k: None if k not in obj else _int(f"{source}: {k}", obj[k], *lim) for k, lim in _COUNTS.items()}
+    n = counts["evs"] or evs
+    if (counts["min_active"] or 0) > n:  # OCP: ev_min_active cannot be greater than ev_count
+        raise ProfileError(f"{source}: min_active: {counts['min_active']} is more than the {n} EVs (evs)")
     return AgentEvProfile(
         evs=counts["evs"],
         backups_per_plane=counts["backups_per_plane"],

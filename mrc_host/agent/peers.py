@@ -26,12 +26,14 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, Final, Protocol
 
 from mrc_host.core import (
     Action,
     ConnectionFailed,
     EvSet,
+    EvState,
     EvStateChanged,
     MessageReceived,
     MessageSent,
@@ -40,6 +42,7 @@ from mrc_host.core import (
     Transmit,
     TransportConfig,
 )
+from mrc_host.core.ev_fields import EvDeny
 from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Frame
 
 from .connection import Connection, HandshakeError, RecvConnection, SendConnection, control_meta
@@ -57,6 +60,7 @@ MAX_CONNECTIONS_PER_PEER: Final = 6  # receiving ends per peer, live and pending
 # RETRYs answered per claimed peer: a real peer needs a few per handshake; a flood of forged
 # CONNECTs claiming it gets at most this many answers (the rest are counted and dropped), so
 # neither this agent nor the peer the answers go to pays for more
+DENIED: Final = EvState.DENIED
 RETRY_RATE_PER_S: Final = 100
 RETRY_BURST: Final = 50
 
@@ -108,6 +112,7 @@ class Peers:
         self.refused: Counter[str] = Counter()  # decodable frames refused by the peer binding
         self.handshake: Counter[str] = Counter()
         self.denied: set[int] = set()
+        self.deny_rules: list[EvDeny] = []  # the operator's, over EV fields (mrc deny --field ...)
         self.events: ConnectionEvents | None = None
         self._retry_tokens: dict[int, tuple[float, int]] = {}  # peer index -> (tokens, when)
 
@@ -248,7 +253,13 @@ class Peers:
 
     # ---- connections -----------------------------------------------------------------------
     def _transport(self, mode: Mode, initial_psn: int) -> TransportConfig:
-        return self.opts.transport(mode, initial_psn, self.mtu)
+        """The connection's parameters; the operator's deny rules join the profile's."""
+        cfg = self.opts.transport(mode, initial_psn, self.mtu)
+        if not self.deny_rules:
+            return cfg
+        return replace(
+            cfg, ev_profile=replace(cfg.ev_profile, deny=cfg.ev_profile.deny + tuple(self.deny_rules))
+        )
 
     def check_profile(self) -> None:
         """Refuse at start an EV profile some destination's fabric cannot honour (an explicit
@@ -266,10 +277,9 @@ class Peers:
         return random.Random(self.rng.getrandbits(64))
 
     def _add(self, conn: Connection, now: int) -> None:
-        """A new live connection: the profile's and the operator's denies hold on it at once."""
+        """A new live connection: the operator's denies hold on it at once (the profile's are
+        the core's: its EV set starts with them DENIED)."""
         self.conns[conn.qp.value] = conn
-        for ev in self.opts.ev_profile.denied(sorted(conn.endpoint.evset.entries)):
-            conn.endpoint.deny(ev, now)
         for ev in self.denied:
             self.run(conn, conn.endpoint.deny(ev, now), now)
         log.info("connection %s %s (%s) qp %06x", conn.kind, conn.peer.name, conn.qp.mode, conn.qp.value)
@@ -410,6 +420,41 @@ class Peers:
         if not was_denied and n == 0:
             raise ValueError(f"ev: {ev:08x} is not denied and no connection uses it")
         return n
+
+    def deny_rule(self, rule: EvDeny, now: int) -> tuple[int, int]:
+        """DENY every EV ``rule`` matches, on every connection and on connections made later:
+        (connections, EVs) denied now."""
+        if rule not in self.deny_rules:
+            self.deny_rules.append(rule)
+        conns = evs = 0
+        for conn in list(self.conns.values()):
+            hit = [
+                v for v, e in conn.endpoint.evset.entries.items() if e.state is not DENIED and rule.matches(v)
+            ]
+            for v in hit:
+                self.run(conn, conn.endpoint.deny(v, now), now)
+            conns, evs = conns + bool(hit), evs + len(hit)
+        return conns, evs
+
+    def allow_rule(self, rule: EvDeny, now: int) -> tuple[int, int]:
+        """Lift a deny rule: its EVs that no other deny holds are GOOD again; (connections, EVs)
+        (ValueError: no such rule)."""
+        if rule not in self.deny_rules:
+            raise ValueError("rule: not one of the agent's deny rules (mrc stats lists them)")
+        self.deny_rules.remove(rule)
+        held = [*self.opts.ev_profile.values.deny, *self.deny_rules]
+        conns = evs = 0
+        for conn in list(self.conns.values()):
+            hit = [
+                v
+                for v, e in conn.endpoint.evset.entries.items()
+                if e.state is DENIED and rule.matches(v) and v not in self.denied
+                and not any(r.matches(v) for r in held)
+            ]  # fmt: skip
+            for v in hit:
+                self.run(conn, conn.endpoint.allow(v, now), now)
+            conns, evs = conns + bool(hit), evs + len(hit)
+        return conns, evs
 
     def __iter__(self) -> Iterator[Connection]:
         return iter(list(self.conns.values()))

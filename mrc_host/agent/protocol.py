@@ -12,6 +12,7 @@ exactly one *final* reply, an object with ``"ok"``; a ``send`` may first get any
     {"cmd": "evs"}                         # per-EV states only
     {"cmd": "deny", "ev": "10040001"}      # EV as 8 hex digits (or "0x...", or a JSON integer)
     {"cmd": "allow", "ev": 268697601}
+    {"cmd": "deny", "rule": {"field": 1, "min": 12, "max": 15}}   # or a rule, as a profile's [[deny]]
 
 Errors are ``{"ok": false, "error": "<field>: <why>"}``; a malformed line never closes the
 agent, only (after the error reply) that line is forgotten. docs/agent.md has the replies.
@@ -120,6 +121,20 @@ class Request:
     progress: bool = False
     deadline_s: float = 0.0  # 0: the agent's default
     transfer_id: int = 0
+    rule: dict[str, int] | None = None  # deny/allow: a deny rule (the keys of a profile's [[deny]])
+
+
+RULE_KEYS = ("plane", "t1", "field", "min", "max", "mask", "value")
+
+
+def parse_rule(value: object) -> dict[str, int]:
+    """A deny rule's keys and integers (their ranges are checked against the agent's format)."""
+    if not isinstance(value, dict) or not value or set(value) - set(RULE_KEYS):
+        raise ProtocolError("rule", f"an object with some of {', '.join(RULE_KEYS)}")
+    for k, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ProtocolError(f"rule.{k}", f"{v!r} is not an integer")
+    return dict(value)
 
 
 def parse_request(line: bytes | str) -> Request:
@@ -154,8 +169,10 @@ def parse_request(line: bytes | str) -> Request:
             raise ProtocolError("transfer_id", "required")
         return Request(cmd, transfer_id=parse_transfer_id(obj["transfer_id"]))
     if cmd in ("deny", "allow"):
-        if "ev" not in obj:
-            raise ProtocolError("ev", "required")
+        if "rule" in obj and "ev" not in obj:
+            return Request(cmd, rule=parse_rule(obj["rule"]))
+        if "ev" not in obj or "rule" in obj:
+            raise ProtocolError("ev", "required (or, instead, a rule)")
         return Request(cmd, ev=parse_ev(obj["ev"]))
     return Request(cmd)
 

@@ -15,7 +15,7 @@ from typing import Final
 from mrc_fabric.ev import ENTROPY_MASK, EV
 from mrc_host.wire.messages import PSN_MASK
 
-from .ev_fields import GenProfile
+from .ev_fields import MAX_PROFILE_EVS, EvDeny, ExpProfile, GenProfile
 
 
 class Mode(enum.StrEnum):
@@ -110,7 +110,8 @@ class EvProfile:
     14 bits ride in the UDP source port, the high 18 in the flow label); a profile only
     narrows the values: ``explicit`` lists the EVs to use (each must fit the path space; the
     first ``max_evs / planes`` of each plane are active, the rest backups), ``generated``
-    draws them from an OCP generated profile's values, otherwise EVs are drawn with entropy
+    draws them from an OCP generated profile's values and ``fielded`` from an OCP explicit
+    profile's (compact EVs expanded through fields), otherwise EVs are drawn with entropy
     ``entropy_base | (random & entropy_mask)``, so a researcher can pin the
     entropy bits an ECMP hash would see, or give every EV of a path the same entropy.
     """
@@ -121,9 +122,13 @@ class EvProfile:
     # OCP generated profile (format fields, per-field init/min/max/mask, denials): the EVs
     # are drawn from what it generates (mrc_host/core/ev_fields.py)
     generated: GenProfile | None = None
+    # OCP explicit profile (fields, a list or a contiguous range of compact EVs, denials)
+    fielded: ExpProfile | None = None
+    # EVs drawn that match one of these are DENIED from the start (replaced by backups)
+    deny: tuple[EvDeny, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.generated is not None and self.explicit:
+        if sum((bool(self.explicit), self.generated is not None, self.fielded is not None)) > 1:
             raise ValueError("explicit and generated: a profile lists its EVs or generates them, not both")
         if not 0 <= self.entropy_mask <= ENTROPY_MASK:
             raise ValueError(f"entropy_mask {self.entropy_mask:#x} is not within {ENTROPY_MASK:#x}")
@@ -183,8 +188,14 @@ class TransportConfig:
             raise ValueError(f"initial_psn {self.initial_psn} is not a 24-bit PSN")
         if not 0 <= self.local_ack_timeout <= 31 or self.retry_cnt < 0:
             raise ValueError("local_ack_timeout must be 0..31 and retry_cnt >= 0")
-        if self.max_evs < 1 or self.backup_evs_per_plane < 0 or self.ev_min_active < 0:
-            raise ValueError("max_evs >= 1, backup_evs_per_plane >= 0 and ev_min_active >= 0 required")
+        if not 1 <= self.max_evs <= MAX_PROFILE_EVS:
+            raise ValueError(f"max_evs: 1..{MAX_PROFILE_EVS} (OCP's largest EV profile), got {self.max_evs}")
+        if self.backup_evs_per_plane < 0:
+            raise ValueError(f"backup_evs_per_plane: at least 0, got {self.backup_evs_per_plane}")
+        if not 0 <= self.ev_min_active <= self.max_evs:
+            raise ValueError(
+                f"ev_min_active: 0..max_evs ({self.max_evs}; OCP: at most ev_count), got {self.ev_min_active}"
+            )
 
     @property
     def go_back_n(self) -> bool:

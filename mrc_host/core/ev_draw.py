@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK, EV, ev_compose
 
 from .config import Mode, TransportConfig
-from .ev_fields import GenProfile
+from .ev_fields import ExpProfile, GenProfile, profile_values
 
 __all__ = ["EvDraw", "PathSpace", "draw"]
 
@@ -67,6 +67,8 @@ def draw(cfg: TransportConfig, paths: PathSpace, rng: random.Random) -> EvDraw:
         return _explicit(profile.explicit, per_plane, cfg.backup_evs_per_plane, paths)
     if profile.generated is not None:
         return _generated(profile.generated, cfg, per_plane, paths, rng)
+    if profile.fielded is not None:
+        return _generated(profile.fielded, cfg, per_plane, paths, rng)
     seen: set[int] = set()
     wanted = -(-(per_plane + cfg.backup_evs_per_plane) // (1 if cfg.mode is Mode.ECMP else paths.t1_count))
     if wanted > 1 << profile.entropy_mask.bit_count():
@@ -115,14 +117,14 @@ def _explicit(values: tuple[int, ...], per_plane: int, backups: int, paths: Path
 
 
 def _generated(
-    gen: GenProfile, cfg: TransportConfig, per_plane: int, paths: PathSpace, rng: random.Random
+    gen: GenProfile | ExpProfile, cfg: TransportConfig, per_plane: int, paths: PathSpace, rng: random.Random
 ) -> EvDraw:
-    """EVs from an OCP generated profile: of the values it generates (less its denials)
+    """EVs from an OCP generated or explicit profile: of the values it has (less its denials)
     those that name a plane and T1 this fabric has, dealt per plane over the T1s as evenly
     as they allow (shuffled T1 order, a random value of each path in turn), actives first.
     In ECMP mode the T1 bits are the switches' business: every value of the plane counts."""
     by_path: dict[tuple[int, int], list[int]] = {}
-    for v in gen.generate():
+    for v in profile_values(gen):
         ev = EV.decode(v)
         if ev.plane < paths.planes and (cfg.mode is Mode.ECMP or ev.t1 < paths.t1_count):
             by_path.setdefault((ev.plane, 0 if cfg.mode is Mode.ECMP else ev.t1), []).append(v)
@@ -131,8 +133,8 @@ def _generated(
         pools = [by_path[k] for k in sorted(by_path) if k[0] == plane]
         if not pools:
             raise ValueError(
-                f"generated: no EV of the profile names plane {plane} with a T1 below {paths.t1_count} "
-                f"(of {gen.count} generated)"
+                f"{'generated' if isinstance(gen, GenProfile) else 'explicit'}: no EV of the profile names "
+                f"plane {plane} with a T1 below {paths.t1_count} (of {gen.ev_count})"
             )
         rng.shuffle(pools)
         for pool in pools:

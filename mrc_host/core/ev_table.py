@@ -89,6 +89,11 @@ class EvTable:
         self.quota = [len(a) for a in self.active]
         total = sum(self.quota)
         self.min_active = min(cfg.ev_min_active or max(1, total * 3 // 4), total)
+        rules = cfg.ev_profile.deny
+        if rules:  # the profile's deny rules: DENIED from the start, backups step in
+            for e in [e for e in self.entries.values() if any(r.matches(e.value) for r in rules)]:
+                self._deactivate(e)
+                self._fire(e, EvEvent.OPERATOR_DENY, "profile deny")
 
     def state(self, ev: int) -> EvState | None:
         e = self.entries.get(ev)

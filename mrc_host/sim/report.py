@@ -50,6 +50,14 @@ def evs_per_path(evset: EvSet) -> dict[str, dict[str, int]]:
     return dict(sorted(out.items()))
 
 
+def ev_paths(evset: EvSet) -> dict[str, Any]:
+    """A connection's EVs in the rotation, the distinct (plane, T1) paths they name, and EVs
+    per path (the spread ``max_evs`` gives on this fabric)."""
+    paths = evset.evs_per_path()
+    n = sum(paths.values())
+    return {"evs": n, "paths": len(paths), "evs_per_path": round(n / len(paths), 3) if paths else None}
+
+
 def summarise(sim: Simulation) -> dict[str, Any]:
     cfg = sim.cfg
     s = sim.sender.counters
@@ -99,6 +107,7 @@ def summarise(sim: Simulation) -> dict[str, Any]:
         "ev_timeline": sim.ev_timeline,
         "ev_final": {"sender": sim.sender.evset.snapshot(), "receiver": sim.receiver.evset.snapshot()},
         "max_evs": cfg.max_evs,
+        "ev_spread": ev_paths(sim.sender.evset),
         "evs_per_path": {
             "sender": evs_per_path(sim.sender.evset),
             "receiver": evs_per_path(sim.receiver.evset),
@@ -191,6 +200,7 @@ def _flow_summary(conn: Connection, end: int, buckets: int) -> dict[str, Any]:
         "ecn_echoes": s.ecn_echoes_received,
         "ev_retired": s.ev_retired,
         "ev_skipped": s.ev_skipped,
+        "ev_spread": ev_paths(conn.sender.evset),
         "ev_changes": len(conn.ev_timeline),
         # retirements, restorations and denials on the sender (no SKIPs), the first 200
         "ev_events": [

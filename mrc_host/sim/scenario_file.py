@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mrc_host.core import DEFAULT_MAX_EVS, CcParams, Mode, NsccParams, TransportConfig
+from mrc_host.core.ev_fields import MAX_PROFILE_EVS
 
 from .fabric import FabricShape
 from .faults import FaultSpecError, parse_fault, parse_time
@@ -98,6 +99,7 @@ ITEM_KEYS = {
     "cc",
     "nscc",
     "config",
+    "ev_profile",
 }
 RUN_KEYS = {"name", "mode", "qps_per_pair", "evs"}
 TOP_KEYS = {
@@ -137,6 +139,7 @@ class TrafficItem:
     cc: dict[str, object] = field(default_factory=dict)
     nscc: dict[str, object] = field(default_factory=dict)
     config: dict[str, object] = field(default_factory=dict)
+    ev_profile: dict[str, Any] = field(default_factory=dict)  # replaces [transport] ev_profile
 
     def connections(self) -> int:
         """How many queue pairs this item opens."""
@@ -304,6 +307,11 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
     if not isinstance(lossless, list) or any(m not in {x.value for x in Mode} for m in lossless):
         top.fail("lossless", f"must be a list of modes ({', '.join(x.value for x in Mode)})")
     traffic = _traffic(file, raw, top, shape)
+    for i, t in enumerate(traffic):  # checked now: a bad profile fails at load, not mid-run
+        for r in runs:
+            where = f"traffic[{i}].ev_profile" if t.ev_profile else "transport.ev_profile"
+            n = t.evs or r.evs or transport["evs"]
+            _ev_profile_overrides(file, t.ev_profile or transport["ev_profile"], n, where)
     nominal = max(int(t.nominal_bytes() * 8 / (shape.link_gbps * shape.planes)) + 1 for t in traffic)
     faults = _faults(raw, top, shape, nominal)
     limit = top.get("time_limit", "time", 200 * nominal + 10_000_000)
@@ -369,16 +377,17 @@ def _transport(file: str, top: _Reader) -> dict[str, Any]:
     mtu = tr.get("mtu", int, 4096)
     if not 256 <= mtu <= 9000:
         tr.fail("mtu", f"must be 256..9000, got {mtu}")
-    ev_profile = tr.get("ev_profile", dict, {})
-    _ev_profile_overrides(file, ev_profile)  # checked now: a bad profile fails at load
+    evs = tr.get("evs", int, DEFAULT_MAX_EVS)
+    if not 1 <= evs <= MAX_PROFILE_EVS:
+        tr.fail("evs", f"must be 1..{MAX_PROFILE_EVS}, got {evs}")
     return {
         "mtu": mtu,
-        "evs": tr.get("evs", int, DEFAULT_MAX_EVS),
+        "evs": evs,
         "backups": tr.get("backups", int, 4),
         "config": _checked_fields(file, tr.get("config", dict, {}), "transport.config", TransportConfig),
         "cc": _checked_fields(file, tr.get("cc", dict, {}), "transport.cc", CcParams),
         "nscc": _checked_fields(file, tr.get("nscc", dict, {}), "transport.nscc", NsccParams),
-        "ev_profile": ev_profile,
+        "ev_profile": tr.get("ev_profile", dict, {}),
     }
 
 
@@ -396,6 +405,8 @@ def _runs(file: str, raw: dict[str, Any], top: _Reader) -> list[RunSpec]:
                 top.fail(f"runs[{i}]", "must be a table")
             rr = _Reader(file, entry, f"runs[{i}]", RUN_KEYS)
             mode = rr.get("mode", "mode", required=True)
+            if not 1 <= rr.get("evs", int, 1) <= MAX_PROFILE_EVS:
+                rr.fail("evs", f"must be 1..{MAX_PROFILE_EVS}")
             runs.append(
                 RunSpec(
                     rr.get("name", str, mode.value), mode, rr.get("qps_per_pair", int), rr.get("evs", int)
@@ -450,20 +461,23 @@ def _faults(raw: dict[str, Any], top: _Reader, shape: FabricShape, nominal: int)
     return list(faults_raw)
 
 
-def _ev_profile_overrides(file: str, table: dict[str, Any]) -> dict[str, object]:
-    """``[transport] ev_profile``, read by the agent's own EV-profile parser, as
-    ``TransportConfig`` overrides (the profile's values and its ``min_active``)."""
+def _ev_profile_overrides(
+    file: str, table: dict[str, Any], evs: int, where: str = "transport.ev_profile"
+) -> dict[str, object]:
+    """An ``ev_profile`` table (``[transport]``'s or a traffic item's), read by the agent's own
+    EV-profile parser, as ``TransportConfig`` overrides (its values, deny rules, ``min_active``);
+    ``evs`` is the EV count of the connections it is for."""
     if not table:
         return {}
     from mrc_host.agent.ev_profile import ProfileError, parse
 
     for key in ("evs", "backups_per_plane", "cc"):
         if key in table:
-            raise ScenarioError(file, f"transport.ev_profile.{key}", "set it with transport.evs/backups/cc")
+            raise ScenarioError(file, f"{where}.{key}", "set it with transport.evs/backups/cc")
     try:
-        prof = parse(table, "ev_profile")
+        prof = parse(table, "ev_profile", evs)
     except ProfileError as exc:
-        raise ScenarioError(file, "transport.ev_profile", str(exc)) from exc
+        raise ScenarioError(file, where, str(exc)) from exc
     out: dict[str, object] = {"ev_profile": prof.values}
     if prof.min_active is not None:
         out["ev_min_active"] = prof.min_active
@@ -511,12 +525,15 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
         share_ev_with=r.get("share_ev_with", str),
         window_scale=r.get("window_scale", float, 1.0),
         evs=r.get("evs", int),
+        ev_profile=r.get("ev_profile", dict, {}),
         cc=_checked_fields(file, r.get("cc", dict, {}), f"{path}.cc", CcParams),
         nscc=_checked_fields(file, r.get("nscc", dict, {}), f"{path}.nscc", NsccParams),
         config=_checked_fields(file, r.get("config", dict, {}), f"{path}.config", TransportConfig),
     )
     if not 1 <= item.writes <= 1 << 20:
         r.fail("writes", "must be 1..1048576")
+    if item.evs is not None and not 1 <= item.evs <= MAX_PROFILE_EVS:
+        r.fail("evs", f"must be 1..{MAX_PROFILE_EVS}, got {item.evs}")
     if not 0 < item.window_scale <= 1000:
         r.fail("window_scale", f"must be above 0 and at most 1000, got {item.window_scale}")
     if not 1 <= item.qps_per_pair <= 256:
@@ -654,6 +671,8 @@ def to_toml(sc: Scenario) -> str:
             lines.append(f"nscc = {_toml_value(t.nscc)}")
         if t.config:
             lines.append(f"config = {_toml_value(t.config)}")
+        if t.ev_profile:
+            lines.append(f"ev_profile = {_toml_value(t.ev_profile)}")
     return "\n".join(lines) + "\n"
 
 
@@ -665,17 +684,19 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
     jobs: list[Job] = []
     for item in sc.traffic:
         cc = {**sc.cc, **item.cc}
+        evs = item.evs or run.evs or sc.evs
+        profile = _ev_profile_overrides(sc.file, item.ev_profile or sc.ev_profile, evs)
         spec = FlowSpec(
             item.name,
             0,
             0,
             mode=item.mode or run.mode,
             mtu=sc.mtu,
-            max_evs=item.evs or run.evs or sc.evs,
+            max_evs=evs,
             backup_evs_per_plane=sc.backups,
             pin_path=item.pin_path,
             window_scale=item.window_scale,
-            transport={**_ev_profile_overrides(sc.file, sc.ev_profile), **sc.config, **item.config},
+            transport={**profile, **sc.config, **item.config},
             cc=cc,
             nscc={**sc.nscc, **item.nscc},
         )

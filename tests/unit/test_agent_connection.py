@@ -132,3 +132,39 @@ def test_nothing_is_posted_before_the_handshake() -> None:
     # through the transfer logic: the frames before the answer are CONNECTs only
     net["uch0"].send("uch3", 10 * CHUNK_DATA_BYTES, net.now)
     assert all(decode_frame(f).__class__.__name__ == "Connect" for _p, f in net["uch0"].out)
+
+
+def test_the_operator_denies_a_field_range_on_live_and_later_connections() -> None:
+    """`mrc deny --field 1 --min 1 --max 1` (T1 1 in the contract format): every EV of a live
+    connection it matches is DENIED, the next transfer sprays over T1 0 alone, connections
+    made later start with them DENIED; `mrc allow` with the same rule lifts it."""
+    from types import SimpleNamespace
+
+    from mrc_host.agent.commands import Commands
+    from mrc_host.agent.protocol import ProtocolError, parse_request
+    from mrc_host.core import EvSet, EvState, PathSpace
+
+    net = Net()
+    c = _send(net, 2 * CHUNK_DATA_BYTES)
+    net.run(lambda: _finished(c))
+    host = net["uch0"]
+    cmds = Commands(SimpleNamespace(peers=host.peers))  # type: ignore[arg-type]
+    tx = host.peers.send_connections()[0]
+    before = {r["ev"]: r["data_sent"] for r in tx.ev_table()}
+    reply = cmds.deny(parse_request('{"cmd": "deny", "rule": {"field": 1, "min": 1, "max": 1}}'), None)
+    t1_one = [r for r in tx.ev_table() if r["t1"] == 1]
+    assert reply["evs"] >= len(t1_one) > 0 and all(r["state"] == "DENIED" for r in t1_one)
+    c2 = _send(net, 2 * CHUNK_DATA_BYTES)
+    net.run(lambda: _finished(c2))
+    assert c2.final is not None and c2.final["ok"]
+    sent = {(r["plane"], r["t1"]) for r in tx.ev_table() if r["data_sent"] > before[r["ev"]]}
+    assert sent == {(0, 0), (1, 0)}
+    later = EvSet(host.peers._transport(Mode.MRC, 0), PathSpace(2, 2), random.Random(4))
+    assert {e.state for e in later.entries.values() if e.t1 == 1} == {EvState.DENIED}
+    allow = parse_request('{"cmd": "allow", "rule": {"field": 1, "min": 1, "max": 1}}')
+    assert cmds.allow(allow, None)["evs"] == reply["evs"]
+    assert all(r["state"] == "GOOD" for r in tx.ev_table() if r["t1"] == 1)
+    with pytest.raises(ProtocolError, match="rule: not one of the agent's deny rules"):
+        cmds.allow(allow, None)
+    with pytest.raises(ProtocolError, match=r"rule.field: must be an integer in 0..2, got 3"):
+        cmds.deny(parse_request('{"cmd": "deny", "rule": {"field": 3}}'), None)

@@ -9,7 +9,7 @@ import pytest
 
 from mrc_fabric.ev import EV
 from mrc_host.agent.ev_profile import AgentEvProfile, ProfileError, load, parse
-from mrc_host.core import EvSet, PathSpace, TransportConfig
+from mrc_host.core import EvSet, EvState, PathSpace, TransportConfig
 
 PROFILE = """
 format = "flowlabel+udp_sport"
@@ -41,10 +41,12 @@ def test_a_profile_shapes_the_connections_ev_set(tmp_path: Path) -> None:
     )
     evs = EvSet(cfg, PathSpace(2, 4), random.Random(3))
     values = sorted(evs.entries)
-    assert len(evs.active_evs()) == 16 and len(evs.backup_evs()) == 4
+    assert len(values) == 16 + 4  # drawn: 16 active, 2 backups per plane
     assert all(EV.decode(v).entropy & ~0xFF == 0x2A000 for v in values)
     denied = prof.denied(values)
     assert denied and all((EV.decode(v).plane, EV.decode(v).t1) == (1, 0) for v in denied)
+    # the core starts the connection with them DENIED, backups in their place
+    assert all(evs.state(v) is EvState.DENIED for v in denied) and not set(denied) & set(evs.active_evs())
     assert prof.denied([7, EV(0, 1, 7).value]) == [7]
     assert parse(prof.as_dict()) == prof  # the file's keys round-trip
 
@@ -77,7 +79,10 @@ def test_an_empty_profile_changes_nothing() -> None:
         ("[generated]\nfields = [{width = 4, mask = 0x1f}]", "fields[0].mask: 0x1f has bits outside"),
         ("[generated]\nfields = [{width = 4, init = 16}]", "fields[0].init: 0x10 is wider than 4"),
         ("[generated]\nfields = [{width = 4, max = 4, mask = 0x3}]", "fit the mask's 2 bits"),
-        ("[generated]\nfields = [{width = 5}]", "generated.fields[0].width: 5, but format[0] is 4 bits"),
+        (
+            "[generated]\nfields = [{width = 5}]",
+            "generated.fields[0].width: 5, wider than format[0] (4 bits)",
+        ),
         ('explicit = ["1"]\n[generated]\nfields = [{width = 4}]', "lists its EVs or generates them"),
         ("[[deny]]\nplane = 16", "deny[0].plane: must be an integer in 0..15"),
         ("evs = [", "evs.toml"),  # not TOML: the parser's own message, with the file

@@ -80,6 +80,10 @@ def test_send_request() -> None:
         ('{"cmd": "send", "peer": "h1", "size": 1, "mode": "roce"}', "mode"),
         ('{"cmd": "deny"}', "ev"),
         ('{"cmd": "allow", "ev": "zz"}', "ev"),
+        ('{"cmd": "deny", "ev": 1, "rule": {"t1": 1}}', "ev"),
+        ('{"cmd": "deny", "rule": {}}', "rule"),
+        ('{"cmd": "deny", "rule": {"colour": 1}}', "rule"),
+        ('{"cmd": "allow", "rule": {"field": true}}', "rule.field"),
         (b"\xff\xfe", "request"),
     ],
 )
