@@ -56,6 +56,7 @@ class AckEchoes:
         self.c = counters
         self._sent: dict[int, tuple[int, int]] = {}  # echo -> (EV, send time) of a SACK
         self._unconfirmed: dict[int, tuple[int, int]] = {}  # the same, not yet echoed, oldest first
+        self._late: dict[int, tuple[int, int]] = {}  # unechoed SACKs of paths retired since
         # path retired here -> (send time of its lost SACK, the retirement's undo key)
         self._dead: dict[tuple[int, int], tuple[int, tuple[int, int] | None]] = {}
 
@@ -63,6 +64,7 @@ class AckEchoes:
         """A SACK echoing the DATA copy (``echo_ts``, ``echo_ev``) left on ``ev``."""
         key = ack_echo_of(echo_ts, echo_ev)
         sent, unconfirmed = self._sent, self._unconfirmed
+        self._late.pop(key, None)
         if key in sent:
             # two SACKs we remember share the 14-bit echo: its echo could name either, so
             # it names neither (judging the older one on no evidence would be a guess too)
@@ -75,6 +77,7 @@ class AckEchoes:
             old = next(iter(sent))
             del sent[old]
             unconfirmed.pop(old, None)
+            self._late.pop(old, None)
 
     def echoed(self, key: int, now_ns: int) -> None:
         """A DATA packet echoed ``key`` (0: no echo)."""
@@ -82,6 +85,8 @@ class AckEchoes:
             return
         unconfirmed = self._unconfirmed
         got = unconfirmed.pop(key, None)
+        if got is None:
+            got = self._late.pop(key, None)  # on a path retired since: may undo that
         if got is None:
             if key not in self._sent:
                 self.c.ack_echo_unmatched += 1  # forged, or older than we remember: dropped
@@ -109,28 +114,32 @@ class AckEchoes:
             if old_sent + margin > sent_ns:
                 break
             del unconfirmed[key]
-            self._judge(old_ev, old_sent, now_ns)
+            self._judge(key, old_ev, old_sent, now_ns)
 
-    def _judge(self, ev: int, sent_ns: int, now_ns: int) -> None:
-        """A SACK sent on ``ev`` at ``sent_ns`` is unconfirmed while one sent a margin later
-        on another path is: retire its path if nothing sent on it since was confirmed."""
+    def _judge(self, key: int, ev: int, sent_ns: int, now_ns: int) -> None:
+        """A SACK sent on ``ev`` at ``sent_ns`` is unechoed while one sent a margin later is
+        echoed: retire its path if nothing sent on it since was echoed."""
         evset = self.evset
         e = evset.entries.get(ev)
-        if e is None or e.state not in _USABLE:
+        if e is None:
             return
-        if not evset.path_dead(e, EvEvent.LOSS, sent_ns):
-            return  # one SACK lost (or its echo): the path's later ones got through
+        path = (e.plane, e.t1)
+        if e.state not in _USABLE or not evset.path_dead(e, EvEvent.LOSS, sent_ns):
+            if path in self._dead:
+                self._late[key] = (ev, sent_ns)  # its echo may yet undo the retirement
+            return  # (else one SACK lost, or its echo: the path's later ones got through)
         if not any(
             x.t1 != e.t1 and x.state in _USABLE for x in (*evset.active[e.plane], *evset.backup[e.plane])
         ):
             self.c.reverse_retire_refused += 1  # never a plane's last path, whatever the echoes say
             return
-        if evset.retire(ev, "reverse path dead: its SACKs went unconfirmed", now_ns, EvEvent.LOSS, sent_ns):
+        if evset.retire(ev, "reverse path dead: its SACKs went unechoed", now_ns, EvEvent.LOSS, sent_ns):
             self.c.reverse_paths_retired += 1
-            path = (e.plane, e.t1)
             self._dead[path] = (sent_ns, e.retired_for)
+            self._late[key] = (ev, sent_ns)
             entries = evset.entries
-            for key, (x, _t) in list(self._unconfirmed.items()):
+            for k, (x, t) in list(self._unconfirmed.items()):
                 o = entries.get(x)
                 if o is not None and (o.plane, o.t1) == path:
-                    del self._unconfirmed[key]  # never confirmed now: nothing to judge again
+                    del self._unconfirmed[k]  # nothing to judge again; its echo may undo
+                    self._late[k] = (x, t)
