@@ -258,7 +258,9 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("seed")
     ax.set_ylabel("RTT after the black hole")
     ax2 = ax.twinx()
-    ax2.plot([x["seed"] for x in rv], [x["acks_lost"] for x in rv], "s", color="gray", label="SACKs/NACKs lost")
+    ax2.plot(
+        [x["seed"] for x in rv], [x["acks_lost"] for x in rv], "s", color="gray", label="SACKs/NACKs lost"
+    )
     ax2.set_ylabel("SACKs/NACKs lost", fontsize=8)
     ax2.set_ylim(bottom=0)
     ax.set_ylim(bottom=0)
