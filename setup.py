@@ -28,6 +28,7 @@ from setuptools import setup
 # which runs once per 1 MiB chunk) runs as Python.
 COMPILED = [
     "mrc_host/core/__init__.py",
+    "mrc_host/core/ack_echo.py",
     "mrc_host/core/acks.py",
     "mrc_host/core/actions.py",
     "mrc_host/core/cc_base.py",

@@ -164,24 +164,36 @@ def restore(seeds: range, size: int) -> dict[str, Any]:
 
 def reverse_path(seeds: range, size: int) -> dict[str, Any]:
     """The receiver's reverse EVs on one path die (a black hole on the destination T0's
-    uplink to one T1, which carries SACKs back): how long until the receiver retires them."""
+    uplink to one T1, which carries SACKs back): how long until the receiver retires them,
+    and how many SACKs/NACKs (and control packets in all) the black hole swallowed."""
     shape = FabricShape(planes=2, t1=4, link_delay_ns=link_delay_for_rtt(21))
     per_seed = []
     for seed in seeds:
         s = Simulation(SimConfig(shape=shape, size=size, faults=["blackhole:p0-t0_1-t1_1@30%"], seed=seed))
         r = s.run()
-        start = r["faults"][0]["start_us"]
+        fault = r["faults"][0]
+        start = fault["start_us"]
         t = [
             e["t_us"]
             for e in r["ev_timeline"]
             if e["side"] == "receiver" and e["new"] == "ASSUMED_BAD" and ev_plane(int(e["ev"], 16)) == 0
         ]
         found = (min(t) - start) / r["base_rtt_us"] if t else None
-        per_seed.append({"seed": seed, "found_after_rtt": found, "completed": r["completed"]})
+        per_seed.append(
+            {
+                "seed": seed,
+                "found_after_rtt": found,
+                "acks_lost": fault["acks_lost"],
+                "control_packets_lost": fault["control_packets_lost"],
+                "completed": r["completed"],
+            }
+        )
         print(f"   reverse seed {seed}: {per_seed[-1]}", flush=True)
     found_all = [x["found_after_rtt"] for x in per_seed if x["found_after_rtt"] is not None]
     return {
         "found_after_rtt": spread(found_all) if found_all else None,
+        "acks_lost": spread([x["acks_lost"] for x in per_seed]),
+        "control_packets_lost": spread([x["control_packets_lost"] for x in per_seed]),
         "within_3_rtt": len(found_all) == len(per_seed) and all(v <= 3 for v in found_all),
         "seeds": per_seed,
     }
@@ -212,7 +224,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
     rows = data["compound"]
     _per_seed_panel(
         axes[0],
@@ -239,6 +251,22 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("seed")
     ax.set_title("black hole 10-30 % then cleared (2x4, 21 us)", fontsize=9)
     ax.legend(fontsize=7)
+    ax = axes[3]
+    rv = data["reverse"]["seeds"]
+    ax.plot([x["seed"] for x in rv], [x["found_after_rtt"] for x in rv], "o", label="RTT to detection")
+    ax.axhline(3, color="r", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("seed")
+    ax.set_ylabel("RTT after the black hole")
+    ax2 = ax.twinx()
+    ax2.plot(
+        [x["seed"] for x in rv], [x["acks_lost"] for x in rv], "s", color="gray", label="SACKs/NACKs lost"
+    )
+    ax2.set_ylabel("SACKs/NACKs lost", fontsize=8)
+    ax2.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0)
+    ax.set_title("dead reverse path (2x4, 21 us)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    ax2.legend(fontsize=7, loc="upper right")
     save_figure(fig, path)
 
 

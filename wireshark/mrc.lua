@@ -41,6 +41,7 @@ local f = {
     dflags = ProtoField.uint16("mrc.data.flags", "Flags", base.HEX),
     retx = ProtoField.bool("mrc.data.flags.retransmission", "Retransmission", 16, nil, 0x0001),
     last = ProtoField.bool("mrc.data.flags.last", "Last of message", 16, nil, 0x0002),
+    ack_echo = ProtoField.uint16("mrc.data.ack_echo", "ACK echo (latest SACK received, 0: none)", base.DEC, nil, 0xFFFC),
     hdr_check = ProtoField.uint16("mrc.data.hdr_check", "Header check (for trims)", base.HEX),
     send_ts = ProtoField.uint64("mrc.data.send_ts", "Send timestamp (ns)", base.DEC),
     payload_len = ProtoField.uint32("mrc.data.payload_len", "Payload length", base.DEC),
@@ -152,6 +153,7 @@ function mrc.dissector(tvb, pinfo, tree)
         local fl = t:add(f.dflags, tvb(h + 20, 2))
         fl:add(f.retx, tvb(h + 20, 2))
         fl:add(f.last, tvb(h + 20, 2))
+        fl:add(f.ack_echo, tvb(h + 20, 2))
         t:add(f.hdr_check, tvb(h + 22, 2))
         t:add(f.send_ts, tvb(h + 24, 8))
         local have = n - h - DATA_HDR_LEN

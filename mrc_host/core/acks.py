@@ -160,6 +160,9 @@ class AckBook:
         triggered the SACK among those it newly acknowledges.
         """
         self.c.sacks_received += 1
+        self.tx.echo.sack_received(
+            s.echo_ts, s.echo_ev
+        )  # it arrived, believed or not: the peer learns its EV works
         claims = self._sack_claims(s)
         if claims is None:
             return

@@ -79,6 +79,9 @@ class Counters:
     ev_skipped: int = 0
     ev_retire_floor_holds: int = 0  # losses that retired no EV: ev_min_active reached
     reverse_ev_retired: int = 0  # ack paths retired after a duplicate retransmission
+    reverse_paths_retired: int = 0  # ack paths retired: their SACKs went unechoed (ack_echo.py)
+    reverse_retire_refused: int = 0  # ... not retired: the plane's last path
+    ack_echo_unmatched: int = 0  # DATA echoing no SACK sent lately (forged or old): ignored
     per_ev: dict[int, EvCounters] = field(default_factory=dict)
 
     def ev(self, ev: int) -> EvCounters:

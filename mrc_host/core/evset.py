@@ -258,10 +258,13 @@ class EvSet(EvTable):
                 here = max(here, x.ok_sent_ns)
             else:
                 elsewhere = max(elsewhere, x.ok_sent_ns)
-        # other paths delivered packets sent a reorder window and the delay spread later:
-        # on a jittery fabric a path's next packets may merely be late
-        margin = max(self.cfg.reorder_window_ns, int(2 * max(self.tx_delay_spread, self.rx_delay_spread)))
-        return here < sent_ns and sent_ns + margin <= elsewhere
+        return here < sent_ns and sent_ns + self.path_margin_ns() <= elsewhere
+
+    def path_margin_ns(self) -> int:
+        """How much later than a lost packet other paths' delivered packets must have left
+        for its path to count as dead: a reorder window and the delay spread (on a jittery
+        fabric a path's next packets may merely be late)."""
+        return max(self.cfg.reorder_window_ns, int(2 * max(self.tx_delay_spread, self.rx_delay_spread)))
 
     def _may_shrink(self, plane: int, avoid_t1: int | None) -> bool:
         """Whether one more active EV of ``plane`` may go: a backup (off ``avoid_t1``) steps

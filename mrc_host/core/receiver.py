@@ -33,6 +33,7 @@ from mrc_host.wire.messages import (
     Sack,
 )
 
+from .ack_echo import AckEchoes
 from .actions import Action, MessageReceived
 from .config import TransportConfig
 from .counters import Counters
@@ -88,6 +89,7 @@ class Receiver:
         self._owd_min: int | None = None
         self.owd_spread = 0.0
         self._spread_cap = float(cfg.rto_max_ns // 8)
+        self.echoes = AckEchoes(evset, counters)  # which of our SACKs' EVs deliver
 
     def _note_delay(self, owd: int) -> None:
         """Track the one-way delay variation of the data (jitter), as the sender tracks the
@@ -126,6 +128,8 @@ class Receiver:
         flags = int(pkt.flags)
         if ce:
             c.ecn_ce_received += 1
+        if self._retire and pkt.ack_echo:
+            self.echoes.echoed(pkt.ack_echo, now_ns)
         if pkt.trimmed:
             c.trimmed_received += 1
             self._nack(seq, NackReason.TRIMMED if ce else NackReason.TRIMMED_LASTHOP, ev, out)
@@ -234,6 +238,8 @@ class Receiver:
         ev = self.send_control(sack, out, trigger.meta.ev >> PLANE_SHIFT)
         self.c.sacks_sent += 1
         if ev is not None:
+            if self._retire:
+                self.echoes.sack_sent(trigger.send_ts, trigger.meta.ev, ev, now_ns)
             for s in self._pending_seqs:
                 self._ack_ev_of_seq[s] = (ev, now_ns)
             if len(self._ack_ev_of_seq) > 4 * self.cfg.rx_window:

@@ -26,6 +26,7 @@ from mrc_host.wire.messages import (
     PathMeta,
 )
 
+from .ack_echo import EchoQueue
 from .acks import AckBook
 from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .cc_base import create_cc
@@ -74,6 +75,7 @@ class Sender:
         self.stalled_since: int | None = None  # work waiting, no EV to carry it, since then
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
         self.acks = AckBook(self)  # SACK and NACK processing
+        self.echo = EchoQueue()  # which SACK our next DATA echoes (ack_echo.py)
 
     # ---- what others read ---------------------------------------------------------------
     @property
@@ -275,6 +277,7 @@ class Sender:
                     flags=flags,
                     opcode=rec.opcode,
                     meta=meta,
+                    ack_echo=self.echo.next_echo(),
                 )
             )
         )

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from heapq import heappush
 from typing import Final, cast
 
-from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message
+from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message, Nack, Sack
 
 from .engine import EventLoop, Handler
 from .faults import KILLING_KINDS, PASSIVE, Fault, extra_delay, ns_per_byte, rate_hits
@@ -454,10 +454,13 @@ class Fabric:
 
     @staticmethod
     def _count_drop(fault: Fault, pkt: SimPacket) -> None:
-        if isinstance(pkt.msg, DataPacket):
+        msg = pkt.msg
+        if isinstance(msg, DataPacket):
             fault.data_dropped += 1
         else:
             fault.control_dropped += 1
+            if isinstance(msg, (Sack, Nack)):
+                fault.acks_dropped += 1
 
     def _transmit(self, port: Port, pkt: SimPacket, now: int) -> None:
         """Put ``pkt`` on the wire now: it arrives after serialisation plus propagation."""

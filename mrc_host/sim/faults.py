@@ -78,6 +78,7 @@ class Fault:
     end_ns: int | None
     data_dropped: int = 0
     control_dropped: int = 0
+    acks_dropped: int = 0  # of those, SACKs and NACKs
     marked: int = 0
     trimmed: int = 0
     in_flight_dropped: int = 0  # on the wire when the link died
@@ -115,6 +116,7 @@ class Fault:
             "end_us": None if self.end_ns is None else self.end_ns / 1e3,
             "data_packets_lost": self.data_dropped,
             "control_packets_lost": self.control_dropped,
+            "acks_lost": self.acks_dropped,
             "ecn_marked": self.marked,
             "trimmed": self.trimmed,
             "in_flight_dropped": self.in_flight_dropped,

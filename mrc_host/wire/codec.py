@@ -42,6 +42,9 @@ from mrc_host.wire.header_check import crc32 as crc32
 from mrc_host.wire.header_check import header_check
 from mrc_host.wire.header_templates import HEADER_TEMPLATES
 from mrc_host.wire.messages import (
+    ACK_ECHO_BITS,
+    DATA_FLAG_BITS,
+    DATA_FLAG_MASK,
     Connect,
     ConnectAck,
     ConnectStatus,
@@ -411,7 +414,11 @@ class FrameEncoder:
         hdr = self._data_hdr
         mask = self._data_mask
         psnw = psn | 0x80000000 if m.ack_req else psn
-        va, rkey, msg_id, flags, ts = m.vaddr, m.rkey, m.msg_id, m.flags, m.send_ts
+        echo = m.ack_echo
+        if echo >> ACK_ECHO_BITS or echo < 0:
+            raise ValueError(f"ACK echo {echo} is not {ACK_ECHO_BITS} bits")
+        va, rkey, msg_id, ts = m.vaddr, m.rkey, m.msg_id, m.send_ts
+        flags = int(m.flags) | echo << DATA_FLAG_BITS  # the flags word (messages.data_flags_word)
         op = m.opcode
         hc = header_check(self._inner_addrs, sport, op, qp, psnw, va, rkey, n, msg_id, flags, ts)
         _U16_PACK_INTO(mask, 4, ulen)
@@ -715,7 +722,7 @@ def _decode_data(
         payload = bytes(buf[start : start + dlen])
         if verify:
             _check_icrc(buf, off, n)
-    flag = _DATA_FLAGS.get(flags)
+    flag = _DATA_FLAGS[flags & DATA_FLAG_MASK]
     return DataPacket(
         qp,
         psnw & 0xFFFFFF,
@@ -724,11 +731,12 @@ def _decode_data(
         payload,
         msg_id,
         ts,
-        flag if flag is not None else DataFlag(flags),
+        flag,
         data_op,
         bool(psnw >> 31),
         trimmed,
         meta,
+        flags >> DATA_FLAG_BITS,
     )
 
 

@@ -36,6 +36,7 @@ from ipaddress import IPv6Address
 
 from scapy.contrib.roce import BTH
 from scapy.fields import (
+    BitField,
     ByteEnumField,
     ByteField,
     FlagsField,
@@ -71,6 +72,7 @@ from mrc_host.wire.messages import (
     Probe,
     ProbeAck,
     Sack,
+    data_flags_word,
 )
 
 __all__ = [
@@ -103,12 +105,15 @@ class RETH(Packet):
 
 
 class MrcData(Packet):
-    """MRC data header after the RETH: message id, send timestamp (ns), flags."""
+    """MRC data header after the RETH: message id, ACK echo and flags, header check, send
+    timestamp (ns). The ACK echo (the top 14 bits of the 16-bit flags word) names the latest
+    SACK the sender received (``messages.ack_echo_of``; 0: none)."""
 
     name = "MRC data"
     fields_desc = [
         IntField("msg_id", 0),
-        FlagsField("flags", 0, 16, ["RETRANSMISSION", "LAST_OF_MESSAGE"]),
+        BitField("ack_echo", 0, 14),
+        FlagsField("flags", 0, 2, ["RETRANSMISSION", "LAST_OF_MESSAGE"]),
         XShortField("hdr_check", 0),  # what a receiver checks on a trimmed frame (header_check.py)
         LongField("send_ts", 0),
     ]
@@ -207,7 +212,7 @@ def _bth_and_header(msg: Frame) -> Packet:
         return (
             BTH(opcode=int(msg.opcode), dqpn=msg.qp, psn=msg.psn, ackreq=int(msg.ack_req))
             / RETH(va=msg.vaddr, rkey=msg.rkey, dlen=len(msg.payload))
-            / MrcData(msg_id=msg.msg_id, flags=int(msg.flags), send_ts=msg.send_ts)
+            / MrcData(msg_id=msg.msg_id, ack_echo=msg.ack_echo, flags=int(msg.flags), send_ts=msg.send_ts)
             / Raw(bytes(msg.payload))
         )
     if isinstance(msg, Sack):
@@ -272,7 +277,7 @@ def to_scapy(msg: Frame, carrier: IPv6Address | str, addressing: FrameAddressing
             msg.rkey,
             len(msg.payload),
             msg.msg_id,
-            int(msg.flags),
+            data_flags_word(msg.flags, msg.ack_echo),
             msg.send_ts,
         )
     return (
@@ -307,6 +312,7 @@ def _data_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
         ack_req=bool(bth.ackreq),
         trimmed=len(payload) < reth.dlen,
         meta=meta,
+        ack_echo=int(hdr.ack_echo),
     )
 
 

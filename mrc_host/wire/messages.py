@@ -70,6 +70,26 @@ class DataFlag(enum.IntFlag):
     LAST_OF_MESSAGE = 2
 
 
+# DATA's 16-bit flags word: the flags in bits 0-1, the ACK echo in bits 2-15
+DATA_FLAG_BITS: Final = 2
+DATA_FLAG_MASK: Final = (1 << DATA_FLAG_BITS) - 1
+ACK_ECHO_BITS: Final = 14
+ACK_ECHO_MAX: Final = (1 << ACK_ECHO_BITS) - 1
+
+
+def ack_echo_of(echo_ts: int, echo_ev: int) -> int:
+    """The ACK echo naming a SACK: its echoed timestamp and EV (the DATA copy it answers:
+    two copies may leave at the same nanosecond, not on the same EV) folded into
+    1..ACK_ECHO_MAX (0 is "no echo"). A DATA packet echoes SACKs its sender received, which
+    tells the SACK's sender which of its reverse EVs deliver (core/ack_echo.py)."""
+    return ((echo_ts ^ echo_ev * 0x9E3779B1) & 0xFFFFFFFF) % ACK_ECHO_MAX + 1
+
+
+def data_flags_word(flags: int, ack_echo: int) -> int:
+    """The 16 bits DATA carries at offset 134: flags | ACK echo << 2."""
+    return int(flags) | ack_echo << DATA_FLAG_BITS
+
+
 # init=False + the __init__ below: compiled, 1.5-2x faster to build than the generated one.
 @dataclass(slots=True, init=False)
 class PathMeta:
@@ -113,6 +133,7 @@ class DataPacket:
     ack_req: bool = True
     trimmed: bool = False  # set by the decoder when a switch cut the payload
     meta: PathMeta = field(default_factory=PathMeta)
+    ack_echo: int = 0  # ``ack_echo_of`` the latest SACK the sender received (0: none yet)
 
     def __init__(
         self,
@@ -128,6 +149,7 @@ class DataPacket:
         ack_req: bool = True,
         trimmed: bool = False,
         meta: PathMeta | None = None,
+        ack_echo: int = 0,
     ) -> None:
         self.qp = qp
         self.psn = psn
@@ -141,6 +163,7 @@ class DataPacket:
         self.ack_req = ack_req
         self.trimmed = trimmed
         self.meta = PathMeta() if meta is None else meta
+        self.ack_echo = ack_echo
 
 
 # init=False + the __init__ below: compiled, 1.5-2x faster to build than the generated one.

@@ -12,6 +12,7 @@ from mrc_fabric.addressing import carrier, nic_address, path_usids
 from mrc_fabric.ev import ev_value
 from mrc_host.wire.framing import FrameAddressing
 from mrc_host.wire.messages import (
+    ACK_ECHO_MAX,
     Connect,
     ConnectAck,
     ConnectStatus,
@@ -77,7 +78,9 @@ def sample_messages() -> list[Frame]:
     ]
     data[1].flags = DataFlag.RETRANSMISSION
     data[1].meta = data_meta(retx=True)
+    data[1].ack_echo = ACK_ECHO_MAX  # every bit of the ACK echo, next to a flag
     data[2].ack_req = False
+    data[3].ack_echo = 0x2A5B
     return [
         *data,
         Sack(

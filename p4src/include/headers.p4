@@ -58,7 +58,7 @@ header reth_t {
 /* MRC data header (16 bytes): mrc_host/wire/layers.py MrcData. */
 header mrc_data_t {
     bit<32> msg_id;
-    bit<16> flags;
+    bit<16> flags;     /* bits 0-1 flags, bits 2-15 the ACK echo (not read here) */
     bit<16> reserved;
     bit<64> send_ts;
 }

@@ -24,6 +24,7 @@ from mrc_host.wire.messages import (
     Probe,
     ProbeAck,
     Sack,
+    data_flags_word,
 )
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_messages
 
@@ -72,6 +73,7 @@ MRC_FIELDS = [
     "mrc.reth.dlen",
     "mrc.data.msg_id",
     "mrc.data.flags",
+    "mrc.data.ack_echo",
     "mrc.data.send_ts",
     "mrc.data.payload_len",
     "mrc.data.trimmed",
@@ -192,7 +194,8 @@ def test_lua_dissector_decodes_every_mrc_header(tmp_path: Path) -> None:
             assert _int(row["mrc.reth.rkey"]) == msg.rkey
             assert int(row["mrc.reth.dlen"]) == len(msg.payload)
             assert int(row["mrc.data.msg_id"]) == msg.msg_id
-            assert _int(row["mrc.data.flags"]) == int(msg.flags)
+            assert _int(row["mrc.data.flags"]) == data_flags_word(msg.flags, msg.ack_echo)
+            assert int(row["mrc.data.ack_echo"]) == msg.ack_echo
             assert int(row["mrc.data.send_ts"]) == msg.send_ts
             assert int(row["mrc.data.payload_len"]) == len(msg.payload)
             assert not _flag(row["mrc.data.trimmed"])

@@ -1,0 +1,145 @@
+"""Which reverse EVs deliver: the ACK echo that DATA carries.
+
+A receiver sends its SACKs on a few reverse EVs per plane (``EvSet.next_control_ev``) and,
+without help, learns that one of them is dead only from a liveness probe, every
+``probe_interval_ns``. So each DATA packet carries an ACK echo (14 bits of the DATA flags
+word): ``EchoQueue`` on the data sender echoes every SACK it received once, oldest first,
+as ``messages.ack_echo_of`` the DATA copy the SACK answers. On the SACK sender,
+``AckEchoes`` takes an echo for what a SACK is for DATA: proof that the SACK's EV delivered
+what was sent on it then (``EvEntry.ok_sent_ns``). The sender's rule for a path that delivers
+nothing then applies as it is (``EvSet.path_dead``): once a SACK sent a margin after an
+unechoed one is echoed, the unechoed SACK's path is retired (its EVs and their siblings,
+whatever the floor) if nothing sent on it since has been echoed. A SACK that was merely
+lost proves nothing while the path's later SACKs are echoed; one echoed late undoes the
+retirement. An echo value two remembered SACKs share names neither.
+
+The echo is untrusted: one that names no SACK sent lately is counted (``ack_echo_unmatched``)
+and dropped, and the rule never retires a plane's last path (``reverse_retire_refused``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from mrc_host.wire.messages import ack_echo_of
+
+from .counters import Counters
+from .ev_state import EvEvent, EvState
+from .evset import EvSet
+
+SENT_MAX: Final = 512  # SACKs remembered for their echo: several round trips' worth
+ECHO_QUEUE_MAX: Final = 64  # SACKs a data sender holds to echo (an idle spell's worth)
+_USABLE: Final = (EvState.GOOD, EvState.SKIP)
+_AMBIGUOUS: Final = -1  # in place of the EV of a SACK whose echo is not unique
+
+
+class EchoQueue:
+    """The data sender's side: which SACK the next DATA packet echoes."""
+
+    def __init__(self) -> None:
+        self._pending: deque[int] = deque(maxlen=ECHO_QUEUE_MAX)
+
+    def sack_received(self, echo_ts: int, echo_ev: int) -> None:
+        self._pending.append(ack_echo_of(echo_ts, echo_ev))
+
+    def next_echo(self) -> int:
+        """Every SACK received once, oldest first; 0 when none is waiting."""
+        return self._pending.popleft() if self._pending else 0
+
+
+class AckEchoes:
+    """The SACK sender's side: the SACKs sent and not yet echoed, and what echoes prove."""
+
+    def __init__(self, evset: EvSet, counters: Counters) -> None:
+        self.evset = evset
+        self.c = counters
+        self._sent: dict[int, tuple[int, int]] = {}  # echo -> (EV, send time) of a SACK
+        self._unconfirmed: dict[int, tuple[int, int]] = {}  # the same, not yet echoed, oldest first
+        self._late: dict[int, tuple[int, int]] = {}  # unechoed SACKs of paths retired since
+        # path retired here -> (send time of its lost SACK, the retirement's undo key)
+        self._dead: dict[tuple[int, int], tuple[int, tuple[int, int] | None]] = {}
+
+    def sack_sent(self, echo_ts: int, echo_ev: int, ev: int, now_ns: int) -> None:
+        """A SACK echoing the DATA copy (``echo_ts``, ``echo_ev``) left on ``ev``."""
+        key = ack_echo_of(echo_ts, echo_ev)
+        sent, unconfirmed = self._sent, self._unconfirmed
+        self._late.pop(key, None)
+        if key in sent:
+            # two SACKs we remember share the 14-bit echo: its echo could name either, so
+            # it names neither (judging the older one on no evidence would be a guess too)
+            del sent[key]
+            unconfirmed.pop(key, None)
+            sent[key] = (_AMBIGUOUS, now_ns)
+        else:
+            sent[key] = unconfirmed[key] = (ev, now_ns)
+        if len(sent) > SENT_MAX:
+            old = next(iter(sent))
+            del sent[old]
+            unconfirmed.pop(old, None)
+            self._late.pop(old, None)
+
+    def echoed(self, key: int, now_ns: int) -> None:
+        """A DATA packet echoed ``key`` (0: no echo)."""
+        if not key:
+            return
+        unconfirmed = self._unconfirmed
+        got = unconfirmed.pop(key, None)
+        if got is None:
+            got = self._late.pop(key, None)  # on a path retired since: may undo that
+        if got is None:
+            if key not in self._sent:
+                self.c.ack_echo_unmatched += 1  # forged, or older than we remember: dropped
+            return  # (else confirmed already, or ambiguous)
+        ev, sent_ns = got
+        evset = self.evset
+        e = evset.entries.get(ev)
+        if e is None:
+            return
+        if sent_ns > e.ok_sent_ns:
+            e.ok_sent_ns = sent_ns  # (the evidence only: liveness probes go on as they were)
+        path = (e.plane, e.t1)
+        dead = self._dead.get(path)
+        if dead is not None and sent_ns >= dead[0]:
+            # the path delivered a SACK sent at or after the one taken for lost: it was slow
+            del self._dead[path]
+            back = evset.undo_loss(ev, now_ns) if e.retired_for == dead[1] else 0
+            if back:
+                self.c.ev_loss_undone += 1
+                self.c.ev_undone += back
+        margin = evset.path_margin_ns()
+        while unconfirmed:
+            key = next(iter(unconfirmed))
+            old_ev, old_sent = unconfirmed[key]
+            if old_sent + margin > sent_ns:
+                break
+            del unconfirmed[key]
+            self._judge(key, old_ev, old_sent, now_ns)
+
+    def _judge(self, key: int, ev: int, sent_ns: int, now_ns: int) -> None:
+        """A SACK sent on ``ev`` at ``sent_ns`` is unechoed while one sent a margin later is
+        echoed: retire its path if nothing sent on it since was echoed."""
+        evset = self.evset
+        e = evset.entries.get(ev)
+        if e is None:
+            return
+        path = (e.plane, e.t1)
+        if e.state not in _USABLE or not evset.path_dead(e, EvEvent.LOSS, sent_ns):
+            if path in self._dead:
+                self._late[key] = (ev, sent_ns)  # its echo may yet undo the retirement
+            return  # (else one SACK lost, or its echo: the path's later ones got through)
+        if not any(
+            x.t1 != e.t1 and x.state in _USABLE for x in (*evset.active[e.plane], *evset.backup[e.plane])
+        ):
+            self.c.reverse_retire_refused += 1  # never a plane's last path, whatever the echoes say
+            return
+        if evset.retire(ev, "reverse path dead: its SACKs went unechoed", now_ns, EvEvent.LOSS, sent_ns):
+            self.c.reverse_paths_retired += 1
+            self._dead[path] = (sent_ns, e.retired_for)
+            self._late[key] = (ev, sent_ns)
+            entries = evset.entries
+            for k, (x, t) in list(self._unconfirmed.items()):
+                o = entries.get(x)
+                if o is not None and (o.plane, o.t1) == path:
+                    del self._unconfirmed[k]  # nothing to judge again; its echo may undo
+                    self._late[k] = (x, t)

@@ -1,0 +1,153 @@
+"""The ACK echo DATA carries, and the dead reverse paths it reveals (issue 26, item 3)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bench.sim_transport import link_delay_for_rtt
+from mrc_fabric.ev import ev_plane, ev_t1
+from mrc_host.core import EvState, Transmit
+from mrc_host.sim.fabric import FabricShape
+from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
+from mrc_host.sim.scenario import SimConfig, Simulation
+from mrc_host.wire.messages import ACK_ECHO_MAX, DataPacket, Sack, ack_echo_of
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_dead_reverse_ev_is_retired_within_3_rtt(seed: int) -> None:
+    """Defect (issue 26): a dead reverse path was found only by the liveness probe tick,
+    10.9 RTT after it died (98-323 SACKs lost meanwhile). The black hole on the receiver's
+    T0 uplink to T1 1 (plane 0) kills the SACKs it sends that way."""
+    shape = FabricShape(planes=2, t1=4, link_delay_ns=link_delay_for_rtt(21))
+    sim = Simulation(SimConfig(shape=shape, size=8 << 20, faults=["blackhole:p0-t0_1-t1_1@30%"], seed=seed))
+    r = sim.run()
+    assert r["completed"] and r["data_ok"]
+    start = r["faults"][0]["start_us"]
+    retired = [
+        e
+        for e in r["ev_timeline"]
+        if e["side"] == "receiver" and e["new"] == "ASSUMED_BAD" and e["t_us"] >= start
+    ]
+    assert retired
+    first = min(retired, key=lambda e: e["t_us"])
+    ev = int(first["ev"], 16)
+    assert (ev_plane(ev), ev_t1(ev)) == (0, 1)  # the dead path, not a healthy one
+    assert (first["t_us"] - start) / r["base_rtt_us"] <= 3
+    assert "reverse path dead" in first["reason"]
+    assert {(ev_plane(int(e["ev"], 16)), ev_t1(int(e["ev"], 16))) for e in retired} == {(0, 1)}
+    c = sim.receiver.counters
+    assert c.reverse_paths_retired >= 1 and c.ack_echo_unmatched == 0
+    assert r["faults"][0]["acks_lost"] < 60
+
+
+def payload(n: int) -> bytes:
+    return random.Random(n).randbytes(n)
+
+
+def started(n_pkts: int = 16) -> tuple[Pair, list[DataPacket]]:
+    """A write in flight: its DATA packets, held (not yet delivered); a SACK for each
+    (they return on the plane of the packet they answer: both planes carry some)."""
+    p = make_pair(size=1 << 20, ack_every=1)
+    _, acts = p.a.post_write(payload(n_pkts * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    data = [m for _, m in p.in_flight if isinstance(m, DataPacket)]
+    p.in_flight = []
+    return p, data
+
+
+def sacks_of(p: Pair, pkt: DataPacket) -> list[Sack]:
+    out = p.b.receive(pkt, p.now)
+    return [a.msg for a in out if isinstance(a, Transmit) and isinstance(a.msg, Sack)]
+
+
+def test_data_echoes_every_sack_once_oldest_first() -> None:
+    p, data = started()
+    sacks = [s for pkt in data[:6] for s in sacks_of(p, pkt)]
+    assert len(sacks) >= 2
+    for s in sacks:
+        p.a.receive(s, p.now)
+    _, acts = p.a.post_write(payload(8 * 1024), BASE + (1 << 16), RKEY, p.now)
+    p.absorb(p.a, acts)
+    echoes = [m.ack_echo for _, m in p.in_flight if isinstance(m, DataPacket)]
+    want = [ack_echo_of(s.echo_ts, s.echo_ev) for s in sacks]
+    assert echoes[: len(want)] == want
+    assert all(e == 0 for e in echoes[len(want) :])  # nothing new: no echo
+    assert all(1 <= e <= ACK_ECHO_MAX for e in want)
+
+
+def test_an_echo_naming_no_sack_is_counted_and_dropped() -> None:
+    p, data = started()
+    keys = {ack_echo_of(s.echo_ts, s.echo_ev) for pkt in data[:4] for s in sacks_of(p, pkt)}
+    forged = next(k for k in range(1, ACK_ECHO_MAX) if k not in keys)
+    data[5].ack_echo = forged
+    p.b.receive(data[5], p.now)
+    c = p.b.counters
+    assert c.ack_echo_unmatched == 1 and c.reverse_paths_retired == 0
+    assert c.data_bytes_placed == 5 * 1024  # the packet itself is placed as usual
+
+
+def reverse_path_lost(p: Pair, data: list[DataPacket]) -> tuple[int, int]:
+    """Deliver ``data`` to the receiver 2 us apart (each 1 us in flight), then echo every
+    SACK it sent except those on one of its reverse paths. Returns that path (plane, T1)."""
+    sacks: list[tuple[Sack, int]] = []
+    for pkt in data:
+        p.now += 2_000
+        pkt.send_ts = p.now - 1_000
+        sacks += [(s, s.meta.ev) for s in sacks_of(p, pkt)]
+    paths = sorted({(ev_plane(ev), ev_t1(ev)) for _, ev in sacks})
+    assert len(paths) >= 3
+    victim = paths[0]
+    echoed = [s for s, ev in sacks if (ev_plane(ev), ev_t1(ev)) != victim]
+    for s in echoed:
+        p.now += 1_000
+        echo = DataPacket(
+            22, 0, BASE, RKEY, b"", send_ts=p.now - 1_000, ack_echo=ack_echo_of(s.echo_ts, s.echo_ev)
+        )
+        echo.meta.ev = data[0].meta.ev
+        p.b.receive(echo, p.now)  # a duplicate of PSN 0, carrying the echo
+    return victim
+
+
+def retired_paths(p: Pair) -> set[tuple[int, int]]:
+    return {(e.plane, e.t1) for e in p.b.evset.entries.values() if e.state is EvState.ASSUMED_BAD}
+
+
+def test_the_silent_reverse_path_is_retired_and_only_it() -> None:
+    p, data = started(32)
+    victim = reverse_path_lost(p, data)
+    c = p.b.counters
+    assert c.reverse_paths_retired == 1 and c.reverse_retire_refused == 0
+    assert retired_paths(p) == {victim}
+
+
+def test_a_late_echo_undoes_the_retirement() -> None:
+    p, data = started(32)
+    victim = reverse_path_lost(p, data)
+    assert retired_paths(p) == {victim}
+    rx = p.b.receiver.echoes
+    key = next(k for k, (ev, _t) in rx._sent.items() if ev >= 0 and (ev_plane(ev), ev_t1(ev)) == victim)
+    p.now += 1_000
+    echo = DataPacket(22, 0, BASE, RKEY, b"", send_ts=p.now - 1_000, ack_echo=key)
+    p.b.receive(echo, p.now)
+    assert retired_paths(p) == set() and p.b.counters.ev_loss_undone == 1
+
+
+def test_forged_echoes_never_retire_a_planes_last_path() -> None:
+    """Untrusted input: echoes that confirm plane 0's SACKs only make both of plane 1's
+    paths look dead; one may go, the plane's last one is refused and counted."""
+    p = make_pair(planes=2, t1=2)
+    ev = p.b.evset
+    rx = p.b.receiver.echoes
+
+    def on(plane: int, t1: int) -> int:
+        return next(e.value for e in ev.active[plane] if e.t1 == t1)
+
+    sacks = [(on(1, 0), 1_000), (on(1, 1), 2_000), (on(0, 0), 10_000)]
+    for k, (ev_, at) in enumerate(sacks):
+        rx.sack_sent(at, k, ev_, at)
+    rx.echoed(ack_echo_of(10_000, 2), 20_000)  # only the last one, on plane 0
+    assert retired_paths(p) == {(1, 0)}
+    assert p.b.counters.reverse_paths_retired == 1 and p.b.counters.reverse_retire_refused == 1
+    assert any(e.state is EvState.GOOD for e in ev.active[1])
