@@ -22,7 +22,9 @@ from .ev_state import EvEvent, EvState, next_state
 __all__ = ["EvEntry", "EvTable"]
 
 
-@dataclass(slots=True)
+# eq=False: an entry is one EV, equal only to itself; value equality made every ``list.remove``
+# of the rotation run the generated (interpreted) __eq__ over the entries before it
+@dataclass(slots=True, eq=False)
 class EvEntry:
     value: int
     plane: int

@@ -157,7 +157,12 @@ class Recovery:
         if rtt.srtt_ns is None:
             base = cfg.rto_initial_ns
         else:
-            base = int(rtt.srtt_ns + max(4 * rtt.rttvar_ns, rtt.spread, cfg.cc.base_rtt_ns / 4))
+            # max() of three, spelled out: compiled, a three-argument max() is a generic call
+            var = 4 * rtt.rttvar_ns
+            if rtt.spread > var:
+                var = rtt.spread
+            floor = cfg.cc.base_rtt_ns / 4
+            base = int(rtt.srtt_ns + (var if var >= floor else floor))
         return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
 
     def on_progress(self) -> None:
