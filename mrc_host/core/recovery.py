@@ -351,6 +351,10 @@ class Recovery:
         newest = max(r.sent_ns for r in newly)
         load = self.plane_load
         dead = []
+        # a plane's deliveries may lag another's by the longest stall seen lately (a software
+        # switch descheduled for milliseconds): that is no failure. The part of the guard that
+        # is the same for every plane, worked out once (this runs on every SACK)
+        floor = -1
         for plane in range(self.planes):
             if not load[plane]:
                 continue
@@ -358,11 +362,10 @@ class Recovery:
             ps = self.rtt.plane_srtt[plane] or self.rtt.srtt_ns
             if ps is None:
                 continue
-            # a plane's deliveries may lag another's by the longest stall seen lately (a
-            # software switch descheduled for milliseconds): that is no failure
-            guard = max(
-                int(ps * 3 / 4), self.reorder_window(), self.cfg.plane_guard_min_ns, int(self.rtt.stall)
-            )
+            if floor < 0:
+                floor = max(self.reorder_window(), self.cfg.plane_guard_min_ns)
+                floor = max(floor, int(self.rtt.stall))
+            guard = max(int(ps * 3 / 4), floor)
             if newest - ok_sent < guard:
                 continue
             others = sum(1 for r in newly if r.ev >> PLANE_SHIFT != plane and r.sent_ns >= ok_sent + guard)
