@@ -62,6 +62,7 @@ COMPILED = [
     "mrc_host/wire/messages.py",
     "mrc_host/sim/engine.py",
     "mrc_host/sim/fabric.py",
+    "mrc_host/sim/fault_state.py",
     "mrc_host/sim/network.py",
 ]
 

@@ -65,7 +65,14 @@ def without_faults(table: dict[str, Any]) -> dict[str, Any]:
 
 
 def only_items(table: dict[str, Any], names: set[str]) -> dict[str, Any]:
-    return {**table, "traffic": [t for t in table["traffic"] if t["name"] in names]}
+    """The items named, alone (a ``share_ev_with`` naming an item left out is dropped: alone,
+    in an idle fabric, every path is alike)."""
+    kept = [dict(t) for t in table["traffic"] if t["name"] in names]
+    for t in kept:
+        if t.get("share_ev_with") not in names:
+            t.pop("share_ev_with", None)
+            t.pop("share_ev_modes", None)
+    return {**table, "traffic": kept}
 
 
 def _job(run: dict[str, Any], name: str) -> float | None:

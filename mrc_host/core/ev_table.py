@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from mrc_fabric.ev import ev_plane, ev_t1
+from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
 
 from .actions import EvStateChanged
 from .config import TransportConfig
@@ -22,7 +22,11 @@ from .ev_state import EvEvent, EvState, next_state
 __all__ = ["EvEntry", "EvTable"]
 
 
-@dataclass(slots=True)
+# eq=False: an entry is one EV, equal only to itself; value equality made every ``list.remove``
+# of the rotation run the generated (interpreted) __eq__ over the entries before it.
+# init=False + a spelled-out __init__: mypyc compiles it (a 64-host all-to-all makes two
+# million entries, and the generated one ran interpreted)
+@dataclass(slots=True, eq=False, init=False)
 class EvEntry:
     value: int
     plane: int
@@ -46,6 +50,30 @@ class EvEntry:
     retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
     ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
     late_probe_id: int | None = None  # the liveness probe whose time-out retired it
+
+    def __init__(self, value: int, plane: int, t1: int, active: bool = False, member: bool = True) -> None:
+        self.value = value
+        self.plane = plane
+        self.t1 = t1
+        self.state = EvState.GOOD
+        self.active = active
+        self.member = member
+        self.probe_id = None
+        self.next_probe_ns = 0
+        self.probe_successes = 0
+        self.in_use = False
+        self.last_ok_ns = 0
+        self.ok_sent_ns = -1
+        self.live_probe_id = None
+        self.live_probe_ns = 0
+        self.heat = 0.0
+        self.heat_ns = 0
+        self.skips_left = 0
+        self.restored_ns = None
+        self.flaps = 0
+        self.retired_for = None
+        self.ack_lost_strikes = 0
+        self.late_probe_id = None
 
 
 class EvTable:
@@ -126,7 +154,8 @@ class EvTable:
     def _add(self, value: int, active: bool, member: bool = True) -> EvEntry:
         if value >> 32 or value < 0:
             raise ValueError(f"EV {value:#x} is not 32 bits")
-        e = EvEntry(value, ev_plane(value), ev_t1(value), active=active, member=member)
+        # the plane and T1 bits (mrc_fabric.ev's ev_plane, ev_t1) without two interpreted calls
+        e = EvEntry(value, value >> PLANE_SHIFT, (value >> T1_SHIFT) & T1_MASK, active=active, member=member)
         self.entries[value] = e
         return e
 

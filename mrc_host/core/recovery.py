@@ -157,7 +157,12 @@ class Recovery:
         if rtt.srtt_ns is None:
             base = cfg.rto_initial_ns
         else:
-            base = int(rtt.srtt_ns + max(4 * rtt.rttvar_ns, rtt.spread, cfg.cc.base_rtt_ns / 4))
+            # max() of three, spelled out: compiled, a three-argument max() is a generic call
+            var = 4 * rtt.rttvar_ns
+            if rtt.spread > var:
+                var = rtt.spread
+            floor = cfg.cc.base_rtt_ns / 4
+            base = int(rtt.srtt_ns + (var if var >= floor else floor))
         return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
 
     def on_progress(self) -> None:
@@ -346,6 +351,10 @@ class Recovery:
         newest = max(r.sent_ns for r in newly)
         load = self.plane_load
         dead = []
+        # a plane's deliveries may lag another's by the longest stall seen lately (a software
+        # switch descheduled for milliseconds): that is no failure. The part of the guard that
+        # is the same for every plane, worked out once (this runs on every SACK)
+        floor = -1
         for plane in range(self.planes):
             if not load[plane]:
                 continue
@@ -353,11 +362,10 @@ class Recovery:
             ps = self.rtt.plane_srtt[plane] or self.rtt.srtt_ns
             if ps is None:
                 continue
-            # a plane's deliveries may lag another's by the longest stall seen lately (a
-            # software switch descheduled for milliseconds): that is no failure
-            guard = max(
-                int(ps * 3 / 4), self.reorder_window(), self.cfg.plane_guard_min_ns, int(self.rtt.stall)
-            )
+            if floor < 0:
+                floor = max(self.reorder_window(), self.cfg.plane_guard_min_ns)
+                floor = max(floor, int(self.rtt.stall))
+            guard = max(int(ps * 3 / 4), floor)
             if newest - ok_sent < guard:
                 continue
             others = sum(1 for r in newly if r.ev >> PLANE_SHIFT != plane and r.sent_ns >= ok_sent + guard)

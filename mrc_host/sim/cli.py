@@ -21,6 +21,7 @@ from mrc_host.core import DEFAULT_MAX_EVS, Mode
 from mrc_host.core.cc_base import cc_names
 
 from . import faults as faults_mod
+from . import jsonout
 from .fabric import FabricShape
 from .report import human, summarise
 from .scenario import SimConfig, Simulation
@@ -151,11 +152,11 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{sc.name}.json").write_text(json.dumps(result, indent=1))
+        (out / f"{sc.name}.json").write_text(jsonout.dumps(result))
         scenario_png(result, out / f"{sc.name}.png")
     try:
         if args.json:
-            sys.stdout.write(json.dumps(result, indent=1))  # one write, not one per token
+            sys.stdout.write(jsonout.dumps(result))  # one write, not one per token
             sys.stdout.write("\n")
         else:
             print(f"scenario {sc.name}: {sc.reproduces or sc.description}")
@@ -289,10 +290,10 @@ def main(argv: list[str] | None = None) -> int:
 
         out = Path(args.record)
         recorder.write(out / "recording.jsonl")
-        (out / "result.json").write_text(json.dumps(result, indent=1))
+        (out / "result.json").write_text(jsonout.dumps(result))
     try:
         if args.json:
-            sys.stdout.write(json.dumps(result, indent=1))  # one write, not one per token
+            sys.stdout.write(jsonout.dumps(result))  # one write, not one per token
             sys.stdout.write("\n")
         else:
             print(human(result))

@@ -34,7 +34,8 @@ from typing import Final, cast
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message, Nack, Sack
 
 from .engine import EventLoop, Handler
-from .faults import KILLING_KINDS, PASSIVE, Fault, extra_delay, ns_per_byte, rate_hits
+from .fault_state import Fault, extra_delay, ns_per_byte
+from .faults import KILLING_KINDS, PASSIVE, rate_hits
 
 DATA_OVERHEAD: Final = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
 CONTROL_BYTES: Final = 150

@@ -11,14 +11,10 @@ collectives are built from. Everything random comes from the seed.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
-
-import numpy as np
 
 from mrc_fabric.ev import ev_plane, ev_t1
 from mrc_host.core import (
@@ -41,6 +37,7 @@ from mrc_host.wire.messages import DataPacket
 from .engine import EventLoop
 from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Fabric, FabricShape, SimPacket
 from .faults import Fault
+from .payload import payload_pattern
 
 START_NS: Final = 1_000  # time 0 is reserved: a zero timestamp means "none" on the wire
 REGION_BASE: Final = 0x7F00_0000_0000
@@ -178,33 +175,6 @@ class Connection:
             else:
                 break
         return (after - before) * 8 / max(t1_ns - t0_ns, 1)
-
-
-def payload_pattern(seed: int, index: int, size: int) -> bytes:
-    """``size`` deterministic bytes in which every aligned 8-byte word differs from every
-    other (a misplaced packet shows): 64-bit counters (native byte order) from a seeded start.
-
-    Made by numpy a cache-sized chunk at a time into a ``BytesIO`` whose buffer becomes the
-    result without a copy (``getvalue`` hands it over): the 64 MiB pattern costs one pass
-    over fresh memory instead of three (``arange`` then ``tobytes``), which on a VM with
-    slow page faults was a fifth of a 64 MiB run (a 64 MiB run once spent 12 % of its time
-    drawing the pattern from SHAKE-128).
-    """
-    start = int.from_bytes(hashlib.blake2b(f"mrc-sim {seed} {index}".encode(), digest_size=8).digest()) >> 2
-    words = (size + 7) // 8
-    step = min(words, _PATTERN_CHUNK_WORDS)
-    ramp = np.arange(step, dtype=np.uint64)
-    chunk = np.empty(step, dtype=np.uint64)
-    out = io.BytesIO()
-    done = 0
-    while done < size:
-        np.add(ramp, np.uint64(start + done // 8), out=chunk)
-        out.write(chunk.data.cast("B")[: size - done])
-        done += step * 8
-    return out.getvalue()
-
-
-_PATTERN_CHUNK_WORDS: Final = 1 << 15  # 256 KiB: stays in the cache between numpy and the copy
 
 
 def same_prefix(buffer: bytearray, data: bytes, n: int) -> bool:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-from .network import Network
+if TYPE_CHECKING:
+    from .network import Network
 
 SLICE_EVENTS = 100_000
 AUTO_AFTER_S = 3.0
@@ -29,6 +28,9 @@ def run_with_progress(net: Network, limit_ns: int, label: str, show: bool | None
         while time.monotonic() - started < AUTO_AFTER_S:
             if net.run(limit_ns, max_events=SLICE_EVENTS):
                 return
+    from rich.console import Console  # only once a bar shows: rich costs a run ~30 ms to import
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

@@ -94,6 +94,7 @@ ITEM_KEYS = {
     "mode",
     "pin_path",
     "share_ev_with",
+    "share_ev_modes",
     "window_scale",
     "evs",
     "cc",
@@ -101,7 +102,7 @@ ITEM_KEYS = {
     "config",
     "ev_profile",
 }
-RUN_KEYS = {"name", "mode", "qps_per_pair", "evs"}
+RUN_KEYS = {"name", "mode", "qps_per_pair", "evs", "config"}
 TOP_KEYS = {
     "name",
     "description",
@@ -134,6 +135,7 @@ class TrafficItem:
     mode: Mode | None = None
     pin_path: tuple[int, int] | None = None
     share_ev_with: str | None = None  # an earlier item: pin onto the path of its first EV
+    share_ev_modes: list[str] | None = None  # the run modes share_ev_with applies in (None: all)
     window_scale: float = 1.0  # window cap in BDPs, whatever the CC
     evs: int | None = None
     cc: dict[str, object] = field(default_factory=dict)
@@ -146,7 +148,7 @@ class TrafficItem:
         n = len(self.hosts)
         return {
             "flow": 1,
-            "incast": len(self.senders),
+            "incast": len(self.senders) * self.qps_per_pair,
             "permutation": n,
             "all-to-all": n * (n - 1),
             "ring-allreduce": n * self.qps_per_pair,
@@ -172,6 +174,7 @@ class RunSpec:
     mode: Mode
     qps_per_pair: int | None = None
     evs: int | None = None
+    config: dict[str, object] = field(default_factory=dict)  # TransportConfig fields for this run
 
 
 @dataclass
@@ -201,9 +204,14 @@ class Scenario:
 
     def with_mode(self, mode: Mode) -> Scenario:
         """One run, ``mode`` on every connection (the ``--mode`` override)."""
-        qps = next((r.qps_per_pair for r in self.runs if r.mode is mode), None)
+        same = next((r for r in self.runs if r.mode is mode), None)
+        run = (
+            RunSpec(mode.value, mode, same.qps_per_pair, None, same.config)
+            if same
+            else RunSpec(mode.value, mode)
+        )
         traffic = [replace(t, mode=mode) for t in self.traffic]
-        return replace(self, runs=[RunSpec(mode.value, mode, qps)], traffic=traffic)
+        return replace(self, runs=[run], traffic=traffic)
 
 
 class _Reader:
@@ -239,6 +247,10 @@ class _Reader:
                 return parse_time(str(value), 0)
             if kind == "mode":
                 return Mode(value)
+            if kind == "modes":
+                if not isinstance(value, list):
+                    raise ValueError(f"must be a list of modes ({', '.join(m.value for m in Mode)})")
+                return [Mode(v).value for v in value]
             if kind is int:
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise ValueError(f"must be an integer, got {value!r}")
@@ -409,7 +421,11 @@ def _runs(file: str, raw: dict[str, Any], top: _Reader) -> list[RunSpec]:
                 rr.fail("evs", f"must be 1..{MAX_PROFILE_EVS}")
             runs.append(
                 RunSpec(
-                    rr.get("name", str, mode.value), mode, rr.get("qps_per_pair", int), rr.get("evs", int)
+                    rr.get("name", str, mode.value),
+                    mode,
+                    rr.get("qps_per_pair", int),
+                    rr.get("evs", int),
+                    _checked_fields(file, rr.get("config", dict, {}), f"runs[{i}].config", TransportConfig),
                 )
             )
     else:
@@ -442,6 +458,8 @@ def _traffic(file: str, raw: dict[str, Any], top: _Reader, shape: FabricShape) -
                 top.fail(f"traffic[{i}].share_ev_with", f"{t.share_ev_with!r} names no earlier traffic item")
             if t.pattern not in ("flow", "background") or t.pin_path is not None:
                 top.fail(f"traffic[{i}].share_ev_with", "only for a flow or background item without pin_path")
+        if t.share_ev_modes is not None and t.share_ev_with is None:
+            top.fail(f"traffic[{i}].share_ev_modes", "only with share_ev_with")
     return traffic
 
 
@@ -523,6 +541,7 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
         qps_per_pair=r.get("qps_per_pair", int, 1),
         mode=r.get("mode", "mode"),
         share_ev_with=r.get("share_ev_with", str),
+        share_ev_modes=r.get("share_ev_modes", "modes"),
         window_scale=r.get("window_scale", float, 1.0),
         evs=r.get("evs", int),
         ev_profile=r.get("ev_profile", dict, {}),
@@ -614,6 +633,7 @@ def to_toml(sc: Scenario) -> str:
                 {"name": r.name, "mode": r.mode.value}
                 | ({"qps_per_pair": r.qps_per_pair} if r.qps_per_pair else {})
                 | ({"evs": r.evs} if r.evs else {})
+                | ({"config": r.config} if r.config else {})
                 for r in sc.runs
             ]
         ),
@@ -661,6 +681,8 @@ def to_toml(sc: Scenario) -> str:
             lines.append(f"pin_path = {_toml_value(list(t.pin_path))}")
         if t.share_ev_with is not None:
             lines.append(f"share_ev_with = {_toml_value(t.share_ev_with)}")
+        if t.share_ev_modes is not None:
+            lines.append(f"share_ev_modes = {_toml_value(t.share_ev_modes)}")
         if t.window_scale != 1.0:
             lines.append(f"window_scale = {t.window_scale!r}")
         if t.evs is not None:
@@ -696,14 +718,16 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
             backup_evs_per_plane=sc.backups,
             pin_path=item.pin_path,
             window_scale=item.window_scale,
-            transport={**profile, **sc.config, **item.config},
+            transport={**profile, **sc.config, **run.config, **item.config},
             cc=cc,
             nscc={**sc.nscc, **item.nscc},
         )
-        if item.share_ev_with is not None:
+        if item.share_ev_with is not None and (
+            item.share_ev_modes is None or spec.mode.value in item.share_ev_modes
+        ):
             other = next(j for j in jobs if j.name == item.share_ev_with).connections[0]
-            plane, t1 = net.path_of(sorted(other.sender.evset.active_evs())[0])
-            spec = replace(spec, pin_path=(plane, t1))
+            path = other.spec.pin_path or net.path_of(sorted(other.sender.evset.active_evs())[0])
+            spec = replace(spec, pin_path=path)
         job = Job(item.name, item.pattern, item.start_ns)
         qps = run.qps_per_pair or item.qps_per_pair
         p = item.pattern
@@ -712,7 +736,8 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
             point_to_point(net, job, spec, [(item.src, item.dst)], item.size, item.writes)
         elif p == "incast":
             assert item.dst is not None
-            point_to_point(net, job, spec, [(s, item.dst) for s in item.senders], item.size, item.writes)
+            pairs = [(s, item.dst) for s in item.senders]
+            point_to_point(net, job, spec, pairs, item.size, item.writes, qps)
         elif p == "permutation":
             import random
 

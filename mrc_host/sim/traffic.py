@@ -14,6 +14,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
+from mrc_host.core import Mode
+
 from .network import START_NS, Connection, FlowSpec, Network, Write
 
 PATTERNS = ("flow", "incast", "permutation", "all-to-all", "ring-allreduce", "all-gather", "background")
@@ -53,16 +55,22 @@ def point_to_point(
     pairs: list[tuple[int, int]],
     size: int,
     writes: int = 1,
+    qps: int = 1,
 ) -> Job:
-    """One connection per (src, dst) pair, ``writes`` back-to-back writes of ``size`` each.
+    """Per (src, dst) pair ``qps`` connections, each ``writes`` back-to-back writes of ``size / qps``
+    (rounded up). Single-path queue pairs of one pair go out on the planes in turn, each on a
+    seeded random T1, as a RoCE host binds its queue pairs to its NIC ports (a multipath
+    connection spreads itself).
 
-    A rank is a connection here (index in ``pairs``): done when its last write is done.
+    A rank is a pair (index in ``pairs``): done when the last write of its last connection is done.
     """
+    part = max(1, -(-size // qps))
+    spread = qps > 1 and base.mode is Mode.SINGLE_PATH and base.pin_path is None
+    shape = net.shape
+    rng = random.Random(net.seed * 1_000_003 + len(net.connections))
     for i, (src, dst) in enumerate(pairs):
-        conn = _flow(net, base, f"{job.name}/{src}->{dst}" if len(pairs) > 1 else job.name, src, dst, size)
-        job.connections.append(conn)
         job.rank_done_ns[i] = None
-        left = [writes]
+        left = [writes * qps]
 
         def finished(w: Write, rank: int = i, left: list[int] = left) -> None:
             if w.done:
@@ -70,8 +78,16 @@ def point_to_point(
                 if left[0] == 0:
                     job.rank_done_ns[rank] = net.loop.now
 
-        for _ in range(writes):
-            net.post(conn, size, job.start_ns, on_received=finished, on_sent=finished)
+        for q in range(qps):
+            name = f"{job.name}/{src}->{dst}" if len(pairs) > 1 else job.name
+            spec = base
+            if spread:
+                t1s = 1 if shape.t0_of(src) == shape.t0_of(dst) else shape.t1
+                spec = replace(base, pin_path=(q % shape.planes, rng.randrange(t1s)))
+            conn = _flow(net, spec, f"{name}q{q}" if qps > 1 else name, src, dst, part)
+            job.connections.append(conn)
+            for _ in range(writes):
+                net.post(conn, part, job.start_ns, on_received=finished, on_sent=finished)
     return job
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mrc_host.core import Mode
 from mrc_host.sim.fabric import FabricShape, SimPacket
+from mrc_host.sim.faults import parse_fault
 from mrc_host.sim.network import FlowSpec, Network
 from mrc_host.sim.report import summarise_network
 from mrc_host.sim.traffic import Job, point_to_point
@@ -92,3 +93,31 @@ def test_an_incast_pause_spreads_two_hops_back_without_loss() -> None:
     _, lossy = incast(pfc=False)
     trims = lossy["switch_trims"]
     assert lossy["pfc"] is None and isinstance(trims, int) and trims > 0
+
+
+def bystander(incast: bool) -> tuple[Network, Job]:
+    """Host 4 writes 1 MiB to host 1 on a lossless fabric; with ``incast``, hosts 5, 6, 7 write
+    to host 0 beside it, whose port a fault slows to 25 Gb/s. Every flow crosses the one
+    spine -> leaf 0 link; the bystander's own port (to host 1) stays idle."""
+    net = Network(FabricShape(planes=1, t0=2, t1=1, hosts_per_t0=4, pfc=True), seed=3)
+    net.add_fault(parse_fault("rate=25:h0-p0", 0))
+    cfg = {"cc_algorithm": "fixed"}  # no CC of its own: PFC is what holds a RoCE sender back
+    spec = FlowSpec("x", 0, 0, mode=Mode.SINGLE_PATH, transport=cfg)
+    if incast:
+        point_to_point(net, Job("incast", "incast", 0), spec, [(s, 0) for s in (5, 6, 7)], 1 << 20)
+    job = point_to_point(net, Job("bystander", "flow", 0), spec, [(4, 1)], 1 << 20)
+    net.run(200_000_000)
+    return net, job
+
+
+def test_a_pause_stalls_every_flow_on_the_paused_link() -> None:
+    """Head-of-line blocking: PFC pauses the shared link's whole data class, so the bystander,
+    bound for an idle port, waits while the victim's port drains (and loses nothing)."""
+    net, job = bystander(incast=True)
+    _, alone = bystander(incast=False)
+    took, alone_took = job.completion_ns, alone.completion_ns
+    assert took is not None and alone_took is not None
+    assert took > 3 * alone_took
+    shared = net.fabric.spine_down[0][0][0]
+    assert net.fabric.pause_ns(shared) > took // 2  # paused for most of the bystander's life
+    assert job.connections[0].sender.counters.retransmissions == 0  # it only waited

@@ -180,3 +180,33 @@ def test_nscc_table_reaches_the_connections(tmp_path: Path) -> None:
     net = Network(sc.shape, sc.seed)
     conn = net.add_flow(FlowSpec("f", 0, 5, nscc=dict(sc.nscc)), 64 << 10)
     assert conn.tcfg.nscc.max_md_jump == 0.3 and conn.tcfg.cc_algorithm == "nscc"
+
+
+ROCE = SMALL.replace(
+    'modes = ["mrc", "single-path"]',
+    'runs = [{name = "mrc", mode = "mrc"},\n'
+    '  {name = "sp", mode = "single-path", qps_per_pair = 2, config = {cc_algorithm = "fixed"}}]',
+).replace(
+    'src = 5\ndst = 1\nsize = "512KiB"',
+    'src = 5\ndst = 1\nsize = "512KiB"\nshare_ev_with = "incast"\nshare_ev_modes = ["single-path"]',
+)
+
+
+def test_roce_runs_spread_queue_pairs_over_planes_and_pin_the_bystander(tmp_path: Path) -> None:
+    """A run's own transport config, an incast's queue pairs (one per plane in single-path),
+    and a bystander pinned onto the incast's first path only in the modes named."""
+    sc = sf.load(write(tmp_path, ROCE))
+    assert sf.load(write(tmp_path, sf.to_toml(sc), "again.toml")) == sc
+    mrc, sp = sc.runs
+    net, jobs = sf.build(sc, sp)
+    incast, bystander = jobs[0], jobs[1]
+    assert len(incast.connections) == 6 and len(incast.rank_done_ns) == 3  # 3 senders x 2 QPs
+    assert [c.spec.pin_path[0] for c in incast.connections if c.spec.pin_path] == [0, 1] * 3
+    assert {c.tcfg.cc_algorithm for c in net.connections} == {"fixed"}
+    assert bystander.connections[0].spec.pin_path == incast.connections[0].spec.pin_path
+    net, jobs = sf.build(sc, mrc)
+    assert len(jobs[0].connections) == 3 and jobs[1].connections[0].spec.pin_path is None
+    assert {c.tcfg.cc_algorithm for c in net.connections} == {"nscc"}
+    bad = ROCE.replace('share_ev_with = "incast"\n', "")
+    with pytest.raises(sf.ScenarioError, match="share_ev_modes: only with share_ev_with"):
+        sf.load(write(tmp_path, bad, "bad.toml"))
