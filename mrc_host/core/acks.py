@@ -230,6 +230,8 @@ class AckBook:
             if 0 <= rtt < self.cfg.rto_max_ns:
                 self._rtt_sample(rtt)
                 self.recovery.rtt.sample_plane(s.echo_ev >> PLANE_SHIFT, rtt)
+                if trigger.sent_ns == s.echo_ts:  # (the earlier copy's port wait is not kept)
+                    self.recovery.rtt.sample_fabric(rtt - (trigger.left_ns - trigger.sent_ns))
             else:
                 rtt = None
             ecn = s.ecn_echo
@@ -242,7 +244,7 @@ class AckBook:
         if self._gbn:
             return
         recovery = self.recovery
-        recovery.note_rack(newly)
+        recovery.note_rack(evidence)
         for rec in recovery.gap_losses(evidence):
             self.tx.lose(rec, "gap", now_ns)  # no-op for a record already lost
         if self._retire and self.evset.planes > 1:

@@ -159,7 +159,12 @@ class TransportConfig:
     max_flap_backoff: int = 6  # ... and waits 2**flaps probe intervals (capped) before probing
     plane_guard_min_ns: int = 0  # a plane is declared failed no sooner than this after its oldest packet
     sack_gap_threshold: int = 3  # a PSN is lost once this many packets sent after it are SACKed
-    reorder_window_ns: int = 1_000  # ... and one of them was sent this long after it
+    reorder_window_ns: int = 1_000  # ... and one of them left this long after it
+    # line rate of each NIC port (one per plane), Gb/s; 0: unknown. With it the loss rules time
+    # a packet from when it leaves its port, not from when the core hands it over: a window
+    # handed over at once leaves over a window's serialisation, and the last of it would
+    # otherwise look overtaken by packets that in truth left just after it
+    port_gbps: float = 0.0
     rto_initial_ns: int = 40_000
     rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
     rto_max_ns: int = 4_000_000

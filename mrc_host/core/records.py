@@ -50,7 +50,9 @@ class TxRecord:
     tx_order: int = 0
     transmissions: int = 0
     later_delivered: int = 0
-    overtaken_sent: int = -1  # send time of the latest-sent packet of its plane delivered after it
+    # when it left its port by the NIC model (recovery.py; ``sent_ns`` without one)
+    left_ns: int = 0
+    overtaken_left: int = -1  # that time of the latest-leaving packet of its plane delivered after it
     sacked: bool = False
     lost: bool = False  # waiting in the retransmit queue
     gap_lost: bool = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
@@ -69,7 +71,8 @@ class TxRecord:
         tx_order: int = 0,
         transmissions: int = 0,
         later_delivered: int = 0,
-        overtaken_sent: int = -1,
+        left_ns: int = 0,
+        overtaken_left: int = -1,
         sacked: bool = False,
         lost: bool = False,
         gap_lost: bool = False,
@@ -86,7 +89,8 @@ class TxRecord:
         self.tx_order = tx_order
         self.transmissions = transmissions
         self.later_delivered = later_delivered
-        self.overtaken_sent = overtaken_sent
+        self.left_ns = left_ns
+        self.overtaken_left = overtaken_left
         self.sacked = sacked
         self.lost = lost
         self.gap_lost = gap_lost
