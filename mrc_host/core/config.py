@@ -175,6 +175,9 @@ class TransportConfig:
     # cleared fault is back in the rotation within this + K round trips
     retired_probe_interval_ns: int = 12_000
     probe_successes_to_restore: int = 3  # K consecutive probe replies bring an EV back
+    # MRC: at the tail (nothing new to send, the window has room) a resend goes out twice, on
+    # two planes: a resend lost again there costs the whole message a round trip
+    twin_tail_resends: bool = True
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
     rx_window: int = 1 << 14  # PSNs beyond the cumulative ACK the receiver accepts

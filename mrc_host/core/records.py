@@ -58,6 +58,7 @@ class TxRecord:
     gap_lost: bool = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
     lost_ev: int = -1  # the EV it was last declared lost on
     prev_sent_ns: int = -1  # send time of the copy before the latest
+    twin_ev: int = -1  # the EV of a second copy sent with the latest (a tail resend), -1 if none
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class TxRecord:
         gap_lost: bool = False,
         lost_ev: int = -1,
         prev_sent_ns: int = -1,
+        twin_ev: int = -1,
     ) -> None:
         self.seq = seq
         self.write = write
@@ -96,9 +98,10 @@ class TxRecord:
         self.gap_lost = gap_lost
         self.lost_ev = lost_ev
         self.prev_sent_ns = prev_sent_ns
+        self.twin_ev = twin_ev
 
     def is_copy(self, sent_ns: int, ev: int) -> bool:
         """Whether (send time, EV) -- a SACK's echo -- names this packet's latest copy or the one before."""
-        return (sent_ns == self.sent_ns and ev == self.ev) or (
+        return (sent_ns == self.sent_ns and (ev == self.ev or ev == self.twin_ev)) or (
             sent_ns == self.prev_sent_ns and ev == self.lost_ev
         )

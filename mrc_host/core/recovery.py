@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Final
 
 from mrc_fabric.frames import DATA_OVERHEAD
+from mrc_host.wire.messages import Opcode
 
 from .config import TransportConfig
 from .records import TxRecord
@@ -52,6 +53,7 @@ REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates
 # read per packet costs a static load and a check (tests/unit/test_core_recovery.py ties them)
 PLANE_SHIFT: Final = 28
 BACKOFF_MAX: Final = 64
+_LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 
 
 class RttEstimator:
@@ -134,6 +136,7 @@ class Recovery:
         self.rack_order = -1  # transmission order of the newest copy known delivered
         self.tail_done = False  # the tail probe for the current tail was sent
         self.last_tx_ns = 0  # when the newest packet left (the NIC model) or was sent
+        self._last_acked_at_once = False  # the newest packet is one the peer SACKs at once
         self._tx_order = 0
         # packets declared lost by a guess, resent once, acknowledged, and not (yet) shown
         # spurious: (send time, EV) of each of their two copies -> the EV the loss was
@@ -153,6 +156,7 @@ class Recovery:
         self._tx_order += 1
         rec.tx_order = self._tx_order
         rec.later_delivered = 0
+        rec.twin_ev = -1
         rec.overtaken_left = -1
         rec.lost = False
         self.in_flight[rec.seq] = rec
@@ -168,6 +172,16 @@ class Recovery:
             rec.left_ns = left
             self._port_free[plane] = left + int((size + DATA_OVERHEAD) * self._ns_per_byte)
         self.last_tx_ns = rec.left_ns
+        self._last_acked_at_once = rec.transmissions > 1 or rec.opcode in _LAST_OPCODES
+
+    def on_twin(self, rec: TxRecord, ev: int) -> None:
+        """A second copy of ``rec``'s latest leaves on ``ev`` with it (same send time); it is not
+        counted in flight (the window had room for it), only on its port."""
+        rec.twin_ev = ev
+        if self._ns_per_byte:
+            plane = ev >> PLANE_SHIFT
+            left = max(rec.sent_ns, self._port_free[plane])
+            self._port_free[plane] = left + int((len(rec.payload) + DATA_OVERHEAD) * self._ns_per_byte)
 
     def remove(self, rec: TxRecord) -> None:
         """``rec`` is no longer in flight (delivered, declared lost, or given up)."""
@@ -215,12 +229,16 @@ class Recovery:
 
     def tail_at(self, sending: bool) -> int | None:
         """Tail loss probe time: with nothing new left to send (``sending`` False), the SACK gap
-        rule has no later packets to work with, so packets unacknowledged well past an RTT
-        after the last transmission are resent then, not at the RTO (RACK-TLP's idea)."""
+        rule has no later packets to work with, so packets unacknowledged past the newest
+        one's SACK are resent then, not at the RTO (RACK-TLP's idea). That SACK is due an SRTT
+        plus the reorder window (which covers the delay spread) after the newest packet left,
+        plus the peer's ack delay unless it SACKs that packet at once (a resend, the last of a
+        message); RACK-TLP's 2 SRTT at most."""
         srtt = self.rtt.srtt_ns
         if sending or self.cfg.go_back_n or srtt is None or not self.in_flight or self.tail_done:
             return None
-        return self.last_tx_ns + int(2 * srtt) + self.reorder_window()
+        wait = srtt if self._last_acked_at_once else min(srtt + self.cfg.ack_delay_ns, 2 * srtt)
+        return self.last_tx_ns + int(wait) + self.reorder_window()
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
         """The tail probe fired: every packet sent an SRTT plus the reorder window ago."""
@@ -268,7 +286,8 @@ class Recovery:
             # or resent too recently for the copy to be the one acknowledged)
             spurious = True
         else:
-            if rec.gap_lost and rec.transmissions == 2:
+            if rec.gap_lost and rec.transmissions == 2 and rec.twin_ev < 0:
+                # (with a twin in flight, a duplicate report proves nothing)
                 self._remember_guess(rec)
             self._clean_deliveries += 1
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:

@@ -125,19 +125,30 @@ def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() 
     assert r.rack_losses(20_000 + window, sending=False) == [victim]
 
 
-def test_tail_probe_waits_two_srtt_after_the_last_send() -> None:
-    r = make(reorder_window_ns=1_000)
+def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
+    """Its SACK is due an SRTT plus the reorder window after it left, plus the peer's ack
+    delay unless the peer SACKs it at once (a resend, the last of a message); 2 SRTT at most."""
+    r = make(reorder_window_ns=1_000, ack_delay_ns=3_000)
     r.rtt.sample(10_000)
     a = send(r, 0, 0, 0)
-    b = send(r, 1, 0, 5_000)
+    b = send(r, 1, 0, 5_000)  # the middle of a message: the peer may hold its SACK
     window = r.reorder_window()
     assert r.tail_at(sending=True) is None
     at = r.tail_at(sending=False)
-    assert at == 5_000 + 20_000 + window
+    assert at == 5_000 + 10_000 + 3_000 + window
     assert r.tail_losses(at) == [a, b]
     assert r.tail_at(sending=False) is None  # one probe per tail
-    send(r, 2, 0, 30_000)  # new data: a new tail
-    assert r.tail_at(sending=False) is not None
+    last = TxRecord(2, PendingWrite(1, b"", 0, 0), 0, b"x", Opcode.WRITE_LAST)
+    r.on_sent(last, 0, 30_000)  # new data, the last of its message: SACKed at once
+    assert r.tail_at(sending=False) == 30_000 + 10_000 + window
+    r.remove(last)
+    r.on_sent(last, 0, 50_000)  # a resend: SACKed at once, and it re-arms nothing
+    r.tail_done = False
+    assert r.tail_at(sending=False) == 50_000 + 10_000 + window
+    slow = make(reorder_window_ns=1_000, ack_delay_ns=30_000)
+    slow.rtt.sample(10_000)
+    send(slow, 0, 0, 0)
+    assert slow.tail_at(sending=False) == 20_000 + slow.reorder_window()  # RACK-TLP's 2 SRTT
 
 
 def test_a_guess_proved_wrong_widens_the_reorder_window_and_a_dsack_names_it() -> None:
