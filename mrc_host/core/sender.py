@@ -254,8 +254,12 @@ class Sender:
         would cost the whole message a round trip (found by RACK or the tail probe). Only
         for a loss guess with no sign of congestion: a trimmed packet, or one missing from a
         marked path or while the peer's last hop trims, was queued, and a copy more would
-        only add to the queue."""
-        if not rec.gap_lost or self.recovery.inflight_bytes + len(rec.payload) > cwnd:
+        only add to the queue; nor for a timeout before any RTT sample (the RTT is unknown,
+        nothing says a packet was lost)."""
+        recovery = self.recovery
+        if not rec.gap_lost or recovery.rtt.srtt_ns is None:
+            return
+        if recovery.inflight_bytes + len(rec.payload) > cwnd:
             return
         recent = now_ns - self.cfg.penalty_halflife_ns
         if self.lasthop_trim_ns >= recent or self.evset.is_hot(rec.lost_ev, rec.prev_sent_ns):
@@ -263,7 +267,7 @@ class Sender:
         ev = self.evset.next_data_ev(rec.ev)
         if ev is None or ev >> PLANE_SHIFT == rec.ev >> PLANE_SHIFT:
             return
-        self.recovery.on_twin(rec, ev)
+        recovery.on_twin(rec, ev)
         self.acks.note_twins(rec)
         self.evset.note_sent(ev, now_ns)
         self.c.tail_twins += 1
