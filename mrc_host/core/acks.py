@@ -45,6 +45,17 @@ class AckBook:
         # (send time, EV) of packets the peer refused (BAD_RKEY/ADDRESS: done, no longer
         # recorded): the SACK their arrival triggered echoes one, and is believed for it
         self._refused: dict[tuple[int, int], None] = {}
+        # (send time, EV) of both copies of resends sent twice at the tail (Sender._twin): the
+        # second to arrive is reported as a duplicate, which is expected, not a stray SACK
+        self._twins: dict[tuple[int, int], None] = {}
+
+    def note_twins(self, rec: TxRecord) -> None:
+        """``rec``'s latest copy just left twice (on ``rec.ev`` and ``rec.twin_ev``)."""
+        twins = self._twins
+        twins[(rec.sent_ns, rec.ev)] = None
+        twins[(rec.sent_ns, rec.twin_ev)] = None
+        while len(twins) > 2 * REFUSED_MAX:
+            del twins[next(iter(twins))]
 
     def _finish_packet(self, rec: TxRecord, out: list[Action], failure: str = "") -> None:
         w = rec.write
@@ -184,7 +195,10 @@ class AckBook:
             echoed = True
         undone = s.duplicate and self._on_duplicate_report(s, now_ns)
         if not newly:
-            if not undone:  # (a D-SACK that proved a loss spurious was news enough)
+            if s.duplicate and (echo_ts, echo_ev) in self._twins:
+                self._twins.pop((echo_ts, echo_ev))  # the second of a tail resend's two copies
+                self.c.tail_twin_duplicates += 1
+            elif not undone:  # (a D-SACK that proved a loss spurious was news enough)
                 self._drop_ack("sack_nothing_new")
             return
         if not echoed and not undone:
@@ -214,7 +228,7 @@ class AckBook:
         whose latest copy arrived) reveals."""
         trigger = None
         for rec in newly:
-            if rec.sent_ns == s.echo_ts and rec.ev == s.echo_ev:
+            if rec.sent_ns == s.echo_ts and s.echo_ev in (rec.ev, rec.twin_ev):
                 trigger = rec
                 break
         if trigger is None:
@@ -233,6 +247,8 @@ class AckBook:
             if 0 <= rtt < self.cfg.rto_max_ns:
                 self._rtt_sample(rtt)
                 self.recovery.rtt.sample_plane(s.echo_ev >> PLANE_SHIFT, rtt)
+                if trigger.sent_ns == s.echo_ts and trigger.ev == s.echo_ev:  # (its port wait is known)
+                    self.recovery.rtt.sample_fabric(rtt - (trigger.left_ns - trigger.sent_ns))
             else:
                 rtt = None
             ecn = s.ecn_echo
@@ -245,7 +261,7 @@ class AckBook:
         if self._gbn:
             return
         recovery = self.recovery
-        recovery.note_rack(newly)
+        recovery.note_rack(evidence)
         for rec in recovery.gap_losses(evidence):
             self.tx.lose(rec, "gap", now_ns)  # no-op for a record already lost
         if self._retire and self.evset.planes > 1:

@@ -164,7 +164,12 @@ class TransportConfig:
     max_flap_backoff: int = 6  # ... and waits 2**flaps probe intervals (capped) before probing
     plane_guard_min_ns: int = 0  # a plane is declared failed no sooner than this after its oldest packet
     sack_gap_threshold: int = 3  # a PSN is lost once this many packets sent after it are SACKed
-    reorder_window_ns: int = 1_000  # ... and one of them was sent this long after it
+    reorder_window_ns: int = 1_000  # ... and one of them left this long after it
+    # line rate of each NIC port (one per plane), Gb/s; 0: unknown. With it the loss rules time
+    # a packet from when it leaves its port, not from when the core hands it over: a window
+    # handed over at once leaves over a window's serialisation, and the last of it would
+    # otherwise look overtaken by packets that in truth left just after it
+    port_gbps: float = 0.0
     rto_initial_ns: int = 40_000
     rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
     rto_max_ns: int = 4_000_000
@@ -175,6 +180,9 @@ class TransportConfig:
     # cleared fault is back in the rotation within this + K round trips
     retired_probe_interval_ns: int = 12_000
     probe_successes_to_restore: int = 3  # K consecutive probe replies bring an EV back
+    # MRC: at the tail (nothing new to send, the window has room) a resend goes out twice, on
+    # two planes: a resend lost again there costs the whole message a round trip
+    twin_tail_resends: bool = True
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
     rx_window: int = 1 << 14  # PSNs beyond the cumulative ACK the receiver accepts

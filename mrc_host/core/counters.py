@@ -39,6 +39,8 @@ class Counters:
     rto_probes: int = 0  # timeouts before any RTT sample: the oldest packet resent, none declared lost
     dsacks_received: int = 0  # SACKs reporting a duplicate arrival (D-SACK)
     losses_tail: int = 0  # resent by the tail probe (nothing new left to send), no EV blamed
+    tail_twins: int = 0  # second copies of resends at the tail, on another plane (MRC)
+    tail_twin_duplicates: int = 0  # D-SACKs for the second of those two copies to arrive
     losses_port: int = 0  # in flight on a plane whose local or peer NIC port went down: resent
     losses_plane: int = 0  # in flight on a plane found silently failed: resent
     planes_failed: int = 0  # silent whole-plane failures detected from the other planes

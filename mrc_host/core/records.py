@@ -50,12 +50,15 @@ class TxRecord:
     tx_order: int = 0
     transmissions: int = 0
     later_delivered: int = 0
-    overtaken_sent: int = -1  # send time of the latest-sent packet of its plane delivered after it
+    # when it left its port by the NIC model (recovery.py; ``sent_ns`` without one)
+    left_ns: int = 0
+    overtaken_left: int = -1  # that time of the latest-leaving packet of its plane delivered after it
     sacked: bool = False
     lost: bool = False  # waiting in the retransmit queue
     gap_lost: bool = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
     lost_ev: int = -1  # the EV it was last declared lost on
     prev_sent_ns: int = -1  # send time of the copy before the latest
+    twin_ev: int = -1  # the EV of a second copy sent with the latest (a tail resend), -1 if none
 
     def __init__(
         self,
@@ -69,12 +72,14 @@ class TxRecord:
         tx_order: int = 0,
         transmissions: int = 0,
         later_delivered: int = 0,
-        overtaken_sent: int = -1,
+        left_ns: int = 0,
+        overtaken_left: int = -1,
         sacked: bool = False,
         lost: bool = False,
         gap_lost: bool = False,
         lost_ev: int = -1,
         prev_sent_ns: int = -1,
+        twin_ev: int = -1,
     ) -> None:
         self.seq = seq
         self.write = write
@@ -86,15 +91,17 @@ class TxRecord:
         self.tx_order = tx_order
         self.transmissions = transmissions
         self.later_delivered = later_delivered
-        self.overtaken_sent = overtaken_sent
+        self.left_ns = left_ns
+        self.overtaken_left = overtaken_left
         self.sacked = sacked
         self.lost = lost
         self.gap_lost = gap_lost
         self.lost_ev = lost_ev
         self.prev_sent_ns = prev_sent_ns
+        self.twin_ev = twin_ev
 
     def is_copy(self, sent_ns: int, ev: int) -> bool:
         """Whether (send time, EV) -- a SACK's echo -- names this packet's latest copy or the one before."""
-        return (sent_ns == self.sent_ns and ev == self.ev) or (
+        return (sent_ns == self.sent_ns and (ev == self.ev or ev == self.twin_ev)) or (
             sent_ns == self.prev_sent_ns and ev == self.lost_ev
         )

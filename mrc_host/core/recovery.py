@@ -4,19 +4,25 @@ keeps ``recovery.py`` apart from its connection).
 The sender pumps packets and keeps the acknowledgement books; this module owns the packets
 in flight and decides which of them are lost, and when. Loss is found four ways:
 - the SACK gap rule: ``sack_gap_threshold`` packets sent *after* it on the same plane
-  were SACKed, one of them sent at least the reorder window after it. Counting per plane
+  were SACKed, one of them leaving at least the reorder window after it. Counting per plane
   (each plane has its own NIC queue, whose depths differ) and the time guard keep the
   reordering that spraying and a jittery fabric cause from passing for loss; the guard
-  adapts as RACK's does, to the reordering measured on deliveries and to spurious losses;
+  adapts as RACK's does, to the reordering measured on deliveries, to the fabric's delay
+  spread and to spurious losses;
 - at the tail (nothing new left to send), the RACK timer: a packet still unacknowledged its
-  plane's SRTT plus the reorder window after it was sent, while a packet sent after it (on
-  any plane) was delivered, is lost. The gap rule cannot see a loss among the last packets
+  plane's SRTT plus the reorder window after it left, while a copy sent after it (on any
+  plane, a resend too) was delivered, is lost. The gap rule cannot see a loss among the last packets
   of a message (a few packets per plane, all sent in one burst), and the tail probe waits
   two SRTTs after the last send: the stall a ring collective pays on every lossy step. In
   bulk transfer the gap rule alone decides (it is the one that tolerates reordering);
 - a whole plane that stopped delivering, seen from the other planes (``dead_planes``);
 - the retransmission timeout (RTO from SRTT, RTTVAR and the RTT spread, clamped, doubled
   per expiry; before any RTT sample it only resends the oldest packet, as a probe).
+With ``port_gbps`` the times are those a packet left its port (a FIFO per plane at that
+rate): the core hands a whole window over at once, and the last of it leaves a window's
+serialisation later -- timed from the hand-over it would look overtaken by packets that in
+truth left just after it.
+
 Every one of these is a guess. When the packet turns out to have arrived (its original
 acknowledged, Eifel's echo, or a D-SACK naming a copy resent on a guess) the loss was
 spurious: the reorder window grows a step (RACK's reo_wnd_mult) and the sender undoes
@@ -26,6 +32,9 @@ what the guess did to the EV set.
 from __future__ import annotations
 
 from typing import Final
+
+from mrc_fabric.frames import DATA_OVERHEAD
+from mrc_host.wire.messages import Opcode
 
 from .config import TransportConfig
 from .records import TxRecord
@@ -44,6 +53,7 @@ REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates
 # read per packet costs a static load and a check (tests/unit/test_core_recovery.py ties them)
 PLANE_SHIFT: Final = 28
 BACKOFF_MAX: Final = 64
+_LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 
 
 class RttEstimator:
@@ -57,6 +67,10 @@ class RttEstimator:
         self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
         self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
         self.plane_srtt: list[float | None] = [None] * planes
+        # the same spread over the fabric alone (each sample less the time its packet waited
+        # for its NIC port): how much later one path may deliver than another
+        self.fabric_min: int | None = None
+        self.fabric_spread = 0.0
 
     def sample(self, rtt: int) -> None:
         if self.min_rtt_ns is None:
@@ -73,6 +87,15 @@ class RttEstimator:
         else:
             self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
             self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
+
+    def sample_fabric(self, rtt: int) -> None:
+        """A round trip less the time its packet waited for its port (the NIC model)."""
+        low = self.fabric_min
+        if low is None or rtt < low:
+            if low is not None:
+                self.fabric_spread += low - rtt
+            self.fabric_min = low = rtt
+        self.fabric_spread = max(float(rtt - low), self.fabric_spread * SPREAD_DECAY)
 
     def sample_plane(self, plane: int, rtt: int) -> None:
         ps = self.plane_srtt[plane]
@@ -103,13 +126,17 @@ class Recovery:
         # was sent (decaying max); the gap rule's time guard never goes below it
         self.reo_extent = 0.0
         self._clean_deliveries = 0
-        self._newest_sent = [-1] * planes  # send time of the newest delivered packet per plane
+        self._newest_left = [-1] * planes  # departure time of the newest delivered packet per plane
+        # NIC model (``port_gbps``): when each plane's port has sent everything handed to it
+        self._port_free = [0] * planes
+        self._ns_per_byte = 8 / cfg.port_gbps if cfg.port_gbps > 0 else 0.0
         # send time of the newest packet each plane delivered (whole-plane failure detection)
         self.plane_ok_sent = [-1] * planes
         self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
-        self.rack_order = -1  # transmission order of the newest first-copy packet delivered
+        self.rack_order = -1  # transmission order of the newest copy known delivered
         self.tail_done = False  # the tail probe for the current tail was sent
-        self.last_tx_ns = 0
+        self.last_tx_ns = 0  # when the newest packet left (the NIC model) or was sent
+        self._last_acked_at_once = False  # the newest packet is one the peer SACKs at once
         self._tx_order = 0
         # packets declared lost by a guess, resent once, acknowledged, and not (yet) shown
         # spurious: (send time, EV) of each of their two copies -> the EV the loss was
@@ -120,7 +147,6 @@ class Recovery:
     # ---- packets in flight --------------------------------------------------------------
     def on_sent(self, rec: TxRecord, ev: int, now_ns: int) -> None:
         """``rec`` leaves on ``ev`` now (a first copy or a resend)."""
-        self.last_tx_ns = now_ns
         if not rec.transmissions:
             self.tail_done = False  # new data: a new tail (resends never re-arm the probe)
         rec.transmissions += 1
@@ -130,12 +156,32 @@ class Recovery:
         self._tx_order += 1
         rec.tx_order = self._tx_order
         rec.later_delivered = 0
-        rec.overtaken_sent = -1
+        rec.twin_ev = -1
+        rec.overtaken_left = -1
         rec.lost = False
         self.in_flight[rec.seq] = rec
         size = len(rec.payload)
         self.inflight_bytes += size
-        self.plane_load[ev >> PLANE_SHIFT] += size
+        plane = ev >> PLANE_SHIFT
+        self.plane_load[plane] += size
+        rec.left_ns = now_ns
+        if self._ns_per_byte:
+            # the port sends what it was handed in order: this packet leaves when the ones
+            # before it have (other queue pairs on the port may delay it further)
+            left = max(now_ns, self._port_free[plane])
+            rec.left_ns = left
+            self._port_free[plane] = left + int((size + DATA_OVERHEAD) * self._ns_per_byte)
+        self.last_tx_ns = rec.left_ns
+        self._last_acked_at_once = rec.transmissions > 1 or rec.opcode in _LAST_OPCODES
+
+    def on_twin(self, rec: TxRecord, ev: int) -> None:
+        """A second copy of ``rec``'s latest leaves on ``ev`` with it (same send time); it is not
+        counted in flight (the window had room for it), only on its port."""
+        rec.twin_ev = ev
+        if self._ns_per_byte:
+            plane = ev >> PLANE_SHIFT
+            left = max(rec.sent_ns, self._port_free[plane])
+            self._port_free[plane] = left + int((len(rec.payload) + DATA_OVERHEAD) * self._ns_per_byte)
 
     def remove(self, rec: TxRecord) -> None:
         """``rec`` is no longer in flight (delivered, declared lost, or given up)."""
@@ -188,18 +234,22 @@ class Recovery:
 
     def tail_at(self, sending: bool) -> int | None:
         """Tail loss probe time: with nothing new left to send (``sending`` False), the SACK gap
-        rule has no later packets to work with, so packets unacknowledged well past an RTT
-        after the last transmission are resent then, not at the RTO (RACK-TLP's idea)."""
+        rule has no later packets to work with, so packets unacknowledged past the newest
+        one's SACK are resent then, not at the RTO (RACK-TLP's idea). That SACK is due an SRTT
+        plus the reorder window (which covers the delay spread) after the newest packet left,
+        plus the peer's ack delay unless it SACKs that packet at once (a resend, the last of a
+        message); RACK-TLP's 2 SRTT at most."""
         srtt = self.rtt.srtt_ns
         if sending or self.cfg.go_back_n or srtt is None or not self.in_flight or self.tail_done:
             return None
-        return self.last_tx_ns + int(2 * srtt) + self.reorder_window()
+        wait = srtt if self._last_acked_at_once else min(srtt + self.cfg.ack_delay_ns, 2 * srtt)
+        return self.last_tx_ns + int(wait) + self.reorder_window()
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
         """The tail probe fired: every packet sent an SRTT plus the reorder window ago."""
         self.tail_done = True
         late = now_ns - int(self.rtt.srtt_ns or 0) - self.reorder_window()
-        return [r for r in self.in_flight.values() if r.sent_ns <= late]
+        return [r for r in self.in_flight.values() if r.left_ns <= late]
 
     def deadline(self, sending: bool) -> int | None:
         """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""
@@ -223,9 +273,7 @@ class Recovery:
         window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
         srtt = self.rtt.srtt_ns
         if srtt is not None:
-            window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX)
-            if self.reo_mult > 1:  # only once reordering has been seen: it costs loss latency
-                window = max(window, int(self.rtt.spread) // 2)
+            window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX, int(self.rtt.fabric_spread))
         return window
 
     def on_spurious(self) -> None:
@@ -243,18 +291,19 @@ class Recovery:
             # or resent too recently for the copy to be the one acknowledged)
             spurious = True
         else:
-            if rec.gap_lost and rec.transmissions == 2:
+            if rec.gap_lost and rec.transmissions == 2 and rec.twin_ev < 0:
+                # (with a twin in flight, a duplicate report proves nothing)
                 self._remember_guess(rec)
             self._clean_deliveries += 1
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
                 self.reo_mult -= 1
                 self._clean_deliveries = 0
         plane = rec.ev >> PLANE_SHIFT
-        newest = self._newest_sent[plane]
-        if rec.sent_ns >= newest:
-            self._newest_sent[plane] = rec.sent_ns
+        newest = self._newest_left[plane]
+        if rec.left_ns >= newest:
+            self._newest_left[plane] = rec.left_ns
         elif rec.transmissions == 1:
-            self.reo_extent = max(float(newest - rec.sent_ns), self.reo_extent * REO_EXTENT_DECAY)
+            self.reo_extent = max(float(newest - rec.left_ns), self.reo_extent * REO_EXTENT_DECAY)
         if rec.sent_ns > self.plane_ok_sent[plane]:
             self.plane_ok_sent[plane] = rec.sent_ns
             self._plane_evidence[plane] = 0
@@ -294,7 +343,7 @@ class Recovery:
         lost: list[TxRecord] = []
         for delivered in newly:
             order = delivered.tx_order
-            sent = delivered.sent_ns
+            left = delivered.left_ns
             plane = delivered.ev >> PLANE_SHIFT
             for rec in self.in_flight.values():
                 if rec.tx_order >= order:
@@ -302,17 +351,20 @@ class Recovery:
                 if rec.ev >> PLANE_SHIFT != plane:
                     continue
                 rec.later_delivered += 1
-                if sent > rec.overtaken_sent:
-                    rec.overtaken_sent = sent
+                if left > rec.overtaken_left:
+                    rec.overtaken_left = left
                 # against the window now, not the one when it was overtaken: a spurious loss
                 # in between widened it, and that reordering must not pass for loss again
-                if rec.later_delivered >= threshold and rec.overtaken_sent - rec.sent_ns >= window:
+                if rec.later_delivered >= threshold and rec.overtaken_left - rec.left_ns >= window:
                     lost.append(rec)
         return lost
 
-    def note_rack(self, newly: list[TxRecord]) -> None:
-        for rec in newly:
-            if rec.transmissions == 1 and rec.tx_order > self.rack_order:
+    def note_rack(self, evidence: list[TxRecord]) -> None:
+        """The newest transmission delivered: ``evidence`` holds the packets whose latest copy
+        arrived (a first copy, or a resend not shown to be beaten by its original). A resend
+        counts: without it a lost resend at the tail waits for the tail probe or the RTO."""
+        for rec in evidence:
+            if rec.tx_order > self.rack_order:
                 self.rack_order = rec.tx_order
 
     def _rack_wait(self, rec: TxRecord) -> int:
@@ -325,7 +377,7 @@ class Recovery:
         if sending or self.cfg.go_back_n or self.rtt.srtt_ns is None:
             return None
         for rec in self.in_flight.values():
-            return rec.sent_ns + self._rack_wait(rec) if rec.tx_order < self.rack_order else None
+            return rec.left_ns + self._rack_wait(rec) if rec.tx_order < self.rack_order else None
         return None
 
     def rack_losses(self, now_ns: int, sending: bool) -> list[TxRecord]:
@@ -336,7 +388,7 @@ class Recovery:
         for rec in self.in_flight.values():  # transmission order
             if rec.tx_order >= self.rack_order:
                 break
-            if now_ns >= rec.sent_ns + self._rack_wait(rec):
+            if now_ns >= rec.left_ns + self._rack_wait(rec):
                 lost.append(rec)
         return lost
 

@@ -59,6 +59,7 @@ class Sender:
         self.cfg = cfg
         self._retire = cfg.retires_paths  # policy switches, read per packet
         self._gbn = cfg.go_back_n
+        self._twins = cfg.retires_paths and cfg.twin_tail_resends
         self.evset = evset
         self.c = counters
         self.peer_qp = peer_qp
@@ -203,6 +204,8 @@ class Sender:
                     return
                 self.retx.popleft()
                 self._transmit(rec, ev, now_ns, out)
+                if self._twins and not self.writes:
+                    self._twin(rec, cwnd, now_ns, out)
                 continue
             if not self.writes or self.snd_nxt - self.snd_una >= self.max_span:
                 return
@@ -247,17 +250,46 @@ class Sender:
                 self.c.last_resort_sends += 1
         return ev
 
+    def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
+        """At the tail a resend goes out twice, the second copy on another plane, when the
+        window has room: nothing new waits for the bandwidth, and a resend lost again there
+        would cost the whole message a round trip (found by RACK or the tail probe). Only
+        for a loss guess with no sign of congestion: a trimmed packet, or one missing from a
+        marked path or while the peer's last hop trims, was queued, and a copy more would
+        only add to the queue; nor for a timeout before any RTT sample (the RTT is unknown,
+        nothing says a packet was lost)."""
+        recovery = self.recovery
+        if not rec.gap_lost or recovery.rtt.srtt_ns is None:
+            return
+        if recovery.inflight_bytes + len(rec.payload) > cwnd:
+            return
+        recent = now_ns - self.cfg.penalty_halflife_ns
+        if self.lasthop_trim_ns >= recent or self.evset.is_hot(rec.lost_ev, rec.prev_sent_ns):
+            return
+        ev = self.evset.next_data_ev(rec.ev)
+        if ev is None or ev >> PLANE_SHIFT == rec.ev >> PLANE_SHIFT:
+            return
+        recovery.on_twin(rec, ev)
+        self.acks.note_twins(rec)
+        self.evset.note_sent(ev, now_ns)
+        self.c.tail_twins += 1
+        self._emit(rec, ev, True, now_ns, out)
+
     def _transmit(self, rec: TxRecord, ev: int, now_ns: int, out: list[Action]) -> None:
         self.stalled_since = None
         retx = rec.transmissions > 0
         self.recovery.on_sent(rec, ev, now_ns)
         if self._retire:
             self.evset.note_sent(ev, now_ns)
+        if retx:
+            self.c.retransmissions += 1
+        self._emit(rec, ev, retx, now_ns, out)
+
+    def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> None:
+        """The DATA packet carrying ``rec`` on ``ev``, counted."""
         size = len(rec.payload)
         flags = _FLAGS[retx][rec.opcode in _LAST_OPCODES]
         c = self.c
-        if retx:
-            c.retransmissions += 1
         c.data_packets_sent += 1
         c.data_bytes_sent += size
         evc = c.ev(ev)

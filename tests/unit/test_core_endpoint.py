@@ -450,7 +450,7 @@ def test_loss_inside_a_short_message_found_by_the_rack_timer_not_the_tail_probe(
     assert s.srtt_ns is not None and not p.sent_done()
     due = victim.send_ts + int(s.recovery.rtt.of_plane(victim.meta.ev >> 28)) + s.recovery.reorder_window()
     tail = s.recovery.tail_at(bool(s.writes))
-    assert tail is not None and p.a.next_deadline() == due < tail  # before the tail probe
+    assert tail is not None and p.a.next_deadline() == due <= tail  # not after the tail probe
     p.fire_timers()
     p.deliver()
     c = p.a.counters
@@ -585,3 +585,46 @@ def test_a_late_original_that_met_a_marking_queue_echoes_its_mark_in_the_dsack()
     assert c.spurious_losses == 1
     assert c.ev(ev).ecn_echoes == 1 and c.ecn_echoes_received >= 1
     assert p.a.evset.state(ev) is EvState.SKIP  # the retirement undone, the mark taken
+
+
+def _resent_at_the_tail(**cfg_kw: object) -> tuple[Pair, list[DataPacket]]:
+    """A pair whose 8-packet write lost its second packet; the RACK timer resent it at the tail
+    (nothing new left to send). Returns the pair and the copies resent."""
+    p = make_pair(size=8 * 1024, **cfg_kw)
+    _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = data_sent(p)[1]
+    p.deliver(keep=lambda m: m is not victim)
+    before = len(data_sent(p))
+    p.fire_timers()
+    return p, [d for d in data_sent(p)[before:] if d.psn == victim.psn]
+
+
+def test_a_resend_at_the_tail_goes_out_on_two_planes_and_either_copy_completes() -> None:
+    p, copies = _resent_at_the_tail()
+    assert len(copies) == 2 and p.a.counters.tail_twins == 1
+    assert len({d.meta.ev >> 28 for d in copies}) == 2  # two planes
+    assert all(d.flags & DataFlag.RETRANSMISSION and d.send_ts == copies[0].send_ts for d in copies)
+    p.deliver(keep=lambda m: m is not copies[0])  # the first copy is lost too: the twin carries it
+    c = p.a.counters
+    assert p.sent_done() and p.sent_done()[0].ok and c.rto_fired == 0 and c.losses_tail == 0
+    assert c.retransmissions == 1 and c.losses_gap == 1
+
+
+def test_both_tail_twins_arriving_prove_no_loss_spurious() -> None:
+    """The second of the two copies arrives as a duplicate: that is the twin, not the late
+    original, so the loss guess stands (no undo, the reorder window does not grow)."""
+    p, copies = _resent_at_the_tail()
+    assert len(copies) == 2
+    p.deliver()
+    c = p.a.counters
+    assert p.sent_done()[0].ok and c.dsacks_received == 1
+    assert c.spurious_losses == 0 and c.ev_loss_undone == 0
+    assert c.tail_twin_duplicates == 1 and c.stray_acks == 0  # expected, not a stray SACK
+    assert p.a.sender.recovery.reo_mult == 1
+
+
+def test_no_tail_twins_in_ecmp_mode_or_when_switched_off() -> None:
+    for kw in ({"mode": Mode.ECMP}, {"twin_tail_resends": False}):
+        p, copies = _resent_at_the_tail(**kw)
+        assert len(copies) == 1 and p.a.counters.tail_twins == 0

@@ -125,19 +125,30 @@ def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() 
     assert r.rack_losses(20_000 + window, sending=False) == [victim]
 
 
-def test_tail_probe_waits_two_srtt_after_the_last_send() -> None:
-    r = make(reorder_window_ns=1_000)
+def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
+    """Its SACK is due an SRTT plus the reorder window after it left, plus the peer's ack
+    delay unless the peer SACKs it at once (a resend, the last of a message); 2 SRTT at most."""
+    r = make(reorder_window_ns=1_000, ack_delay_ns=3_000)
     r.rtt.sample(10_000)
     a = send(r, 0, 0, 0)
-    b = send(r, 1, 0, 5_000)
+    b = send(r, 1, 0, 5_000)  # the middle of a message: the peer may hold its SACK
     window = r.reorder_window()
     assert r.tail_at(sending=True) is None
     at = r.tail_at(sending=False)
-    assert at == 5_000 + 20_000 + window
+    assert at == 5_000 + 10_000 + 3_000 + window
     assert r.tail_losses(at) == [a, b]
     assert r.tail_at(sending=False) is None  # one probe per tail
-    send(r, 2, 0, 30_000)  # new data: a new tail
-    assert r.tail_at(sending=False) is not None
+    last = TxRecord(2, PendingWrite(1, b"", 0, 0), 0, b"x", Opcode.WRITE_LAST)
+    r.on_sent(last, 0, 30_000)  # new data, the last of its message: SACKed at once
+    assert r.tail_at(sending=False) == 30_000 + 10_000 + window
+    r.remove(last)
+    r.on_sent(last, 0, 50_000)  # a resend: SACKed at once, and it re-arms nothing
+    r.tail_done = False
+    assert r.tail_at(sending=False) == 50_000 + 10_000 + window
+    slow = make(reorder_window_ns=1_000, ack_delay_ns=30_000)
+    slow.rtt.sample(10_000)
+    send(slow, 0, 0, 0)
+    assert slow.tail_at(sending=False) == 20_000 + slow.reorder_window()  # RACK-TLP's 2 SRTT
 
 
 def test_a_guess_proved_wrong_widens_the_reorder_window_and_a_dsack_names_it() -> None:
@@ -198,3 +209,49 @@ def test_a_stall_is_remembered_long_after_the_jitter_estimate_forgot_it() -> Non
         rtt.sample(3_000_000)
     assert rtt.spread < 1_000_000  # forgotten
     assert rtt.stall > 20_000_000  # still guarding the planes
+
+
+def test_a_window_handed_over_at_once_is_timed_from_when_each_packet_leaves_its_port() -> None:
+    """A whole window handed to the NIC at once leaves over its serialisation (30 packets at
+    100 Gb/s: about 10 us): the last of it is not overtaken by packets handed over 11 us later,
+    which in truth left just after it; the first of it is."""
+    r = make(reorder_window_ns=2_000, port_gbps=100.0)
+    r.rtt.sample(10_000)
+    burst = [send(r, i, 0, 0, size=4096) for i in range(30)]
+    assert burst[0].left_ns == 0 and 9_500 < burst[-1].left_ns < 10_500
+    later = [send(r, 30 + i, 0, 11_000 + 100 * i, size=4096) for i in range(3)]
+    for x in later:
+        deliver(r, x, 21_000)
+    lost = r.gap_losses(later)
+    assert burst[0] in lost and burst[-1] not in lost
+    r.note_rack(later)
+    assert r.rack_at(sending=False) is not None
+    # handed over at 0, it left at about 10 us: a plane RTT plus the window after that
+    assert burst[-1] not in r.rack_losses(12_000 + r.reorder_window(), sending=False)
+
+
+def test_rack_counts_a_delivered_resend() -> None:
+    """At the tail only resends are sent: a lost resend is found a plane RTT plus the window
+    after it left, once a resend sent after it was delivered (not at the tail probe or RTO)."""
+    r = make(reorder_window_ns=1_000)
+    r.rtt.sample(10_000)
+    a = send(r, 0, 0, 0)
+    b = send(r, 1, PLANE1, 0)
+    for rec, at in ((a, 20_000), (b, 20_500)):  # both guessed lost and resent
+        r.remove(rec)
+        r.on_sent(rec, rec.ev, at)
+    deliver(r, b, 30_500)  # b's resend arrived; a's did not
+    r.note_rack([b])
+    window = r.reorder_window()
+    assert r.rack_at(sending=False) == 20_000 + 10_000 + window
+    assert r.rack_losses(30_000 + window, sending=False) == [a]
+
+
+def test_the_reorder_window_covers_the_fabric_delay_spread() -> None:
+    """Paths of one plane whose queues differ by 6 us reorder by up to 6 us: the window
+    follows the spread of the round trips less their time at the port."""
+    r = make(reorder_window_ns=1_000)
+    r.rtt.sample(10_000)
+    r.rtt.sample_fabric(10_000)
+    r.rtt.sample_fabric(16_000)
+    assert r.rtt.fabric_spread == 6_000 and r.reorder_window() >= 6_000
