@@ -30,6 +30,9 @@ class Mode(enum.StrEnum):
 # agent, mrc-sim and its scenarios (each of them reads it from here)
 DEFAULT_MAX_EVS: Final = 128
 
+# UET scales NSCC's increments by the BDP over its reference fabric's: 100 Gb/s x 12 us
+UET_REFERENCE_BDP: Final = 150_000
+
 
 @dataclass(frozen=True, slots=True)
 class CcParams:
@@ -65,7 +68,8 @@ class NsccParams:
       per window acked, scaled by the headroom (target - delay) / target; once a whole
       window has been acked at almost no delay, fast increase: ``fi_scale`` bytes per acked
       byte;
-    - no ECN, delay above target -> fair increase, about ``fi`` bytes per window acked;
+    - no ECN, delay above target -> fair increase, about ``fi`` bytes per window acked
+      (``for_rtt``: UET's 5 packets per reference BDP of 100 Gb/s x 12 us, scaled);
     - ECN, delay above target -> multiplicative decrease by ``gamma`` x (avg_delay -
       target) / avg_delay, at most ``max_md_jump`` of the window, at most once per base RTT;
     - ECN, delay below target -> no change (a transient queue);
@@ -73,6 +77,8 @@ class NsccParams:
       lasthop_delay), at least 64 samples) above target and ``lasthop_delay``, and more
       than 3 x (their mean - it) (a standing queue where nothing marks: the last hop) ->
       the same decrease, sized by that floor delay;
+    - no ECN, but a trim at the receiver's port (TRIMMED_LASTHOP) in the last 128 periods
+      and a delay above (target + lasthop_delay) / 2 -> as ECN with delay above target;
     the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
     (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
@@ -208,8 +214,12 @@ class TransportConfig:
         nscc = NsccParams(
             base_rtt=base_rtt_ns,
             target_delay=max(base_rtt_ns // 2, 1),  # htsim: 0.75 RTT, which slows incasts here
-            eta=4.0 * mtu,
-            fi=mtu,  # one packet per RTT: htsim has about four, which doubles incast trims here
+            # UET scales its increments by the BDP over that of its reference fabric (htsim:
+            # eta ~ 4 and fi 5 packets per RTT there); by each flow's own BDP here, so flows
+            # of different RTTs grow alike in rate (UET: the fabric's). eta stays at least 4
+            # packets: after an incast, fewer flows fill the port again sooner
+            eta=4.0 * mtu * max(1.0, bdp_bytes / UET_REFERENCE_BDP),
+            fi=max(mtu, round(5 * mtu * bdp_bytes / UET_REFERENCE_BDP)),
             # a calm fabric keeps one BDP plus two packets in flight (more only builds a
             # standing NIC queue, lost with any path that dies under it); the cap grows with
             # the RTT's spread up to 3 BDP, so a jittery fabric still fills its pipe

@@ -247,8 +247,48 @@ def test_nscc_window_cap_has_headroom_only_when_the_rtt_moves() -> None:
     assert calm.cwnd == pytest.approx(525_000 + 2 * 4096)
 
 
-def test_nscc_defaults_follow_htsim_where_mrc_allows() -> None:
-    """Additive eta in bytes per window, four packets as htsim; fair increase one packet."""
-    n = TransportConfig.for_rtt(10_000, 250_000).nscc
-    assert n.fi == 4096  # htsim ~3.9 packets: doubles the incast trims without last-hop ECN
-    assert n.eta == 4 * 4096
+def test_nscc_increments_scale_with_the_bdp_as_uet() -> None:
+    """Defect: the fair increase was one packet per RTT and eta four, whatever the fabric, so
+    on a 21 us, 2 x 100 Gb/s fabric with 3 us of jitter per hop (the mean delay above target,
+    where only the fair increase applies) the window took about 70 RTTs to cover the longer
+    RTT: 0.75 of line rate. UET (htsim's uec.cpp) adds 5 packets per RTT above target and
+    about 4 at zero delay at its reference BDP (100 Gb/s x 12 us), scaled by the BDP; here
+    never less than one packet and four."""
+    ref = TransportConfig.for_rtt(12_000, 150_000).nscc
+    assert (ref.fi, ref.eta) == (5 * 4096, 4 * 4096)
+    big = TransportConfig.for_rtt(21_000, 525_000).nscc
+    assert (big.fi, big.eta) == (round(5 * 4096 * 3.5), pytest.approx(4 * 4096 * 3.5))
+    small = TransportConfig.for_rtt(2_000, 25_000).nscc
+    assert (small.fi, small.eta) == (4096, 4 * 4096)
+
+
+def _acks_at(cc: Nscc, delay_ns: int, t: int, n: int = 200) -> int:
+    for _ in range(n):
+        cc.on_ack(4096, rtt_ns=N.base_rtt + delay_ns, ecn=False, now_ns=t)
+        t += 1_000
+    return t
+
+
+def test_nscc_lasthop_trim_makes_its_queue_a_mark() -> None:
+    """Defect: the last hop marks no ECN, so in an 8->1 incast the windows kept their fair
+    increase above target until the receiver's port trimmed again (452 trims in 2 MiB x 8,
+    2.2x htsim's). A trim there (NACK TRIMMED_LASTHOP) proves the queue: for a while after
+    it, a delay halfway from the target to ``lasthop_delay`` decreases like a mark -- in the
+    CC only, no EV is touched. A fabric trim (the fabric marks ECN itself) does not."""
+    p = replace(N, lasthop_delay=10_000)  # virtual mark above 7.5 us; the floor rule needs 10
+    for lasthop, decreases in ((False, 0), (True, 1)):
+        cc = Nscc(p)
+        t = _acks_at(cc, 9_000, 0)  # 9 us of queue, no mark: fair increase only
+        assert cc.decreases == 0
+        cc.on_trim(t, lasthop=lasthop)
+        before = cc.cwnd
+        _acks_at(cc, 9_000, t + 1, n=5)
+        assert cc.decreases == decreases
+        assert (cc.cwnd < before) is lasthop
+    cc = Nscc(p)
+    cc.on_trim(0, lasthop=True)
+    _acks_at(cc, 7_000, 1)  # below the midpoint: a queue held there is left alone
+    assert cc.decreases == 0
+    t = 200 * p.lasthop_delay  # long after the trim: the memory has run out
+    _acks_at(cc, 9_000, t)
+    assert cc.decreases == 0
