@@ -216,9 +216,8 @@ class TransportConfig:
             target_delay=max(base_rtt_ns // 2, 1),  # htsim: 0.75 RTT, which slows incasts here
             # UET scales its increments by the BDP over that of its reference fabric (htsim:
             # eta ~ 4 and fi 5 packets per RTT there); by each flow's own BDP here, so flows
-            # of different RTTs grow alike in rate (UET: the fabric's). eta stays at least 4
-            # packets: after an incast, fewer flows fill the port again sooner
-            eta=4.0 * mtu * max(1.0, bdp_bytes / UET_REFERENCE_BDP),
+            # of different RTTs grow alike in rate (UET: the fabric's)
+            eta=max(float(mtu), 4.0 * mtu * bdp_bytes / UET_REFERENCE_BDP),
             fi=max(mtu, round(5 * mtu * bdp_bytes / UET_REFERENCE_BDP)),
             # a calm fabric keeps one BDP plus two packets in flight (more only builds a
             # standing NIC queue, lost with any path that dies under it); the cap grows with
