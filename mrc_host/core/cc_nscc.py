@@ -158,6 +158,17 @@ class Nscc(CongestionControl):
         self._qa_bytes = 0
         self._qa_end_ns = now_ns + period
 
+    def _rtt_scale(self, avg: float) -> float:
+        """The increments' share for a flow shorter than the fabric's longest base RTT
+        (``network_rtt``): (its RTT / that one's)^2 at the same queue delay. A window grows by
+        its increment once per RTT, so the rate grows by the increment over the RTT squared:
+        flows of different RTTs then grow alike in rate."""
+        p = self.p
+        if p.network_rtt <= p.base_rtt:
+            return 1.0
+        ratio = (p.base_rtt + avg) / (p.network_rtt + avg)
+        return ratio * ratio
+
     def _decrease(self, excess_over: float, now_ns: int) -> bool:
         """Multiplicative decrease sized by ``excess_over`` (a delay above target), at
         most once per base RTT; True when it happened."""
@@ -215,7 +226,7 @@ class Nscc(CongestionControl):
         if delay > target:
             self._fast = False
             self._fi_bytes = 0
-            self._inc += p.fi * acked_bytes / self.cwnd
+            self._inc += p.fi * acked_bytes / self.cwnd * self._rtt_scale(avg)
         else:
             if delay <= p.fast_increase_delay * target:
                 self._fi_bytes += acked_bytes
@@ -228,7 +239,8 @@ class Nscc(CongestionControl):
                 self._inc += p.fi_scale * acked_bytes
             else:
                 # additive: ``eta`` bytes per window acknowledged at zero delay
-                self._inc += p.eta * acked_bytes * (target - delay) / target / self.cwnd
+                headroom = (target - delay) / target
+                self._inc += p.eta * acked_bytes * headroom / self.cwnd * self._rtt_scale(avg)
         self._adjust_bytes += acked_bytes
         if self._adjust_ns is None:
             self._adjust_ns = now_ns

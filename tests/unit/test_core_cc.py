@@ -260,6 +260,28 @@ def test_nscc_increments_scale_with_the_bdp_as_uet() -> None:
     assert (big.fi, big.eta) == (round(5 * 4096 * 3.5), pytest.approx(4 * 4096 * 3.5))
     small = TransportConfig.for_rtt(2_000, 25_000).nscc
     assert (small.fi, small.eta) == (4096, 4096)
+    # the fabric's BDP, not the flow's, when given (mrc-sim: the cross-spine RTT's)
+    near = TransportConfig.for_rtt(4_000, 100_000, network_bdp=200_000).nscc
+    far = TransportConfig.for_rtt(8_000, 200_000).nscc
+    assert (near.fi, near.eta) == (far.fi, far.eta)
+
+
+def test_nscc_shorter_rtt_grows_alike_in_rate() -> None:
+    """Defect: with the same increments per window, a flow of half the fabric's RTT grew its
+    window as fast per RTT, so twice as fast in time, and its rate four times as fast: with
+    UET's increments the near flow of two into one host took 118 of 193 Gb/s (Jain 0.95).
+    Below the fabric's longest base RTT (``network_rtt``) the increments shrink by
+    (RTT / that RTT)^2 at the same queue delay."""
+    grown = {}
+    for base in (4_000, 8_000):
+        cc = Nscc(replace(N, base_rtt=base, target_delay=3_000, lasthop_delay=8_000, network_rtt=8_000))
+        start = cc.cwnd
+        t = 0
+        for _ in range(24):  # a window of 24 packets at 5 us of queue: fair increase
+            cc.on_ack(4096, rtt_ns=base + 5_000, ecn=False, now_ns=t)
+            t += 10
+        grown[base] = (cc.cwnd - start) / (base + 5_000) ** 2  # the rate's growth per RTT, per RTT
+    assert grown[4_000] == pytest.approx(grown[8_000], rel=0.05)
 
 
 def _acks_at(cc: Nscc, delay_ns: int, t: int, n: int = 200) -> int:
