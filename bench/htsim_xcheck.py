@@ -234,10 +234,19 @@ def run_mrcsim(fab: XFabric, case: Case, seed: int, lossless: bool = False) -> d
     job = point_to_point(
         net, Job(case.name, "xcheck", 0), FlowSpec("x", 0, 1, mtu=fab.payload), list(case.pairs), case.size
     )
-    net.run(200 * int(ideal_us(case, fab.payload + DATA_OVERHEAD, fab.payload, fab.gbps) * 1e3) + 10_000_000)
+    ideal_ns = int(ideal_us(case, fab.payload + DATA_OVERHEAD, fab.payload, fab.gbps) * 1e3)
     ports = net.fabric.ports.values()
+    # the windows at the start and halfway through the ideal time, and the trims until then
+    cwnd_pkts = [sum(c.sender.sender.cc.cwnd for c in job.connections) / (fab.payload + DATA_OVERHEAD)]
+    net.run(ideal_ns // 2)
+    cwnd_pkts.append(sum(c.sender.sender.cc.cwnd for c in job.connections) / (fab.payload + DATA_OVERHEAD))
+    trims_half = sum(p.trimmed for p in ports)
+    net.run(200 * ideal_ns + 10_000_000)
     completion = job.completion_ns
     return {
+        "windows_start_pkts": round(cwnd_pkts[0], 1),
+        "windows_half_pkts": round(cwnd_pkts[1], 1),
+        "trims_second_half": sum(p.trimmed for p in ports) - trims_half,
         "completed": completion is not None and all(c.data_ok for c in job.connections),
         "flows_finished": sum(1 for t in job.rank_done_ns.values() if t is not None),
         "completion_us": None if completion is None else completion / 1e3,

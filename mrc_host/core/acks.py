@@ -334,7 +334,7 @@ class AckBook:
             self._drop_ack("nack_stale")
             return
         c.ev(echo_ev).trims += 1
-        self.cc.on_trim(now_ns)
+        self.cc.on_trim(now_ns, not fabric)
         if fabric and self._retire:
             self.evset.trimmed(echo_ev, now_ns)
         if echo_ev != rec.ev:

@@ -27,8 +27,9 @@ class CongestionControl(ABC):
         """Newly acknowledged bytes, with the RTT sample and ECN echo of the SACK's trigger
         (None / False when the SACK carried no believable echo)."""
 
-    def on_trim(self, now_ns: int = 0) -> None:  # noqa: B027 - optional hook
-        """A packet was trimmed (congestion without loss of the headers)."""
+    def on_trim(self, now_ns: int = 0, lasthop: bool = False) -> None:  # noqa: B027 - optional hook
+        """A packet was trimmed (congestion without loss of the headers); ``lasthop``: at the
+        receiver's own port (NACK TRIMMED_LASTHOP), not in the fabric."""
 
     def on_loss(self, lost_bytes: int, now_ns: int) -> None:  # noqa: B027 - optional hook
         """Loss without a trim. MRC reads it as a path failure, which retirement handles,

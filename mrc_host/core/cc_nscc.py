@@ -7,7 +7,7 @@ turn into a fast increase after a whole window at almost no delay, and are appli
 batches; quick adapt drops the window at once to what the network actually delivered when
 that collapsed.
 
-Two departures from UET, both because MRC's switches mark no ECN on the last hop:
+Three departures from UET, all because MRC's switches mark no ECN on the last hop:
 - a *standing* queue (the smallest delay of the last periods above the target, and the
   samples' mean within a third of it above) decreases the window like an ECN mark does.
   Jitter raises the floor too, but its samples scatter as far above it as it stands, once
@@ -16,7 +16,12 @@ Two departures from UET, both because MRC's switches mark no ECN on the last hop
 - the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
   (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
   longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
-  under it loses.
+  under it loses;
+- a trim at the receiver's own port (NACK TRIMMED_LASTHOP) proves a queue there: for
+  ``_LASTHOP_MEMORY`` periods after it, a delay halfway from the target to
+  ``lasthop_delay`` counts as the mark that port does not set. In UET the last hop marks
+  (or receiver credits pace an incast); here the windows of an incast shrink after its
+  first round of trims instead of trimming for its whole length.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ _FLOOR_PERIODS = 8  # the delay floor is the smallest sample of at least this ma
 # flow slower, its floor higher and the next decrease likelier; 64 keep the floor of such
 # jitter well under three quarters of the mean (the last-hop guard below).
 _FLOOR_SAMPLES = 64
+# a trim at the receiver's own port proves a queue there: for this many periods after it, a
+# delay sample halfway from the target to ``lasthop_delay`` counts as a mark its switch did
+# not set (the receiver's port: it steers no EV). Shorter memories let a flow whose window
+# the incast shrank grow back into the same queue and trim again
+_LASTHOP_MEMORY = 128
 
 
 class Nscc(CongestionControl):
@@ -65,6 +75,7 @@ class Nscc(CongestionControl):
         self._floor_sum = 0
         self._floor_min: int | None = None  # the least of self._floors
         self._calm_from_ns = 0  # no headroom for spread before this: a trim says it is a queue
+        self._lasthop_until_ns = 0  # until then a last-hop trim's queue is known (_LASTHOP_MEMORY)
         self._now_ns = 0
         self.quick_adapts = 0
         self.decreases = 0
@@ -147,6 +158,17 @@ class Nscc(CongestionControl):
         self._qa_bytes = 0
         self._qa_end_ns = now_ns + period
 
+    def _rtt_scale(self, avg: float) -> float:
+        """The increments' share for a flow shorter than the fabric's longest base RTT
+        (``network_rtt``): (its RTT / that one's)^2 at the same queue delay. A window grows by
+        its increment once per RTT, so the rate grows by the increment over the RTT squared:
+        flows of different RTTs then grow alike in rate."""
+        p = self.p
+        if p.network_rtt <= p.base_rtt:
+            return 1.0
+        ratio = (p.base_rtt + avg) / (p.network_rtt + avg)
+        return ratio * ratio
+
     def _decrease(self, excess_over: float, now_ns: int) -> bool:
         """Multiplicative decrease sized by ``excess_over`` (a delay above target), at
         most once per base RTT; True when it happened."""
@@ -179,7 +201,8 @@ class Nscc(CongestionControl):
         closed = self._track_floor(delay, now_ns)
         if avg > p.qa_threshold * target:
             self._qa_armed = True
-        if ecn:
+        if ecn or (now_ns < self._lasthop_until_ns and 2 * delay > target + max(target, p.lasthop_delay)):
+            # (a real mark, or the last hop's queue that a trim there has shown)
             self._fast = False
             self._fi_bytes = 0
             if delay > target:
@@ -203,7 +226,7 @@ class Nscc(CongestionControl):
         if delay > target:
             self._fast = False
             self._fi_bytes = 0
-            self._inc += p.fi * acked_bytes / self.cwnd
+            self._inc += p.fi * acked_bytes / self.cwnd * self._rtt_scale(avg)
         else:
             if delay <= p.fast_increase_delay * target:
                 self._fi_bytes += acked_bytes
@@ -216,7 +239,8 @@ class Nscc(CongestionControl):
                 self._inc += p.fi_scale * acked_bytes
             else:
                 # additive: ``eta`` bytes per window acknowledged at zero delay
-                self._inc += p.eta * acked_bytes * (target - delay) / target / self.cwnd
+                headroom = (target - delay) / target
+                self._inc += p.eta * acked_bytes * headroom / self.cwnd * self._rtt_scale(avg)
         self._adjust_bytes += acked_bytes
         if self._adjust_ns is None:
             self._adjust_ns = now_ns
@@ -230,8 +254,11 @@ class Nscc(CongestionControl):
             self._adjust_ns = now_ns
             self._clamp()
 
-    def on_trim(self, now_ns: int = 0) -> None:
+    def on_trim(self, now_ns: int = 0, lasthop: bool = False) -> None:
         self._qa_armed = True
+        if lasthop:
+            period = max(self.p.base_rtt, self.p.lasthop_delay)
+            self._lasthop_until_ns = now_ns + _LASTHOP_MEMORY * period
         # the RTT's spread came from a queue that overflowed, not from jitter: no headroom
         # for it until _FLOOR_PERIODS base RTTs pass without a trim
         self._calm_from_ns = now_ns + _FLOOR_PERIODS * self.p.base_rtt

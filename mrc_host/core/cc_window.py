@@ -45,7 +45,7 @@ class WindowCc(CongestionControl):
             self.cwnd += p.fair_increase_bytes * acked_bytes / self.cwnd
         self._clamp()
 
-    def on_trim(self, now_ns: int = 0) -> None:
+    def on_trim(self, now_ns: int = 0, lasthop: bool = False) -> None:
         self.cwnd -= self.mtu
         self._clamp()
 

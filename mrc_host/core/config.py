@@ -30,6 +30,21 @@ class Mode(enum.StrEnum):
 # agent, mrc-sim and its scenarios (each of them reads it from here)
 DEFAULT_MAX_EVS: Final = 128
 
+# UET scales NSCC's increments by the BDP over its reference fabric's: 100 Gb/s x 12 us
+UET_REFERENCE_BDP: Final = 150_000
+
+
+def uet_fi(mtu: int, network_bdp: int) -> int:
+    """UET's fair increase (htsim's uec.cpp): 5 packets per RTT at the reference BDP, scaled
+    by the fabric's BDP; at least one packet."""
+    return max(mtu, round(5 * mtu * network_bdp / UET_REFERENCE_BDP))
+
+
+def uet_eta(mtu: int, network_bdp: int) -> float:
+    """UET's proportional increase at zero delay: about 4 packets per RTT at the reference
+    BDP, scaled by the fabric's BDP; at least one packet."""
+    return max(float(mtu), 4.0 * mtu * network_bdp / UET_REFERENCE_BDP)
+
 
 @dataclass(frozen=True, slots=True)
 class CcParams:
@@ -65,7 +80,9 @@ class NsccParams:
       per window acked, scaled by the headroom (target - delay) / target; once a whole
       window has been acked at almost no delay, fast increase: ``fi_scale`` bytes per acked
       byte;
-    - no ECN, delay above target -> fair increase, about ``fi`` bytes per window acked;
+    - no ECN, delay above target -> fair increase, about ``fi`` bytes per window acked
+      (``for_rtt``: UET's 5 packets per reference BDP of 100 Gb/s x 12 us, scaled), and
+      both increases times (RTT / (``network_rtt`` + delay))^2 when ``network_rtt`` is longer;
     - ECN, delay above target -> multiplicative decrease by ``gamma`` x (avg_delay -
       target) / avg_delay, at most ``max_md_jump`` of the window, at most once per base RTT;
     - ECN, delay below target -> no change (a transient queue);
@@ -73,6 +90,8 @@ class NsccParams:
       lasthop_delay), at least 64 samples) above target and ``lasthop_delay``, and more
       than 3 x (their mean - it) (a standing queue where nothing marks: the last hop) ->
       the same decrease, sized by that floor delay;
+    - no ECN, but a trim at the receiver's port (TRIMMED_LASTHOP) in the last 128 periods
+      and a delay above (target + lasthop_delay) / 2 -> as ECN with delay above target;
     the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
     (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
@@ -97,6 +116,9 @@ class NsccParams:
     adjust_bytes_threshold: int = 16 * 1024
     adjust_period_threshold: int = 4_000
     min_cwnd: int = 4096  # not in the OCP profile: the window never goes below one packet
+    # not in the OCP profile (UET's network RTT): the fabric's longest base RTT; a flow with a
+    # shorter one scales its increments by (RTT / this)^2 at the same delay. 0: its own
+    network_rtt: int = 0
     initial_cwnd: int = 0  # not in the OCP profile: 0 starts at max_cwnd (line rate)
     delay_weight: float = 0.125  # not in the OCP profile: EWMA gain of avg_delay
     fast_increase_delay: float = 0.1  # "almost no delay": below this fraction of target_delay
@@ -217,6 +239,10 @@ class TransportConfig:
     def for_rtt(cls, base_rtt_ns: int, bdp_bytes: int, **overrides: object) -> TransportConfig:
         """Timers and window scaled to one fabric: RTO >= 4 RTT, probes every 10 RTT, ..."""
         mtu = int(overrides.pop("mtu", 4096))  # type: ignore[call-overload]
+        # NSCC's increments are sized for the fabric (its longest base RTT at the NIC's rate),
+        # the same for every flow on it: by default this flow's own RTT and BDP
+        network_bdp = int(overrides.pop("network_bdp", bdp_bytes))  # type: ignore[call-overload]
+        network_rtt = int(overrides.pop("network_rtt", base_rtt_ns))  # type: ignore[call-overload]
         cc = CcParams(
             base_rtt_ns=base_rtt_ns,
             target_delay_ns=max(base_rtt_ns // 2, 1),
@@ -227,8 +253,8 @@ class TransportConfig:
         nscc = NsccParams(
             base_rtt=base_rtt_ns,
             target_delay=max(base_rtt_ns // 2, 1),  # htsim: 0.75 RTT, which slows incasts here
-            eta=4.0 * mtu,
-            fi=mtu,  # one packet per RTT: htsim has about four, which doubles incast trims here
+            eta=uet_eta(mtu, network_bdp),
+            fi=uet_fi(mtu, network_bdp),
             # a calm fabric keeps one BDP plus two packets in flight (more only builds a
             # standing NIC queue, lost with any path that dies under it); the cap grows with
             # the RTT's spread up to 3 BDP, so a jittery fabric still fills its pipe
@@ -238,6 +264,7 @@ class TransportConfig:
             min_cwnd=mtu,
             adjust_bytes_threshold=max(mtu, bdp_bytes // 8),
             adjust_period_threshold=base_rtt_ns,
+            network_rtt=network_rtt,
         )
         # single path behaves like RoCE: a fixed local ACK timeout, the smallest one of at
         # least 64 base RTTs (a RoCE NIC's timer knows nothing of the RTT)

@@ -122,7 +122,14 @@ class Connection:
         self.base_rtt_ns = base_rtt_ns(shape, spec.mtu, same_t0)
         planes_used = 1 if spec.mode is Mode.SINGLE_PATH or spec.pin_path is not None else shape.planes
         bdp = int(self.base_rtt_ns * shape.link_gbps * planes_used / 8 * spec.window_scale)
-        overrides: dict[str, object] = {"port_gbps": shape.link_gbps, **spec.transport}
+        # UET sizes NSCC's increments for the fabric: its cross-spine RTT at the NIC's rate
+        fabric_rtt = base_rtt_ns(shape, spec.mtu, False)
+        overrides: dict[str, object] = {
+            "port_gbps": shape.link_gbps,
+            "network_rtt": fabric_rtt,
+            "network_bdp": int(fabric_rtt * shape.link_gbps * planes_used / 8),
+            **spec.transport,
+        }
         self.tcfg = TransportConfig.for_rtt(
             self.base_rtt_ns,
             bdp,

@@ -247,8 +247,70 @@ def test_nscc_window_cap_has_headroom_only_when_the_rtt_moves() -> None:
     assert calm.cwnd == pytest.approx(525_000 + 2 * 4096)
 
 
-def test_nscc_defaults_follow_htsim_where_mrc_allows() -> None:
-    """Additive eta in bytes per window, four packets as htsim; fair increase one packet."""
-    n = TransportConfig.for_rtt(10_000, 250_000).nscc
-    assert n.fi == 4096  # htsim ~3.9 packets: doubles the incast trims without last-hop ECN
-    assert n.eta == 4 * 4096
+def test_nscc_increments_scale_with_the_bdp_as_uet() -> None:
+    """Defect: the fair increase was one packet per RTT and eta four, whatever the fabric, so
+    on a 21 us, 2 x 100 Gb/s fabric with 3 us of jitter per hop (the mean delay above target,
+    where only the fair increase applies) the window took about 70 RTTs to cover the longer
+    RTT: 0.75 of line rate. UET (htsim's uec.cpp) adds 5 packets per RTT above target and
+    about 4 at zero delay at its reference BDP (100 Gb/s x 12 us), scaled by the BDP; here
+    never less than one packet."""
+    ref = TransportConfig.for_rtt(12_000, 150_000).nscc
+    assert (ref.fi, ref.eta) == (5 * 4096, 4 * 4096)
+    big = TransportConfig.for_rtt(21_000, 525_000).nscc
+    assert (big.fi, big.eta) == (round(5 * 4096 * 3.5), pytest.approx(4 * 4096 * 3.5))
+    small = TransportConfig.for_rtt(2_000, 25_000).nscc
+    assert (small.fi, small.eta) == (4096, 4096)
+    # the fabric's BDP, not the flow's, when given (mrc-sim: the cross-spine RTT's)
+    near = TransportConfig.for_rtt(4_000, 100_000, network_bdp=200_000).nscc
+    far = TransportConfig.for_rtt(8_000, 200_000).nscc
+    assert (near.fi, near.eta) == (far.fi, far.eta)
+
+
+def test_nscc_shorter_rtt_grows_alike_in_rate() -> None:
+    """Defect: with the same increments per window, a flow of half the fabric's RTT grew its
+    window as fast per RTT, so twice as fast in time, and its rate four times as fast: with
+    UET's increments the near flow of two into one host took 118 of 193 Gb/s (Jain 0.95).
+    Below the fabric's longest base RTT (``network_rtt``) the increments shrink by
+    (RTT / that RTT)^2 at the same queue delay."""
+    grown = {}
+    for base in (4_000, 8_000):
+        cc = Nscc(replace(N, base_rtt=base, target_delay=3_000, lasthop_delay=8_000, network_rtt=8_000))
+        start = cc.cwnd
+        t = 0
+        for _ in range(24):  # a window of 24 packets at 5 us of queue: fair increase
+            cc.on_ack(4096, rtt_ns=base + 5_000, ecn=False, now_ns=t)
+            t += 10
+        grown[base] = (cc.cwnd - start) / (base + 5_000) ** 2  # the rate's growth per RTT, per RTT
+    assert grown[4_000] == pytest.approx(grown[8_000], rel=0.05)
+
+
+def _acks_at(cc: Nscc, delay_ns: int, t: int, n: int = 200) -> int:
+    for _ in range(n):
+        cc.on_ack(4096, rtt_ns=N.base_rtt + delay_ns, ecn=False, now_ns=t)
+        t += 1_000
+    return t
+
+
+def test_nscc_lasthop_trim_makes_its_queue_a_mark() -> None:
+    """Defect: the last hop marks no ECN, so in an 8->1 incast the windows kept their fair
+    increase above target until the receiver's port trimmed again (452 trims in 2 MiB x 8,
+    2.2x htsim's). A trim there (NACK TRIMMED_LASTHOP) proves the queue: for a while after
+    it, a delay halfway from the target to ``lasthop_delay`` decreases like a mark -- in the
+    CC only, no EV is touched. A fabric trim (the fabric marks ECN itself) does not."""
+    p = replace(N, lasthop_delay=10_000)  # virtual mark above 7.5 us; the floor rule needs 10
+    for lasthop, decreases in ((False, 0), (True, 1)):
+        cc = Nscc(p)
+        t = _acks_at(cc, 9_000, 0)  # 9 us of queue, no mark: fair increase only
+        assert cc.decreases == 0
+        cc.on_trim(t, lasthop=lasthop)
+        before = cc.cwnd
+        _acks_at(cc, 9_000, t + 1, n=5)
+        assert cc.decreases == decreases
+        assert (cc.cwnd < before) is lasthop
+    cc = Nscc(p)
+    cc.on_trim(0, lasthop=True)
+    _acks_at(cc, 7_000, 1)  # below the midpoint: a queue held there is left alone
+    assert cc.decreases == 0
+    t = 200 * p.lasthop_delay  # long after the trim: the memory has run out
+    _acks_at(cc, 9_000, t)
+    assert cc.decreases == 0
