@@ -284,9 +284,10 @@ class NetlinkBackend:
 
 
 def read_snmp6() -> dict[str, int]:
-    """This namespace's IPv6 MIB counters (/proc/net is per network namespace)."""
+    """The calling thread's network namespace's IPv6 MIB counters (/proc/net is the main
+    thread's: in a shim group, each switch's worker thread has a namespace of its own)."""
     out: dict[str, int] = {}
-    with open("/proc/net/snmp6") as f:
+    with open("/proc/thread-self/net/snmp6") as f:
         for line in f:
             parts = line.split()
             if len(parts) == 2:
