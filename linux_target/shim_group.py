@@ -109,10 +109,10 @@ class ShimGroup:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(exit_path)
         threading.current_thread().name = f"{name}/start"
-        handler = self._member_log(name, args.log or str(req["log"]))
         with self.lock:
             if name in self.members:
                 return f"switch {name} is served already"
+            handler = self._member_log(name, args.log or str(req["log"]))
             self.members[name] = Member(
                 ShimSwitch(args, NamespaceWorker(name, int(req["node_pid"]))), exit_path, handler
             )
@@ -126,6 +126,10 @@ class ShimGroup:
             log.error("%s", exc)
             self._drop(name, 2, namespace_going=False)
             return str(exc)
+        except Exception as exc:  # a bug: this switch fails, the group's others serve on
+            log.exception("switch %s could not start", name)
+            self._drop(name, 2, namespace_going=False)
+            return f"{type(exc).__name__}: {exc}"
         return None
 
     def _member_log(self, name: str, path: str) -> logging.Handler:

@@ -107,3 +107,13 @@ def test_each_switch_logs_its_own_threads_records(tmp_path: Path) -> None:
     assert mine.filter(record("sw1/p4rt_0")) and not others.filter(record("sw1/ns"))
     assert not mine.filter(record("sw2/ns")) and not mine.filter(record("sw1"))
     assert others.filter(record("MainThread")) and others.filter(record("gone/ns"))
+
+
+def test_a_switch_served_already_is_refused_and_gets_no_second_log(tmp_path: Path) -> None:
+    group = ShimGroup()
+    group.members = {"sw1": Any}  # type: ignore[dict-item]
+    handlers = list(logging.getLogger().handlers)
+    argv = ["--name", "sw1", "--device-id", "1", "--listen", f"unix:{tmp_path}/sw1.sock"]
+    req = {"argv": argv, "node_pid": 1, "log": str(tmp_path / "sw1.log"), "exit": str(tmp_path / "sw1.exit")}
+    assert "served already" in str(group.start(req))
+    assert logging.getLogger().handlers == handlers
