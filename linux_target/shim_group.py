@@ -53,6 +53,7 @@ log = logging.getLogger("mrc-p4rt-shim")
 
 CONTROL_TIMEOUT_S = 120.0  # one control connection: a request and its answer
 MEMBER_FIELDS = ("argv", "node_pid", "log", "exit")
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGUSR1}
 
 
 def write_exit(path: str, status: int) -> None:
@@ -230,9 +231,13 @@ def serve(members: list[dict[str, Any]], control: Path) -> int:
     for handler in logging.getLogger().handlers:
         handler.addFilter(_ThreadsOf(group, None))
     install_thread_errors(lambda line: log.error("%s", line))
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: threading.Thread(target=_stop_all, args=(group,), daemon=True).start())
-    signal.signal(signal.SIGUSR1, lambda *_: group.namespaces_going())
+    # The stop signals are taken by one thread that waits for them (sigwait), blocked in every
+    # other: a Python handler runs in the main thread only, and a process of a hundred threads
+    # may have the kernel deliver a signal to another one, leaving the main thread asleep.
+    # (Blocked here, before any thread starts, so every thread inherits it; nft, tc and bpftool
+    # started by the workers inherit it too, and nothing signals them.)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    threading.Thread(target=_take_signals, args=(group,), name="signals", daemon=True).start()
     listener = _listen(group, control)
     starts = [threading.Thread(target=group.start, args=(m,), daemon=True) for m in members]
     for t in starts:
@@ -254,9 +259,20 @@ def serve(members: list[dict[str, Any]], control: Path) -> int:
     return 0
 
 
-def _stop_all(group: ShimGroup) -> None:
+def _take_signals(group: ShimGroup) -> None:
+    """SIGTERM/SIGINT: every switch stopped, its state removed; SIGUSR1: the namespaces go."""
+    if signal.sigwait(STOP_SIGNALS) == signal.SIGUSR1:
+        group.namespaces_going()
+        return
+    threading.Thread(target=_namespaces_going_later, args=(group,), name="signals", daemon=True).start()
     group.stop_all()
     group.done.set()
+
+
+def _namespaces_going_later(group: ShimGroup) -> None:
+    """A SIGUSR1 while the switches are being stopped: stop waiting for them."""
+    if signal.sigwait({signal.SIGUSR1}) == signal.SIGUSR1:
+        group.namespaces_going()
 
 
 def main(members: list[dict[str, Any]], control: str) -> int:

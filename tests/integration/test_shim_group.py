@@ -178,3 +178,23 @@ def test_killing_the_process_ends_every_switch_and_one_restart_brings_all_back(f
     # the new shim of b keeps the route its predecessor left until its controller has had time
     # to write its tables (stale_routes): no packet met a missing route meanwhile
     assert "fcbb:bb00:8200::/48" in kernel_routes(b)
+
+
+def test_sigterm_to_the_process_stops_every_switch_removing_its_state(fabric: Any) -> None:
+    _net, nodes, run = fabric
+    b = nodes[1]
+    for n in nodes:
+        wait_until_serving(n.p4rt_address, 10)
+    cb = client(b, 200)
+    try:
+        assert cb.arbitrate().arbitration.status.code == rpc_code.OK
+        cb.set_pipeline()
+        cb.insert(route_entry(cb, 0x8300))
+        assert "fcbb:bb00:8300::/48" in kernel_routes(b)
+    finally:
+        cb.close()
+    os.kill(b.shim.pid, signal.SIGTERM)
+    for n in nodes:
+        assert n.shim.wait(timeout=20) == 0  # each switch stopped as a shim stops on SIGTERM
+        assert "stopping" in (run / f"{n.name}.shim.log").read_text().splitlines()[-1]
+    assert kernel_routes(b).strip() == ""  # every route the switches installed removed
