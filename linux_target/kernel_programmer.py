@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from ipaddress import IPv6Network
 from typing import TypeVar
 
 from .egress import Policy, PortEgress
@@ -84,6 +85,9 @@ class KernelProgrammer:
                     )
                 )
         return out
+
+    def remove_route(self, dst: IPv6Network) -> None:
+        self.netlink.set_route(dst, None)
 
     def transition(self, old: KernelState, new: KernelState) -> None:
         """Apply old → new; on a refusal undo what was done and raise KernelError."""

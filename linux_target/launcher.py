@@ -13,7 +13,13 @@ launcher prints ``ready`` on stdout, then reads one JSON object per line on stdi
 
     {"argv": [...shim arguments...], "node_pid": PID, "log": PATH, "exit": PATH}
 
-and answers each with one line, ``{"pid": N}`` or ``{"error": "..."}``. When a shim exits,
+or, for a shim group (``linux_target.shim_group``: several switches served by one process)::
+
+    {"group": [{"argv": [...], "node_pid": PID, "log": PATH, "exit": PATH}, ...],
+     "control": PATH, "log": PATH, "exit": PATH}
+
+and answers each with one line, ``{"pid": N}`` or ``{"error": "..."}``. A group's child stays
+in the launcher's namespaces (each switch's thread enters its own node's). When a shim exits,
 the launcher (its parent) reaps it and writes its exit status to its ``exit`` file (a
 negative number: the signal that killed it, as ``subprocess`` reports it). The launcher
 exits at the end of its stdin, or when the process that started it dies.
@@ -37,55 +43,34 @@ from typing import Any
 # their objects sit in pages every shim shares (1.1 MiB less private memory in each shim)
 import grpc._server  # noqa: F401
 
+import linux_target.shim_group as shim_group
 import linux_target.shim_main as shim_main
 from linux_target.egress import build_object
+from linux_target.ns_worker import enter_node
+from linux_target.shim_group import write_exit
 from mrc_fabric.p4info import default_index
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
+FIELDS = ("argv", "node_pid", "log", "exit")
+GROUP_FIELDS = ("group", "control", "log", "exit")
 
 
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def enter_namespace(path: str, kind: int) -> None:
-    """Move this (single-threaded) process into the namespace at ``path``."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if _libc().setns(fd, kind) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns({path}): {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
-def enter_node(pid: str) -> None:
-    """The network and mount namespaces of Mininet node ``pid``, as ``mnexec -a`` does: a
-    node has its own mount table (its own /sys, and the bpffs tc mounts for the egress
-    program), and what the shim mounts must stay there, not in the machine's."""
-    enter_namespace(f"/proc/{pid}/ns/net", CLONE_NEWNET)
-    enter_namespace(f"/proc/{pid}/ns/mnt", CLONE_NEWNS)
-
-
-def write_exit(path: str, status: int) -> None:
-    """The exit status, written whole (a reader never sees half of it)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{status}\n")
-    os.replace(tmp, path)
-
-
 def run_child(req: dict[str, Any], keep: set[int]) -> None:
-    """In the forked child: become the shim (never returns)."""
+    """In the forked child: become the shim, or the shim group (never returns)."""
     status = 1
     try:
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         os.setsid()
-        enter_node(str(req["node_pid"]))
+        if "group" not in req:
+            # a node has its own mount table (its /sys, and the bpffs tc mounts for the egress
+            # program): what the shim mounts stays there, not in the machine's
+            enter_node(int(req["node_pid"]))
         devnull = os.open(os.devnull, os.O_RDONLY)
         log = os.open(str(req["log"]), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(devnull, 0)
@@ -97,10 +82,14 @@ def run_child(req: dict[str, Any], keep: set[int]) -> None:
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own fds, kept open
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-        sys.argv = ["mrc-p4rt-shim", *[str(a) for a in req["argv"]]]
         # the launcher's objects stay frozen in the child too: thawed, a full collection in the
         # child would write to every one of them and copy their pages into the child
-        status = shim_main.main(sys.argv[1:])
+        if "group" in req:
+            sys.argv = ["mrc-p4rt-shim-group"]
+            status = shim_group.main(list(req["group"]), str(req["control"]))
+        else:
+            sys.argv = ["mrc-p4rt-shim", *[str(a) for a in req["argv"]]]
+            status = shim_main.main(sys.argv[1:])
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -157,7 +146,7 @@ def serve() -> int:
                 return 0
             try:
                 req = json.loads(line)
-                for field in ("argv", "node_pid", "log", "exit"):
+                for field in GROUP_FIELDS if "group" in req else FIELDS:
                     if field not in req:
                         raise ValueError(f"request without {field!r}")
             except ValueError as exc:

@@ -17,20 +17,25 @@ from collections.abc import Callable
 from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_LINK
 
+from .ns_worker import enter_node
+
 log = logging.getLogger(__name__)
 
 IFF_UP = 0x1
 
 
 class LinkWatcher:
-    def __init__(self, ports: dict[int, str], on_up: Callable[[str], None]) -> None:
+    def __init__(
+        self, ports: dict[int, str], on_up: Callable[[str], None], name: str = "", node_pid: int | None = None
+    ) -> None:
         self.ifnames = set(ports.values())
+        self.node_pid = node_pid  # its thread enters this node's network namespace (a shim group)
         self.on_up = on_up
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._ipr: IPRoute | None = None
         self._seen: dict[str, tuple[int, bool]] = {}
-        self._thread = threading.Thread(target=self._run, name="link-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"{name}/link-watch", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -38,8 +43,15 @@ class LinkWatcher:
 
     def _run(self) -> None:
         # pyroute2 0.9's sync sockets belong to the thread that made them: make it here.
-        self._ipr = IPRoute()
-        self._ipr.bind(groups=RTMGRP_LINK)
+        try:
+            if self.node_pid is not None:
+                enter_node(self.node_pid, mount=False)
+            self._ipr = IPRoute()
+            self._ipr.bind(groups=RTMGRP_LINK)
+        except OSError as exc:
+            log.error("cannot watch the links (%s): a port set down and up again loses its routes", exc)
+            self._ready.set()
+            return
         for link in self._ipr.get_links():
             name = link.get_attr("IFLA_IFNAME")
             if name in self.ifnames:

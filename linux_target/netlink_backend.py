@@ -65,6 +65,50 @@ class _CsidRouteMsg(rtmsg):  # type: ignore[misc]
     encaps = {**rtmsg.encaps, LWTUNNEL_ENCAP_SEG6_LOCAL: _Seg6LocalWithFlavors}
 
 
+# pyroute2 compiles a message class's attribute table at its first use and marks it compiled
+# with a class attribute, which a subclass inherits: had a seg6local route been decoded (the
+# base class compiled) before the first csid route was encoded, the subclass would encode with
+# the base's table and drop SEG6_LOCAL_FLAVORS silently (a restarted shim reads the routes
+# its predecessor left first). Compiled here, each has a table of its own whatever the order.
+for _cls in (_Seg6LocalWithFlavors, _Seg6LocalWithFlavors.flavors):
+    _cls().compile_nla_table()
+
+
+def csid_route_msg(dst: IPv6Network, oif: int) -> _CsidRouteMsg:
+    """The seg6local ``End`` route with ``flavors next-csid`` (uSID shift) for ``dst``."""
+    msg = _CsidRouteMsg()
+    msg["family"] = AF_INET6
+    msg["dst_len"] = dst.prefixlen
+    msg["table"] = 254
+    msg["proto"] = RTPROT_MRC_SHIM
+    msg["scope"] = 0
+    msg["type"] = 1  # unicast
+    msg["attrs"] = [
+        ("RTA_DST", str(dst.network_address)),
+        ("RTA_OIF", oif),
+        ("RTA_ENCAP_TYPE", LWTUNNEL_ENCAP_SEG6_LOCAL),
+        (
+            "RTA_ENCAP",
+            {
+                "attrs": [
+                    ("SEG6_LOCAL_ACTION", {"value": "End"}),
+                    (
+                        "SEG6_LOCAL_FLAVORS",
+                        {
+                            "attrs": [
+                                ("SEG6_LOCAL_FLV_OPERATION", 1 << SEG6_LOCAL_FLV_OP_NEXT_CSID),
+                                ("SEG6_LOCAL_FLV_LCBLOCK_BITS", CSID_LOCATOR_BLOCK_BITS),
+                                ("SEG6_LOCAL_FLV_LCNODE_FN_BITS", CSID_NODE_FUNCTION_BITS),
+                            ]
+                        },
+                    ),
+                ]
+            },
+        ),
+    ]
+    return msg
+
+
 @dataclass(frozen=True)
 class LinkStats:
     rx_packets: int
@@ -179,36 +223,7 @@ class NetlinkBackend:
                 raise
 
     def _set_csid_route(self, dst: IPv6Network) -> None:
-        msg = _CsidRouteMsg()
-        msg["family"] = AF_INET6
-        msg["dst_len"] = dst.prefixlen
-        msg["table"] = 254
-        msg["proto"] = RTPROT_MRC_SHIM
-        msg["scope"] = 0
-        msg["type"] = 1  # unicast
-        msg["attrs"] = [
-            ("RTA_DST", str(dst.network_address)),
-            ("RTA_OIF", self.ifindex(self.anchor)),
-            ("RTA_ENCAP_TYPE", LWTUNNEL_ENCAP_SEG6_LOCAL),
-            (
-                "RTA_ENCAP",
-                {
-                    "attrs": [
-                        ("SEG6_LOCAL_ACTION", {"value": "End"}),
-                        (
-                            "SEG6_LOCAL_FLAVORS",
-                            {
-                                "attrs": [
-                                    ("SEG6_LOCAL_FLV_OPERATION", 1 << SEG6_LOCAL_FLV_OP_NEXT_CSID),
-                                    ("SEG6_LOCAL_FLV_LCBLOCK_BITS", CSID_LOCATOR_BLOCK_BITS),
-                                    ("SEG6_LOCAL_FLV_LCNODE_FN_BITS", CSID_NODE_FUNCTION_BITS),
-                                ]
-                            },
-                        ),
-                    ]
-                },
-            ),
-        ]
+        msg = csid_route_msg(dst, self.ifindex(self.anchor))
         self.ipr.nlm_request(
             msg, msg_type=RTM_NEWROUTE, msg_flags=NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE
         )
@@ -284,9 +299,10 @@ class NetlinkBackend:
 
 
 def read_snmp6() -> dict[str, int]:
-    """This namespace's IPv6 MIB counters (/proc/net is per network namespace)."""
+    """The calling thread's network namespace's IPv6 MIB counters (/proc/net is the main
+    thread's: in a shim group, each switch's worker thread has a namespace of its own)."""
     out: dict[str, int] = {}
-    with open("/proc/net/snmp6") as f:
+    with open("/proc/thread-self/net/snmp6") as f:
         for line in f:
             parts = line.split()
             if len(parts) == 2:

@@ -113,7 +113,7 @@ class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
             finally:
                 stream.outbox.put(_END)
 
-        threading.Thread(target=reader, name=f"stream-{stream.ident}", daemon=True).start()
+        threading.Thread(target=reader, name=f"{self.name}/stream-{stream.ident}", daemon=True).start()
         try:
             while True:
                 item = stream.outbox.get()

@@ -26,34 +26,21 @@ import re
 import signal
 import sys
 import threading
-from concurrent import futures
 from pathlib import Path
 
-import grpc
-from finsy.proto import p4r_grpc
-
-from mrc_fabric.p4info import P4INFO_PATH, P4InfoIndex, default_index, load_p4info
+from mrc_fabric.p4info import P4INFO_PATH
 from mrc_fabric.thread_errors import install as install_thread_errors
 
-from .counters import CounterReader
-from .egress import DEFAULT_BUFFER_BYTES, EgressError, PortEgress, PortState, install_ports
-from .kernel_programmer import KernelProgrammer, reapply
-from .link_watch import LinkWatcher
-from .netlink_backend import KernelError, NetlinkBackend, read_snmp6, write_sysctl
-from .nft_backend import NftFaults
-from .p4rt_service import P4RuntimeShim
-from .stale_routes import StaleRouteSweep
-from .switch_tables import SwitchTables
+from .egress import DEFAULT_BUFFER_BYTES
+from .ns_worker import NamespaceWorker
+from .shim_switch import ShimSetupError, ShimSwitch, kernel_version, listen_address
+
+__all__ = ["build_parser", "kernel_version", "listen_address", "main", "parse_port", "parse_rate", "run"]
 
 log = logging.getLogger("mrc-p4rt-shim")
 
-MIN_KERNEL = (6, 1)
 MAX_PORT = 511  # port fields are 9 bits wide
 STALE_GRACE_S = 3.0  # quiet after the controller's last write before an earlier shim's routes go
-
-
-class ShimSetupError(Exception):
-    """The shim cannot run here; the message says why and what to do."""
 
 
 def parse_port(text: str) -> tuple[int, str]:
@@ -128,177 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def in_root_namespace() -> bool:
-    """True when this process shares the machine's own network namespace.
-
-    kthreadd (PID 2) always lives in the initial namespace; PID 1 usually does
-    but is unreadable in some sandboxes, so it is only the fallback.
-    """
-    mine = os.stat("/proc/self/ns/net").st_ino
-    for pid in (2, 1):
-        try:
-            return os.stat(f"/proc/{pid}/ns/net").st_ino == mine
-        except OSError:
-            continue
-    log.warning("cannot tell whether this is the machine's own network namespace")
-    return False
-
-
-def kernel_version(release: str) -> tuple[int, int]:
-    m = re.match(r"(\d+)\.(\d+)", release)
-    if not m:
-        raise ShimSetupError(f"cannot read the kernel version from {release!r}")
-    return int(m.group(1)), int(m.group(2))
-
-
-def check_kernel() -> None:
-    release = os.uname().release
-    if kernel_version(release) < MIN_KERNEL:
-        raise ShimSetupError(
-            f"Linux {release} is too old: the Linux SRv6 target needs kernel ≥ 6.1 for seg6local "
-            "'flavors next-csid' (uSID shift). Use a newer kernel or the bmv2 target."
-        )
-
-
-def enable_forwarding(ports: dict[int, str]) -> None:
-    """IPv6 forwarding on, seg6 on every interface, IPv6 on every port."""
-    write_sysctl(("net", "ipv6", "conf", "all", "forwarding"), "1")
-    for conf in ("all", "default", "lo", *ports.values()):
-        base = ("net", "ipv6", "conf", conf)
-        if not os.path.exists(os.path.join("/proc/sys", *base)):
-            raise ShimSetupError(f"interface {conf} does not exist in this network namespace")
-        write_sysctl((*base, "seg6_enabled"), "1")
-        if conf not in ("all", "default"):
-            write_sysctl((*base, "disable_ipv6"), "0")
-
-
-def nft_table_name(name: str) -> str:
-    return "mrc_shim_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
-
-
-def listen_address(listen: str) -> tuple[str, Path | None]:
-    """gRPC bind address plus the unix socket path to clean up (if any)."""
-    if listen.startswith("unix:"):
-        path = Path(listen[len("unix:") :].removeprefix("//"))
-        return f"unix:{path}", path
-    return listen, None
-
-
-def _checked_ports(args: argparse.Namespace) -> tuple[dict[int, str], dict[int, float]]:
-    """The ports and rates asked for, once the kernel, the user and the namespace allow it."""
-    ports = dict(args.port)
-    if len(ports) != len(args.port):
-        raise ShimSetupError("--port: a port number is given twice")
-    if len(set(ports.values())) != len(ports):
-        raise ShimSetupError("--port: an interface is given twice")
-    check_kernel()
-    if os.geteuid() != 0:
-        raise ShimSetupError("the shim programs routes and nftables: run it as root")
-    if in_root_namespace() and not args.allow_root_namespace:
-        raise ShimSetupError(
-            "refusing to program the machine's own network namespace (forwarding, routes, nftables): "
-            "start the shim with 'ip netns exec NS' or from a Mininet node in its own namespace, "
-            "or pass --allow-root-namespace"
-        )
-    rates = dict(args.rate)
-    if set(rates) - set(ports):
-        raise ShimSetupError(f"--rate: ports {sorted(set(rates) - set(ports))} are not given with --port")
-    return ports, rates
-
-
-def _install_egress(
-    args: argparse.Namespace, ports: dict[int, str], rates: dict[int, float]
-) -> dict[int, PortEgress]:
-    """The egress model (HTB + eBPF) on every port, or none with --no-egress-model; all or nothing."""
-    if args.no_egress_model:
-        return {}
-    rates_bps = {ifname: int(rates.get(port, 0) * 1e6) for port, ifname in ports.items()}
-    try:
-        by_dev = install_ports(rates_bps, args.buffer_bytes)
-    except EgressError as exc:
-        for ifname in ports.values():  # all or nothing
-            PortEgress(ifname).remove()
-        raise ShimSetupError(f"{exc} (or run the shim with --no-egress-model)") from exc
-    return {port: by_dev[ifname] for port, ifname in ports.items()}
-
-
-def _log_serving(
-    args: argparse.Namespace, address: str, ports: dict[int, str], rates: dict[int, float], egress: bool
-) -> None:
-    log.info(
-        "switch %s device_id %d serving P4Runtime on %s, ports %s",
-        args.name,
-        args.device_id,
-        address,
-        ", ".join(f"{p}={i}" for p, i in sorted(ports.items())),
-    )
-    if egress:
-        log.info(
-            "egress model on every port (HTB + eBPF: ECN marking, trimming, tail drop); rates %s, "
-            "buffer %d B",
-            ", ".join(f"{p}={rates.get(p, 0):g} Mbit/s" for p in sorted(ports)) or "-",
-            args.buffer_bytes,
-        )
-    else:
-        log.info(
-            "no egress model (--no-egress-model): no ECN marking, no trimming; port_policy is stored only"
-        )
-
-
-def _grpc_server(service: P4RuntimeShim, listen: str) -> tuple[grpc.Server, str, Path | None]:
-    """The P4Runtime server on ``listen`` (not started yet), its address and its socket file."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="p4rt"))
-    p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
-    address, sock = listen_address(listen)
-    if sock is not None:
-        sock.parent.mkdir(parents=True, exist_ok=True)
-        sock.unlink(missing_ok=True)
-    if server.add_insecure_port(address) == 0:
-        raise ShimSetupError(f"cannot listen on {listen}")
-    return server, address, sock
-
-
 def run(args: argparse.Namespace) -> int:
-    ports, rates = _checked_ports(args)
-    # (the committed P4Info's index is cached: a launcher parses it once for all its shims)
-    index = default_index() if args.p4info == P4INFO_PATH else P4InfoIndex(load_p4info(args.p4info))
-    enable_forwarding(ports)
-    egress = _install_egress(args, ports, rates)
-
-    netlink = NetlinkBackend()
-    nft = NftFaults(nft_table_name(args.name))
-    netlink.create_anchor(fallback=ports[min(ports)] if ports else "lo")
-    nft.start(ports)
-    programmer = KernelProgrammer(netlink, nft, egress)
-    # an earlier shim's routes stay until the controller has re-written the tables (no packet
-    # meets a missing route meanwhile); those it does not take up are swept after
-    sweep = StaleRouteSweep(programmer, netlink.own_routes(), args.stale_grace, lambda: tables.state)
-    tables = SwitchTables(index, ports, sweep, egress_model=bool(egress))
-
-    def egress_states() -> dict[int, PortState]:
-        out = {}
-        for port, e in egress.items():
-            try:
-                out[port] = e.read_state()
-            except EgressError as exc:  # the interface went away (Mininet stopping)
-                log.warning("cannot read the egress counters of port %d: %s", port, exc)
-        return out
-
-    def snapshot() -> CounterReader:
-        return CounterReader(ports, netlink.link_stats(), read_snmp6(), nft.counters(), egress_states)
-
-    service = P4RuntimeShim(args.name, args.device_id, index, tables, snapshot)
-    sweep.lock = service.lock
-    sweep.start()
-
-    def port_up(ifname: str) -> None:
-        with service.lock:
-            restored = reapply(programmer, tables.state, ifname)
-        log.info("restored %d routes/neighbours on %s", restored, ifname)
-
-    watcher = LinkWatcher(ports, port_up)
-    watcher.start()
-    server, address, sock = _grpc_server(service, args.listen)
+    """Serve one switch in this process's namespaces until SIGTERM/SIGINT (or SIGUSR1)."""
+    worker = NamespaceWorker(args.name).start()
+    switch = ShimSwitch(args, worker)
+    switch.start()
     stop = threading.Event()
     going = threading.Event()  # SIGUSR1: the namespace is being deleted, with all that is in it
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -309,51 +130,17 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     signal.signal(signal.SIGUSR1, namespace_going)
-    server.start()
-    _log_serving(args, address, ports, rates, bool(egress))
-    try:
-        stop.wait()
-    finally:
-        sweep.stop()
-        watcher.stop()
-        if going.is_set():
-            # routes, neighbours, nft tables, qdiscs and BPF programs all go with the namespace;
-            # a whole fabric's shims exit at once, so not even the interpreter's own teardown
-            log.info("stopping; the namespace goes with its routes, tables and programs")
-            if sock is not None:
-                sock.unlink(missing_ok=True)
-            logging.shutdown()
-            os._exit(0)
-        else:
-            log.info("stopping")
-            server.stop(grace=1).wait()
-            _undo(service, tables, netlink, nft, egress)
-        netlink.close()
-        if sock is not None:
-            sock.unlink(missing_ok=True)
+    stop.wait()
+    if going.is_set():
+        # routes, neighbours, nft tables, qdiscs and BPF programs all go with the namespace;
+        # a whole fabric's shims exit at once, so not even the interpreter's own teardown
+        log.info("stopping; the namespace goes with its routes, tables and programs")
+        switch.stop(namespace_going=True)
+        logging.shutdown()
+        os._exit(0)
+    log.info("stopping")
+    switch.stop()
     return 0
-
-
-def _undo(
-    service: P4RuntimeShim,
-    tables: SwitchTables,
-    netlink: NetlinkBackend,
-    nft: NftFaults,
-    egress: dict[int, PortEgress],
-) -> None:
-    """Remove what the shim put into its namespace (Mininet may have deleted the interfaces
-    already: best effort)."""
-    with service.lock:
-        for nh in tables.state.neighbours:
-            try:
-                netlink.set_neighbour(nh, False)
-            except KernelError as exc:
-                log.warning("leaving neighbour %s: %s", nh, exc)
-    netlink.flush_own_routes()
-    netlink.remove_anchor()
-    nft.remove()
-    for e in egress.values():
-        e.remove()
 
 
 def main(argv: list[str] | None = None) -> int:

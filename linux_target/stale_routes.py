@@ -15,13 +15,22 @@ import logging
 import threading
 from collections.abc import Callable
 from ipaddress import IPv6Network
+from typing import Protocol
 
-from linux_target.kernel_programmer import KernelProgrammer
 from linux_target.kernel_state import KernelState
 
 log = logging.getLogger(__name__)
 
 __all__ = ["StaleRouteSweep"]
+
+
+class Programmer(Protocol):
+    """What the sweep passes transitions to and removes routes through (the switch's kernel
+    programmer, run by its namespace worker: ``shim_switch.OnWorker``)."""
+
+    def transition(self, old: KernelState, new: KernelState) -> None: ...
+
+    def remove_route(self, dst: IPv6Network) -> None: ...
 
 
 class StaleRouteSweep:
@@ -30,12 +39,14 @@ class StaleRouteSweep:
 
     def __init__(
         self,
-        programmer: KernelProgrammer,
+        programmer: Programmer,
         left: set[IPv6Network],
         grace_s: float,
         current: Callable[[], KernelState],
+        name: str = "",
     ) -> None:
         self.programmer = programmer
+        self.name = name  # the switch's (its timer thread is named after it, for its log)
         self.left = set(left)  # the earlier shim's routes not yet swept
         self.grace_s = grace_s
         self.current = current  # the tables' kernel state now (read under ``lock``)
@@ -65,6 +76,7 @@ class StaleRouteSweep:
             if self._timer is not None:
                 self._timer.cancel()
             self._timer = threading.Timer(self.grace_s, self.sweep)
+            self._timer.name = f"{self.name}/sweep"
             self._timer.daemon = True
             self._timer.start()
 
@@ -75,7 +87,7 @@ class StaleRouteSweep:
             gone = sorted(self.left - wanted)
             for dst in gone:
                 try:
-                    self.programmer.netlink.set_route(dst, None)
+                    self.programmer.remove_route(dst)
                 except Exception as exc:  # a route the kernel already dropped: log, go on
                     log.warning("could not sweep the left-over route %s: %s", dst, exc)
             self.left.clear()

@@ -30,6 +30,7 @@ from mrc_fabric.addressing import DEFAULT_BLOCK
 from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.topology import Target, Topology, build_clos
 from topologies.node_cmd import ip_batch
+from topologies.shim_groups import SwitchGroup, groups_of, switches_per_shim
 from topologies.shim_launcher import ShimLauncher
 
 log = logging.getLogger(__name__)
@@ -54,13 +55,15 @@ class ClosTopo(Topo):  # type: ignore[misc]  # Mininet is untyped
         run_dir: str,
         link_opts: dict[str, Any] | None = None,
         switch_opts: dict[str, Any] | None = None,
+        groups: dict[str, SwitchGroup] | None = None,
     ) -> None:
         for sw in topology.switches:
             # The switch class decides where it runs: LinuxSrv6Switch forces its own namespace,
             # Bmv2Switch stays in the root namespace (its gRPC/Thrift ports on 127.0.0.1).
-            self.addSwitch(
-                sw.name, cls=switch_cls, device_id=sw.device_id, run_dir=run_dir, **(switch_opts or {})
-            )
+            opts = dict(switch_opts or {})
+            if groups and sw.name in groups:
+                opts["group"] = groups[sw.name]  # its shim shares a process (topologies.shim_groups)
+            self.addSwitch(sw.name, cls=switch_cls, device_id=sw.device_id, run_dir=run_dir, **opts)
         for h in topology.hosts:
             self.addHost(h.name, cls=Host, ip=None)
         for link in topology.links:
@@ -110,13 +113,16 @@ def start_clos(
     block: IPv6Network = DEFAULT_BLOCK,
     link_opts: dict[str, Any] | None = None,
     phases: dict[str, float] | None = None,
+    switches_per_shim: int | None = None,
 ) -> tuple[Mininet, Topology]:
     """Build and start the fabric; write ``<run_dir>/topology.json``; return ``(net, topology)``.
 
     ``link_opts`` go to every ``addLink`` (``{"cls": TCLink, "bw": 100}`` limits each link
     to 100 Mbit/s with an htb qdisc). ``phases``, when given, gets the seconds each step
     took: ``namespaces_and_links`` (nodes, veths, MTUs), ``switches`` (every switch started
-    and answering), ``addresses`` (the rest of :func:`finish_start`).
+    and answering), ``addresses`` (the rest of :func:`finish_start`). ``switches_per_shim``:
+    Linux switches served by one shim process (``topologies.shim_groups``; None:
+    ``$MRC_SWITCHES_PER_SHIM`` or the default; 1: a process per switch).
     """
     run = Path(run_dir).resolve()
     run.mkdir(parents=True, exist_ok=True)
@@ -126,8 +132,9 @@ def start_clos(
     cls = switch_cls or _default_switch_cls()
     launcher = _shim_launcher(cls, run)
     switch_opts = {"launcher": launcher} if launcher is not None else None
+    groups = _shim_groups(launcher, run, topology, switches_per_shim)
     net = FabricNet(
-        topo=ClosTopo(topology, cls, str(run), link_opts, switch_opts),
+        topo=ClosTopo(topology, cls, str(run), link_opts, switch_opts, groups),
         controller=None,
         build=False,
         autoSetMacs=False,
@@ -169,6 +176,21 @@ def _shim_launcher(switch_cls: type, run: Path) -> ShimLauncher | None:
     if not issubclass(switch_cls, LinuxSrv6Switch) or os.environ.get("MRC_SHIM_LAUNCHER", "1") == "0":
         return None
     return ShimLauncher(run / "shim-launcher.log").start()
+
+
+def _shim_groups(
+    launcher: ShimLauncher | None, run: Path, topology: Topology, size: int | None
+) -> dict[str, SwitchGroup]:
+    """Switch name -> its shim group: the switches in the model's order (a plane's T0 and T1
+    switches together), cut into groups of ``switches_per_shim``."""
+    if launcher is None:
+        return {}
+    out: dict[str, SwitchGroup] = {}
+    names = [sw.name for sw in topology.switches]
+    for index, members in enumerate(groups_of(names, switches_per_shim(size))):
+        group = SwitchGroup(launcher, run, index)
+        out.update({name: group for name in members})
+    return out
 
 
 def set_link_mtus(net: Mininet, topology: Topology) -> None:

@@ -42,7 +42,8 @@ from linux_target.p4rt_client import wait_until_serving
 from topologies.node_cmd import ip_batch
 from topologies.p4_switch import P4PortsSwitch
 from topologies.procs import terminate
-from topologies.shim_launcher import LaunchedShim, ShimLauncher
+from topologies.shim_groups import GroupError, MemberShim, SwitchGroup
+from topologies.shim_launcher import LaunchedShim, LauncherError, ShimLauncher
 
 SHIM_START_TIMEOUT = 20.0
 SHIM_STOP_TIMEOUT = 5.0
@@ -64,6 +65,7 @@ class LinuxSrv6Switch(P4PortsSwitch):
         buffer_bytes: int | None = None,
         egress_model: bool = True,
         launcher: ShimLauncher | None = None,
+        group: SwitchGroup | None = None,
         **params: Any,
     ) -> None:
         # Always its own namespace: Mininet.addSwitch passes inNamespace=False by default, and a
@@ -77,9 +79,14 @@ class LinuxSrv6Switch(P4PortsSwitch):
         self.shim_log = self.run_dir / f"{name}.shim.log"
         self.socket_path = self.run_dir / f"{name}.p4rt.sock"
         self.p4rt_address = f"unix:{self.socket_path}"
-        self.shim: subprocess.Popen[bytes] | LaunchedShim | None = None
+        self.shim: subprocess.Popen[bytes] | LaunchedShim | MemberShim | None = None
         # forks the shim from one warm process (topologies.shim_launcher); None: a new one
         self.launcher = launcher
+        # the shim group whose process serves this switch with others (topologies.shim_groups);
+        # None: a process of its own
+        self.group = group
+        if group is not None:
+            group.add(self)
         self.shim_exit = self.run_dir / f"{name}.shim.exit"
         self.buffer_bytes = buffer_bytes  # per-port data buffer (None: the shim's default)
         self.egress_model = egress_model
@@ -152,12 +159,26 @@ class LinuxSrv6Switch(P4PortsSwitch):
     def start(self, controllers: Any = None) -> None:
         self.start_shim()
 
+    def member_request(self) -> dict[str, Any]:
+        """This switch in a shim group's start request (``linux_target.shim_group``)."""
+        return {
+            "argv": self.shim_command()[3:],
+            "node_pid": self.pid,
+            "log": str(self.shim_log),
+            "exit": str(self.shim_exit),
+        }
+
     def start_shim(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         ip_batch(self, [f"link set dev {intf.name} up" for intf in self.intfList() if intf.name != "lo"])
         command = self.shim_command()
-        proc: subprocess.Popen[bytes] | LaunchedShim
-        if self.launcher is not None and self.launcher.alive():
+        proc: subprocess.Popen[bytes] | LaunchedShim | MemberShim
+        if self.group is not None and self.group.launcher.alive():
+            try:
+                proc = self.group.start_member(self)
+            except (GroupError, LauncherError) as exc:
+                raise ShimStartError(f"shim of {self.name} did not start: {exc}\n{self._log_tail()}") from exc
+        elif self.launcher is not None and self.launcher.alive():
             # (the launcher's child runs shim_main.main with the arguments after "-m module")
             proc = self.launcher.launch(command[3:], self.pid, self.shim_log, self.shim_exit)
         else:
@@ -184,10 +205,23 @@ class LinuxSrv6Switch(P4PortsSwitch):
         """Stop the shim; with ``namespace_going`` (the whole fabric is being torn down) it
         undoes nothing in the namespace, which goes with everything in it."""
         proc, self.shim = self.shim, None
+        if self.group is not None and (proc is None or proc.poll() is not None):
+            # its process died; one started again since may serve it (and no handle of ours)
+            self.group.stop_member(self.name, namespace_going)
         terminate(proc, SHIM_STOP_TIMEOUT, signal.SIGUSR1 if namespace_going else signal.SIGTERM)
         self.socket_path.unlink(missing_ok=True)
+        if self.group is not None:
+            self.group.forget_if_gone()
 
     def restart_shim(self) -> None:
+        """Stop and start the shim. In a shim group whose process died (the supervisor's
+        restart), only start it: the first member started brings the process back with every
+        member, and stopping one of those would remove its routes."""
+        proc = self.shim
+        if self.group is not None and proc is not None and proc.poll() is not None:
+            self.shim = None
+            self.start_shim()
+            return
         self.stop_shim()
         self.start_shim()
 

@@ -150,6 +150,18 @@ class ShimLauncher:
     def launch(self, argv: list[str], node_pid: int, log: Path, exit_path: Path) -> LaunchedShim:
         """A shim with these arguments in the namespaces of Mininet node process ``node_pid``."""
         req = {"argv": argv, "node_pid": node_pid, "log": str(log), "exit": str(exit_path)}
+        return LaunchedShim(self._ask(req), exit_path, self)
+
+    def launch_group(
+        self, members: list[dict[str, Any]], control: Path, log: Path, exit_path: Path
+    ) -> LaunchedShim:
+        """One process serving several switches (``linux_target.shim_group``); ``members``:
+        each switch's ``{"argv", "node_pid", "log", "exit"}``."""
+        req = {"group": members, "control": str(control), "log": str(log), "exit": str(exit_path)}
+        return LaunchedShim(self._ask(req), exit_path, self)
+
+    def _ask(self, req: dict[str, Any]) -> int:
+        """One request to the launcher; the pid of the process it forked."""
         with self._lock:  # one request at a time: the launcher answers in order
             proc = self._proc
             if proc is None or proc.poll() is not None or proc.stdin is None or proc.stdout is None:
@@ -162,7 +174,7 @@ class ShimLauncher:
                 raise LauncherError(f"the shim launcher stopped answering: {exc}") from exc
         if "pid" not in answer:
             raise LauncherError(f"the shim launcher refused: {answer.get('error', 'no answer')}")
-        return LaunchedShim(int(answer["pid"]), exit_path, self)
+        return int(answer["pid"])
 
     def stop(self, timeout: float = 5.0) -> None:
         """End the launcher (the shims it started are stopped by their switches first)."""

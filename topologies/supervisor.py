@@ -8,12 +8,14 @@ process (``Popen.poll``, :data:`POLL_INTERVAL_S`); a dead switch process is rest
 through its node (``restart_shim`` / ``restart_switch``: the same command line, the same
 socket or ports), its new pid goes into the run's ``pids`` register (so ``make clean``
 finds it after a crash), and the controller, which reconnects to a switch whose stream
-broke, then re-installs its pipeline and entries. A dead controller is started again the same
-way (``Testbed.restart_controller``); it reads the routes and faults its predecessor saved
-(``controller/state_file.py``), so the switches it reconnects to already match it. A dead
-agent is started again with its command (``AgentProcess.restart``: it reads the host
-configuration the controller wrote); the transfers it was running are lost with it, and their
-senders see the peer go quiet.
+broke, then re-installs its pipeline and entries. Switches that share a shim process
+(``topologies.shim_groups``) die with it together and are each restarted: the first restart
+starts the process again with all of them, the kernels keeping their routes meanwhile. A
+dead controller is started again the same way (``Testbed.restart_controller``); it reads the
+routes and faults its predecessor saved (``controller/state_file.py``), so the switches it
+reconnects to already match it. A dead agent is started again with its command
+(``AgentProcess.restart``: it reads the host configuration the controller wrote); the
+transfers it was running are lost with it, and their senders see the peer go quiet.
 
 Every change is written to the run directory (``mrc_fabric.health``: ``events.jsonl`` and
 ``health.json``) and said on the console. A process that needs more than

@@ -8,7 +8,8 @@ the last process in it, and with it its veths (and their peers), routes, nftable
 qdiscs and the BPF programs attached to them. :func:`stop_fabric` therefore
 
 1. stops every switch process at once, telling the Linux shims that their namespace is
-   going (``stop_shim(namespace_going=True)``: they undo nothing) and BMv2 as usual;
+   going (``stop_shim(namespace_going=True)``: they undo nothing; a shim group's process
+   gets it once for all its switches) and BMv2 as usual;
 2. hangs up every node's shell at once, which ends the node namespaces;
 3. deletes, in one ``ip -batch``, the interfaces of switches that live in the root
    namespace (BMv2's ports), the only links no namespace takes along;

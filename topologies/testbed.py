@@ -80,6 +80,9 @@ class TestbedConfig:
     agent_args: list[str] = field(default_factory=list)
     supervise: bool = True  # restart dead switch processes, report dead agents (topologies.supervisor)
     pcap: bool = True  # BMv2: per-port pcaps under pcap/<switch>/
+    # Linux target: switches served by one shim process (topologies.shim_groups); None:
+    # $MRC_SWITCHES_PER_SHIM, else 16; 1: a process per switch
+    switches_per_shim: int | None = None
 
 
 @dataclass
@@ -171,6 +174,7 @@ class Testbed:
             switch_cls=self._switch_cls(),
             target=self.choice.target,
             link_opts=link_opts,
+            switches_per_shim=cfg.switches_per_shim,
         )
         self._record_net()
         self.start_services()
@@ -485,6 +489,14 @@ def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--runs", type=Path, default=Path("runs"), help="parent of the run directories")
     ap.add_argument("--prefix", default="", help="node name prefix (keeps parallel runs apart)")
+    ap.add_argument(
+        "--switches-per-shim",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Linux target: switches served by one shim process (default $MRC_SWITCHES_PER_SHIM, "
+        "else 16; 1: a process per switch)",
+    )
 
 
 def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
@@ -497,6 +509,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
         target=args.target,
         runs_root=args.runs,
         prefix=args.prefix,
+        switches_per_shim=args.switches_per_shim,
         **extra,
     )
 

@@ -30,7 +30,7 @@ def mounts() -> set[str]:
 
 def test_forked_shims_live_in_their_nodes_and_leave_nothing_behind(tmp_path: Path) -> None:
     before = mounts()
-    net, topo = start_clos(tmp_path, 1, 2, 2, 1, node_prefix="ln")
+    net, topo = start_clos(tmp_path, 1, 2, 2, 1, node_prefix="ln", switches_per_shim=1)
     launcher = net.shim_launcher
     try:
         assert launcher is not None and launcher.alive()
