@@ -1,9 +1,10 @@
 """``make bench QUICK=1`` restricted to two experiments (E1 black hole, E7 balance), end to end.
 
-Runs the real Makefile target on the live testbed (Linux target, node prefix ``ex``),
-then checks what a user gets: one JSON per experiment in the shared schema with real
-measurements, non-empty PNG plots, and a REPORT.md that lists both experiments. Timing
-is not asserted (numbers go to the report, not into tests); the transfers must complete.
+Runs the real Makefile target on the live testbed (Linux target, one run each, node prefix
+``ex``), then checks what a user gets: one JSON per experiment and run in the shared schema
+with real measurements (``<id>/linux/run1/<id>.json``), non-empty PNG plots, the run's
+provenance, and a REPORT.md that lists both experiments. Timing is not asserted (numbers go
+to the report, not into tests); the transfers must complete.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = dict(os.environ, PY=sys.executable)
     # -o: do not rebuild the venv (make setup) from inside a test; use the interpreter running it
     proc = subprocess.run(
-        ["make", "-o", ".venv/.installed", "bench", "QUICK=1", f"ONLY={','.join(ONLY)}",
-         f"PY={sys.executable}", f"BENCH_ARGS=--out {out}"],
+        ["make", "-o", ".venv/.installed", "bench", "QUICK=1", f"ONLY={','.join(ONLY)}", "TARGET=linux",
+         "RUNS=1", f"PY={sys.executable}", f"BENCH_ARGS=--out {out}"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=MAKE_TIMEOUT_S, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, (
@@ -64,9 +65,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def run_dir(results: Path, experiment: str) -> Path:
+    return results / experiment / "linux" / "run1"
+
+
 @pytest.mark.parametrize("experiment", ONLY)
 def test_result_json_has_the_schema_and_real_numbers(results: Path, experiment: str) -> None:
-    data = json.loads((results / experiment / f"{experiment}.json").read_text())
+    data = json.loads((run_dir(results, experiment) / f"{experiment}.json").read_text())
     for key, kind in RESULT_KEYS.items():
         assert key in data, f"{experiment}.json lacks {key}"
         assert isinstance(data[key], kind | int if kind is float else kind), f"{key}: {type(data[key])}"
@@ -84,7 +89,7 @@ def test_result_json_has_the_schema_and_real_numbers(results: Path, experiment: 
 
 
 def test_e1_measured_every_mode_against_its_clean_run(results: Path) -> None:
-    data = json.loads((results / "e1" / "e1.json").read_text())
+    data = json.loads((run_dir(results, "e1") / "e1.json").read_text())
     runs = data["data"]["runs"]
     assert set(runs) == {"mrc", "single-path", "ecmp"}
     for mode, r in runs.items():
@@ -102,7 +107,7 @@ def test_e1_measured_every_mode_against_its_clean_run(results: Path) -> None:
 
 
 def test_e7_counted_bytes_on_every_uplink(results: Path) -> None:
-    data = json.loads((results / "e7" / "e7.json").read_text())
+    data = json.loads((run_dir(results, "e7") / "e7.json").read_text())
     for label, modes in data["data"]["cases"].items():
         for mode, case in modes.items():
             per_link = case["bytes_per_uplink"]
@@ -113,10 +118,10 @@ def test_e7_counted_bytes_on_every_uplink(results: Path) -> None:
 
 @pytest.mark.parametrize("experiment", ONLY)
 def test_plots_exist_and_are_pngs(results: Path, experiment: str) -> None:
-    data = json.loads((results / experiment / f"{experiment}.json").read_text())
+    data = json.loads((run_dir(results, experiment) / f"{experiment}.json").read_text())
     assert data["plots"]
     for name in data["plots"]:
-        png = results / experiment / name
+        png = run_dir(results, experiment) / name
         assert png.stat().st_size > 1000, f"{png} is (nearly) empty"
         assert png.read_bytes()[:8] == PNG_MAGIC
 
@@ -125,7 +130,10 @@ def test_report_lists_both_experiments(results: Path) -> None:
     report = (results / "REPORT.md").read_text()
     assert "Every number next to the shape it tests" in report
     for experiment in ONLY:
-        assert f"| {experiment} |" in report
-        assert f"{experiment}/{experiment}.png" in report
+        assert f"| {experiment} | {experiment}/linux/run1 |" in report
+        assert f"{experiment}/linux/run1/{experiment}.png" in report
     summary = json.loads((results / "summary.json").read_text())
     assert set(summary) == set(ONLY)
+    prov = json.loads((results / "provenance.json").read_text())
+    assert prov["live_data_planes"] == ["linux"] and prov["live_runs"] == 1
+    assert f"- commit: `{prov['commit']}`" in report

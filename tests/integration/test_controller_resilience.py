@@ -186,15 +186,17 @@ def test_killed_shim_is_reported_and_resynced_after_restart(testbed: Any) -> Non
         before = shim_entries(tb, name)
         assert len(before) > 1
 
-        def health() -> Any:
-            return {s.switch: s for s in tb.controller.health().switches}[name]
+        def health(switch: str = name) -> Any:
+            return {s.switch: s for s in tb.controller.health().switches}[switch]
 
-        def restarts() -> int:
-            return {h.name: h for h in tb.health()}[name].restarts
+        def restarts(switch: str = name) -> int:
+            return {h.name: h for h in tb.health()}[switch].restarts
 
         pushes = health().pipeline_pushes
-        restarted = restarts()
         node = tb.net.get(name)
+        # the switches served by the same shim process die with it (shim groups)
+        shared = [s.name for s in tb.topology.switches if tb.net.get(s.name).shim.pid == node.shim.pid]
+        restarted = {s: restarts(s) for s in shared}
         # supervision paused while the dead switch is looked at: the supervisor would restart
         # it within its poll interval, before the controller has even noticed it gone
         tb.supervisor.stop()
@@ -208,8 +210,9 @@ def test_killed_shim_is_reported_and_resynced_after_restart(testbed: Any) -> Non
             assert err.value.code() == grpc.StatusCode.UNAVAILABLE and name in (err.value.details() or "")
         finally:
             tb.supervisor.start()  # it finds the shim dead and restarts it: same command, empty tables
-        wait_until(lambda: restarts() == restarted + 1, "the supervisor to restart the shim")
-        wait_until(lambda: health().primary, "the controller to re-sync the restarted shim")
+        for s in shared:
+            wait_until(lambda s=s: restarts(s) == restarted[s] + 1, f"the supervisor to restart {s}")
+            wait_until(lambda s=s: health(s).primary, f"the controller to re-sync {s}")
         assert shim_entries(tb, name) == before
         assert health().pipeline_pushes == pushes + 1
         assert all(p.status != "unreachable" for p in tb.controller.paths(SRC, DST))
