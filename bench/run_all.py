@@ -172,7 +172,11 @@ def main(argv: list[str] | None = None) -> int:
                     statuses.append(said_status(bench, where, rc))
             summary[bench.name] = {"status": ",".join(sorted(set(statuses))) or "not run"}
         summary[bench.name]["seconds"] = time.monotonic() - started
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    try:  # a run that adds to its commit's directory keeps what the earlier runs recorded
+        earlier = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        earlier = {}
+    (out / "summary.json").write_text(json.dumps({**earlier, **summary}, indent=2))
     from bench.report import write_report
 
     report = write_report(out)

@@ -25,6 +25,7 @@ A sweep file (TOML)::
 from __future__ import annotations
 
 import copy
+import gc
 import itertools
 import json
 import os
@@ -188,6 +189,12 @@ def run_point(point: Point) -> dict[str, Any]:
     except Exception as exc:  # reported with the point's parameters; the sweep goes on
         out["status"] = "failed"
         out["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        # the finished network's objects hold reference cycles: only a full collection frees
+        # them, and in a worker that runs point after point one may not come before the next
+        # point has built its own (a full-size sweep grew each worker past 10 GiB, until Dask
+        # paused it); collected here, a worker stays at one network's size
+        gc.collect()
     return out
 
 
