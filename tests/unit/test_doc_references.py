@@ -117,3 +117,10 @@ def test_the_checker_sees_a_missing_path(tmp_path: Path) -> None:
     assert _exists("docs/design.md") and _exists("mrc_fabric")
     assert DOCS_REF.findall("see docs/no-such-page.md") == ["docs/no-such-page.md"]
     assert OUTSIDE.search("as DESIGN §3 says")
+
+
+def test_the_docs_stay_a_manual_of_at_most_1800_lines() -> None:
+    """The docs say what is true now; history goes into CHANGELOG.md and measurements into the
+    generated results/, so the manual stays short enough to read in a day."""
+    total = sum(len(p.read_text().splitlines()) for p in (ROOT / "docs").glob("*.md"))
+    assert 0 < total <= 1800, f"docs/ holds {total} lines"
