@@ -60,19 +60,13 @@ def _scalar(o: Any) -> str | None:
 
 
 def _key(k: Any) -> str:
+    """A key as ``json`` writes it: a string, or a scalar's JSON made a string."""
     if isinstance(k, str):
         return _str(k)
-    if isinstance(k, float):
-        return _str(_float(k))
-    if k is True:
-        return '"true"'
-    if k is False:
-        return '"false"'
-    if k is None:
-        return '"null"'
-    if isinstance(k, int):
-        return _str(int.__repr__(k))
-    raise _Fallback
+    s = _scalar(k)
+    if s is None:
+        raise _Fallback
+    return _str(s)
 
 
 def _value(o: Any, nl: str, out: list[str]) -> None:
