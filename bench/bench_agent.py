@@ -331,11 +331,12 @@ def main(argv: list[str] | None = None) -> int:
     if previous is not None and previous_dir is None:
         print(f"building the compiled modules of {args.previous} ...", flush=True)
         build_tree(previous)
-    lab = VethLab(prefix="agb").open()
+    lab: VethLab | None = None
     ceilings: dict[str, dict[str, Any]] = {}
     summary: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
-    try:
+    try:  # the worktrees above are dropped however this ends (a lab that cannot open included)
+        lab = VethLab(prefix="agb").open()
         configs: list[tuple[str, int, Path | None, tuple[str, ...]]] = []
         if before is not None:
             configs.append(("before (today, MTU 1500)", 1500, before, ()))
@@ -394,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
             agent_cpu = max(sl["sender_cpu_us_per_packet"], sl["receiver_cpu_us_per_packet"])
             sl["cpu_fraction_of_raw"] = raw_cpu / agent_cpu
     finally:
-        lab.close()
+        if lab is not None:
+            lab.close()
         for tree in (before, previous):
             if tree is not None and tree != previous_dir:
                 drop_tree(tree)
