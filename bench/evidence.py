@@ -171,12 +171,23 @@ def _run_holds(f: dict[str, Any]) -> bool | None:
     return None if h is None else bool(h)
 
 
+def _cannot(f: dict[str, Any]) -> bool:
+    """A run that could not show the figure says so in its ``expect`` (and judges nothing)."""
+    return f.get("holds") is None and str(f.get("expect", "")).startswith(CANNOT)
+
+
 def judge_runs(found: list[dict[str, Any]], runs: int) -> dict[str, Any]:
-    """One judged figure over the runs that measured it (``found``: its finding per run)."""
+    """One judged figure over the runs that measured it (``found``: its finding per run).
+
+    A run that judged it and failed fails the figure (or ties it, against a baseline, when
+    other runs hold); a run that could not show it here leaves the figure *cannot be shown
+    here* (in k of n runs) when every other run holds; a run that measured nothing at all
+    leaves no verdict."""
     values = [f.get("value") for f in found]
     have = [float(v) for v in values if v is not None]
-    holds = [_run_holds(f) for f in found]
-    first = found[0]
+    holds = [_run_holds(f) for f in found if not _cannot(f)]
+    cannot = [f for f in found if _cannot(f)]
+    first = next((f for f in found if not _cannot(f)), found[0])
     out: dict[str, Any] = {
         "label": first["metric"],
         "mode": first.get("mode", ""),
@@ -188,21 +199,25 @@ def judge_runs(found: list[dict[str, Any]], runs: int) -> dict[str, Any]:
         "expect": first.get("expect", ""),
         "versus": first.get("versus", ""),
         "runs_holding": sum(1 for h in holds if h),
+        "runs_cannot": len(cannot),
         "runs": len(found),
     }
     if runs < MIN_RUNS or len(found) < runs:
         out["verdict"] = NO_VERDICT
-    elif all(holds):
+    elif holds and all(holds) and not cannot:
         out["verdict"] = HOLDS
-    elif out["versus"] and any(holds):
-        out["verdict"] = TIES  # runs on both sides of parity: neither is better here
-    else:
-        out["verdict"] = FAILS
+    elif not all(holds):
+        out["verdict"] = TIES if out["versus"] and any(holds) else FAILS
+    else:  # every run that could judge it holds, the others could not show it here
+        out["verdict"] = CANNOT
+        out["expect"] = f"{cannot[0]['expect']} (in {len(cannot)} of {len(found)} runs)"
     return out
 
 
 def _fmt_run_fig(j: dict[str, Any]) -> str:
     spread = f" ({_num(j['min'])}-{_num(j['max'])})" if j["runs"] > 1 and j["min"] is not None else ""
+    if j["verdict"] == CANNOT:
+        return f"{j['label']} ({j['mode']}) {_num(j['median'])}{spread}: {j['expect']}"
     return (
         f"{j['label']} ({j['mode']}) {_num(j['median'])}{spread}, want {j['expect']}: "
         f"{j['runs_holding']} of {j['runs']} runs"
@@ -235,9 +250,8 @@ def live_column(claim: Claim, by_exp: dict[str, list[dict[str, Any]]], target: s
         keyed: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for e in ok:
             for f in e.get("findings", []):
-                if (
-                    claim.metric_has.lower() in str(f.get("metric", "")).lower()
-                    and f.get("holds") is not None
+                if claim.metric_has.lower() in str(f.get("metric", "")).lower() and (
+                    f.get("holds") is not None or _cannot(f)
                 ):
                     keyed.setdefault((str(f["metric"]), str(f.get("mode", ""))), []).append(f)
         judged = [judge_runs(found, len(runs)) for found in keyed.values()]
@@ -297,6 +311,8 @@ def consistent(row: dict[str, Any]) -> list[str]:
         for f in cell.get("figures", []):
             if col == "mrc-sim":
                 bad = f.get("claim", True) and f.get("verdict") != HOLDS
+            elif f.get("verdict") == CANNOT:  # shown by no run that could judge it: decides nothing
+                bad = f.get("runs_holding", 0) + f.get("runs_cannot", 0) != f.get("runs")
             else:
                 bad = f.get("runs_holding") != f.get("runs") or f.get("runs", 0) < MIN_RUNS
             if bad:

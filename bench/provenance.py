@@ -13,6 +13,7 @@ import os
 import platform
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,10 @@ def machine() -> dict[str, Any]:
 
 
 def collect(targets: list[str], runs: int, argv: list[str] | None, quick: bool) -> dict[str, Any]:
+    """``argv``: the bench's arguments; None (``python -m bench.run_all``, ``make bench``)
+    takes them from the process, so the command is one a reader can run again."""
+    if argv is None:
+        argv = sys.argv[1:]
     return {
         "commit": commit(),
         "machine": machine(),
@@ -77,7 +82,7 @@ def collect(targets: list[str], runs: int, argv: list[str] | None, quick: bool) 
         "live_runs": runs,
         "live_seeds": list(range(1, runs + 1)),
         "quick": quick,
-        "command": "python -m bench.run_all " + shlex.join(argv if argv is not None else []),
+        "command": "python -m bench.run_all " + shlex.join(argv),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 

@@ -4,6 +4,10 @@ At 15 % of a long transfer the sender's T0 in one plane (the single-path connect
 plane, so every mode is hit) drops everything on all its ports for ``fault_s``. MRC
 retires that plane's EVs and carries on over the other planes. Measured: goodput in the
 second half of the fault window against the clean rate, expected about 1 - 1/planes.
+
+That share shows only where the clean transfer needs every plane: where its rate is below
+what the other planes' links carry (BMv2's per-packet CPU bounds it at about 77 Mbit/s
+against 3 x 30), losing a plane costs nothing, and the figure says it cannot be shown here.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from .common import Context, Result, experiment_entry, fmt, step
-from .lab import MODES, RECOVERY_GRACE_S, ModeRuns, fault_lab
+from .lab import LINK_RATE, MODES, RECOVERY_GRACE_S, ModeRuns, fault_lab
 from .transfer import FaultPlan, fault_windows, rate_between, run_transfer
 
 ID = "e4"
@@ -24,7 +28,11 @@ def run(ctx: Context, res: Result) -> None:
     with fault_lab(ctx, res, "E4", size) as (tb, lab):
         fault_s = max(ctx.scale(1.5, 0.5), 0.6 * lab.clean["mrc"].seconds)
         expected = 1 - 1 / lab.planes
-        res.data.update({"fault_duration_s": fault_s, "expected_ratio": expected})
+        clean_mrc = float(lab.clean["mrc"].summary["goodput_mbit_s"])
+        others = (lab.planes - 1) * LINK_RATE  # what the planes left carry
+        res.data.update(
+            {"fault_duration_s": fault_s, "expected_ratio": expected, "other_planes_mbit_s": others}
+        )
         kept = ModeRuns()
         for mode in MODES:
             t0 = lab.t0_of("single-path")
@@ -41,14 +49,20 @@ def run(ctx: Context, res: Result) -> None:
             kept.keep(mode, rec, rec["goodput_mbit_s"], fault_windows(r))
             step(f"   {mode}: ok={r.ok} {r.seconds:.2f} s, during the fault {fmt(ratio)} of clean")
             if mode == "mrc":
+                bound = clean_mrc < others
                 res.add(
                     "steady goodput with one plane down / clean",
                     ratio,
                     unit="x",
                     mode=mode,
                     paper=f"drops by one plane's share: {expected:.2f}",
-                    expect=f"{expected - 0.15:.2f}..{expected + 0.15:.2f}",
-                    holds=ratio is not None and abs(ratio - expected) <= 0.15,
+                    expect=(
+                        f"cannot be shown here: the clean rate ({clean_mrc:.0f} Mbit/s) is below what "
+                        f"the other planes' links carry ({others:.0f}), so losing one need not cost its share"
+                        if bound
+                        else f"{expected - 0.15:.2f}..{expected + 0.15:.2f}"
+                    ),
+                    holds=None if bound else ratio is not None and abs(ratio - expected) <= 0.15,
                 )
                 res.verified(r.ok, mode, "the job survives")
             else:

@@ -7,7 +7,7 @@ word): ``EchoQueue`` on the data sender echoes every SACK it received once, olde
 as ``messages.ack_echo_of`` the DATA copy the SACK answers. On the SACK sender,
 ``AckEchoes`` takes an echo for what a SACK is for DATA: proof that the SACK's EV delivered
 what was sent on it then (``EvEntry.ok_sent_ns``). The sender's rule for a path that delivers
-nothing then applies as it is (``EvSet.path_dead``): once a SACK sent a margin after an
+nothing then applies (``EvSet.path_dead``, with ``EvSet.echo_margin_ns``): once a SACK sent a margin after an
 unechoed one is echoed, the unechoed SACK's path is retired (its EVs and their siblings,
 whatever the floor) if nothing sent on it since has been echoed. A SACK that was merely
 lost proves nothing while the path's later SACKs are echoed; one echoed late undoes the
@@ -107,16 +107,16 @@ class AckEchoes:
             if back:
                 self.c.ev_loss_undone += 1
                 self.c.ev_undone += back
-        margin = evset.path_margin_ns()
+        margin = evset.echo_margin_ns()
         while unconfirmed:
             key = next(iter(unconfirmed))
             old_ev, old_sent = unconfirmed[key]
             if old_sent + margin > sent_ns:
                 break
             del unconfirmed[key]
-            self._judge(key, old_ev, old_sent, now_ns)
+            self._judge(key, old_ev, old_sent, now_ns, margin)
 
-    def _judge(self, key: int, ev: int, sent_ns: int, now_ns: int) -> None:
+    def _judge(self, key: int, ev: int, sent_ns: int, now_ns: int, margin_ns: int) -> None:
         """A SACK sent on ``ev`` at ``sent_ns`` is unechoed while one sent a margin later is
         echoed: retire its path if nothing sent on it since was echoed."""
         evset = self.evset
@@ -124,7 +124,7 @@ class AckEchoes:
         if e is None:
             return
         path = (e.plane, e.t1)
-        if e.state not in _USABLE or not evset.path_dead(e, EvEvent.LOSS, sent_ns):
+        if e.state not in _USABLE or not evset.path_dead(e, EvEvent.LOSS, sent_ns, margin_ns):
             if path in self._dead:
                 self._late[key] = (ev, sent_ns)  # its echo may yet undo the retirement
             return  # (else one SACK lost, or its echo: the path's later ones got through)
@@ -133,7 +133,8 @@ class AckEchoes:
         ):
             self.c.reverse_retire_refused += 1  # never a plane's last path, whatever the echoes say
             return
-        if evset.retire(ev, "reverse path dead: its SACKs went unechoed", now_ns, EvEvent.LOSS, sent_ns):
+        why = "reverse path dead: its SACKs went unechoed"
+        if evset.retire(ev, why, now_ns, EvEvent.LOSS, sent_ns, margin_ns):
             self.c.reverse_paths_retired += 1
             self._dead[path] = (sent_ns, e.retired_for)
             self._late[key] = (ev, sent_ns)

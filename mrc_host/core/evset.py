@@ -212,17 +212,19 @@ class EvSet(EvTable):
         now_ns: int = 0,
         event: EvEvent = EvEvent.LOSS,
         sent_ns: int | None = None,
+        margin_ns: int | None = None,
     ) -> bool:
         """GOOD/SKIP -> ASSUMED_BAD at once, replaced from the plane's backups.
 
-        ``sent_ns``: when the lost packet left (for a loss). Refused (False, counted in
+        ``sent_ns``: when the lost packet left (for a loss); ``margin_ns``: the margin
+        ``path_dead`` judges it with (default ``path_margin_ns``). Refused (False, counted in
         ``floor_holds``) when it would leave fewer than ``ev_min_active`` usable EVs --
         unless the whole plane failed or the path is dead (``path_dead``): the floor is
         for diffuse loss, and never holds traffic on a path that delivers nothing."""
         e = self.entries.get(ev)
         if e is None or not allowed(e.state, event) or e.state is EvState.ASSUMED_BAD:
             return False
-        dead = event is EvEvent.PLANE_FAILED or self.path_dead(e, event, sent_ns)
+        dead = event is EvEvent.PLANE_FAILED or self.path_dead(e, event, sent_ns, margin_ns)
         if not dead and e.active and not self._may_shrink(e.plane, None):
             self.floor_holds += 1
             return False
@@ -240,7 +242,9 @@ class EvSet(EvTable):
                     sib.retired_for = e.retired_for
         return True
 
-    def path_dead(self, e: EvEntry, event: EvEvent, sent_ns: int | None) -> bool:
+    def path_dead(
+        self, e: EvEntry, event: EvEvent, sent_ns: int | None, margin_ns: int | None = None
+    ) -> bool:
         """Per-path evidence that ``e``'s path (plane, T1) delivers nothing, as opposed to
         diffuse loss: a liveness probe on it went unanswered, or no EV of the path has
         delivered anything sent at or after the lost packet (``sent_ns``) while another
@@ -258,13 +262,23 @@ class EvSet(EvTable):
                 here = max(here, x.ok_sent_ns)
             else:
                 elsewhere = max(elsewhere, x.ok_sent_ns)
-        return here < sent_ns and sent_ns + self.path_margin_ns() <= elsewhere
+        margin = self.path_margin_ns() if margin_ns is None else margin_ns
+        return here < sent_ns and sent_ns + margin <= elsewhere
 
     def path_margin_ns(self) -> int:
         """How much later than a lost packet other paths' delivered packets must have left
         for its path to count as dead: a reorder window and the delay spread (on a jittery
         fabric a path's next packets may merely be late)."""
         return max(self.cfg.reorder_window_ns, int(2 * max(self.tx_delay_spread, self.rx_delay_spread)))
+
+    def echo_margin_ns(self) -> int:
+        """The same margin for a SACK judged by the echoes of later ones (``ack_echo``): 1.5
+        times the delay spread, not 2. A SACK's echo comes back on DATA, whose own delay is
+        in the spread already; at 2 a fault early in a transfer (slow start's queue swing
+        still in the spread) was found only after 3 RTT. At 1.5 no healthy reverse EV is
+        retired on a lossless fabric with 1-6 us of jitter per hop (30 seeds each); at 1
+        some are."""
+        return max(self.cfg.reorder_window_ns, int(1.5 * max(self.tx_delay_spread, self.rx_delay_spread)))
 
     def _may_shrink(self, plane: int, avoid_t1: int | None) -> bool:
         """Whether one more active EV of ``plane`` may go: a backup (off ``avoid_t1``) steps

@@ -29,6 +29,8 @@ import gc
 import itertools
 import json
 import os
+import shutil
+import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Iterable
@@ -213,17 +215,24 @@ class SweepRun:
         return [r for r in self.results if r["status"] != "ok"]
 
 
-def local_cluster(workers: int | None = None) -> Any:
-    """The embedded cluster: one single-threaded worker process per core, no dashboard."""
+def local_cluster(workers: int | None = None, scratch: str | None = None) -> Any:
+    """The embedded cluster: one single-threaded worker process per core, no dashboard.
+
+    ``scratch``: the scheduler's and workers' scratch directory (Dask's default,
+    ``dask-scratch-space`` in the system temp directory, outlives the sweep: ``run_points``
+    gives one it removes)."""
+    import dask
     from distributed import LocalCluster
 
-    return LocalCluster(  # type: ignore[no-untyped-call]
-        n_workers=workers or os.cpu_count() or 1,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        host="127.0.0.1",
-    )
+    with dask.config.set({"temporary-directory": scratch}):  # the scheduler's, in this process
+        return LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=workers or os.cpu_count() or 1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            host="127.0.0.1",
+            local_directory=scratch,
+        )
 
 
 def run_points(
@@ -244,7 +253,8 @@ def run_points(
 
     todo = list(points)
     started = time.monotonic()
-    cluster = None if scheduler else local_cluster(workers)
+    scratch = None if scheduler else tempfile.mkdtemp(prefix="mrc-sweep-")
+    cluster = None if scheduler else local_cluster(workers, scratch)
     try:
         with Client(scheduler or cluster) as client:  # type: ignore[no-untyped-call]
             client.wait_for_workers(1, timeout=120)
@@ -270,6 +280,8 @@ def run_points(
     finally:
         if cluster is not None:
             cluster.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return SweepRun(
         [results[pt.index] for pt in todo],
         n_workers,

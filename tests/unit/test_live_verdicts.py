@@ -48,6 +48,53 @@ def test_fewer_runs_than_the_minimum_give_no_verdict() -> None:
     assert evidence.judge_runs(runs, 3)["verdict"] == evidence.NO_VERDICT
 
 
+def _cannot(value: float) -> dict[str, Any]:
+    return _finding(value, holds=None, expect=f"{evidence.CANNOT}: too small a BDP here")
+
+
+def test_a_figure_some_runs_cannot_show_is_cannot_be_shown_not_no_verdict() -> None:
+    """E5's single-path collapse on BMv2 held in one run and could not be shown in two (too
+    small a BDP): the cell used to say "no verdict", as if runs were missing."""
+    j = evidence.judge_runs([_finding(0.05, **at_least(0.05, 0.0)), _cannot(0.6), _cannot(0.7)], 3)
+    assert j["verdict"] == evidence.CANNOT and j["runs_cannot"] == 2
+    assert j["expect"].endswith("(in 2 of 3 runs)")
+    # a run that judged the figure and failed still fails it
+    failed = evidence.judge_runs([_finding(0.5, **at_least(0.5, 0.8)), _cannot(0.6), _cannot(0.7)], 3)
+    assert failed["verdict"] == FAILS
+    # no run could show it: cannot be shown here as well
+    assert evidence.judge_runs([_cannot(0.6), _cannot(0.7), _cannot(0.8)], 3)["verdict"] == evidence.CANNOT
+    # a run that measured nothing still leaves no verdict
+    assert evidence.judge_runs([_finding(0.05, **at_least(0.05, 0.0)), _cannot(0.6)], 3)["verdict"] == (
+        evidence.NO_VERDICT
+    )
+
+
+def test_a_cell_holds_beside_a_figure_its_runs_cannot_show() -> None:
+    row = {
+        "claim": "c",
+        "mrc-sim": {"verdict": evidence.NO_VERDICT, "figures": []},
+        "bmv2": {"verdict": evidence.NO_VERDICT, "figures": []},
+    }
+    cannot = evidence.judge_runs([_cannot(0.6), _cannot(0.7), _cannot(0.8)], 3)
+    held = evidence.judge_runs([_finding(v, **at_least(v, 0.8)) for v in (0.91, 0.85, 0.88)], 3)
+    row["linux"] = {"verdict": evidence.combine([HOLDS]), "figures": [cannot, held]}
+    assert evidence.consistent(row) == []
+    crossing = evidence.judge_runs([_finding(v, **at_least(v, 0.8)) for v in (0.91, 0.79, 0.88)], 3)
+    row["linux"] = {"verdict": HOLDS, "figures": [cannot, crossing]}
+    assert evidence.consistent(row)
+
+
+def test_provenance_names_the_arguments_of_the_process_when_given_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``python -m bench.run_all --only e2`` calls main() with no argv: the command in
+    provenance.json used to lose its arguments."""
+    monkeypatch.setattr("sys.argv", ["run_all", "--only", "e2", "--runs", "3"])
+    prov = provenance.collect(["linux"], 3, None, quick=False)
+    assert prov["command"] == "python -m bench.run_all --only e2 --runs 3"
+    assert provenance.collect(["linux"], 3, ["--quick"], quick=True)["command"].endswith("run_all --quick")
+
+
 def _live_dir(tmp_path: Path, values: list[float]) -> list[dict[str, Any]]:
     records = []
     for k, v in enumerate(values, 1):

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,10 +54,16 @@ def test_expand_points_in_a_fixed_order(tmp_path: Path) -> None:
         sweep.load(tmp_path / "bad.toml")
 
 
-def test_same_json_on_one_and_two_workers(tmp_path: Path) -> None:
+def test_same_json_on_one_and_two_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the embedded cluster's scratch space goes with it (Dask's default outlives the sweep)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     sw = sweep.load(_files(tmp_path))
     one = sweep.run_points(sw.points, workers=1, progress=False)
     two = sweep.run_points(sw.points, workers=2, progress=False)
+    assert list(tmp.iterdir()) == []
     assert (one.workers, two.workers) == (1, 2)
     assert not one.failed
     a, b = sweep.sweep_json(sw, one), sweep.sweep_json(sw, two)
@@ -88,9 +95,13 @@ def test_failing_point_reported_and_sweep_goes_on(tmp_path: Path, capsys: pytest
 
 
 def _dask(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    """A ``dask`` CLI process whose scratch space lies beside its log (pytest removes it)."""
     exe = Path(sys.executable).with_name("dask")
+    env = {**os.environ, "DASK_TEMPORARY_DIRECTORY": str(log.parent)}
     with log.open("wb") as f:
-        return subprocess.Popen([str(exe), *args], stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [str(exe), *args], stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
 
 
 def test_same_json_on_a_scheduler_with_two_worker_processes(
