@@ -229,5 +229,10 @@ class EvTable:
         return before & ~(self.local_ports & self.peer_ports)
 
     def take_changes(self) -> list[EvStateChanged]:
-        out, self.changes = self.changes, []
+        """The changes since the last call, to read at once: an empty list may be the one the
+        next changes go to (asked after every packet, it makes no new list while nothing
+        changes: ~30 ns a packet)."""
+        out = self.changes
+        if out:
+            self.changes = []
         return out

@@ -125,7 +125,7 @@ class Receiver:
         evc.data_packets_received += 1
         c.data_packets_received += 1
         ce = pkt.meta.ecn == _CE
-        flags = int(pkt.flags)
+        flags: int = pkt.flags  # (typed, not int(): compiled, no call into int)
         if ce:
             c.ecn_ce_received += 1
         if self._retire and pkt.ack_echo:
@@ -240,8 +240,9 @@ class Receiver:
         if ev is not None:
             if self._retire:
                 self.echoes.sack_sent(trigger.send_ts, trigger.meta.ev, ev, now_ns)
+            sent = (ev, now_ns)  # one tuple for every PSN this SACK answers (not one each)
             for s in self._pending_seqs:
-                self._ack_ev_of_seq[s] = (ev, now_ns)
+                self._ack_ev_of_seq[s] = sent
             if len(self._ack_ev_of_seq) > 4 * self.cfg.rx_window:
                 floor = self.expected - self.cfg.rx_window
                 self._ack_ev_of_seq = {s: e for s, e in self._ack_ev_of_seq.items() if s >= floor}
