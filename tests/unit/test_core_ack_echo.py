@@ -22,7 +22,7 @@ def test_a_dead_reverse_ev_is_retired_within_3_rtt(seed: int, mib: int) -> None:
     10.9 RTT after it died (98-323 SACKs lost meanwhile). The black hole on the receiver's
     T0 uplink to T1 1 (plane 0) kills the SACKs it sends that way. At 16 MiB the fault
     lands while slow start's queue swing is still in the delay spread: judged with the data
-    paths' margin (2 x the spread) it took 3.1 RTT, with the echo margin (1.5 x) about 2.3."""
+    paths' margin (2 x the spread) it took 3.1 RTT, with the echo margin (1.5 x) about 2.7."""
     shape = FabricShape(planes=2, t1=4, link_delay_ns=link_delay_for_rtt(21))
     sim = Simulation(SimConfig(shape=shape, size=mib << 20, faults=["blackhole:p0-t0_1-t1_1@30%"], seed=seed))
     r = sim.run()
