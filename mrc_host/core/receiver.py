@@ -7,10 +7,13 @@ nothing written; the PSN is consumed so the connection does not stall on it).
 Acknowledgement policy (coalescing): one SACK per ``ack_every`` in-order packets, or
 ``ack_delay_ns`` after the first unacknowledged one, whichever comes first; a SACK goes
 out at once for a packet that is out of order or fills a hole, a duplicate, a
-retransmission, ECN-CE marked, refused, or the last of a message. A SACK echoes the EV,
-the CE mark and the send timestamp of the packet that triggered it, and flags it as a
-duplicate (D-SACK) when its PSN had already arrived: the sender's proof that a loss it
-guessed was reordering. A trimmed packet gets a NACK at once:
+retransmission, ECN-CE marked, refused, the last of a message, or one whose BTH AckReq bit
+is set (the sender sets it on the last packet it can send before it hears back: held for
+coalescing, that packet's RTT sample would carry ``ack_delay_ns`` as if it were queueing,
+and a flow whose window is under ``ack_every`` packets would read every sample that way).
+A SACK echoes the EV, the CE mark and the send timestamp of the packet that triggered it,
+and flags it as a duplicate (D-SACK) when its PSN had already arrived: the sender's proof
+that a loss it guessed was reordering. A trimmed packet gets a NACK at once:
 TRIMMED when it also carries CE (it was cut inside the fabric, where ECN marking is on,
 and a queue above the trim threshold is above the ECN threshold), TRIMMED_LASTHOP when
 not (the last hop does not mark ECN, so the cut happened there: incast at this host).
@@ -181,6 +184,7 @@ class Receiver:
             and offset == 0
             and not ce
             and not flags & _RETX_OR_LAST
+            and not pkt.ack_req
             and not filled_hole
             and self.unacked < self.cfg.ack_every
         ):

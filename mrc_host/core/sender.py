@@ -185,9 +185,20 @@ class Sender:
 
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
-        """Send whatever the window and the EV set allow right now: resends first."""
+        """Send whatever the window and the EV set allow right now: resends first. The last
+        DATA packet sent asks for its SACK at once (BTH AckReq): nothing more leaves until
+        one comes back, so the receiver must not hold it for coalescing."""
         if self.failed:
             return
+        start = len(out)
+        self._fill(now_ns, out)
+        for k in range(len(out) - 1, start - 1, -1):
+            a = out[k]
+            if isinstance(a, Transmit) and isinstance(a.msg, DataPacket):
+                a.msg.ack_req = True
+                return
+
+    def _fill(self, now_ns: int, out: list[Action]) -> None:
         cwnd = self.cc.cwnd
         recovery = self.recovery
         while True:
@@ -296,23 +307,21 @@ class Sender:
         evc.data_packets_sent += 1
         evc.data_bytes_sent += size
         meta = PathMeta(ev, Ecn.ECT0, Dscp.RETX if retx else Dscp.DATA)
-        out.append(
-            Transmit(
-                DataPacket(
-                    self.peer_qp,
-                    psn_of(rec.seq),
-                    rec.vaddr,
-                    rec.write.rkey,
-                    rec.payload,
-                    msg_id=rec.write.msg_id,
-                    send_ts=now_ns,
-                    flags=flags,
-                    opcode=rec.opcode,
-                    meta=meta,
-                    ack_echo=self.echo.next_echo(),
-                )
-            )
+        pkt = DataPacket(
+            self.peer_qp,
+            psn_of(rec.seq),
+            rec.vaddr,
+            rec.write.rkey,
+            rec.payload,
+            msg_id=rec.write.msg_id,
+            send_ts=now_ns,
+            flags=flags,
+            opcode=rec.opcode,
+            meta=meta,
+            ack_req=False,
+            ack_echo=self.echo.next_echo(),
         )
+        out.append(Transmit(pkt))
 
     # ---- losses -------------------------------------------------------------------------
     def flush_plane(self, plane: int, cause: str) -> int:
