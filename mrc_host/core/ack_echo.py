@@ -3,7 +3,7 @@
 A receiver sends its SACKs on a few reverse EVs per plane (``EvSet.next_control_ev``) and,
 without help, learns that one of them is dead only from a liveness probe, every
 ``probe_interval_ns``. So each DATA packet carries an ACK echo (14 bits of the DATA flags
-word): ``EchoQueue`` on the data sender echoes every SACK it received once, oldest first,
+word): ``EchoQueue`` on the data sender echoes every SACK it received once, about oldest first,
 as ``messages.ack_echo_of`` the DATA copy the SACK answers. On the SACK sender,
 ``AckEchoes`` takes an echo for what a SACK is for DATA: proof that the SACK's EV delivered
 what was sent on it then (``EvEntry.ok_sent_ns``). The sender's rule for a path that delivers
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
+from mrc_fabric.ev import ENTROPY_BITS
 from mrc_host.wire.messages import ack_echo_of
 
 from .counters import Counters
@@ -30,22 +31,50 @@ from .evset import EvSet
 
 SENT_MAX: Final = 512  # SACKs remembered for their echo: several round trips' worth
 ECHO_QUEUE_MAX: Final = 64  # SACKs a data sender holds to echo (an idle spell's worth)
+ECHO_LOOKAHEAD: Final = 4  # how far past the oldest echo the next may be taken from
 _USABLE: Final = (EvState.GOOD, EvState.SKIP)
 _AMBIGUOUS: Final = -1  # in place of the EV of a SACK whose echo is not unique
 
 
 class EchoQueue:
-    """The data sender's side: which SACK the next DATA packet echoes."""
+    """The data sender's side: which SACK the next DATA packet echoes.
+
+    Every SACK received once, oldest first, but the echoes of one reverse path never ride
+    the same forward path twice in a row. An echo is lost with the DATA packet carrying it,
+    so a dead forward path loses the echoes it carries; in order alone, a steady flow could
+    put every echo of one reverse path on it (one run echoed none of 17 SACKs on a healthy
+    path, which was then retired). Alternating (an echo waits a packet rather than ride the
+    same forward path again), at most every other one is lost, and the next gets through
+    within the margin."""
 
     def __init__(self) -> None:
-        self._pending: deque[int] = deque(maxlen=ECHO_QUEUE_MAX)
+        self._pending: deque[tuple[int, int]] = deque(maxlen=ECHO_QUEUE_MAX)  # (echo, reverse path)
+        self._last_forward: dict[int, int] = {}  # reverse path -> forward path of its last echo
 
-    def sack_received(self, echo_ts: int, echo_ev: int) -> None:
-        self._pending.append(ack_echo_of(echo_ts, echo_ev))
+    def sack_received(self, echo_ts: int, echo_ev: int, reverse_ev: int) -> None:
+        """A SACK answering the DATA copy (``echo_ts``, ``echo_ev``) arrived on ``reverse_ev``."""
+        self._pending.append((ack_echo_of(echo_ts, echo_ev), reverse_ev >> ENTROPY_BITS))
 
-    def next_echo(self) -> int:
-        """Every SACK received once, oldest first; 0 when none is waiting."""
-        return self._pending.popleft() if self._pending else 0
+    def next_echo(self, forward_ev: int) -> int:
+        """The echo for a DATA packet leaving on ``forward_ev``; 0 when none is waiting."""
+        pending = self._pending
+        if not pending:
+            return 0
+        forward = forward_ev >> ENTROPY_BITS
+        last = self._last_forward
+        pick = -1
+        for k in range(min(len(pending), ECHO_LOOKAHEAD)):
+            if last.get(pending[k][1], -1) != forward:
+                pick = k
+                break
+        if pick < 0:
+            if len(pending) < ECHO_QUEUE_MAX // 2:
+                return 0  # the next DATA packet takes it, on another path
+            pick = 0
+        echo, reverse = pending[pick]
+        del pending[pick]
+        last[reverse] = forward
+        return echo
 
 
 class AckEchoes:

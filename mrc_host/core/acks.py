@@ -171,9 +171,8 @@ class AckBook:
         triggered the SACK among those it newly acknowledges.
         """
         self.c.sacks_received += 1
-        self.tx.echo.sack_received(
-            s.echo_ts, s.echo_ev
-        )  # it arrived, believed or not: the peer learns its EV works
+        # it arrived, believed or not: the peer learns its EV works
+        self.tx.echo.sack_received(s.echo_ts, s.echo_ev, s.meta.ev)
         claims = self._sack_claims(s)
         if claims is None:
             return

@@ -319,7 +319,7 @@ class Sender:
             opcode=rec.opcode,
             meta=meta,
             ack_req=False,
-            ack_echo=self.echo.next_echo(),
+            ack_echo=self.echo.next_echo(ev),
         )
         out.append(Transmit(pkt))
 

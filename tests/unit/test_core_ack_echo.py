@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
 from bench.sim_transport import link_delay_for_rtt
-from mrc_fabric.ev import ev_plane, ev_t1
+from mrc_fabric.ev import ev_compose, ev_plane, ev_t1
 from mrc_host.core import EvState, Transmit
+from mrc_host.core.ack_echo import EchoQueue
 from mrc_host.sim.fabric import FabricShape
 from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
 from mrc_host.sim.scenario import SimConfig, Simulation
@@ -154,3 +156,25 @@ def test_forged_echoes_never_retire_a_planes_last_path() -> None:
     assert retired_paths(p) == {(1, 0)}
     assert p.b.counters.reverse_paths_retired == 1 and p.b.counters.reverse_retire_refused == 1
     assert any(e.state is EvState.GOOD for e in ev.active[1])
+
+
+def test_echoes_of_one_reverse_path_never_ride_one_forward_path_twice_in_a_row() -> None:
+    """Defect: echoes went out strictly in order, and a steady flow answered each SACK of
+    one reverse path with a burst whose first DATA took one forward path: every echo of
+    that reverse path rode it (17 in a row in one run). When that forward path died, none
+    came back, and the healthy reverse path was retired as dead. An echo now waits a packet
+    rather than ride the forward path its reverse path's previous echo took."""
+    q = EchoQueue()
+    reverse = ev_compose(1, 3, 5)
+    dying, other = ev_compose(0, 1, 7), ev_compose(0, 2, 9)
+    carried: list[tuple[int, int]] = []
+    for i in range(8):
+        q.sack_received(1_000 + i, other, reverse)
+        for forward in (dying, other):  # each SACK's burst: the dying path first
+            echo = q.next_echo(forward)
+            if echo:
+                carried.append((forward, echo))
+    assert sorted(e for _, e in carried) == sorted(ack_echo_of(1_000 + i, other) for i in range(8))
+    paths = [f for f, _ in carried]
+    assert all(a != b for a, b in itertools.pairwise(paths))
+    assert paths.count(dying) <= 4
