@@ -241,19 +241,21 @@ class AckBook:
                     break
         rtt: int | None = None
         ecn = False
+        port_wait = 0
         if trigger is not None:
             rtt = now_ns - s.echo_ts
             if 0 <= rtt < self.cfg.rto_max_ns:
                 self._rtt_sample(rtt)
                 self.recovery.rtt.sample_plane(s.echo_ev >> PLANE_SHIFT, rtt)
                 if trigger.sent_ns == s.echo_ts and trigger.ev == s.echo_ev:  # (its port wait is known)
-                    self.recovery.rtt.sample_fabric(rtt - (trigger.left_ns - trigger.sent_ns))
+                    port_wait = trigger.left_ns - trigger.sent_ns
+                    self.recovery.rtt.sample_fabric(rtt - port_wait)
             else:
                 rtt = None
             ecn = s.ecn_echo
             if ecn:
                 self._ecn_echo(s.echo_ev, now_ns)
-        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, ecn, now_ns)
+        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, ecn, now_ns, port_wait)
         down = self.evset.set_peer_ports(s.port_status)
         if down:
             self.tx.ports_down(down)

@@ -23,9 +23,12 @@ class CongestionControl(ABC):
         """Build from a transport configuration (each algorithm reads its own parameters)."""
 
     @abstractmethod
-    def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
+    def on_ack(
+        self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int, port_wait_ns: int = 0
+    ) -> None:
         """Newly acknowledged bytes, with the RTT sample and ECN echo of the SACK's trigger
-        (None / False when the SACK carried no believable echo)."""
+        (None / False when the SACK carried no believable echo) and how long that packet
+        waited for its own NIC port (part of ``rtt_ns``; 0 where the port is not modelled)."""
 
     def on_trim(self, now_ns: int = 0, lasthop: bool = False) -> None:  # noqa: B027 - optional hook
         """A packet was trimmed (congestion without loss of the headers); ``lasthop``: at the

@@ -19,7 +19,9 @@ class FixedCc(CongestionControl):
     def __init__(self, cwnd: float) -> None:
         self.cwnd = cwnd
 
-    def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
+    def on_ack(
+        self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int, port_wait_ns: int = 0
+    ) -> None:
         return None
 
 

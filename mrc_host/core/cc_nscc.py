@@ -16,7 +16,9 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
 - the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
   (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
   longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
-  under it loses;
+  under it loses. Both delays leave out each packet's wait for the sender's own NIC port:
+  a window above a BDP queues there, and counted as spread that queue raised the cap that
+  made it (a lone 41 us flow held 1.2 BDP, and a black hole took 1.45 x a BDP/paths);
 - a trim at the receiver's own port (NACK TRIMMED_LASTHOP) proves a queue there: for
   ``_LASTHOP_MEMORY`` periods after it, a delay halfway from the target to
   ``lasthop_delay`` counts as the mark that port does not set. In UET the last hop marks
@@ -55,6 +57,9 @@ class Nscc(CongestionControl):
         self.p = p
         self.cwnd = float(p.initial_cwnd or self._base_cap())
         self.avg_delay: float | None = None
+        # the same average less each packet's wait for its own NIC port: the fabric's share,
+        # which alone the cap's spread and the delay floor are taken from (see ``cap``)
+        self.avg_fabric_delay: float | None = None
         self._inc = 0.0  # increase gathered since the last adjustment
         self._adjust_bytes = 0
         self._adjust_ns: int | None = None
@@ -97,7 +102,8 @@ class Nscc(CongestionControl):
         if not p.bdp or self._now_ns < self._calm_from_ns:
             return float(self._base_cap())
         floor = self.floor_delay
-        spread = 0.0 if floor is None or self.avg_delay is None else max(0.0, self.avg_delay - floor)
+        avg = self.avg_fabric_delay
+        spread = 0.0 if floor is None or avg is None else max(0.0, avg - floor)
         # the two packets above a BDP already cover the spread their own queueing makes
         spread = max(0.0, spread - 2 * p.min_cwnd * p.base_rtt / p.bdp)
         # twice the spread: the floor is the least of many samples, so (mean - floor) is about
@@ -186,7 +192,9 @@ class Nscc(CongestionControl):
         self._clamp()
         return True
 
-    def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
+    def on_ack(
+        self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int, port_wait_ns: int = 0
+    ) -> None:
         p = self.p
         self._now_ns = now_ns
         self._quick_adapt(now_ns)
@@ -194,11 +202,14 @@ class Nscc(CongestionControl):
         if rtt_ns is None or acked_bytes <= 0:
             return
         delay = max(0, rtt_ns - p.base_rtt)
-        avg = self.avg_delay
+        avg = self.avg_fabric_delay
         avg = float(delay) if avg is None else avg + p.delay_weight * (delay - avg)
         self.avg_delay = avg
+        fabric = max(0, delay - port_wait_ns)
+        favg = self.avg_fabric_delay
+        self.avg_fabric_delay = float(fabric) if favg is None else favg + p.delay_weight * (fabric - favg)
         target = max(p.target_delay, 1)
-        closed = self._track_floor(delay, now_ns)
+        closed = self._track_floor(fabric, now_ns)
         if avg > p.qa_threshold * target:
             self._qa_armed = True
         if ecn or (now_ns < self._lasthop_until_ns and 2 * delay > target + max(target, p.lasthop_delay)):

@@ -26,7 +26,9 @@ class WindowCc(CongestionControl):
     def _clamp(self) -> None:
         self.cwnd = min(max(self.cwnd, float(self.p.min_cwnd_bytes)), float(self.p.max_cwnd_bytes))
 
-    def on_ack(self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int) -> None:
+    def on_ack(
+        self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int, port_wait_ns: int = 0
+    ) -> None:
         p = self.p
         self.ecn_fraction += p.ecn_alpha * ((1.0 if ecn else 0.0) - self.ecn_fraction)
         if rtt_ns is None or acked_bytes <= 0:

@@ -247,6 +247,27 @@ def test_nscc_window_cap_has_headroom_only_when_the_rtt_moves() -> None:
     assert calm.cwnd == pytest.approx(525_000 + 2 * 4096)
 
 
+def test_nscc_a_queue_at_its_own_nic_port_is_not_spread() -> None:
+    """Defect: a lone flow's window above a BDP waits at its own NIC port; the cap read that
+    wait as the RTT's spread and rose, so the window rose with it (a 41 us flow held 1.2 BDP
+    and a black hole on one of its 4 paths lost 88 packets against a floor of 60). A wait
+    reported as the port's is left out of the spread; the same delay in the fabric is not."""
+    cfg = TransportConfig.for_rtt(41_000, 1_025_000)
+    nic, fabric = create_cc(cfg), create_cc(cfg)
+    assert isinstance(nic, Nscc) and isinstance(fabric, Nscc)
+    base_cap = nic.cap
+    rng = random.Random(3)
+    t = 0
+    for _ in range(4000):
+        wait = rng.randrange(0, 8_000)  # a standing queue of 0..8 us, well below the target
+        nic.on_ack(4096, rtt_ns=41_000 + wait, ecn=False, now_ns=t, port_wait_ns=wait)
+        fabric.on_ack(4096, rtt_ns=41_000 + wait, ecn=False, now_ns=t)
+        t += 400
+    assert nic.cap == pytest.approx(base_cap)
+    assert nic.cwnd <= base_cap
+    assert fabric.cap > 1.1 * base_cap
+
+
 def test_nscc_increments_scale_with_the_bdp_as_uet() -> None:
     """Defect: the fair increase was one packet per RTT and eta four, whatever the fabric, so
     on a 21 us, 2 x 100 Gb/s fabric with 3 us of jitter per hop (the mean delay above target,

@@ -45,9 +45,13 @@ def test_two_connections_share_a_bottleneck_fairly_with_nscc() -> None:
     assert two_flows_on_one_uplink(ecn_bytes=64 * 1024) >= 0.9
     # ECN out of reach: NSCC's standing-queue signal (the one the unmarked last hop needs)
     # still shares the uplink; without it too the CC is blind and the greedy flow wins, so
-    # the fairness above is the congestion control's doing, not the queue's
-    assert two_flows_on_one_uplink(ecn_bytes=1 << 40) >= 0.9
-    assert two_flows_on_one_uplink(ecn_bytes=1 << 40, nscc={"lasthop_delay": 1 << 40}) < 0.8
+    # the fairness above is the congestion control's doing, not the queue's (blind: about
+    # 0.8, a 2.6:1 split; with the cap no longer raised by a flow's own NIC queue, the
+    # greedy flow's lead is a little smaller than it was)
+    signalled = two_flows_on_one_uplink(ecn_bytes=1 << 40)
+    assert signalled >= 0.9
+    blind = two_flows_on_one_uplink(ecn_bytes=1 << 40, nscc={"lasthop_delay": 1 << 40})
+    assert blind < 0.85 and blind < signalled - 0.1
 
 
 def test_incast_8_to_1_completes_with_trimming_and_no_data_loss() -> None:
