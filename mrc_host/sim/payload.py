@@ -36,7 +36,7 @@ _HOLES: Final = bytes((0x40, 0x41))
 _TEMPLATES: list[bytes] = []
 
 
-def _source(seed: int, index: int, size: int) -> bytes:
+def _source(seed: int, index: int, size: int) -> bytearray:
     """``size`` bytes (at most 2**29) whose 8-byte windows at every offset differ."""
     units = -(-size // 4)
     if units > 1 << _UNIT_BITS:
@@ -45,13 +45,15 @@ def _source(seed: int, index: int, size: int) -> bytes:
     first = rng.getrandbits(_UNIT_BITS - 13)  # the first block's number: connections differ
     template = _template()
     keep = bytes(range(0x40))
-    blocks = []
+    out = bytearray(4 * units)  # each block copied in as it is made: one block's memory in use
     for j in range(-(-units // _BLOCK_UNITS)):
         block = (first + j) & ((1 << (_UNIT_BITS - 13)) - 1)
         table = keep + bytes((block & 0x7F, block >> 7)) + bytes(range(0x42, 0x100))
-        n = min(units - j * _BLOCK_UNITS, _BLOCK_UNITS) * 4
-        blocks.append((template if n == len(template) else template[:n]).translate(table))
-    return b"".join(blocks)[:size]
+        at = j * len(template)
+        n = min(len(out) - at, len(template))
+        out[at : at + n] = (template if n == len(template) else template[:n]).translate(table)
+    del out[size:]
+    return out
 
 
 def _template() -> bytes:

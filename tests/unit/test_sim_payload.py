@@ -21,5 +21,5 @@ def test_the_source_windows_differ_at_every_offset_across_blocks() -> None:
     """The eight shifted copies hold every aligned word once only because the source's
     8-byte windows differ at every offset, also where one block of units meets the next."""
     source = _source(3, 2, 3 * 32768 + 11)
-    windows = {source[i : i + 8] for i in range(len(source) - 7)}
+    windows = {bytes(source[i : i + 8]) for i in range(len(source) - 7)}
     assert len(source) == 3 * 32768 + 11 and len(windows) == len(source) - 7
