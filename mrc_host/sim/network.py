@@ -37,6 +37,7 @@ from mrc_host.wire.messages import DataPacket
 from .engine import EventLoop, Handler
 from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Fabric, FabricShape, SimPacket
 from .faults import Fault
+from .gc_pause import collector_paused
 from .payload import payload_pattern
 
 START_NS: Final = 1_000  # time 0 is reserved: a zero timestamp means "none" on the wire
@@ -447,7 +448,8 @@ class Network:
         self.start()
         if self.pending == 0 and self.stop_when_idle and self.bytes_posted:
             return True
-        return self.loop.run(START_NS + limit_ns, max_events=max_events)
+        with collector_paused():  # a run makes no cyclic garbage (gc_pause.py)
+            return self.loop.run(START_NS + limit_ns, max_events=max_events)
 
     @property
     def progress(self) -> float:
