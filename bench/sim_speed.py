@@ -1,11 +1,12 @@
 """mrc-sim speed: simulated DATA packets per second and whole runs, this tree against a base commit.
 
 Why: the simulator is where production scale is shown, so its speed bounds what can be
-shown. The base commit is checked out with ``git worktree add`` into a temporary
-directory and both trees run the same work in fresh interpreters, alternately,
-``--repeats`` times each; the best run of each counts (the machine is shared, the best run
-is the least disturbed). CPU time is read with ``getrusage`` (microseconds, where
-``os.times`` counts 10 ms ticks, as long as a short run's differences).
+shown. The base commit (and any ``--also`` commits, say the one before a change) is
+checked out with ``git worktree add`` into a temporary directory and every tree runs the
+same work in fresh interpreters, in turn, ``--repeats`` times each; the best run of each
+counts (the machine is shared, the best run is the least disturbed). CPU time is read
+with ``getrusage`` (microseconds, where ``os.times`` counts 10 ms ticks, as long as a
+short run's differences).
 
 - in process: one connection's transfer (2 planes x 4 T1, 64 MiB by default), timed
   around ``scenario.run`` (build, run and summary);
@@ -13,16 +14,20 @@ is the least disturbed). CPU time is read with ``getrusage`` (microseconds, wher
   every link, at each ``--e2e-mib`` size, start-up and JSON output included;
 - start-up: ``mrc-sim --size 1KiB --json``, nearly nothing but start-up.
 
-Both trees' modules are byte-compiled first, as an install does: a fresh worktree (or
+Every tree's modules are byte-compiled first, as an install does: a fresh worktree (or
 ``PYTHONDONTWRITEBYTECODE``) would otherwise compile every module again on every start.
+This tree runs as it is built; a checked-out commit runs as its sources unless ``--build``
+compiles its mypyc modules too (for commits that have them: the default base has none).
 Writes ``sim_speed.json`` and ``sim_speed.png`` under ``--out``.
 
-    python -m bench.sim_speed --out results/sim-speed [--quick] [--base fbde7b5] [--e2e-mib 16 64]
+    python -m bench.sim_speed --out results/sim-speed [--quick] [--base fbde7b5] [--also COMMIT ...]
+        [--e2e-mib 16 64]
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import resource
@@ -30,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +111,14 @@ def end_to_end(tree: Path, args: list[str]) -> dict[str, Any]:
     return {"seconds": seconds, "cpu_seconds": cpu, "completed": completed, "returncode": out.returncode}
 
 
-def e2e_table(base_tree: Path, repeats: int, sizes_mib: list[int]) -> dict[str, Any]:
-    """Both trees, alternately, each run ``repeats`` times; the least disturbed run counts."""
+def e2e_table(trees: dict[str, Path], repeats: int, sizes_mib: list[int]) -> dict[str, Any]:
+    """Every tree in turn, each run ``repeats`` times; the least disturbed run counts."""
     out: dict[str, Any] = {}
     for name, args in e2e_runs(sizes_mib).items():
-        runs: dict[str, list[dict[str, Any]]] = {"base": [], "this": []}
+        runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
         for _ in range(repeats):
-            runs["base"].append(end_to_end(base_tree, args))
-            runs["this"].append(end_to_end(REPO, args))
+            for label, tree in trees.items():
+                runs[label].append(end_to_end(tree, args))
         cpu = {k: min(r["cpu_seconds"] for r in v) for k, v in runs.items()}
         wall = {k: min(r["seconds"] for r in v) for k, v in runs.items()}
         row = out[name] = {
@@ -121,57 +128,79 @@ def e2e_table(base_tree: Path, repeats: int, sizes_mib: list[int]) -> dict[str, 
             "wall_seconds": wall,
             "speedup_cpu": cpu["base"] / cpu["this"],
             "speedup_wall": wall["base"] / wall["this"],
+            # this tree against each tree measured (CPU): base, any --also commit, itself
+            "speedup_cpu_vs": {k: v / cpu["this"] for k, v in cpu.items()},
         }
+        times = ", ".join(f"{k} {v:.3f}" for k, v in cpu.items())
         print(
-            f"   {name:16} CPU {cpu['base']:.3f} s -> {cpu['this']:.3f} s x{row['speedup_cpu']:.2f}, "
-            f"wall {wall['base']:.3f} s -> {wall['this']:.3f} s x{row['speedup_wall']:.2f}",
+            f"   {name:16} CPU s: {times}; x{row['speedup_cpu']:.2f} CPU, x{row['speedup_wall']:.2f} wall",
             flush=True,
         )
     return out
 
 
-def byte_compile(tree: Path) -> None:
-    """Write the tree's bytecode caches, as installing it would."""
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "mrc_host", "mrc_fabric"],
-        cwd=tree,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-        capture_output=True,
-        check=True,
-    )
+def prepare(tree: Path, build: bool) -> None:
+    """Write the tree's bytecode caches, as installing it would, and with ``build`` its
+    compiled (mypyc) modules where it has any (``setup.py``): a checkout has none, so
+    without it a commit that compiles them runs as its sources."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "MRC_PURE_PYTHON")}
+    if build and (tree / "setup.py").exists():
+        cmd = [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
+        subprocess.run(cmd, cwd=tree, env=env, capture_output=True, check=True)
+    cmd = [sys.executable, "-m", "compileall", "-q", "mrc_host", "mrc_fabric"]
+    subprocess.run(cmd, cwd=tree, env=env, capture_output=True, check=True)
 
 
-def in_process(base_tree: Path, repeats: int, size: int) -> dict[str, list[dict[str, Any]]]:
-    runs: dict[str, list[dict[str, Any]]] = {"base": [], "this": []}
+@contextmanager
+def measuring(lock: Path | None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock`` (if given): benchmarks that take the same
+    lock do not run while this one measures."""
+    if lock is None:
+        yield
+        return
+    with lock.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def in_process(trees: dict[str, Path], repeats: int, size: int) -> dict[str, list[dict[str, Any]]]:
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
     for _ in range(repeats):
-        runs["base"].append(probe(base_tree, size))
-        runs["this"].append(probe(REPO, size))
+        for label, tree in trees.items():
+            runs[label].append(probe(tree, size))
     return runs
 
 
 def plot(out: Path, result: dict[str, Any]) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     best = result["best"]
-    labels = [f"base {result['base_commit']}", f"this {result['this_commit']}"]
-    values = [best["base"]["data_packets_per_s"], best["this"]["data_packets_per_s"]]
-    left.bar(labels, values, color=["#999999", "#2ca02c"])
+    labels = list(best)
+    colours = ["#999999" if k == "base" else "#2ca02c" if k == "this" else "#c7c7c7" for k in labels]
+    values = [best[k]["data_packets_per_s"] for k in labels]
+    names = {"base": f"base {result['base_commit']}", "this": f"this {result['this_commit']}"}
+    left.bar([names.get(k, k) for k in labels], values, color=colours)
     for i, v in enumerate(values):
         left.annotate(f"{v:,.0f}", (i, v), ha="center", va="bottom", fontsize=9)
     left.set_ylabel("simulated DATA packets per wall-clock second")
-    left.set_title(
-        f"in process: x{result['speedup']:.2f} wall, x{result['speedup_cpu']:.2f} CPU", fontsize=10
-    )
+    ratios = f"x{result['speedup']:.2f} wall, x{result['speedup_cpu']:.2f} CPU"
+    left.set_title(f"in process: {ratios}", fontsize=10)
     rows = result["end_to_end"]
-    names = list(rows)
-    xs = range(len(names))
-    right.bar([x - 0.2 for x in xs], [rows[n]["cpu_seconds"]["base"] for n in names], 0.4, color="#999999")
-    right.bar([x + 0.2 for x in xs], [rows[n]["cpu_seconds"]["this"] for n in names], 0.4, color="#2ca02c")
-    for x, n in zip(xs, names, strict=True):
-        top = rows[n]["cpu_seconds"]["base"]
-        right.annotate(f"x{rows[n]['speedup_cpu']:.2f}", (x - 0.2, top), ha="center", va="bottom", fontsize=8)
-    right.set_xticks(list(xs), names, rotation=20, fontsize=8)
+    width = 0.8 / len(labels)
+    for i, (k, colour) in enumerate(zip(labels, colours, strict=True)):
+        xs = [x + (i - (len(labels) - 1) / 2) * width for x in range(len(rows))]
+        right.bar(
+            xs, [row["cpu_seconds"][k] for row in rows.values()], width, color=colour, label=names.get(k, k)
+        )
+    for x, row in enumerate(rows.values()):
+        top = max(row["cpu_seconds"].values())
+        right.annotate(f"x{row['speedup_cpu']:.2f}", (x, top), ha="center", va="bottom", fontsize=8)
+    right.set_xticks(list(range(len(rows))), list(rows), rotation=20, fontsize=8)
     right.set_ylabel("CPU seconds per mrc-sim run (best)")
-    right.set_title("end to end, base (grey) and this tree", fontsize=10)
+    right.set_title("end to end (this tree against the base)", fontsize=10)
+    right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "sim_speed.png", dpi=110)
     plt.close(fig)
@@ -181,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_speed", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("results") / "sim-speed")
     ap.add_argument("--base", default=BASE, help=f"commit to compare against (default {BASE})")
+    ap.add_argument("--also", nargs="*", default=[], metavar="COMMIT", help="more commits measured alongside")
+    ap.add_argument("--build", action="store_true", help="compile the other trees' mypyc modules (minutes)")
+    ap.add_argument("--lock", type=Path, help="hold flock(FILE) while measuring (a shared machine)")
     ap.add_argument("--size-mib", type=int, default=64, help="in-process transfer (MiB)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="8 MiB in process, 4 MiB end to end, 2 repeats")
@@ -195,17 +227,22 @@ def main(argv: list[str] | None = None) -> int:
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="mrc-sim-base-") as tmp:
-        base_tree = Path(tmp) / "tree"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", "-q", str(base_tree), args.base], cwd=REPO, check=True
-        )
+        commits = {"base": args.base, **{c: c for c in args.also}}
+        trees = {label: Path(tmp) / f"tree-{i}" for i, label in enumerate(commits)}
         try:
-            for tree in (base_tree, REPO):
-                byte_compile(tree)
-            runs = in_process(base_tree, args.repeats, args.size_mib << 20)
-            e2e = e2e_table(base_tree, args.repeats, args.e2e_mib)
+            for label, commit in commits.items():
+                git = ["git", "worktree", "add", "--detach", "-q", str(trees[label]), commit]
+                subprocess.run(git, cwd=REPO, check=True)
+            trees["this"] = REPO
+            for label, tree in trees.items():
+                prepare(tree, args.build and label != "this")
+            with measuring(args.lock):
+                runs = in_process(trees, args.repeats, args.size_mib << 20)
+                e2e = e2e_table(trees, args.repeats, args.e2e_mib)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=REPO, check=False)
+            for label in commits:
+                git = ["git", "worktree", "remove", "--force", str(trees[label])]
+                subprocess.run(git, cwd=REPO, check=False)
             subprocess.run(["git", "worktree", "prune"], cwd=REPO, check=False)
     best = {k: max(v, key=lambda r: r["data_packets_per_s"]) for k, v in runs.items()}
     ratio = best["this"]["data_packets_per_s"] / best["base"]["data_packets_per_s"]
@@ -214,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "workload": f"mrc-sim --planes 2 --t1 4 --size {args.size_mib}MiB (one connection, mrc)",
         "base_commit": args.base,
+        "also_commits": args.also,
         "this_commit": head,
         "repeats": args.repeats,
         "best": best,
