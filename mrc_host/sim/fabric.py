@@ -28,12 +28,11 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from heapq import heappush
 from typing import Final, cast
 
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message, Nack, Sack
 
-from .engine import EventLoop, Handler
+from .engine import EventLoop, Handler, heappush
 from .fault_state import Fault, extra_delay, ns_per_byte
 from .faults import KILLING_KINDS, PASSIVE, rate_hits
 
@@ -254,6 +253,7 @@ class Fabric:
         self.pfc = shape.pfc
         self.loop = loop
         self.rng = rng
+        self.random = rng.random  # the per-packet draw (loss, trim), without a method lookup each
         self.ports: dict[tuple[str, str], Port] = {}
         self.host_rx: dict[int, Callable[[SimPacket, int], None]] = {}
         self.unroutable = 0
@@ -375,7 +375,7 @@ class Fabric:
                     continue
                 kind = fault.kind
                 if kind == "loss":
-                    if self.rng.random() < (fault.value or 0.0):
+                    if self.random() < (fault.value or 0.0):
                         self._count_drop(fault, pkt)
                         return
                 elif kind == "ecn":
@@ -383,7 +383,7 @@ class Fabric:
                         pkt.msg.meta.ecn = Ecn.CE
                         fault.marked += 1
                 elif kind == "trim":
-                    if pkt.data and self.rng.random() < (1.0 if fault.value is None else fault.value):
+                    if pkt.data and self.random() < (1.0 if fault.value is None else fault.value):
                         self._trim(pkt, mark=True)
                         fault.trimmed += 1
                 else:  # blackhole, down, flap (down phase), switch-down, nic-down

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from mrc_fabric.ev import ev_plane, ev_t1
 from mrc_host.core import (
@@ -34,9 +34,10 @@ from mrc_host.core import (
 )
 from mrc_host.wire.messages import DataPacket
 
-from .engine import EventLoop
+from .engine import EventLoop, Handler
 from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Fabric, FabricShape, SimPacket
 from .faults import Fault
+from .gc_pause import collector_paused
 from .payload import payload_pattern
 
 START_NS: Final = 1_000  # time 0 is reserved: a zero timestamp means "none" on the wire
@@ -72,37 +73,66 @@ class FlowSpec:
     nscc: dict[str, object] = field(default_factory=dict)  # NsccParams overrides (cc_algorithm "nscc")
 
 
-@dataclass
+# Write and Side are plain classes: a dataclass costs every mrc-sim start a fraction of a
+# millisecond to build (generated methods are compiled at import), and these need none.
 class Write:
     """One RDMA WRITE posted on a connection, and when it completed at each end."""
 
-    conn: Connection
-    size: int
-    posted_ns: int
-    msg_id: int = 0
-    sent_ns: int | None = None  # every packet acknowledged
-    received_ns: int | None = None  # every packet placed at the receiver
-    ok: bool | None = None
-    on_received: Callable[[Write], None] | None = None
-    on_sent: Callable[[Write], None] | None = None
-    counted: bool = True
+    def __init__(
+        self,
+        conn: Connection,
+        size: int,
+        posted_ns: int,
+        on_received: Callable[[Write], None] | None = None,
+        on_sent: Callable[[Write], None] | None = None,
+        counted: bool = True,
+    ) -> None:
+        self.conn = conn
+        self.size = size
+        self.posted_ns = posted_ns
+        self.msg_id = 0
+        self.sent_ns: int | None = None  # every packet acknowledged
+        self.received_ns: int | None = None  # every packet placed at the receiver
+        self.ok: bool | None = None
+        self.on_received = on_received
+        self.on_sent = on_sent
+        self.counted = counted  # the run waits for it (background load does not)
 
     @property
     def done(self) -> bool:
         return self.sent_ns is not None and self.received_ns is not None
 
 
-@dataclass
-class Side:
-    conn: Connection
-    role: str  # "sender" or "receiver"
-    host: int
-    peer_host: int
-    ep: Endpoint
-    ecmp: bool
-    pin: tuple[int, int] | None = None
-    timer_at: int | None = None  # when the endpoint wants on_timer
-    wake_at: int | None = None  # the earliest timer event on the loop for this side
+class Side(Handler):
+    """One end of a connection as the network drives it: its host, endpoint and timer.
+
+    It is also the handler of its own timer events (``fire``), so arming one allocates no
+    bound method, argument tuple or ``Call``.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        role: str,
+        host: int,
+        peer_host: int,
+        ep: Endpoint,
+        ecmp: bool,
+        pin: tuple[int, int] | None,
+    ) -> None:
+        self.conn = conn
+        self.role = role  # "sender" or "receiver"
+        self.host = host
+        self.peer_host = peer_host
+        self.ep = ep
+        self.ecmp = ecmp
+        self.pin = pin
+        self.timer_at: int | None = None  # when the endpoint wants on_timer
+        self.wake_at: int | None = None  # the earliest timer event on the loop for this side
+
+    def fire(self, arg: object) -> None:
+        """A timer event this side armed for time ``arg``."""
+        self.conn.net._fire(self, cast(int, arg))
 
 
 class Connection:
@@ -350,7 +380,7 @@ class Network:
                 # a deadline that moved later keeps the earlier event, which re-arms itself
                 if at is not None and (side.wake_at is None or at < side.wake_at):
                     side.wake_at = at
-                    self.loop.at(at, self._fire, side, at)
+                    self.loop.push(at, side, at)
             elif isinstance(a, MessageSent):
                 w = side.conn.by_msg.get(a.msg_id)
                 if w is not None and w.sent_ns is None:
@@ -394,7 +424,7 @@ class Network:
         now = self.loop.now
         if due > now:
             side.wake_at = due
-            self.loop.at(due, self._fire, side, due)
+            self.loop.push(due, side, due)
             return
         side.timer_at = None
         self._apply(side, side.ep.on_timer(now))
@@ -418,7 +448,8 @@ class Network:
         self.start()
         if self.pending == 0 and self.stop_when_idle and self.bytes_posted:
             return True
-        return self.loop.run(START_NS + limit_ns, max_events=max_events)
+        with collector_paused():  # a run makes no cyclic garbage (gc_pause.py)
+            return self.loop.run(START_NS + limit_ns, max_events=max_events)
 
     @property
     def progress(self) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,21 +21,16 @@ from .network import START_NS, same_prefix
 def _goodput_timeline(sim: Simulation, end_ns: int, buckets: int = 50) -> list[dict[str, float]]:
     span = max(end_ns - START_NS, 1)
     width = max(span // buckets, 1)
-    placed = [0] * (buckets + 1)
-    last = 0
-    idx = 0
-    samples = sim.goodput_samples
-    for b in range(buckets + 1):
-        t_end = START_NS + (b + 1) * width
-        while idx < len(samples) and samples[idx][0] < t_end:
-            last = samples[idx][1]
-            idx += 1
-        placed[b] = last
+    samples = sim.goodput_samples  # (time, bytes placed so far), in time order
     out = []
     prev = 0
     for b in range(buckets + 1):
-        out.append({"t_us": b * width / 1e3, "gbps": (placed[b] - prev) * 8 / width})
-        prev = placed[b]
+        # bytes placed by the end of bucket b: the last sample before it ends (a search, not
+        # a walk over a sample per packet)
+        i = bisect_left(samples, START_NS + (b + 1) * width, key=itemgetter(0))
+        placed = samples[i - 1][1] if i else 0
+        out.append({"t_us": b * width / 1e3, "gbps": (placed - prev) * 8 / width})
+        prev = placed
     return out
 
 

@@ -26,7 +26,7 @@ from mrc_host.core.ev_fields import MAX_PROFILE_EVS
 
 from .fabric import FabricShape
 from .faults import FaultSpecError, parse_fault, parse_time
-from .gc_pause import collector_paused, frozen_while_running
+from .gc_pause import collector_paused
 from .network import FlowSpec, Network
 from .report import summarise_network
 from .traffic import PATTERNS, Job, background, permutation_pairs, point_to_point, ring
@@ -781,13 +781,12 @@ def run_scenario(sc: Scenario, progress: bool | None = False, record: Path | Non
 
             recorder = SimRecorder(net, sc.nominal_ns * 2 // SAMPLES, f"{sc.name} [{run.name}]")
             recorder.start()
-        with frozen_while_running():
-            if progress is False:
-                net.run(sc.time_limit_ns)
-            else:
-                from .progress import run_with_progress
+        if progress is False:
+            net.run(sc.time_limit_ns)
+        else:
+            from .progress import run_with_progress
 
-                run_with_progress(net, sc.time_limit_ns, f"{sc.name} [{run.name}]", show=progress)
+            run_with_progress(net, sc.time_limit_ns, f"{sc.name} [{run.name}]", show=progress)
         out["runs"][run.name] = summarise_network(net, jobs, run.name)
         if recorder is not None and record is not None:
             recorder.write(record / f"{sc.name}.{run.name}.recording.jsonl")

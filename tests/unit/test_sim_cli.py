@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from mrc_host.sim.cli import main, parse_size
 from mrc_host.sim.faults import FaultSpecError, parse_fault
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_fault_grammar() -> None:
@@ -110,3 +116,16 @@ def test_cc_flag_selects_the_congestion_control(capsys: pytest.CaptureFixture[st
     assert runs["nscc"]["counters"]["sender"] != runs["window"]["counters"]["sender"]
     with pytest.raises(SystemExit):
         main(["--cc", "cubic"])
+
+
+@pytest.mark.parametrize(
+    ("args", "code"), [(["--size", "1KiB"], 0), (["--size", "1MiB", "--time-limit-us", "1"], 1)]
+)
+def test_the_command_flushes_its_json_and_exit_code_before_its_quick_exit(args: list[str], code: int) -> None:
+    """``python -m mrc_host.sim.cli`` (like the ``mrc-sim`` script) ends with ``os._exit``:
+    the JSON on stdout must still be whole, and the code the run's."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # MRC_PURE_PYTHON too, where it is set
+    cmd = [sys.executable, "-m", "mrc_host.sim.cli", *args, "--json"]
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == code, out.stderr
+    assert json.loads(out.stdout)["completed"] is (code == 0)
