@@ -338,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
             r["detected_after_rtt"] is not None and r["detected_after_rtt"] <= 2
             for r in data["plane_failures"][1:]
         ),
-        "loss_mrc_ge_ecmp": all(r["mrc"] >= r["ecmp"] for r in data["random_loss"]),
+        # level with ECMP: the same packets lost in both modes (common random numbers), so a
+        # difference under TIE is a tie, not a verdict
+        "loss_mrc_ge_ecmp_or_tie": all(r["mrc"] >= (1 - TIE) * r["ecmp"] for r in data["random_loss"]),
         "short_loss_mrc_ge_ecmp_each_seed": "loss" not in data["short_messages"]["verdicts"]
         and "tie" not in data["short_messages"]["verdicts"],
         "short_loss_mrc_ge_ecmp_or_tie_each_seed": "loss" not in data["short_messages"]["verdicts"],

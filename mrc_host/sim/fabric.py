@@ -32,6 +32,7 @@ from typing import Final, cast
 
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message, Nack, Sack
 
+from .draws import hop_salt, unit
 from .engine import EventLoop, Handler, heappush
 from .fault_state import Fault, extra_delay, ns_per_byte
 from .faults import KILLING_KINDS, PASSIVE, rate_hits
@@ -43,6 +44,7 @@ _ECT0: Final = int(Ecn.ECT0)
 _ECT1: Final = int(Ecn.ECT1)
 
 # what a port's far end is
+_TRIM_SALT: Final = 0x5851_F42D  # a trim draw is independent of the loss draw at the same hop
 NIC_TO_LEAF: Final = 0
 LEAF_TO_SPINE: Final = 1
 SPINE_TO_LEAF: Final = 2
@@ -89,6 +91,7 @@ class SimPacket:
     data: bool  # an untrimmed DATA packet (goes in the data queue)
     tx_start: int = 0  # when it started onto the wire of its current port
     ingress: Port | None = None  # PFC: the port it came in through (its bytes count there)
+    draw: int = 0  # the packet copy's name for loss and trim draws (draws.packet_key)
 
     def __init__(
         self,
@@ -101,6 +104,7 @@ class SimPacket:
         data: bool,
         tx_start: int = 0,
         ingress: Port | None = None,
+        draw: int = 0,
     ) -> None:
         self.msg = msg
         self.src = src
@@ -111,6 +115,7 @@ class SimPacket:
         self.data = data
         self.tx_start = tx_start
         self.ingress = ingress
+        self.draw = draw
 
 
 class Port(Handler):
@@ -124,6 +129,7 @@ class Port(Handler):
         "buffer_bytes",
         "busy_until",
         "delay_ns",
+        "draw_salt",
         "drops_congestion",
         "ecn_bytes",
         "fabric",
@@ -192,6 +198,7 @@ class Port(Handler):
         self.ecn_bytes = None if kind in (NIC_TO_LEAF, LEAF_TO_HOST) else shape.ecn_bytes
         self.trim_bytes = shape.nic_buffer_bytes if self.nic else shape.trim_bytes
         self.hash_salt = name.split(">")[1].encode() if kind == NIC_TO_LEAF else b""  # the source leaf
+        self.draw_salt = hop_salt(kind)  # the hop's share of a packet copy's loss draw (draws.py)
         self.next_by_dst: list[Port | None] = []  # filled by Fabric._route_tables
         self.hi: deque[SimPacket] = deque()
         self.lo: deque[SimPacket] = deque()
@@ -252,8 +259,7 @@ class Fabric:
         self.shape = shape
         self.pfc = shape.pfc
         self.loop = loop
-        self.rng = rng
-        self.random = rng.random  # the per-packet draw (loss, trim), without a method lookup each
+        self.rng = rng  # jitter; loss and trim draw from each packet's name (draws.py)
         self.ports: dict[tuple[str, str], Port] = {}
         self.host_rx: dict[int, Callable[[SimPacket, int], None]] = {}
         self.unroutable = 0
@@ -375,7 +381,7 @@ class Fabric:
                     continue
                 kind = fault.kind
                 if kind == "loss":
-                    if self.random() < (fault.value or 0.0):
+                    if unit(pkt.draw ^ port.draw_salt) < (fault.value or 0.0):
                         self._count_drop(fault, pkt)
                         return
                 elif kind == "ecn":
@@ -383,7 +389,9 @@ class Fabric:
                         pkt.msg.meta.ecn = Ecn.CE
                         fault.marked += 1
                 elif kind == "trim":
-                    if pkt.data and self.random() < (1.0 if fault.value is None else fault.value):
+                    if pkt.data and unit(pkt.draw ^ port.draw_salt ^ _TRIM_SALT) < (
+                        1.0 if fault.value is None else fault.value
+                    ):
                         self._trim(pkt, mark=True)
                         fault.trimmed += 1
                 else:  # blackhole, down, flap (down phase), switch-down, nic-down

@@ -32,8 +32,9 @@ from mrc_host.core import (
     Transmit,
     TransportConfig,
 )
-from mrc_host.wire.messages import DataPacket
+from mrc_host.wire.messages import DataFlag, DataPacket, Message
 
+from .draws import packet_key, seed_salt
 from .engine import EventLoop, Handler
 from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Fabric, FabricShape, SimPacket
 from .faults import Fault
@@ -43,6 +44,8 @@ from .payload import payload_pattern
 START_NS: Final = 1_000  # time 0 is reserved: a zero timestamp means "none" on the wire
 REGION_BASE: Final = 0x7F00_0000_0000
 RKEY: Final = 0x1234
+_DRAWN: Final = ("loss", "trim")  # fault kinds that draw per packet (from its name: draws.py)
+_CONTROL: Final = 0xFF  # the "copy" field of a control packet's name (DATA counts its sends)
 
 
 def base_rtt_ns(shape: FabricShape, mtu: int, same_t0: bool) -> int:
@@ -128,6 +131,8 @@ class Side(Handler):
         self.ecmp = ecmp
         self.pin = pin
         self.timer_at: int | None = None  # when the endpoint wants on_timer
+        self.copies: dict[int, int] = {}  # PSN -> sends of it after the first (loss draws)
+        self.controls = 0  # control packets sent (loss draws)
         self.wake_at: int | None = None  # the earliest timer event on the loop for this side
 
     def fire(self, arg: object) -> None:
@@ -234,6 +239,8 @@ class Network:
         self.fabric = Fabric(shape, self.loop, random.Random(seed + 1))
         self.connections: list[Connection] = []
         self.faults: list[Fault] = []
+        self._draws = False  # a fault draws per packet (loss, trim): name each packet copy
+        self._salt = seed_salt(seed)
         self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
         self._host_sides: list[dict[int, Side]] = [{} for _ in range(shape.hosts)]  # [host][qp]
         self._ev_cache: dict[int, tuple[int, int]] = {}
@@ -268,6 +275,8 @@ class Network:
             fault.end_ns += START_NS
         self.fabric.attach(fault)
         self.faults.append(fault)
+        if fault.kind in _DRAWN:
+            self._draws = True
         if fault.kind == "nic-down":
             self._schedule_nic(fault)
 
@@ -353,6 +362,19 @@ class Network:
             return
         self._apply(side, ep.receive(pkt.msg, now))
 
+    def _packet_key(self, side: Side, msg: Message) -> int:
+        """The name of a packet copy its loss and trim draws come from (``draws.py``): a DATA
+        packet by its PSN and how many times this side had sent that PSN (resends and tail
+        twins draw afresh), a control packet by how many this side had sent before."""
+        if isinstance(msg, DataPacket):
+            copy = 0
+            if msg.flags & DataFlag.RETRANSMISSION:
+                copy = side.copies.get(msg.psn, 0) + 1
+                side.copies[msg.psn] = copy
+            return packet_key(self._salt, side.host, side.peer_host, msg.qp, msg.psn, copy)
+        side.controls += 1
+        return packet_key(self._salt, side.host, side.peer_host, msg.qp, side.controls, _CONTROL)
+
     def _apply(self, side: Side, actions: list[Action]) -> None:
         now = self.loop.now
         fabric = self.fabric
@@ -373,6 +395,8 @@ class Network:
                 pkt = SimPacket(
                     msg, side.host, side.peer_host, plane, None if side.ecmp else t1, size, is_data
                 )
+                if self._draws:
+                    pkt.draw = self._packet_key(side, msg)
                 fabric.send_from_host(pkt)
             elif type(a) is SetTimer:
                 at = a.at_ns
