@@ -202,7 +202,7 @@ class Nscc(CongestionControl):
         if rtt_ns is None or acked_bytes <= 0:
             return
         delay = max(0, rtt_ns - p.base_rtt)
-        avg = self.avg_fabric_delay
+        avg = self.avg_delay
         avg = float(delay) if avg is None else avg + p.delay_weight * (delay - avg)
         self.avg_delay = avg
         fabric = max(0, delay - port_wait_ns)

@@ -266,6 +266,9 @@ def test_nscc_a_queue_at_its_own_nic_port_is_not_spread() -> None:
     assert nic.cap == pytest.approx(base_cap)
     assert nic.cwnd <= base_cap
     assert fabric.cap > 1.1 * base_cap
+    # the delay NSCC steers by is still the whole RTT's: only the cap's spread leaves the wait out
+    assert nic.avg_delay == pytest.approx(fabric.avg_delay)
+    assert nic.avg_fabric_delay == 0 and fabric.avg_fabric_delay == pytest.approx(fabric.avg_delay)
 
 
 def test_nscc_increments_scale_with_the_bdp_as_uet() -> None:
