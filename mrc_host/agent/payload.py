@@ -1,7 +1,7 @@
 """What a transfer writes into the peer's memory, and how the receiver checks it.
 
 Each connection's receiver registers one receive *ring* of ``RING_SLOTS`` slots of
-``SLOT_BYTES`` (its memory is allocated as data lands in it). The sender cuts a transfer
+``SLOT_BYTES`` (its memory is allocated when the first data lands). The sender cuts a transfer
 into chunks; each chunk is one RDMA WRITE into the slot its message id names
 (``slot_of(msg_id)``): an 80-byte ``ChunkHeader`` then the chunk's data. The core reports a
 message complete on the receiving end when the cumulative ACK passes its last packet, with

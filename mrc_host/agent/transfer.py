@@ -308,7 +308,7 @@ class Transfers:
             elif self.inbound.cancel(conn, hdr.transfer_id) is not None:
                 log.info("transfer %016x from %s cancelled by its sender", hdr.transfer_id, conn.peer.name)
         finally:
-            data.release()  # the ring may grow under the next packet
+            data.release()  # a view of the ring slot, which a later WRITE overwrites
 
     def _on_receipt(self, peer: str, hdr: ChunkHeader, now: int) -> None:
         t = self.active.get(hdr.transfer_id)
