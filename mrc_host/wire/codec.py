@@ -204,13 +204,18 @@ def compute_icrc(packet: bytes | bytearray | memoryview) -> int:
     return _icrc_at(packet, 0, len(packet))
 
 
-def _icrc_at(buf: bytes | bytearray | memoryview, off: int, end: int, payload: bytes = b"") -> int:
-    """``compute_icrc(buf[off:end] + payload)`` without making that packet first (``payload``:
-    a DATA frame's, which the decoder has copied out of the frame already)."""
-    # only the first 53 bytes hold masked fields: copy and mask those, CRC the rest
-    # (byte by byte: compiled, an index store is a C store; a slice store builds objects)
+def _icrc_at(buf: bytes | bytearray | memoryview, off: int, end: int) -> int:
+    """``compute_icrc(buf[off:end])`` without making that packet first."""
     if end - off < _ICRC_MASKED or end > len(buf):
         raise ValueError(f"{end - off} B from {off} is not a packet with the ICRC's masked headers")
+    # (a control frame's headers after the masked ones: a slice is cheaper than a memoryview)
+    return crc32(buf[off + _ICRC_MASKED : end], _masked_crc(buf, off))
+
+
+def _masked_crc(buf: bytes | bytearray | memoryview, off: int) -> int:
+    """CRC-32 of the ICRC's pseudo LRH and the masked headers of the packet at ``off`` (the
+    inner IPv6 header): only its first 53 bytes hold masked fields, so only those are copied."""
+    # (byte by byte: compiled, an index store is a C store; a slice store builds objects)
     m = bytearray(buf[off : off + _ICRC_MASKED])
     m[0] = 0x6F  # version 6, traffic class and flow label all ones
     m[1] = 0xFF
@@ -220,10 +225,7 @@ def _icrc_at(buf: bytes | bytearray | memoryview, off: int, end: int, payload: b
     m[46] = 0xFF  # UDP checksum
     m[47] = 0xFF
     m[52] = 0xFF  # BTH FECN/BECN/reserved
-    # the headers after the masked ones as a slice, the payload as the decoder's copy: no
-    # memoryview of the frame to make (~185 ns a DATA frame, 5 % of the receiver's Python)
-    crc = crc32(buf[off + _ICRC_MASKED : end], crc32(m, _CRC_LRH))
-    return crc32(payload, crc) if payload else crc
+    return crc32(m, _CRC_LRH)
 
 
 # --------------------------------------------------------------------------- encoding
@@ -740,15 +742,13 @@ def _decode_data(
         addrs = bytes(buf[off + _INNER_ADDRS : off + _INNER_ADDRS + 32])
         if header_check(addrs, sport, data_op, qp, psnw, va, rkey, dlen, msg_id, flags, ts) != check:
             raise MalformedPacket("bad_icrc", f"trimmed DATA: header check {check:#06x} does not hold")
-        payload = b""
+        payload: bytes | memoryview = b""
     elif have < dlen + ICRC_LEN:
         raise MalformedPacket("truncated", f"{have} B after headers, RETH says {dlen} + ICRC, not trimmed")
     elif have > dlen + ICRC_LEN:
         raise MalformedPacket("bad_length", f"{have} B after headers, RETH says {dlen} + ICRC")
     else:
-        payload = bytes(buf[start : start + dlen])
-        if verify:
-            _check_icrc(buf, off, n, payload)
+        payload = _data_payload(buf, off, n, start, dlen, verify)
     flag = _DATA_FLAGS[flags & DATA_FLAG_MASK]
     return DataPacket(
         qp,
@@ -765,6 +765,28 @@ def _decode_data(
         meta,
         flags >> DATA_FLAG_BITS,
     )
+
+
+def _data_payload(
+    buf: bytes | bytearray | memoryview, off: int, n: int, start: int, dlen: int, verify: bool
+) -> bytes | memoryview:
+    """A whole DATA frame's payload (``dlen`` bytes at ``start``), its ICRC checked if ``verify``.
+
+    A frame of ``bytes`` (what a socket's ``recv`` returns) cannot change, so its payload is a
+    read-only view of it, not a copy, and the ICRC reads headers and payload in one pass:
+    ~90 ns less per 4 KiB frame than a copy and two passes. Any other frame may be written
+    after it is decoded (a reused receive buffer): its payload is a copy.
+    """
+    if type(buf) is not bytes:
+        if verify:
+            _check_icrc(buf, off, n)
+        return bytes(buf[start : start + dlen])
+    view = memoryview(buf)
+    if verify:
+        (want,) = _ICRC_UNPACK_FROM(buf, n - ICRC_LEN)
+        if crc32(view[off + _ICRC_MASKED : n - ICRC_LEN], _masked_crc(buf, off)) != want:
+            raise MalformedPacket("bad_icrc")
+    return view[start : start + dlen]
 
 
 def _decode_control(
@@ -835,9 +857,8 @@ def _expect(rest: int, hdr_len: int, what: str) -> None:
         raise MalformedPacket("bad_length", f"{what}: {rest} B after BTH, expected {hdr_len + ICRC_LEN}")
 
 
-def _check_icrc(buf: bytes | bytearray | memoryview, off: int, n: int, payload: bytes = b"") -> None:
-    """The ICRC of the packet at ``off`` (``n``: the frame's end), whose last bytes before the
-    ICRC are ``payload``, is the one it carries."""
+def _check_icrc(buf: bytes | bytearray | memoryview, off: int, n: int) -> None:
+    """The ICRC of the packet at ``off`` (``n``: the frame's end) is the one it carries."""
     (want,) = _ICRC_UNPACK_FROM(buf, n - ICRC_LEN)
-    if _icrc_at(buf, off, n - ICRC_LEN - len(payload), payload) != want:
+    if _icrc_at(buf, off, n - ICRC_LEN) != want:
         raise MalformedPacket("bad_icrc")
