@@ -240,12 +240,15 @@ class SendConnection(Connection):
             del self.reserved[m]
         return bool(done)
 
-    def post(self, chunk: bytes, owner: int, length: int, now_ns: int) -> list[Action]:
-        """Hand ``chunk`` (header + ``length`` data bytes) to the core as one WRITE into its slot."""
+    def post(
+        self, chunk: bytes, owner: int, length: int, now_ns: int, sums: list[int] | None = None
+    ) -> list[Action]:
+        """Hand ``chunk`` (header + ``length`` data bytes) to the core as one WRITE into its slot;
+        ``sums``: its ``mtu``-byte pieces' ``payload_sums`` where the caller knows them."""
         vaddr = slot_vaddr(RX_BASE_VADDR, self.endpoint.sender.next_msg_id)
         msg_id, actions = self.endpoint.post_write(chunk, vaddr, self.rkey, now_ns)
         self.posted[msg_id] = (owner, length)
-        self.piece_sums[msg_id] = (vaddr, len(chunk), payload_sums(chunk, self.mtu))
+        self.piece_sums[msg_id] = (vaddr, len(chunk), payload_sums(chunk, self.mtu) if sums is None else sums)
         return actions
 
     def completed(self, msg_id: int) -> tuple[int, int] | None:
