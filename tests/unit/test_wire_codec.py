@@ -402,14 +402,32 @@ def test_a_data_frames_icrc_covers_every_unmasked_byte(kind: type) -> None:
     frame = frame_of(sample_data(64))
     masked = {0, 1, 2, 3, 7, 46, 47, 52}  # offsets from the inner IPv6 header
     assert decode_frame(kind(frame), verify_icrc=True).payload == frame[DATA_HDR_END:-4]
-    for i in range(INNER_OFF, len(frame)):
-        bad = bytearray(frame)
-        bad[i] ^= 0x04 if i == INNER_OFF else 0x01  # (keep the IP version 6)
-        if i - INNER_OFF in masked:
-            decode_frame(kind(bad), verify_icrc=True)
-        else:
-            with pytest.raises(MalformedPacket):
+    for _ in range(2):  # and again, every masked header's CRC cached by the first round
+        for i in range(INNER_OFF, len(frame)):
+            bad = bytearray(frame)
+            bad[i] ^= 0x04 if i == INNER_OFF else 0x01  # (keep the IP version 6)
+            if i - INNER_OFF in masked:
                 decode_frame(kind(bad), verify_icrc=True)
+            else:
+                with pytest.raises(MalformedPacket):
+                    decode_frame(kind(bad), verify_icrc=True)
+
+
+def test_the_decoders_caches_stay_bounded() -> None:
+    """Addresses and header fields are the sender's choice: the text of address pairs and the
+    CRCs of masked headers kept for them never outgrow their bounds, and a frame still
+    decodes (and verifies) after a flood cleared them."""
+    for i in range(codec._PAIRS_MAX + 10):
+        frame = bytearray(frame_of(sample_data(8)))
+        frame[INNER_OFF + 8 : INNER_OFF + 12] = i.to_bytes(4, "big")  # another inner source
+        decode_frame(bytes(frame))
+        assert len(codec._PAIRS) <= codec._PAIRS_MAX
+    for ev in range(codec._HEAD_CRCS_MAX + 10):
+        msg = sample_data(8)
+        msg.meta = dataclasses.replace(msg.meta, ev=ev)
+        decode_frame(frame_of(msg), verify_icrc=True)
+        assert all(len(crcs) <= codec._HEAD_CRCS_MAX for _s, _d, crcs in codec._PAIRS.values())
+    assert decode_frame(frame_of(sample_data(8)), verify_icrc=True).payload == sample_data(8).payload
 
 
 def test_non_bytes_input_is_malformed() -> None:
