@@ -21,6 +21,10 @@ against the raw loop of its own round, and medians are reported. Every run also 
 CPU time (user + system) per packet of each agent and per frame of each raw loop: a
 hypervisor's steal slows the clock-time rates but not these, so ``cpu_fraction_of_raw`` (the
 busier side's CPU per frame, raw loop over agent) is the steady measure on a noisy machine.
+Each agent's figure is also split into its user and system parts (a change to the agent's
+code moves the first; the second also follows how often load makes it sleep and wake), and
+with ``--previous`` each figure of the after agent is set against the previous agent's of the
+same round (``paired_vs_previous``: median, min and max of the ratios over the rounds).
 Writes ``agent.json`` and ``agent.png`` under ``--out`` (default results/).
 
     sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick] [--before fbde7b5]
@@ -155,16 +159,20 @@ def agent_runs(
             for i in range(repeat):
                 cpu0 = [_cpu_seconds(h.agent) for h in lab.hosts]
                 s = client.send(b.name, size, mode=mode, timeout_s=300)
-                cpu = [_cpu_seconds(h.agent) - c0 for h, c0 in zip(lab.hosts, cpu0, strict=True)]
+                cpu = [_cpu_delta(_cpu_seconds(h.agent), c0) for h, c0 in zip(lab.hosts, cpu0, strict=True)]
                 if not s["ok"]:
                     raise RuntimeError(f"{label}: transfer not verified: {s}")
                 row = {"agent": label, "mode": mode, "run": i} | {k: s[k] for k in (
                     "bytes", "seconds", "goodput_mbit_s", "packets_per_s", "data_packets_sent",
                     "retransmissions", "evs_retired", "verified")}  # fmt: skip
-                # CPU time per DATA packet of each agent (busy polling counts as CPU too)
+                # CPU time per DATA packet of each agent (busy polling counts as CPU too), and its
+                # user and system parts: code changes act on the user part; the system part
+                # also moves with how often the machine's load makes an agent sleep and wake
                 packets = max(s["data_packets_sent"], 1)
-                row["sender_cpu_us_per_packet"] = cpu[0] / packets * 1e6
-                row["receiver_cpu_us_per_packet"] = cpu[1] / packets * 1e6
+                for side, (user, system) in zip(("sender", "receiver"), cpu, strict=True):
+                    row[f"{side}_cpu_us_per_packet"] = (user + system) / packets * 1e6
+                    row[f"{side}_user_us_per_packet"] = user / packets * 1e6
+                    row[f"{side}_sys_us_per_packet"] = system / packets * 1e6
                 rows.append(row)
                 print(f"{label:24} {mode:12} run {i}: {s['goodput_mbit_s']:8.1f} Mbit/s "
                       f"{s['packets_per_s']:9.0f} pkt/s retx {s['retransmissions']}", flush=True)  # fmt: skip
@@ -181,10 +189,15 @@ def agent_runs(
             lab.stop_agent(h)
 
 
-def _cpu_seconds(proc: Any) -> float:
-    """User + system CPU time of a running process (``ip netns exec`` execs the agent in place)."""
+def _cpu_seconds(proc: Any) -> tuple[float, float]:
+    """User and system CPU time of a running process (``ip netns exec`` execs the agent in place)."""
     fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def _cpu_delta(now: tuple[float, float], before: tuple[float, float]) -> tuple[float, float]:
+    return now[0] - before[0], now[1] - before[1]
 
 
 def decode_cost(payload: int, n: int = 20_000) -> dict[str, float]:
@@ -229,13 +242,11 @@ def drop_tree(where: Path) -> None:
 
 def summarise(rows: list[dict[str, Any]], payload: int) -> dict[str, Any]:
     """Medians over the rounds; the fractions set each run against its own round's raw loop."""
-    return {
+    out = {
         "goodput_mbit_s": statistics.median(r["goodput_mbit_s"] for r in rows),
         "packets_per_s": statistics.median(r["packets_per_s"] for r in rows),
         "retransmissions": sum(r["retransmissions"] for r in rows),
         "payload_bytes": payload,
-        "sender_cpu_us_per_packet": statistics.median(r["sender_cpu_us_per_packet"] for r in rows),
-        "receiver_cpu_us_per_packet": statistics.median(r["receiver_cpu_us_per_packet"] for r in rows),
         "fraction_of_recv_ceiling_pps": statistics.median(
             r["packets_per_s"] / r["raw_recv_frames_per_s"] for r in rows
         ),
@@ -244,6 +255,33 @@ def summarise(rows: list[dict[str, Any]], payload: int) -> dict[str, Any]:
             r["goodput_mbit_s"] / (r["raw_recv_frames_per_s"] * payload * 8 / 1e6) for r in rows
         ),
     }
+    for side in ("sender", "receiver"):
+        for part in ("cpu", "user", "sys"):
+            key = f"{side}_{part}_us_per_packet"
+            out[key] = statistics.median(r[key] for r in rows)
+    return out
+
+
+PAIRED = (
+    "sender_cpu_us_per_packet",
+    "receiver_cpu_us_per_packet",
+    "sender_user_us_per_packet",
+    "receiver_user_us_per_packet",
+    "goodput_mbit_s",
+)
+
+
+def paired(after: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each figure of ``PAIRED`` as after / other, set against the run of the same round and
+    mode (the two ran back to back): median, min and max over the rounds."""
+    by_round = {(r["run"], r["mode"]): r for r in other}
+    out = {}
+    for key in PAIRED:
+        ratios = [a[key] / o[key] for a in after if (o := by_round.get((a["run"], a["mode"]))) and o[key] > 0]
+        if ratios:
+            out[key] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+                        "rounds": len(ratios)}  # fmt: skip
+    return out
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:
@@ -415,9 +453,11 @@ def main(argv: list[str] | None = None) -> int:
         ratios["after_vs_before_same_frames"] = (
             after["goodput_mbit_s"] / summary["before, same frames"]["goodput_mbit_s"]
         )
+    vs_previous: dict[str, dict[str, float]] = {}
     if previous is not None:
         prev = summary[f"previous ({args.previous})"]
         ratios["after_vs_previous"] = after["goodput_mbit_s"] / prev["goodput_mbit_s"]
+        vs_previous = paired(by_label["after"], by_label[f"previous ({args.previous})"])
     doc = {
         "benchmark": "agent goodput and packets/s: before vs after vs a bare AF_PACKET loop, "
         "two namespaces, one veth",
@@ -433,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         "agent_runs": rows,
         "agent_summary": summary,
         "ratios": ratios,
+        "paired_vs_previous": vs_previous,  # after / previous, round by round
         "decode_cost_4096": decode_cost(4096),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -448,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
               f"sender {s['sender_cpu_us_per_packet']:.2f}, receiver {s['receiver_cpu_us_per_packet']:.2f} "
               f"(= {s['cpu_fraction_of_raw']:.0%} of the raw loop's rate if CPU-bound)")  # fmt: skip
     print("ratios:", json.dumps({k: round(v, 3) for k, v in ratios.items()}))
+    for key, r in vs_previous.items():
+        print(f"after / previous, {key}: {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] "
+              f"over {r['rounds']} rounds")  # fmt: skip
     print("decode µs (4 KiB DATA):", json.dumps({k: round(v, 2) for k, v in doc["decode_cost_4096"].items()}))
     print(f"wrote {args.out / 'agent.json'} and {args.out / 'agent.png'}")
     return 0

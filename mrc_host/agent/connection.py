@@ -240,12 +240,15 @@ class SendConnection(Connection):
             del self.reserved[m]
         return bool(done)
 
-    def post(self, chunk: bytes, owner: int, length: int, now_ns: int) -> list[Action]:
-        """Hand ``chunk`` (header + ``length`` data bytes) to the core as one WRITE into its slot."""
+    def post(
+        self, chunk: bytes, owner: int, length: int, now_ns: int, sums: list[int] | None = None
+    ) -> list[Action]:
+        """Hand ``chunk`` (header + ``length`` data bytes) to the core as one WRITE into its slot;
+        ``sums``: its ``mtu``-byte pieces' ``payload_sums`` where the caller knows them."""
         vaddr = slot_vaddr(RX_BASE_VADDR, self.endpoint.sender.next_msg_id)
         msg_id, actions = self.endpoint.post_write(chunk, vaddr, self.rkey, now_ns)
         self.posted[msg_id] = (owner, length)
-        self.piece_sums[msg_id] = (vaddr, len(chunk), payload_sums(chunk, self.mtu))
+        self.piece_sums[msg_id] = (vaddr, len(chunk), payload_sums(chunk, self.mtu) if sums is None else sums)
         return actions
 
     def completed(self, msg_id: int) -> tuple[int, int] | None:
@@ -296,8 +299,8 @@ class SendConnection(Connection):
 
 
 class RecvConnection(Connection):
-    """The peer's DATA to us: a registered receive ring (memory allocated as data lands in it),
-    read slot by slot as the core reports WRITEs complete."""
+    """The peer's DATA to us: a registered receive ring (its memory allocated, whole, when the
+    first DATA lands), read slot by slot as the core reports WRITEs complete."""
 
     role = 0
 
@@ -327,17 +330,16 @@ class RecvConnection(Connection):
 
     def chunk(self, msg_id: int) -> tuple[ChunkHeader, memoryview] | None:
         """The chunk of the WRITE ``msg_id`` (called once per MessageReceived); None if its slot
-        holds garbage. The data is a view of the ring: release it before the next packet."""
+        holds garbage. The data is a view of the ring, valid until the next packet lands."""
         off = slot_offset(msg_id)
-        buf = self.region.buffer
+        ring = self.region.view
         try:
-            hdr = ChunkHeader.unpack(buf[off : off + HEADER_BYTES])
+            hdr = ChunkHeader.unpack(ring[off : off + HEADER_BYTES])
         except BadChunk:
             self.bad_chunks += 1
             return None
         start = off + HEADER_BYTES
-        if start + hdr.length > len(buf):  # claims bytes no packet placed
+        if start + hdr.length > len(ring):  # (a ring no data reached yet has no memory)
             self.bad_chunks += 1
             return None
-        with memoryview(buf) as whole:
-            return hdr, whole[start : start + hdr.length]
+        return hdr, ring[start : start + hdr.length]

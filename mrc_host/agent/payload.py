@@ -1,7 +1,7 @@
 """What a transfer writes into the peer's memory, and how the receiver checks it.
 
 Each connection's receiver registers one receive *ring* of ``RING_SLOTS`` slots of
-``SLOT_BYTES`` (its memory is allocated as data lands in it). The sender cuts a transfer
+``SLOT_BYTES`` (its memory is allocated when the first data lands). The sender cuts a transfer
 into chunks; each chunk is one RDMA WRITE into the slot its message id names
 (``slot_of(msg_id)``): an 80-byte ``ChunkHeader`` then the chunk's data. The core reports a
 message complete on the receiving end when the cumulative ACK passes its last packet, with
@@ -32,9 +32,12 @@ import random
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final
+from typing import Any, Final
+
+import numpy as np
 
 from mrc_host.wire.codec import crc32 as _crc32
+from mrc_host.wire.codec import payload_sums
 
 RING_SLOTS: Final = 16
 SLOT_BYTES: Final = 1 << 20
@@ -103,6 +106,20 @@ def _pattern_block() -> bytes:
     return block + block  # any slice of up to PERIOD bytes is contiguous
 
 
+@lru_cache(maxsize=1)
+def _block_word_sums() -> tuple[Any, Any]:
+    """Running sums (mod 0xFFFF, 2 MiB each) of the pattern block's 16-bit big-endian words:
+    item i of the first is the sum of the i words from byte 0, of the second from byte 1."""
+    block = _pattern_block()
+    out = []
+    for first in (0, 1):
+        words = np.frombuffer(block, dtype=">u2", count=(len(block) - first) // 2, offset=first)
+        run = np.zeros(len(words) + 1, dtype=np.uint64)
+        np.cumsum(words, dtype=np.uint64, out=run[1:])
+        out.append((run % 0xFFFF).astype(np.uint16))
+    return out[0], out[1]
+
+
 class Pattern:
     """The content of a transfer with a given seed (any range, cheaply)."""
 
@@ -125,6 +142,31 @@ class Pattern:
         """Whether ``data`` is exactly the pattern's bytes from ``offset`` on: one memcmp
         against the block in place (``bytes.startswith`` takes any buffer), no copy."""
         return len(data) <= PERIOD and self._block.startswith(data, (self._shift + offset) % PERIOD)
+
+    def piece_sums(self, head: bytes, offset: int, length: int, size: int) -> list[int]:
+        """``payload_sums(head + self.view(offset, length), size)``, without reading the data.
+
+        Why: summing a 1 MiB chunk's 16-bit words costs ~70 µs (~0.28 µs per 4 KiB packet,
+        the sender's largest cost per chunk); the pattern's are known in advance. A piece's
+        data is a range of the block, and the sum of a range is the difference of two
+        running sums (``_block_word_sums``: words from an even byte, or from an odd one).
+        """
+        h = len(head)
+        if h & 1 or size & 1 or h > size or not 0 < length <= PERIOD:
+            return payload_sums(b"".join((head, self.view(offset, length))), size)
+        total = h + length
+        starts = np.arange(0, total, size, dtype=np.int64)  # of the pieces, in the chunk
+        lo = np.maximum(starts - h, 0)  # where each piece's data starts in the chunk's data ...
+        hi = np.minimum(starts + size, total) - h  # ... and ends
+        start = (self._shift + offset) % PERIOD
+        run = _block_word_sums()[start & 1]
+        first = (start + lo) // 2  # the pieces' data starts all have the parity of ``start``
+        sums = (run[first + (hi - lo) // 2].astype(np.int64) - run[first]) % 0xFFFF
+        out: list[int] = sums.tolist()
+        out[0] = (out[0] + int.from_bytes(head, "big")) % 0xFFFF  # (the head's words lead piece 0's)
+        if (hi[-1] - lo[-1]) & 1:  # an odd last piece: the encoder sums it itself
+            out[-1] = -1
+        return out
 
     def crc32(self, size: int) -> int:
         """CRC-32 of the first ``size`` bytes (what the receiver must end up with)."""

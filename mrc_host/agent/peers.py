@@ -8,7 +8,7 @@ and counted by reason (``refused``) before the core sees it.
 
 Handshake (docs/agent.md, "The handshake"): the data sender sends CONNECTs; the receiver keeps
 nothing for a CONNECT without a valid cookie and answers RETRY with one (``cookies.py``); a
-CONNECT that echoes it creates the receiving end (its ring allocated as data arrives), within
+CONNECT that echoes it creates the receiving end (its ring allocated when data arrives), within
 a cap of half-open and of all connections per peer, and is answered ACCEPTED with the rkey. A
 CONNECT with a new nonce while a connection exists (the peer restarted) makes a *pending*
 connection that replaces the live one only when DATA with its rkey arrives, so a forged

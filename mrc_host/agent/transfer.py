@@ -103,18 +103,21 @@ class Transfer:
         self.sending_ns = self.next_offset = self.chunks_posted = self.chunks_acked = self.crc = 0
         self.base_counters = {}
 
-    def next_chunk(self) -> tuple[bytes, int]:
-        """The next chunk (header + data, one copy) and its data bytes; advances the transfer."""
+    def next_chunk(self, piece: int) -> tuple[bytes, int, list[int]]:
+        """The next chunk (header + data, one copy), its data bytes and the UDP checksum shares
+        of its ``piece``-byte packets (``Pattern.piece_sums``); advances the transfer."""
+        pattern = Pattern(self.seed)
         length = min(CHUNK_DATA_BYTES, self.size - self.next_offset)
-        data = Pattern(self.seed).view(self.next_offset, length)
+        data = pattern.view(self.next_offset, length)
         self.crc = crc32(data, self.crc)
         last = self.chunks_posted + 1 >= self.chunks_total
         flags = ChunkFlag.LAST if last else ChunkFlag.NONE
         hdr = ChunkHeader(ChunkKind.DATA, flags, self.transfer_id, self.next_offset, length, self.size,
-                          self.seed, self.crc if last else 0)  # fmt: skip
+                          self.seed, self.crc if last else 0).pack()  # fmt: skip
+        sums = pattern.piece_sums(hdr, self.next_offset, length, piece)
         self.next_offset += length
         self.chunks_posted += 1
-        return b"".join((hdr.pack(), data)), length
+        return b"".join((hdr, data)), length, sums
 
 
 def _core_totals(conn: SendConnection | None) -> dict[str, int]:
@@ -257,10 +260,10 @@ class Transfers:
             elif t.conn is not conn:  # its connection died under it: it ended with that
                 queue.popleft()
                 continue
-            chunk, length = t.next_chunk()
+            chunk, length, sums = t.next_chunk(conn.mtu)
             if t.all_posted:
                 queue.popleft()
-            self.peers.run(conn, conn.post(chunk, t.transfer_id, length, now), now)
+            self.peers.run(conn, conn.post(chunk, t.transfer_id, length, now, sums), now)
 
     def on_ready(self, conn: SendConnection, now: int) -> None:
         self.pump((conn.peer.name, conn.qp.mode), now)
@@ -308,7 +311,7 @@ class Transfers:
             elif self.inbound.cancel(conn, hdr.transfer_id) is not None:
                 log.info("transfer %016x from %s cancelled by its sender", hdr.transfer_id, conn.peer.name)
         finally:
-            data.release()  # the ring may grow under the next packet
+            data.release()  # a view of the ring slot, which a later WRITE overwrites
 
     def _on_receipt(self, peer: str, hdr: ChunkHeader, now: int) -> None:
         t = self.active.get(hdr.transfer_id)

@@ -1,38 +1,49 @@
 """Registered memory regions: where incoming RDMA WRITEs land, bounds-checked.
 
-A region spans ``length`` bytes from its virtual address ``base``. Its memory is either
-allocated when it is registered, or -- ``lazy`` -- as writes land in it, in steps of
-``GROW_BYTES``: a peer that registers a region and never writes costs nothing (the agent's
-receive rings; a handshake must not reserve megabytes before any data arrives).
+A region spans ``length`` bytes from its virtual address ``base``. Its memory is allocated
+when it is registered, or -- ``lazy`` -- whole when the first write lands in it: a peer that
+registers a region and never writes costs nothing (the agent's receive rings: a handshake
+must not reserve megabytes before any data arrives). Either way the buffer never changes
+size once allocated. Growing it in 1 MiB steps as data landed put a copy per step and the
+page faults of the whole buffer (~2 µs per 4 KiB page on a VM) on the packets of the first
+pass over it: ~0.3 µs per packet over a 128 MiB transfer into a 16 MiB ring.
+
+Every write goes through ``view``, a memoryview of the whole buffer held for the region's
+life: its slice assignment copies exactly the bytes the slice spans or raises (a bytearray's
+resizes the buffer for a payload of another length), the buffer cannot be resized under it,
+and it costs ~85 ns less per 4 KiB packet than the bytearray's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 from mrc_host.wire.messages import NackReason
 
-GROW_BYTES: Final = 1 << 20  # a lazy region's buffer grows by whole steps of this
+_EMPTY: Final = memoryview(bytearray())
 
 
-@dataclass(slots=True)
 class MemoryRegion:
-    base: int  # virtual address of byte 0
-    rkey: int
-    buffer: bytearray  # bytes [0, len(buffer)) of the region; the rest reads as zeros
-    length: int = -1  # bytes the region spans (-1: the buffer's length, set at registration)
+    """``length`` bytes from virtual address ``base`` under ``rkey``; ``buffer`` holds them all,
+    or nothing until a lazy region's first write (``allocate``)."""
 
-    def __post_init__(self) -> None:
-        if self.length < 0:
-            self.length = len(self.buffer)
+    def __init__(self, base: int, rkey: int, buffer: bytearray, length: int = -1) -> None:
+        self.base = base  # virtual address of byte 0
+        self.rkey = rkey
+        self.buffer = buffer
+        self.length = len(buffer) if length < 0 else length  # bytes the region spans
+        # the whole buffer once allocated: writes go through it
+        self.view = memoryview(buffer) if len(buffer) == self.length else _EMPTY
 
-    def grow(self, end: int) -> None:
-        """Make the buffer cover [0, end) (whole steps, never past the region's end)."""
-        have = len(self.buffer)
-        if end > have:
-            want = min(self.length, -(-end // GROW_BYTES) * GROW_BYTES)
-            self.buffer.extend(bytes(want - have))
+    @property
+    def allocated(self) -> bool:
+        return len(self.view) == self.length
+
+    def allocate(self) -> None:
+        """Give a lazy region its memory, all of it, once (zeros; never resized after)."""
+        if not self.allocated:
+            self.buffer = bytearray(self.length)
+            self.view = memoryview(self.buffer)
 
     def read(self, vaddr: int, length: int) -> bytes:
         off = vaddr - self.base
@@ -62,17 +73,22 @@ class RegionTable:
     def get(self, rkey: int) -> MemoryRegion | None:
         return self._by_rkey.get(rkey)
 
-    def write(self, vaddr: int, rkey: int, payload: bytes) -> NackReason | None:
-        """Place ``payload`` at ``vaddr``; return why not (nothing is written then)."""
+    def write(self, vaddr: int, rkey: int, payload: bytes | memoryview) -> NackReason | None:
+        """Place ``payload`` (bytes, or a flat view of unsigned bytes) at ``vaddr``; return why
+        not (nothing is written then). Any other view is refused as BAD_ADDRESS: its length
+        need not be its size in bytes."""
         region = self._by_rkey.get(rkey)
         if region is None:
             return NackReason.BAD_RKEY
         off = vaddr - region.base
-        end = off + len(payload)
+        n = len(payload)
+        end = off + n
         if off < 0 or end > region.length:
             return NackReason.BAD_ADDRESS
-        buf = region.buffer
-        if end > len(buf) and payload:
-            region.grow(end)
-        buf[off:end] = payload
+        if isinstance(payload, memoryview) and (payload.nbytes != n or payload.format != "B"):
+            return NackReason.BAD_ADDRESS
+        if n:
+            if not region.allocated:
+                region.allocate()
+            region.view[off:end] = payload
         return None

@@ -125,7 +125,8 @@ class DataPacket:
     psn: int
     vaddr: int
     rkey: int
-    payload: bytes
+    # a decoded frame's is a read-only view of it (codec._data_payload): never written to
+    payload: bytes | memoryview
     msg_id: int = 0
     send_ts: int = 0  # sender clock, nanoseconds (64 bit)
     flags: DataFlag = DataFlag.NONE
@@ -141,7 +142,7 @@ class DataPacket:
         psn: int,
         vaddr: int,
         rkey: int,
-        payload: bytes,
+        payload: bytes | memoryview,
         msg_id: int = 0,
         send_ts: int = 0,
         flags: DataFlag = DataFlag.NONE,

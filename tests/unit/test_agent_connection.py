@@ -101,9 +101,9 @@ def test_garbage_in_the_ring_is_counted_not_fatal() -> None:
     assert rx.chunk(7) is None  # a slot no WRITE filled: no header
     assert rx.bad_chunks == 1
     rx.region.buffer[7 << 20 : (7 << 20) + 80] = ChunkHeader(
-        ChunkKind.DATA, ChunkFlag.NONE, 1, 0, 900_000, 1, 1
+        ChunkKind.DATA, ChunkFlag.NONE, 1, 0, CHUNK_DATA_BYTES + 1, 1, 1
     ).pack()
-    assert rx.chunk(7) is None and rx.bad_chunks == 2  # claims bytes no packet placed
+    assert rx.chunk(7) is None and rx.bad_chunks == 2  # claims more bytes than its slot holds
 
 
 def test_a_connect_ack_for_another_handshake_is_refused() -> None:

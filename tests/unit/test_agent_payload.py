@@ -18,6 +18,7 @@ from mrc_host.agent.payload import (
     Verifier,
     chunk_count,
 )
+from mrc_host.wire.codec import payload_sums
 
 
 def test_header_round_trips() -> None:
@@ -124,3 +125,32 @@ def test_verifier_checks_the_ring_in_place() -> None:
     v.received = off
     v.add(hdr, memoryview(data)[:3999])  # shorter than its header says
     assert v.mismatched_chunks == 2
+
+
+@pytest.mark.parametrize("seed", [0, 1, 0xFFFFFFFF, 123456789])
+def test_piece_sums_are_the_sums_of_the_chunks_pieces(seed: int) -> None:
+    """The UDP checksum shares of a chunk's packets, from the pattern's running sums, are
+    exactly what summing the chunk gives (header and data, any start, odd ends included)."""
+    p = Pattern(seed)
+    for offset in (0, 1, PERIOD - 1, PERIOD - 80, 3 * CHUNK_DATA_BYTES + 7):
+        for length in (1, 2, 4015, 4016, 4017, 123457, CHUNK_DATA_BYTES):
+            head = ChunkHeader(ChunkKind.DATA, ChunkFlag.NONE, seed, offset, length, 1 << 40, seed).pack()
+            for size in (4096, 1364, 256):
+                want = payload_sums(head + p.slice(offset, length), size)
+                assert p.piece_sums(head, offset, length, size) == want, (offset, length, size)
+
+
+SHAPES = [
+    (b"", 0, 4096),
+    (bytes(80), 0, 4096),
+    (bytes(81), 100, 64),
+    (bytes(80), 5000, 4095),
+    (bytes(300), 5000, 256),
+]
+
+
+@pytest.mark.parametrize(("head", "length", "size"), SHAPES)
+def test_piece_sums_of_shapes_the_running_sums_do_not_cover(head: bytes, length: int, size: int) -> None:
+    """An empty chunk, an odd header or piece, a header longer than a piece: summed as bytes."""
+    p = Pattern(7)
+    assert p.piece_sums(head, 99, length, size) == payload_sums(head + p.slice(99, length), size)

@@ -203,3 +203,27 @@ def test_a_transfer_whose_connection_died_before_any_ack_tries_a_new_one_once() 
     assert err.startswith("peer uch3 stopped answering: nothing acknowledged for 2 s (0 of") and (
         "; then peer uch3 did not answer the handshake" in err
     ), err
+
+
+def _udp_checksum_holds(frame: bytes) -> bool:
+    """RFC 768 over the inner IPv6 pseudo header (RFC 8200), worked out here from the bytes."""
+    inner, udp = frame[54:94], frame[94:]
+    pseudo = inner[8:40] + len(udp).to_bytes(4, "big") + bytes(3) + b"\x11"
+    data = pseudo + udp + bytes(len(udp) & 1)
+    total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def test_every_data_frame_carries_its_udp_checksum() -> None:
+    """The sender's checksum shares come from the pattern's running sums, not from the bytes it
+    sends: every DATA frame of a transfer, first and last pieces of its chunks included, must
+    still carry the checksum of what it holds (receivers do not check it; this does)."""
+    net = Net()
+    c = _send(net, 2 * CHUNK_DATA_BYTES + 4321)
+    net.run(lambda: _done(c))
+    assert c.final is not None and c.final["ok"]
+    frames = [f for _t, who, f in net.log if who == "uch0" and isinstance(decode_frame(f), DataPacket)]
+    assert len(frames) > 2 * CHUNK_DATA_BYTES // 1364
+    assert all(_udp_checksum_holds(f) for f in frames)

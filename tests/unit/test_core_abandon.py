@@ -1,4 +1,4 @@
-"""Abandoning a posted write (``Endpoint.abandon``) and lazily allocated regions.
+"""Abandoning a posted write (``Endpoint.abandon``).
 
 An application that cancels a transfer must stop its packets at once and free its bytes,
 without breaking the connection's PSN sequence: a write not yet segmented disappears; the
@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 
 from mrc_host.core import MessageReceived, MessageSent, Mode, NsccParams
-from mrc_host.core.region import GROW_BYTES, RegionTable
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
 from mrc_host.wire.messages import DataPacket, NackReason, Opcode
 
@@ -116,21 +115,6 @@ def test_go_back_n_resends_fillers_in_place() -> None:
         p.deliver()
     assert a.sender.idle() and len(data_of(p.sent_log, big)) == len(sent)
     assert p.b.counters.refused_writes.get(NackReason.BAD_ADDRESS.name, 0) == 0
-
-
-def test_a_lazy_region_grows_only_where_writes_land() -> None:
-    table = RegionTable()
-    size = 16 * GROW_BYTES
-    r = table.register(BASE, size, RKEY, lazy=True)
-    assert r.length == size and len(r.buffer) == 0
-    assert table.write(BASE, RKEY, b"") is None and len(r.buffer) == 0  # a filler allocates nothing
-    assert table.write(BASE + 3 * GROW_BYTES + 10, RKEY, b"abc") is None
-    assert len(r.buffer) == 4 * GROW_BYTES  # whole steps, up to the write
-    assert r.read(BASE + 3 * GROW_BYTES + 10, 3) == b"abc"
-    assert r.read(BASE + size - 4, 4) == bytes(4)  # beyond what was written: zeros
-    assert table.write(BASE + size - 2, RKEY, b"xyz") is NackReason.BAD_ADDRESS
-    assert len(r.buffer) == 4 * GROW_BYTES  # a refused write allocates nothing
-    assert table.write(BASE + size - 3, RKEY, b"xyz") is None and len(r.buffer) == size
 
 
 def test_writes_complete_at_the_receiver_in_posting_order_whatever_the_arrival_order() -> None:

@@ -372,6 +372,64 @@ def test_bad_icrc_only_when_asked() -> None:
     assert decode_frame(bytes(frame)).payload[0] == 0x01
 
 
+def test_a_bytes_frames_payload_is_a_read_only_view_of_it() -> None:
+    """A frame of bytes cannot change after it is decoded, so its payload is a view of it (no
+    copy), and nothing can be written through that view."""
+    frame = frame_of(sample_data(512))
+    got = decode_frame(frame, verify_icrc=True)
+    assert isinstance(got, DataPacket) and isinstance(got.payload, memoryview)
+    assert got.payload.readonly and got.payload.obj is frame and got.payload == frame[DATA_HDR_END:-4]
+    with pytest.raises(TypeError):
+        got.payload[0] = 1
+
+
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_a_frame_that_can_change_has_its_payload_copied(kind: type) -> None:
+    """A reused receive buffer (bytearray, or a view of one) is written again after decoding:
+    the payload decoded from it must not change with it."""
+    buf = bytearray(frame_of(sample_data(512)))
+    want = bytes(buf[DATA_HDR_END:-4])
+    got = decode_frame(kind(buf), verify_icrc=True)
+    assert isinstance(got, DataPacket) and type(got.payload) is bytes
+    buf[DATA_HDR_END:-4] = bytes(512)
+    assert got.payload == want
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray])
+def test_a_data_frames_icrc_covers_every_unmasked_byte(kind: type) -> None:
+    """Decoding with the ICRC checked (a view's single pass for bytes, a copy's for a buffer):
+    a change to any byte from the inner header on is refused, except in the masked fields."""
+    frame = frame_of(sample_data(64))
+    masked = {0, 1, 2, 3, 7, 46, 47, 52}  # offsets from the inner IPv6 header
+    assert decode_frame(kind(frame), verify_icrc=True).payload == frame[DATA_HDR_END:-4]
+    for _ in range(2):  # and again, every masked header's CRC cached by the first round
+        for i in range(INNER_OFF, len(frame)):
+            bad = bytearray(frame)
+            bad[i] ^= 0x04 if i == INNER_OFF else 0x01  # (keep the IP version 6)
+            if i - INNER_OFF in masked:
+                decode_frame(kind(bad), verify_icrc=True)
+            else:
+                with pytest.raises(MalformedPacket):
+                    decode_frame(kind(bad), verify_icrc=True)
+
+
+def test_the_decoders_caches_stay_bounded() -> None:
+    """Addresses and header fields are the sender's choice: the text of address pairs and the
+    CRCs of masked headers kept for them never outgrow their bounds, and a frame still
+    decodes (and verifies) after a flood cleared them."""
+    for i in range(codec._PAIRS_MAX + 10):
+        frame = bytearray(frame_of(sample_data(8)))
+        frame[INNER_OFF + 8 : INNER_OFF + 12] = i.to_bytes(4, "big")  # another inner source
+        decode_frame(bytes(frame))
+        assert len(codec._PAIRS) <= codec._PAIRS_MAX
+    for ev in range(codec._HEAD_CRCS_MAX + 10):
+        msg = sample_data(8)
+        msg.meta = dataclasses.replace(msg.meta, ev=ev)
+        decode_frame(frame_of(msg), verify_icrc=True)
+        assert all(len(crcs) <= codec._HEAD_CRCS_MAX for _s, _d, crcs in codec._PAIRS.values())
+    assert decode_frame(frame_of(sample_data(8)), verify_icrc=True).payload == sample_data(8).payload
+
+
 def test_non_bytes_input_is_malformed() -> None:
     for junk in (None, 42, "x" * 200, [1, 2, 3]):
         with pytest.raises(MalformedPacket):

@@ -38,9 +38,14 @@ def outcome(data: bytes, inner: bool = False) -> Frame | MalformedPacket:
 
 
 def check_decoded_is_encodable(result: Frame | MalformedPacket) -> None:
-    """Whatever decode accepts has every field in range, so it encodes again."""
+    """Whatever decode accepts has every field in range, so it encodes again; a DATA payload is
+    bytes or a read-only flat view of unsigned bytes whose length is its size (what a region
+    write relies on to stay inside the bytes it checked)."""
     if not isinstance(result, MalformedPacket):
         ENC.encode(result, CARRIER)
+        if isinstance(result, wm.DataPacket) and isinstance(result.payload, memoryview):
+            p = result.payload
+            assert p.readonly and p.format == "B" and p.ndim == 1 and p.nbytes == len(p)
 
 
 @FUZZ
