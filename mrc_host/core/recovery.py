@@ -270,10 +270,13 @@ class Recovery:
         spurious loss has shown reordering, half the RTT spread recently seen (max sample
         minus min, decaying), which is the one-way delay variation a jittery fabric (a
         software switch) adds."""
+        # (asked several times per SACK: two-argument max() compiles to a compare, a longer
+        # one to a generic call)
         window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
         srtt = self.rtt.srtt_ns
         if srtt is not None:
-            window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX, int(self.rtt.fabric_spread))
+            window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX)
+            window = max(window, int(self.rtt.fabric_spread))
         return window
 
     def on_spurious(self) -> None:
