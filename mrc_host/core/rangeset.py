@@ -3,9 +3,10 @@
 A SACK names what arrived as a cumulative PSN and a 64-bit bitmap; both are runs of
 consecutive PSNs, so the core handles them as runs (``bitmap_ranges``) instead of bit by
 bit, and the receiver keeps what it holds beyond the cumulative point as a ``RangeSet``
-(aioquic's ``rangeset.py`` is the model): adding a PSN, asking for one, dropping the run
-that has become contiguous and reporting a window as a bitmap all cost a binary search,
-whatever the number of PSNs held.
+(aioquic's ``rangeset.py`` is the model), as the sender keeps what was SACKed beyond its
+oldest unacknowledged PSN: adding a PSN, asking for one, dropping the run that has become
+contiguous, finding what a SACK adds and reporting a window as a bitmap all cost a binary
+search, whatever the number of PSNs held.
 """
 
 from __future__ import annotations
@@ -66,6 +67,33 @@ class RangeSet:
             del stops[i:j]
         starts.insert(i, start)
         stops.insert(i, stop)
+
+    def uncovered(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The parts of ``[start, stop)`` outside the set, as ranges, lowest first."""
+        starts, stops = self._starts, self._stops
+        out: list[tuple[int, int]] = []
+        i = bisect_right(stops, start)  # first range ending after start
+        n = len(starts)
+        low = start
+        while low < stop:
+            if i >= n or starts[i] >= stop:
+                out.append((low, stop))
+                break
+            if starts[i] > low:
+                out.append((low, starts[i]))
+            low = stops[i]
+            i += 1
+        return out
+
+    def discard_below(self, floor: int) -> None:
+        """Drop every integer below ``floor``."""
+        starts, stops = self._starts, self._stops
+        i = bisect_right(stops, floor)  # the ranges before i end at or below floor
+        if i:
+            del starts[:i]
+            del stops[:i]
+        if starts and starts[0] < floor:
+            starts[0] = floor
 
     def first_start(self) -> int | None:
         return self._starts[0] if self._starts else None
