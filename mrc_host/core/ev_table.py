@@ -10,7 +10,6 @@ restore -- are ``EvSet``'s (``evset.py``), built on this table.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
 
@@ -22,58 +21,34 @@ from .ev_state import EvEvent, EvState, next_state
 __all__ = ["EvEntry", "EvTable"]
 
 
-# eq=False: an entry is one EV, equal only to itself; value equality made every ``list.remove``
-# of the rotation run the generated (interpreted) __eq__ over the entries before it.
-# init=False + a spelled-out __init__: mypyc compiles it (a 64-host all-to-all makes two
-# million entries, and the generated one ran interpreted)
-@dataclass(slots=True, eq=False, init=False)
 class EvEntry:
-    value: int
-    plane: int
-    t1: int
-    state: EvState = EvState.GOOD
-    active: bool = False  # in the data rotation (else a backup, retired or denied)
-    member: bool = True  # drawn for this connection (False: only known because denied)
-    probe_id: int | None = None  # outstanding probe
-    next_probe_ns: int = 0
-    probe_successes: int = 0
-    in_use: bool = False  # something left on this EV since it last proved to work
-    last_ok_ns: int = 0  # when it last proved to work (an ACKed packet, an answered probe)
-    ok_sent_ns: int = -1  # send time of the latest packet or probe on it known delivered
-    live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
-    live_probe_ns: int = 0  # when it left
-    heat: float = 0.0  # ECN/trim penalty level, decaying (see module docstring)
-    heat_ns: int = 0
-    skips_left: int = 0  # rotations still to sit out while SKIP
-    restored_ns: int | None = None  # when probes last brought it back
-    flaps: int = 0  # quick re-failures after restores in a row
-    retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
-    ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
-    late_probe_id: int | None = None  # the liveness probe whose time-out retired it
+    """One EV of the set and all that is known about it (a plain class: an entry is one EV,
+    equal only to itself -- value equality made every ``list.remove`` of the rotation compare
+    the entries before it -- and a 64-host all-to-all makes two million of them)."""
 
     def __init__(self, value: int, plane: int, t1: int, active: bool = False, member: bool = True) -> None:
         self.value = value
         self.plane = plane
         self.t1 = t1
         self.state = EvState.GOOD
-        self.active = active
-        self.member = member
-        self.probe_id = None
+        self.active = active  # in the data rotation (else a backup, retired or denied)
+        self.member = member  # drawn for this connection (False: only known because denied)
+        self.probe_id: int | None = None  # outstanding probe
         self.next_probe_ns = 0
         self.probe_successes = 0
-        self.in_use = False
-        self.last_ok_ns = 0
-        self.ok_sent_ns = -1
-        self.live_probe_id = None
-        self.live_probe_ns = 0
-        self.heat = 0.0
+        self.in_use = False  # something left on this EV since it last proved to work
+        self.last_ok_ns = 0  # when it last proved to work (an ACKed packet, an answered probe)
+        self.ok_sent_ns = -1  # send time of the latest packet or probe on it known delivered
+        self.live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
+        self.live_probe_ns = 0  # when it left
+        self.heat = 0.0  # ECN/trim penalty level, decaying (see module docstring)
         self.heat_ns = 0
-        self.skips_left = 0
-        self.restored_ns = None
-        self.flaps = 0
-        self.retired_for = None
-        self.ack_lost_strikes = 0
-        self.late_probe_id = None
+        self.skips_left = 0  # rotations still to sit out while SKIP
+        self.restored_ns: int | None = None  # when probes last brought it back
+        self.flaps = 0  # quick re-failures after restores in a row
+        self.retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
+        self.ack_lost_strikes = 0  # SACKs sent on it that the peer apparently never got
+        self.late_probe_id: int | None = None  # the liveness probe whose time-out retired it
 
 
 class EvTable:
