@@ -45,8 +45,10 @@ class RangeSet:
         return bool(self._starts)
 
     def __contains__(self, value: int) -> bool:
-        i = bisect_right(self._starts, value) - 1
-        return i >= 0 and value < self._stops[i]
+        starts = self._starts
+        if not starts or value < starts[0] or value >= self._stops[-1]:
+            return False  # (asked per packet, mostly of PSNs outside every range: no search)
+        return value < self._stops[bisect_right(starts, value) - 1]
 
     def ranges(self) -> list[tuple[int, int]]:
         return list(zip(self._starts, self._stops, strict=True))
@@ -58,19 +60,33 @@ class RangeSet:
         if stop <= start:
             return
         starts, stops = self._starts, self._stops
+        n = len(stops)
+        # PSNs come mostly in order: past the last range, or touching it, needs no search
+        if not n or start > stops[n - 1]:
+            starts.append(start)
+            stops.append(stop)
+            return
+        if start == stops[n - 1]:
+            stops[n - 1] = stop
+            return
         i = bisect_left(stops, start)  # first range ending at or after start: touches or overlaps
         j = bisect_right(starts, stop)  # ranges from i to j - 1 touch or overlap [start, stop)
-        if i < j:
-            start = min(start, starts[i])
-            stop = max(stop, stops[j - 1])
-            del starts[i:j]
-            del stops[i:j]
+        if i < j:  # merged into range i
+            starts[i] = min(start, starts[i])
+            stops[i] = max(stop, stops[j - 1])
+            del starts[i + 1 : j]
+            del stops[i + 1 : j]
+            return
         starts.insert(i, start)
         stops.insert(i, stop)
 
     def uncovered(self, start: int, stop: int) -> list[tuple[int, int]]:
         """The parts of ``[start, stop)`` outside the set, as ranges, lowest first."""
         starts, stops = self._starts, self._stops
+        if start >= stop:
+            return []
+        if not starts or start >= stops[-1] or stop <= starts[0]:
+            return [(start, stop)]  # clear of every range
         out: list[tuple[int, int]] = []
         i = bisect_right(stops, start)  # first range ending after start
         n = len(starts)
@@ -88,6 +104,8 @@ class RangeSet:
     def discard_below(self, floor: int) -> None:
         """Drop every integer below ``floor``."""
         starts, stops = self._starts, self._stops
+        if not starts or floor <= starts[0]:
+            return
         i = bisect_right(stops, floor)  # the ranges before i end at or below floor
         if i:
             del starts[:i]
@@ -111,7 +129,8 @@ class RangeSet:
         starts, stops = self._starts, self._stops
         top = base + width
         bits = 0
-        i = bisect_right(stops, base)  # first range ending after base
+        # first range ending after base: the first one, when the window starts at the cumulative point
+        i = 0 if not stops or stops[0] > base else bisect_right(stops, base)
         n = len(starts)
         while i < n and starts[i] < top:
             lo = max(starts[i], base)

@@ -89,3 +89,22 @@ def test_uncovered_and_discard_below_match_a_python_set() -> None:
             assert [s for lo2, hi2 in r.ranges() for s in range(lo2, hi2)] == sorted(ref)
     r.discard_below(1 << 40)
     assert not r and r.uncovered(3, 5) == [(3, 5)] and r.uncovered(5, 5) == []
+
+
+def test_rangeset_in_order_arrivals_match_a_python_set() -> None:
+    """PSNs that arrive mostly in order: appended past the last range, touching it, or
+    filling a hole just behind it."""
+    rng = random.Random(17)
+    r = RangeSet()
+    ref: set[int] = set()
+    top = 0
+    for _ in range(3000):
+        top += rng.choice((0, 1, 1, 2, 3))
+        lo = top - rng.choice((0, 0, 0, 1, 5))
+        hi = lo + rng.randrange(1, 3)
+        r.add(lo, hi)
+        ref.update(range(lo, hi))
+        probe = top - rng.randrange(-2, 8)
+        assert (probe in r) == (probe in ref)
+    assert [s for lo, hi in r.ranges() for s in range(lo, hi)] == sorted(ref)
+    assert all(a[1] < b[0] for a, b in zip(r.ranges(), r.ranges()[1:], strict=False))
