@@ -76,6 +76,11 @@ class EvTable:
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
         self._usable_cache: list[EvEntry] | None = None
         self.next_liveness_ns: int | None = None  # when liveness probes are next due (ev_probe)
+        # the earliest probe due of a retired EV on an up plane (``earliest_probe_ns``): asked
+        # after every packet with dozens of EVs retired, kept until a state change, a probe
+        # scheduled (``schedule_probe``) or a port change moves it
+        self._earliest_probe: int | None = None
+        self._earliest_probe_stale = False
         self.floor_holds = 0  # losses that retired nothing because of ev_min_active
         # round-trip delay variation measured lately (jitter), written per packet by the
         # sender (RTT samples: max - min, decaying) and the receiver (2 x the one-way spread
@@ -134,8 +139,30 @@ class EvTable:
         self.entries[value] = e
         return e
 
+    def schedule_probe(self, e: EvEntry, at_ns: int) -> None:
+        """``e`` (retired) is next probed at ``at_ns``."""
+        e.next_probe_ns = at_ns
+        self._earliest_probe_stale = True
+
+    def probes_changed(self) -> None:
+        """The retired EVs or the up planes changed: ``earliest_probe_ns`` is worked out anew."""
+        self._earliest_probe_stale = True
+
+    def earliest_probe_ns(self) -> int | None:
+        """When the first probe of a retired EV on an up plane is due (None: none is)."""
+        if self._earliest_probe_stale:
+            up = self.local_ports & self.peer_ports  # (``plane_up``, inline)
+            best: int | None = None
+            for e in self.retired.values():
+                if up >> e.plane & 1 and (best is None or e.next_probe_ns < best):
+                    best = e.next_probe_ns
+            self._earliest_probe = best
+            self._earliest_probe_stale = False
+        return self._earliest_probe
+
     def _fire(self, e: EvEntry, event: EvEvent, reason: str) -> None:
         """The only place an EV changes state: through the transition table."""
+        self._earliest_probe_stale = True
         old = e.state
         new = next_state(old, event)
         if new is not old or event in (EvEvent.PROBE_TIMEOUT, EvEvent.PROMOTED):
@@ -190,6 +217,7 @@ class EvTable:
         before = self.local_ports & self.peer_ports
         self.local_ports = bitmap & ((1 << self.planes) - 1)
         self._usable_cache = None
+        self._earliest_probe_stale = True
         return before & ~(self.local_ports & self.peer_ports)
 
     def set_peer_ports(self, bitmap: int) -> int:
@@ -201,6 +229,7 @@ class EvTable:
         before = self.local_ports & self.peer_ports
         self.peer_ports = bitmap
         self._usable_cache = None
+        self._earliest_probe_stale = True
         return before & ~(self.local_ports & self.peer_ports)
 
     def take_changes(self) -> list[EvStateChanged]:

@@ -300,7 +300,7 @@ class EvSet(EvTable):
         else:
             e.flaps = 0
         # probe at the next timer; a flapping EV waits 2**flaps probe intervals first
-        e.next_probe_ns = now_ns + (self.cfg.probe_interval_ns << e.flaps if e.flaps else 0)
+        self.schedule_probe(e, now_ns + (self.cfg.probe_interval_ns << e.flaps if e.flaps else 0))
 
     def fail_plane(self, plane: int, now_ns: int) -> int:
         """Every EV of ``plane`` is retired at once (the plane stopped delivering); they are
