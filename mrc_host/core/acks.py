@@ -4,7 +4,8 @@ A SACK is believed only for PSNs the sender sent and has not yet seen acknowledg
 when its echo (send time and EV of the packet that triggered it) names a copy of a packet
 it acknowledges: a SACK whose echo matches nothing sent moves nothing, the cumulative ACK
 included, which makes blind forgery impractical (the echo is 96 unguessable bits). What
-it acknowledges, it acknowledges as ranges (``rangeset.bitmap_ranges``), each PSN once.
+it acknowledges, it acknowledges as ranges (``rangeset.bitmap_ranges``), each PSN once:
+the PSNs SACKed so far are kept as a ``RangeSet``, so only those a SACK adds are looked up.
 A trim NACK (a congested switch cut the packet) resends the packet at once on another
 EV; the EV only goes to SKIP, since trimming means congestion, not failure. The losses a
 SACK reveals are decided by ``recovery.py`` and handled by the sender.
