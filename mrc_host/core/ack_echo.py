@@ -19,7 +19,7 @@ and dropped, and the rule never retires a plane's last path (``reverse_retire_re
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Final
 
 from mrc_fabric.ev import ENTROPY_BITS
@@ -27,13 +27,20 @@ from mrc_host.wire.messages import ack_echo_of
 
 from .counters import Counters
 from .ev_state import EvEvent, EvState
-from .evset import EvSet
+from .evset import EvEntry, EvSet
 
 SENT_MAX: Final = 512  # SACKs remembered for their echo: several round trips' worth
 ECHO_QUEUE_MAX: Final = 64  # SACKs a data sender holds to echo (an idle spell's worth)
 ECHO_LOOKAHEAD: Final = 4  # how far past the oldest echo the next may be taken from
 _USABLE: Final = (EvState.GOOD, EvState.SKIP)
 _AMBIGUOUS: Final = -1  # in place of the EV of a SACK whose echo is not unique
+
+
+def _oldest(d: dict[int, tuple[int, int]]) -> tuple[int, tuple[int, int]]:
+    """The first item of ``d`` (compiled, ``next(iter(d))`` is two generic calls)."""
+    for item in d.items():
+        return item
+    raise KeyError("empty")
 
 
 class EchoQueue:
@@ -83,7 +90,10 @@ class AckEchoes:
     def __init__(self, evset: EvSet, counters: Counters) -> None:
         self.evset = evset
         self.c = counters
-        self._sent: dict[int, tuple[int, int]] = {}  # echo -> (EV, send time) of a SACK
+        # echo -> (EV, send time) of a SACK, oldest first. Ordered: a plain dict's oldest key,
+        # once older ones are deleted, is found by walking past every deleted slot (hundreds:
+        # a third of the SACK path's instructions)
+        self._sent: OrderedDict[int, tuple[int, int]] = OrderedDict()
         self._unconfirmed: dict[int, tuple[int, int]] = {}  # the same, not yet echoed, oldest first
         self._late: dict[int, tuple[int, int]] = {}  # unechoed SACKs of paths retired since
         # path retired here -> (send time of its lost SACK, the retirement's undo key)
@@ -92,8 +102,9 @@ class AckEchoes:
     def sack_sent(self, echo_ts: int, echo_ev: int, ev: int, now_ns: int) -> None:
         """A SACK echoing the DATA copy (``echo_ts``, ``echo_ev``) left on ``ev``."""
         key = ack_echo_of(echo_ts, echo_ev)
-        sent, unconfirmed = self._sent, self._unconfirmed
-        self._late.pop(key, None)
+        sent, unconfirmed, late = self._sent, self._unconfirmed, self._late
+        if late:  # (nearly always empty: asked first, no method call)
+            late.pop(key, None)
         if key in sent:
             # two SACKs we remember share the 14-bit echo: its echo could name either, so
             # it names neither (judging the older one on no evidence would be a guess too)
@@ -103,10 +114,11 @@ class AckEchoes:
         else:
             sent[key] = unconfirmed[key] = (ev, now_ns)
         if len(sent) > SENT_MAX:
-            old = next(iter(sent))
-            del sent[old]
-            unconfirmed.pop(old, None)
-            self._late.pop(old, None)
+            old = sent.popitem(last=False)[0]
+            if old in unconfirmed:  # (mostly echoed long ago)
+                del unconfirmed[old]
+            if late:
+                late.pop(old, None)
 
     def echoed(self, key: int, now_ns: int) -> None:
         """A DATA packet echoed ``key`` (0: no echo)."""
@@ -114,7 +126,7 @@ class AckEchoes:
             return
         unconfirmed = self._unconfirmed
         got = unconfirmed.pop(key, None)
-        if got is None:
+        if got is None and self._late:
             got = self._late.pop(key, None)  # on a path retired since: may undo that
         if got is None:
             if key not in self._sent:
@@ -127,23 +139,27 @@ class AckEchoes:
             return
         if sent_ns > e.ok_sent_ns:
             e.ok_sent_ns = sent_ns  # (the evidence only: liveness probes go on as they were)
-        path = (e.plane, e.t1)
-        dead = self._dead.get(path)
-        if dead is not None and sent_ns >= dead[0]:
-            # the path delivered a SACK sent at or after the one taken for lost: it was slow
-            del self._dead[path]
-            back = evset.undo_loss(ev, now_ns) if e.retired_for == dead[1] else 0
-            if back:
-                self.c.ev_loss_undone += 1
-                self.c.ev_undone += back
+        if self._dead:
+            self._undo_if_slow(e, sent_ns, now_ns)
         margin = evset.echo_margin_ns()
         while unconfirmed:
-            key = next(iter(unconfirmed))
-            old_ev, old_sent = unconfirmed[key]
+            key, (old_ev, old_sent) = _oldest(unconfirmed)
             if old_sent + margin > sent_ns:
                 break
             del unconfirmed[key]
             self._judge(key, old_ev, old_sent, now_ns, margin)
+
+    def _undo_if_slow(self, e: EvEntry, sent_ns: int, now_ns: int) -> None:
+        """``e`` delivered a SACK sent at ``sent_ns``: if that is at or after the one taken for
+        lost on its path, the path was slow, and its retirement is undone."""
+        path = (e.plane, e.t1)
+        dead = self._dead.get(path)
+        if dead is not None and sent_ns >= dead[0]:
+            del self._dead[path]
+            back = self.evset.undo_loss(e.value, now_ns) if e.retired_for == dead[1] else 0
+            if back:
+                self.c.ev_loss_undone += 1
+                self.c.ev_undone += back
 
     def _judge(self, key: int, ev: int, sent_ns: int, now_ns: int, margin_ns: int) -> None:
         """A SACK sent on ``ev`` at ``sent_ns`` is unechoed while one sent a margin later is

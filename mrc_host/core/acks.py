@@ -4,7 +4,8 @@ A SACK is believed only for PSNs the sender sent and has not yet seen acknowledg
 when its echo (send time and EV of the packet that triggered it) names a copy of a packet
 it acknowledges: a SACK whose echo matches nothing sent moves nothing, the cumulative ACK
 included, which makes blind forgery impractical (the echo is 96 unguessable bits). What
-it acknowledges, it acknowledges as ranges (``rangeset.bitmap_ranges``), each PSN once.
+it acknowledges, it acknowledges as ranges (``rangeset.bitmap_ranges``), each PSN once:
+the PSNs SACKed so far are kept as a ``RangeSet``, so only those a SACK adds are looked up.
 A trim NACK (a congested switch cut the packet) resends the packet at once on another
 EV; the EV only goes to SKIP, since trimming means congestion, not failure. The losses a
 SACK reveals are decided by ``recovery.py`` and handled by the sender.
@@ -18,7 +19,7 @@ from mrc_host.wire.messages import SACK_BITMAP_BITS, Nack, NackReason, Sack
 
 from .actions import Action, MessageSent
 from .psn import unwrap
-from .rangeset import bitmap_ranges
+from .rangeset import RangeSet, bitmap_ranges
 from .records import TxRecord
 from .recovery import PLANE_SHIFT
 
@@ -48,6 +49,8 @@ class AckBook:
         # (send time, EV) of both copies of resends sent twice at the tail (Sender._twin): the
         # second to arrive is reported as a duplicate, which is expected, not a stray SACK
         self._twins: dict[tuple[int, int], None] = {}
+        # the PSNs at or above ``snd_una`` already SACKed (``TxRecord.sacked``), as ranges
+        self._sacked = RangeSet()
 
     def note_twins(self, rec: TxRecord) -> None:
         """``rec``'s latest copy just left twice (on ``rec.ev`` and ``rec.twin_ev``)."""
@@ -177,21 +180,14 @@ class AckBook:
         if claims is None:
             return
         cum, ranges = claims
-        records = self.records
-        newly: list[TxRecord] = []  # acknowledged for the first time (nothing changed yet)
-        echoed = False
+        newly, fresh, acked_bytes = self._newly_acked(cum, ranges)
         echo_ts, echo_ev = s.echo_ts, s.echo_ev
-        for start, stop in ranges:
-            for seq in range(start, stop):
-                rec = records.get(seq)
-                if rec is None:
-                    continue
-                if not echoed and rec.is_copy(echo_ts, echo_ev):
-                    echoed = True
-                if not rec.sacked:
-                    newly.append(rec)
-        if not echoed and (echo_ts, echo_ev) in self._refused:
-            echoed = True
+        # (only asked when something is new: the trigger is nearly always among it)
+        echoed = bool(newly) and (
+            any(rec.is_copy(echo_ts, echo_ev) for rec in newly)
+            or self._echo_in(ranges, echo_ts, echo_ev)
+            or (echo_ts, echo_ev) in self._refused
+        )
         undone = s.duplicate and self._on_duplicate_report(s, now_ns)
         if not newly:
             if s.duplicate and (echo_ts, echo_ev) in self._twins:
@@ -213,15 +209,56 @@ class AckBook:
         for rec in newly:
             if self._deliver(rec, now_ns, s):
                 evidence.append(rec)
+        sacked = self._sacked
+        sacked.discard_below(cum)
+        for start, stop in fresh:
+            sacked.add(start, stop)
+        records = self.records
         for seq in range(self.tx.snd_una, cum):
-            rec = records.pop(seq, None)
-            if rec is not None:
-                self._finish_packet(rec, out)
+            done = records.pop(seq, None)
+            if done is not None:
+                self._finish_packet(done, out)
         self.tx.snd_una = cum
         self.recovery.on_progress()
-        self._sack_feedback(s, newly, evidence, now_ns)
+        self._sack_feedback(s, newly, evidence, acked_bytes, now_ns)
 
-    def _sack_feedback(self, s: Sack, newly: list[TxRecord], evidence: list[TxRecord], now_ns: int) -> None:
+    def _newly_acked(
+        self, cum: int, ranges: list[tuple[int, int]]
+    ) -> tuple[list[TxRecord], list[tuple[int, int]], int]:
+        """The records ``ranges`` acknowledge for the first time, in PSN order; the ranges
+        above ``cum`` they fill (to add to ``_sacked`` once believed); their payload bytes.
+        Only what ``_sacked`` lacks is looked up: a SACK repeats most of what the ones before
+        it said, and a lookup per PSN it names was most of its cost."""
+        records = self.records
+        sacked = self._sacked
+        newly: list[TxRecord] = []
+        fresh: list[tuple[int, int]] = []
+        acked_bytes = 0
+        for start, stop in ranges:
+            for low, high in sacked.uncovered(start, stop):
+                if low >= cum:
+                    fresh.append((low, high))
+                for seq in range(low, high):
+                    rec = records.get(seq)
+                    if rec is not None:  # (None: refused, or acknowledged since)
+                        newly.append(rec)
+                        acked_bytes += len(rec.payload)
+        return newly, fresh, acked_bytes
+
+    def _echo_in(self, ranges: list[tuple[int, int]], echo_ts: int, echo_ev: int) -> bool:
+        """Whether the echo names a copy of any packet ``ranges`` acknowledge, new or not
+        (a SACK answering a packet SACKed before: a duplicate, or a later SACK came first)."""
+        records = self.records
+        for start, stop in ranges:
+            for seq in range(start, stop):
+                rec = records.get(seq)
+                if rec is not None and rec.is_copy(echo_ts, echo_ev):
+                    return True
+        return False
+
+    def _sack_feedback(
+        self, s: Sack, newly: list[TxRecord], evidence: list[TxRecord], acked_bytes: int, now_ns: int
+    ) -> None:
         """What a believed SACK says beyond the acknowledgements: an RTT sample and an ECN echo
         from its trigger, the peer's port status, and the losses ``evidence`` (the packets
         whose latest copy arrived) reveals."""
@@ -255,7 +292,7 @@ class AckBook:
             ecn = s.ecn_echo
             if ecn:
                 self._ecn_echo(s.echo_ev, now_ns)
-        self.cc.on_ack(sum(len(r.payload) for r in newly), rtt, ecn, now_ns, port_wait)
+        self.cc.on_ack(acked_bytes, rtt, ecn, now_ns, port_wait)
         down = self.evset.set_peer_ports(s.port_status)
         if down:
             self.tx.ports_down(down)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mrc_fabric.ev import ENTROPY_MASK, EV
 from mrc_host.wire.messages import PSN_MASK
 
-from .ev_fields import MAX_PROFILE_EVS, EvDeny, ExpProfile, GenProfile
+if TYPE_CHECKING:  # imported where a profile is expanded: a run without one never loads it
+    from .ev_fields import EvDeny, ExpProfile, GenProfile
 
 
 class Mode(enum.StrEnum):
@@ -29,6 +30,8 @@ class Mode(enum.StrEnum):
 # EVs drawn per connection when nothing says otherwise: the one default of the core, the
 # agent, mrc-sim and its scenarios (each of them reads it from here)
 DEFAULT_MAX_EVS: Final = 128
+# the most EVs a connection may draw, and an EV profile generate (OCP's example: 256 x 16 x 16)
+MAX_PROFILE_EVS: Final = 65_536
 
 # UET scales NSCC's increments by the BDP over its reference fabric's: 100 Gb/s x 12 us
 UET_REFERENCE_BDP: Final = 150_000

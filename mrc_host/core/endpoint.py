@@ -44,7 +44,12 @@ from .sender import Sender
 
 MAX_PAYLOAD: Final = 9000
 U32: Final = 0xFFFFFFFF
-U64: Final = (1 << 64) - 1
+
+
+def _u64(value: int) -> bool:
+    """``0 <= value < 2**64``, by a shift: compiled, a comparison with 2**64 - 1 (no small int)
+    takes the big-integer path, three times per packet."""
+    return value >= 0 and not value >> 64
 
 
 def _check(msg: object) -> str | None:
@@ -62,16 +67,17 @@ def _check(msg: object) -> str | None:
             return "bad_psn"
         if msg.opcode not in DATA_OPCODES:
             return "unknown_opcode"
-        if not isinstance(msg.payload, (bytes, bytearray, memoryview)):
+        payload = msg.payload  # (bytes first: compiled, the tuple would be built per packet)
+        if not isinstance(payload, bytes) and not isinstance(payload, (bytearray, memoryview)):
             return "bad_payload"
         if len(msg.payload) > MAX_PAYLOAD:
             return "oversized"
-        if not (0 <= msg.vaddr <= U64 and 0 <= msg.rkey <= U32 and 0 <= msg.send_ts <= U64):
+        if not (_u64(msg.vaddr) and 0 <= msg.rkey <= U32 and _u64(msg.send_ts)):
             return "bad_reth"
     elif isinstance(msg, Sack):
         if not (0 <= msg.cum_psn <= PSN_MASK and 0 <= msg.base_psn <= PSN_MASK):
             return "bad_psn"
-        if not (0 <= msg.bitmap <= U64 and 0 <= msg.echo_ev <= U32 and 0 <= msg.echo_ts <= U64):
+        if not (_u64(msg.bitmap) and 0 <= msg.echo_ev <= U32 and _u64(msg.echo_ts)):
             return "bad_sack"
         if not 0 <= msg.port_status <= 0xFFFF:
             return "bad_sack"
@@ -219,6 +225,7 @@ class Endpoint:
             e.late_probe_id = None
             e.in_use = False
         ev.retired.clear()
+        ev.probes_changed()
 
     def on_timer(self, now_ns: int) -> list[Action]:
         self._now = now_ns

@@ -9,12 +9,15 @@ path when paths are fewer, differing in their entropy bits -- plus a backup set 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK, EV, PLANE_SHIFT, T1_SHIFT
 
 from .config import Mode, TransportConfig
-from .ev_fields import ExpProfile, GenProfile, profile_values
+
+if TYPE_CHECKING:  # imported by _generated: a connection without a profile never loads it
+    from .ev_fields import ExpProfile, GenProfile
 
 __all__ = ["EvDraw", "PathSpace", "draw"]
 
@@ -34,10 +37,12 @@ class PathSpace:
             raise ValueError(f"path space planes={self.planes} t1_count={self.t1_count} out of range")
 
 
-@dataclass(slots=True)
 class EvDraw:
-    active: list[list[int]] = field(default_factory=list)  # per plane
-    backup: list[list[int]] = field(default_factory=list)
+    """The EVs drawn, per plane: those in the rotation and the backups."""
+
+    def __init__(self, active: list[list[int]], backup: list[list[int]]) -> None:
+        self.active = active
+        self.backup = backup
 
 
 def _entropy(rng: random.Random) -> int:
@@ -124,6 +129,8 @@ def _generated(
     those that name a plane and T1 this fabric has, dealt per plane over the T1s as evenly
     as they allow (shuffled T1 order, a random value of each path in turn), actives first.
     In ECMP mode the T1 bits are the switches' business: every value of the plane counts."""
+    from .ev_fields import GenProfile, profile_values
+
     by_path: dict[tuple[int, int], list[int]] = {}
     for v in profile_values(gen):
         ev = EV.decode(v)

@@ -26,8 +26,9 @@ from typing import Final
 
 from mrc_fabric.ev import ev_plane, ev_t1
 
+from .config import MAX_PROFILE_EVS
+
 EV_BITS: Final = 32
-MAX_PROFILE_EVS: Final = 65_536  # the most EVs a profile may generate (OCP's example: 256 x 16 x 16)
 CONTRACT_FORMAT: Final = (4, 10, 18)  # plane, T1, entropy: the EV layout of docs/design.md §3
 
 __all__ = [

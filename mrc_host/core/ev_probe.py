@@ -81,14 +81,14 @@ class EvProber:
                 continue
             path = (e.plane, e.t1)
             if e.probe_id is None and path in probing:
-                e.next_probe_ns = now_ns + interval  # its path is being probed
+                evset.schedule_probe(e, now_ns + interval)  # its path is being probed
                 continue
             probing.add(path)
             if e.probe_id is not None:
                 e.probe_successes = 0
                 evset.probe_timed_out(e)
             e.probe_id = self._next_id()
-            e.next_probe_ns = now_ns + interval
+            evset.schedule_probe(e, now_ns + interval)
             out.append((e.value, e.probe_id))
         return out
 
@@ -140,14 +140,14 @@ class EvProber:
         if e.probe_successes >= self.cfg.probe_successes_to_restore:
             self.evset.restore_path(e, now_ns)
             return True
-        e.next_probe_ns = now_ns  # next probe right away: K successes take K RTTs
+        self.evset.schedule_probe(e, now_ns)  # next probe right away: K successes take K RTTs
         return False
 
     def next_deadline(self) -> int | None:
+        """The next liveness tick or probe of a retired EV on an up plane."""
         evset = self.evset
-        if not evset.retired:  # the common case, asked after every packet: no list to build
-            return evset.next_liveness_ns
-        times = [e.next_probe_ns for e in evset.retired.values() if evset.plane_up(e.plane)]
-        if evset.next_liveness_ns is not None:
-            times.append(evset.next_liveness_ns)
-        return min(times) if times else None
+        best = evset.earliest_probe_ns()
+        live = evset.next_liveness_ns
+        if live is not None and (best is None or live < best):
+            best = live
+        return best

@@ -10,7 +10,6 @@ restore -- are ``EvSet``'s (``evset.py``), built on this table.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
 
@@ -22,58 +21,34 @@ from .ev_state import EvEvent, EvState, next_state
 __all__ = ["EvEntry", "EvTable"]
 
 
-# eq=False: an entry is one EV, equal only to itself; value equality made every ``list.remove``
-# of the rotation run the generated (interpreted) __eq__ over the entries before it.
-# init=False + a spelled-out __init__: mypyc compiles it (a 64-host all-to-all makes two
-# million entries, and the generated one ran interpreted)
-@dataclass(slots=True, eq=False, init=False)
 class EvEntry:
-    value: int
-    plane: int
-    t1: int
-    state: EvState = EvState.GOOD
-    active: bool = False  # in the data rotation (else a backup, retired or denied)
-    member: bool = True  # drawn for this connection (False: only known because denied)
-    probe_id: int | None = None  # outstanding probe
-    next_probe_ns: int = 0
-    probe_successes: int = 0
-    in_use: bool = False  # something left on this EV since it last proved to work
-    last_ok_ns: int = 0  # when it last proved to work (an ACKed packet, an answered probe)
-    ok_sent_ns: int = -1  # send time of the latest packet or probe on it known delivered
-    live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
-    live_probe_ns: int = 0  # when it left
-    heat: float = 0.0  # ECN/trim penalty level, decaying (see module docstring)
-    heat_ns: int = 0
-    skips_left: int = 0  # rotations still to sit out while SKIP
-    restored_ns: int | None = None  # when probes last brought it back
-    flaps: int = 0  # quick re-failures after restores in a row
-    retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
-    ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
-    late_probe_id: int | None = None  # the liveness probe whose time-out retired it
+    """One EV of the set and all that is known about it (a plain class: an entry is one EV,
+    equal only to itself -- value equality made every ``list.remove`` of the rotation compare
+    the entries before it -- and a 64-host all-to-all makes two million of them)."""
 
     def __init__(self, value: int, plane: int, t1: int, active: bool = False, member: bool = True) -> None:
         self.value = value
         self.plane = plane
         self.t1 = t1
         self.state = EvState.GOOD
-        self.active = active
-        self.member = member
-        self.probe_id = None
+        self.active = active  # in the data rotation (else a backup, retired or denied)
+        self.member = member  # drawn for this connection (False: only known because denied)
+        self.probe_id: int | None = None  # outstanding probe
         self.next_probe_ns = 0
         self.probe_successes = 0
-        self.in_use = False
-        self.last_ok_ns = 0
-        self.ok_sent_ns = -1
-        self.live_probe_id = None
-        self.live_probe_ns = 0
-        self.heat = 0.0
+        self.in_use = False  # something left on this EV since it last proved to work
+        self.last_ok_ns = 0  # when it last proved to work (an ACKed packet, an answered probe)
+        self.ok_sent_ns = -1  # send time of the latest packet or probe on it known delivered
+        self.live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
+        self.live_probe_ns = 0  # when it left
+        self.heat = 0.0  # ECN/trim penalty level, decaying (see module docstring)
         self.heat_ns = 0
-        self.skips_left = 0
-        self.restored_ns = None
-        self.flaps = 0
-        self.retired_for = None
-        self.ack_lost_strikes = 0
-        self.late_probe_id = None
+        self.skips_left = 0  # rotations still to sit out while SKIP
+        self.restored_ns: int | None = None  # when probes last brought it back
+        self.flaps = 0  # quick re-failures after restores in a row
+        self.retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
+        self.ack_lost_strikes = 0  # SACKs sent on it that the peer apparently never got
+        self.late_probe_id: int | None = None  # the liveness probe whose time-out retired it
 
 
 class EvTable:
@@ -101,6 +76,11 @@ class EvTable:
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
         self._usable_cache: list[EvEntry] | None = None
         self.next_liveness_ns: int | None = None  # when liveness probes are next due (ev_probe)
+        # the earliest probe due of a retired EV on an up plane (``earliest_probe_ns``): asked
+        # after every packet with dozens of EVs retired, kept until a state change, a probe
+        # scheduled (``schedule_probe``) or a port change moves it
+        self._earliest_probe: int | None = None
+        self._earliest_probe_stale = False
         self.floor_holds = 0  # losses that retired nothing because of ev_min_active
         # round-trip delay variation measured lately (jitter), written per packet by the
         # sender (RTT samples: max - min, decaying) and the receiver (2 x the one-way spread
@@ -159,8 +139,30 @@ class EvTable:
         self.entries[value] = e
         return e
 
+    def schedule_probe(self, e: EvEntry, at_ns: int) -> None:
+        """``e`` (retired) is next probed at ``at_ns``."""
+        e.next_probe_ns = at_ns
+        self._earliest_probe_stale = True
+
+    def probes_changed(self) -> None:
+        """The retired EVs or the up planes changed: ``earliest_probe_ns`` is worked out anew."""
+        self._earliest_probe_stale = True
+
+    def earliest_probe_ns(self) -> int | None:
+        """When the first probe of a retired EV on an up plane is due (None: none is)."""
+        if self._earliest_probe_stale:
+            up = self.local_ports & self.peer_ports  # (``plane_up``, inline)
+            best: int | None = None
+            for e in self.retired.values():
+                if up >> e.plane & 1 and (best is None or e.next_probe_ns < best):
+                    best = e.next_probe_ns
+            self._earliest_probe = best
+            self._earliest_probe_stale = False
+        return self._earliest_probe
+
     def _fire(self, e: EvEntry, event: EvEvent, reason: str) -> None:
         """The only place an EV changes state: through the transition table."""
+        self._earliest_probe_stale = True
         old = e.state
         new = next_state(old, event)
         if new is not old or event in (EvEvent.PROBE_TIMEOUT, EvEvent.PROMOTED):
@@ -215,6 +217,7 @@ class EvTable:
         before = self.local_ports & self.peer_ports
         self.local_ports = bitmap & ((1 << self.planes) - 1)
         self._usable_cache = None
+        self._earliest_probe_stale = True
         return before & ~(self.local_ports & self.peer_ports)
 
     def set_peer_ports(self, bitmap: int) -> int:
@@ -226,6 +229,7 @@ class EvTable:
         before = self.local_ports & self.peer_ports
         self.peer_ports = bitmap
         self._usable_cache = None
+        self._earliest_probe_stale = True
         return before & ~(self.local_ports & self.peer_ports)
 
     def take_changes(self) -> list[EvStateChanged]:

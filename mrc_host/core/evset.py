@@ -52,19 +52,21 @@ class EvSet(EvTable):
         """
         planes = self.planes
         load = self.plane_load
+        active = self.active
         # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
         # they serve some, so a connection whose every usable EV sits out (one path, or
         # every path marked) sends on the least penalised one instead of stalling.
         for _ in range(self.cfg.max_skip_rotations + 1):
             served = self._skips_served
-            tried = 0
+            # the planes tried, counting those down from the start (``plane_up``, once a packet)
+            tried = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
             while True:
                 best = -1
                 best_load = 0
                 cursor = self._plane_cursor
                 for k in range(planes):
                     plane = (cursor + k) % planes
-                    if tried >> plane & 1 or not self.active[plane] or not self.plane_up(plane):
+                    if tried >> plane & 1 or not active[plane]:
                         continue
                     if best < 0 or load[plane] < best_load:
                         best, best_load = plane, load[plane]
@@ -233,12 +235,13 @@ class EvSet(EvTable):
         e.retired_for = key if event in (EvEvent.LOSS, EvEvent.LIVENESS_LOST) else None
         if event in _PATH_EVENTS:
             # the EVs that differ only in entropy take the very same source-routed path
+            why = f"same path as {e.value:08x}: {reason}"
             for sib in [*self.active[e.plane], *self.backup[e.plane]]:
                 if sib.t1 == e.t1 and sib is not e and allowed(sib.state, event):
                     if not dead and sib.active and not self._may_shrink(e.plane, e.t1):
                         self.floor_holds += 1
                         break
-                    self._retire_one(sib, f"same path as {e.value:08x}: {reason}", now_ns, event)
+                    self._retire_one(sib, why, now_ns, event)
                     sib.retired_for = e.retired_for
         return True
 
@@ -300,7 +303,7 @@ class EvSet(EvTable):
         else:
             e.flaps = 0
         # probe at the next timer; a flapping EV waits 2**flaps probe intervals first
-        e.next_probe_ns = now_ns + (self.cfg.probe_interval_ns << e.flaps if e.flaps else 0)
+        self.schedule_probe(e, now_ns + (self.cfg.probe_interval_ns << e.flaps if e.flaps else 0))
 
     def fail_plane(self, plane: int, now_ns: int) -> int:
         """Every EV of ``plane`` is retired at once (the plane stopped delivering); they are
@@ -329,11 +332,12 @@ class EvSet(EvTable):
             return 0  # not retired for a loss or a plane (probes, ACK paths): not ours to undo
         key = e.retired_for
         back = [x for x in self.retired.values() if x.retired_for == key]
+        why = f"loss of a packet or probe on {ev:08x} was reordering"
         for x in back:
             x.retired_for = None
             x.probe_id = None
             x.flaps = max(0, x.flaps - 1)
-            self._fire(x, EvEvent.LOSS_UNDONE, f"loss of a packet or probe on {ev:08x} was reordering")
+            self._fire(x, EvEvent.LOSS_UNDONE, why)
             x.last_ok_ns = now_ns
             self._place_good(x)
         return len(back)
@@ -401,9 +405,10 @@ class EvSet(EvTable):
     def restore_path(self, e: EvEntry, now_ns: int) -> None:
         """Enough probes of ``e`` came back: it and the retired EVs of its path are GOOD again."""
         path = (e.plane, e.t1)
+        why = f"{e.probe_successes} probes answered"
+        sibling_why = f"{why} on {e.value:08x}, same path"
         for x in [e, *(x for x in self.retired.values() if (x.plane, x.t1) == path and x is not e)]:
-            why = f"{e.probe_successes} probes answered" + ("" if x is e else f" on {e.value:08x}, same path")
-            self._fire(x, EvEvent.PROBES_ANSWERED, why)
+            self._fire(x, EvEvent.PROBES_ANSWERED, why if x is e else sibling_why)
             x.restored_ns = now_ns
             x.last_ok_ns = now_ns
             x.ok_sent_ns = max(x.ok_sent_ns, now_ns)

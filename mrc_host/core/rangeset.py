@@ -3,9 +3,10 @@
 A SACK names what arrived as a cumulative PSN and a 64-bit bitmap; both are runs of
 consecutive PSNs, so the core handles them as runs (``bitmap_ranges``) instead of bit by
 bit, and the receiver keeps what it holds beyond the cumulative point as a ``RangeSet``
-(aioquic's ``rangeset.py`` is the model): adding a PSN, asking for one, dropping the run
-that has become contiguous and reporting a window as a bitmap all cost a binary search,
-whatever the number of PSNs held.
+(aioquic's ``rangeset.py`` is the model), as the sender keeps what was SACKed beyond its
+oldest unacknowledged PSN: adding a PSN, asking for one, dropping the run that has become
+contiguous, finding what a SACK adds and reporting a window as a bitmap all cost a binary
+search, whatever the number of PSNs held.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ class RangeSet:
         return bool(self._starts)
 
     def __contains__(self, value: int) -> bool:
-        i = bisect_right(self._starts, value) - 1
-        return i >= 0 and value < self._stops[i]
+        starts = self._starts
+        if not starts or value < starts[0] or value >= self._stops[-1]:
+            return False  # (asked per packet, mostly of PSNs outside every range: no search)
+        return value < self._stops[bisect_right(starts, value) - 1]
 
     def ranges(self) -> list[tuple[int, int]]:
         return list(zip(self._starts, self._stops, strict=True))
@@ -57,15 +60,58 @@ class RangeSet:
         if stop <= start:
             return
         starts, stops = self._starts, self._stops
+        n = len(stops)
+        # PSNs come mostly in order: past the last range, or touching it, needs no search
+        if not n or start > stops[n - 1]:
+            starts.append(start)
+            stops.append(stop)
+            return
+        if start == stops[n - 1]:
+            stops[n - 1] = stop
+            return
         i = bisect_left(stops, start)  # first range ending at or after start: touches or overlaps
         j = bisect_right(starts, stop)  # ranges from i to j - 1 touch or overlap [start, stop)
-        if i < j:
-            start = min(start, starts[i])
-            stop = max(stop, stops[j - 1])
-            del starts[i:j]
-            del stops[i:j]
+        if i < j:  # merged into range i
+            starts[i] = min(start, starts[i])
+            stops[i] = max(stop, stops[j - 1])
+            del starts[i + 1 : j]
+            del stops[i + 1 : j]
+            return
         starts.insert(i, start)
         stops.insert(i, stop)
+
+    def uncovered(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The parts of ``[start, stop)`` outside the set, as ranges, lowest first."""
+        starts, stops = self._starts, self._stops
+        if start >= stop:
+            return []
+        if not starts or start >= stops[-1] or stop <= starts[0]:
+            return [(start, stop)]  # clear of every range
+        out: list[tuple[int, int]] = []
+        i = bisect_right(stops, start)  # first range ending after start
+        n = len(starts)
+        low = start
+        while low < stop:
+            if i >= n or starts[i] >= stop:
+                out.append((low, stop))
+                break
+            if starts[i] > low:
+                out.append((low, starts[i]))
+            low = stops[i]
+            i += 1
+        return out
+
+    def discard_below(self, floor: int) -> None:
+        """Drop every integer below ``floor``."""
+        starts, stops = self._starts, self._stops
+        if not starts or floor <= starts[0]:
+            return
+        i = bisect_right(stops, floor)  # the ranges before i end at or below floor
+        if i:
+            del starts[:i]
+            del stops[:i]
+        if starts and starts[0] < floor:
+            starts[0] = floor
 
     def first_start(self) -> int | None:
         return self._starts[0] if self._starts else None
@@ -83,7 +129,8 @@ class RangeSet:
         starts, stops = self._starts, self._stops
         top = base + width
         bits = 0
-        i = bisect_right(stops, base)  # first range ending after base
+        # first range ending after base: the first one, when the window starts at the cumulative point
+        i = 0 if not stops or stops[0] > base else bisect_right(stops, base)
         n = len(starts)
         while i < n and starts[i] < top:
             lo = max(starts[i], base)

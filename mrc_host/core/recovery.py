@@ -270,10 +270,13 @@ class Recovery:
         spurious loss has shown reordering, half the RTT spread recently seen (max sample
         minus min, decaying), which is the one-way delay variation a jittery fabric (a
         software switch) adds."""
+        # (asked several times per SACK: two-argument max() compiles to a compare, a longer
+        # one to a generic call)
         window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
         srtt = self.rtt.srtt_ns
         if srtt is not None:
-            window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX, int(self.rtt.fabric_spread))
+            window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX)
+            window = max(window, int(self.rtt.fabric_spread))
         return window
 
     def on_spurious(self) -> None:
@@ -400,23 +403,25 @@ class Recovery:
         ``plane_guard_min_ns``, the base RTT), so a plane that is merely slower (deeper queue,
         lower rate) has a longer guard, and delay spikes shorter than a base RTT (a software
         fabric, a busy host) are never taken for a dead plane."""
-        newest = max(r.sent_ns for r in newly)
+        newest = -1
+        for r in newly:  # (a loop: compiled, max() over a generator is a generic call)
+            if r.sent_ns > newest:
+                newest = r.sent_ns
         load = self.plane_load
-        dead = []
+        dead: list[int] = []
         # a plane's deliveries may lag another's by the longest stall seen lately (a software
         # switch descheduled for milliseconds): that is no failure. The part of the guard that
-        # is the same for every plane, worked out once (this runs on every SACK)
-        floor = -1
+        # is the same for every plane, worked out once (this runs on every SACK); a plane that
+        # delivered within it is passed over before its own part is worked out
+        floor = max(self.reorder_window(), self.cfg.plane_guard_min_ns)
+        floor = max(floor, int(self.rtt.stall))
         for plane in range(self.planes):
-            if not load[plane]:
-                continue
             ok_sent = self.plane_ok_sent[plane]
+            if not load[plane] or newest - ok_sent < floor:
+                continue
             ps = self.rtt.plane_srtt[plane] or self.rtt.srtt_ns
             if ps is None:
                 continue
-            if floor < 0:
-                floor = max(self.reorder_window(), self.cfg.plane_guard_min_ns)
-                floor = max(floor, int(self.rtt.stall))
             guard = max(int(ps * 3 / 4), floor)
             if newest - ok_sent < guard:
                 continue

@@ -17,7 +17,6 @@ from collections import deque
 from typing import Final
 
 from mrc_host.wire.messages import (
-    SACK_BITMAP_BITS,
     DataFlag,
     DataPacket,
     Dscp,
@@ -37,14 +36,12 @@ from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, TxRecord
 from .recovery import PLANE_SHIFT, Recovery
 
-BITMAP_MASK: Final = (1 << SACK_BITMAP_BITS) - 1
-REFUSED_MAX: Final = 64  # refused packets remembered, for the SACK that names one
-
-# flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit
-_FLAGS: Final = (
-    (DataFlag.NONE, DataFlag.LAST_OF_MESSAGE),
-    (DataFlag.RETRANSMISSION, DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE),
-)
+# flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit. Four
+# names, not a table: compiled, indexing a Final tuple of tuples builds the tuples anew each time
+_NEW: Final = DataFlag.NONE
+_NEW_LAST: Final = DataFlag.LAST_OF_MESSAGE
+_RETX: Final = DataFlag.RETRANSMISSION
+_RETX_LAST: Final = DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE
 _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 
 
@@ -299,7 +296,10 @@ class Sender:
     def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> None:
         """The DATA packet carrying ``rec`` on ``ev``, counted."""
         size = len(rec.payload)
-        flags = _FLAGS[retx][rec.opcode in _LAST_OPCODES]
+        if rec.opcode in _LAST_OPCODES:
+            flags = _RETX_LAST if retx else _NEW_LAST
+        else:
+            flags = _RETX if retx else _NEW
         c = self.c
         c.data_packets_sent += 1
         c.data_bytes_sent += size

@@ -63,3 +63,48 @@ def test_rangeset_matches_a_python_set_and_its_bitmap_window() -> None:
     flat = [s for lo, hi in r.ranges() for s in range(lo, hi)]
     assert flat == sorted(ref)
     assert all(a[1] < b[0] for a, b in zip(r.ranges(), r.ranges()[1:], strict=False))  # never touching
+
+
+def test_uncovered_and_discard_below_match_a_python_set() -> None:
+    rng = random.Random(13)
+    r = RangeSet()
+    ref: set[int] = set()
+    floor = 0
+    for _ in range(3000):
+        lo = floor + rng.randrange(200)
+        hi = lo + rng.randrange(1, 6)
+        r.add(lo, hi)
+        ref.update(range(lo, hi))
+        start = floor + rng.randrange(-5, 205)
+        stop = start + rng.randrange(0, 40)
+        missing = [s for lo2, hi2 in r.uncovered(start, stop) for s in range(lo2, hi2)]
+        assert missing == [s for s in range(start, stop) if s not in ref]
+        assert all(
+            a[1] < b[0] for a, b in zip(r.uncovered(start, stop), r.uncovered(start, stop)[1:], strict=False)
+        )
+        if rng.random() < 0.1:
+            floor += rng.randrange(20)
+            r.discard_below(floor)
+            ref = {s for s in ref if s >= floor}
+            assert [s for lo2, hi2 in r.ranges() for s in range(lo2, hi2)] == sorted(ref)
+    r.discard_below(1 << 40)
+    assert not r and r.uncovered(3, 5) == [(3, 5)] and r.uncovered(5, 5) == []
+
+
+def test_rangeset_in_order_arrivals_match_a_python_set() -> None:
+    """PSNs that arrive mostly in order: appended past the last range, touching it, or
+    filling a hole just behind it."""
+    rng = random.Random(17)
+    r = RangeSet()
+    ref: set[int] = set()
+    top = 0
+    for _ in range(3000):
+        top += rng.choice((0, 1, 1, 2, 3))
+        lo = top - rng.choice((0, 0, 0, 1, 5))
+        hi = lo + rng.randrange(1, 3)
+        r.add(lo, hi)
+        ref.update(range(lo, hi))
+        probe = top - rng.randrange(-2, 8)
+        assert (probe in r) == (probe in ref)
+    assert [s for lo, hi in r.ranges() for s in range(lo, hi)] == sorted(ref)
+    assert all(a[1] < b[0] for a, b in zip(r.ranges(), r.ranges()[1:], strict=False))
