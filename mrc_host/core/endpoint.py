@@ -129,7 +129,7 @@ class Endpoint:
 
     # ---- operator / application API -----------------------------------------------------
     def register_region(self, base: int, length: int, rkey: int, lazy: bool = False) -> MemoryRegion:
-        """``lazy``: the region's memory is allocated as writes land in it, not up front."""
+        """``lazy``: the region's memory is allocated whole when the first write lands in it."""
         return self.regions.register(base, length, rkey, lazy)
 
     def post_write(self, data: bytes, remote_vaddr: int, rkey: int, now_ns: int) -> tuple[int, list[Action]]:
