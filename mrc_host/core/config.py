@@ -98,7 +98,8 @@ class NsccParams:
       than 3 x (their mean - it) (a standing queue where nothing marks: the last hop) ->
       the same decrease, sized by that floor delay;
     - no ECN, but a trim at the receiver's port (TRIMMED_LASTHOP) in the last 128 periods
-      and a delay above target / 2 -> as ECN (the mark that port does not set);
+      (or a sample so marked since) and a delay above target / 2 -> as ECN (the mark that
+      port does not set);
     the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
     (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or

@@ -361,3 +361,17 @@ def test_nscc_lasthop_queue_below_target_holds_the_window() -> None:
     free = Nscc(replace(N, lasthop_delay=10_000))  # no trim at the last hop: UET's rules
     _acks_at(free, 4_000, 1)
     assert free.cwnd > before and free.decreases == 0
+
+
+def test_nscc_lasthop_mark_lasts_while_its_queue_does() -> None:
+    """Defect: the mark a last-hop trim arms lasted 128 periods from the trim, however long
+    the queue it proved stood; in an 8->1 incast of 8 MiB each the held windows lost it every
+    128 periods, took the fair increase above the target and trimmed again (26-37 trims in
+    the second half). Each sample it marks now renews it."""
+    cc = Nscc(replace(N, lasthop_delay=10_000))  # a period of 10 us: 128 of them 1.28 ms
+    cc.on_trim(0, lasthop=True)
+    before = cc.cwnd
+    t = _acks_at(cc, 4_000, 1, n=2_000)  # 2 ms held between half the target and the target
+    assert cc.cwnd == before and cc.decreases == 0
+    _acks_at(cc, 6_000, t, n=20)  # still marked: above the target it decreases
+    assert cc.decreases >= 1 and cc.cwnd < before
