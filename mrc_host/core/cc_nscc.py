@@ -20,10 +20,13 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
   a window above a BDP queues there, and counted as spread that queue raised the cap that
   made it (a lone 41 us flow held 1.2 BDP, and a black hole took 1.45 x a BDP/paths);
 - a trim at the receiver's own port (NACK TRIMMED_LASTHOP) proves a queue there: for
-  ``_LASTHOP_MEMORY`` periods after it, a delay halfway from the target to
-  ``lasthop_delay`` counts as the mark that port does not set. In UET the last hop marks
-  (or receiver credits pace an incast); here the windows of an incast shrink after its
-  first round of trims instead of trimming for its whole length.
+  ``_LASTHOP_MEMORY`` periods after it (or after the last sample so marked), a delay above
+  half the target counts as the mark that port does not set. In UET the last hop marks (or
+  receiver credits pace an incast), and marks from well below the target (htsim's ECN ramp
+  starts at 0.2 BDP of queue, its target is 0.75 RTT): between the two, NSCC's "ECN, delay
+  below target" holds a window still, and only above the target does it decrease. Here the
+  windows of an incast shrink after its first round of trims instead of trimming for its
+  whole length.
 """
 
 from __future__ import annotations
@@ -39,10 +42,11 @@ _FLOOR_PERIODS = 8  # the delay floor is the smallest sample of at least this ma
 # flow slower, its floor higher and the next decrease likelier; 64 keep the floor of such
 # jitter well under three quarters of the mean (the last-hop guard below).
 _FLOOR_SAMPLES = 64
-# a trim at the receiver's own port proves a queue there: for this many periods after it, a
-# delay sample halfway from the target to ``lasthop_delay`` counts as a mark its switch did
-# not set (the receiver's port: it steers no EV). Shorter memories let a flow whose window
-# the incast shrank grow back into the same queue and trim again
+# a trim at the receiver's own port proves a queue there: for this many periods after it, and
+# after each sample it marks, a delay sample above half the target counts as a mark its
+# switch did not set (the receiver's port: it steers no EV). Shorter memories let a flow
+# whose window the incast shrank grow back into the same queue and trim again; one counted
+# from the trim alone ran out in a long incast (8 MiB x 8: a round of trims every 128 periods)
 _LASTHOP_MEMORY = 128
 
 
@@ -212,10 +216,17 @@ class Nscc(CongestionControl):
         closed = self._track_floor(fabric, now_ns)
         if avg > p.qa_threshold * target:
             self._qa_armed = True
-        if ecn or (now_ns < self._lasthop_until_ns and 2 * delay > target + max(target, p.lasthop_delay)):
-            # (a real mark, or the last hop's queue that a trim there has shown)
+        trim_marked = p.lasthop_trim_mark and now_ns < self._lasthop_until_ns and 2 * delay > target
+        if ecn or trim_marked:
+            # (a real mark, or the last hop's queue that a trim there has shown: marked from
+            # half the target, as a switch's ECN starts below it, so that between the two the
+            # window holds -- marked above the target, the fair increase of every flow of an
+            # incast (5 packets a window at UET's reference) filled the queue to the trim)
             self._fast = False
             self._fi_bytes = 0
+            if trim_marked:  # the queue still stands: remember it as long
+                period = max(p.base_rtt, p.lasthop_delay)
+                self._lasthop_until_ns = now_ns + _LASTHOP_MEMORY * period
             if delay > target:
                 self._decrease(avg, now_ns)
             return

@@ -35,6 +35,7 @@ MAX_PROFILE_EVS: Final = 65_536
 
 # UET scales NSCC's increments by the BDP over its reference fabric's: 100 Gb/s x 12 us
 UET_REFERENCE_BDP: Final = 150_000
+UET_REFERENCE_RTT: Final = 12_000
 
 
 def uet_fi(mtu: int, network_bdp: int) -> int:
@@ -43,10 +44,12 @@ def uet_fi(mtu: int, network_bdp: int) -> int:
     return max(mtu, round(5 * mtu * network_bdp / UET_REFERENCE_BDP))
 
 
-def uet_eta(mtu: int, network_bdp: int) -> float:
-    """UET's proportional increase at zero delay: about 4 packets per RTT at the reference
-    BDP, scaled by the fabric's BDP; at least one packet."""
-    return max(float(mtu), 4.0 * mtu * network_bdp / UET_REFERENCE_BDP)
+def uet_eta(mtu: int, network_bdp: int, target_delay: int) -> float:
+    """UET's proportional increase at zero delay: 4 packets per window times the target delay
+    over the reference RTT (UET's alpha is 4 MTU x the BDP's and the target's scaling over the
+    target, and adds alpha x (target - delay) per window), scaled by the fabric's BDP; at
+    least one packet. So a lower target also grows the window slower below it."""
+    return max(float(mtu), 4.0 * mtu * network_bdp / UET_REFERENCE_BDP * target_delay / UET_REFERENCE_RTT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +83,8 @@ class NsccParams:
     Times are in ns, sizes in bytes. Per acknowledgement, with ``delay`` the RTT sample
     minus ``base_rtt`` and ``avg_delay`` its moving average:
     - no ECN, delay below ``target_delay`` -> proportional increase, additive: ``eta`` bytes
-      per window acked, scaled by the headroom (target - delay) / target; once a whole
+      per window acked (``for_rtt``: UET's 4 packets x the target over its reference RTT of
+      12 us, scaled as ``fi``), times the headroom (target - delay) / target; once a whole
       window has been acked at almost no delay, fast increase: ``fi_scale`` bytes per acked
       byte;
     - no ECN, delay above target -> fair increase, about ``fi`` bytes per window acked
@@ -94,7 +98,8 @@ class NsccParams:
       than 3 x (their mean - it) (a standing queue where nothing marks: the last hop) ->
       the same decrease, sized by that floor delay;
     - no ECN, but a trim at the receiver's port (TRIMMED_LASTHOP) in the last 128 periods
-      and a delay above (target + lasthop_delay) / 2 -> as ECN with delay above target;
+      (or a sample so marked since) and a delay above target / 2 -> as ECN (the mark that
+      port does not set);
     the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
     (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
@@ -106,7 +111,7 @@ class NsccParams:
 
     base_rtt: int = 4_000
     target_delay: int = 2_000
-    eta: float = 4 * 4096.0  # bytes per window acked at zero delay (htsim: ~4 packets)
+    eta: float = 4 * 4096.0  # bytes per window acked at zero delay (``for_rtt``: ``uet_eta``)
     fi: int = 4096
     fi_scale: float = 0.5
     gamma: float = 0.8
@@ -114,6 +119,9 @@ class NsccParams:
     max_cwnd: int = 256 * 1024
     bdp: int = 0  # not in the OCP profile: base_rtt x line rate, the window with no spread
     lasthop_delay: int = 4_000  # not in the OCP profile: a floor delay above it (and target) decreases
+    # not in the OCP profile: a trim at the receiver's port arms the mark that port does not
+    # set (False: UET's rules alone, with ``lasthop_delay`` out of reach)
+    lasthop_trim_mark: bool = True
     qa_gate: int = 2
     qa_threshold: float = 4.0
     adjust_bytes_threshold: int = 16 * 1024
@@ -256,7 +264,8 @@ class TransportConfig:
         nscc = NsccParams(
             base_rtt=base_rtt_ns,
             target_delay=max(base_rtt_ns // 2, 1),  # htsim: 0.75 RTT, which slows incasts here
-            eta=uet_eta(mtu, network_bdp),
+            # the fabric's target (its longest RTT's), as UET's target delay is fabric-wide
+            eta=uet_eta(mtu, network_bdp, max(network_rtt // 2, 1)),
             fi=uet_fi(mtu, network_bdp),
             # a calm fabric keeps one BDP plus two packets in flight (more only builds a
             # standing NIC queue, lost with any path that dies under it); the cap grows with

@@ -276,16 +276,17 @@ def test_nscc_increments_scale_with_the_bdp_as_uet() -> None:
     on a 21 us, 2 x 100 Gb/s fabric with 3 us of jitter per hop (the mean delay above target,
     where only the fair increase applies) the window took about 70 RTTs to cover the longer
     RTT: 0.75 of line rate. UET (htsim's uec.cpp) adds 5 packets per RTT above target and
-    about 4 at zero delay at its reference BDP (100 Gb/s x 12 us), scaled by the BDP; here
-    never less than one packet."""
+    at zero delay 4 x the target over its reference RTT (12 us) at its reference BDP (100
+    Gb/s x 12 us), scaled by the BDP; here never less than one packet. The target is the
+    fabric's (half its RTT)."""
     ref = TransportConfig.for_rtt(12_000, 150_000).nscc
-    assert (ref.fi, ref.eta) == (5 * 4096, 4 * 4096)
+    assert (ref.fi, ref.eta) == (5 * 4096, 2 * 4096)  # 4 packets x 6 us / 12 us
     big = TransportConfig.for_rtt(21_000, 525_000).nscc
-    assert (big.fi, big.eta) == (round(5 * 4096 * 3.5), pytest.approx(4 * 4096 * 3.5))
+    assert (big.fi, big.eta) == (round(5 * 4096 * 3.5), pytest.approx(4 * 4096 * 3.5 * 10.5 / 12))
     small = TransportConfig.for_rtt(2_000, 25_000).nscc
     assert (small.fi, small.eta) == (4096, 4096)
-    # the fabric's BDP, not the flow's, when given (mrc-sim: the cross-spine RTT's)
-    near = TransportConfig.for_rtt(4_000, 100_000, network_bdp=200_000).nscc
+    # the fabric's BDP and RTT, not the flow's, when given (mrc-sim: the cross-spine RTT's)
+    near = TransportConfig.for_rtt(4_000, 100_000, network_bdp=200_000, network_rtt=8_000).nscc
     far = TransportConfig.for_rtt(8_000, 200_000).nscc
     assert (near.fi, near.eta) == (far.fi, far.eta)
 
@@ -319,9 +320,9 @@ def test_nscc_lasthop_trim_makes_its_queue_a_mark() -> None:
     """Defect: the last hop marks no ECN, so in an 8->1 incast the windows kept their fair
     increase above target until the receiver's port trimmed again (452 trims in 2 MiB x 8,
     2.2x htsim's). A trim there (NACK TRIMMED_LASTHOP) proves the queue: for a while after
-    it, a delay halfway from the target to ``lasthop_delay`` decreases like a mark -- in the
-    CC only, no EV is touched. A fabric trim (the fabric marks ECN itself) does not."""
-    p = replace(N, lasthop_delay=10_000)  # virtual mark above 7.5 us; the floor rule needs 10
+    it, a delay above half the target counts as a mark (above the target it decreases) --
+    in the CC only, no EV is touched. A fabric trim (the fabric marks ECN itself) does not."""
+    p = replace(N, lasthop_delay=10_000)  # virtual mark above 2.5 us; the floor rule needs 10
     for lasthop, decreases in ((False, 0), (True, 1)):
         cc = Nscc(p)
         t = _acks_at(cc, 9_000, 0)  # 9 us of queue, no mark: fair increase only
@@ -333,8 +334,44 @@ def test_nscc_lasthop_trim_makes_its_queue_a_mark() -> None:
         assert (cc.cwnd < before) is lasthop
     cc = Nscc(p)
     cc.on_trim(0, lasthop=True)
-    _acks_at(cc, 7_000, 1)  # below the midpoint: a queue held there is left alone
-    assert cc.decreases == 0
+    before = cc.cwnd
+    _acks_at(cc, 2_000, 1)  # below half the target: no mark, the window grows
+    assert cc.decreases == 0 and cc.cwnd > before
     t = 200 * p.lasthop_delay  # long after the trim: the memory has run out
     _acks_at(cc, 9_000, t)
     assert cc.decreases == 0
+
+
+def test_nscc_lasthop_queue_below_target_holds_the_window() -> None:
+    """Defect: after a trim at the receiver's port, a delay counted as the mark that port
+    does not set only from halfway between the target and ``lasthop_delay``; below that but
+    above the target every flow of an 8->1 incast kept its fair increase (5 packets a
+    window at UET's reference), so the windows refilled the queue to the trim threshold
+    again and again (2-24 trims in the second half of 2 MiB x 8). UET's last hop marks from
+    well below the target (htsim: an ECN ramp from 0.2 BDP of queue, the target 0.75 RTT),
+    and NSCC leaves a marked window below the target alone: here a delay from half the
+    target marks, and below the target the window holds."""
+    cc = Nscc(replace(N, lasthop_delay=10_000))
+    cc.on_trim(0, lasthop=True)
+    before = cc.cwnd
+    t = _acks_at(cc, 4_000, 1)  # between half the target (2.5 us) and the target (5 us)
+    assert cc.cwnd == before and cc.decreases == 0
+    _acks_at(cc, 6_000, t, n=20)  # above the target (and below the old midpoint, 7.5 us)
+    assert cc.decreases >= 1 and cc.cwnd < before
+    free = Nscc(replace(N, lasthop_delay=10_000))  # no trim at the last hop: UET's rules
+    _acks_at(free, 4_000, 1)
+    assert free.cwnd > before and free.decreases == 0
+
+
+def test_nscc_lasthop_mark_lasts_while_its_queue_does() -> None:
+    """Defect: the mark a last-hop trim arms lasted 128 periods from the trim, however long
+    the queue it proved stood; in an 8->1 incast of 8 MiB each the held windows lost it every
+    128 periods, took the fair increase above the target and trimmed again (26-37 trims in
+    the second half). Each sample it marks now renews it."""
+    cc = Nscc(replace(N, lasthop_delay=10_000))  # a period of 10 us: 128 of them 1.28 ms
+    cc.on_trim(0, lasthop=True)
+    before = cc.cwnd
+    t = _acks_at(cc, 4_000, 1, n=2_000)  # 2 ms held between half the target and the target
+    assert cc.cwnd == before and cc.decreases == 0
+    _acks_at(cc, 6_000, t, n=20)  # still marked: above the target it decreases
+    assert cc.decreases >= 1 and cc.cwnd < before

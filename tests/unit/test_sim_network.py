@@ -43,14 +43,16 @@ def one_flow_through_a_fault(shape: FabricShape, seed: int, size: int, fault_spe
 
 def test_two_connections_share_a_bottleneck_fairly_with_nscc() -> None:
     assert two_flows_on_one_uplink(ecn_bytes=64 * 1024) >= 0.9
-    # ECN out of reach: NSCC's standing-queue signal (the one the unmarked last hop needs)
-    # still shares the uplink; without it too the CC is blind and the greedy flow wins, so
+    # ECN out of reach: NSCC's last-hop signals (the standing queue, and the mark a trim
+    # there arms -- with ECN off, every trim looks like the last hop's) still share the
+    # uplink; without them too the CC is blind and the greedy flow wins, so
     # the fairness above is the congestion control's doing, not the queue's (blind: about
     # 0.8, a 2.6:1 split; with the cap no longer raised by a flow's own NIC queue, the
     # greedy flow's lead is a little smaller than it was)
     signalled = two_flows_on_one_uplink(ecn_bytes=1 << 40)
     assert signalled >= 0.9
-    blind = two_flows_on_one_uplink(ecn_bytes=1 << 40, nscc={"lasthop_delay": 1 << 40})
+    uet_alone: dict[str, object] = {"lasthop_delay": 1 << 40, "lasthop_trim_mark": False}
+    blind = two_flows_on_one_uplink(ecn_bytes=1 << 40, nscc=uet_alone)
     assert blind < 0.85 and blind < signalled - 0.1
 
 
