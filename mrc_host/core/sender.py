@@ -182,18 +182,30 @@ class Sender:
 
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
-        """Send whatever the window and the EV set allow right now: resends first. The last
-        DATA packet sent asks for its SACK at once (BTH AckReq): nothing more leaves until
-        one comes back, so the receiver must not hold it for coalescing."""
+        """Send whatever the window and the EV set allow right now: resends first.
+
+        The last DATA packet sent asks for its SACK at once (BTH AckReq): nothing more leaves
+        until one comes back, so the receiver must not hold it for coalescing. Not when this
+        pump sent fewer than ``ack_every`` packets and ``ack_each_below`` or more are in
+        flight: the next arrival releases a held SACK anyway, and asking there makes the ACK
+        clock one SACK per packet for good (each SACK frees one packet, whose AckReq brings
+        the next SACK), twice the SACK work of both ends; held, the clock goes back to
+        ``ack_every``."""
         if self.failed:
             return
         start = len(out)
         self._fill(now_ns, out)
-        for k in range(len(out) - 1, start - 1, -1):
+        last: DataPacket | None = None
+        sent = 0
+        for k in range(start, len(out)):
             a = out[k]
             if isinstance(a, Transmit) and isinstance(a.msg, DataPacket):
-                a.msg.ack_req = True
-                return
+                last = a.msg
+                sent += 1
+        if last is not None and (
+            sent >= self.cfg.ack_every or len(self.recovery.in_flight) < self.cfg.ack_each_below
+        ):
+            last.ack_req = True
 
     def _fill(self, now_ns: int, out: list[Action]) -> None:
         cwnd = self.cc.cwnd

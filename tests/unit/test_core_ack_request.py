@@ -1,4 +1,5 @@
-"""The BTH AckReq bit: the last DATA packet a sender can send asks for its SACK at once.
+"""The BTH AckReq bit: with fewer than ``ack_every`` packets in flight, the last DATA packet a
+sender can send asks for its SACK at once.
 
 Why: the receiver coalesces SACKs (one per ``ack_every`` packets or ``ack_delay_ns``). A packet
 it holds comes back late by up to ``ack_delay_ns``, and the sender reads that as queueing
@@ -23,18 +24,43 @@ def _data(msgs: list[object]) -> list[DataPacket]:
     return [m for m in msgs if isinstance(m, DataPacket)]
 
 
-def test_only_the_last_packet_of_a_burst_asks_for_its_sack() -> None:
-    p = make_pair(size=1 << 16, cc_algorithm="fixed", nscc=NsccParams(max_cwnd=4 * MTU))
+def test_a_window_under_ack_every_asks_for_each_sack() -> None:
+    """One packet fits: it is all the receiver will get, so it asks to be SACKed at once."""
+    p = make_pair(size=1 << 16, cc_algorithm="fixed", nscc=NsccParams(max_cwnd=MTU))
     _, acts = p.a.post_write(random.Random(1).randbytes(16 * MTU), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
-    burst = _data(p.sent_log)
-    assert len(burst) == 4  # the window, not the whole write
-    assert [d.ack_req for d in burst] == [False] * (len(burst) - 1) + [True]
-    # each SACK opens the window again: the last packet of every later burst asks too
+    first = _data(p.sent_log)
+    assert len(first) == 1 and first[0].ack_req
     p.deliver()
-    later = _data(p.sent_log)[len(burst) :]
-    assert later and later[-1].ack_req
-    assert any(not d.ack_req for d in later)
+    later = _data(p.sent_log)[1:]
+    assert later and all(d.ack_req for d in later)
+
+
+def test_a_lone_packet_sent_into_a_full_window_leaves_its_sack_to_coalescing() -> None:
+    """A SACK that frees one packet of a wide window (``ack_each_below`` or more in flight):
+    that packet does not ask. Asking there
+    made the ACK clock one SACK per packet for good (each SACK freed one packet, whose
+    AckReq brought the next SACK): twice the SACK work at both ends, for nothing, since the
+    next arrival releases a held SACK anyway."""
+    window = 64
+    p = make_pair(size=1 << 20, cc_algorithm="fixed", nscc=NsccParams(max_cwnd=window * MTU))
+    assert window >= p.a.sender.cfg.ack_each_below
+    _, acts = p.a.post_write(random.Random(3).randbytes(2 * window * MTU), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    burst = _data(p.sent_log)
+    assert len(burst) == window and burst[-1].ack_req  # a burst of the window: its last asks
+    first, p.in_flight = p.in_flight[0], []  # only the first packet arrives for now
+    p.now += 100
+    p.absorb(p.b, p.b.receive(first[1], p.now))
+    assert p.b.receiver.ack_deadline is not None and not p.in_flight  # held for coalescing
+    p.now = p.b.receiver.ack_deadline
+    p.absorb(p.b, p.b.on_timer(p.now))  # its SACK, alone, frees one packet of the window
+    (sack,) = p.in_flight
+    p.in_flight = []
+    p.now += 100
+    p.absorb(p.a, p.a.receive(sack[1], p.now))
+    lone = _data(p.sent_log)[window:]
+    assert len(lone) == 1 and not lone[0].ack_req
 
 
 def _held_packet(ack_req: bool) -> DataPacket:
