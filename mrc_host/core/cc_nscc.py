@@ -225,8 +225,7 @@ class Nscc(CongestionControl):
             self._fast = False
             self._fi_bytes = 0
             if trim_marked:  # the queue still stands: remember it as long
-                period = max(p.base_rtt, p.lasthop_delay)
-                self._lasthop_until_ns = now_ns + _LASTHOP_MEMORY * period
+                self._remember_lasthop_queue(now_ns)
             if delay > target:
                 self._decrease(avg, now_ns)
             return
@@ -279,13 +278,17 @@ class Nscc(CongestionControl):
     def on_trim(self, now_ns: int = 0, lasthop: bool = False) -> None:
         self._qa_armed = True
         if lasthop:
-            period = max(self.p.base_rtt, self.p.lasthop_delay)
-            self._lasthop_until_ns = now_ns + _LASTHOP_MEMORY * period
+            self._remember_lasthop_queue(now_ns)
         # the RTT's spread came from a queue that overflowed, not from jitter: no headroom
         # for it until _FLOOR_PERIODS base RTTs pass without a trim
         self._calm_from_ns = now_ns + _FLOOR_PERIODS * self.p.base_rtt
         self.cwnd -= self.p.min_cwnd
         self._clamp()
+
+    def _remember_lasthop_queue(self, now_ns: int) -> None:
+        """A queue at the receiver's own port is known for ``_LASTHOP_MEMORY`` periods from now."""
+        period = max(self.p.base_rtt, self.p.lasthop_delay)
+        self._lasthop_until_ns = now_ns + _LASTHOP_MEMORY * period
 
     def on_loss(self, lost_bytes: int, now_ns: int) -> None:
         self._qa_armed = True

@@ -8,9 +8,9 @@ Acknowledgement policy (coalescing): one SACK per ``ack_every`` in-order packets
 ``ack_delay_ns`` after the first unacknowledged one, whichever comes first; a SACK goes
 out at once for a packet that is out of order or fills a hole, a duplicate, a
 retransmission, ECN-CE marked, refused, the last of a message, or one whose BTH AckReq bit
-is set (the sender sets it on the last packet it can send before it hears back: held for
-coalescing, that packet's RTT sample would carry ``ack_delay_ns`` as if it were queueing,
-and a flow whose window is under ``ack_every`` packets would read every sample that way).
+is set (the sender sets it on a burst's last packet, ``Sender.pump``: held for coalescing,
+that packet's RTT sample would carry ``ack_delay_ns`` as if it were queueing, and a flow
+whose window is under ``ack_every`` packets would read every sample that way).
 A SACK echoes the EV, the CE mark and the send timestamp of the packet that triggered it,
 and flags it as a duplicate (D-SACK) when its PSN had already arrived: the sender's proof
 that a loss it guessed was reordering. A trimmed packet gets a NACK at once:
