@@ -249,10 +249,13 @@ window.MRC = window.MRC || {};
     }
     if (!onIt.length) list.textContent = "no fault on it";
     menu.appendChild(list);
-    const msg = document.createElement("div");
-    msg.className = "menu-msg";
-    msg.id = "menu-msg";
-    if (oldMsg && !fresh) { msg.textContent = oldMsg.textContent; msg.className = oldMsg.className; }
+    // a refresh keeps the message node itself: an answer still in flight lands where it is read
+    let msg = oldMsg && !fresh ? oldMsg : null;
+    if (!msg) {
+      msg = document.createElement("div");
+      msg.className = "menu-msg";
+      msg.id = "menu-msg";
+    }
     menu.appendChild(msg);
   }
   $("menu").addEventListener("click", (e) => {

@@ -234,6 +234,29 @@ def test_a_blackhole_from_mrcctl_marks_the_link_and_retires_its_evs_on_the_page(
     assert s is not None and s["ok"] and s["verified"] is True, result
 
 
+MENU_MSG = "const m = document.getElementById('menu-msg'); return m ? m.textContent : '';"
+
+
+def click_menu_button(browser: Any, action: str) -> None:
+    """Clicks the fault menu's button for ``action`` once the page has drawn it.
+
+    The page redraws the menu's buttons whenever the faults on its target change (a frame
+    every 0.25 s), so a button found a moment ago may be gone: such a miss is retried, up to
+    the wait's deadline, never slept over.
+    """
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    def click() -> bool:
+        try:
+            browser.find_element(By.CSS_SELECTOR, f'#menu button[data-action="{action}"]').click()
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False
+        return True
+
+    wait_until(click, f"the menu's {action} button")
+
+
 def test_clicking_a_link_injects_a_fault_that_mrcctl_lists(testbed: Any, browser: Any) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -245,9 +268,10 @@ def test_clicking_a_link_injects_a_fault_that_mrcctl_lists(testbed: Any, browser
         "the fault menu",
     )
     assert CLICKED in menu.text
-    menu.find_element(By.CSS_SELECTOR, 'button[data-action="blackhole"]').click()
+    click_menu_button(browser, "blackhole")
+    # read in one script call: the page may redraw the menu between a lookup and a read
     msg = wait_until(
-        lambda: (t := browser.find_element(By.ID, "menu-msg").text) not in ("", "sending…") and t,
+        lambda: (t := browser.execute_script(MENU_MSG).strip()) not in ("", "sending…") and t,
         "the answer to the click",
     )
     assert msg.startswith("fault ") and msg.endswith(" injected"), msg
@@ -261,7 +285,7 @@ def test_clicking_a_link_injects_a_fault_that_mrcctl_lists(testbed: Any, browser
     )
     screenshot(browser, "live-clicked-fault.png")
     # clear it from the same menu; mrcctl then lists nothing
-    menu.find_element(By.CSS_SELECTOR, f'button[data-action="clear:{mine[0]["id"]}"]').click()
+    click_menu_button(browser, f"clear:{mine[0]['id']}")
     wait_until(
         lambda: not mrcctl(testbed.run.path, "faults").get("faults"), "the fault cleared through the page"
     )
