@@ -12,22 +12,41 @@ Every write goes through ``view``, a memoryview of the whole buffer held for the
 life: its slice assignment copies exactly the bytes the slice spans or raises (a bytearray's
 resizes the buffer for a payload of another length), the buffer cannot be resized under it,
 and it costs ~85 ns less per 4 KiB packet than the bytearray's.
+
+A region of 2 MiB or more is a private anonymous mapping advised as huge pages (``zeroed``):
+a bytearray's memory is faulted in a 4 KiB page at a time as the first pass of packets
+lands, and a 64 MiB region took 16,384 faults, about a fifth of mrc-sim's whole 64 MiB run.
 """
 
 from __future__ import annotations
 
+import mmap
 from typing import Final
 
 from mrc_host.wire.messages import NackReason
 
 _EMPTY: Final = memoryview(bytearray())
+HUGE_PAGE: Final = 2 << 20  # x86-64's transparent huge page: the size from which a mapping pays
+
+
+def zeroed(length: int) -> bytearray | mmap.mmap:
+    """``length`` zero bytes for a region: a bytearray below ``HUGE_PAGE``, else a private
+    anonymous mapping advised as huge pages (where the platform has the advice). Both take
+    slice assignment, ``len`` and the buffer protocol, and neither can be resized."""
+    if length < HUGE_PAGE:
+        return bytearray(length)
+    memory = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE)  # shared anonymous memory is shmem
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None:
+        memory.madvise(advice)
+    return memory
 
 
 class MemoryRegion:
     """``length`` bytes from virtual address ``base`` under ``rkey``; ``buffer`` holds them all,
     or nothing until a lazy region's first write (``allocate``)."""
 
-    def __init__(self, base: int, rkey: int, buffer: bytearray, length: int = -1) -> None:
+    def __init__(self, base: int, rkey: int, buffer: bytearray | mmap.mmap, length: int = -1) -> None:
         self.base = base  # virtual address of byte 0
         self.rkey = rkey
         self.buffer = buffer
@@ -42,7 +61,7 @@ class MemoryRegion:
     def allocate(self) -> None:
         """Give a lazy region its memory, all of it, once (zeros; never resized after)."""
         if not self.allocated:
-            self.buffer = bytearray(self.length)
+            self.buffer = zeroed(self.length)
             self.view = memoryview(self.buffer)
 
     def read(self, vaddr: int, length: int) -> bytes:
@@ -66,7 +85,7 @@ class RegionTable:
             raise ValueError(f"region {base:#x}+{length} does not fit a 64-bit address space")
         if not 0 <= rkey <= 0xFFFFFFFF:
             raise ValueError(f"rkey {rkey:#x} is not 32 bits")
-        region = MemoryRegion(base, rkey, bytearray() if lazy else bytearray(length), length)
+        region = MemoryRegion(base, rkey, bytearray() if lazy else zeroed(length), length)
         self._by_rkey[rkey] = region
         return region
 

@@ -11,6 +11,7 @@ collectives are built from. Everything random comes from the seed.
 
 from __future__ import annotations
 
+import mmap
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -219,12 +220,28 @@ class Connection:
         return (after - before) * 8 / max(t1_ns - t0_ns, 1)
 
 
-def same_prefix(buffer: bytearray, data: bytes, n: int) -> bool:
-    """The first ``n`` bytes of ``buffer`` equal those of ``data`` (without copying 64 MiB
-    twice when the whole buffer is compared)."""
-    if len(buffer) == n and len(data) == n:
-        return buffer == data
-    return buffer[:n] == data[:n]
+COMPARE_CHUNK: Final = 1 << 18
+
+
+def same_prefix(buffer: bytearray | mmap.mmap, data: bytes, n: int) -> bool:
+    """The first ``n`` bytes of ``buffer`` equal those of ``data``.
+
+    Why in chunks: a large region is a mapping (``zeroed``), which compares only by
+    identity; its memoryview compares item by item (~20 x a memcmp) and its slice copies
+    the whole prefix. A chunk at a time copied into one scratch bytearray compares with
+    memcmp and holds 256 KiB.
+    """
+    if len(buffer) < n or len(data) < n:
+        return False
+    if isinstance(buffer, bytearray):
+        return buffer == data if len(buffer) == n == len(data) else buffer[:n] == data[:n]
+    have, want, scratch = memoryview(buffer), memoryview(data), bytearray()
+    for at in range(0, n, COMPARE_CHUNK):
+        end = min(n, at + COMPARE_CHUNK)
+        scratch[:] = have[at:end]
+        if scratch != want[at:end]:
+            return False
+    return True
 
 
 def _fields(obj: object) -> dict[str, object]:

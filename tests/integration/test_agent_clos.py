@@ -707,7 +707,7 @@ def test_a_deadline_cancels_at_once_and_the_next_transfer_has_the_connection(fab
     packets."""
     src, dst = H1, H3
     fabric.client(src).send(dst, "1M")  # the connection is up
-    clean = fabric.client(src).send(dst, "64M")  # its speed before the cancel
+    clean = fabric.client(src).send(dst, "64M")  # a whole transfer before the cancel
     assert clean["ok"], clean
     cut = fabric.client(src).send(dst, "4G", deadline_s=2)
     assert not cut["ok"] and cut["error"].startswith("deadline: not done after 2."), cut
@@ -728,9 +728,11 @@ def test_a_deadline_cancels_at_once_and_the_next_transfer_has_the_connection(fab
     assert nxt["ok"] and nxt["verified"] is True and nxt["bytes_acked"] == 64 << 20, nxt
     own = -(-(64 << 20) // (1 << 20)) * 256  # its chunks' packets (a 1 MiB chunk is 256 of 4096 B)
     assert nxt["data_packets_sent"] <= own + nxt["retransmissions"] + 8, nxt
-    # and at the connection's speed: nothing of the cancelled transfer still shares it (before,
-    # the next transfer waited behind the 4 GiB one); 0.7 leaves room for a loaded machine
-    assert nxt["goodput_mbit_s"] >= 0.7 * clean["goodput_mbit_s"], (clean["goodput_mbit_s"], nxt)
+    # and the connection carried nothing else meanwhile: nothing of the cancelled transfer
+    # still shares it (before, the next transfer waited behind the 4 GiB one). Counted, not
+    # timed: a goodput ratio against the clean run failed once on a loaded machine.
+    moved = send_conn(fabric, src, dst)["counters"]["data_bytes_sent"] - after
+    assert moved <= (own + nxt["retransmissions"] + 8) * 4096, (moved, nxt)
 
 
 def test_forged_connects_cost_the_receiver_nothing_during_a_transfer(fabric: Fabric) -> None:

@@ -4,10 +4,13 @@ whatever the payload object -- lands outside the region or changes the buffer's 
 from __future__ import annotations
 
 import array
+import ctypes
+import mmap
+from pathlib import Path
 
 import pytest
 
-from mrc_host.core.region import RegionTable
+from mrc_host.core.region import HUGE_PAGE, RegionTable
 from mrc_host.wire.messages import NackReason
 
 BASE = 0x1_0000_0000
@@ -68,3 +71,48 @@ def test_a_view_whose_length_is_not_its_bytes_is_refused_and_writes_nothing(payl
     assert table.write(BASE, RKEY, b"x") is None
     assert table.write(BASE + 8, RKEY, payload) is NackReason.BAD_ADDRESS
     assert len(r.buffer) == 64 and r.read(BASE, 64) == b"x" + bytes(63)
+
+
+def test_a_large_region_is_a_private_mapping_advised_as_huge_pages() -> None:
+    """From ``HUGE_PAGE`` up a region's memory is an anonymous private mapping (its first pass
+    of packets faults it in 2 MiB at a time where the kernel allows huge pages): it is zeroed,
+    takes writes exactly where they land, and cannot be resized."""
+    table = RegionTable()
+    r = table.register(BASE, 2 * HUGE_PAGE, RKEY, lazy=True)
+    assert len(r.buffer) == 0
+    assert table.write(BASE + HUGE_PAGE - 2, RKEY, b"abcd") is None
+    assert isinstance(r.buffer, mmap.mmap) and len(r.buffer) == 2 * HUGE_PAGE
+    assert r.read(BASE + HUGE_PAGE - 3, 6) == b"\0abcd\0" and r.read(BASE + 2 * HUGE_PAGE - 1, 1) == b"\0"
+    assert table.write(BASE + 2 * HUGE_PAGE - 1, RKEY, b"xy") is NackReason.BAD_ADDRESS
+    with pytest.raises(BufferError):
+        r.buffer.resize(3 * HUGE_PAGE)  # the region's view pins its size
+    small = table.register(BASE, HUGE_PAGE - 1, RKEY + 1)
+    assert isinstance(small.buffer, bytearray)  # a small region pays no system call
+    if not hasattr(mmap, "MADV_HUGEPAGE") or "[never]" in _read(THP_MODE):
+        return  # the kernel gives no huge pages here: nothing more to see
+    vma = _smaps_entry(ctypes.addressof(ctypes.c_char.from_buffer(r.buffer)))
+    assert vma.get("THPeligible") == "1", vma  # advised: the kernel may back it with huge pages
+
+
+THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else "[never]"
+
+
+def _smaps_entry(address: int) -> dict[str, str]:
+    """The fields of the ``/proc/self/smaps`` entry whose range holds ``address``."""
+    fields: dict[str, str] = {}
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:  # a mapping's first line: its address range
+            if inside:
+                break
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mrc_host.core.region import HUGE_PAGE, RegionTable
+from mrc_host.sim.network import COMPARE_CHUNK, same_prefix
 from mrc_host.sim.payload import _source, payload_pattern
 
 
@@ -23,3 +25,21 @@ def test_the_source_windows_differ_at_every_offset_across_blocks() -> None:
     source = _source(3, 2, 3 * 32768 + 11)
     windows = {bytes(source[i : i + 8]) for i in range(len(source) - 7)}
     assert len(source) == 3 * 32768 + 11 and len(windows) == len(source) - 7
+
+
+@pytest.mark.parametrize("size", [HUGE_PAGE - 1, 3 * HUGE_PAGE + 5])
+def test_the_data_check_finds_one_wrong_byte_in_a_region_of_either_kind(size: int) -> None:
+    """``data_ok``'s comparison, on a bytearray region and on a mapped one (compared a chunk
+    at a time): a whole match, a prefix, and one wrong byte anywhere."""
+    data = payload_pattern(3, 0, size)
+    table = RegionTable()
+    region = table.register(0, size, 1)
+    assert table.write(0, 1, data) is None
+    assert same_prefix(region.buffer, data, size) and same_prefix(region.buffer, data, size - 7)
+    assert not same_prefix(region.buffer, data[:-1], size)  # the data is shorter than asked
+    for at in (0, COMPARE_CHUNK - 1, COMPARE_CHUNK, size - 1):
+        table.write(at, 1, bytes([data[at] ^ 0x10]))
+        assert not same_prefix(region.buffer, data, size), at
+        assert same_prefix(region.buffer, data, at)  # everything before it still matches
+        table.write(at, 1, data[at : at + 1])
+    assert same_prefix(region.buffer, data, size)
