@@ -15,7 +15,7 @@ and it costs ~85 ns less per 4 KiB packet than the bytearray's.
 
 A region of 2 MiB or more is a private anonymous mapping advised as huge pages (``zeroed``):
 a bytearray's memory is faulted in a 4 KiB page at a time as the first pass of packets
-lands, and a 64 MiB region took 16,384 faults, about a fifth of mrc-sim's whole 64 MiB run.
+lands: a 64 MiB region took 16,384 faults, about 0.04 s of mrc-sim's 0.37 s run of 64 MiB.
 """
 
 from __future__ import annotations

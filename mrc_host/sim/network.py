@@ -229,12 +229,10 @@ def same_prefix(buffer: bytearray | mmap.mmap, data: bytes, n: int) -> bool:
     Why in chunks: a large region is a mapping (``zeroed``), which compares only by
     identity; its memoryview compares item by item (~20 x a memcmp) and its slice copies
     the whole prefix. A chunk at a time copied into one scratch bytearray compares with
-    memcmp and holds 256 KiB.
+    memcmp and holds 256 KiB, whatever kind of region it reads.
     """
     if len(buffer) < n or len(data) < n:
         return False
-    if isinstance(buffer, bytearray):
-        return buffer == data if len(buffer) == n == len(data) else buffer[:n] == data[:n]
     have, want, scratch = memoryview(buffer), memoryview(data), bytearray()
     for at in range(0, n, COMPARE_CHUNK):
         end = min(n, at + COMPARE_CHUNK)
