@@ -47,6 +47,7 @@ REGION_BASE: Final = 0x7F00_0000_0000
 RKEY: Final = 0x1234
 _DRAWN: Final = ("loss", "trim")  # fault kinds that draw per packet (from its name: draws.py)
 _CONTROL: Final = 0xFF  # the "copy" field of a control packet's name (DATA counts its sends)
+_RETX: Final = int(DataFlag.RETRANSMISSION)
 
 
 def base_rtt_ns(shape: FabricShape, mtu: int, same_t0: bool) -> int:
@@ -383,7 +384,8 @@ class Network:
         twins draw afresh), a control packet by how many this side had sent before."""
         if isinstance(msg, DataPacket):
             copy = 0
-            if msg.flags & DataFlag.RETRANSMISSION:
+            flags: int = msg.flags  # (typed: a native AND, not IntFlag.__and__ in Python)
+            if flags & _RETX:
                 copy = side.copies.get(msg.psn, 0) + 1
                 side.copies[msg.psn] = copy
             return packet_key(self._salt, side.host, side.peer_host, msg.qp, msg.psn, copy)
