@@ -96,24 +96,41 @@ def e2e_runs(sizes_mib: list[int]) -> dict[str, list[str]]:
 
 def end_to_end(tree: Path, args: list[str]) -> dict[str, Any]:
     """Wall and CPU seconds of one ``mrc-sim ... --json`` run (start-up and output included)."""
+    run, stdout = timed_child(tree, [sys.executable, "-m", "mrc_host.sim.cli", *args, "--json"])
+    try:
+        run["completed"] = bool(json.loads(stdout).get("completed"))
+    except json.JSONDecodeError:
+        run["completed"] = False
+    return run
+
+
+def interpreter_floor(tree: Path, repeats: int) -> float:
+    """CPU seconds of ``python -c pass`` with the same interpreter, site hooks and path as
+    the runs (best of ``repeats``). Why: every end-to-end run pays it, whatever the tree,
+    so no tree can run faster than it and a ratio of two runs is bounded by the base's
+    time over it. It is the machine's, not the simulator's: the interpreter and the site
+    hooks installed beside it (an editable install's finder, a system ``.pth``)."""
+    runs = [timed_child(tree, [sys.executable, "-c", "pass"])[0] for _ in range(repeats)]
+    return min(float(r["cpu_seconds"]) for r in runs)
+
+
+def timed_child(tree: Path, cmd: list[str]) -> tuple[dict[str, Any], str]:
+    """Wall and CPU seconds of one child process run in ``tree``, and what it printed."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-m", "mrc_host.sim.cli", *args, "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    try:
-        completed = bool(json.loads(out.stdout).get("completed"))
-    except json.JSONDecodeError:
-        completed = False
-    return {"seconds": seconds, "cpu_seconds": cpu, "completed": completed, "returncode": out.returncode}
+    return {"seconds": seconds, "cpu_seconds": cpu, "returncode": out.returncode}, out.stdout
 
 
 def e2e_table(trees: dict[str, Path], repeats: int, sizes_mib: list[int]) -> dict[str, Any]:
     """Every tree in turn, each run ``repeats`` times; the least disturbed run counts."""
     out: dict[str, Any] = {}
+    floor = interpreter_floor(trees["this"], max(repeats, 3))
+    print(f"   interpreter floor (python -c pass): {floor:.3f} CPU s", flush=True)
     for name, args in e2e_runs(sizes_mib).items():
         runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
         for _ in range(repeats):
@@ -130,10 +147,14 @@ def e2e_table(trees: dict[str, Path], repeats: int, sizes_mib: list[int]) -> dic
             "speedup_wall": wall["base"] / wall["this"],
             # this tree against each tree measured (CPU): base, any --also commit, itself
             "speedup_cpu_vs": {k: v / cpu["this"] for k, v in cpu.items()},
+            # the interpreter's own start-up, and the ratio a tree doing nothing else would reach
+            "interpreter_floor_cpu_seconds": floor,
+            "speedup_cpu_ceiling": cpu["base"] / floor,
         }
         times = ", ".join(f"{k} {v:.3f}" for k, v in cpu.items())
         print(
-            f"   {name:16} CPU s: {times}; x{row['speedup_cpu']:.2f} CPU, x{row['speedup_wall']:.2f} wall",
+            f"   {name:16} CPU s: {times}; x{row['speedup_cpu']:.2f} CPU, x{row['speedup_wall']:.2f} wall"
+            f" (at most x{row['speedup_cpu_ceiling']:.1f}: the interpreter floor)",
             flush=True,
         )
     return out
