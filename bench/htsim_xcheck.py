@@ -118,11 +118,11 @@ class XFabric:
         return self.queue_pkts // 4, self.queue_pkts // 2
 
     @property
-    def lossless_queue_pkts(self) -> int:
-        """htsim's ``-q`` in lossless runs: the buffer of mrc-sim's port (four queues). With
-        ``lossless_input`` htsim's ``-q`` no longer bounds a queue (nothing is dropped); it
-        sets the minimum RTO, which at one queue's drain time (~73 us) is shorter than the
-        wait behind a paused incast and fires spurious timeouts."""
+    def buffer_pkts(self) -> int:
+        """A port's whole buffer in mrc-sim (four queues), and htsim's ``-q`` in lossless runs:
+        with ``lossless_input`` that ``-q`` bounds no queue (nothing is dropped) but sets the
+        minimum RTO, which at one queue's drain time (~73 us) is shorter than the wait behind
+        a paused incast and fires spurious timeouts."""
         return 4 * self.queue_pkts
 
     def shape(self) -> FabricShape:
@@ -137,7 +137,7 @@ class XFabric:
             link_delay_ns=self.link_ns,
             ecn_bytes=self.ecn_pkts * pkt,
             trim_bytes=(self.queue_pkts - 1) * pkt,
-            buffer_bytes=4 * self.queue_pkts * pkt,
+            buffer_bytes=self.buffer_pkts * pkt,
         )
 
     def htsim_topo(self) -> str:
@@ -222,7 +222,7 @@ class HtsimUnsupported(RuntimeError):
 
 def htsim_command(binary: Path, fab: XFabric, mode: str, end_us: int, lossless: bool = False) -> list[str]:
     """htsim_uec's command line for a case (files ``fabric.topo`` and ``traffic.cm``)."""
-    queue = fab.lossless_queue_pkts if lossless else fab.queue_pkts
+    queue = fab.buffer_pkts if lossless else fab.queue_pkts
     xon, xoff = fab.pfc_pkts
     lossless_args = ("-queue_type", "lossless_input", "-pfc_thresholds", str(xon), str(xoff))
     return [
@@ -243,12 +243,9 @@ def run_htsim(
         cmd = htsim_command(binary, fab, mode, end_us, lossless)
         started = time.monotonic()
         proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=600, check=False)
-        unknown = re.search(r"Unknown queue type \S*", proc.stdout)
+        unknown = re.search(r"Unknown (?:queue type|parameter) \S*", proc.stdout)
         if unknown is not None:
-            raise HtsimUnsupported(f"this htsim_uec build refuses -queue_type: {unknown[0]}")
-        unknown = re.search(r"Unknown parameter \S*", proc.stdout)
-        if unknown is not None:
-            raise HtsimUnsupported(f"this htsim_uec build refuses {unknown[0]}")
+            raise HtsimUnsupported(f"this htsim_uec build refuses it: {unknown[0]}")
         if proc.returncode != 0:
             raise RuntimeError(f"htsim_uec exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
         out = parse_htsim(proc.stdout, len(case.pairs))
@@ -404,12 +401,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     names = ["mrc-sim", *HTSIM_MODES]
     width = 0.8 / len(names)
     for k, name in enumerate(names):
-        # (row index, run): a lossless row has htsim's reference mode only
-        runs = [
-            (i, row["mrc_sim"] if name == "mrc-sim" else row["htsim"].get(name)) for i, row in enumerate(rows)
-        ]
-        xs = [i + k * width for i, r in runs if r is not None]
-        done = [r for _, r in runs if r is not None]
+        # a lossless row has htsim's reference mode only: no bar for the others there
+        runs = [row["mrc_sim"] if name == "mrc-sim" else row["htsim"].get(name) for row in rows]
+        xs = [i + k * width for i, r in enumerate(runs) if r is not None]
+        done = [r for r in runs if r is not None]
         axes[0].bar(xs, [(r["completion_us"] or 0) / r["ideal_us"] for r in done], width=width, label=name)
         axes[1].bar(xs, [r["trims"] for r in done], width=width, label=name)
     for ax, title in ((axes[0], "completion / own on-wire ideal"), (axes[1], "packets trimmed")):
