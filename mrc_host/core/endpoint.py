@@ -14,6 +14,7 @@ rules as the sender's forward ones.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Final
 
 from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK, ev_plane, ev_t1
@@ -39,6 +40,7 @@ from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState
 from .evset import EvSet
 from .receiver import Receiver
+from .records import Segment
 from .region import MemoryRegion, RegionTable
 from .sender import Sender
 
@@ -132,7 +134,11 @@ class Endpoint:
         """``lazy``: the region's memory is allocated whole when the first write lands in it."""
         return self.regions.register(base, length, rkey, lazy)
 
-    def post_write(self, data: bytes, remote_vaddr: int, rkey: int, now_ns: int) -> tuple[int, list[Action]]:
+    def post_write(
+        self, data: Segment | bytearray | Sequence[Segment], remote_vaddr: int, rkey: int, now_ns: int
+    ) -> tuple[int, list[Action]]:
+        """Post an RDMA WRITE of ``data``: bytes, a byte view or a bytearray, or a gather list
+        of them (``records.held`` says which are kept uncopied): (its message id, actions)."""
         out: list[Action] = []
         msg_id = self.sender.post_write(data, remote_vaddr, rkey, out)
         return msg_id, self._finish(now_ns, out)

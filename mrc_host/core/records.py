@@ -9,24 +9,78 @@ from __future__ import annotations
 
 from mrc_host.wire.messages import Opcode
 
+Segment = bytes | memoryview  # one piece of a write's source: bytes, or a read-only byte view
+
+
+def held(data: Segment | bytearray) -> Segment:
+    """``data`` as a posted write keeps it until it completes.
+
+    Bytes and read-only flat views of bytes are kept as they are: as with a verbs work
+    request, the memory a write reads must not change until the write completes, and a view
+    costs no copy of a source of many megabytes (mrc-sim's payloads). Anything else -- a
+    bytearray, a writable or multi-dimensional view -- is copied, so that changing it later
+    changes nothing sent."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, memoryview) and data.readonly and data.ndim == 1 and data.format == "B":
+        return data if data.c_contiguous else bytes(data)
+    return bytes(data)
+
 
 class PendingWrite:
-    """An RDMA WRITE posted and not yet completed."""
+    """An RDMA WRITE posted and not yet completed.
 
-    def __init__(self, msg_id: int, data: bytes, vaddr: int, rkey: int, remaining: int = 0) -> None:
+    Its source is a gather list (verbs' scatter/gather elements): ``segments`` read in order
+    as one message of ``length`` bytes. Packets are cut from it in order, each a slice of the
+    segment it starts in (no copy for a view), or the join of the pieces where it spans two.
+    """
+
+    def __init__(
+        self, msg_id: int, segments: list[Segment], vaddr: int, rkey: int, remaining: int = 0
+    ) -> None:
         self.msg_id = msg_id
-        self.data = data
+        self.segments = segments
+        self.length = sum([len(s) for s in segments])
         self.vaddr = vaddr
         self.rkey = rkey
         self.offset = 0  # bytes segmented so far
         self.remaining = remaining  # packets not yet acknowledged
         self.failed = ""
+        self._seg = 0  # the segment the next packet starts in
+        self._seg_at = 0  # and where in it
+
+    def take(self, size: int) -> Segment:
+        """The next ``size`` bytes of the source (``offset`` moves on by them)."""
+        self.offset += size
+        if self._seg >= len(self.segments):
+            return b""
+        seg = self.segments[self._seg]
+        at = self._seg_at
+        end = at + size
+        if end < len(seg):
+            self._seg_at = end
+            return seg[at:end]
+        if end == len(seg):
+            self._seg += 1
+            self._seg_at = 0
+            return seg[at:end]
+        pieces: list[Segment] = []
+        while size and self._seg < len(self.segments):
+            seg = self.segments[self._seg]
+            n = min(size, len(seg) - self._seg_at)
+            pieces.append(seg[self._seg_at : self._seg_at + n])
+            size -= n
+            self._seg_at += n
+            if self._seg_at == len(seg):
+                self._seg += 1
+                self._seg_at = 0
+        return b"".join(pieces)
 
 
 class TxRecord:
     """One packet sent (the latest copy of it, and what is known of the one before)."""
 
-    def __init__(self, seq: int, write: PendingWrite, vaddr: int, payload: bytes, opcode: Opcode) -> None:
+    def __init__(self, seq: int, write: PendingWrite, vaddr: int, payload: Segment, opcode: Opcode) -> None:
         self.seq = seq
         self.write = write
         self.vaddr = vaddr

@@ -14,6 +14,7 @@ In single-path mode the sender goes back N from the first missing PSN, as RoCE d
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Final
 
 from mrc_host.wire.messages import (
@@ -33,7 +34,7 @@ from .config import Mode, TransportConfig
 from .counters import Counters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
-from .records import PendingWrite, TxRecord
+from .records import PendingWrite, Segment, TxRecord, held
 from .recovery import PLANE_SHIFT, Recovery
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit. Four
@@ -93,7 +94,16 @@ class Sender:
         return self.recovery.inflight_bytes
 
     # ---- API ----------------------------------------------------------------------------
-    def post_write(self, data: bytes, vaddr: int, rkey: int, out: list[Action] | None = None) -> int:
+    def post_write(
+        self,
+        data: Segment | bytearray | Sequence[Segment],
+        vaddr: int,
+        rkey: int,
+        out: list[Action] | None = None,
+    ) -> int:
+        """Queue an RDMA WRITE of ``data`` (bytes, a byte view or a bytearray, or a gather
+        list of them, read in order): its message id. Read-only views are not copied
+        (``held``)."""
         msg_id = self._next_msg_id
         self._next_msg_id = (self._next_msg_id + 1) & 0xFFFFFFFF or 1
         if self.failed:  # the connection ended in error: refuse at once, same reason
@@ -101,8 +111,12 @@ class Sender:
             if out is not None:
                 out.append(MessageSent(msg_id, False, self.failed))
             return msg_id
-        w = PendingWrite(msg_id, bytes(data), vaddr, rkey)
-        w.remaining = max(1, -(-len(w.data) // self.cfg.mtu))
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            segments = [held(data)]
+        else:
+            segments = [held(d) for d in data]
+        w = PendingWrite(msg_id, [s for s in segments if len(s)], vaddr, rkey)
+        w.remaining = max(1, -(-w.length // self.cfg.mtu))
         self.writes.append(w)
         self.c.messages_posted += 1
         return msg_id
@@ -166,7 +180,7 @@ class Sender:
                 continue
             target = rec.write
             if filler is None:
-                filler = PendingWrite(0, b"", 0, target.rkey, remaining=1 << 62)  # never completes
+                filler = PendingWrite(0, [], 0, target.rkey, remaining=1 << 62)  # never completes
             end = max(end, rec.seq + 1)
             rec.write = filler
             rec.opcode = Opcode.WRITE_MIDDLE
@@ -230,7 +244,7 @@ class Sender:
             if not self.writes or self.snd_nxt - self.snd_una >= self.max_span:
                 return
             w = self.writes[0]
-            size = min(self.cfg.mtu, len(w.data) - w.offset)
+            size = min(self.cfg.mtu, w.length - w.offset)
             if recovery.inflight_bytes and recovery.inflight_bytes + size > cwnd:
                 return
             ev = self._choose_ev(exclude=None)
@@ -242,14 +256,14 @@ class Sender:
     def _segment(self, w: PendingWrite, size: int) -> TxRecord:
         """The next packet of ``w`` (``size`` payload bytes), recorded under the next PSN."""
         first = w.offset == 0
-        last = w.offset + size >= len(w.data)
+        last = w.offset + size >= w.length
         opcode = (
             (Opcode.WRITE_ONLY if last else Opcode.WRITE_FIRST)
             if first
             else (Opcode.WRITE_LAST if last else Opcode.WRITE_MIDDLE)
         )
-        rec = TxRecord(self.snd_nxt, w, w.vaddr + w.offset, w.data[w.offset : w.offset + size], opcode)
-        w.offset += size
+        vaddr = w.vaddr + w.offset
+        rec = TxRecord(self.snd_nxt, w, vaddr, w.take(size), opcode)
         if last:
             self.writes.popleft()
         self.records[rec.seq] = rec

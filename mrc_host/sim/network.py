@@ -40,7 +40,7 @@ from .engine import EventLoop, Handler
 from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Fabric, FabricShape, SimPacket
 from .faults import Fault
 from .gc_pause import collector_paused
-from .payload import payload_pattern
+from .payload import pattern_segments
 
 START_NS: Final = 1_000  # time 0 is reserved: a zero timestamp means "none" on the wire
 REGION_BASE: Final = 0x7F00_0000_0000
@@ -187,8 +187,10 @@ class Connection:
         qp = 2 * index + 1
         self.sender = Endpoint(local_qp=qp, peer_qp=qp + 1, config=self.tcfg, paths=self.paths, rng=rng)
         self.receiver = Endpoint(local_qp=qp + 1, peer_qp=qp, config=self.tcfg, paths=self.paths, rng=rng)
-        self.payload = payload_pattern(net.seed, index, max(payload_bytes, 1))
-        self.region = self.receiver.register_region(REGION_BASE, len(self.payload), RKEY)
+        # the bytes it writes, as the gather list it posts (views of one source, never joined)
+        self.payload_size = max(payload_bytes, 1)
+        self.payload = pattern_segments(net.seed, index, self.payload_size)
+        self.region = self.receiver.register_region(REGION_BASE, self.payload_size, RKEY)
         ecmp = spec.mode is Mode.ECMP
         pin = spec.pin_path
         if pin is not None and not (0 <= pin[0] < shape.planes and 0 <= pin[1] < self.paths.t1_count):
@@ -224,22 +226,36 @@ class Connection:
 COMPARE_CHUNK: Final = 1 << 18
 
 
-def same_prefix(buffer: bytearray | mmap.mmap, data: bytes, n: int) -> bool:
-    """The first ``n`` bytes of ``buffer`` equal those of ``data``.
+def prefix(segments: list[memoryview], n: int) -> list[memoryview]:
+    """The gather list of the first ``n`` bytes of ``segments``."""
+    out: list[memoryview] = []
+    for seg in segments:
+        if n <= 0:
+            break
+        out.append(seg[:n] if len(seg) > n else seg)
+        n -= len(seg)
+    return out
+
+
+def same_prefix(buffer: bytearray | mmap.mmap, segments: list[memoryview], n: int) -> bool:
+    """The first ``n`` bytes of ``buffer`` equal those of the gather list ``segments``.
 
     Why in chunks: a large region is a mapping (``zeroed``), which compares only by
     identity; its memoryview compares item by item (~20 x a memcmp) and its slice copies
     the whole prefix. A chunk at a time copied into one scratch bytearray compares with
     memcmp and holds 256 KiB, whatever kind of region it reads.
     """
-    if len(buffer) < n or len(data) < n:
+    if len(buffer) < n or sum([len(s) for s in segments]) < n:
         return False
-    have, want, scratch = memoryview(buffer), memoryview(data), bytearray()
-    for at in range(0, n, COMPARE_CHUNK):
-        end = min(n, at + COMPARE_CHUNK)
-        scratch[:] = have[at:end]
-        if scratch != want[at:end]:
-            return False
+    have, scratch = memoryview(buffer), bytearray()
+    at = 0  # where the segment starts in the buffer
+    for want in prefix(segments, n):
+        for a in range(0, len(want), COMPARE_CHUNK):
+            end = min(len(want), a + COMPARE_CHUNK)
+            scratch[:] = have[at + a : at + end]
+            if scratch != want[a:end]:
+                return False
+        at += len(want)
     return True
 
 
@@ -329,8 +345,8 @@ class Network:
 
         ``counted=False`` (background load): the run does not wait for it.
         """
-        if not 1 <= size <= len(conn.payload):
-            raise ValueError(f"flow {conn.name!r}: write of {size} B outside 1..{len(conn.payload)}")
+        if not 1 <= size <= conn.payload_size:
+            raise ValueError(f"flow {conn.name!r}: write of {size} B outside 1..{conn.payload_size}")
         w = Write(conn, size, 0, on_received=on_received, on_sent=on_sent, counted=counted)
         if counted:
             self.pending += 1
@@ -345,7 +361,7 @@ class Network:
     def _post_now(self, w: Write) -> None:
         conn = w.conn
         w.posted_ns = self.loop.now
-        data = conn.payload if w.size == len(conn.payload) else conn.payload[: w.size]
+        data = conn.payload if w.size == conn.payload_size else prefix(conn.payload, w.size)
         msg_id, actions = conn.sender.post_write(data, REGION_BASE, RKEY, self.loop.now)
         w.msg_id = msg_id
         conn.writes.append(w)

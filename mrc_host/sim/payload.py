@@ -9,7 +9,13 @@ from typing import Final
 
 def payload_pattern(seed: int, index: int, size: int) -> bytes:
     """``size`` deterministic bytes in which every aligned 8-byte word differs from every
-    other (a misplaced packet shows).
+    other (a misplaced packet shows): ``pattern_segments`` joined."""
+    return b"".join(pattern_segments(seed, index, size))
+
+
+def pattern_segments(seed: int, index: int, size: int) -> list[memoryview]:
+    """The pattern of ``size`` bytes as the gather list a simulated connection posts: up to
+    eight read-only views of one source, in order, none of them empty.
 
     Why it is built this way: the pattern is as large as the write, and in CPython work per
     byte (``translate``) costs several instructions a byte where a copy costs a fraction of
@@ -17,10 +23,14 @@ def payload_pattern(seed: int, index: int, size: int) -> bytes:
     8-byte windows at every offset differ (``_source``), and the pattern is eight copies of
     it, the c-th starting at offset c. The aligned words of copy c are the source's windows
     at offsets c, c + 8, c + 16, ..., so over the eight copies each window appears once.
+    Posted as views of the source (``PendingWrite``), the copies are never made: joined, a
+    64 MiB pattern is 64 MiB of fresh pages for the kernel to clear and fill, a third of a
+    run's CPU time on a VM.
     """
     length = -(-size // 64) * 8  # L: the eight copies of L bytes cover size
-    source = memoryview(_source(seed, index, length + 7))
-    return b"".join(source[c : c + min(length, max(size - c * length, 0))] for c in range(8))
+    source = memoryview(_source(seed, index, length + 7)).toreadonly()
+    counts = [min(length, max(size - c * length, 0)) for c in range(8)]
+    return [source[c : c + n] for c, n in enumerate(counts) if n]
 
 
 # The source is a run of 4-byte units, unit k = (first byte 0x80 | k's 7 low bits, then k's

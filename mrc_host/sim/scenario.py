@@ -18,7 +18,7 @@ from mrc_host.core import DEFAULT_MAX_EVS, Endpoint, MemoryRegion, Mode, Transpo
 from .engine import EventLoop
 from .fabric import Fabric, FabricShape
 from .faults import Fault, parse_fault
-from .network import REGION_BASE, RKEY, START_NS, Connection, FlowSpec, Network, Write, base_rtt_ns
+from .network import REGION_BASE, RKEY, START_NS, Connection, FlowSpec, Network, Write, base_rtt_ns, prefix
 
 __all__ = ["REGION_BASE", "RKEY", "START_NS", "SimConfig", "Simulation", "base_rtt_ns", "run"]
 
@@ -97,7 +97,7 @@ class Simulation:
 
     @property
     def data(self) -> bytes:
-        return self.conn.payload[: self.cfg.size]
+        return b"".join(prefix(self.conn.payload, self.cfg.size))
 
     @property
     def ev_timeline(self) -> list[dict[str, object]]:

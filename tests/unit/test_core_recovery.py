@@ -18,7 +18,7 @@ def make(**kw: object) -> Recovery:
 
 
 def send(r: Recovery, seq: int, ev: int, at: int, size: int = 100) -> TxRecord:
-    rec = TxRecord(seq, PendingWrite(1, b"", 0, 0), 0, b"x" * size, Opcode.WRITE_MIDDLE)
+    rec = TxRecord(seq, PendingWrite(1, [], 0, 0), 0, b"x" * size, Opcode.WRITE_MIDDLE)
     r.on_sent(rec, ev, at)
     return rec
 
@@ -138,7 +138,7 @@ def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
     assert at == 5_000 + 10_000 + 3_000 + window
     assert r.tail_losses(at) == [a, b]
     assert r.tail_at(sending=False) is None  # one probe per tail
-    last = TxRecord(2, PendingWrite(1, b"", 0, 0), 0, b"x", Opcode.WRITE_LAST)
+    last = TxRecord(2, PendingWrite(1, [], 0, 0), 0, b"x", Opcode.WRITE_LAST)
     r.on_sent(last, 0, 30_000)  # new data, the last of its message: SACKed at once
     assert r.tail_at(sending=False) == 30_000 + 10_000 + window
     r.remove(last)

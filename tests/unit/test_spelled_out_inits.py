@@ -118,8 +118,8 @@ def test_defaults_and_replace_behave_as_generated() -> None:
     )
     assert MessageSent(3) == MessageSent(3, True, "") and MessageReceived(4).msg_id == 4
     assert Transmit(p).msg is p
-    w = PendingWrite(1, b"abc", 10, 20)
-    assert (w.offset, w.remaining, w.failed) == (0, 0, "")
+    w = PendingWrite(1, [b"abc"], 10, 20)
+    assert (w.offset, w.remaining, w.failed, w.length) == (0, 0, "", 3)
     r = TxRecord(7, w, 10, b"abc", Opcode.WRITE_ONLY)
     assert (r.lost_ev, r.prev_sent_ns, r.sacked, r.transmissions) == (-1, -1, False, 0)
     pkt = SimPacket(p, 0, 1, 0, None, 150, True)
