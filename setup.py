@@ -64,6 +64,7 @@ COMPILED = [
     "mrc_host/sim/engine.py",
     "mrc_host/sim/fabric.py",
     "mrc_host/sim/fault_state.py",
+    "mrc_host/sim/jsonout.py",
     "mrc_host/sim/network.py",
 ]
 

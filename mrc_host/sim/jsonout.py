@@ -1,4 +1,5 @@
-"""``json.dumps(obj, indent=1)``, byte for byte, about three times faster.
+"""``json.dumps(obj, indent=1)``, byte for byte, about three times faster (compiled by mypyc,
+five: a 64 MiB run's 577 KB took 19 ms, 11 ms interpreted, 5-7 ms compiled).
 
 With an indent the standard library encodes in pure Python through nested generators (its C
 encoder only writes compact JSON), which took a tenth of a short ``mrc-sim --json`` run. This
