@@ -57,12 +57,15 @@ class PendingWrite:
         seg = self.segments[self._seg]
         at = self._seg_at
         end = at + size
-        if end < len(seg):
-            self._seg_at = end
-            return seg[at:end]
-        if end == len(seg):
-            self._seg += 1
-            self._seg_at = 0
+        n = len(seg)
+        if end <= n:
+            if end < n:
+                self._seg_at = end
+            else:
+                self._seg += 1
+                self._seg_at = 0
+            if isinstance(seg, bytes):  # compiled, a bytes slice is a direct call
+                return seg[at:end]
             return seg[at:end]
         pieces: list[Segment] = []
         while size and self._seg < len(self.segments):
