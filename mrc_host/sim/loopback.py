@@ -55,6 +55,15 @@ class Pair:
                     self.absorb(dst, dst.receive(msg, self.now))
         raise AssertionError("traffic did not settle")
 
+    def settle(self, keep: Callable[[Message], bool] = lambda m: True, rounds: int = 20) -> None:
+        """Deliver what ``keep`` lets through, firing the timers between rounds, until the
+        sender has completed a write or ``rounds`` have passed: loss recovery by timer too."""
+        for _ in range(rounds):
+            self.deliver(keep)
+            if self.sent_done():
+                return
+            self.fire_timers()
+
     def fire_timers(self) -> None:
         for ep in (self.a, self.b):
             at = self.timers.get(id(ep))

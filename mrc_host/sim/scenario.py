@@ -18,7 +18,7 @@ from mrc_host.core import DEFAULT_MAX_EVS, Endpoint, MemoryRegion, Mode, Transpo
 from .engine import EventLoop
 from .fabric import Fabric, FabricShape
 from .faults import Fault, parse_fault
-from .network import REGION_BASE, RKEY, START_NS, Connection, FlowSpec, Network, Write, base_rtt_ns, prefix
+from .network import REGION_BASE, RKEY, START_NS, Connection, FlowSpec, Network, Write, base_rtt_ns
 
 __all__ = ["REGION_BASE", "RKEY", "START_NS", "SimConfig", "Simulation", "base_rtt_ns", "run"]
 
@@ -94,10 +94,6 @@ class Simulation:
     @property
     def region(self) -> MemoryRegion:
         return self.conn.region
-
-    @property
-    def data(self) -> bytes:
-        return b"".join(prefix(self.conn.payload, self.cfg.size))
 
     @property
     def ev_timeline(self) -> list[dict[str, object]]:
