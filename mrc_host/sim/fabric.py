@@ -132,6 +132,7 @@ class Port(Handler):
         "draw_salt",
         "drops_congestion",
         "ecn_bytes",
+        "entry_faults",
         "fabric",
         "faults",
         "hash_salt",
@@ -209,6 +210,7 @@ class Port(Handler):
         self.faults: list[Fault] = []  # checked on enqueue (loss, ecn, trim, and failures)
         self.kill_faults: list[Fault] = []  # failures: also kill queued and in-flight packets
         self.passive_faults: list[Fault] = []  # rate, jitter, stall: act when the port sends
+        self.entry_faults: list[Fault] = []  # failures whose element a packet enters here (counted)
         self.tx_bytes = 0
         self.tx_data_bytes = 0
         self.tx_packets = 0
@@ -263,6 +265,10 @@ class Fabric:
         self.ports: dict[tuple[str, str], Port] = {}
         self.host_rx: dict[int, Callable[[SimPacket, int], None]] = {}
         self.unroutable = 0
+        # read-only observations: per destination QP (so per connection and direction), the
+        # packets the fabric dropped (congestion, PFC headroom, faults) and trimmed
+        self.drops_by_qp: dict[int, int] = {}
+        self.trims_by_qp: dict[int, int] = {}
         s = shape
         P, H = s.planes, s.hosts
         self.nic_up: list[list[Port]] = [[] for _ in range(H)]  # [host][plane]
@@ -341,11 +347,15 @@ class Fabric:
             port.faults.append(fault)
             if fault.kind in KILLING_KINDS:
                 port.kill_faults.append(fault)
+                # a packet enters a link on either of its ports, a switch on the ports into it
+                if fault.kind != "switch-down" or port.name.split(">")[1] == target:
+                    port.entry_faults.append(fault)
 
     # ---- forwarding ---------------------------------------------------------------------
     def send_from_host(self, pkt: SimPacket) -> None:
         if pkt.plane >= self.shape.planes or (pkt.t1 is not None and pkt.t1 >= self.shape.t1):
             self.unroutable += 1
+            self._dropped(pkt)
             return
         self.enqueue(self.nic_up[pkt.src][pkt.plane], pkt)
 
@@ -397,6 +407,8 @@ class Fabric:
                 else:  # blackhole, down, flap (down phase), switch-down, nic-down
                     self._count_drop(fault, pkt)
                     return
+            if port.entry_faults:
+                self._entered(port, pkt)
         if pkt.data:
             queued = port.queued
             ecn_bytes = port.ecn_bytes
@@ -410,13 +422,13 @@ class Fabric:
                 if ing is not None and ing.pfc_in + pkt.size > (
                     self.shape.pfc_xoff_bytes + self.shape.pfc_headroom_bytes
                 ):
-                    ing.pfc_overflow += 1
+                    self._dropped(pkt, ing)
                     return
             elif queued > port.trim_bytes:
                 self._trim(pkt, mark=False)
                 port.trimmed += 1
             elif queued + pkt.size > port.buffer_bytes:
-                port.drops_congestion += 1
+                self._dropped(pkt, None, port)
                 return
         loop = self.loop
         now = loop.now
@@ -454,6 +466,7 @@ class Fabric:
     def _trim(self, pkt: SimPacket, mark: bool) -> None:
         msg = pkt.msg
         assert isinstance(msg, DataPacket)
+        self.trims_by_qp[msg.qp] = self.trims_by_qp.get(msg.qp, 0) + 1
         meta = dataclasses.replace(msg.meta, dscp=Dscp.TRIMMED)
         if mark and meta.ecn in (_ECT0, _ECT1):
             meta.ecn = Ecn.CE  # a fabric trim: the queue is also above the ECN threshold
@@ -461,15 +474,37 @@ class Fabric:
         pkt.size = DATA_OVERHEAD
         pkt.data = False
 
-    @staticmethod
-    def _count_drop(fault: Fault, pkt: SimPacket) -> None:
+    def _count_drop(self, fault: Fault, pkt: SimPacket) -> None:
         msg = pkt.msg
-        if isinstance(msg, DataPacket):
+        data = isinstance(msg, DataPacket)
+        if data:
             fault.data_dropped += 1
         else:
             fault.control_dropped += 1
             if isinstance(msg, (Sack, Nack)):
                 fault.acks_dropped += 1
+        fault.drops.append((self.loop.now, msg.qp, data, pkt.plane, -1 if pkt.t1 is None else pkt.t1))
+        self._dropped(pkt)
+
+    def _dropped(self, pkt: SimPacket, overflow: Port | None = None, full: Port | None = None) -> None:
+        """Count a drop against the packet's connection; ``overflow``: the ingress whose PFC
+        headroom it overran, ``full``: the port whose buffer was full (congestion)."""
+        if overflow is not None:
+            overflow.pfc_overflow += 1
+        if full is not None:
+            full.drops_congestion += 1
+        qp = pkt.msg.qp
+        self.drops_by_qp[qp] = self.drops_by_qp.get(qp, 0) + 1
+
+    @staticmethod
+    def _entered(port: Port, pkt: SimPacket) -> None:
+        """A DATA packet entered the element of each failure in ``port.entry_faults`` (read-only
+        reporting: the fuzzer's floors)."""
+        msg = pkt.msg
+        if isinstance(msg, DataPacket):
+            qp = msg.qp
+            for fault in port.entry_faults:
+                fault.entered[qp] = fault.entered.get(qp, 0) + 1
 
     def _transmit(self, port: Port, pkt: SimPacket, now: int) -> None:
         """Put ``pkt`` on the wire now: it arrives after serialisation plus propagation."""
@@ -506,12 +541,11 @@ class Fabric:
                 self.loop.push(port.busy_until, port.waker, None)
             return
 
-    @staticmethod
-    def _killed_in_queue(port: Port, pkt: SimPacket, now: int) -> bool:
+    def _killed_in_queue(self, port: Port, pkt: SimPacket, now: int) -> bool:
         for fault in port.kill_faults:
             if fault.active(now):
                 fault.queued_dropped += 1
-                Fabric._count_drop(fault, pkt)
+                self._count_drop(fault, pkt)
                 return True
         return False
 

@@ -19,7 +19,9 @@ class Fault:
         "acks_dropped",
         "control_dropped",
         "data_dropped",
+        "drops",
         "end_ns",
+        "entered",
         "in_flight_dropped",
         "kind",
         "marked",
@@ -47,6 +49,12 @@ class Fault:
         self.trimmed = 0
         self.in_flight_dropped = 0  # on the wire when the link died
         self.queued_dropped = 0  # waiting in the port's queue when the link died
+        # read-only observations (the fuzzer's invariants, ``fuzz_observe.py``): every packet
+        # this fault dropped, as (time, destination QP, DATA?, plane, T1 or -1), and per
+        # destination QP the DATA packets that entered its element (a link's two ports, the
+        # ports into a switch) before or between its down phases
+        self.drops: list[tuple[int, int, bool, int, int]] = []
+        self.entered: dict[int, int] = {}
 
     def down_between(self, t0_ns: int, t1_ns: int) -> bool:
         """Whether the fault was active at any time in [t0_ns, t1_ns]."""

@@ -173,6 +173,8 @@ def _flow_summary(conn: Connection, end: int, buckets: int) -> dict[str, Any]:
     last = max((max(w.sent_ns or 0, w.received_ns or 0) for w in done), default=None)
     busy = (last - first) if first is not None and last is not None and last > first else None
     placed = r.data_bytes_placed
+    fab = conn.net.fabric
+    qps = (conn.sender.local_qp, conn.receiver.local_qp)  # what reaches each side
     return {
         "name": conn.name,
         "src": conn.spec.src,
@@ -194,6 +196,9 @@ def _flow_summary(conn: Connection, end: int, buckets: int) -> dict[str, Any]:
         "retransmissions": s.retransmissions,
         "losses": {"gap": s.losses_gap, "rto": s.losses_rto, "rto_fired": s.rto_fired},
         "trim_nacks": s.nacks_received.get("TRIMMED", 0) + s.nacks_received.get("TRIMMED_LASTHOP", 0),
+        # its packets (both ways) the fabric dropped (congestion, faults) or trimmed
+        "fabric_drops": sum(fab.drops_by_qp.get(q, 0) for q in qps),
+        "fabric_trims": sum(fab.trims_by_qp.get(q, 0) for q in qps),
         "ecn_echoes": s.ecn_echoes_received,
         "ev_retired": s.ev_retired,
         "ev_skipped": s.ev_skipped,
