@@ -84,6 +84,7 @@ ITEM_KEYS = {
     "name",
     "size",
     "start",
+    "stagger",
     "writes",
     "src",
     "dst",
@@ -125,6 +126,7 @@ class TrafficItem:
     name: str
     size: int
     start_ns: int = 0
+    stagger_ns: int = 0  # pair k of the item starts k x this later (flow, incast, permutation, all-to-all)
     writes: int = 1
     src: int | None = None
     dst: int | None = None
@@ -537,6 +539,7 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
         name=r.get("name", str, f"{pattern}{i}"),
         size=r.get("size", "size", required=True),
         start_ns=r.get("start", "time", 0),
+        stagger_ns=r.get("stagger", "time", 0),
         writes=r.get("writes", int, 1),
         qps_per_pair=r.get("qps_per_pair", int, 1),
         mode=r.get("mode", "mode"),
@@ -551,6 +554,8 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
     )
     if not 1 <= item.writes <= 1 << 20:
         r.fail("writes", "must be 1..1048576")
+    if item.stagger_ns and pattern not in ("flow", "incast", "permutation", "all-to-all"):
+        r.fail("stagger", "only for flow, incast, permutation and all-to-all (their pairs start in turn)")
     if item.evs is not None and not 1 <= item.evs <= MAX_PROFILE_EVS:
         r.fail("evs", f"must be 1..{MAX_PROFILE_EVS}, got {item.evs}")
     if not 0 < item.window_scale <= 1000:
@@ -666,8 +671,8 @@ def to_toml(sc: Scenario) -> str:
         lines.append(f"ev_profile = {_toml_value(sc.ev_profile)}")
     for t in sc.traffic:
         lines += ["", "[[traffic]]", f"pattern = {_toml_value(t.pattern)}", f"name = {_toml_value(t.name)}"]
-        lines += [f"size = {t.size}", f'start = "{t.start_ns}ns"', f"writes = {t.writes}"]
-        lines.append(f"qps_per_pair = {t.qps_per_pair}")
+        lines += [f"size = {t.size}", f'start = "{t.start_ns}ns"', f'stagger = "{t.stagger_ns}ns"']
+        lines += [f"writes = {t.writes}", f"qps_per_pair = {t.qps_per_pair}"]
         for key in ("src", "dst"):
             if getattr(t, key) is not None:
                 lines.append(f"{key} = {getattr(t, key)}")
@@ -737,15 +742,15 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
         elif p == "incast":
             assert item.dst is not None
             pairs = [(s, item.dst) for s in item.senders]
-            point_to_point(net, job, spec, pairs, item.size, item.writes, qps)
+            point_to_point(net, job, spec, pairs, item.size, item.writes, qps, item.stagger_ns)
         elif p == "permutation":
             import random
 
             pairs = permutation_pairs(item.hosts, random.Random(sc.seed * 31 + len(jobs)))
-            point_to_point(net, job, spec, pairs, item.size, item.writes)
+            point_to_point(net, job, spec, pairs, item.size, item.writes, stagger_ns=item.stagger_ns)
         elif p == "all-to-all":
             pairs = [(a, b) for a in item.hosts for b in item.hosts if a != b]
-            point_to_point(net, job, spec, pairs, item.size, item.writes)
+            point_to_point(net, job, spec, pairs, item.size, item.writes, stagger_ns=item.stagger_ns)
         elif p in ("ring-allreduce", "all-gather"):
             ring(net, job, spec, item.hosts, item.size, qps, allreduce=p == "ring-allreduce")
         else:

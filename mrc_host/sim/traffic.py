@@ -56,11 +56,13 @@ def point_to_point(
     size: int,
     writes: int = 1,
     qps: int = 1,
+    stagger_ns: int = 0,
 ) -> Job:
     """Per (src, dst) pair ``qps`` connections, each ``writes`` back-to-back writes of ``size / qps``
-    (rounded up). Single-path queue pairs of one pair go out on the planes in turn, each on a
-    seeded random T1, as a RoCE host binds its queue pairs to its NIC ports (a multipath
-    connection spreads itself).
+    (rounded up); pair k posts ``k * stagger_ns`` after the job's start (staggered starts).
+    Single-path queue pairs of one pair go out on the planes in turn, each on a seeded random
+    T1, as a RoCE host binds its queue pairs to its NIC ports (a multipath connection spreads
+    itself).
 
     A rank is a pair (index in ``pairs``): done when the last write of its last connection is done.
     """
@@ -87,7 +89,7 @@ def point_to_point(
             conn = _flow(net, spec, f"{name}q{q}" if qps > 1 else name, src, dst, part)
             job.connections.append(conn)
             for _ in range(writes):
-                net.post(conn, part, job.start_ns, on_received=finished, on_sent=finished)
+                net.post(conn, part, job.start_ns + i * stagger_ns, on_received=finished, on_sent=finished)
     return job
 
 

@@ -210,3 +210,30 @@ def test_roce_runs_spread_queue_pairs_over_planes_and_pin_the_bystander(tmp_path
     bad = ROCE.replace('share_ev_with = "incast"\n', "")
     with pytest.raises(sf.ScenarioError, match="share_ev_modes: only with share_ev_with"):
         sf.load(write(tmp_path, bad, "bad.toml"))
+
+
+def test_stagger_starts_an_items_pairs_in_turn_and_round_trips() -> None:
+    text = """
+[fabric]
+planes = 1
+t0 = 4
+[[traffic]]
+pattern = "incast"
+name = "in"
+dst = 0
+senders = [1, 2, 3]
+size = "64KiB"
+start = "5us"
+stagger = "20us"
+"""
+    sc = sf.load_text(text)
+    assert sc.traffic[0].stagger_ns == 20_000
+    net, _jobs = sf.build(sc, sc.runs[0])
+    net.run(sc.time_limit_ns)
+    posted = [c.writes[0].posted_ns - net.connections[0].writes[0].posted_ns for c in net.connections]
+    assert posted == [0, 20_000, 40_000]
+    assert sf.load_text(sf.to_toml(sc)).traffic == sc.traffic
+    with pytest.raises(sf.ScenarioError, match=r"traffic\[0\]\.stagger: only for"):
+        sf.load_text(
+            text.replace('"incast"', '"ring-allreduce"').replace("senders = [1, 2, 3]", "hosts = [0, 1]")
+        )
