@@ -7,6 +7,7 @@ Deterministic for a given seed, needs no root and no network. Examples:
   mrc-sim --scenario incast-bystander            (a shipped scenario, by name)
   mrc-sim --scenario my.toml --mode ecmp --out results/
   mrc-sim sweep my-sweep.toml --out results/sweeps   (seeds x a parameter grid, on Dask)
+  mrc-sim fuzz --draws 500 --seed 1                  (generated scenarios against invariants)
 """
 
 from __future__ import annotations
@@ -222,10 +223,19 @@ def sweep_main(argv: list[str]) -> int:
     return 1 if run.failed else 0
 
 
+def verb_main(argv: list[str]) -> int:
+    """``mrc-sim sweep ...`` and ``mrc-sim fuzz ...`` (both on Dask)."""
+    if argv[0] == "sweep":
+        return sweep_main(argv[1:])
+    from . import fuzz
+
+    return fuzz.main(argv[1:])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["sweep"]:
-        return sweep_main(argv[1:])
+    if argv[:1] in (["sweep"], ["fuzz"]):
+        return verb_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.scenario or args.list_scenarios:
@@ -314,7 +324,7 @@ def console_main() -> None:
     """
     argv = sys.argv[1:]
     code = main(argv)
-    if argv[:1] == ["sweep"]:
+    if argv[:1] in (["sweep"], ["fuzz"]):
         sys.exit(code)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -36,7 +36,7 @@ import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 SWEEP_KEYS = {"scenario", "name", "seeds", "grid"}
 MAX_POINTS = 100_000
@@ -61,6 +61,17 @@ class Point:
     table: dict[str, Any]
     file: str
     name: str
+
+
+class Task(Protocol):
+    """What ``run_points`` runs: a ``Point``, or any picklable task with an index and the
+    parameters it is reported with (the fuzzer's draws)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def params(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -236,7 +247,7 @@ def local_cluster(workers: int | None = None, scratch: str | None = None) -> Any
 
 
 def run_points(
-    points: Iterable[Point],
+    points: Iterable[Task],
     scheduler: str | None = None,
     workers: int | None = None,
     progress: bool | None = None,

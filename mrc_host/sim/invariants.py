@@ -1,0 +1,158 @@
+"""The fuzzer's invariants: judges of one run's observations (``fuzz_observe.py``).
+
+Each checker takes the observations dict and returns a ``Verdict``: how many subjects it
+judged, every violation (subject, value, limit) and the worst case it saw, violated or not.
+They read nothing else, so a hand-made dict that breaks one is a unit test of it.
+
+- ``data``: every write completed, acknowledged as good, and the receiver holds its bytes.
+- ``floor``: each failure (each down phase of a flap) cost each connection at most
+  ``1.3 x floor + 1`` DATA packets; its floor is its DATA packets that entered the failed
+  element in its base RTT before the failure (and those still queued in it from earlier),
+  or, for one younger than a base RTT at the failure, what it lost there in its first RTT.
+- ``resend``: a connection none of whose packets (either way) the fabric dropped or trimmed
+  resent nothing.
+- ``dead_ev``: once a connection lost DATA on a dead path, no sender EV of that path is GOOD
+  from 5 of its RTTs later until the path comes back or the connection is done; the RTT is
+  its smoothed RTT at the loss, at least the base RTT.
+- ``jain``: connections into one host with one base RTT, alone on their leaves and untouched
+  by faults, share its goodput with Jain's index at least 0.9 over the time all of them run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FLOOR_FACTOR = 1.3
+FLOOR_SLACK = 1
+DEAD_EV_RTTS = 5
+JAIN_MIN = 0.9
+
+
+@dataclass
+class Case:
+    """One judged subject: its value against the limit (``bad``: on the wrong side of it)."""
+
+    subject: str
+    value: float
+    limit: float
+    bad: bool
+    detail: str = ""
+
+
+@dataclass
+class Verdict:
+    invariant: str
+    checked: int = 0
+    violations: list[Case] = field(default_factory=list)
+    worst: Case | None = None
+    worst_key: float = field(default=float("-inf"), repr=False)  # larger is worse
+
+    def judge(self, case: Case, key: float) -> None:
+        """Count ``case``; keep it as the worst if ``key`` (larger is worse) beats the last."""
+        self.checked += 1
+        if case.bad:
+            self.violations.append(case)
+        if self.worst is None or key > self.worst_key:
+            self.worst, self.worst_key = case, key
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checked": self.checked,
+            "violations": [asdict(v) for v in self.violations],
+            "worst": asdict(self.worst) if self.worst else None,
+        }
+
+
+def check_data(obs: dict[str, Any]) -> Verdict:
+    v = Verdict("data")
+    for f in obs["flows"]:
+        missing = f["writes"] - f["writes_done"]
+        bad = missing > 0 or not f["data_ok"]
+        why = f"{missing} of {f['writes']} writes not done" if missing else ("bytes differ" if bad else "")
+        v.judge(Case(f["name"], float(missing + (not f["data_ok"])), 0.0, bad, why), float(bad))
+    return v
+
+
+def floor_limit(floor: float) -> float:
+    return FLOOR_FACTOR * floor + FLOOR_SLACK
+
+
+def check_floor(obs: dict[str, Any]) -> Verdict:
+    """Per failure and per connection that met the failed element (as the benches count it:
+    packets lost per connection per fault against that connection's floor)."""
+    v = Verdict("floor")
+    for f in obs["failures"]:
+        if not f["reached"]:
+            continue  # the run ended before this failure
+        where = f"{f['fault']}" + (f" phase {f['phase']}" if f["kind"] == "flap" else "")
+        for x in f["flows"]:
+            limit = floor_limit(x["floor"])
+            lost = x["lost"]
+            srtt = f", smoothed RTT then {x['srtt_ns'] / 1e3:.1f} us" if x.get("srtt_ns") else ""
+            detail = (
+                f"lost {lost}, floor {x['floor']} ({x['entered']} entered, {x['queued']} queued, "
+                f"{x['first_rtt']} lost in its first RTT){srtt}"
+            )
+            v.judge(Case(f"{x['flow']} ({where})", float(lost), limit, lost > limit, detail), lost / limit)
+    return v
+
+
+def check_resend(obs: dict[str, Any]) -> Verdict:
+    v = Verdict("resend")
+    for f in obs["flows"]:
+        if f["fabric_drops"] or f["fabric_trims"]:
+            continue
+        n = f["resends"]
+        v.judge(Case(f["name"], float(n), 0.0, n > 0, f"{n} resent, none dropped or trimmed"), float(n))
+    return v
+
+
+def check_dead_ev(obs: dict[str, Any]) -> Verdict:
+    v = Verdict("dead_ev")
+    for p in obs["dead_paths"]:
+        rtt = p["rtt_ns"]
+        lost = p["first_loss_ns"]
+        deadline = lost + DEAD_EV_RTTS * rtt
+        if p["until_ns"] <= deadline:
+            continue  # the path came back or the connection finished before the deadline
+        late = [iv for iv in p["alive_ns"] if iv[1] > deadline]
+        last = max((iv[1] for iv in p["alive_ns"]), default=lost)
+        value = (last - lost) / rtt  # RTTs from the first loss to the last moment it was alive
+        plane, t1 = p["path"]
+        subject = f"{p['flow']} p{plane}-t1_{t1} ({p['fault']}" + (
+            f" phase {p['phase']})" if p["phase"] else ")"
+        )
+        detail = (
+            f"alive {[[round((a - lost) / rtt, 1), round((b - lost) / rtt, 1)] for a, b in late]} RTT "
+            f"after its first loss (RTT {rtt / 1e3:.1f} us, base {p['base_rtt_ns'] / 1e3:.1f} us)"
+            if late
+            else ""
+        )
+        v.judge(Case(subject, round(value, 2), float(DEAD_EV_RTTS), bool(late), detail), value)
+    return v
+
+
+def check_jain(obs: dict[str, Any]) -> Verdict:
+    v = Verdict("jain")
+    for g in obs["fair_groups"]:
+        if g["skipped"] or g["jain"] is None:
+            continue
+        subject = f"into h{g['dst']}: {', '.join(g['flows'])}"
+        detail = f"Gb/s {g['gbps']} over {(g['end_ns'] - g['start_ns']) / 1e3:.1f} us"
+        v.judge(Case(subject, g["jain"], JAIN_MIN, g["jain"] < JAIN_MIN, detail), -g["jain"])
+    return v
+
+
+CHECKS: dict[str, Callable[[dict[str, Any]], Verdict]] = {
+    "data": check_data,
+    "floor": check_floor,
+    "resend": check_resend,
+    "dead_ev": check_dead_ev,
+    "jain": check_jain,
+}
+
+
+def check_all(obs: dict[str, Any]) -> dict[str, Verdict]:
+    return {name: check(obs) for name, check in CHECKS.items()}
