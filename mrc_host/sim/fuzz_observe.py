@@ -235,10 +235,12 @@ class Observer:
         return rows
 
     def _srtt_at(self, c: Connection, t: int) -> float | None:
+        """The connection's smoothed RTT sampled last at or before ``t``; for a connection with
+        no sample yet (its first RTT), its first one after (what its first answers took)."""
         best = None
         for when, srtt in self.srtt[c.index]:
             if when > t:
-                break
+                return best if best is not None else srtt
             best = srtt
         return best
 

@@ -12,8 +12,9 @@ They read nothing else, so a hand-made dict that breaks one is a unit test of it
 - ``resend``: a connection none of whose packets (either way) the fabric dropped or trimmed
   resent nothing.
 - ``dead_ev``: once a connection lost DATA on a dead path, no sender EV of that path is GOOD
-  from 5 of its RTTs later until the path comes back or the connection is done; the RTT is
-  its smoothed RTT at the loss, at least the base RTT.
+  from 5 of its RTTs later until the path comes back or the connection is done, and none
+  turns GOOD again once all were out (an undone loss, a probe); the RTT is its smoothed RTT
+  at the loss (its first sample if it had none yet), at least the base RTT.
 - ``jain``: connections into one host with one base RTT, alone on their leaves and untouched
   by faults, share its goodput with Jain's index at least 0.9 over the time all of them run.
 """
@@ -115,22 +116,25 @@ def check_dead_ev(obs: dict[str, Any]) -> Verdict:
         rtt = p["rtt_ns"]
         lost = p["first_loss_ns"]
         deadline = lost + DEAD_EV_RTTS * rtt
-        if p["until_ns"] <= deadline:
+        alive = p["alive_ns"]
+        back = [iv for iv in alive if iv[0] > lost]  # GOOD again after it was out: never, while dead
+        if p["until_ns"] <= deadline and not back:
             continue  # the path came back or the connection finished before the deadline
-        late = [iv for iv in p["alive_ns"] if iv[1] > deadline]
-        last = max((iv[1] for iv in p["alive_ns"]), default=lost)
-        value = (last - lost) / rtt  # RTTs from the first loss to the last moment it was alive
+        bad = [iv for iv in alive if iv[1] > deadline or iv in back]
+        last = max((iv[1] for iv in alive), default=lost)
+        value = (last - lost) / rtt  # RTTs from the first loss to the last moment it was GOOD
         plane, t1 = p["path"]
         subject = f"{p['flow']} p{plane}-t1_{t1} ({p['fault']}" + (
             f" phase {p['phase']})" if p["phase"] else ")"
         )
         detail = (
-            f"alive {[[round((a - lost) / rtt, 1), round((b - lost) / rtt, 1)] for a, b in late]} RTT "
+            f"GOOD {[[round((a - lost) / rtt, 1), round((b - lost) / rtt, 1)] for a, b in bad]} RTT "
             f"after its first loss (RTT {rtt / 1e3:.1f} us, base {p['base_rtt_ns'] / 1e3:.1f} us)"
-            if late
+            + (", back while dead" if back else "")
+            if bad
             else ""
         )
-        v.judge(Case(subject, round(value, 2), float(DEAD_EV_RTTS), bool(late), detail), value)
+        v.judge(Case(subject, round(value, 2), float(DEAD_EV_RTTS), bool(bad), detail), value)
     return v
 
 

@@ -135,6 +135,15 @@ def test_dead_ev_breaks_when_alive_past_five_rtts_or_back_before_the_path_is() -
         obs(dead_paths=[dead_path([[lost, lost + RTT], [lost + 9 * RTT, lost + 10 * RTT]])])
     )
     assert len(back.violations) == 1 and "[9.0, 10.0]" in back.violations[0].detail
+    # back in the rotation while still dead is a violation even before the deadline
+    early = inv.check_dead_ev(
+        obs(
+            dead_paths=[
+                dead_path([[lost, lost + RTT], [lost + 2 * RTT, lost + 3 * RTT]], until=lost + 4 * RTT)
+            ]
+        )
+    )
+    assert len(early.violations) == 1 and "back while dead" in early.violations[0].detail
     # the connection finished (or the path came back) before the deadline: nothing to judge
     short = inv.check_dead_ev(obs(dead_paths=[dead_path([[lost, deadline - 10]], until=deadline)]))
     assert short.checked == 0
