@@ -100,7 +100,11 @@ def fuzz_point(pt: FuzzPoint) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ShrinkPoint:
+    """Shrinking one draw for one invariant (a Dask task; ``index`` names the task: two
+    invariants may first break on the same draw)."""
+
     index: int
+    draw: int
     invariant: str
     seed: int
     choices: tuple[int, ...]
@@ -155,14 +159,14 @@ def shrink_point(pt: ShrinkPoint) -> dict[str, Any]:
 
     def fails(cand: list[int]) -> dict[str, Any] | None:
         try:
-            r = run_draw(pt.seed, pt.index, cand)
+            r = run_draw(pt.seed, pt.draw, cand)
         except Exception:  # a draw that cannot even be built is not the failure we keep
             return None
         return r if pt.invariant in r["failed"] else None
 
     _choices, result, runs = shrink(list(pt.choices), fails, pt.runs)
     if result is None:  # nothing smaller fails: the draw itself
-        result = run_draw(pt.seed, pt.index, list(pt.choices))
+        result = run_draw(pt.seed, pt.draw, list(pt.choices))
     return {"status": "ok", "params": pt.params, "invariant": pt.invariant, "runs": runs, **result}
 
 
@@ -189,8 +193,8 @@ def campaign(
     shrunk: dict[str, Any] = {}
     if firsts and shrink_runs > 0:
         todo = [
-            ShrinkPoint(r["index"], name, seed, tuple(r["choices"]), shrink_runs, {"invariant": name})
-            for name, r in sorted(firsts.items())
+            ShrinkPoint(k, r["index"], name, seed, tuple(r["choices"]), shrink_runs, {"invariant": name})
+            for k, (name, r) in enumerate(sorted(firsts.items()))
         ]
         srun = run_points(todo, scheduler, workers, progress, label=f"shrink-{seed}", fn=shrink_point)
         shrunk = {r["params"]["invariant"]: _tidy(r) for r in srun.results}
@@ -253,7 +257,7 @@ def _badness(name: str, case: dict[str, Any]) -> float:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mrc-sim fuzz",
-        description="Generated scenarios against the transport's invariants (docs/simulator.md, Fuzzing).",
+        description="Generated scenarios against the transport's invariants (docs/simulator.md).",
         epilog=(invariants.__doc__ or "").split("\n\n", 1)[-1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

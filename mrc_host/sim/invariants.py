@@ -7,8 +7,11 @@ They read nothing else, so a hand-made dict that breaks one is a unit test of it
 - ``data``: every write completed, acknowledged as good, and the receiver holds its bytes.
 - ``floor``: each failure (each down phase of a flap) cost each connection at most
   ``1.3 x floor + 1`` DATA packets; its floor is its DATA packets that entered the failed
-  element in its base RTT before the failure (and those still queued in it from earlier),
-  or, for one younger than a base RTT at the failure, what it lost there in its first RTT.
+  element in its base RTT before the failure (or the mean of the four before, if more), those
+  still queued in it from earlier, and for one younger than a base RTT at the failure what it
+  lost there in its first 1.5 RTT (``fuzz_observe.Observer._failure``). Per connection, as the
+  benches count: summed per fault, a connection that sent nothing through the element in
+  that RTT would have to lose nothing there, which no transport without shared state can do.
 - ``resend``: a connection none of whose packets (either way) the fabric dropped or trimmed
   resent nothing.
 - ``dead_ev``: once a connection lost DATA on a dead path, no sender EV of that path is GOOD
