@@ -60,6 +60,7 @@ COMPILED = [
     "mrc_host/wire/codec.py",
     "mrc_host/wire/header_check.py",
     "mrc_host/wire/messages.py",
+    "mrc_host/wire/virtual_payload.py",
     "mrc_host/sim/draws.py",
     "mrc_host/sim/engine.py",
     "mrc_host/sim/fabric.py",

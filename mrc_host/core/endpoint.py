@@ -31,6 +31,7 @@ from mrc_host.wire.messages import (
     ProbeAck,
     Sack,
 )
+from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .actions import Action, SetTimer, Transmit
 from .config import TransportConfig
@@ -70,7 +71,9 @@ def _check(msg: object) -> str | None:
         if msg.opcode not in DATA_OPCODES:
             return "unknown_opcode"
         payload = msg.payload  # (bytes first: compiled, the tuple would be built per packet)
-        if not isinstance(payload, bytes) and not isinstance(payload, (bytearray, memoryview)):
+        if not isinstance(payload, bytes) and not isinstance(
+            payload, (bytearray, memoryview, VirtualPayload)
+        ):
             return "bad_payload"
         if len(msg.payload) > MAX_PAYLOAD:
             return "oversized"

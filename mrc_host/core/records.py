@@ -8,8 +8,11 @@ them, and as dataclasses they cost every start-up their generated methods.
 from __future__ import annotations
 
 from mrc_host.wire.messages import Opcode
+from mrc_host.wire.virtual_payload import VirtualPayload
 
-Segment = bytes | memoryview  # one piece of a write's source: bytes, or a read-only byte view
+# one piece of a write's source: bytes, a read-only byte view, or a length and check value
+# without bytes (mrc-sim's virtual payloads)
+Segment = bytes | memoryview | VirtualPayload
 
 
 def held(data: Segment | bytearray) -> Segment:
@@ -17,10 +20,10 @@ def held(data: Segment | bytearray) -> Segment:
 
     Bytes and read-only flat views of bytes are kept as they are: as with a verbs work
     request, the memory a write reads must not change until the write completes, and a view
-    costs no copy of a source of many megabytes (mrc-sim's payloads). Anything else -- a
-    bytearray, a writable or multi-dimensional view -- is copied, so that changing it later
-    changes nothing sent."""
-    if isinstance(data, bytes):
+    costs no copy of a source of many megabytes (mrc-sim's payloads). A virtual payload has
+    nothing to copy. Anything else -- a bytearray, a writable or multi-dimensional view --
+    is copied, so that changing it later changes nothing sent."""
+    if isinstance(data, (bytes, VirtualPayload)):
         return data
     if isinstance(data, memoryview) and data.readonly and data.ndim == 1 and data.format == "B":
         return data if data.c_contiguous else bytes(data)
@@ -77,7 +80,25 @@ class PendingWrite:
             if self._seg_at == len(seg):
                 self._seg += 1
                 self._seg_at = 0
-        return b"".join(pieces)
+        return joined(pieces)
+
+
+def joined(pieces: list[Segment]) -> Segment:
+    """One packet's payload from pieces of consecutive segments: bytes joined, or the virtual
+    pieces of one content that follow each other as one (anything else: ValueError)."""
+    first = pieces[0] if pieces else b""
+    if not isinstance(first, VirtualPayload):
+        if any(isinstance(p, VirtualPayload) for p in pieces):
+            raise ValueError("a write's source mixes bytes and virtual payloads")
+        return b"".join([p for p in pieces if not isinstance(p, VirtualPayload)])
+    length = first.length
+    prev = first
+    for p in pieces[1:]:
+        if not isinstance(p, VirtualPayload) or not p.follows(prev):
+            raise ValueError("a write's virtual segments must follow each other in one content")
+        length += p.length
+        prev = p
+    return VirtualPayload(first.key, first.offset, length)
 
 
 class TxRecord:

@@ -25,6 +25,7 @@ from mrc_host.wire.messages import (
     Opcode,
     PathMeta,
 )
+from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .ack_echo import EchoQueue
 from .acks import AckBook
@@ -111,7 +112,7 @@ class Sender:
             if out is not None:
                 out.append(MessageSent(msg_id, False, self.failed))
             return msg_id
-        if isinstance(data, (bytes, bytearray, memoryview)):
+        if isinstance(data, (bytes, bytearray, memoryview, VirtualPayload)):
             segments = [held(data)]
         else:
             segments = [held(d) for d in data]

@@ -95,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit-us", type=float, default=0, help="0: 200 x ideal time + 10 ms")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.add_argument(
+        "--payload",
+        choices=["auto", "real", "virtual"],
+        default=None,
+        help="what writes carry: real bytes (placed and compared) or virtual ones (a length and a "
+        "check value per packet, no buffers; same results, less memory); default auto: real up to "
+        "1 GiB of receive regions in all (with --scenario: the file's `payload`, else auto)",
+    )
+    p.add_argument(
         "--scenario",
         metavar="FILE",
         help="run a scenario file (TOML), or a shipped scenario by name (see --list-scenarios)",
@@ -120,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from dataclasses import replace
     from pathlib import Path
 
     from . import scenario_file as sf
@@ -128,7 +137,8 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     single = [
         a.option_strings[0]
         for a in parser._actions
-        if a.dest not in ("help", "scenario", "list_scenarios", "out", "progress", "mode", "json", "record")
+        if a.dest
+        not in ("help", "scenario", "list_scenarios", "out", "progress", "mode", "json", "record", "payload")
         and getattr(args, a.dest) != a.default
     ]
     if single:
@@ -147,6 +157,8 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error(str(exc))
     if args.mode is not None:
         sc = sc.with_mode(Mode(args.mode))
+    if args.payload is not None:
+        sc = replace(sc, payload=args.payload)
     result = sf.run_scenario(sc, progress=args.progress, record=Path(args.record) if args.record else None)
     if args.out:
         from .plots import scenario_png
@@ -272,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         initial_psn=args.initial_psn,
         time_limit_ns=int(args.time_limit_us * 1000),
         transport_overrides={} if args.cc is None else {"cc_algorithm": args.cc},
+        payload=args.payload or "auto",
     )
     try:
         sim = Simulation(cfg)

@@ -7,6 +7,13 @@ source; all connections share the fabric's queues, so they contend for them exac
 flows do in a real Clos. RDMA WRITEs are posted on a connection at a time or when an
 earlier one completes (``Network.post``), which is what traffic patterns and
 collectives are built from. Everything random comes from the seed.
+
+What the writes carry (``payload``): ``real`` bytes (a pattern in which a misplaced packet
+shows, placed in a registered region and compared at the end) or ``virtual`` ones (a length
+and a check value per packet, ``mrc_host.wire.virtual_payload``; the receiving region holds
+no memory, verifies each packet's check and keeps the ranges placed). The transport sees
+the same lengths either way, so both give the same results but memory; ``auto`` (the CLI's
+and scenario files' default) is real up to ``AUTO_REAL_BYTES`` of regions in all.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from mrc_host.core import (
     Transmit,
     TransportConfig,
 )
+from mrc_host.core.records import Segment
 from mrc_host.wire.messages import DataFlag, DataPacket, Message
+from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .draws import packet_key, seed_salt
 from .engine import EventLoop, Handler
@@ -48,6 +57,23 @@ RKEY: Final = 0x1234
 _DRAWN: Final = ("loss", "trim")  # fault kinds that draw per packet (from its name: draws.py)
 _CONTROL: Final = 0xFF  # the "copy" field of a control packet's name (DATA counts its sends)
 _RETX: Final = int(DataFlag.RETRANSMISSION)
+PAYLOADS: Final = ("real", "virtual")
+AUTO_REAL_BYTES: Final = 1 << 30  # ``auto``: real payloads while every region together is at most this
+
+
+def choose_payload(requested: str, region_bytes: int) -> str:
+    """``real`` or ``virtual`` for a run whose receive regions total ``region_bytes``:
+    ``auto`` is real up to ``AUTO_REAL_BYTES``, virtual above (ValueError for a bad name)."""
+    if requested == "auto":
+        return "real" if region_bytes <= AUTO_REAL_BYTES else "virtual"
+    if requested not in PAYLOADS:
+        raise ValueError(f"payload {requested!r}: use real, virtual or auto")
+    return requested
+
+
+def content_key(seed: int, index: int) -> int:
+    """The name of connection ``index``'s virtual content (its checks): distinct per connection."""
+    return (seed * 1_000_003 + index) & 0x3FF_FFFF
 
 
 def base_rtt_ns(shape: FabricShape, mtu: int, same_t0: bool) -> int:
@@ -187,10 +213,17 @@ class Connection:
         qp = 2 * index + 1
         self.sender = Endpoint(local_qp=qp, peer_qp=qp + 1, config=self.tcfg, paths=self.paths, rng=rng)
         self.receiver = Endpoint(local_qp=qp + 1, peer_qp=qp, config=self.tcfg, paths=self.paths, rng=rng)
-        # the bytes it writes, as the gather list it posts (views of one source, never joined)
+        # the bytes it writes, as the gather list it posts (views of one source, never joined),
+        # or one virtual payload of the whole size, placed in a region without memory
         self.payload_size = max(payload_bytes, 1)
-        self.payload = pattern_segments(net.seed, index, self.payload_size)
-        self.region = self.receiver.register_region(REGION_BASE, self.payload_size, RKEY)
+        self.payload: list[Segment]
+        if net.payload == "virtual":
+            key = content_key(net.seed, index)
+            self.payload = [VirtualPayload(key, 0, self.payload_size)]
+            self.region = self.receiver.regions.register(REGION_BASE, self.payload_size, RKEY, check_key=key)
+        else:
+            self.payload = list(pattern_segments(net.seed, index, self.payload_size))
+            self.region = self.receiver.register_region(REGION_BASE, self.payload_size, RKEY)
         ecmp = spec.mode is Mode.ECMP
         pin = spec.pin_path
         if pin is not None and not (0 <= pin[0] < shape.planes and 0 <= pin[1] < self.paths.t1_count):
@@ -208,7 +241,14 @@ class Connection:
         sizes = [w.size for w in self.writes if w.received_ns is not None]
         if not sizes:
             return not self.writes
-        return same_prefix(self.region.buffer, self.payload, max(sizes))
+        return self.holds(max(sizes))
+
+    def holds(self, n: int) -> bool:
+        """The receiver's region holds the first ``n`` bytes of the payload: compared byte for
+        byte (real), or every one placed with its check verified (virtual)."""
+        if self.region.virtual:
+            return self.region.holds(n)
+        return same_prefix(self.region.buffer, self.payload, n)
 
     def throughput_gbps(self, t0_ns: int, t1_ns: int) -> float:
         """Goodput placed at the receiver between two times."""
@@ -226,9 +266,9 @@ class Connection:
 COMPARE_CHUNK: Final = 1 << 18
 
 
-def prefix(segments: list[memoryview], n: int) -> list[memoryview]:
+def prefix(segments: list[Segment], n: int) -> list[Segment]:
     """The gather list of the first ``n`` bytes of ``segments``."""
-    out: list[memoryview] = []
+    out: list[Segment] = []
     for seg in segments:
         if n <= 0:
             break
@@ -237,7 +277,7 @@ def prefix(segments: list[memoryview], n: int) -> list[memoryview]:
     return out
 
 
-def same_prefix(buffer: bytearray | mmap.mmap, segments: list[memoryview], n: int) -> bool:
+def same_prefix(buffer: bytearray | mmap.mmap, segments: list[Segment], n: int) -> bool:
     """The first ``n`` bytes of ``buffer`` equal those of the gather list ``segments``.
 
     Why in chunks: a large region is a mapping (``zeroed``), which compares only by
@@ -250,10 +290,12 @@ def same_prefix(buffer: bytearray | mmap.mmap, segments: list[memoryview], n: in
     have, scratch = memoryview(buffer), bytearray()
     at = 0  # where the segment starts in the buffer
     for want in prefix(segments, n):
+        if isinstance(want, VirtualPayload):
+            return False  # no bytes to compare: a virtual region says what it holds
         for a in range(0, len(want), COMPARE_CHUNK):
             end = min(len(want), a + COMPARE_CHUNK)
             scratch[:] = have[at + a : at + end]
-            if scratch != want[a:end]:
+            if scratch != want[a:end]:  # type: ignore[comparison-overlap]  # (bytes == bytearray)
                 return False
         at += len(want)
     return True
@@ -264,9 +306,12 @@ def _fields(obj: object) -> dict[str, object]:
 
 
 class Network:
-    def __init__(self, shape: FabricShape, seed: int = 1) -> None:
+    def __init__(self, shape: FabricShape, seed: int = 1, payload: str = "real") -> None:
         self.shape = shape
         self.seed = seed
+        if payload not in PAYLOADS:
+            raise ValueError(f"payload {payload!r}: use real or virtual")
+        self.payload = payload  # what every connection's writes carry (module docstring)
         self.loop = EventLoop(START_NS)
         self.fabric = Fabric(shape, self.loop, random.Random(seed + 1))
         self.connections: list[Connection] = []

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 from mrc_host.core import EvState
 
-from .network import START_NS, same_prefix
+from .network import START_NS
 
 
 def _goodput_timeline(sim: Simulation, end_ns: int, buckets: int = 50) -> list[dict[str, float]]:
@@ -62,7 +62,7 @@ def summarise(sim: Simulation) -> dict[str, Any]:
     done = sim.sent_done_ns is not None and sim.received_done_ns is not None
     end = max(sim.sent_done_ns or 0, sim.received_done_ns or 0) if done else sim.loop.now
     elapsed = end - START_NS
-    data_ok = same_prefix(sim.region.buffer, sim.conn.payload, cfg.size)
+    data_ok = sim.conn.holds(cfg.size)
     fab = sim.fabric
     shape = cfg.shape
     src_t0 = shape.t0_of(cfg.src)
@@ -78,6 +78,7 @@ def summarise(sim: Simulation) -> dict[str, Any]:
         "simulator": "mrc-sim (discrete-event, runs the real mrc_host.core)",
         "mode": cfg.mode.value,
         "seed": cfg.seed,
+        "payload": sim.net.payload,
         "fabric": {
             "planes": shape.planes,
             "t0": shape.t0,
@@ -241,6 +242,7 @@ def summarise_network(net: Network, jobs: list[Job], label: str, buckets: int = 
         "simulator": "mrc-sim (discrete-event, runs the real mrc_host.core)",
         "run": label,
         "seed": net.seed,
+        "payload": net.payload,
         "completed": all(j.done for j in foreground),
         "data_ok": all(f["data_ok"] for f in flows),
         "elapsed_us": (end - START_NS) / 1e3,

@@ -18,7 +18,17 @@ from mrc_host.core import DEFAULT_MAX_EVS, Endpoint, MemoryRegion, Mode, Transpo
 from .engine import EventLoop
 from .fabric import Fabric, FabricShape
 from .faults import Fault, parse_fault
-from .network import REGION_BASE, RKEY, START_NS, Connection, FlowSpec, Network, Write, base_rtt_ns
+from .network import (
+    REGION_BASE,
+    RKEY,
+    START_NS,
+    Connection,
+    FlowSpec,
+    Network,
+    Write,
+    base_rtt_ns,
+    choose_payload,
+)
 
 __all__ = ["REGION_BASE", "RKEY", "START_NS", "SimConfig", "Simulation", "base_rtt_ns", "run"]
 
@@ -38,6 +48,7 @@ class SimConfig:
     initial_psn: int = 0
     time_limit_ns: int = 0  # 0: 200 x the ideal time + 10 ms
     transport_overrides: dict[str, object] = field(default_factory=dict)
+    payload: str = "real"  # real, virtual or auto (network.choose_payload)
 
 
 class Simulation:
@@ -46,7 +57,7 @@ class Simulation:
         shape = cfg.shape
         self.dst = cfg.dst if cfg.dst >= 0 else shape.hosts - 1
         self.ideal_ns = int(cfg.size * 8 / (shape.link_gbps * shape.planes)) + 1
-        self.net = Network(shape, cfg.seed)
+        self.net = Network(shape, cfg.seed, choose_payload(cfg.payload, cfg.size))
         spec = FlowSpec(
             "flow",
             cfg.src,

@@ -27,7 +27,7 @@ from mrc_host.core.ev_fields import MAX_PROFILE_EVS
 from .fabric import FabricShape
 from .faults import FaultSpecError, parse_fault, parse_time
 from .gc_pause import collector_paused
-from .network import FlowSpec, Network
+from .network import PAYLOADS, FlowSpec, Network, choose_payload
 from .report import summarise_network
 from .traffic import PATTERNS, Job, background, permutation_pairs, point_to_point, ring
 
@@ -117,6 +117,7 @@ TOP_KEYS = {
     "transport",
     "traffic",
     "faults",
+    "payload",
 }
 
 
@@ -203,6 +204,11 @@ class Scenario:
     # the agent's EV-profile keys (docs/agent.md, "EV profiles"): format, explicit, entropy,
     # generated fields, deny rules, min_active; evs, backups and cc have their own keys here
     ev_profile: dict[str, Any] = field(default_factory=dict)
+    payload: str = "auto"  # what writes carry: real, virtual or auto (network.choose_payload)
+
+    def region_bytes(self) -> int:
+        """Receive-region bytes a run registers (at most): a write's size per connection."""
+        return sum(t.connections() * t.size for t in self.traffic)
 
     def with_mode(self, mode: Mode) -> Scenario:
         """One run, ``mode`` on every connection (the ``--mode`` override)."""
@@ -331,6 +337,9 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
     limit = top.get("time_limit", "time", 200 * nominal + 10_000_000)
     if limit <= 0:
         top.fail("time_limit", "must be above 0")
+    payload = top.get("payload", str, "auto")
+    if payload not in ("auto", *PAYLOADS):
+        top.fail("payload", f"{payload!r}: use auto, real or virtual")
     return Scenario(
         file=file,
         name=top.get("name", str, default_name),
@@ -346,6 +355,7 @@ def parse(raw: dict[str, Any], file: str = "<scenario>", default_name: str = "sc
         nominal_ns=nominal,
         raw=raw,
         lossless=tuple(lossless),
+        payload=payload,
     )
 
 
@@ -632,6 +642,7 @@ def to_toml(sc: Scenario) -> str:
         f'time_limit = "{sc.time_limit_ns}ns"',
         f"faults = {_toml_value(sc.faults)}",
         f"lossless = {_toml_value(list(sc.lossless))}",
+        f"payload = {_toml_value(sc.payload)}",
         "runs = "
         + _toml_value(
             [
@@ -707,7 +718,7 @@ def to_toml(sc: Scenario) -> str:
 def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
     """A fresh network with every traffic item and fault of ``sc`` for one run."""
     lossless = sc.shape.pfc or (run.mode.value in sc.lossless)
-    net = Network(replace(sc.shape, pfc=lossless), sc.seed)
+    net = Network(replace(sc.shape, pfc=lossless), sc.seed, choose_payload(sc.payload, sc.region_bytes()))
     jobs: list[Job] = []
     for item in sc.traffic:
         cc = {**sc.cc, **item.cc}

@@ -62,6 +62,7 @@ from mrc_host.wire.messages import (
     ProbeAck,
     Sack,
 )
+from mrc_host.wire.virtual_payload import VirtualPayload
 
 __all__ = [
     "DATA_HDR_END",
@@ -439,6 +440,8 @@ class FrameEncoder:
 
     def _encode_data(self, m: DataPacket, carrier16: bytes, payload_sum: int = -1) -> bytes:
         payload = m.payload
+        if isinstance(payload, VirtualPayload):
+            raise ValueError("a virtual payload (mrc-sim) has no bytes to put in a frame")
         n = len(payload)
         if n > MAX_PAYLOAD:
             raise ValueError(f"payload of {n} B exceeds {MAX_PAYLOAD} B")

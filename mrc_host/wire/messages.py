@@ -15,6 +15,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Final
 
+from .virtual_payload import VirtualPayload
+
 PSN_BITS: Final = 24
 PSN_MASK: Final = (1 << PSN_BITS) - 1
 SACK_BITMAP_BITS: Final = 64
@@ -125,8 +127,9 @@ class DataPacket:
     psn: int
     vaddr: int
     rkey: int
-    # a decoded frame's is a read-only view of it (codec._data_payload): never written to
-    payload: bytes | memoryview
+    # a decoded frame's is a read-only view of it (codec._data_payload): never written to;
+    # mrc-sim's virtual payloads carry a length and a check value, no bytes (never encoded)
+    payload: bytes | memoryview | VirtualPayload
     msg_id: int = 0
     send_ts: int = 0  # sender clock, nanoseconds (64 bit)
     flags: DataFlag = DataFlag.NONE
@@ -142,7 +145,7 @@ class DataPacket:
         psn: int,
         vaddr: int,
         rkey: int,
-        payload: bytes | memoryview,
+        payload: bytes | memoryview | VirtualPayload,
         msg_id: int = 0,
         send_ts: int = 0,
         flags: DataFlag = DataFlag.NONE,
