@@ -33,7 +33,7 @@ from typing import Final, cast
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message, Nack, Sack
 
 from .draws import hop_salt, unit
-from .engine import EventLoop, Handler, heappush
+from .engine import Event, EventLoop, Handler
 from .fault_state import Fault, extra_delay, ns_per_byte
 from .faults import KILLING_KINDS, PASSIVE, rate_hits
 
@@ -79,9 +79,11 @@ class FabricShape:
         return host // self.hosts_per_t0
 
 
-# ``init=False`` + a spelled-out ``__init__``: mypyc compiles it (see mrc_host/wire/messages.py)
+# ``init=False`` + a spelled-out ``__init__``: mypyc compiles it (see mrc_host/wire/messages.py).
+# A packet on a wire is the event of its own arrival at the far end (``fire``): no event
+# object, tuple or bound method per hop.
 @dataclass(slots=True, init=False)
-class SimPacket:
+class SimPacket(Event):
     msg: Message
     src: int  # host
     dst: int
@@ -92,6 +94,7 @@ class SimPacket:
     tx_start: int = 0  # when it started onto the wire of its current port
     ingress: Port | None = None  # PFC: the port it came in through (its bytes count there)
     draw: int = 0  # the packet copy's name for loss and trim draws (draws.packet_key)
+    wire: Port | None = None  # the port whose wire it is on (its arrival is at that port's far end)
 
     def __init__(
         self,
@@ -105,7 +108,9 @@ class SimPacket:
         tx_start: int = 0,
         ingress: Port | None = None,
         draw: int = 0,
+        wire: Port | None = None,
     ) -> None:
+        Event.__init__(self)  # (not super(): slots=True makes a new class, the cell names the old)
         self.msg = msg
         self.src = src
         self.dst = dst
@@ -116,13 +121,19 @@ class SimPacket:
         self.tx_start = tx_start
         self.ingress = ingress
         self.draw = draw
+        self.wire = wire
+
+    def fire(self) -> None:
+        """It reached the far end of its wire."""
+        port = cast(Port, self.wire)
+        port.fabric._arrive(port, self)
 
 
-class Port(Handler):
+class Port:
     """One direction of a link: a two-class egress queue feeding a wire.
 
-    It is also the event handler of the packets arriving at its far end (``fire``), and
-    ``waker`` that of its wire coming free, so the per-packet events carry no closures.
+    ``waker`` is the event of its wire coming free (one at a time: ``waking``), so the
+    per-packet events carry no closures and allocate nothing.
     """
 
     __slots__ = (
@@ -227,20 +238,17 @@ class Port(Handler):
         self.pfc_xoff_sent = False
         self.pfc_overflow = 0  # data dropped past XOFF + headroom (0 when headroom suffices)
 
-    def fire(self, arg: object) -> None:
-        """A packet reached the far end of this port."""
-        self.fabric._arrive(self, cast(SimPacket, arg))
 
-
-class _PortWake(Handler):
+class _PortWake(Event):
     """The event of a port's wire coming free (``Fabric._wake``)."""
 
     __slots__ = ("port",)
 
     def __init__(self, port: Port) -> None:
+        self.key = 0
         self.port = port
 
-    def fire(self, arg: object) -> None:
+    def fire(self) -> None:
         self.port.fabric._wake(self.port)
 
 
@@ -442,8 +450,8 @@ class Fabric:
             if pkt.data:
                 port.tx_data_bytes += size - DATA_OVERHEAD
             pkt.tx_start = now
-            loop.seq = seq = loop.seq + 1
-            heappush(loop.heap, (end + port.delay_ns, seq, port, pkt))
+            pkt.wire = port
+            loop.schedule(end + port.delay_ns, pkt)
             return
         if port.busy_until <= now and not port.waking and not (port.paused and pkt.data):
             self._transmit(port, pkt, now)
@@ -461,7 +469,7 @@ class Fabric:
             return  # only the paused data class waits: the XON wakes the port
         if not port.waking:
             port.waking = True
-            self.loop.push(port.busy_until, port.waker, None)
+            self.loop.schedule(port.busy_until, port.waker)
 
     def _trim(self, pkt: SimPacket, mark: bool) -> None:
         msg = pkt.msg
@@ -518,10 +526,9 @@ class Fabric:
         if pkt.data:
             port.tx_data_bytes += size - DATA_OVERHEAD
         pkt.tx_start = now
-        loop = self.loop
-        loop.seq = seq = loop.seq + 1
+        pkt.wire = port
         delay = port.delay_ns + (extra_delay(passive, now, self.rng) if passive else 0)
-        heappush(loop.heap, (end + delay, seq, port, pkt))
+        self.loop.schedule(end + delay, pkt)
 
     def _wake(self, port: Port) -> None:
         """The wire is free: send the next queued packet (priority class first)."""
@@ -538,7 +545,7 @@ class Fabric:
             self._transmit(port, pkt, now)
             if hi or (lo and not port.paused):
                 port.waking = True
-                self.loop.push(port.busy_until, port.waker, None)
+                self.loop.schedule(port.busy_until, port.waker)
             return
 
     def _killed_in_queue(self, port: Port, pkt: SimPacket, now: int) -> bool:
@@ -576,7 +583,7 @@ class Fabric:
             port.pause_ns += now - port.pause_since
             if port.lo and not port.waking:
                 port.waking = True
-                self.loop.push(port.busy_until, port.waker, None)
+                self.loop.schedule(port.busy_until, port.waker)
 
     def pause_ns(self, port: Port) -> int:
         """Time ``port`` has been paused so far (counting a pause still on)."""
