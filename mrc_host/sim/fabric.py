@@ -264,6 +264,14 @@ class _PortPause(Handler):
         self.port.fabric._set_pause(self.port, bool(arg))
 
 
+class HostSink:
+    """Where packets that reach a host go (``Network``): compiled, a native call per packet,
+    not a dictionary lookup and a call through a bound method."""
+
+    def deliver(self, pkt: SimPacket, now: int) -> None:
+        raise NotImplementedError
+
+
 class Fabric:
     def __init__(self, shape: FabricShape, loop: EventLoop, rng: random.Random) -> None:
         self.shape = shape
@@ -271,7 +279,8 @@ class Fabric:
         self.loop = loop
         self.rng = rng  # jitter; loss and trim draw from each packet's name (draws.py)
         self.ports: dict[tuple[str, str], Port] = {}
-        self.host_rx: dict[int, Callable[[SimPacket, int], None]] = {}
+        self.host_rx: dict[int, Callable[[SimPacket, int], None]] = {}  # per host, without a sink
+        self.sink: HostSink | None = None  # takes every packet that reaches a host
         self.unroutable = 0
         # read-only observations: per destination QP (so per connection and direction), the
         # packets the fabric dropped (congestion, PFC headroom, faults) and trimmed
@@ -380,6 +389,10 @@ class Fabric:
             pkt.ingress = port
         if nxt is None:
             if port.kind == LEAF_TO_HOST:
+                sink = self.sink
+                if sink is not None:
+                    sink.deliver(pkt, self.loop.now)
+                    return
                 rx = self.host_rx.get(pkt.dst)
                 if rx is not None:
                     rx(pkt, self.loop.now)

@@ -46,7 +46,7 @@ from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .draws import packet_key, seed_salt
 from .engine import EventLoop, Handler
-from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Fabric, FabricShape, SimPacket
+from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Fabric, FabricShape, HostSink, SimPacket
 from .faults import Fault
 from .gc_pause import collector_paused
 from .payload import pattern_segments
@@ -305,7 +305,7 @@ def _fields(obj: object) -> dict[str, object]:
     return {name: getattr(obj, name) for name in obj.__dataclass_fields__}  # type: ignore[attr-defined]
 
 
-class Network:
+class Network(HostSink):
     def __init__(self, shape: FabricShape, seed: int = 1, payload: str = "real") -> None:
         self.shape = shape
         self.seed = seed
@@ -327,8 +327,7 @@ class Network:
         self.stop_when_idle = True  # stop the loop once no counted write is pending
         self._started = False
         self._flow_names: set[str] = set()
-        for h in range(shape.hosts):
-            self.fabric.host_rx[h] = self._rx
+        self.fabric.sink = self  # every packet reaching a host comes to ``deliver``
 
     # ---- building -----------------------------------------------------------------------
     def add_flow(self, spec: FlowSpec, payload_bytes: int) -> Connection:
@@ -424,7 +423,7 @@ class Network:
             hit = self._ev_cache[ev] = (ev_plane(ev), ev_t1(ev))
         return hit
 
-    def _rx(self, pkt: SimPacket, now: int) -> None:
+    def deliver(self, pkt: SimPacket, now: int) -> None:
         side = self._host_sides[pkt.dst].get(pkt.msg.qp)
         if side is None:
             return
