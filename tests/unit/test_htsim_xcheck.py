@@ -3,6 +3,7 @@ and (where the shared htsim_uec is installed) an 8->1 incast agrees with htsim's
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,41 @@ def test_lossless_incast_pfc_against_htsims_lossless_queues() -> None:
     assert mrc["completed"] and ht["completed"], row
     assert mrc["trims"] == 0 and mrc["drops"] == 0 and mrc["pauses"] > 0  # lossless: paused, not trimmed
     assert row["verdict"]["completion_within"], row["verdict"]
+
+
+def test_a_measured_process_reports_its_own_cpu_and_peak_memory(tmp_path: Path) -> None:
+    grow = "import time; b = bytearray(64 << 20); t = time.process_time()\n"
+    grow += "while time.process_time() - t < 0.2: pass"
+    code, out, err, cost = hx.measured([sys.executable, "-c", grow + "\nprint('done')"], tmp_path, timeout=60)
+    assert code == 0 and out.strip() == "done", err
+    assert cost["cpu_s"] >= 0.2 and cost["wall_s"] >= cost["cpu_s"] * 0.5
+    assert 64 <= cost["peak_mb"] < 200  # its 64 MiB, not this process's memory
+    small = hx.measured([sys.executable, "-S", "-c", "pass"], tmp_path, timeout=60)[3]
+    if hx.GNU_TIME.is_file():  # started from GNU time: this (larger) process's pages are not counted
+        assert small["peak_mb"] < 40 and "peak_includes_launcher" not in small
+    assert hx.measured([sys.executable, "-c", "raise SystemExit(3)"], tmp_path, timeout=60)[0] == 3
+
+
+def test_cost_rounds_give_medians_ranges_and_ratios_to_htsim() -> None:
+    def c(wall: float, peak: float) -> dict[str, float]:
+        return {"wall_s": wall, "cpu_s": wall, "peak_mb": peak}
+
+    row = {
+        "case": "permutation",
+        "hosts": 128,
+        "mrc_sim_cost": {"virtual": [c(3.0, 40), c(2.0, 40), c(9.0, 41)]},
+        "htsim_cost": [c(1.0, 10), c(1.0, 10), c(2.0, 10)],
+    }
+    row["cost"] = summary = hx.cost_summary(row)
+    m = summary["mrc_sim_virtual"]
+    assert m["wall_s"] == {"median": 3.0, "min": 2.0, "max": 9.0} and m["rounds"] == 3
+    assert m["over_htsim"] == {"wall_s": 3.0, "cpu_s": 3.0, "peak_mb": 4.0}
+    text = hx.cost_table([row], c(0.1, 19))
+    assert "| permutation | 128 | mrc-sim-virtual | 3 | 3 (2 to 9) |" in text and "Floor" in text
+
+
+def test_the_scale_cases_are_a_1024_host_permutation_and_a_256_host_all_to_all() -> None:
+    (big, perm), (small, a2a) = hx.scale_cases(quick=True, seed=1)
+    assert big.hosts == 1024 and sorted(d for _, d in perm.pairs) == list(range(1024))
+    assert all(s != d for s, d in perm.pairs) and small.hosts == 256 and len(a2a.pairs) == 256 * 255
+    assert "Radix_Up 32" in big.htsim_topo() and big.shape().hosts == 1024
