@@ -61,6 +61,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from mrc_host.core import DEFAULT_MAX_EVS
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
 from mrc_host.sim.network import FlowSpec, Network
 from mrc_host.sim.traffic import Job, permutation_pairs, point_to_point
@@ -172,6 +173,7 @@ class Case:
     name: str
     pairs: tuple[tuple[int, int], ...]
     size: int
+    evs: int = 0  # mrc-sim's EVs per connection (0: the core's default)
 
     def bottleneck_bytes(self) -> int:
         """Payload bytes through the busiest host port (a host's downlink or its uplink)."""
@@ -192,7 +194,8 @@ def scale_cases(quick: bool, seed: int) -> list[tuple[XFabric, Case]]:
     everyone = tuple((a, b) for a in range(a2a.hosts) for b in range(a2a.hosts) if a != b)
     return [
         (big, Case("permutation-1024", perm, (256 << 10) if quick else (2 << 20))),
-        (a2a, Case("all-to-all-256", everyone, (16 << 10) if quick else (64 << 10))),
+        # 16 EVs a connection, one per path: at the default 128, 65,280 connections hold ~7 GB
+        (a2a, Case("all-to-all-256", everyone, (16 << 10) if quick else (64 << 10), evs=16)),
     ]
 
 
@@ -343,7 +346,11 @@ def run_mrcsim(
     started = time.monotonic()
     net = Network(lossless_shape(fab) if lossless else fab.shape(), seed, payload)
     job = point_to_point(
-        net, Job(case.name, "xcheck", 0), FlowSpec("x", 0, 1, mtu=fab.payload), list(case.pairs), case.size
+        net,
+        Job(case.name, "xcheck", 0),
+        FlowSpec("x", 0, 1, mtu=fab.payload, max_evs=case.evs or DEFAULT_MAX_EVS),
+        list(case.pairs),
+        case.size,
     )
     ideal_ns = int(ideal_us(case, fab.payload + DATA_OVERHEAD, fab.payload, fab.gbps) * 1e3)
     ports = net.fabric.ports.values()
@@ -379,7 +386,7 @@ def run_mrcsim_process(
     """``run_mrcsim`` in a fresh interpreter (``--child``), with the process's cost."""
     spec = {
         "fabric": asdict(fab),
-        "case": {"name": case.name, "pairs": case.pairs, "size": case.size},
+        "case": {"name": case.name, "pairs": case.pairs, "size": case.size, "evs": case.evs},
         "seed": seed,
         "lossless": lossless,
         "payload": payload,
@@ -398,7 +405,7 @@ def child(spec_json: str) -> int:
     spec = json.loads(spec_json)
     fab = XFabric(**spec["fabric"])
     c = spec["case"]
-    case = Case(c["name"], tuple((int(a), int(b)) for a, b in c["pairs"]), int(c["size"]))
+    case = Case(c["name"], tuple((int(a), int(b)) for a, b in c["pairs"]), int(c["size"]), int(c["evs"]))
     out = run_mrcsim(fab, case, int(spec["seed"]), bool(spec["lossless"]), str(spec["payload"]))
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
