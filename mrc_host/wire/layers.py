@@ -74,6 +74,7 @@ from mrc_host.wire.messages import (
     Sack,
     data_flags_word,
 )
+from mrc_host.wire.virtual_payload import VirtualPayload
 
 __all__ = [
     "BTH",
@@ -209,6 +210,8 @@ bind_layers(BTH, MrcConnectAck, opcode=int(Opcode.CONNECT_ACK))
 def _bth_and_header(msg: Frame) -> Packet:
     """BTH + per-opcode header (+ payload) of one message."""
     if isinstance(msg, DataPacket):
+        if isinstance(msg.payload, VirtualPayload):
+            raise ValueError("a virtual payload (mrc-sim) has no bytes to put in a frame")
         return (
             BTH(opcode=int(msg.opcode), dqpn=msg.qp, psn=msg.psn, ackreq=int(msg.ack_req))
             / RETH(va=msg.vaddr, rkey=msg.rkey, dlen=len(msg.payload))
