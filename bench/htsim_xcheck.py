@@ -391,8 +391,11 @@ def run_mrcsim_process(
         "lossless": lossless,
         "payload": payload,
     }
-    cmd = [sys.executable, "-m", "bench.htsim_xcheck", "--child", json.dumps(spec)]
-    code, stdout, stderr, cost = measured(cmd, REPO, timeout=3600)
+    with tempfile.TemporaryDirectory(prefix="xcheck-child-") as tmp:
+        path = Path(tmp) / "spec.json"  # (65,280 pairs are too long for a command line)
+        path.write_text(json.dumps(spec))
+        cmd = [sys.executable, "-m", "bench.htsim_xcheck", "--child", str(path)]
+        code, stdout, stderr, cost = measured(cmd, REPO, timeout=3600)
     if code != 0:
         raise RuntimeError(f"mrc-sim ({payload}) exited {code}: {stderr.strip()[-500:]}")
     out: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
@@ -400,9 +403,9 @@ def run_mrcsim_process(
     return out
 
 
-def child(spec_json: str) -> int:
+def child(spec_file: str) -> int:
     """The child's side of ``run_mrcsim_process``: one run, its result as JSON on stdout."""
-    spec = json.loads(spec_json)
+    spec = json.loads(Path(spec_file).read_text())
     fab = XFabric(**spec["fabric"])
     c = spec["case"]
     case = Case(c["name"], tuple((int(a), int(b)) for a, b in c["pairs"]), int(c["size"]), int(c["evs"]))
