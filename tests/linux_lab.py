@@ -174,6 +174,13 @@ class NetnsLab:
         self.close()
 
     def add_ns(self, name: str) -> str:
+        """Create ``name``; one left behind by a killed run (no process inside) is removed
+        first, so one hard kill cannot fail every later run; a live one is an error."""
+        if name in run(["ip", "netns", "list"]).stdout.split():
+            pids = run(["ip", "netns", "pids", name], check=False).stdout.split()
+            if pids:
+                raise RuntimeError(f"namespace {name} is in use by pids {pids}: another run?")
+            run(["ip", "netns", "del", name])
         run(["ip", "netns", "add", name])
         self.namespaces.append(name)
         run(["ip", "link", "set", "lo", "up"], ns=name)
