@@ -56,6 +56,7 @@ COMPILED = [
     "mrc_host/agent/payload.py",
     "mrc_host/agent/peers.py",
     "mrc_host/agent/ports.py",
+    "mrc_host/agent/rings.py",
     "mrc_host/agent/transfer.py",
     "mrc_host/wire/codec.py",
     "mrc_host/wire/header_check.py",

@@ -5,7 +5,9 @@ EtherType IPv6, with a classic BPF filter that passes only IPv6-in-IPv6 frames (
 header 41, what every MRC frame is): the kernel discards everything else (neighbour
 discovery, MLD, ...) before it is copied to the agent. The filter is attached before the
 socket is bound, so nothing unfiltered is ever queued. A socket bound to one EtherType does
-not see the host's own outgoing frames (only ETH_P_ALL sockets do).
+not see the host's own outgoing frames (only ETH_P_ALL sockets do). The socket carries packet
+rings (``rings.py``) where the kernel grants them (``open_port``), else it is read and written
+a frame per system call.
 
 ``KernelQuiet`` installs an nftables table in the host's namespace that drops inbound MRC
 traffic (IPv6-in-IPv6 to the NIC /48s, and UDP 4791) in the prerouting hook at raw priority,
@@ -23,6 +25,17 @@ import struct
 import subprocess
 from dataclasses import dataclass
 
+from .rings import (
+    RX_RING_BYTES,
+    TX_RING_BYTES,
+    VERSIONS,
+    PortIO,
+    RingGeometry,
+    RingPort,
+    SocketPort,
+    setup_rings,
+)
+
 ETH_P_IPV6 = 0x86DD
 SO_ATTACH_FILTER = 26
 SO_SNDBUFFORCE = 32
@@ -31,6 +44,7 @@ SIOCGIFMTU = 0x8921
 SOCKET_BUFFER = 8 << 20
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
+ETH_HLEN = 14
 
 # classic BPF: accept IPv6 frames whose (outer) next header is 41, drop the rest
 _BPF_IPV6_IN_IPV6 = [
@@ -64,7 +78,8 @@ def interface_mtu(ifname: str) -> int:
 
 
 def socket_drops(sock: socket.socket) -> int:
-    """Frames the kernel dropped because the socket's receive buffer was full, since the last call.
+    """Frames the kernel dropped for want of room (the receive buffer, or the ring), since the
+    last call.
 
     (PACKET_STATISTICS resets the kernel's counters on every read.)
     """
@@ -73,9 +88,19 @@ def socket_drops(sock: socket.socket) -> int:
     return drops
 
 
-def open_port_socket(ifname: str) -> socket.socket:
-    """A raw socket on ``ifname`` that reads only IPv6-in-IPv6 frames and can send any frame."""
+def open_port_socket(
+    ifname: str,
+    ring: int = 0,
+    max_frame: int = 0,
+    rx_bytes: int = RX_RING_BYTES,
+    tx_bytes: int = TX_RING_BYTES,
+) -> tuple[socket.socket, RingGeometry | None]:
+    """A raw socket on ``ifname`` that reads only IPv6-in-IPv6 frames and can send any frame;
+    with packet rings of TPACKET version ``ring`` (0: none) for frames of ``max_frame`` bytes
+    (0: the interface's MTU), set up before the socket is bound (OSError or ValueError if they
+    cannot be)."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: receives nothing yet
+    geo = None
     try:
         attach_bpf(sock, _BPF_IPV6_IN_IPV6)
         for opt, fallback in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
@@ -83,11 +108,35 @@ def open_port_socket(ifname: str) -> socket.socket:
                 sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
             except PermissionError:
                 sock.setsockopt(socket.SOL_SOCKET, fallback, SOCKET_BUFFER)
+        if ring:
+            geo = RingGeometry(ring, max_frame or interface_mtu(ifname) + ETH_HLEN, rx_bytes, tx_bytes)
+            setup_rings(sock, geo)
         sock.bind((ifname, ETH_P_IPV6))
     except BaseException:
         sock.close()
         raise
-    return sock
+    return sock, geo
+
+
+def open_port(ifname: str, ring: str = "v2") -> PortIO:
+    """The port's frames in and out: through packet rings of version ``ring`` ("v2", "v3"),
+    else (``ring`` "off", or rings the kernel refuses) a plain socket, with the reason kept
+    for ``mrc stats``."""
+    version = VERSIONS.get(ring, 0)
+    why = "--ring off"
+    if version:
+        try:
+            sock, geo = open_port_socket(ifname, version)
+            assert geo is not None
+        except (OSError, ValueError) as exc:
+            why = f"rings refused: {exc}"
+        else:
+            try:
+                return RingPort(sock, geo)
+            except (OSError, ValueError) as exc:  # the mapping failed
+                sock.close()
+                why = f"rings refused: {exc}"
+    return SocketPort(open_port_socket(ifname)[0], why)
 
 
 @dataclass
