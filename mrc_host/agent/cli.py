@@ -89,6 +89,13 @@ def _add_serve(s: argparse.ArgumentParser) -> None:
         help="after a frame, poll the ports without sleeping for this long (0: always sleep in epoll)",
     )
     s.add_argument(
+        "--ring",
+        choices=("v2", "v3", "off"),
+        default="v2",
+        help="packet rings on the ports: TPACKET_V2 (default), TPACKET_V3 (block-wise: adds up to "
+        "a kernel tick of delay to a burst's last frame), or off (a system call per frame)",
+    )
+    s.add_argument(
         "--connect-timeout",
         type=float,
         default=5.0,
@@ -199,6 +206,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         seed=args.seed,
         verify_icrc=not args.no_icrc_check,
         busy_poll_us=DEFAULT_BUSY_POLL_US if args.busy_poll_us is None else args.busy_poll_us,
+        ring=args.ring,
         connect_timeout_s=args.connect_timeout,
         peer_timeout_s=args.peer_timeout,
         deadline_s=args.deadline,
@@ -302,8 +310,11 @@ def cmd_stats(args: argparse.Namespace, client: AgentClient) -> int:
     for k, v in sorted(reply["totals"].items()):
         tot.add_row(k, str(v))
     for p in reply["ports"]:
+        io = p.get("io", "socket") + (f" ({p['why']})" if p.get("why") else "")
         tot.add_row(
-            f"port {p['ifname']}", f"rx {p['frames_rx']}  tx {p['frames_tx']}  tx errors {p['tx_errors']}"
+            f"port {p['ifname']}",
+            f"{io}: rx {p['frames_rx']}  tx {p['frames_tx']}  tx errors {p['tx_errors']}  "
+            f"drops {p['socket_drops']}",
         )
     tot.add_row("malformed", json.dumps(reply["malformed"]) or "{}")
     tot.add_row("refused (peer binding)", json.dumps(reply.get("refused", {})))

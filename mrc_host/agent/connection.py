@@ -18,7 +18,8 @@ from typing import Any, Final
 
 from mrc_fabric.ev import EV, ev_plane, ev_t1
 from mrc_host.core import Action, Endpoint, EvStateChanged, TransportConfig
-from mrc_host.wire.codec import payload_sums
+from mrc_host.core.records import Segment
+from mrc_host.wire.codec import FrameEncoder, payload_sums
 from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Dscp, Ecn, PathMeta
 
 from .paths import ROLE_SENDER, RX_BASE_VADDR, PeerPaths, QpId
@@ -86,10 +87,16 @@ class Connection:
         """Whether an inner source address is one of this connection's peer NIC ports."""
         return src in self.peer.addresses
 
+    def route(self, msg: Any) -> tuple[int, FrameEncoder, bytes, int]:
+        """Where a message the core asked to transmit goes and how it is encoded: its plane,
+        that port's encoder, the carrier, and a DATA payload's checksum share (-1: unknown)."""
+        plane, encoder, carrier = self.peer.route(msg.meta.ev)
+        return plane, encoder, carrier, -1
+
     def encode(self, msg: Any) -> tuple[int, bytes]:
         """(plane, frame) for a message the core asked to transmit."""
-        plane, encoder, carrier = self.peer.route(msg.meta.ev)
-        return plane, encoder.encode(msg, carrier)
+        plane, encoder, carrier, payload_sum = self.route(msg)
+        return plane, encoder.encode(msg, carrier, payload_sum)
 
     def note_ev_change(self, ch: EvStateChanged, now_ns: int) -> None:
         self.ev_history.append(
@@ -241,14 +248,23 @@ class SendConnection(Connection):
         return bool(done)
 
     def post(
-        self, chunk: bytes, owner: int, length: int, now_ns: int, sums: list[int] | None = None
+        self,
+        chunk: bytes | list[Segment],
+        owner: int,
+        length: int,
+        now_ns: int,
+        sums: list[int] | None = None,
     ) -> list[Action]:
-        """Hand ``chunk`` (header + ``length`` data bytes) to the core as one WRITE into its slot;
-        ``sums``: its ``mtu``-byte pieces' ``payload_sums`` where the caller knows them."""
+        """Hand ``chunk`` (header + ``length`` data bytes; or a gather list of them, read in order,
+        its views read-only, kept uncopied until the WRITE completes) to the core as one WRITE
+        into its slot; ``sums``: its ``mtu``-byte pieces' ``payload_sums`` where the caller knows them."""
         vaddr = slot_vaddr(RX_BASE_VADDR, self.endpoint.sender.next_msg_id)
         msg_id, actions = self.endpoint.post_write(chunk, vaddr, self.rkey, now_ns)
         self.posted[msg_id] = (owner, length)
-        self.piece_sums[msg_id] = (vaddr, len(chunk), payload_sums(chunk, self.mtu) if sums is None else sums)
+        if sums is None:
+            sums = payload_sums(chunk if isinstance(chunk, bytes) else b"".join(chunk), self.mtu)
+        size = len(chunk) if isinstance(chunk, bytes) else sum([len(s) for s in chunk])
+        self.piece_sums[msg_id] = (vaddr, size, sums)
         return actions
 
     def completed(self, msg_id: int) -> tuple[int, int] | None:
@@ -282,8 +298,9 @@ class SendConnection(Connection):
         c = self.endpoint.counters
         return c.data_bytes_delivered + c.messages_completed
 
-    def encode(self, msg: Any) -> tuple[int, bytes]:
-        """``Connection.encode``, with a DATA payload's checksum share taken from ``piece_sums``."""
+    def route(self, msg: Any) -> tuple[int, FrameEncoder, bytes, int]:
+        """``Connection.route``, with a DATA payload's checksum share taken from ``piece_sums``."""
+        plane, encoder, carrier = self.peer.route(msg.meta.ev)
         if type(msg) is DataPacket:
             entry = self.piece_sums.get(msg.msg_id)
             if entry is not None:
@@ -293,9 +310,8 @@ class SendConnection(Connection):
                 k, rem = off // mtu, off % mtu  # (compiled, divmod() is a call on boxed ints: ~80 ns)
                 # only a payload that is exactly that piece (a stale or foreign id is summed anew)
                 if rem == 0 and 0 <= k < len(sums) and len(msg.payload) == min(mtu, length - k * mtu):
-                    plane, encoder, carrier = self.peer.route(msg.meta.ev)
-                    return plane, encoder.encode_data(msg, carrier, sums[k])
-        return super().encode(msg)
+                    return plane, encoder, carrier, sums[k]
+        return plane, encoder, carrier, -1
 
 
 class RecvConnection(Connection):

@@ -42,6 +42,7 @@ class AgentOptions:
     seed: int | None = None
     verify_icrc: bool = True
     busy_poll_us: int = DEFAULT_BUSY_POLL_US
+    ring: str = "v2"  # packet rings on the ports: "v2", "v3" or "off" (mrc_host/agent/rings.py)
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
     deadline_s: float = DEFAULT_DEADLINE_S
@@ -53,6 +54,8 @@ class AgentOptions:
         """ValueError naming the option for a value out of range."""
         if not 0 <= self.busy_poll_us <= 100_000:
             raise ValueError(f"--busy-poll-us: {self.busy_poll_us} is outside 0..100000")
+        if self.ring not in ("v2", "v3", "off"):
+            raise ValueError(f"--ring: {self.ring!r} is not v2, v3 or off")
         if not 1 <= self.ack_every <= 64:
             raise ValueError(f"--ack-every: {self.ack_every} is outside 1..64")
         if not 2 <= self.psn_window < 1 << 23:

@@ -360,13 +360,14 @@ class Peers:
             events.on_ready(conn, now)
 
     def transmit(self, conn: Connection, msg: Any) -> None:
+        """Encode ``msg`` onto its plane's port (in place, into a packet ring's slot, where the
+        port has rings)."""
         try:
-            plane, frame = conn.encode(msg)
+            plane, encoder, carrier, payload_sum = conn.route(msg)
+            self.ports.send_msg(plane, encoder, msg, carrier, payload_sum)
         except (ValueError, TypeError, IndexError) as exc:
             self.counters.internal_errors += 1
             log.error("cannot encode %s: %s", type(msg).__name__, exc)
-            return
-        self.ports.send(plane, frame)
 
     def _send_to(self, peer: PeerPaths, msg: Any) -> None:
         """A frame to a peer no connection stands for (a RETRY)."""

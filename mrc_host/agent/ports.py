@@ -1,8 +1,17 @@
-"""Port I/O: one raw socket per NIC port, read round-robin, written per plane, counted.
+"""Port I/O: one packet socket per NIC port, read round-robin, written per plane, counted.
 
 The agent's event loop asks ``Ports`` for the frames of the ports the selector found ready
-and hands every frame to one callback; ``send`` puts a frame on the port of a plane. No
+and hands every frame to one callback; ``send`` queues a frame on the port of a plane and
+``flush`` hands what was queued to the kernel. Each port is a ``rings.RingPort`` (packet rings:
+no system call per frame) or, where the kernel refuses rings or ``--ring off`` asks for it, a
+``rings.SocketPort`` (a ``recv``/``send`` per frame); ``describe`` says which, and why. No
 protocol here: bytes in, bytes out, and the per-port counters ``mrc stats`` shows.
+
+When frames go out: a ring port holds what ``send`` wrote until ``flush`` (one ``send`` call
+for all of them) or until ``rings.FLUSH_EVERY`` wait. ``read`` flushes after each received
+frame whose handling queued any (a SACK on the receiving side, the DATA it lets out on the
+sending side: they leave at once, as they did with a socket), and the agent flushes once more
+before it sleeps (timers, control requests).
 """
 
 from __future__ import annotations
@@ -17,11 +26,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from .netio import open_port_socket, socket_drops
+from mrc_host.wire.codec import FrameEncoder
+from mrc_host.wire.messages import Frame
+
+from .netio import open_port, socket_drops
+from .rings import PortIO, SocketPort
 
 log = logging.getLogger("mrc.agent")
 
 RX_BATCH: Final = 64  # rounds of reading (one frame per ready port) before the loop looks at timers
+_READ: Final = selectors.EVENT_READ
+_READ_WRITE: Final = selectors.EVENT_READ | selectors.EVENT_WRITE
 
 
 @dataclass
@@ -31,8 +46,8 @@ class PortCounters:
     frames_tx: int = 0
     bytes_rx: int = 0
     bytes_tx: int = 0
-    tx_errors: int = 0
-    socket_drops: int = 0  # frames the kernel dropped for a full receive buffer
+    tx_errors: int = 0  # frames not sent: the kernel refused them, or the ring's backlog was full
+    socket_drops: int = 0  # frames the kernel dropped for want of room (receive buffer or ring)
 
 
 @dataclass
@@ -44,78 +59,128 @@ class LoopCounters:
 
 
 class Ports:
-    """The host's NIC ports, index = plane."""
+    """The host's NIC ports, index = plane; ``ring``: "v2", "v3" or "off" (see rings.py)."""
 
-    def __init__(self, ifnames: list[str]) -> None:
+    def __init__(self, ifnames: list[str], ring: str = "v2") -> None:
         self.counters = [PortCounters(n) for n in ifnames]
-        self.sockets: list[socket.socket] = []
-        # each socket's send and recv bound once: compiled, ``sock.send(...)`` looks the method
-        # up through socket.socket's class dict on every frame
-        self._send: list[Callable[[bytes], int]] = []
-        self._recv: list[Callable[[int, int], bytes]] = []
+        self.ring = ring
+        self.io: list[PortIO] = []
+        self.sel: selectors.BaseSelector | None = None
+        self.writing: list[bool] = []  # per plane: registered for writability (a ring's backlog waits)
+        self.dirty = False  # a frame was queued since the last flush
 
     def add(self, s: socket.socket) -> None:
-        """Take ``s`` as the next plane's port."""
-        self.sockets.append(s)
-        self._send.append(s.send)
-        self._recv.append(s.recv)
+        """Take the plain socket ``s`` (or anything with ``send``/``recv``) as the next plane's port."""
+        self.add_port(SocketPort(s))
+
+    def add_port(self, port: PortIO) -> None:
+        self.io.append(port)
+        self.writing.append(False)
 
     def open(self, sel: selectors.BaseSelector) -> None:
+        self.sel = sel
         for plane, pc in enumerate(self.counters):
-            s = open_port_socket(pc.ifname)
-            self.add(s)
-            sel.register(s, selectors.EVENT_READ, ("port", plane))
+            port = open_port(pc.ifname, self.ring)
+            self.add_port(port)
+            sel.register(port.fileno(), _READ, ("port", plane))
+            log.info("port %s: %s", pc.ifname, port.describe())
 
     def close(self) -> None:
-        for s in self.sockets:
-            s.close()
-        self.sockets.clear()
-        self._send.clear()
-        self._recv.clear()
+        for port in self.io:
+            port.close()
+        self.io.clear()
+        self.writing.clear()
 
-    def read(self, planes: list[int], on_frame: Callable[[bytes, int], None]) -> None:
+    def read(self, planes: list[int], on_frame: Callable[[Any, int], None]) -> None:
         """Read the ready ports round-robin, one frame each per round, so frames are handled in
         about the order they arrived across planes (reading one port's backlog before the
         other's would reorder packets by up to a batch). ``on_frame(frame, plane)`` must not
-        raise."""
+        raise; a frame is valid during its call only (a ring's slot is handed back after it).
+        What a frame's handling queued goes out before the next frame is read."""
         ready = list(planes)
-        recv, counters = self._recv, self.counters
-        dontwait = socket.MSG_DONTWAIT
+        io, counters = self.io, self.counters
         for _ in range(RX_BATCH):
             if not ready:
                 return
             for plane in list(ready):
                 try:
-                    frame = recv[plane](65536, dontwait)
-                except BlockingIOError:
-                    ready.remove(plane)
-                    continue
+                    n = io[plane].read_one(on_frame, plane)
                 except OSError as exc:
                     log.warning("receive on %s failed: %s", counters[plane].ifname, exc)
                     ready.remove(plane)
                     continue
+                if n < 0:
+                    ready.remove(plane)
+                    continue
                 pc = counters[plane]
                 pc.frames_rx += 1
-                pc.bytes_rx += len(frame)
-                on_frame(frame, plane)
+                pc.bytes_rx += n
+                if self.dirty:
+                    self.flush()
 
     def send(self, plane: int, frame: bytes) -> bool:
-        """Put ``frame`` on the port of ``plane``; False (and counted) when the kernel refused it:
-        a lost packet, which the transport recovers."""
+        """Queue ``frame`` on the port of ``plane``; False (and counted) when the kernel refused it
+        or no room was left for it: a lost packet, which the transport recovers."""
         pc = self.counters[plane]
         try:
-            self._send[plane](frame)
+            ok = self.io[plane].send(frame)
         except OSError as exc:
             pc.tx_errors += 1
-            if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):
+            if not isinstance(exc, (BlockingIOError, InterruptedError)) and exc.errno != errno.ENOBUFS:
                 log.warning("send on %s failed: %s", pc.ifname, exc)
             return False
+        if not ok:
+            pc.tx_errors += 1
+            return False
+        self.dirty = True
         pc.frames_tx += 1
         pc.bytes_tx += len(frame)
         return True
 
+    def send_msg(
+        self, plane: int, encoder: FrameEncoder, msg: Frame, carrier: bytes, payload_sum: int
+    ) -> bool:
+        """Encode ``msg`` (``FrameEncoder.encode``'s arguments) straight into the next slot of the
+        port's ring where one is free, else as a frame for ``send``; False as for ``send``.
+        ValueError/TypeError: a field the codec refuses (nothing is sent)."""
+        port = self.io[plane]
+        at = port.reserve()
+        if at >= 0:
+            n = encoder.encode_into(msg, carrier, port.view, at, port.tx_room, payload_sum)
+            pc = self.counters[plane]
+            if n < 0:  # longer than a slot: the NIC's MTU is smaller than the frame
+                pc.tx_errors += 1
+                return False
+            try:
+                port.commit(n)
+            except OSError as exc:
+                pc.tx_errors += 1
+                log.warning("send on %s failed: %s", pc.ifname, exc)
+                return False
+            self.dirty = True
+            pc.frames_tx += 1
+            pc.bytes_tx += n
+            return True
+        return self.send(plane, encoder.encode(msg, carrier, payload_sum))
+
+    def flush(self) -> None:
+        """Hand every queued frame to the kernel; ask the selector for writability while a
+        port's ring is full and frames wait for room (and stop asking once they are out)."""
+        self.dirty = False
+        for plane, port in enumerate(self.io):
+            try:
+                port.flush()
+            except OSError as exc:
+                log.warning("send on %s failed: %s", self.counters[plane].ifname, exc)
+            waiting = port.backlog() > 0
+            if waiting != self.writing[plane] and self.sel is not None:
+                self.writing[plane] = waiting
+                self.sel.modify(port.fileno(), _READ_WRITE if waiting else _READ, ("port", plane))
+
     def describe(self) -> list[dict[str, Any]]:
-        for pc, s in zip(self.counters, self.sockets, strict=False):
+        out = []
+        for pc, port in zip(self.counters, self.io, strict=False):
             with contextlib.suppress(OSError):
-                pc.socket_drops += socket_drops(s)
-        return [asdict(pc) for pc in self.counters]
+                pc.socket_drops += socket_drops(port.sock)
+            out.append(asdict(pc) | port.describe())
+        return out
