@@ -18,7 +18,6 @@ from typing import Any, Final
 
 from mrc_fabric.ev import EV, ev_plane, ev_t1
 from mrc_host.core import Action, Endpoint, EvStateChanged, TransportConfig
-from mrc_host.core.records import Segment
 from mrc_host.wire.codec import FrameEncoder, payload_sums
 from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Dscp, Ecn, PathMeta
 
@@ -249,7 +248,7 @@ class SendConnection(Connection):
 
     def post(
         self,
-        chunk: bytes | list[Segment],
+        chunk: bytes | list[bytes | memoryview],
         owner: int,
         length: int,
         now_ns: int,

@@ -103,9 +103,11 @@ class Transfer:
         self.sending_ns = self.next_offset = self.chunks_posted = self.chunks_acked = self.crc = 0
         self.base_counters = {}
 
-    def next_chunk(self, piece: int) -> tuple[bytes, int, list[int]]:
-        """The next chunk (header + data, one copy), its data bytes and the UDP checksum shares
-        of its ``piece``-byte packets (``Pattern.piece_sums``); advances the transfer."""
+    def next_chunk(self, piece: int) -> tuple[list[bytes | memoryview], int, list[int]]:
+        """The next chunk as a gather list (its header, then a read-only view of the pattern:
+        no copy of the data, and its packets are views of it too), its data bytes and the UDP
+        checksum shares of its ``piece``-byte packets (``Pattern.piece_sums``); advances the
+        transfer."""
         pattern = Pattern(self.seed)
         length = min(CHUNK_DATA_BYTES, self.size - self.next_offset)
         data = pattern.view(self.next_offset, length)
@@ -117,7 +119,7 @@ class Transfer:
         sums = pattern.piece_sums(hdr, self.next_offset, length, piece)
         self.next_offset += length
         self.chunks_posted += 1
-        return b"".join((hdr, data)), length, sums
+        return [hdr, data], length, sums
 
 
 def _core_totals(conn: SendConnection | None) -> dict[str, int]:
