@@ -1,9 +1,10 @@
 """The agent under ordinary load and under a cheap attack, on the default fabric (root).
 
 Why: one transfer at a time on an idle fabric is not how the testbed is used. This benchmark
-brings up the default Linux-SRv6 fabric (2 planes x 2 T0 x 2 T1, 2 hosts per T0, prefix
-``agl``) with the controller and one ``mrc serve`` per host -- of this tree, or of another
-checkout (``--source DIR``, e.g. a ``git worktree`` of an older commit) -- and measures:
+brings up the default fabric (Linux SRv6, or BMv2 with ``--target bmv2``; 2 planes x 2 T0 x
+2 T1, 2 hosts per T0, prefix ``agl``) with the controller and one ``mrc serve`` per host -- of
+this tree, or of another checkout (``--source DIR``, e.g. a ``git worktree`` of an older
+commit) -- and measures:
 
 - ``concurrent``: ``--per-pair`` transfers of ``--size`` at once from every host to every
   other (12 ordered pairs), with and without one T0-T1 link flapping every ``--flap-s``
@@ -90,9 +91,10 @@ print(n, time.monotonic() - start, flush=True)
 class Fabric:
     """The default fabric, the controller and one agent per host (from ``source``)."""
 
-    def __init__(self, source: Path | None, agent_args: list[str]) -> None:
+    def __init__(self, source: Path | None, agent_args: list[str], target: str = "linux") -> None:
         self.source = source
         self.agent_args = agent_args
+        self.target = target
         self.run_dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}-"))
         self.net: Any = None
         self.topo: Any = None
@@ -112,7 +114,7 @@ class Fabric:
         from mrc_fabric.topology import Topology
         from topologies.clos import TOPOLOGY_FILE, start_clos
 
-        self.net, _ = start_clos(self.run_dir, 2, 2, 2, 2, node_prefix=PREFIX)
+        self.net, _ = start_clos(self.run_dir, 2, 2, 2, 2, node_prefix=PREFIX, target=self.target)
         self.topo = Topology.load(self.run_dir / TOPOLOGY_FILE)
         self.core = ControllerCore(self.topo, run_dir=self.run_dir)
         self.core.start()
@@ -188,8 +190,8 @@ class Fabric:
 
 
 @contextmanager
-def fabric(source: Path | None, agent_args: list[str]) -> Iterator[Fabric]:
-    fab = Fabric(source, agent_args)
+def fabric(source: Path | None, agent_args: list[str], target: str = "linux") -> Iterator[Fabric]:
+    fab = Fabric(source, agent_args, target)
     try:
         yield fab.open()
     finally:
@@ -420,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="smaller transfers (16M, flood 256M)")
     ap.add_argument("--agent-arg", action="append", default=[], help="extra `mrc serve` argument")
+    ap.add_argument("--target", default="linux", choices=("linux", "bmv2"), help="the switches' data plane")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_agent_load needs root (Mininet, raw sockets)", file=sys.stderr)
@@ -434,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     label = args.label or (str(args.source) if args.source else "this tree")
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with fabric(args.source, args.agent_arg) as fab:
+    with fabric(args.source, args.agent_arg, args.target) as fab:
         hosts = [h.name for h in fab.topo.hosts]
         src, attacker, dst = hosts[0], hosts[2], hosts[3]
         send(fab, src, dst, "1M")
