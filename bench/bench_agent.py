@@ -85,7 +85,101 @@ print(n, (last - first) if first is not None and last is not None else 0.0, time
 """
 
 
-def ceiling(lab: Any, payload: int, seconds: float) -> dict[str, Any]:
+# The ring loops: the same frames through packet rings (mrc_host/agent/rings.py sets them up as
+# the agent does), a flush per 64 frames written, each received frame's header read and its slot
+# handed back -- no system call per frame either way
+RING_SENDER = r"""
+import mmap, select, socket, sys, time
+from mrc_host.agent.rings import TX_DATA, TX_STATUS, RingGeometry, setup_rings
+ifname, frame, seconds = sys.argv[1], bytes.fromhex(sys.argv[2]), float(sys.argv[3])
+version = int(sys.argv[4])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+geo = RingGeometry(version, len(frame))
+setup_rings(s, geo)
+s.bind((ifname, 0))
+m = mmap.mmap(s.fileno(), geo.rx_bytes + geo.tx_bytes)
+words = memoryview(m).cast("I")
+slots = [geo.rx_bytes + (i // geo.tx_per_block) * geo.tx_block + (i % geo.tx_per_block) * geo.tx_slot
+         for i in range(geo.tx_frames)]
+st, data, size, lens = TX_STATUS[version], TX_DATA[version], len(frame), (4, 8) if version == 1 else (12, 16)
+n = full = req = i = 0
+end = time.perf_counter() + seconds
+start = time.perf_counter()
+while True:
+    for _ in range(256):
+        off = slots[i]
+        if words[(off + st) >> 2]:  # the kernel still holds the slot: wait for room
+            full += 1
+            if req:
+                s.send(b"", socket.MSG_DONTWAIT); req = 0
+            select.select([], [s], [], 0.01)
+            continue
+        m[off + data : off + data + size] = frame
+        words[(off + lens[0]) >> 2] = size
+        words[(off + lens[1]) >> 2] = size
+        words[(off + st) >> 2] = 1
+        n += 1; req += 1
+        i = i + 1 if i + 1 < len(slots) else 0
+        if req >= 64:
+            s.send(b"", socket.MSG_DONTWAIT); req = 0
+    if time.perf_counter() >= end:
+        break
+s.send(b"")
+print(n, full, time.perf_counter() - start, time.process_time())
+"""
+
+RING_RECEIVER = r"""
+import mmap, select, socket, sys, time
+from mrc_host.agent.rings import RingGeometry, setup_rings
+ifname, timeout, version, size = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x86DD))
+geo = RingGeometry(version, size)
+setup_rings(s, geo)
+s.bind((ifname, 0x86DD))
+m = mmap.mmap(s.fileno(), geo.rx_bytes + geo.tx_bytes)
+words = memoryview(m).cast("I")
+p = select.poll(); p.register(s, select.POLLIN)
+print("ready", flush=True)
+n = i = 0; first = last = None; wait = timeout * 1000
+if version == 1:
+    slots = [(k // geo.rx_per_block) * geo.rx_block + (k % geo.rx_per_block) * geo.rx_slot
+             for k in range(geo.rx_frames)]
+    while True:
+        off = slots[i]
+        if not words[off >> 2] & 1:
+            if not p.poll(wait):
+                break
+            wait = 1000
+            continue
+        _len = words[(off + 8) >> 2]  # snaplen
+        words[off >> 2] = 0
+        n += 1; last = time.perf_counter(); first = first or last
+        i = i + 1 if i + 1 < len(slots) else 0
+else:
+    while True:
+        b = i * geo.rx_block
+        if not words[(b + 8) >> 2] & 1:
+            if not p.poll(wait):
+                break
+            wait = 1000
+            continue
+        off = b + words[(b + 16) >> 2]
+        for _ in range(words[(b + 12) >> 2]):
+            _len = words[(off + 12) >> 2]  # snaplen
+            off += words[off >> 2]
+            n += 1
+        last = time.perf_counter(); first = first or last
+        words[(b + 8) >> 2] = 0
+        i = i + 1 if i + 1 < geo.rx_blocks else 0
+print(n, (last - first) if first is not None and last is not None else 0.0, time.process_time())
+"""
+
+RING_VERSIONS = {"socket": 0, "ring v2": 1, "ring v3": 2}  # loop -> TPACKET version (0: raw socket)
+
+
+def ceiling(lab: Any, payload: int, seconds: float, loop: str = "socket") -> dict[str, Any]:
+    """One loop's frames/s and CPU per frame: ``loop`` "socket" (a system call per frame), or
+    "ring v2" / "ring v3" (packet rings of that version, TPACKET_V3 receiving block-wise)."""
     from mrc_host.wire.codec import FrameEncoder
     from mrc_host.wire.framing import FrameAddressing
     from mrc_host.wire.messages import DataPacket
@@ -95,8 +189,11 @@ def ceiling(lab: Any, payload: int, seconds: float) -> dict[str, Any]:
         FrameAddressing(a.mac, b.mac, "fcbb:bb00:c000::1", "fcbb:bb00:c000::1", "fcbb:bb00:c001::1")
     )
     frame = enc.encode(DataPacket(qp=1, psn=0, vaddr=0, rkey=1, payload=b"\xa5" * payload), bytes(16))
+    version = RING_VERSIONS[loop]
+    ring_args = [str(version), str(len(frame))] if version else []
     rx = subprocess.Popen(
-        ["ip", "netns", "exec", b.name, sys.executable, "-c", RECEIVER, b.ifname, "30"],
+        ["ip", "netns", "exec", b.name, sys.executable, "-c", RING_RECEIVER if version else RECEIVER,
+         b.ifname, "30", *ring_args],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -108,10 +205,11 @@ def ceiling(lab: Any, payload: int, seconds: float) -> dict[str, Any]:
             a.name,
             sys.executable,
             "-c",
-            SENDER,
+            RING_SENDER if version else SENDER,
             a.ifname,
             frame.hex(),
             str(seconds),
+            *ring_args[:1],
         ]
         tx = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 60)
         sent, errors, tx_s, tx_cpu = tx.stdout.split()
@@ -122,6 +220,7 @@ def ceiling(lab: Any, payload: int, seconds: float) -> dict[str, Any]:
             rx.wait()
     received, rx_s, rx_cpu = out.split()
     return {
+        "loop": loop,
         "frame_bytes": len(frame),
         "payload_bytes": payload,
         "seconds": float(tx_s),
@@ -189,15 +288,22 @@ def agent_runs(
             lab.stop_agent(h)
 
 
-def _cpu_seconds(proc: Any) -> tuple[float, float]:
-    """User and system CPU time of a running process (``ip netns exec`` execs the agent in place)."""
+def _cpu_seconds(proc: Any) -> tuple[float, float, float]:
+    """CPU time of a running process (``ip netns exec`` execs the agent in place): its user and
+    system parts (clock ticks: 10 ms steps, split by sampling) and their total to the
+    nanosecond (the scheduler's run time, /proc/PID/schedstat)."""
     fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
+    total = int(Path(f"/proc/{proc.pid}/schedstat").read_text().split()[0]) / 1e9
+    return int(fields[11]) / tick, int(fields[12]) / tick, total
 
 
-def _cpu_delta(now: tuple[float, float], before: tuple[float, float]) -> tuple[float, float]:
-    return now[0] - before[0], now[1] - before[1]
+def _cpu_delta(now: tuple[float, float, float], before: tuple[float, float, float]) -> tuple[float, float]:
+    """User and system time between two readings: their total the precise one, split as the
+    ticks were."""
+    user, system, total = now[0] - before[0], now[1] - before[1], now[2] - before[2]
+    share = user / (user + system) if user + system > 0 else 1.0
+    return total * share, total * (1 - share)
 
 
 def decode_cost(payload: int, n: int = 20_000) -> dict[str, float]:
@@ -240,8 +346,14 @@ def drop_tree(where: Path) -> None:
                    check=False, capture_output=True)  # fmt: skip
 
 
-def summarise(rows: list[dict[str, Any]], payload: int) -> dict[str, Any]:
-    """Medians over the rounds; the fractions set each run against its own round's raw loop."""
+def _loop_key(mtu: int, loop: str) -> str:
+    """The ceilings' key of a raw loop at an MTU ("mtu4232", "mtu4232 ring v2", ...)."""
+    return f"mtu{mtu}" if loop == "socket" else f"mtu{mtu} {loop}"
+
+
+def summarise(rows: list[dict[str, Any]], payload: int, loops: list[str] | None = None) -> dict[str, Any]:
+    """Medians over the rounds; the fractions set each run against its own round's fastest raw
+    loop (``fraction_of_recv_ceiling_*``) and against each loop (``fraction_of_<loop>_bits``)."""
     out = {
         "goodput_mbit_s": statistics.median(r["goodput_mbit_s"] for r in rows),
         "packets_per_s": statistics.median(r["packets_per_s"] for r in rows),
@@ -255,6 +367,11 @@ def summarise(rows: list[dict[str, Any]], payload: int) -> dict[str, Any]:
             r["goodput_mbit_s"] / (r["raw_recv_frames_per_s"] * payload * 8 / 1e6) for r in rows
         ),
     }
+    for lp in loops or []:
+        key = f"{lp} recv_frames_per_s"
+        out[f"fraction_of_{lp.replace(' ', '_')}_bits"] = statistics.median(
+            r["goodput_mbit_s"] / (r[key] * payload * 8 / 1e6) for r in rows if r.get(key)
+        )
     for side in ("sender", "receiver"):
         for part in ("cpu", "user", "sys"):
             key = f"{side}_{part}_us_per_packet"
@@ -293,12 +410,12 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     labels, pps, mbit, colors = [], [], [], []
     for mtu_key, c in doc["ceilings"].items():
         per_frame = c["payload_bytes"] * 8 / 1e6
-        labels.append(f"raw recv loop\n{c['payload_bytes']} B")
+        labels.append(f"raw {c.get('loop', 'socket')} loop\n{c['payload_bytes']} B")
         pps.append(c["recv_frames_per_s"])
         mbit.append(c["recv_frames_per_s"] * per_frame)
         colors.append("#bcbcbc")
         for name, s in doc["agent_summary"].items():
-            if s["mtu_key"] != mtu_key:
+            if s["mtu_key"] != mtu_key:  # (agents are drawn after their MTU's socket loop)
                 continue
             labels.append(f"{name}\n{s['payload_bytes']} B")
             pps.append(s["packets_per_s"])
@@ -312,10 +429,15 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         ax.set_xticks(range(len(labels)), labels, fontsize=7, rotation=20)
         ax.set_ylabel(ylabel)
     ax1.set_title("packets/s")
-    ax2.set_title(f"goodput: after = {doc['ratios']['after_vs_before_today']:.2f}x before (today)")
+    r = doc["ratios"]
+    for key, what in (("after_vs_before_today", "before (today)"), ("after_vs_previous", "previous"),
+                      ("after_fraction_of_raw_bits", "the fastest loop")):  # fmt: skip
+        if key in r:
+            ax2.set_title(f"goodput: after = {r[key]:.2f}x {what}")
+            break
     fig.suptitle(
         f"two namespaces over one veth, {doc['cpus']} CPUs, load {doc['load_before'][0]:.1f}; "
-        f"before = {doc['before_commit']}",
+        f"before = {doc['before_commit'] or '-'}, previous = {doc['previous_commit'] or '-'}",
         fontsize=9,
     )
     fig.tight_layout()
@@ -331,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None, help="length of the raw-socket loop (default 5)")
     ap.add_argument("--repeat", type=int, default=None, help="transfers per mode (default 3)")
     ap.add_argument("--modes", default="mrc", help="comma-separated modes")
+    ap.add_argument(
+        "--loops",
+        default="socket,ring v2,ring v3",
+        help="the raw loops each round runs (comma-separated): socket (a system call per frame), "
+        "ring v2, ring v3 (packet rings: TPACKET_V3 receives block-wise); the fastest is the ceiling",
+    )
     ap.add_argument("--before", default="fbde7b5", help="commit of the 'before' agent ('' to skip)")
     ap.add_argument(
         "--previous",
@@ -386,26 +514,33 @@ def main(argv: list[str] | None = None) -> int:
         for flags in args.also:
             configs.append((f"after, {flags}", FABRIC_MTU, None, tuple(flags.split())))
         mtus = sorted({c[1] for c in configs})
-        raw: dict[str, list[dict[str, Any]]] = {f"mtu{mtu}": [] for mtu in mtus}
-        # rounds: the raw loop and every configuration once per round, so a change in the
+        loops = [lp for lp in args.loops.split(",") if lp]
+        # one list of rounds per (MTU, loop): "mtu4232" is the socket loop's, "mtu4232 ring v2" ...
+        raw: dict[str, list[dict[str, Any]]] = {_loop_key(mtu, lp): [] for mtu in mtus for lp in loops}
+        # rounds: the raw loops and every configuration once per round, so a change in the
         # machine's speed (it is shared, with hypervisor steal) hits all of them alike instead
-        # of whichever phase ran then; each run is set against its own round's raw loop
+        # of whichever phase ran then; each run is set against its own round's loops
         by_label: dict[str, list[dict[str, Any]]] = {c[0]: [] for c in configs}
         for i in range(repeat):
             for mtu in mtus:
                 lab.set_mtu(mtu)
-                c = ceiling(lab, payload_for_mtu(mtu), seconds)
-                raw[f"mtu{mtu}"].append(c | {"mtu": mtu, "run": i})
-                print(f"MTU {mtu} round {i}: raw send {c['send_frames_per_s']:.0f} frames/s, "
-                      f"recv {c['recv_frames_per_s']:.0f} frames/s ({c['frame_bytes']} B frames)",
-                      flush=True)  # fmt: skip
+                for lp in loops:
+                    c = ceiling(lab, payload_for_mtu(mtu), seconds, lp)
+                    raw[_loop_key(mtu, lp)].append(c | {"mtu": mtu, "run": i})
+                    print(f"MTU {mtu} round {i}, {lp} loop: send {c['send_frames_per_s']:.0f} frames/s, "
+                          f"recv {c['recv_frames_per_s']:.0f} frames/s ({c['frame_bytes']} B frames)",
+                          flush=True)  # fmt: skip
             # the order turns each round: no configuration always runs first after the raw loop
             for label, mtu, source, extra in configs[i % len(configs) :] + configs[: i % len(configs)]:
                 lab.set_mtu(mtu)
                 rs = agent_runs(lab, size, 1, modes, label, source, extra)
+                this_round = {lp: raw[_loop_key(mtu, lp)][-1] for lp in loops}
                 for r in rs:
                     r["run"] = i
-                    r["raw_recv_frames_per_s"] = raw[f"mtu{mtu}"][-1]["recv_frames_per_s"]
+                    # the ceiling: the fastest loop of this round (its frames/s received)
+                    r["raw_recv_frames_per_s"] = max(c["recv_frames_per_s"] for c in this_round.values())
+                    for lp, c in this_round.items():
+                        r[f"{lp} recv_frames_per_s"] = c["recv_frames_per_s"]
                 by_label[label] += rs
                 rows += rs
         for key, rounds in raw.items():
@@ -424,11 +559,15 @@ def main(argv: list[str] | None = None) -> int:
                 | {"rounds": rounds}
             )
         for label, mtu, _source, _extra in configs:
-            c = ceilings[f"mtu{mtu}"]
-            summary[label] = summarise(by_label[label], payload_for_mtu(mtu)) | {"mtu_key": f"mtu{mtu}"}
+            payload = payload_for_mtu(mtu)
+            summary[label] = summarise(by_label[label], payload, loops) | {"mtu_key": f"mtu{mtu}"}
             # steal-proof: the rate each would reach with a CPU per side and CPU its only limit
-            # (the busier side's CPU time per frame; an agent's busy polling counts against it)
-            raw_cpu = max(c["send_cpu_us_per_frame"], c["recv_cpu_us_per_frame"])
+            # (the busier side's CPU time per frame; an agent's busy polling counts against it),
+            # against the loop that needs the least CPU per frame
+            raw_cpu = min(
+                max(c["send_cpu_us_per_frame"], c["recv_cpu_us_per_frame"])
+                for c in (ceilings[_loop_key(mtu, lp)] for lp in loops)
+            )
             sl = summary[label]
             agent_cpu = max(sl["sender_cpu_us_per_packet"], sl["receiver_cpu_us_per_packet"])
             sl["cpu_fraction_of_raw"] = raw_cpu / agent_cpu
@@ -445,6 +584,11 @@ def main(argv: list[str] | None = None) -> int:
         "after_cpu_fraction_of_raw": after["cpu_fraction_of_raw"],
         "icrc_check_goodput_cost": 1
         - after["goodput_mbit_s"] / summary["after, no ICRC check"]["goodput_mbit_s"],
+    }
+    # the agent's share of each loop's bits/s (the ring loops: what this host moves with no
+    # system call per frame)
+    ratios |= {
+        f"after_{k}": v for k, v in after.items() if k.startswith("fraction_of_") and k.endswith("_bits")
     }
     if before is not None:
         ratios["after_vs_before_today"] = (
@@ -478,11 +622,10 @@ def main(argv: list[str] | None = None) -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (args.out / "agent.json").write_text(json.dumps(doc, indent=1))
-    if before is not None:
-        plot(doc, args.out / "agent.png")
+    plot(doc, args.out / "agent.png")
     for key, c in ceilings.items():
-        print(f"raw loop ({key}): CPU µs per frame: send {c['send_cpu_us_per_frame']:.2f}, "
-              f"recv {c['recv_cpu_us_per_frame']:.2f}")  # fmt: skip
+        print(f"raw loop ({key}): {c['recv_frames_per_s']:.0f} frames/s received; CPU µs per frame: "
+              f"send {c['send_cpu_us_per_frame']:.2f}, recv {c['recv_cpu_us_per_frame']:.2f}")  # fmt: skip
     for name, s in summary.items():
         print(f"{name:24}: {s['goodput_mbit_s']:7.1f} Mbit/s, {s['packets_per_s']:6.0f} pkt/s "
               f"= {s['fraction_of_recv_ceiling_bits']:.0%} of the raw loop's bits/s; CPU µs per packet: "
