@@ -534,32 +534,37 @@ class ControllerCore:
 
     # -- counters --------------------------------------------------------------------------------
     def counters(self, switches: list[str] | None = None) -> tuple[list[CounterCell], list[str]]:
+        """Every counter cell of the named switches (default: all), and what could not be read."""
         names = self._switch_names(switches)
-        cells: list[CounterCell] = []
-        errors: list[str] = []
-        for n in names:
-            session = self.pool[n]
-            if not session.ready:
-                errors.append(f"{n}: unreachable at {session.address}")
+        return read_counters(self.topo, [self.pool[n] for n in names])
+
+
+def read_counters(topo: Topology, sessions: list[SwitchSession]) -> tuple[list[CounterCell], list[str]]:
+    cells: list[CounterCell] = []
+    errors: list[str] = []
+    for session in sessions:
+        n = session.name
+        if not session.ready:
+            errors.append(f"{n}: unreachable at {session.address}")
+            continue
+        ports = {e.port: e.ifname for e in topo.ports_of(n)}
+        for counter in COUNTERS:
+            try:
+                values = session.read_counter(counter)
+            except SwitchError as exc:
+                errors.append(str(exc))
                 continue
-            ports = {e.port: e.ifname for e in self.topo.ports_of(n)}
-            for counter in COUNTERS:
-                try:
-                    values = session.read_counter(counter)
-                except SwitchError as exc:
-                    errors.append(str(exc))
-                    continue
-                for i, packets, nbytes in values:
-                    if counter == "drop_reason":
-                        label = drop_reason_label(i)
-                        if i not in DROP_REASON_LABELS and not packets:
-                            continue
-                    else:
-                        label = ports.get(i, "")
-                        if not label and not packets:
-                            continue
-                    cells.append(CounterCell(n, counter, i, label, packets, nbytes))
-        return cells, errors
+            for i, packets, nbytes in values:
+                if counter == "drop_reason":
+                    label = drop_reason_label(i)
+                    if i not in DROP_REASON_LABELS and not packets:
+                        continue
+                else:
+                    label = ports.get(i, "")
+                    if not label and not packets:
+                        continue
+                cells.append(CounterCell(n, counter, i, label, packets, nbytes))
+    return cells, errors
 
 
 def describe_spec(spec: FaultSpec) -> str:
