@@ -21,6 +21,7 @@ import pytest
 from test_controller import DEADLINE_S, Fabric, fabric, wait_for  # noqa: F401 (the fixture)
 
 from controller.cli import _stamp
+from controller.core import SYNC_PARALLEL
 from controller.faults import MAX_ACTIVE_FAULTS, MAX_TARGET_CHARS, MIN_FLAP_PERIOD_S, QUOTE_CHARS
 from controller.northbound import ControllerClient
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
@@ -165,9 +166,11 @@ def test_an_unexpected_error_is_internal_and_the_service_goes_on(
 
 
 def _threads_but_rpc_workers() -> int:
-    """Threads other than the gRPC server's request workers ("ctl_N"), which its executor
-    starts on demand up to its bound however the faults are scheduled."""
-    return sum(1 for t in threading.enumerate() if not t.name.startswith("ctl_"))
+    """Threads other than the gRPC server's request workers ("ctl_N") and the switch writers
+    ("sync_N"), which their executors start on demand up to their bounds however the faults
+    are scheduled."""
+    assert sum(1 for t in threading.enumerate() if t.name.startswith("sync")) <= SYNC_PARALLEL
+    return sum(1 for t in threading.enumerate() if not t.name.startswith(("ctl_", "sync")))
 
 
 def _rss_bytes() -> int:
