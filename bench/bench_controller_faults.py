@@ -8,7 +8,7 @@ without a kernel, so no root is needed and only the controller is measured). It 
 
 - ``inject``: the time to reach ``--faults`` active timed faults from 1 and from 8 concurrent
   clients, and the median injection latency as the count grows;
-- ``expiry``: with those faults active, ``--expiries`` faults of 50 ms, one after another,
+- ``expiry``: with ``--active`` of them still active, ``--expiries`` faults of 50 ms, one after another,
   each on a port of its own: how late its entry leaves the switch (read back every 2 ms);
 - ``flaps``: ``--flaps`` flaps at 50 ms for ``--seconds``: the controller's CPU (user + system
   from /proc) and the toggles it made against the ideal count.
@@ -210,6 +210,17 @@ def flaps(lab: Lab, count: int, seconds: float) -> dict[str, Any]:
             "ideal_per_s": round(count / 0.05)}  # fmt: skip
 
 
+def fault_ids(lab: Lab) -> list[str]:
+    out: list[str] = []
+    token = ""
+    while True:
+        page = lab.stub.ListFaults(pb.ListFaultsRequest(page_size=1000, page_token=token), timeout=30)
+        out += [f.id for f in page.faults]
+        token = page.next_page_token
+        if not token:
+            return out
+
+
 def run(source: Path | None, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"source": str(source) if source else "this tree"}
     for clients in (8, 1):
@@ -218,7 +229,11 @@ def run(source: Path | None, args: argparse.Namespace) -> dict[str, Any]:
             out[f"inject_{clients}"] = inject(lab, args.faults, clients, args.budget_s)
             print(f"  inject x{clients}: {out[f'inject_{clients}']}", flush=True)
             if clients == 8:
+                ids = fault_ids(lab)
+                for fid in ids[: max(0, len(ids) - args.active)]:
+                    lab.stub.ClearFault(pb.ClearFaultRequest(id=fid), timeout=30)
                 out["expiry"] = expiry(lab, args.expiries)
+                out["expiry"]["active"] = len(fault_ids(lab))
                 print(f"  expiry: {out['expiry']}", flush=True)
                 out["flaps"] = flaps(lab, args.flaps, args.seconds)
                 print(f"  flaps: {out['flaps']}", flush=True)
@@ -267,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         "--source", type=Path, action="append", default=[], help="also run this checkout's controller"
     )
     ap.add_argument("--faults", type=int, default=4096)
+    ap.add_argument("--active", type=int, default=4000, help="faults active while expiries are timed")
     ap.add_argument("--expiries", type=int, default=50)
     ap.add_argument("--flaps", type=int, default=300)
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -274,16 +290,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="1,024 faults, 20 expiries, 100 flaps for 2 s")
     args = ap.parse_args(argv)
     if args.quick:
-        args.faults, args.expiries, args.flaps, args.seconds = 1024, 20, 100, 2.0
+        args.faults, args.active, args.expiries, args.flaps, args.seconds = 1024, 1000, 20, 100, 2.0
     runs = {}
     for source in [None, *args.source]:
         label = "this tree" if source is None else str(source)
         print(f"{label}:", flush=True)
         runs[label] = run(source, args)
-    doc = {"benchmark": "controller fault API at scale", "args": {k: str(v) for k, v in vars(args).items()},
-           "cpus": os.cpu_count(), "load": os.getloadavg(), "runs": runs,
-           "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
-    doc["args"]["flaps"], doc["args"]["faults"] = args.flaps, args.faults
+    doc_args: dict[str, Any] = {k: str(v) for k, v in vars(args).items()}
+    doc_args["flaps"], doc_args["faults"] = args.flaps, args.faults
+    doc = {
+        "benchmark": "controller fault API at scale",
+        "args": doc_args,
+        "cpus": os.cpu_count(),
+        "load": os.getloadavg(),
+        "runs": runs,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "controller_faults.json").write_text(json.dumps(doc, indent=1))
     plot(doc, args.out / "controller_faults.png")
