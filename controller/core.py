@@ -305,7 +305,12 @@ class ControllerCore:
             log.warning("state file: %s", note)
             self.events.publish("state_recovered", message=note[:300])
         state = found.state or ControllerState()
-        self.store = StateStore(path, state, fresh=found.source != "file" or bool(found.notes))
+        try:
+            self.store = StateStore(path, state, fresh=found.source != "file" or bool(found.notes))
+        except OSError as exc:  # a directory gone or full: serve anyway, and say what is at stake
+            note = f"cannot write {path} ({exc}): changes will not survive a restart"
+            log.error("state file: %s", note)
+            self.events.publish("state_recovered", message=note[:300])
         if found.state is not None:
             self._restore(found.state)
 

@@ -107,10 +107,11 @@ class StateStore:
                 first, upto = self._durable + 1, self._durable + len(batch)
             try:
                 self._append(batch)
-            except OSError as exc:
-                log.warning("cannot write the controller state to %s: %s", self.path, exc)
+            except Exception as exc:  # the writer must outlive anything: report it to the waiters
+                log.warning("cannot write the controller state to %s: %r", self.path, exc)
+                failure = exc if isinstance(exc, OSError) else OSError(f"state file: {exc!r}")
                 with self._cond:
-                    self._failures.append((first, upto, exc))
+                    self._failures.append((first, upto, failure))
             with self._cond:
                 self._durable = upto
                 self._cond.notify_all()

@@ -187,3 +187,18 @@ def test_with_no_readable_state_the_switches_tables_are_adopted_and_clear_all_cl
         assert {n: {e for e in v if not e.table.endswith("fault")} for n, v in before.items()} == tables(new)
     finally:
         new.stop()
+
+
+def test_a_state_file_it_cannot_write_is_said_and_the_controller_serves(
+    topo: Topology, tmp_path: Path
+) -> None:
+    state = tmp_path / "gone" / "controller-state.json"  # its directory does not exist
+    core = installed(topo, tmp_path, state)
+    try:
+        assert core.store is None
+        assert any(
+            e.kind == "state_recovered" and "will not survive" in e.message for e in core.events.history
+        )
+        assert core.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0")).id == "f1"
+    finally:
+        core.stop()

@@ -164,7 +164,8 @@ def test_a_writer_killed_at_random_points_leaves_every_acknowledged_change(tmp_p
         finally:
             proc.kill()
         out, _ = proc.communicate()
-        acked = [line.split() for line in out.splitlines()]
+        # (a line the kill cut short is a change in flight: its thread's one)
+        acked = [line.split() for line in out.splitlines(keepends=True) if line.endswith("\n")]
         assert len(acked) > 10, "the writer hardly ran"
         for op, n in acked:
             (expected.add if op == "fault" else expected.discard)(int(n))
