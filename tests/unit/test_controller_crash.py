@@ -144,6 +144,9 @@ def test_killed_during_concurrent_calls_it_comes_back_with_what_it_acknowledged(
     topo, run = fabric
     ctl = Controller(run)
     ctl.start()
+    deadline = time.monotonic() + DEADLINE_S
+    while not ctl.ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
     ctl.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=DEADLINE_S)
     rng = random.Random(44)
     live: set[str] = set()
