@@ -184,3 +184,63 @@ def test_killed_during_concurrent_calls_it_comes_back_with_what_it_acknowledged(
         ctl.channel.close()
         for r in readers.values():
             r.close()
+
+
+def test_a_standby_takes_over_the_moment_the_controller_dies(fabric: tuple[Topology, Path]) -> None:
+    """The testbed keeps ``mrc-controller --standby-for PID`` beside the controller: imports
+    done, it waits on the controller's exit and then serves what the state file holds."""
+    _topo, run = fabric
+    ctl = Controller(run)
+    ctl.start()
+    standby = None
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not ctl.ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ctl.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=DEADLINE_S)
+        fault = ctl.stub.InjectFault(pb.InjectFaultRequest(spec=SPECS[0]), timeout=10)
+        assert ctl.proc is not None
+        cmd = [
+            sys.executable,
+            "-m",
+            "controller.server",
+            "--topology",
+            str(run / "topology.json"),
+            "--state-file",
+            str(run / "controller-state.json"),
+            "--standby-for",
+            str(ctl.proc.pid),
+        ]
+        standby = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        assert standby.poll() is None and list(ctl.faults()) == [fault.id]  # the first one serves
+        ctl.kill()
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # (a call sent on the dead one's connection before the channel saw it close fails)
+            try:
+                got = ctl.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
+                break
+            except grpc.RpcError:
+                assert time.monotonic() < deadline, "the standby did not take over"
+        assert [f.id for f in got.faults] == [fault.id] and standby.poll() is None  # the standby
+    finally:
+        ctl.kill()
+        if standby is not None:
+            standby.kill()
+            standby.wait()
+        ctl.channel.close()
+
+
+def test_a_standby_whose_parent_goes_takes_nothing_over(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        # a shell starts the standby and exits: the standby's parent is gone
+        script = (f"{sys.executable} -m controller.server --topology {tmp_path}/none.json "
+                  f"--standby-for {sleeper.pid} >/dev/null 2>&1 & echo $!; sleep 1")  # fmt: skip
+        pid = int(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout)
+        deadline = time.monotonic() + DEADLINE_S
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not Path(f"/proc/{pid}").exists(), "the orphaned standby still waits"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
