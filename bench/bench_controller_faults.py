@@ -99,6 +99,11 @@ class Lab:
         self.channel = grpc.insecure_channel(f"unix:{self.dir}/controller.sock", options=OPTIONS)
         self.stub = pb_grpc.ControllerStub(self.channel)
         self.stub.ListFaults(pb.ListFaultsRequest(), timeout=60, wait_for_ready=True)
+        deadline = time.monotonic() + 60
+        while not all(s.primary for s in self.stub.GetHealth(pb.GetHealthRequest(), timeout=10).switches):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the switches did not all come up")
+            time.sleep(0.05)
         readers = __import__("linux_target.p4rt_client", fromlist=["P4RuntimeTestClient"])
         self.readers = {
             s.name: readers.P4RuntimeTestClient(s.p4rt_address, s.device_id, 0) for s in self.topo.switches
