@@ -4,9 +4,10 @@ The defect: one thread ran every expiry and flap and rewrote the whole state fil
 faults ran late in proportion to how many were active (2,256 faults of 50 ms still active 75 s
 later). Here 4,000 faults are active (taken up from a state file, as after a restart), a
 thousand of them expire together, and each is gone from the switches and from the state file
-within a second of its time; a 50 ms fault injected among them, and 300 flaps at 50 ms, keep
-time as well. Bounds are generous on purpose (this machine is shared): the defect misses them
-by tens of seconds. The figures themselves are ``bench/bench_controller_faults.py``'s.
+within seconds of its time even on a loaded 2-core machine; a 50 ms fault injected among them,
+and 300 flaps at 50 ms, keep time as well. Bounds are generous on purpose (this machine is
+shared): the defect misses them by tens of seconds. The figures themselves are
+``bench/bench_controller_faults.py``'s.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from controller.state_file import ControllerState, SavedFault, load_state, save_
 from mrc_fabric.topology import Topology, build_clos
 
 DEADLINE_S = 20.0
-LATE_BOUND_S = 1.0  # how late an expiry may be seen on the switch (the defect: tens of seconds)
+# how late an expiry may be seen on the switch: 0.15-0.34 s here at load 11 on 2 cores, 2.6 s at
+# load 17 (the defect: tens of seconds); the bench measures the lateness itself
+LATE_BOUND_S = 4.0
 SHORT, LONG = 1000, 3000
+START_ALLOWANCE_S = 6.0  # taking up 4,000 faults at load 6 on 2 cores took over 2 s
 
 
 @pytest.fixture
@@ -65,7 +69,7 @@ def wait_until(cond: object, what: str, timeout: float = DEADLINE_S) -> float:
 def test_a_thousand_expiries_among_4000_active_faults_are_on_time(topo: Topology, tmp_path: Path) -> None:
     state = tmp_path / "controller-state.json"
     now = time.time()
-    due = now + 2.0
+    due = now + START_ALLOWANCE_S
     short_target = "sct0p0n0-sct1p0n0"  # port 2 of sct0p0n0: only the short faults are there
     faults = [
         SavedFault(f"f{i + 1}", FaultSpec(FaultKind.BLACKHOLE, short_target, Direction.A2B), now, due)
@@ -85,10 +89,10 @@ def test_a_thousand_expiries_among_4000_active_faults_are_on_time(topo: Topology
     core.start()
     try:
         assert core.wait_ready(DEADLINE_S) == []
-        assert len(core.faults()) == SHORT + LONG
-        assert 2 in fault_ports(core, "sct0p0n0")
         remaining = due - time.time()
         assert remaining > 0, "the start took longer than the faults' duration: nothing to measure"
+        assert len(core.faults()) == SHORT + LONG
+        assert 2 in fault_ports(core, "sct0p0n0")
         late = wait_until(lambda: 2 not in fault_ports(core, "sct0p0n0"), "the short faults to expire")
         assert late - remaining < LATE_BOUND_S, f"expired {late - remaining:.2f} s late"
         assert len(core.faults()) == LONG
