@@ -34,6 +34,7 @@ LOSS_MAX = 65535
 MIN_LOSS_PROBABILITY = 1 / LOSS_SCALE  # the smallest loss the fault_loss action can express
 MIN_FLAP_PERIOD_S = 0.05
 MAX_FLAP_PERIOD_S = 3600.0
+MIN_DURATION_S = 0.01  # shorter than a few P4Runtime writes' time is no fault at all
 MAX_DURATION_S = 7 * 86400.0
 MAX_TARGET_CHARS = 128
 MAX_ACTIVE_FAULTS = 4096  # faults kept at once; one more is RESOURCE_EXHAUSTED
@@ -143,10 +144,11 @@ def check_spec(spec: FaultSpec) -> None:
         )
     if spec.kind != FaultKind.FLAP and spec.period_s:
         raise FaultError("spec.period_s", f"only a FLAP fault takes a period, not {spec.kind.value}")
-    if not 0 <= spec.duration_s <= MAX_DURATION_S:
+    if spec.duration_s and not MIN_DURATION_S <= spec.duration_s <= MAX_DURATION_S:
         raise FaultError(
             "spec.duration_s",
-            f"must be in [0, {MAX_DURATION_S:g}] s (0: until cleared), got {spec.duration_s!r}",
+            f"must be 0 (until cleared) or in [{MIN_DURATION_S:g}, {MAX_DURATION_S:g}] s, "
+            f"got {spec.duration_s!r}",
         )
     if spec.kind not in LINK_KINDS - {FaultKind.LINK_DOWN} and spec.direction != Direction.BOTH:
         raise FaultError("spec.direction", f"a {spec.kind.value} fault is always both directions")
@@ -217,13 +219,18 @@ def fault_entries(actions: Iterable[PortAction]) -> dict[str, list[TableEntry]]:
         combined[(a.switch, a.table, a.port)] = (drop or a.drop, survive * (1.0 - a.loss))
     out: dict[str, list[TableEntry]] = {}
     for (switch, table, port), (drop, survive) in sorted(combined.items()):
-        match = (("port", Exact(port)),)
-        if drop:
-            entry = TableEntry(table, match, "fault_drop")
-        else:
-            prob = loss_param(1.0 - survive)
-            if prob == 0:
-                continue  # a 0 % loss is no entry at all
-            entry = TableEntry(table, match, "fault_loss", (("prob", prob),))
-        out.setdefault(switch, []).append(entry)
+        entry = port_entry(table, port, drop, survive)
+        if entry is not None:
+            out.setdefault(switch, []).append(entry)
     return out
+
+
+def port_entry(table: str, port: int, drop: bool, survive: float) -> TableEntry | None:
+    """The one entry of a port whose faults drop (any of them) or let ``survive`` through."""
+    match = (("port", Exact(port)),)
+    if drop:
+        return TableEntry(table, match, "fault_drop")
+    prob = loss_param(1.0 - survive)
+    if prob == 0:
+        return None  # a 0 % loss is no entry at all
+    return TableEntry(table, match, "fault_loss", (("prob", prob),))

@@ -28,6 +28,14 @@ DIRECTIONS: dict[str, pb.Direction] = {
     Direction.B2A.value: pb.B_TO_A,
 }
 RETRY_INTERVAL_S = 0.2
+# A restarted controller answers within a few hundred ms; gRPC's default reconnect backoff (1 s,
+# growing to 120 s) would leave a client that saw it die waiting long after. The socket is
+# local, so trying again every 50-500 ms costs nothing.
+CHANNEL_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 500),
+)
 
 
 class EventStream(Protocol):
@@ -55,7 +63,7 @@ class ControllerClient:
 
     def __init__(self, address: str) -> None:
         self.address = address
-        self.channel = grpc.insecure_channel(address)
+        self.channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.ControllerStub(self.channel)
 
     def close(self) -> None:

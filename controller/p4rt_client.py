@@ -136,6 +136,9 @@ class SwitchSession:
     desired: Callable[[], Iterable[TableEntry]]  # what the switch should hold; replayed on (re)connect
     on_event: EventSink = field(default=_no_event)
     election_id: int = 1
+    # called with what the switch holds at each reconcile, before the desired state is read
+    # (the core adopts the tables of a switch its state file could not tell it about)
+    on_read: Callable[[list[TableEntry]], None] | None = None
 
     installed: dict[EntryKey, TableEntry] = field(default_factory=dict)
     connects: int = 0  # how many times this session became primary and reconciled (1 = first)
@@ -251,7 +254,10 @@ class SwitchSession:
         if self._device_cookie() != self.pipeline.cookie:
             self._push_pipeline()
             pushed = True
-        self.installed = {e.key: e for e in self._read_entries()}
+        held = self._read_entries()
+        self.installed = {e.key: e for e in held}
+        if self.on_read is not None:
+            self.on_read(held)
         written = self._sync_locked(list(self.desired()))
         return pushed, written
 

@@ -14,6 +14,7 @@ import argparse
 import logging
 import os
 import queue
+import select
 import signal
 import sys
 import threading
@@ -43,6 +44,7 @@ from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Topology, TopologyError
 
 log = logging.getLogger("mrc-controller")
+PARENT = os.getppid()  # as early as may be: a standby whose parent is gone takes nothing over
 
 SOCKET_NAME = "controller.sock"
 KIND_FROM_PB = {
@@ -370,6 +372,22 @@ def serve(
     return server, service, bound
 
 
+def wait_for_exit(pid: int, poll_s: float = 1.0) -> bool:
+    """Block until process ``pid`` exits (True), or until our parent does (False)."""
+    parent = PARENT
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        while not select.select([fd], [], [], poll_s)[0]:
+            if os.getppid() != parent:
+                return False
+        return True
+    finally:
+        os.close(fd)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mrc-controller", description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -387,8 +405,17 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the installed routes and the faults here and take them up again at start "
         "(a restarted controller then keeps the switches' tables as they are)",
     )
+    ap.add_argument(
+        "--standby-for",
+        type=int,
+        metavar="PID",
+        help="wait, imports done, until process PID (the controller serving now) exits, then take "
+        "over: a restart without an interpreter start (the testbed keeps one such standby)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
+    if args.standby_for and not wait_for_exit(args.standby_for):
+        return 0  # our parent went away first: nothing to take over
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(message)s"
     )

@@ -42,3 +42,12 @@ def drop_reason_label(index: int) -> str:
 
 DROP_REASON_LABELS: dict[int, str] = {r.value: r.label for r in DropReason}
 """Index -> label of every defined reason."""
+
+
+# -- hosts ---------------------------------------------------------------------------------------
+# A frame an agent's decoder refuses is counted under ``malformed`` in ``mrc stats`` by the
+# reason ``mrc_host.wire.codec.REASONS`` names; the reasons about fields this contract fixes
+# are spelled here, beside the switches'.
+BAD_BTH = "bad_bth"
+"""A BTH field the protocol fixes differs: SE, MigReq and PadCnt are 0, the partition key is
+``frames.BTH_PKEY``, the FECN/BECN/reserved byte and the 7 bits after AckReq are 0."""

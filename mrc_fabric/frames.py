@@ -18,3 +18,6 @@ FABRIC_MTU: Final = DEFAULT_PAYLOAD + DATA_OVERHEAD  # 4232: every link and host
 def payload_for_mtu(mtu: int) -> int:
     """Largest DATA payload whose packet fits an interface MTU."""
     return mtu - DATA_OVERHEAD
+
+
+BTH_PKEY: Final = 0xFFFF  # the default partition key (IBA): the only one MRC frames carry

@@ -32,6 +32,7 @@ from aiohttp import web
 from controller.northbound import DIRECTIONS, KINDS
 
 from . import security
+from .limits import IDLE_S, ConnectionLimits
 from .live import Collector
 from .replay import Replay
 
@@ -59,6 +60,8 @@ class ViewServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.AbstractServer | None = None
+        self.limits = ConnectionLimits()  # per client and in all (limits.py)
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._frame_cache: tuple[int, bytes] = (-1, b"")
@@ -235,11 +238,23 @@ class ViewServer:
 
     # -- running ----------------------------------------------------------------------------------
     async def _start(self) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        # keepalive_timeout closes a connection with no complete request within IDLE_S (aiohttp
+        # arms it when the connection opens) and one idle that long after its last request
+        self._runner = web.AppRunner(
+            self.app(), access_log=None, handle_signals=False, keepalive_timeout=IDLE_S
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
+        assert self._runner.server is not None
+        loop = asyncio.get_running_loop()
+        factory = self.limits.wrap(self._runner.server)
+        self._listener = await loop.create_server(factory, "127.0.0.1", self.port, reuse_address=True)
+        self.port = int(self._listener.sockets[0].getsockname()[1])
+
+    async def _stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
 
     def start(self) -> str:
         """Serve in a background thread; returns the URL once the port is bound."""
@@ -256,8 +271,7 @@ class ViewServer:
                 return
             self._ready.set()
             loop.run_forever()
-            if self._runner is not None:
-                loop.run_until_complete(self._runner.cleanup())
+            loop.run_until_complete(self._stop())
             loop.close()
 
         self._thread = threading.Thread(target=run, name="mrc-view", daemon=True)

@@ -7,7 +7,7 @@ Interface for the controller and topology code (kept alike with
     sw = net.addSwitch("s1", cls=Bmv2Switch, device_id=1, run_dir="runs/x")
     ...                      # add links; Mininet numbers the switch's ports 1, 2, ... in link order
     net.start()              # start(): simple_switch_grpc, returns once it answers P4Runtime
-    sw.p4rt_address          # "127.0.0.1:<grpc port>" (unique per switch, loopback only)
+    sw.p4rt_address          # "unix:<run_dir>/<name>.p4rt.sock" (mode 0700: root only)
     sw.device_id             # P4Runtime device id (also BMv2's --device-id)
     sw.pipeline_json         # compiled program (p4src/build/mrc_switch.json) for the pipeline push
     sw.port_of("s1-eth2")    # P4 port number of an interface (name or Intf); sw.port_map() for all
@@ -27,8 +27,10 @@ writes each port's MTU at start into ``<name>.bmv2.out``.
 simple_switch_grpc starts without a program (``--no-p4``); the controller pushes
 the P4Info and the BMv2 JSON with SetForwardingPipelineConfig, exactly as it does
 for the Linux shim (which ignores the JSON). The switch runs in the root network
-namespace (Mininet's default for switches) so that its gRPC and Thrift ports on
-127.0.0.1 are reachable by the controller; BMv2 binds its ports with pcap.
+namespace (Mininet's default for switches); BMv2 binds its ports with pcap. Its
+listeners are for root alone: P4Runtime on a unix socket in the run directory (created
+under umask 077), Thrift (which BMv2 binds to every address) behind an nftables guard
+that refuses other users and other interfaces (``topologies.listener_guard``).
 
 :class:`Bmv2Process` is the process alone, without Mininet, for tests and
 scripts that wire veths themselves.
@@ -53,6 +55,7 @@ from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
 from mrc_fabric.frames import FABRIC_MTU
+from topologies import listener_guard
 from topologies.p4_switch import P4PortsSwitch
 
 PIPELINE_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
@@ -137,8 +140,7 @@ class Bmv2Process:
     device_id: int
     ports: Mapping[int, str]  # P4 port number -> interface name
     run_dir: Path
-    grpc_port: int = 0  # 0: pick a free one
-    thrift_port: int = 0
+    thrift_port: int = 0  # 0: pick a free one
     priority_queues: int = PRIORITY_QUEUES
     cpu_port: int = CPU_PORT
     log_level: str = "info"
@@ -152,16 +154,16 @@ class Bmv2Process:
         self.run_dir = Path(self.run_dir).resolve()
         if self.cpu_port in self.ports:
             raise ValueError(f"{self.name}: port {self.cpu_port} is the CPU port, not a data port")
-        if not self.grpc_port:
-            self.grpc_port = free_tcp_port()
         if not self.thrift_port:
             self.thrift_port = free_tcp_port()
-            while self.thrift_port == self.grpc_port:
-                self.thrift_port = free_tcp_port()
 
     @property
     def p4rt_address(self) -> str:
-        return f"{LOOPBACK}:{self.grpc_port}"
+        return f"unix:{self.socket_path}"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.run_dir / f"{self.name}.p4rt.sock"
 
     @property
     def log_path(self) -> Path:
@@ -221,12 +223,17 @@ class Bmv2Process:
             # libpcap fixes each port's capture size now: a frame above this MTU is dropped unseen
             out.write(f"# port MTUs at start: {self.port_mtus()}\n".encode())
             out.flush()
+            why = listener_guard.guard(self.thrift_port)
+            if why:
+                out.write(f"# warning: {why}\n".encode())
+            self.socket_path.unlink(missing_ok=True)
             self.proc = subprocess.Popen(
                 self.command(),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() kills it and any children
+                umask=0o077,  # its P4Runtime socket (and logs, pcaps): root only
             )
         proc = self.proc
 
@@ -267,6 +274,8 @@ class Bmv2Process:
         proc, self.proc = self.proc, None
         if proc is None:
             return
+        listener_guard.unguard(self.thrift_port)
+        self.socket_path.unlink(missing_ok=True)
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -346,7 +355,6 @@ class Bmv2Switch(P4PortsSwitch):
         run_dir: str | os.PathLike[str] = "runs",
         start_timeout: float = START_TIMEOUT,
         pipeline_json: str | os.PathLike[str] = PIPELINE_JSON,
-        grpc_port: int = 0,
         thrift_port: int = 0,
         log_level: str = "info",
         pcap: bool = True,
@@ -354,14 +362,13 @@ class Bmv2Switch(P4PortsSwitch):
         realtime_priority: int = REALTIME_PRIORITY,
         **params: Any,
     ) -> None:
-        params.setdefault("inNamespace", False)  # gRPC/Thrift on the root namespace's loopback
+        params.setdefault("inNamespace", False)  # beside the controller; listeners for root only
         params.setdefault("dpid", f"{device_id:x}")
         super().__init__(name, **params)
         self.device_id = device_id
         self.run_dir = Path(run_dir).resolve()
         self.start_timeout = start_timeout
         self.pipeline_json = Path(pipeline_json).resolve()
-        self._grpc_port = grpc_port or free_tcp_port()
         self._thrift_port = thrift_port or free_tcp_port()
         self.log_level = log_level
         self.pcap = pcap
@@ -372,7 +379,7 @@ class Bmv2Switch(P4PortsSwitch):
     # -- what the controller needs ---------------------------------------------------
     @property
     def p4rt_address(self) -> str:
-        return f"{LOOPBACK}:{self._grpc_port}"
+        return f"unix:{self.run_dir / f'{self.name}.p4rt.sock'}"
 
     @property
     def thrift_port(self) -> int:
@@ -400,7 +407,6 @@ class Bmv2Switch(P4PortsSwitch):
             device_id=self.device_id,
             ports=self.port_map(),
             run_dir=self.run_dir,
-            grpc_port=self._grpc_port,
             thrift_port=self._thrift_port,
             log_level=self.log_level,
             pcap=self.pcap,

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from topologies import listener_guard
 from topologies.rundir import LATEST, RUN_FILE, ProcessRecord, proc_cmdline, proc_start_time, read_records
 
 KILL_ORDER = ("capture", "agent", "controller", "shim", "launcher", "bmv2", "node")
@@ -53,11 +54,13 @@ class Report:
     links: list[str] = field(default_factory=list)
     sockets: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    guards: list[int] = field(default_factory=list)  # Thrift ports whose nftables guard went
 
     def lines(self) -> list[str]:
         out = [f"killed {k}" for k in self.killed]
         out += [f"deleted link {link}" for link in self.links]
         out += [f"removed socket {s}" for s in self.sockets]
+        out += [f"removed the Thrift guard of port {p} (nothing listens there)" for p in self.guards]
         out += [f"skipped {s}" for s in self.skipped]
         return out or ["nothing to clean"]
 
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(d.resolve())
     for d in runs:
         clean_run(d, report, args.dry_run)
+    report.guards = listener_guard.sweep(args.dry_run)
     pruned = PruneReport()
     if not args.run_dir:
         # after a dry run the leftovers are still there: say what pruning would find in use

@@ -13,6 +13,9 @@ Layout of ``runs/<timestamp>/`` (see docs/testbed.md)::
     run.json               how the run was started (options, target and why)
 
 ``runs/latest`` points at the newest run, which is where ``mrcctl`` looks by default.
+A run directory is mode 0700: host configurations, logs, pcaps and every control socket in
+it are root's alone. ``$MRC_RUN_GROUP`` names a group that may read it as well (0750), e.g.
+for users who run ``mrc`` against agents started with ``--control-group``.
 The ``pids`` register lets ``python -m topologies.cleanup`` recover from a crashed
 run: a pid is only trusted together with its start time (``/proc/<pid>/stat`` field
 22), so a recycled pid never gets someone else's process killed.
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 PIDS_FILE = "pids"
+RUN_GROUP_ENV = "MRC_RUN_GROUP"
 RUN_FILE = "run.json"
 LATEST = "latest"
 
@@ -66,6 +70,18 @@ def net_namespace(pid: int) -> str | None:
         return None
 
 
+def restrict(path: Path, group: str | None) -> None:
+    """0700, or 0750 with ``group`` (a name or a number; KeyError if there is no such group)."""
+    if group is None:
+        os.chmod(path, 0o700)
+        return
+    import grp
+
+    gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+    os.chown(path, -1, gid)
+    os.chmod(path, 0o750)
+
+
 @dataclass(frozen=True)
 class ProcessRecord:
     pid: int
@@ -94,12 +110,17 @@ class RunDir:
         for n in range(1000):
             path = root / (stamp if n == 0 else f"{stamp}-{n}")
             try:
-                path.mkdir()
+                path.mkdir(mode=0o700)
                 break
             except FileExistsError:
                 continue
         else:
             raise FileExistsError(f"{root}: no free run directory name for {stamp}")
+        try:
+            restrict(path, os.environ.get(RUN_GROUP_ENV) or None)
+        except (KeyError, OSError):
+            path.rmdir()
+            raise
         run = cls(path)
         if latest:
             run.point_latest()

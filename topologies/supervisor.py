@@ -23,6 +23,10 @@ Every change is written to the run directory (``mrc_fabric.health``: ``events.js
 reported) rather than restarted in a tight loop; a restart that fails is retried with
 backoff within the same budget.
 
+The poll sleeps in ``select`` on each watched process's pidfd (Linux ≥ 5.3), so a death is
+seen the moment it happens rather than up to a poll interval later: a killed controller is
+answering again within about half a second.
+
 Processes restarted on purpose by their owner (``sw.restart_shim()`` in a test) are left
 alone: the supervisor only acts on a process object that is still the node's current one.
 """
@@ -30,6 +34,8 @@ alone: the supervisor only acts on a process object that is still the node's cur
 from __future__ import annotations
 
 import logging
+import os
+import select
 import signal
 import threading
 import time
@@ -52,6 +58,7 @@ from topologies.rundir import RunDir
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 0.2
+EXIT_SETTLE_S = 0.01  # after a wake-up, before the check: never a busy loop
 RESTART_BUDGET = 5  # restarts allowed per process within RESTART_WINDOW_S
 RESTART_WINDOW_S = 60.0
 RETRY_MIN_S = 0.5  # first retry after a failed restart; doubles up to RETRY_MAX_S
@@ -114,6 +121,8 @@ class Supervisor:
         self._lock = threading.Lock()  # one check at a time (the thread, or a caller of check())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pidfds: dict[int, int] = {}  # pid -> its pidfd (the supervisor thread's own)
+        self._wake_r, self._wake_w = os.pipe()  # stop() wakes the select
 
     # -- what to watch -----------------------------------------------------------------------------
     def watch(
@@ -169,16 +178,45 @@ class Supervisor:
         """Stop watching (before the testbed ends the processes on purpose); waits for a restart
         under way to finish, so nothing is left half started."""
         self._stop.set()
+        os.write(self._wake_w, b"x")
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        for fd in self._pidfds.values():
+            os.close(fd)
+        self._pidfds.clear()
+        os.read(self._wake_r, 4096)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.poll_interval_s):
+        while True:
+            self._wait_for_exit(self.poll_interval_s)
+            if self._stop.is_set():
+                return
             try:
                 self.check()
             except Exception:  # a bug here must not end supervision silently
                 log.exception("supervisor check failed")
+
+    def _wait_for_exit(self, timeout: float) -> None:
+        """Sleep until a watched process exits, stop() is called or ``timeout`` passes."""
+        fds = [self._wake_r]
+        live: set[int] = set()
+        for w in list(self._watched):
+            proc = w.current()
+            if proc is None or w.state != ProcessState.RUNNING:
+                continue
+            live.add(proc.pid)
+            if proc.pid not in self._pidfds:
+                try:
+                    self._pidfds[proc.pid] = os.pidfd_open(proc.pid)
+                except (OSError, AttributeError):  # gone already (check() sees it), or no pidfd
+                    return
+            fds.append(self._pidfds[proc.pid])
+        for pid in [p for p in self._pidfds if p not in live]:
+            os.close(self._pidfds.pop(pid))
+        if select.select(fds, [], [], timeout)[0]:
+            # a process gone but not reaped yet by its owner would keep its pidfd readable
+            self._stop.wait(EXIT_SETTLE_S)
 
     def health(self) -> list[ProcessHealth]:
         """Each watched process now (without waiting for a restart under way)."""

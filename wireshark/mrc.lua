@@ -21,7 +21,7 @@ local OP_NAMES = {
 local NACK_REASONS = {
     [1] = "TRIMMED", [2] = "TRIMMED_LASTHOP", [3] = "OUT_OF_WINDOW", [4] = "BAD_RKEY", [5] = "BAD_ADDRESS",
 }
-local CONNECT_STATUS = { [0] = "ACCEPTED", [1] = "REFUSED", [2] = "RETRY" }
+local CONNECT_STATUS = { [0] = "ACCEPTED", [1] = "REFUSED", [2] = "RETRY", [3] = "RESET" }
 local DSCP_CLASSES = { [26] = "data", [28] = "retransmission", [48] = "control", [46] = "trimmed" }
 
 local f = {
@@ -216,7 +216,7 @@ function mrc.dissector(tvb, pinfo, tree)
         else
             t:add(f.cstatus, tvb(h, 1))
             t:add(f.initial_psn, tvb(h + 1, 3))
-            -- a RETRY carries the cookie where an answer that accepts carries the rkey
+            -- a RETRY carries the cookie where an answer that accepts (or a RESET) carries the rkey
             t:add(tvb(h, 1):uint() == 2 and f.cookie or f.crkey, tvb(h + 4, 4))
             t:add(f.nonce, tvb(h + 8, 8))
             info = string.format("MRC CONNECT_ACK %s initial_psn=%d", CONNECT_STATUS[tvb(h, 1):uint()] or "?",

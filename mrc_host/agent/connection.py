@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from mrc_fabric.ev import EV, ev_plane, ev_t1
 from mrc_host.core import Action, Endpoint, EvStateChanged, TransportConfig
+from mrc_host.core.psn import unwrap
 from mrc_host.wire.codec import FrameEncoder, payload_sums
 from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Dscp, Ecn, PathMeta
 
@@ -38,6 +39,8 @@ EV_HISTORY: Final = 200
 # acknowledged included): enough to keep a window of chunks in flight, few enough that
 # preparing them (pattern, CRC, copy) is no long stall; never more than the ring holds
 MAX_POSTED: Final = min(4, RING_SLOTS)
+MAX_OFFERS: Final = 16  # distinct cookies a handshake keeps from RETRYs to CONNECTs not its own
+NONCE_LOW: Final = 0xFFFF_FFFF  # a nonce's random half; its top half is the agent's incarnation
 
 
 class HandshakeError(ValueError):
@@ -56,7 +59,8 @@ class Connection:
     """Shared part: the endpoint, its peer's routes (plane, encoder, carrier) and its timer.
 
     ``cfg.initial_psn`` is the connection's first PSN, random per connection and agreed in
-    the handshake; ``nonce`` names the handshake that created the connection.
+    the handshake; ``nonce`` names the handshake that created the connection (its top 32 bits
+    are the incarnation of the data sender's agent, its low 32 bits random).
     """
 
     role = -1
@@ -150,9 +154,11 @@ class SendConnection(Connection):
 
     It starts unestablished: ``connect_messages`` are the CONNECTs to send (repeated until an
     answer is accepted or the handshake times out); the peer may first answer RETRY with a
-    cookie, which the next CONNECTs carry. Nothing is posted to the core before the peer
-    accepted, since its rkey comes with the answer. ``post`` hands a chunk to the core in
-    the slot its message id names; ``abandon`` takes an owner's chunks back at once.
+    cookie, which the next CONNECTs carry. A RETRY answering some other CONNECT on this queue
+    pair (forged in our name: the peer's cookies are per queue pair) is an *offer*: its cookie
+    is tried once (``next_offer``). Nothing is posted to the core before the peer accepted,
+    since its rkey comes with the answer. ``post`` hands a chunk to the core in the slot its
+    message id names; ``abandon`` takes an owner's chunks back at once.
     """
 
     role = ROLE_SENDER
@@ -168,6 +174,14 @@ class SendConnection(Connection):
         self.connects_sent = 0
         self.first_connect_ns = 0
         self.last_connect_ns = 0
+        self.offers: dict[int, int] = {}  # cookie -> how often offered, not yet tried
+        self.tried: set[int] = set()
+        self.offer_tries = 0  # offers tried since the last round of CONNECTs
+        self.last_offer = 0
+        # header-only chunks (receipts, CANCELs) in the core: moved to the next connection if
+        # this one dies before the peer has them
+        self.control_posted: dict[int, bytes] = {}
+        self.peer_incarnation = 0  # of the agent that accepted us (0 until then)
         # msg_id -> (its owner: a transfer id, 0 for a control chunk; the data bytes it carries)
         self.posted: dict[int, tuple[int, int]] = {}
         self.reserved: dict[int, int] = {}  # abandoned msg_id -> sequence after its last packet
@@ -189,14 +203,30 @@ class SendConnection(Connection):
             self.first_connect_ns = now_ns
         self.connects_sent += 1
         self.last_connect_ns = now_ns
+        self.offer_tries = 0
         space = self.peer.path_space
-        out = []
-        for plane in range(space.planes):
-            ev = EV(plane, rng.randrange(space.t1_count), rng.getrandbits(18)).value
-            out.append(
-                Connect(self.qp.peer.value, self.initial_psn, self.nonce, control_meta(ev), self.cookie)
-            )
-        return out
+        return [self.connect(EV(p, rng.randrange(space.t1_count), rng.getrandbits(18)).value, self.cookie)
+                for p in range(space.planes)]  # fmt: skip
+
+    def connect(self, ev: int, cookie: int) -> Connect:
+        return Connect(self.qp.peer.value, self.initial_psn, self.nonce, control_meta(ev), cookie)
+
+    def _offer(self, cookie: int) -> None:
+        new = cookie not in self.tried and cookie != self.cookie
+        if new and (cookie in self.offers or len(self.offers) < MAX_OFFERS):
+            self.offers[cookie] = self.offers.get(cookie, 0) + 1
+
+    def next_offer(self) -> int:
+        """The most offered cookie not tried yet (0: none); it counts as tried from now on. The
+        real peer's cookie comes again and again; a forger must outnumber it with each value."""
+        if not self.offers:
+            return 0
+        cookie = max(self.offers, key=lambda c: self.offers[c])
+        del self.offers[cookie]
+        self.tried.add(cookie)
+        self.offer_tries += 1
+        self.last_offer = cookie
+        return cookie
 
     def on_connect_ack(self, ack: ConnectAck) -> str:
         """Take the peer's answer: "opened" (established now), "retry" (a new cookie: send the
@@ -204,7 +234,14 @@ class SendConnection(Connection):
 
         Raises HandshakeError for an answer to some other CONNECT (a forgery or a stale one).
         """
-        if ack.nonce != self.nonce or ack.initial_psn != self.initial_psn:
+        if ack.status is ConnectStatus.RESET:
+            return self._on_reset(ack)
+        # the answer echoes our nonce's random half (an ACCEPTED puts the answerer's incarnation
+        # in the top half) and our initial PSN: 56 bits no off-path host knows
+        if (ack.nonce ^ self.nonce) & NONCE_LOW or ack.initial_psn != self.initial_psn:
+            if ack.status is ConnectStatus.RETRY and not self._established and ack.cookie:
+                self._offer(ack.cookie)
+                return "offered"
             raise HandshakeError("stale_handshake", "nonce or initial PSN is not this connection's")
         if ack.status is ConnectStatus.RETRY:
             if self._established:
@@ -222,7 +259,19 @@ class SendConnection(Connection):
             return "refused"
         self.rkey = ack.rkey
         self._established = True
+        self.peer_incarnation = ack.nonce >> 32
+        self.offers.clear()
         return "opened"
+
+    def _on_reset(self, ack: ConnectAck) -> str:
+        """ "reset" when the peer says it has no connection for DATA we sent on this one: it
+        echoes our rkey and a PSN we sent (an off-path host knows neither)."""
+        snd = self.endpoint.sender
+        if not self._established or ack.rkey != self.rkey:
+            raise HandshakeError("stale_handshake", "a RESET for another connection")
+        if not self.initial_psn <= unwrap(ack.initial_psn, snd.snd_una) < snd.snd_nxt:
+            raise HandshakeError("stale_handshake", "a RESET for a PSN this connection did not send")
+        return "reset"
 
     # ---- ring slots -------------------------------------------------------------------------
     def can_post(self) -> bool:
@@ -260,6 +309,8 @@ class SendConnection(Connection):
         vaddr = slot_vaddr(RX_BASE_VADDR, self.endpoint.sender.next_msg_id)
         msg_id, actions = self.endpoint.post_write(chunk, vaddr, self.rkey, now_ns)
         self.posted[msg_id] = (owner, length)
+        if not owner:  # a receipt or CANCEL, kept whole to repost on the next connection
+            self.control_posted[msg_id] = chunk if isinstance(chunk, bytes) else b"".join(chunk)
         if sums is None:
             sums = payload_sums(chunk if isinstance(chunk, bytes) else b"".join(chunk), self.mtu)
         size = len(chunk) if isinstance(chunk, bytes) else sum([len(s) for s in chunk])
@@ -270,6 +321,7 @@ class SendConnection(Connection):
         """A WRITE completed (MessageSent): (its owner, its data bytes); None for an id not
         posted here (or abandoned)."""
         self.piece_sums.pop(msg_id, None)
+        self.control_posted.pop(msg_id, None)
         return self.posted.pop(msg_id, None)
 
     def abandon(self, owner: int, now_ns: int) -> list[Action]:
@@ -335,9 +387,11 @@ class RecvConnection(Connection):
         self.data_seen = False  # a DATA packet with this rkey arrived: the peer has our answer
         self.bad_chunks = 0
 
-    def connect_ack(self, ev: int) -> ConnectAck:
-        """The answer to the CONNECT that created this connection, on ``ev`` (its path back)."""
-        return ConnectAck(self.qp.peer.value, self.initial_psn, self.nonce, self.rkey, meta=control_meta(ev))
+    def connect_ack(self, ev: int, incarnation: int) -> ConnectAck:
+        """The answer to the CONNECT that created this connection, on ``ev`` (its path back),
+        naming our agent's ``incarnation`` beside the random half of the CONNECT's nonce."""
+        nonce = (incarnation << 32) | (self.nonce & NONCE_LOW)
+        return ConnectAck(self.qp.peer.value, self.initial_psn, nonce, self.rkey, meta=control_meta(ev))
 
     def answers(self, c: Connect) -> bool:
         """Whether ``c`` is (a repeat of) the CONNECT that created this connection."""

@@ -7,12 +7,18 @@ gave out, and a sending end takes nothing before it is established. Anything els
 and counted by reason (``refused``) before the core sees it.
 
 Handshake (docs/agent.md, "The handshake"): the data sender sends CONNECTs; the receiver keeps
-nothing for a CONNECT without a valid cookie and answers RETRY with one (``cookies.py``); a
-CONNECT that echoes it creates the receiving end (its ring allocated when data arrives), within
-a cap of half-open and of all connections per peer, and is answered ACCEPTED with the rkey. A
-CONNECT with a new nonce while a connection exists (the peer restarted) makes a *pending*
-connection that replaces the live one only when DATA with its rkey arrives, so a forged
-CONNECT cannot tear a working connection down.
+nothing for a CONNECT without a valid cookie and answers RETRY with one (``cookies.py``, at a
+rate ``admission.py`` bounds per queue pair); a CONNECT that echoes it creates the receiving
+end (its ring allocated when data arrives), within a cap of half-open and of all connections
+per peer, and is answered ACCEPTED with the rkey. A CONNECT with a new nonce while a
+connection exists makes a *pending* connection that replaces the live one only when DATA with
+its rkey arrives, so a CONNECT cannot tear a working connection down -- unless it names a new
+*incarnation* of the peer's agent (its nonce's top 32 bits, drawn at the agent's start; an
+ACCEPTED names the answerer's the same way) and is proven (a valid cookie; an ACCEPTED echoes
+our nonce): then the peer restarted, and every connection with its old incarnation goes at
+once (their transfers start again on new connections). DATA for a queue pair that has no
+connection here (this agent restarted) is answered RESET, echoing its rkey and PSN, so its
+sender connects anew instead of waiting for timeouts.
 
 The core's actions are carried out in ``run``: frames are encoded and sent on the port of
 their EV's plane, timers remembered per connection, and completions handed to the transfer
@@ -29,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, Final, Protocol
 
+from mrc_fabric.ev import EV
 from mrc_host.core import (
     Action,
     ConnectionFailed,
@@ -43,10 +50,12 @@ from mrc_host.core import (
     TransportConfig,
 )
 from mrc_host.core.ev_fields import EvDeny
+from mrc_host.core.psn import psn_of
 from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Frame
 
+from .admission import reset_buckets, retry_buckets
 from .connection import Connection, HandshakeError, RecvConnection, SendConnection, control_meta
-from .cookies import CookieJar
+from .cookies import COOKIE_EPOCH_NS, CookieJar
 from .ev_profile import ProfileError
 from .options import AgentOptions
 from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, PeerPaths, QpId
@@ -57,12 +66,8 @@ log = logging.getLogger("mrc.agent")
 CONNECT_INTERVAL_NS: Final = 200_000_000  # a CONNECT is repeated this often until answered
 MAX_HALF_OPEN_PER_PEER: Final = 3  # receiving ends a peer opened that no DATA has proven yet
 MAX_CONNECTIONS_PER_PEER: Final = 6  # receiving ends per peer, live and pending (3 modes x 2)
-# RETRYs answered per claimed peer: a real peer needs a few per handshake; a flood of forged
-# CONNECTs claiming it gets at most this many answers (the rest are counted and dropped), so
-# neither this agent nor the peer the answers go to pays for more
 DENIED: Final = EvState.DENIED
-RETRY_RATE_PER_S: Final = 100
-RETRY_BURST: Final = 50
+MAX_OFFER_TRIES: Final = 2  # offered cookies tried per round of CONNECTs (connection.next_offer)
 
 # the core's connection failures and a peer's refusals of a write, as the user reads them
 FAILURE_TEXT: Final = {
@@ -114,7 +119,11 @@ class Peers:
         self.denied: set[int] = set()
         self.deny_rules: list[EvDeny] = []  # the operator's, over EV fields (mrc deny --field ...)
         self.events: ConnectionEvents | None = None
-        self._retry_tokens: dict[int, tuple[float, int]] = {}  # peer index -> (tokens, when)
+        self._retries = retry_buckets()  # RETRYs per claimed queue pair, and in all
+        self._resets = reset_buckets()
+        self.incarnation = self.rng.getrandbits(32) or 1  # the top half of every nonce we send
+        self.peer_incarnation: dict[int, int] = {}  # peer index -> its agent's, from proven CONNECTs
+        self.known_cookies: dict[int, tuple[int, int]] = {}  # our QP -> (a cookie that opened it, when)
 
     # ---- frames in ------------------------------------------------------------------------
     def on_message(self, msg: Frame, now: int) -> None:
@@ -128,6 +137,8 @@ class Peers:
         conn = self.conns.get(msg.qp)
         if conn is None:
             self.refused["no_connection"] += 1  # e.g. DATA before (or without) a handshake
+            if isinstance(msg, DataPacket):
+                self._reset(msg, now)
             return
         if msg.meta.src not in conn.peer.addresses:
             self.refused["wrong_source"] += 1
@@ -164,21 +175,23 @@ class Peers:
         for known in (self.conns.get(qp.value), self.pending.get(qp.value)):
             if isinstance(known, RecvConnection) and known.answers(msg):
                 self.handshake["connect_repeated"] += 1  # our answer was lost, or crossed it
-                self.transmit(known, known.connect_ack(ev))
+                self.transmit(known, known.connect_ack(ev, self.incarnation))
                 return
-        if not self.cookies.check(msg.cookie, now, msg.qp, msg.initial_psn, msg.nonce):
-            # stateless: nothing is kept, the answer goes to the address the CONNECT claims
+        if not self.cookies.check(msg.cookie, now, msg.qp):
+            # stateless: nothing is kept, the answer goes to the address the CONNECT claims, on
+            # a path we draw (a forger's EVs could all lead into a dead link)
             if msg.cookie:
                 self.refused["bad_cookie"] += 1
-            if not self._may_retry(qp.src, now):
+            if not self._retries.take(msg.qp, now):
                 self.refused["retry_rate"] += 1
                 return
             self.handshake["retry_sent"] += 1
-            cookie = self.cookies.mint(now, msg.qp, msg.initial_psn, msg.nonce)
+            peer = self.paths.peer(name, qp.mode)
             retry = ConnectAck(qp.peer.value, msg.initial_psn, msg.nonce, 0, ConnectStatus.RETRY,
-                               control_meta(ev), cookie)  # fmt: skip
-            self._send_to(self.paths.peer(name, qp.mode), retry)
+                               control_meta(self._any_ev(peer)), self.cookies.mint(now, msg.qp))  # fmt: skip
+            self._send_to(peer, retry)
             return
+        self._incarnation(qp.src, msg.nonce >> 32, name, now)  # the cookie proves it is the peer's
         cap = self._over_cap(qp)
         if cap:
             self.refused[cap] += 1
@@ -194,17 +207,52 @@ class Peers:
         else:
             self._add(conn, now)
             self.handshake["connect_accepted"] += 1
-        self.transmit(conn, conn.connect_ack(ev))
+        self.transmit(conn, conn.connect_ack(ev, self.incarnation))
 
-    def _may_retry(self, peer_index: int, now: int) -> bool:
-        """A token bucket per claimed peer (RETRY_RATE_PER_S, RETRY_BURST)."""
-        tokens, when = self._retry_tokens.get(peer_index, (float(RETRY_BURST), now))
-        tokens = min(float(RETRY_BURST), tokens + (now - when) * RETRY_RATE_PER_S / 1e9)
-        if tokens < 1.0:
-            self._retry_tokens[peer_index] = (tokens, now)
-            return False
-        self._retry_tokens[peer_index] = (tokens - 1.0, now)
-        return True
+    def _any_ev(self, peer: PeerPaths) -> int:
+        space = peer.path_space
+        return EV(self.rng.randrange(space.planes), self.rng.randrange(space.t1_count),
+                  self.rng.getrandbits(18)).value  # fmt: skip
+
+    def _incarnation(self, index: int, incarnation: int, name: str, now: int) -> None:
+        """A proven handshake names the incarnation of peer ``index``'s agent (a cookie-checked
+        CONNECT, or an ACCEPTED that echoes our nonce). A new one means the peer restarted:
+        every connection with an older incarnation goes now (sending ends fail over to new
+        connections, ``drop``; one not yet established stays: whoever answers it is current)."""
+        known = self.peer_incarnation.get(index)
+        self.peer_incarnation[index] = incarnation
+        if known is None or known == incarnation:
+            return
+        self.handshake["peer_restarted"] += 1
+        log.info("peer %s restarted: its old connections here are dropped", name)
+        for q, p in list(self.pending.items()):
+            if p.qp.src == index and p.nonce >> 32 != incarnation:
+                del self.pending[q]
+        for c in list(self.conns.values()):
+            if c.peer.index != index:
+                continue
+            if isinstance(c, SendConnection):
+                if c.established and c.peer_incarnation != incarnation:
+                    self.drop(c, f"peer {name} restarted (a new incarnation of its agent answered)", now)
+            elif c.nonce >> 32 != incarnation:
+                del self.conns[c.qp.value]
+
+    def _reset(self, msg: DataPacket, now: int) -> None:
+        """DATA for a queue pair with no connection here, from the address of the peer its QP
+        names: a RESET echoing its PSN and rkey (this agent restarted; the sender's connection
+        is to our predecessor), within RESET_RATE_PER_S per queue pair."""
+        qp = QpId.decode(msg.qp)
+        if qp is None or qp.role != ROLE_RECEIVER or qp.dst != self.paths.index:
+            return
+        name = self.paths.peer_name_of_index(qp.src)
+        dest = self.paths.by_address.get(msg.meta.src)
+        if name is None or dest is None or dest.name != name or not self._resets.take(msg.qp, now):
+            return
+        self.handshake["reset_sent"] += 1
+        peer = self.paths.peer(name, qp.mode)
+        ack = ConnectAck(qp.peer.value, psn_of(msg.psn), 0, msg.rkey, ConnectStatus.RESET,
+                         control_meta(self._any_ev(peer)))  # fmt: skip
+        self._send_to(peer, ack)
 
     def _over_cap(self, qp: QpId) -> str:
         """Why a new receiving end for ``qp`` would exceed the caps of its peer ("" if not);
@@ -240,12 +288,21 @@ class Peers:
         if outcome == "retry":  # the cookie proves we receive at our address: ask again now
             self.handshake["retry_received"] += 1
             self._send_connect(conn, now)
+        elif outcome == "offered":  # a RETRY to a CONNECT forged in our name: its cookie may do
+            self.handshake["cookie_offered"] += 1
+            self._try_offer(conn)
+        elif outcome == "reset":
+            self.handshake["reset_received"] += 1
+            self.drop(conn, f"peer {conn.peer.name} restarted: it holds no connection for our writes", now)
         elif outcome == "refused":
             self.drop(conn, f"peer {conn.peer.name} refused the connection ({conn.refused})", now)
         elif outcome == "repeated":
             self.handshake["connect_ack_repeated"] += 1
         else:
             self.handshake["connected"] += 1
+            if conn.cookie or conn.last_offer:
+                self.known_cookies[conn.qp.value] = (conn.cookie or conn.last_offer, now)
+            self._incarnation(conn.peer.index, conn.peer_incarnation, conn.peer.name, now)
             log.info("send %s (%s): connected, initial psn %d, %.1f ms", conn.peer.name, conn.qp.mode,
                      conn.initial_psn, (now - conn.first_connect_ns) / 1e6)  # fmt: skip
             if self.events is not None:
@@ -293,7 +350,11 @@ class Peers:
         if isinstance(conn, SendConnection):
             return conn
         isn = self.rng.getrandbits(24)
-        new = SendConnection(qp, pp, self._transport(mode, isn), self._conn_rng(), self.rng.getrandbits(64))
+        nonce = (self.incarnation << 32) | self.rng.getrandbits(32)
+        new = SendConnection(qp, pp, self._transport(mode, isn), self._conn_rng(), nonce)
+        cookie, when = self.known_cookies.get(qp.value, (0, 0))
+        if cookie and now - when < COOKIE_EPOCH_NS:  # still good: no RETRY round trip
+            new.cookie = cookie
         self._add(new, now)
         self._send_connect(new, now)
         return new
@@ -305,6 +366,16 @@ class Peers:
         for msg in conn.connect_messages(now, self.rng):
             self.transmit(conn, msg)
         self.handshake["connects_sent"] += 1
+        self._try_offer(conn)
+
+    def _try_offer(self, conn: SendConnection) -> None:
+        """One CONNECT with the most offered untried cookie, MAX_OFFER_TRIES per round at most."""
+        if conn.established or conn.offer_tries >= MAX_OFFER_TRIES:
+            return
+        cookie = conn.next_offer()
+        if cookie:
+            self.handshake["offer_tried"] += 1
+            self.transmit(conn, conn.connect(self._any_ev(conn.peer), cookie))
 
     def drop(self, conn: SendConnection, error: str, now: int) -> None:
         """Give up on a sending end: the transfer logic hears why; a later send starts over."""

@@ -331,7 +331,8 @@ class Transfers:
         """A sending connection is gone. Never established: every transfer waiting for it ends.
         Else those with chunks unacknowledged on it end, except that one of which nothing was
         acknowledged yet goes back to the queue once (the peer may have restarted: a new
-        handshake tells); queued ones wait for the next connection, whose handshake starts now."""
+        handshake tells); queued ones, and receipts and CANCELs not yet acknowledged, wait for
+        the next connection, whose handshake starts now."""
         key = (conn.peer.name, conn.qp.mode)
         queue = self.queues.setdefault(key, deque())
         if not conn.established:
@@ -339,6 +340,8 @@ class Transfers:
                 self._end(t, f"{t.retried}; then {error}" if t.retried else error, now)
             self.control.pop(key, None)
             return
+        if conn.control_posted:  # receipts and CANCELs the peer may not have: on the next one
+            self.control.setdefault(key, deque()).extendleft(reversed(list(conn.control_posted.values())))
         sending = [t for t in self.active.values() if t.conn is conn and not t.all_acked]
         for t in reversed(sending):
             why = f"{error} ({t.bytes_acked} of {t.size} bytes acknowledged)"

@@ -16,7 +16,8 @@ and flags it as a duplicate (D-SACK) when its PSN had already arrived: the sende
 that a loss it guessed was reordering. A trimmed packet gets a NACK at once:
 TRIMMED when it also carries CE (it was cut inside the fabric, where ECN marking is on,
 and a queue above the trim threshold is above the ECN threshold), TRIMMED_LASTHOP when
-not (the last hop does not mark ECN, so the cut happened there: incast at this host).
+not (the last hop does not mark ECN, so the cut happened there: incast at this host). A
+trimmed copy of a packet already held (a replay) draws nothing.
 """
 
 from __future__ import annotations
@@ -135,6 +136,9 @@ class Receiver:
             self.echoes.echoed(pkt.ack_echo, now_ns)
         if pkt.trimmed:
             c.trimmed_received += 1
+            if seq < self.expected or seq in self.out_of_order:
+                c.duplicates_received += 1  # we hold it (a replayed trim): nothing to resend
+                return
             self._nack(seq, NackReason.TRIMMED if ce else NackReason.TRIMMED_LASTHOP, ev, out)
             return
         self._note_delay(now_ns - pkt.send_ts)

@@ -36,7 +36,9 @@ from typing import Any, Final
 import numpy as np
 
 from mrc_fabric.addressing import MRC_UDP_PORT
+from mrc_fabric.drop_reasons import BAD_BTH
 from mrc_fabric.ev import FLOW_LABEL_BITS, SPORT_BASE, SPORT_EV_BITS, SPORT_EV_MASK
+from mrc_fabric.frames import BTH_PKEY
 from mrc_host.wire.framing import MAX_PAYLOAD, SACK_FLAG_DUPLICATE, SACK_FLAG_ECN_ECHO, FrameAddressing
 from mrc_host.wire.header_check import crc32 as crc32
 from mrc_host.wire.header_check import header_check
@@ -115,6 +117,7 @@ REASONS: Final = (
     "oversized",  # frame or RETH length above the 9000-byte payload limit
     "bad_field",  # a field holds a value the protocol does not define (e.g. NACK reason)
     "bad_icrc",  # ICRC mismatch (only when verifying), or a trimmed frame whose header check fails
+    BAD_BTH,  # SE/MigReq/PadCnt not 0, partition key not 0xFFFF, or BTH reserved bits set
     "internal",  # input that is not bytes-like, or a codec bug: never another exception
 )
 
@@ -184,6 +187,9 @@ _FL_RESERVED: Final = ((1 << 20) - 1) & ~((1 << FLOW_LABEL_BITS) - 1)  # flow-la
 _DATA_FLAGS: Final = {int(f): DataFlag(f) for f in range(4)}
 _TRIMMED: Final = int(Dscp.TRIMMED)
 _BTH_TVER_MASK: Final = 0x0F  # BTH byte 1: SE, M, PadCnt (2 bits), TVer (4 bits)
+_BTH_ZERO_FLAGS: Final = 0xF0  # SE, MigReq, PadCnt: 0 in every MRC frame
+_BTH_QPW_RESERVED: Final = 0xFF000000  # FECN, BECN, reserved before the destination QP
+_BTH_PSNW_RESERVED: Final = 0x7F000000  # the 7 bits between AckReq and the PSN
 # a frame's inner source and destination addresses (32 bytes, as it carries them) -> their
 # text, and the CRCs of the ICRC's masked headers (``_masked_crc``) seen between them, by
 # ``_head_key``: one dict lookup a frame for what cost two and a masked copy (~0.15 µs)
@@ -764,6 +770,12 @@ def _decode_from_inner(
     _check_length(ulen, udp_len, "UDP length")
     if bth_flags & _BTH_TVER_MASK != BTH_TRANSPORT_VERSION:
         raise MalformedPacket("bad_field", f"BTH transport version {bth_flags & _BTH_TVER_MASK}")
+    if (
+        bth_flags & _BTH_ZERO_FLAGS
+        or pkey != BTH_PKEY
+        or (qpw & _BTH_QPW_RESERVED) | (psnw & _BTH_PSNW_RESERVED)
+    ):
+        raise MalformedPacket(BAD_BTH, f"flags {bth_flags:#04x} pkey {pkey:#06x} reserved {qpw >> 24:#04x}")
     if sport >> SPORT_EV_BITS != SPORT_BASE >> SPORT_EV_BITS or vtf & _FL_RESERVED:
         raise MalformedPacket(
             "bad_field", f"UDP sport {sport:#06x} / flow label {vtf & 0xFFFFF:#07x} carry no EV"

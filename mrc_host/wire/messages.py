@@ -303,6 +303,9 @@ class ConnectStatus(enum.IntEnum):
     ACCEPTED = 0
     REFUSED = 1  # no such peer/mode here, or the initiator is not who its QP says
     RETRY = 2  # nothing was created: send the CONNECT again with this answer's cookie
+    # no connection here for this DATA (the receiver restarted): its PSN and rkey are echoed,
+    # which only a host that saw the DATA can do; the sender drops the connection and connects anew
+    RESET = 3
 
 
 @dataclass(slots=True)

@@ -54,7 +54,7 @@ def net(tmp_path: Path, compiled: CompiledProgram) -> Iterator:
 def test_node_starts_programs_forwards_captures_and_stops(net, tmp_path: Path) -> None:
     sw: Bmv2Switch = net.get("pbs1")
     h1, h2 = net.get("pbh1"), net.get("pbh2")
-    assert sw.p4rt_address.startswith("127.0.0.1:") and sw.device_id == 7
+    assert sw.p4rt_address == f"unix:{sw.run_dir / 'pbs1.p4rt.sock'}" and sw.device_id == 7
     if realtime_prefix(REALTIME_PRIORITY):  # every switch thread round-robin real-time, where allowed
         pid = sw.process.proc.pid  # type: ignore[union-attr]
         threads = os.listdir(f"/proc/{pid}/task")

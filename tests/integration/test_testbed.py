@@ -93,8 +93,8 @@ def test_default_fabric_and_run_directory(testbed: Any) -> None:
     for r in testbed.run.records():
         kinds[r.kind] = kinds.get(r.kind, 0) + 1
         assert r.alive(), r
-    # (the shims are forked from one launcher, recorded with them)
-    assert kinds == {"node": 12, "shim": 8, "launcher": 1, "controller": 1, "agent": 4}
+    # (the shims are forked from one launcher, recorded with them; the controller has a standby)
+    assert kinds == {"node": 12, "shim": 8, "launcher": 1, "controller": 2, "agent": 4}
 
 
 def test_every_host_pair_transfers_the_right_bytes(testbed: Any) -> None:

@@ -112,12 +112,12 @@ def test_a_connect_ack_for_another_handshake_is_refused() -> None:
     net.run(lambda: _finished(c))
     tx = net["uch0"].peers.send_connections()[0]
     rx = next(x for x in net["uch3"].peers.conns.values() if isinstance(x, RecvConnection))
-    forged = rx.connect_ack(0)
+    forged = rx.connect_ack(0, net["uch3"].peers.incarnation)
     forged.nonce ^= 1
     with pytest.raises(HandshakeError) as exc:
         tx.on_connect_ack(forged)
     assert exc.value.reason == "stale_handshake"
-    forged = rx.connect_ack(0)
+    forged = rx.connect_ack(0, net["uch3"].peers.incarnation)
     forged.rkey ^= 1  # a second answer may not change the rkey
     with pytest.raises(HandshakeError):
         tx.on_connect_ack(forged)

@@ -1,8 +1,8 @@
 # ruff: noqa: F811 (the fabric fixture is imported from test_controller)
 """Absurd northbound requests are refused with a precise status and the controller keeps serving.
 
-Every request the issue lists (issue 14): durations and flap periods of 1e308/1e300/1 µs,
-non-finite numbers, loss probabilities of -0.0 and 5e-324, a 10 000-character target,
+Every request the issues list (14, 44): durations and flap periods of 1e308/1e300/1 µs, a
+duration of 5e-324 s, non-finite numbers, loss probabilities of -0.0 and 5e-324, a 10 000-character target,
 ``ClearFault{id, all}``; each gets INVALID_ARGUMENT or NOT_FOUND naming the field, quoting
 at most a bounded prefix of the bad input, and afterwards a normal fault still works.
 The flap and expiry threads survive an unexpected exception. Reuses the fake fabric of
@@ -21,6 +21,7 @@ import pytest
 from test_controller import DEADLINE_S, Fabric, fabric, wait_for  # noqa: F401 (the fixture)
 
 from controller.cli import _stamp
+from controller.core import SYNC_PARALLEL
 from controller.faults import MAX_ACTIVE_FAULTS, MAX_TARGET_CHARS, MIN_FLAP_PERIOD_S, QUOTE_CHARS
 from controller.northbound import ControllerClient
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
@@ -39,6 +40,9 @@ BAD_FAULTS = {
     "duration 1e308": (spec(duration_s=1e308), "spec.duration_s"),
     "duration inf": (spec(duration_s=math.inf), "spec.duration_s"),
     "duration nan": (spec(duration_s=math.nan), "spec.duration_s"),
+    "duration 5e-324": (spec(duration_s=5e-324), "spec.duration_s"),
+    "duration 1 ms": (spec(duration_s=1e-3), "spec.duration_s"),
+    "duration -1": (spec(duration_s=-1.0), "spec.duration_s"),
     "flap period 1e300": (spec(pb.FLAP, period_s=1e300), "spec.period_s"),
     "flap period 1 us": (spec(pb.FLAP, period_s=1e-6), "spec.period_s"),
     "flap period nan": (spec(pb.FLAP, period_s=math.nan), "spec.period_s"),
@@ -162,9 +166,11 @@ def test_an_unexpected_error_is_internal_and_the_service_goes_on(
 
 
 def _threads_but_rpc_workers() -> int:
-    """Threads other than the gRPC server's request workers ("ctl_N"), which its executor
-    starts on demand up to its bound however the faults are scheduled."""
-    return sum(1 for t in threading.enumerate() if not t.name.startswith("ctl_"))
+    """Threads other than the gRPC server's request workers ("ctl_N") and the switch writers
+    ("sync_N"), which their executors start on demand up to their bounds however the faults
+    are scheduled."""
+    assert sum(1 for t in threading.enumerate() if t.name.startswith("sync")) <= SYNC_PARALLEL
+    return sum(1 for t in threading.enumerate() if not t.name.startswith(("ctl_", "sync")))
 
 
 def _rss_bytes() -> int:

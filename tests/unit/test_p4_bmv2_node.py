@@ -21,8 +21,8 @@ def option(cmd: list[str], flag: str) -> str:
     return cmd[cmd.index(flag) + 1]
 
 
-def test_command_line_binds_ports_in_order_and_listens_on_loopback_only(tmp_path: Path) -> None:
-    p = make(tmp_path, grpc_port=50123, thrift_port=50124, realtime_priority=0)
+def test_command_line_binds_ports_in_order_and_serves_p4runtime_on_a_unix_socket(tmp_path: Path) -> None:
+    p = make(tmp_path, thrift_port=50124, realtime_priority=0)
     cmd = p.command()
     assert cmd[0] == "simple_switch_grpc" and "--no-p4" in cmd
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "-i"] == ["1@s1-eth1", "2@s1-eth2"]
@@ -32,7 +32,8 @@ def test_command_line_binds_ports_in_order_and_listens_on_loopback_only(tmp_path
     assert option(cmd, "--log-file") == str(tmp_path.resolve() / "s1.bmv2")  # bmv2 appends .txt
     assert p.log_path == tmp_path.resolve() / "s1.bmv2.txt"
     target = cmd[cmd.index("--") + 1 :]  # options of simple_switch_grpc itself
-    assert option(target, "--grpc-server-addr") == "127.0.0.1:50123" == p.p4rt_address
+    sock = f"unix:{tmp_path.resolve() / 's1.p4rt.sock'}"
+    assert option(target, "--grpc-server-addr") == sock == p.p4rt_address  # in the 0700 run directory
     assert option(target, "--cpu-port") == str(CPU_PORT)
     assert option(target, "--priority-queues") == "8"
 
@@ -64,8 +65,8 @@ def test_switch_threads_run_real_time_where_permitted(
 
 def test_free_ports_are_picked_and_distinct(tmp_path: Path) -> None:
     a, b = make(tmp_path), make(tmp_path)
-    ports = {a.grpc_port, a.thrift_port, b.grpc_port, b.thrift_port}
-    assert len(ports) == 4 and all(1024 < x < 65536 for x in ports)
+    ports = {a.thrift_port, b.thrift_port}
+    assert len(ports) == 2 and all(1024 < x < 65536 for x in ports)
 
 
 def test_cpu_port_cannot_be_a_data_port(tmp_path: Path) -> None:

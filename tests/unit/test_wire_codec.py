@@ -244,8 +244,9 @@ def test_a_trim_is_believed_only_with_its_header_check() -> None:
         bad = bytearray(cut)
         bad[offset] ^= 0x01
         reasons[offset] = reason_of(bytes(bad))  # refused, whichever check sees it first
-    # where no other field check applies, it is the header check that refuses it
-    assert {o for o, r in reasons.items() if r != "bad_icrc"} <= {102, 126, 127}, reasons
+    # where no other field check applies (the opcode, a BTH reserved bit, ...), it is the
+    # header check that refuses it
+    assert {o for o, r in reasons.items() if r != "bad_icrc"} <= {102, 110, 126, 127}, reasons
     # the fields a trim changes (outer header, lengths, DSCP/ECN) are outside it: the trim holds
     assert decode_frame(trim(frame_of(sample_data(512)), ce=True)).trimmed
 
@@ -264,10 +265,26 @@ def test_a_bth_transport_version_other_than_0_is_refused(tver: int) -> None:
         assert reason_of(bytes(frame)) == "bad_field", type(msg).__name__
 
 
-def test_bth_se_m_and_padcnt_bits_do_not_matter_to_the_version_check() -> None:
-    frame = bytearray(frame_of(MSGS[0]))
-    frame[BTH_OFF + 1] |= 0xF0
-    decode_frame(bytes(frame))
+BTH_FIXED = {  # (offset from the BTH, bits): fields the protocol fixes (docs/protocol.md)
+    "SE": (1, 0x80),
+    "MigReq": (1, 0x40),
+    "PadCnt": (1, 0x30),
+    "pkey 0x7FFF": (2, 0x80),
+    "pkey 0xFFFE": (3, 0x01),
+    "FECN/BECN/reserved": (4, 0xC0),
+    "reserved before the PSN": (8, 0x7F),
+}
+
+
+@pytest.mark.parametrize("field", sorted(BTH_FIXED))
+def test_a_bth_field_the_protocol_fixes_is_refused_with_a_good_icrc(field: str) -> None:
+    """The ICRC does not vouch for these: it is recomputed, as a forger would."""
+    offset, bits = BTH_FIXED[field]
+    for msg in MSGS:
+        frame = bytearray(frame_of(msg))
+        frame[BTH_OFF + offset] ^= bits
+        frame[-4:] = struct.pack("<I", codec.compute_icrc(bytes(frame[INNER_OFF:-4])))
+        assert reason_of(bytes(frame), verify_icrc=True) == "bad_bth", (field, type(msg).__name__)
 
 
 def test_trim_refuses_short_frames() -> None:
@@ -398,9 +415,10 @@ def test_a_frame_that_can_change_has_its_payload_copied(kind: type) -> None:
 @pytest.mark.parametrize("kind", [bytes, bytearray])
 def test_a_data_frames_icrc_covers_every_unmasked_byte(kind: type) -> None:
     """Decoding with the ICRC checked (a view's single pass for bytes, a copy's for a buffer):
-    a change to any byte from the inner header on is refused, except in the masked fields."""
+    a change to any byte from the inner header on is refused, except in the masked fields
+    (and the BTH's masked FECN/BECN/reserved byte, which the BTH check holds at 0)."""
     frame = frame_of(sample_data(64))
-    masked = {0, 1, 2, 3, 7, 46, 47, 52}  # offsets from the inner IPv6 header
+    masked = {0, 1, 2, 3, 7, 46, 47}  # offsets from the inner IPv6 header
     assert decode_frame(kind(frame), verify_icrc=True).payload == frame[DATA_HDR_END:-4]
     for _ in range(2):  # and again, every masked header's CRC cached by the first round
         for i in range(INNER_OFF, len(frame)):

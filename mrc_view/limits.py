@@ -1,0 +1,124 @@
+"""How many connections the view keeps, per client and in all, and for how long an idle one.
+
+Why: each connection holds a file descriptor, and the process has about a thousand. Without a
+cap, any local user could open a thousand connections that never finish a request and the view
+stops answering everyone (issue 44: about 1,020 did it). The view listens on 127.0.0.1 only,
+where every client has the same address, so a *client* is the local user that owns the
+connecting socket (its UID, from ``/proc/net/tcp``; a connection whose owner cannot be found
+counts as one unknown client). Each client may hold :data:`MAX_PER_CLIENT` connections; all
+clients but the view's own user together :data:`MAX_TOTAL`, so a crowd of other users still
+leaves the owner its share. A connection over a cap is closed at once. Idle connections -- no
+complete request within ``IDLE_S``, or nothing more after one -- are closed by aiohttp's
+keep-alive timer, which ``server.py`` sets to :data:`IDLE_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MAX_PER_CLIENT = 32
+MAX_TOTAL = 256
+IDLE_S = 15.0
+UNKNOWN = -1
+
+
+def peer_uid(local_port: int, peer_port: int, table: Path = Path("/proc/net/tcp")) -> int:
+    """The UID owning the loopback socket at ``peer_port`` connected to our ``local_port``
+    (UNKNOWN if it is not in ``table``)."""
+    want_local = f"0100007F:{peer_port:04X}"
+    want_remote = f"0100007F:{local_port:04X}"
+    try:
+        lines = table.read_text().splitlines()[1:]
+    except OSError:
+        return UNKNOWN
+    for line in lines:
+        f = line.split()
+        if len(f) > 7 and f[1] == want_local and f[2] == want_remote:
+            return int(f[7])
+    return UNKNOWN
+
+
+class ConnectionLimits:
+    """Counts open connections per client; ``wrap`` puts the caps in front of a protocol factory."""
+
+    def __init__(
+        self,
+        per_client: int = MAX_PER_CLIENT,
+        total: int = MAX_TOTAL,
+        owner: int | None = None,
+        identify: Callable[[Any], int] | None = None,
+    ) -> None:
+        self.per_client = per_client
+        self.total = total
+        self.owner = os.geteuid() if owner is None else owner
+        self.identify = identify or _identify
+        self.open: Counter[int] = Counter()
+        self.refused: Counter[int] = Counter()
+
+    def admit(self, client: int) -> bool:
+        others = sum(n for c, n in self.open.items() if c != self.owner)
+        if self.open[client] >= self.per_client or (client != self.owner and others >= self.total):
+            self.refused[client] += 1
+            return False
+        self.open[client] += 1
+        return True
+
+    def release(self, client: int) -> None:
+        self.open[client] -= 1
+        if self.open[client] <= 0:
+            del self.open[client]
+
+    def wrap(self, factory: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
+        return lambda: _Capped(factory(), self)
+
+
+def _identify(transport: Any) -> int:
+    sock = transport.get_extra_info("sockname")
+    peer = transport.get_extra_info("peername")
+    if not sock or not peer:
+        return UNKNOWN
+    return peer_uid(int(sock[1]), int(peer[1]))
+
+
+class _Capped(asyncio.Protocol):
+    """Hands everything to aiohttp's protocol once the connection is admitted."""
+
+    def __init__(self, inner: asyncio.Protocol, limits: ConnectionLimits) -> None:
+        self.inner: asyncio.Protocol | None = inner
+        self.limits = limits
+        self.client = UNKNOWN
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.client = self.limits.identify(transport)
+        if not self.limits.admit(self.client):
+            self.inner = None
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        assert self.inner is not None
+        self.inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.inner is not None:
+            self.limits.release(self.client)
+            self.inner.connection_lost(exc)
+            self.inner = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.inner is not None:
+            self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.inner is not None else None
+
+    def pause_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.inner is not None:
+            self.inner.resume_writing()

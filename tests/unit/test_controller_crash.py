@@ -1,0 +1,246 @@
+"""``kill -9`` of mrc-controller in the middle of concurrent inject/clear calls, repeated: it
+always starts again, lists the faults it had acknowledged, and the switches hold exactly those.
+
+The defect (issue 44): concurrent calls tore ``controller-state.json`` within 0.05 s; a
+controller killed then never came back (``JSONDecodeError`` at every start), ``mrcctl clear
+--all`` met UNAVAILABLE and every fault -- a black hole included -- stayed in the switches.
+Here the controller is the real process (``python -m controller.server --state-file``), the
+switches are the Linux shim's P4Runtime service in this process (they outlive the controller,
+as real switches do), and the kills land at random moments of 6 callers' traffic.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from controller_lab import fake_switches
+
+from controller.entries import TableEntry
+from controller.faults import Direction, FaultKind, FaultSpec, fault_entries, resolve
+from controller.northbound import CHANNEL_OPTIONS, KINDS
+from controller.proto.mrc.controller.v1 import controller_pb2 as pb
+from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+from linux_target.p4rt_client import P4RuntimeTestClient
+from mrc_fabric.p4info import default_index
+from mrc_fabric.topology import Topology, build_clos
+from mrc_p4rt.codec import decode_entry
+
+DEADLINE_S = 20.0
+CALLERS = 6
+KIND_OF = {v: FaultKind(k) for k, v in KINDS.items()}
+
+
+@pytest.fixture
+def fabric(tmp_path: Path) -> Iterator[tuple[Topology, Path]]:
+    topo = build_clos(2, 2, 2, 1, prefix="kc", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
+    switches = fake_switches(topo, tmp_path)
+    for sw in switches.values():
+        sw.start()
+    topo.save(tmp_path / "topology.json")
+    try:
+        yield topo, tmp_path
+    finally:
+        for sw in switches.values():
+            sw.stop()
+
+
+class Controller:
+    """mrc-controller as a process, and a client channel that outlives it."""
+
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.channel = grpc.insecure_channel(f"unix:{run}/controller.sock", options=CHANNEL_OPTIONS)
+        self.stub = pb_grpc.ControllerStub(self.channel)
+
+    def start(self) -> None:
+        (self.run / "controller.sock").unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "controller.server", "--topology", str(self.run / "topology.json"),
+               "--state-file", str(self.run / "controller-state.json")]  # fmt: skip
+        log = open(self.run / "controller.log", "ab")  # noqa: SIM115 (the process keeps it)
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def ready(self) -> bool:
+        """Every switch's session is primary (the controller has reconciled each one)."""
+        return all(s.primary for s in self.stub.GetHealth(pb.GetHealthRequest(), timeout=10).switches)
+
+    def faults(self) -> dict[str, pb.Fault]:
+        return {
+            f.id: f for f in self.stub.ListFaults(pb.ListFaultsRequest(page_size=1000), timeout=10).faults
+        }
+
+
+SPECS = [
+    pb.FaultSpec(kind=pb.BLACKHOLE, target="kct0p0n0-kct1p0n0", direction=pb.A_TO_B),
+    pb.FaultSpec(kind=pb.LOSS, target="kch0-kct0p0n0", probability=0.25),
+    pb.FaultSpec(kind=pb.LINK_DOWN, target="kct0p1n1-kct1p1n0"),
+    pb.FaultSpec(kind=pb.SWITCH_DOWN, target="kct1p0n1"),
+    pb.FaultSpec(kind=pb.LOSS, target="kct0p1n0:2", direction=pb.B_TO_A, probability=0.5),
+]
+
+
+def traffic(ctl: Controller, stop: threading.Event, seed: int, acked: list[tuple[str, str]]) -> None:
+    """Inject and clear at random until ``stop``; every acknowledged call goes into ``acked``."""
+    rng = random.Random(seed)
+    mine: list[str] = []
+    while not stop.is_set():
+        try:
+            if mine and rng.random() < 0.45:
+                fid = mine.pop(rng.randrange(len(mine)))
+                ctl.stub.ClearFault(pb.ClearFaultRequest(id=fid), timeout=5)
+                acked.append(("clear", fid))
+            else:
+                f = ctl.stub.InjectFault(pb.InjectFaultRequest(spec=rng.choice(SPECS)), timeout=5)
+                mine.append(f.id)
+                acked.append(("fault", f.id))
+        except grpc.RpcError:
+            return  # the controller died under the call
+
+
+def switch_fault_tables(readers: dict[str, P4RuntimeTestClient]) -> dict[str, set[TableEntry]]:
+    """Every switch's fault entries, read over P4Runtime by a client of our own."""
+    return {
+        name: {e for t in ("port_fault", "ingress_fault") for e in map(decode, r.read_table(t))}
+        for name, r in readers.items()
+    }
+
+
+def decode(entry: object) -> TableEntry:
+    return decode_entry(default_index(), entry)  # type: ignore[arg-type]
+
+
+def expected_tables(topo: Topology, faults: dict[str, pb.Fault]) -> dict[str, set[TableEntry]]:
+    dirs = {pb.BOTH: Direction.BOTH, pb.A_TO_B: Direction.A2B, pb.B_TO_A: Direction.B2A}
+    actions = []
+    for f in faults.values():
+        s = f.spec
+        spec = FaultSpec(
+            KIND_OF[s.kind], s.target, dirs[s.direction], s.probability, s.period_s, s.duration_s
+        )
+        actions += resolve(topo, spec)
+    want = fault_entries(actions)
+    return {sw.name: set(want.get(sw.name, [])) for sw in topo.switches}
+
+
+def test_killed_during_concurrent_calls_it_comes_back_with_what_it_acknowledged(
+    fabric: tuple[Topology, Path],
+) -> None:
+    topo, run = fabric
+    ctl = Controller(run)
+    ctl.start()
+    deadline = time.monotonic() + DEADLINE_S
+    while not ctl.ready() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ctl.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=DEADLINE_S)
+    rng = random.Random(44)
+    live: set[str] = set()
+    readers = {sw.name: P4RuntimeTestClient(sw.p4rt_address, sw.device_id, 0) for sw in topo.switches}
+    try:
+        for round_ in range(4):
+            acked: list[tuple[str, str]] = []
+            stop = threading.Event()
+            callers = [threading.Thread(target=traffic, args=(ctl, stop, round_ * 10 + k, acked))
+                       for k in range(CALLERS)]  # fmt: skip
+            for t in callers:
+                t.start()
+            time.sleep(0.3 + rng.random() * 0.6)
+            ctl.kill()
+            stop.set()
+            for t in callers:
+                t.join(timeout=10)
+            assert len(acked) > 5, "the callers hardly got through"
+            for op, fid in acked:
+                (live.add if op == "fault" else live.discard)(fid)
+            ctl.start()  # the same command the supervisor runs: it must come up every time
+            got = ctl.faults()
+            # each caller had at most one call in flight when the controller died
+            assert len(set(got) ^ live) <= CALLERS, (round_, sorted(set(got) ^ live))
+            live = set(got)
+            deadline = time.monotonic() + DEADLINE_S
+            while not ctl.ready() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert switch_fault_tables(readers) == expected_tables(topo, got)
+        assert live, "no fault survived to be cleared"
+        assert set(ctl.stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=10).cleared) == live
+        assert all(not v for v in switch_fault_tables(readers).values())
+    finally:
+        ctl.kill()
+        ctl.channel.close()
+        for r in readers.values():
+            r.close()
+
+
+def test_a_standby_takes_over_the_moment_the_controller_dies(fabric: tuple[Topology, Path]) -> None:
+    """The testbed keeps ``mrc-controller --standby-for PID`` beside the controller: imports
+    done, it waits on the controller's exit and then serves what the state file holds."""
+    _topo, run = fabric
+    ctl = Controller(run)
+    ctl.start()
+    standby = None
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not ctl.ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ctl.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=DEADLINE_S)
+        fault = ctl.stub.InjectFault(pb.InjectFaultRequest(spec=SPECS[0]), timeout=10)
+        assert ctl.proc is not None
+        cmd = [
+            sys.executable,
+            "-m",
+            "controller.server",
+            "--topology",
+            str(run / "topology.json"),
+            "--state-file",
+            str(run / "controller-state.json"),
+            "--standby-for",
+            str(ctl.proc.pid),
+        ]
+        standby = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        assert standby.poll() is None and list(ctl.faults()) == [fault.id]  # the first one serves
+        ctl.kill()
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # (a call sent on the dead one's connection before the channel saw it close fails)
+            try:
+                got = ctl.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
+                break
+            except grpc.RpcError:
+                assert time.monotonic() < deadline, "the standby did not take over"
+        assert [f.id for f in got.faults] == [fault.id] and standby.poll() is None  # the standby
+    finally:
+        ctl.kill()
+        if standby is not None:
+            standby.kill()
+            standby.wait()
+        ctl.channel.close()
+
+
+def test_a_standby_whose_parent_goes_takes_nothing_over(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        # a shell starts the standby and exits: the standby's parent is gone
+        script = (f"{sys.executable} -m controller.server --topology {tmp_path}/none.json "
+                  f"--standby-for {sleeper.pid} >/dev/null 2>&1 & echo $!; sleep 1")  # fmt: skip
+        pid = int(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout)
+        deadline = time.monotonic() + DEADLINE_S
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not Path(f"/proc/{pid}").exists(), "the orphaned standby still waits"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
