@@ -19,7 +19,8 @@ help:
 	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
 	@echo "p4-check  compile, then fail if the committed P4Info differs from p4c's (CI runs it where p4c is)"
 	@echo "lint   ruff check, ruff format --check, mypy (strict for mrc_fabric, mrc_p4rt, the core and the wire)"
-	@echo "clean  remove what a crashed run left behind; keep the newest KEEP_RUNS run directories (default \$$MRC_KEEP_RUNS or 10)"
+	@echo "clean  remove what a crashed run left behind; keep the newest KEEP_RUNS run directories (default \$$MRC_KEEP_RUNS or 10),"
+	@echo "       then the oldest go until runs/ holds at most RUNS_MAX_MB (default \$$MRC_RUNS_MAX_MB or 1024)"
 
 setup: $(VENV)/.installed
 	$(if $(filter 1,$(BMV2)),./scripts/install-bmv2.sh,@true)
@@ -91,5 +92,6 @@ p4info: p4
 # Only what crashed runs left behind (processes, links, sockets) and old run directories;
 # never build output or caches (p4src/build, .pytest_cache, .ruff_cache).
 KEEP_RUNS ?=
+RUNS_MAX_MB ?=
 clean:
-	$(PY) -m topologies.cleanup --runs $(RUN_DIR) $(if $(KEEP_RUNS),--keep $(KEEP_RUNS),)
+	$(PY) -m topologies.cleanup --runs $(RUN_DIR) $(if $(KEEP_RUNS),--keep $(KEEP_RUNS),) $(if $(RUNS_MAX_MB),--max-mb $(RUNS_MAX_MB),)
