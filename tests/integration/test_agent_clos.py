@@ -627,7 +627,9 @@ def test_a_pcap_of_a_live_transfer_decodes_cleanly_in_tshark(fabric: Fabric) -> 
                 text=True,
             )
             procs.append(proc)
-            assert "listening on" in proc.stderr.readline()
+            # tcpdump may warn before it listens: read until it says it does (or ends)
+            said = next((ln for ln in iter(proc.stderr.readline, "") if "listening on" in ln), "")
+            assert said, "tcpdump did not start listening"
         # a new connection (H2 has never sent to H0): the handshake is in the capture too
         summary = fabric.client(H2).send(H0, "2M")
         assert summary["ok"] and summary["verified"] is True, summary

@@ -335,9 +335,13 @@ def test_a_killed_shim_is_restarted_and_the_controller_resyncs_it(testbed: Any) 
     new_pid = sw.shim.pid
     assert new_pid != old_pid and health().pid == new_pid and sw.shim.poll() is None
     assert proc_start_time(old_pid) != old_start  # the killed one is gone (reaped), not a zombie
-    mine = [e for e in read_events(testbed.run.path) if e.name == name]
-    assert [(e.kind, e.pid) for e in mine] == [(EventKind.EXITED, old_pid), (EventKind.RESTARTED, new_pid)]
-    assert mine[0].detail == "killed by SIGKILL"
+
+    def mine() -> list[Any]:
+        return [e for e in read_events(testbed.run.path) if e.name == name]
+
+    wait_until(lambda: any(e.kind == EventKind.RESTARTED for e in mine()), "the restart in events.jsonl")
+    assert [(e.kind, e.pid) for e in mine()] == [(EventKind.EXITED, old_pid), (EventKind.RESTARTED, new_pid)]
+    assert mine()[0].detail == "killed by SIGKILL"
     assert any(h.name == name and h.restarts == 1 for h in read_health(testbed.run.path))
     assert any(r.pid == new_pid and r.kind == "shim" for r in testbed.run.records())  # cleanup finds it
     # the controller reconnects and re-installs what it holds for the switch (until it has pushed
