@@ -218,6 +218,15 @@ def no_route_drops(tb: Any) -> int:
     return sum(c.packets for c in cells if c.counter == "drop_reason" and c.label == "no_route")
 
 
+def check_hosts_quiet(tb: Any) -> None:
+    """The hosts' own announcements (MLD, router solicitations, neighbour discovery) never reach
+    a switch, where they were no_route drops: each host's filter caught some, no switch saw one."""
+    from topologies.fabric_host import noise_counters
+
+    assert no_route_drops(tb) == 0
+    assert all(noise_counters(tb.net.get(h)) > 0 for h in tb.host_names())
+
+
 def check_mininet_commands(tb: Any, h0: str, h3: str) -> str:
     """``pingall``, ``h0 ping -c 3 h3`` and a 5 s ``iperf h0 h3`` through the CLI's own command path:
     every ping answered, a rate above zero, and none of it seen by an agent as hostile input nor

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from live_fabric import (
+    check_hosts_quiet,
     check_mininet_commands,
     path_view,
     run_cli,
@@ -252,6 +253,10 @@ def test_cli_help_text_for_every_verb(testbed: Any, tmp_path: Path, capsys: pyte
 
 
 # -- Mininet's own commands ------------------------------------------------------------------------
+def test_the_hosts_announce_nothing_onto_the_fabric(testbed: Any) -> None:
+    check_hosts_quiet(testbed)
+
+
 def test_mininet_pingall_ping_and_iperf_work_over_the_fabric(testbed: Any) -> None:
     out = check_mininet_commands(testbed, H0, H3)
     assert "*** Iperf: testing TCP bandwidth between tbh0 and tbh3" in out

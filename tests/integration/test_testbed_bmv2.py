@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from live_fabric import check_mininet_commands, running_testbed, skip_without_agent
+from live_fabric import check_hosts_quiet, check_mininet_commands, running_testbed, skip_without_agent
 
 pytestmark = [pytest.mark.root, pytest.mark.bmv2]
 
@@ -26,6 +26,10 @@ def testbed() -> Iterator[Any]:
     skip_without_agent()
     with running_testbed(PREFIX, "bmv2") as tb:
         yield tb
+
+
+def test_the_hosts_announce_nothing_onto_the_bmv2_fabric(testbed: Any) -> None:
+    check_hosts_quiet(testbed)
 
 
 def test_bmv2_fabric_carries_a_transfer_around_a_black_hole(testbed: Any) -> None:
