@@ -19,15 +19,22 @@ help:
 	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
 	@echo "p4-check  compile, then fail if the committed P4Info differs from p4c's (CI runs it where p4c is)"
 	@echo "lint   ruff check, ruff format --check, mypy (strict for mrc_fabric, mrc_p4rt, the core and the wire)"
-	@echo "clean  remove what a crashed run left behind; keep the newest KEEP_RUNS run directories (default \$$MRC_KEEP_RUNS or 10)"
+	@echo "clean  remove what a crashed run left behind; keep the newest KEEP_RUNS run directories (default \$$MRC_KEEP_RUNS or 10),"
+	@echo "       then the oldest go until runs/ holds at most RUNS_MAX_MB (default \$$MRC_RUNS_MAX_MB or 1024)"
 
-setup: $(VENV)/.installed
+# One make at a time builds the venv (a second `make` or `./run.sh` in the same tree waits for the
+# lock, then finds it built); the stamp is looked at again once the lock is held.
+LOCK := flock $(VENV).lock
+COMPILE_NOTE := compiling the mypyc modules (setup.py): about 4 minutes on 2 free cores, more on a busy machine
+setup:
+	@$(LOCK) $(MAKE) -s --no-print-directory $(VENV)/.installed
 	$(if $(filter 1,$(BMV2)),./scripts/install-bmv2.sh,@true)
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	@echo "setup: installing the project and $(COMPILE_NOTE) ($$(nproc) cores here; MRC_PURE_PYTHON=1 compiles none)"
+	@start=$$(date +%s); $(PY) -m pip install -q -e '.[dev]' && echo "setup: done in $$(( $$(date +%s) - start )) s"
 	touch $@
 
 test: setup p4-if-present
@@ -35,8 +42,9 @@ test: setup p4-if-present
 
 # Compiled modules from an earlier build (another module list) must not outlive it.
 build: setup
-	find mrc_host -name '*.cpython-*.so' -delete; rm -f ./*__mypyc.cpython-*.so
-	$(PY) -m pip install -q --no-deps -e .
+	@echo "build: $(COMPILE_NOTE)"
+	$(LOCK) sh -c "find mrc_host -name '*.cpython-*.so' -delete; rm -f ./*__mypyc.cpython-*.so; \
+	  $(PY) -m pip install -q --no-deps -e ."
 
 # The core and simulator modules run compiled by mypyc where the install built them
 # (setup.py); this runs the unit tests on their pure-Python sources as well.
@@ -91,5 +99,6 @@ p4info: p4
 # Only what crashed runs left behind (processes, links, sockets) and old run directories;
 # never build output or caches (p4src/build, .pytest_cache, .ruff_cache).
 KEEP_RUNS ?=
+RUNS_MAX_MB ?=
 clean:
-	$(PY) -m topologies.cleanup --runs $(RUN_DIR) $(if $(KEEP_RUNS),--keep $(KEEP_RUNS),)
+	$(PY) -m topologies.cleanup --runs $(RUN_DIR) $(if $(KEEP_RUNS),--keep $(KEEP_RUNS),) $(if $(RUNS_MAX_MB),--max-mb $(RUNS_MAX_MB),)

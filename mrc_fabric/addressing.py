@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import ipaddress
 from dataclasses import dataclass
-from ipaddress import IPv6Address, IPv6Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import Final
 
 DEFAULT_BLOCK = IPv6Network("fcbb:bb00::/32")
@@ -26,6 +26,11 @@ USID_INDEX_MASK: Final = 0x3FF
 MAX_PLANES = USID_PLANE_MASK + 1
 MAX_INDEX = USID_INDEX_MASK + 1
 MRC_UDP_PORT: Final = 4791
+# A host's plain IPv4 address (Mininet's ``IP()``): host index + 1 in this network, as mn numbers hosts.
+HOST_IPV4_NET: Final = IPv4Network("10.0.0.0/8")
+# MRC packets arrive at <block>:<host uSID>:: exactly: the /64 of the host uSID with an empty slot
+# after it. A host function uSID in that slot (plain kernel traffic) falls outside it.
+MRC_ARRIVAL_PREFIXLEN: Final = 64
 
 
 class Tier(enum.IntEnum):
@@ -34,6 +39,15 @@ class Tier(enum.IntEnum):
     T0 = 1
     T1 = 2
     HOST = 3
+
+
+class HostFunction(enum.IntEnum):
+    """The uSID after a host's own in the carrier of *plain* (kernel) traffic: what the host's
+    kernel does with it (RFC 9800's uDT/uDX behaviours). Tier 0, so no switch ever owns one;
+    MRC's own carriers end at the host uSID and never carry one."""
+
+    DECAP_IPV4 = 0x0004  # End.DX4: the inner IPv4 packet to its own destination
+    DECAP_IPV6 = 0x0006  # End.DT6: the inner IPv6 packet looked up in the host's local table
 
 
 class AddressingError(ValueError):
@@ -136,6 +150,25 @@ def top48(addr: IPv6Address) -> int:
 def nic_address(plane: int, host: int, block: IPv6Network = DEFAULT_BLOCK) -> IPv6Address:
     """Inner source/destination of a host NIC port: <block>:<host uSID>::1."""
     return IPv6Address(int(carrier([host_usid(plane, host)], block)) | 1)
+
+
+def host_function_address(
+    plane: int, host: int, function: HostFunction, block: IPv6Network = DEFAULT_BLOCK
+) -> IPv6Address:
+    """Where a NIC port's kernel decapsulates plain traffic: <block>:<host uSID>:<function>::."""
+    return carrier([host_usid(plane, host), int(function)], block)
+
+
+def mrc_arrival_prefix(address: str | IPv6Address) -> IPv6Network:
+    """The /64 MRC packets to the NIC port whose address is ``address`` arrive in."""
+    return IPv6Network(f"{address}/{MRC_ARRIVAL_PREFIXLEN}", strict=False)
+
+
+def host_ipv4(host: int) -> IPv4Address:
+    """A host's plain IPv4 address: 10.0.0.1 for host 0, as Mininet numbers its hosts."""
+    if not 0 <= host < HOST_IPV4_NET.num_addresses - 2:
+        raise AddressingError(f"host {host} has no address in {HOST_IPV4_NET}")
+    return HOST_IPV4_NET.network_address + host + 1
 
 
 def path_usids(plane: int, src_t0: int, dst_t0: int, dst_host: int, t1: int | None) -> list[int]:

@@ -6,6 +6,8 @@ set -euo pipefail
 PKGS=(
   make python3 python3-venv python3-dev python3-pip
   mininet iproute2 nftables ethtool iperf3 procps psmisc
+  # ping for Mininet's pingall and `h0 ping h3` (no package mininet depends on brings it)
+  iputils-ping
   tshark tcpdump
   # the Linux target's egress program (linux_target/bpf: ECN, trimming, priority queues)
   clang llvm libbpf-dev linux-libc-dev gcc

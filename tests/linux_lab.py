@@ -88,10 +88,14 @@ class Sniffer:
             stderr=subprocess.PIPE,
         )
         assert self.proc.stderr is not None
-        first = self.proc.stderr.readline().decode(errors="replace")
-        if "listening on" not in first:
+        said = []  # tcpdump may warn before it listens: read until it says so, or ends
+        for raw in iter(self.proc.stderr.readline, b""):
+            said.append(raw.decode(errors="replace"))
+            if "listening on" in said[-1]:
+                break
+        else:
             self.close()
-            raise RuntimeError(f"tcpdump on {ns}/{ifname} failed: {first}")
+            raise RuntimeError(f"tcpdump on {ns}/{ifname} failed: {''.join(said)}")
         self._thread = threading.Thread(target=self._collect, daemon=True)
         self._thread.start()
 

@@ -14,9 +14,10 @@ gone, and for a given ``--run-dir`` whatever its state:
 4. stale unix sockets in the run directory.
 
 Then it prunes old run directories, keeping the newest ``--keep N`` (default
-``$MRC_KEEP_RUNS``, else 10; ``all`` keeps every one) and never one still in use
-(``topologies.prune``). It touches nothing that does not belong to one of our runs. ``--mininet`` additionally
-runs Mininet's own ``mn -c`` cleanup, which removes *every* Mininet leftover on the
+``$MRC_KEEP_RUNS``, else 10; ``all`` keeps every one) and then as many as fit ``--max-mb``
+(default ``$MRC_RUNS_MAX_MB``, else 1024), never one still in use (``topologies.prune``).
+It touches nothing that does not belong to one of our runs. ``--mininet`` additionally runs
+Mininet's own ``mn -c`` cleanup, which removes *every* Mininet leftover on the
 machine (other users' too): only for a machine of your own.
 """
 
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_runs_from_env,
         parse_keep,
         prune_runs,
+        runs_max_bytes_from_env,
     )
 
     ap = argparse.ArgumentParser(prog="python -m topologies.cleanup", description=__doc__.splitlines()[0])
@@ -177,9 +179,17 @@ def main(argv: list[str] | None = None) -> int:
         help=f"then delete all but the newest N run directories (default ${KEEP_RUNS_ENV} or "
         f"{DEFAULT_KEEP_RUNS}; 'all' keeps every one); never one still in use",
     )
+    ap.add_argument(
+        "--max-mb",
+        type=float,
+        default=None,
+        help="then delete the oldest run directories until all of them hold at most MB "
+        "(default $MRC_RUNS_MAX_MB or 1024); never the newest, nor one still in use",
+    )
     args = ap.parse_args(argv)
     try:
         keep = keep_runs_from_env() if args.keep is None else parse_keep(args.keep)
+        max_bytes = runs_max_bytes_from_env() if args.max_mb is None else int(args.max_mb * (1 << 20))
     except ValueError as exc:
         ap.error(str(exc))
     if os.geteuid() != 0 and not args.dry_run:
@@ -201,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     pruned = PruneReport()
     if not args.run_dir:
         # after a dry run the leftovers are still there: say what pruning would find in use
-        pruned = prune_runs(args.runs, keep, args.dry_run)
+        pruned = prune_runs(args.runs, keep, args.dry_run, max_bytes)
     if args.mininet and not args.dry_run:
         from mininet.clean import cleanup
 

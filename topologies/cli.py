@@ -31,7 +31,8 @@ from rich.table import Table
 
 from controller.cli import health_tables, path_row
 from controller.northbound import DIRECTIONS, KINDS, direction_name, kind_name
-from mrc_host.agent.ev_summary import path_table
+from mrc_host.agent.ev_summary import STATE_COLOURS, path_table
+from topologies.mn_commands import REFUSED, iperf
 
 SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
 MODES = ("mrc", "single-path", "ecmp")
@@ -202,17 +203,40 @@ class MrcCommands:
 
     # -- paths, EVs, counters -----------------------------------------------------------------------
     def paths(self, line: str) -> list[Any]:
-        args = shlex.split(line)
-        if len(args) != 2:
-            raise CommandError("usage: paths SRC DST")
-        src, dst = self._host(args[0]), self._host(args[1])
+        p = _parser("paths", "the paths from SRC to DST with the EVs SRC's agent uses on each")
+        p.add_argument("src")
+        p.add_argument("dst")
+        p.add_argument("--all", action="store_true", help="one row per EV instead of one per path")
+        a = p.parse_args(shlex.split(line))
+        src, dst = self._host(a.src), self._host(a.dst)
         paths: list[Any] = self._controller().paths(src, dst)
-        t = Table("ev", "plane", "t1", "carrier", "hops", "status", title=f"paths {src} → {dst}")
-        for p in paths:
-            hops = " → ".join(h.node for h in p.hops)
-            t.add_row(*path_row(p, hops))
+        evs = agent_path_evs(self._agent_rows(src), dst)
+        t = Table("plane", "t1", "EVs (agent)", "carrier", "hops", "status", title=f"paths {src} → {dst}")
+        for path in paths:
+            hops = " → ".join(h.node for h in path.hops)
+            _ev, plane, t1, carrier, _hops, status = path_row(path, hops)
+            mine = evs.get((path.plane, path.t1), [])
+            if a.all and mine:
+                for ev, state in mine:
+                    t.add_row(plane, t1, f"{ev} {_state_markup(state)}", carrier, hops, status)
+            else:
+                t.add_row(plane, t1, ev_cell(mine), carrier, hops, status)
+        t.caption = (
+            f"EVs of {src}'s agent's mrc connection to {dst}, by state; --all: one row per EV"
+            if evs
+            else f"no mrc connection from {src} to {dst} yet: its agent draws the EVs when a transfer "
+            f"starts (mrc {src} {dst} 1M); the switches see only the plane and the T1"
+        )
         self.out.print(t)
         return paths
+
+    def _agent_rows(self, host: str) -> list[dict[str, Any]]:
+        """The host agent's EV rows, or none when it has no agent (the walk is shown anyway)."""
+        try:
+            evs = self.tb.agent(host).client.evs()
+        except (KeyError, OSError):
+            return []
+        return list(evs.get("evs", []) if isinstance(evs, dict) else evs or [])
 
     def health(self, line: str = "") -> Any:
         """Switch sessions and host agents as the controller sees them."""
@@ -278,21 +302,50 @@ class MrcCommands:
             self.view, self._own_view = None, False
 
     def capture(self, line: str) -> Any:
-        args = shlex.split(line)
-        if not 1 <= len(args) <= 2:
-            raise CommandError("usage: capture LINK [SECONDS]   (LINK: a-b, node:port or an interface)")
+        p = _parser("capture", "tcpdump on one end of a link into the run's captures/")
+        p.add_argument("link")
+        p.add_argument("seconds", nargs="?", default="10")
+        p.add_argument("--max-mb", type=float, default=None)
+        a = p.parse_args(shlex.split(line))
         try:
-            seconds = float(args[1]) if len(args) == 2 else 10.0
+            seconds = float(a.seconds)
         except ValueError:
-            raise CommandError(f"seconds: {args[1]!r} is not a number") from None
+            raise CommandError(f"seconds: {a.seconds!r} is not a number") from None
         try:
-            cap = self.tb.capture(args[0], seconds)
+            cap = self.tb.capture(a.link, seconds, a.max_mb)
         except KeyError as exc:
             raise CommandError(str(exc.args[0] if exc.args else exc)) from None
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        self.out.print(f"capturing {cap.ifname} for {seconds:g}s into {cap.path}")
+        cap_mb = cap.budget.limit / (1 << 20)
+        self.out.print(f"capturing {cap.ifname} for {seconds:g}s (at most {cap_mb:g} MB) into {cap.path}")
         return cap
+
+
+def agent_path_evs(rows: list[dict[str, Any]], dst: str) -> dict[tuple[int, int], list[tuple[str, str]]]:
+    """(plane, T1) -> [(EV, state)] of the agent's mrc send connection to ``dst``."""
+    out: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    for r in rows:
+        if r.get("peer") == dst and r.get("conn") == "send" and r.get("mode") == "mrc":
+            out.setdefault((int(r["plane"]), int(r["t1"])), []).append((str(r["ev"]), str(r["state"])))
+    return out
+
+
+def _state_markup(state: str) -> str:
+    colour = STATE_COLOURS.get(state, "white")
+    return f"[{colour}]{state}[/{colour}]"
+
+
+def ev_cell(evs: list[tuple[str, str]], shown: int = 3) -> str:
+    """``32: 0a3f2c11 0a3f1d22 0a3f0e33 … (30 GOOD, 2 ASSUMED_BAD)`` for one path."""
+    if not evs:
+        return "-"
+    counts: dict[str, int] = {}
+    for _ev, state in evs:
+        counts[state] = counts.get(state, 0) + 1
+    first = " ".join(ev for ev, _state in evs[:shown]) + (" …" if len(evs) > shown else "")
+    states = ", ".join(f"{n} {_state_markup(st)}" for st, n in counts.items())
+    return f"{len(evs)}: {first} ({states})"
 
 
 EV_COLUMNS = (
@@ -359,6 +412,71 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         finally:
             self.commands.close()
 
+    # -- Mininet's own commands (topologies.mn_commands) ------------------------------------------
+    def onecmd(self, line: str) -> bool:
+        """Any command, Mininet's or ours: an exception becomes a message, never the end of the
+        CLI (and with it the fabric)."""
+        try:
+            return bool(super().onecmd(line))
+        except Exception as exc:
+            word = (line.split() or ["?"])[0]
+            self.commands.out.print(
+                f"[red]{word}: {type(exc).__name__}: {exc}[/red] (the fabric is still up)", highlight=False
+            )
+            for node in self.mn.values():  # a node command cut short must not block the next one
+                if node.waiting:
+                    node.sendInt()
+                    node.waitOutput()
+            return False
+
+    def _refuse(self, command: str) -> None:
+        self.commands.out.print(
+            f"[red]{command}: cannot work here: {REFUSED[command]}[/red]", highlight=False
+        )
+
+    def do_dpctl(self, _line: str) -> None:
+        """dpctl: OpenFlow's; cannot work on these P4 switches (says why)."""
+        self._refuse("dpctl")
+
+    def do_wait(self, _line: str) -> None:
+        """wait: for an OpenFlow controller; there is none (says why)."""
+        self._refuse("wait")
+
+    def do_switch(self, _line: str) -> None:
+        """switch NAME start|stop: refused (says why); use `fault switch_down NAME`."""
+        self._refuse("switch")
+
+    def _iperf_pair(self, names: list[str], usage: str) -> tuple[Any, Any] | None:
+        if not names:
+            return self.mn.hosts[0], self.mn.hosts[-1]
+        missing = [n for n in names if n not in self.mn]
+        if len(names) != 2 or missing:
+            why = f"no node {missing[0]!r}" if missing else "two hosts or none"
+            self.commands.out.print(f"[red]{why}; usage: {usage}[/red]", highlight=False)
+            return None
+        return self.mn[names[0]], self.mn[names[1]]
+
+    def _record(self, host: Any) -> Callable[[int], None] | None:
+        run = getattr(self.commands.tb, "run", None)
+        return None if run is None else lambda pid: run.record(pid, "iperf", host.name)
+
+    def do_iperf(self, line: str) -> None:
+        """iperf [SRC DST]: a 5 s TCP iperf from SRC to DST (default: the first and the last host),
+        as Mininet's, over the fabric; prints [server rate, client rate]."""
+        pair = self._iperf_pair(line.split(), "iperf [SRC DST]")
+        if pair is not None:
+            iperf(*pair, on_start=self._record(pair[1]))
+
+    def do_iperfudp(self, line: str) -> None:
+        """iperfudp BW SRC DST: a 5 s UDP iperf at BW (e.g. 10M), as Mininet's."""
+        args = line.split()
+        if len(args) != 3:
+            self.commands.out.print("[red]usage: iperfudp BW SRC DST (BW e.g. 10M)[/red]", highlight=False)
+            return
+        pair = self._iperf_pair(args[1:], "iperfudp BW SRC DST")
+        if pair is not None:
+            iperf(*pair, l4="UDP", udp_bw=args[0], on_start=self._record(pair[1]))
+
     def run_verb(self, name: str, line: str) -> None:
         try:
             getattr(self.commands, "view_" if name == "view" else name)(line)
@@ -397,9 +515,10 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     )
     do_paths = _verb(
         "paths",
-        """paths SRC DST
-        Every path (EV) from SRC to DST, walked through the installed tables and live faults:
-        its hops and whether a packet gets through (ok / lossy / dropped where and why).""",
+        """paths SRC DST [--all]
+        Every path (plane, T1) from SRC to DST, walked through the installed tables and live
+        faults: its hops, whether a packet gets through (ok / lossy / dropped where and why),
+        and the EVs SRC's agent sends on it, by state; --all: one row per EV.""",
     )
     do_evs = _verb(
         "evs",
@@ -422,9 +541,10 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     )
     do_capture = _verb(
         "capture",
-        """capture LINK [SECONDS]
+        """capture LINK [SECONDS] [--max-mb N]
         tcpdump on one end of LINK (a-b: the lower end; node:port or an interface name:
-        that end) for SECONDS (default 10) into <run_dir>/captures/ (opens in Wireshark).""",
+        that end) for SECONDS (default 10) into <run_dir>/captures/ (opens in Wireshark),
+        whole frames; it stops early at N MB (default 20).""",
     )
 
     do_view = _verb(

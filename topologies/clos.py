@@ -2,9 +2,9 @@
 
 The fabric model is the single source of names, port numbers, interface names and
 MACs (``build_clos``); this module only asks Mininet to build exactly that: one
-switch node per T0/T1 (``switch_cls``, the Linux SRv6 switch by default), one plain
-host per host with one interface per plane, and one veth per link with both ends'
-port numbers, names and MACs taken from the model.
+switch node per T0/T1 (``switch_cls``, the Linux SRv6 switch by default), one host node
+(``topologies.fabric_host.FabricHost``: quiet on the fabric) per host with one interface per
+plane, and one veth per link with both ends' port numbers, names and MACs taken from the model.
 
 :func:`start_clos` starts the network, fills in each switch's P4Runtime address,
 checks that every switch numbered its ports as the model says, writes
@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from mininet.net import Mininet
-from mininet.node import Host
 from mininet.topo import Topo
 
 from mrc_fabric.addressing import DEFAULT_BLOCK
 from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.topology import Target, Topology, build_clos
+from topologies.fabric_host import FabricHost, configure_host
 from topologies.node_cmd import ip_batch
 from topologies.shim_groups import SwitchGroup, groups_of, switches_per_shim
 from topologies.shim_launcher import ShimLauncher
@@ -36,7 +36,6 @@ from topologies.shim_launcher import ShimLauncher
 log = logging.getLogger(__name__)
 
 TOPOLOGY_FILE = "topology.json"
-HOST_PREFIX_LEN = 48  # a NIC port's /48 is <block>:<host uSID>::/48
 
 
 def _default_switch_cls() -> type:
@@ -65,7 +64,7 @@ class ClosTopo(Topo):  # type: ignore[misc]  # Mininet is untyped
                 opts["group"] = groups[sw.name]  # its shim shares a process (topologies.shim_groups)
             self.addSwitch(sw.name, cls=switch_cls, device_id=sw.device_id, run_dir=run_dir, **opts)
         for h in topology.hosts:
-            self.addHost(h.name, cls=Host, ip=None)
+            self.addHost(h.name, cls=FabricHost, ip=None)
         for link in topology.links:
             self.addLink(
                 link.a.node,
@@ -78,27 +77,6 @@ class ClosTopo(Topo):  # type: ignore[misc]  # Mininet is untyped
                 addr2=link.b.mac,
                 **(link_opts or {}),  # e.g. cls=TCLink, bw=... for a rate limit
             )
-
-
-def configure_host(node: Any, topology: Topology) -> None:
-    """Give each NIC port its plan address and keep the host kernel quiet on it.
-
-    DAD and router solicitations are off so the kernel sends nothing on its own
-    that would show up in switch counters or in an agent's capture.
-    """
-    host = topology.host(node.name)
-    for port in host.ports:
-        ifname = port.ifname
-        for key, value in (
-            ("disable_ipv6", 0),
-            ("accept_dad", 0),
-            ("router_solicitations", 0),
-            ("accept_ra", 0),
-            ("autoconf", 0),
-        ):
-            node.cmd(f"sysctl -qw net.ipv6.conf.{ifname}.{key}={value}")
-        node.cmd(f"ip link set dev {ifname} up")
-        node.cmd(f"ip -6 addr replace {port.address}/{HOST_PREFIX_LEN} dev {ifname} nodad")
 
 
 def start_clos(

@@ -6,7 +6,13 @@ of 128 switches made thousands of them (an MTU per port, a port up per port).
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Any
+
+# A node's shell reads its commands through a terminal, whose line buffer holds 4,095 bytes: a
+# longer line never arrives whole (the shell waits forever). Longer batches go through a file.
+MAX_LINE = 3000
 
 
 def ip_batch(node: Any, lines: list[str]) -> None:
@@ -15,6 +21,15 @@ def ip_batch(node: Any, lines: list[str]) -> None:
     if not lines:
         return
     quoted = " ".join(f"'{line}'" for line in lines)
-    out = node.cmd(f"printf '%s\\n' {quoted} | ip -batch -; echo ip-batch-$?")
+    if len(quoted) < MAX_LINE:
+        out = node.cmd(f"printf '%s\\n' {quoted} | ip -batch -; echo ip-batch-$?")
+    else:
+        fd, path = tempfile.mkstemp(prefix="mrc-ip-batch-", suffix=".txt")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            out = node.cmd(f"ip -batch {path}; echo ip-batch-$?")
+        finally:
+            os.unlink(path)
     if "ip-batch-0" not in out:
-        raise RuntimeError(f"{node.name}: ip -batch failed: {out.strip()}")
+        raise RuntimeError(f"{node.name}: ip -batch failed: {out.strip()[-2000:]}")

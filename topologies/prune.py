@@ -13,6 +13,10 @@ has no ``run.json`` yet but was made moments ago (a testbed starting right now).
 ``N`` comes from ``--keep`` (``python -m topologies.cleanup``, ``make clean KEEP_RUNS=N``),
 ``TestbedConfig.keep_runs`` or the environment variable ``MRC_KEEP_RUNS``
 (default :data:`DEFAULT_KEEP_RUNS`; ``all`` keeps every run).
+
+Then a size cap: while the run directories left hold more than ``max_bytes`` in all
+(``--max-mb``, ``MRC_RUNS_MAX_MB``, default :data:`DEFAULT_RUNS_MAX_MB`), the oldest of them
+goes, by the same rules; the newest run is always kept, however big.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from topologies.rundir import LATEST, RUN_FILE, read_records
 
 KEEP_RUNS_ENV = "MRC_KEEP_RUNS"
 DEFAULT_KEEP_RUNS = 10
+RUNS_MAX_MB_ENV = "MRC_RUNS_MAX_MB"
+DEFAULT_RUNS_MAX_MB = 1024
 KEEP_ALL = "all"
 STARTING_GRACE_S = 120.0  # a run directory younger than this without run.json is starting up
 RUN_NAME = re.compile(r"^(\d{8}-\d{6})(?:-(\d+))?$")
@@ -57,6 +63,36 @@ def keep_runs_from_env() -> int | None:
         return parse_keep(text)
     except ValueError as exc:
         raise ValueError(f"${KEEP_RUNS_ENV}: {exc}") from None
+
+
+def runs_max_bytes_from_env() -> int | None:
+    """The size cap of all run directories: ``$MRC_RUNS_MAX_MB`` (MB, ``all``: none) or the default."""
+    text = os.environ.get(RUNS_MAX_MB_ENV, "").strip()
+    if not text:
+        return DEFAULT_RUNS_MAX_MB << 20
+    if text.lower() == KEEP_ALL:
+        return None
+    try:
+        mb = float(text)
+    except ValueError:
+        raise ValueError(
+            f"${RUNS_MAX_MB_ENV}: {text[:40]!r} is neither a size in MB nor {KEEP_ALL!r}"
+        ) from None
+    if mb <= 0:
+        raise ValueError(f"${RUNS_MAX_MB_ENV}: must be > 0 MB, got {text}")
+    return int(mb * (1 << 20))
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (symbolic links not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                continue
+    return total
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -109,19 +145,32 @@ class PruneReport:
         return out + [f"kept old run {why}" for why in self.kept_in_use]
 
 
-def prune_runs(root: Path, keep: int | None, dry_run: bool = False) -> PruneReport:
-    """Delete every run directory under ``root`` but the newest ``keep`` (None: delete none)."""
+def prune_runs(
+    root: Path, keep: int | None, dry_run: bool = False, max_bytes: int | None = None
+) -> PruneReport:
+    """Delete every run directory under ``root`` but the newest ``keep`` (None: delete none), then
+    the oldest of the rest while they hold more than ``max_bytes`` (None: no cap)."""
     report = PruneReport()
-    if keep is None:
-        return report
-    if keep < 1:
+    if keep is not None and keep < 1:
         raise ValueError(f"keep: must be >= 1, got {keep}")
     try:
         latest = (root / LATEST).resolve(strict=True)
     except OSError:
         latest = None
     links = root_links()
-    for run_dir in run_dirs(root)[keep:]:
+    runs = run_dirs(root)
+    doomed = runs[keep:] if keep is not None else []
+    left = [r for r in runs if r not in doomed]
+    if max_bytes is not None and left:
+        sizes = {r: dir_bytes(r) for r in left}
+        total = sum(sizes.values())
+        for run_dir in reversed(left[1:]):  # oldest first; the newest always stays
+            if total <= max_bytes:
+                break
+            if (latest is None or run_dir.resolve() != latest) and in_use(run_dir, links) is None:
+                doomed.append(run_dir)
+                total -= sizes[run_dir]
+    for run_dir in doomed:
         if latest is not None and run_dir.resolve() == latest:
             continue
         why = in_use(run_dir, links)

@@ -44,7 +44,8 @@ from mrc_fabric.thread_errors import ThreadErrors
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
-from topologies.prune import keep_runs_from_env, prune_runs
+from topologies.captures import MB, Budget, Capture, start_capture
+from topologies.prune import keep_runs_from_env, prune_runs, runs_max_bytes_from_env
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.supervisor import Supervisor
 from topologies.target import TargetChoice, choose_target
@@ -75,29 +76,22 @@ class TestbedConfig:
     # after start, delete all but the newest N run directories under runs_root (never one in
     # use); None keeps every run. Default: $MRC_KEEP_RUNS, else 10 (topologies.prune)
     keep_runs: int | None = field(default_factory=keep_runs_from_env)
+    # ... and then the oldest while all hold more than this (None: no cap). $MRC_RUNS_MAX_MB or 1 GB
+    runs_max_bytes: int | None = field(default_factory=runs_max_bytes_from_env)
     controller: bool = True
     agents: bool = True  # start `mrc serve` in every host (when mrc_host.agent is installed)
     agent_args: list[str] = field(default_factory=list)
     supervise: bool = True  # restart dead switch processes, report dead agents (topologies.supervisor)
-    pcap: bool = True  # BMv2: per-port pcaps under pcap/<switch>/
+    # pcaps of every link under pcap/ (topologies.captures), at most pcap_limit_mb in all; off by
+    # default: a full-rate transfer fills hundreds of MB in seconds. The CLI's `capture` takes one.
+    pcap: bool = False
+    pcap_limit_mb: float = 200.0
+    capture_limit_mb: float = 20.0  # each `capture` (Testbed.capture) by default
+    # kernel routes for plain IPv6/IPv4 between the hosts (ping, iperf: topologies.kernel_routes)
+    kernel_routes: bool = True
     # Linux target: switches served by one shim process (topologies.shim_groups); None:
     # $MRC_SWITCHES_PER_SHIM, else 16; 1: a process per switch
     switches_per_shim: int | None = None
-
-
-@dataclass
-class Capture:
-    """A tcpdump started on demand, stopped after ``seconds`` or at teardown."""
-
-    ifname: str
-    path: Path
-    proc: subprocess.Popen[bytes]
-    timer: threading.Timer | None = None
-
-    def stop(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        _terminate(self.proc)
 
 
 def _terminate(proc: subprocess.Popen[bytes] | None, timeout: float = STOP_TIMEOUT) -> None:
@@ -114,9 +108,15 @@ class Testbed:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, config: TestbedConfig | None = None, say: Callable[[str], None] = announce) -> None:
+    def __init__(
+        self,
+        config: TestbedConfig | None = None,
+        say: Callable[[str], None] = announce,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         self.config = config or TestbedConfig()
-        self.say = say
+        self.say = say  # notes and errors
+        self.progress = progress or say  # the routine steps of a bring-up (summary() repeats them)
         self.choice: TargetChoice | None = None
         self.run: RunDir | None = None
         self.net: Any = None
@@ -127,6 +127,7 @@ class Testbed:
         self.agents: dict[str, AgentProcess] = {}
         self.agents_note = ""
         self.captures: list[Capture] = []
+        self.plain_note = ""  # what topologies.kernel_routes did (summary())
         self.namespaces: set[str] = set()  # net:[inode] of every node, for leak checks
         self.supervisor: Supervisor | None = None
         self._own_net = True
@@ -154,9 +155,9 @@ class Testbed:
         cfg = self.config
         self._install_signal_handlers()
         self.choice = choose_target(cfg.target)
-        self.say(self.choice.banner())
+        self.progress(self.choice.banner())
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
-        self.say(f"run directory: {self.run.path}")
+        self.progress(f"run directory: {self.run.path}")
         self._report_thread_errors()
         self._write_run_info()
         self._prune_runs()
@@ -183,18 +184,23 @@ class Testbed:
     def _prune_runs(self) -> None:
         """Old run directories go once this run's run.json marks it (and its owner) as live."""
         try:
-            pruned = prune_runs(self.config.runs_root, self.config.keep_runs)
+            pruned = prune_runs(
+                self.config.runs_root, self.config.keep_runs, max_bytes=self.config.runs_max_bytes
+            )
         except OSError as exc:  # a run directory we cannot read or delete: not fatal to this run
             self.say(f"pruning old runs under {self.config.runs_root} failed: {exc}")
             return
         if pruned.removed:
-            self.say(f"removed {len(pruned.removed)} old run directories (keeping {self.config.keep_runs})")
+            self.progress(
+                f"removed {len(pruned.removed)} old run directories (keeping {self.config.keep_runs})"
+            )
         for line in pruned.kept_in_use:
-            self.say(f"kept old run {line}")
+            self.progress(f"kept old run {line}")
 
     def _switch_cls(self) -> type:
+        """BMv2 without its own per-port pcaps (uncapped): ``pcap`` captures every link, capped."""
         assert self.choice is not None
-        if self.choice.target == Target.BMV2 and not self.config.pcap:
+        if self.choice.target == Target.BMV2:
             from topologies.fast_start import ParallelBmv2SwitchNoPcap
 
             return ParallelBmv2SwitchNoPcap
@@ -256,12 +262,47 @@ class Testbed:
                 self.run.record(process.proc.pid, "bmv2", node.name)
 
     def start_services(self) -> None:
+        self.route_plain_traffic()
+        if self.config.pcap:
+            self.start_pcaps()
         if self.config.controller:
             self.start_controller()
             if self.config.agents:
                 self.start_agents()
         if self.config.supervise:
             self.start_supervisor()
+
+    def route_plain_traffic(self) -> None:
+        """Plain IPv6/IPv4 between every pair of hosts, by their kernels (Mininet's ping, iperf)."""
+        assert self.topology is not None and self.choice is not None
+        if not self.config.kernel_routes:
+            self.plain_note = "not routed (kernel_routes=False)"
+            return
+        from topologies import kernel_routes
+
+        try:
+            n = kernel_routes.install(self.net, self.topology, self.choice.target != Target.LINUX)
+        except RuntimeError as exc:  # a kernel without seg6: MRC still works, ping does not
+            self.plain_note = f"not routed: {exc}"
+            self.say(f"plain IPv6/IPv4 between the hosts {self.plain_note}")
+            return
+        self.plain_note = f"{n} kernel routes over every (plane, T1) path (ping, iperf work)"
+
+    def start_pcaps(self) -> None:
+        """tcpdump on one end of every link into pcap/<ifname>.pcap, sharing one size cap."""
+        assert self.run is not None and self.topology is not None
+        limit = self.config.pcap_limit_mb
+
+        def full() -> None:
+            self.say(f"pcaps: the cap of {limit:g} MB is reached; every link's capture stopped")
+
+        budget = Budget(int(limit * MB), full)
+        pcap_dir = self.run.sub("pcap")
+        for link in self.topology.links:
+            self._start_capture(link.a, pcap_dir / f"{link.a.ifname}.pcap", budget, None)
+        self.progress(
+            f"pcaps of {len(self.topology.links)} links into {pcap_dir} (at most {limit:g} MB in all)"
+        )
 
     def start_supervisor(self) -> None:
         """Watch every switch process and agent from now on (restarts recorded in the run)."""
@@ -334,7 +375,7 @@ class Testbed:
         assert self.controller is not None and self.run is not None
         sock = self.run.controller_socket
         resp = self.controller.install_routes(INSTALL_TIMEOUT)
-        self.say(
+        self.progress(
             f"mrc-controller on unix:{sock}: {resp.total_entries} entries on {len(resp.switches)} switches, "
             f"host configs in {resp.host_config_dir}"
         )
@@ -359,7 +400,7 @@ class Testbed:
         for agent in self.agents.values():
             agent.wait_ready()
         self.agents_note = f"{len(self.agents)} agents ({', '.join(self.agents)})"
-        self.say(f"host agents up: {self.agents_note}")
+        self.progress(f"host agents up: {self.agents_note}")
 
     @staticmethod
     def _tail(path: Path, lines: int = 20) -> str:
@@ -459,27 +500,24 @@ class Testbed:
             return found.a if (found.a.node, str(found.a.port)) == (node, port) else found.b
         return found.a
 
-    def capture(self, ident: str, seconds: float = 10.0) -> Capture:
-        """tcpdump on a link end into ``<run_dir>/captures/``; stops after ``seconds``."""
+    def capture(self, ident: str, seconds: float = 10.0, limit_mb: float | None = None) -> Capture:
+        """tcpdump on a link end into ``<run_dir>/captures/``; stops after ``seconds`` or at
+        ``limit_mb`` (default ``capture_limit_mb``), whichever comes first."""
         assert self.run is not None
         if not seconds > 0:
             raise ValueError(f"seconds: must be > 0, got {seconds}")
+        limit = self.config.capture_limit_mb if limit_mb is None else limit_mb
+        if not limit > 0:
+            raise ValueError(f"size cap: must be > 0 MB, got {limit}")
         end = self.link_end(ident)
-        node = self.net.get(end.node)
         stamp = time.strftime("%H%M%S", time.gmtime())
         path = self.run.sub("captures") / f"{end.ifname}-{stamp}-{len(self.captures) + 1}.pcap"
-        proc = node.popen(
-            # -B: an 8 MiB kernel buffer, so a busy CPU does not cost the capture packets
-            ["tcpdump", "-Z", "root", "-U", "-B", "8192", "-n", "-i", end.ifname, "-w", str(path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        self.run.record(proc.pid, "capture", end.ifname)
-        cap = Capture(end.ifname, path, proc)
-        cap.timer = threading.Timer(seconds, cap.stop)
-        cap.timer.daemon = True
-        cap.timer.start()
+        return self._start_capture(end, path, Budget(int(limit * MB)), seconds)
+
+    def _start_capture(self, end: LinkEnd, path: Path, budget: Budget, seconds: float | None) -> Capture:
+        assert self.run is not None
+        cap = start_capture(self.net.get(end.node), end.ifname, path, budget, seconds)
+        self.run.record(cap.proc.pid, "capture", end.ifname)
         self.captures.append(cap)
         return cap
 
@@ -497,6 +535,15 @@ def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
         help="auto = BMv2 when simple_switch_grpc and p4src/build/mrc_switch.json exist, else Linux",
     )
     ap.add_argument("--runs", type=Path, default=Path("runs"), help="parent of the run directories")
+    ap.add_argument(
+        "--pcap",
+        nargs="?",
+        type=float,
+        const=200.0,
+        default=None,
+        metavar="MB",
+        help="capture every link into <run>/pcap/ (off by default; at most MB in all, default 200)",
+    )
     ap.add_argument("--prefix", default="", help="node name prefix (keeps parallel runs apart)")
     ap.add_argument(
         "--switches-per-shim",
@@ -519,6 +566,8 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
         runs_root=args.runs,
         prefix=args.prefix,
         switches_per_shim=args.switches_per_shim,
+        pcap=args.pcap is not None,
+        pcap_limit_mb=args.pcap if args.pcap is not None else TestbedConfig.pcap_limit_mb,
         **extra,
     )
 
@@ -533,6 +582,7 @@ def summary(tb: Testbed) -> str:
         f"run directory: {tb.run.path}",
         f"hosts: {' '.join(h.name for h in t.hosts)}",
         f"agents: {tb.agents_note or 'not started'}",
+        f"plain IPv6/IPv4 between hosts: {tb.plain_note or 'not routed'}",
         f"controller: unix:{tb.run.controller_socket} (mrcctl --run-dir {tb.run.path} ...)",
     ]
     return "\n".join(lines)

@@ -19,7 +19,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from topologies.testbed import Testbed, add_fabric_arguments, config_from_args, summary
+from topologies.testbed import Testbed, add_fabric_arguments, announce, config_from_args, summary
+
+
+def _quiet(_line: str) -> None:
+    """Bring-up steps that summary() repeats once the fabric is up."""
 
 
 @contextlib.contextmanager
@@ -47,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     add_fabric_arguments(ap)
     ap.add_argument("--cli", action="store_true", help="open the Mininet CLI with the MRC verbs")
     ap.add_argument("--no-agents", action="store_true", help="do not start the host agents")
-    ap.add_argument("-v", "--verbose", action="store_true", help="Mininet's own log (info)")
+    ap.add_argument(
+        "-v", "--verbose", action="store_true", help="every bring-up step, and Mininet's own (info) log of it"
+    )
     ap.add_argument(
         "--view", action="store_true", help="serve the web view (mrc view) of this run; prints its URL"
     )
@@ -62,13 +68,24 @@ def main(argv: list[str] | None = None) -> int:
 
     from topologies.target import TargetError
 
-    setLogLevel("info" if args.verbose else "warning")
+    # Mininet's own steps of the bring-up only with -v; its command output (pingall, h0 ping h3,
+    # net ...) at its normal level in the CLI, as under mn
+    setLogLevel("info" if args.verbose else "output")
+    progress = announce if args.verbose else _quiet
+    if not args.verbose:
+        print(
+            "*** starting the fabric, controller and agents (-v: every step) ...", file=sys.stderr, flush=True
+        )
     try:
-        with Testbed(config_from_args(args, agents=not args.no_agents)) as tb, _view(tb, args) as view:
+        with (
+            Testbed(config_from_args(args, agents=not args.no_agents), progress=progress) as tb,
+            _view(tb, args) as view,
+        ):
             print(summary(tb), flush=True)
             if args.cli:
                 from topologies.cli import MrcCLI
 
+                setLogLevel("info")
                 MrcCLI(tb.net, testbed=tb, view=view)
             else:
                 print("fabric up; Ctrl-C tears it down", flush=True)

@@ -2,7 +2,8 @@
 --
 -- MRC frames are RoCEv2-shaped (UDP 4791), so Wireshark's InfiniBand dissector already
 -- shows the BTH. This script takes UDP port 4791, lets the InfiniBand dissector decode the
--- BTH as before, and adds an "MRC" tree with what InfiniBand does not know: the entropy
+-- BTH as before, and adds an "MRC" tree (before InfiniBand's) with what InfiniBand does not
+-- know: the outer destination read as a uSID carrier (T0 / T1 / host), the entropy
 -- value (EV) split over the UDP source port and the flow label, the RETH that MRC carries
 -- in every DATA packet, the MRC data header, trimmed packets, and the vendor opcodes
 -- SACK (0xC0), NACK (0xC1), PROBE (0xC2), PROBE_ACK (0xC3), CONNECT (0xC4) and
@@ -74,6 +75,10 @@ local f = {
     crkey = ProtoField.uint32("mrc.connect.rkey", "R_Key", base.HEX),
     cookie = ProtoField.uint32("mrc.connect.cookie", "Cookie", base.HEX),
     icrc = ProtoField.uint32("mrc.icrc", "ICRC (little-endian)", base.HEX),
+    -- the outer destination, read as a uSID carrier
+    carrier = ProtoField.ipv6("mrc.carrier", "uSID carrier (outer destination)"),
+    block = ProtoField.string("mrc.carrier.block", "Locator block"),
+    usid = ProtoField.uint16("mrc.carrier.usid", "uSID", base.HEX),
 }
 mrc.fields = f
 
@@ -86,6 +91,7 @@ local e_opcode = ProtoExpert.new("mrc.unknown_opcode", "BTH opcode MRC does not 
 mrc.experts = { e_length, e_sport, e_opcode }
 
 local ipv6_flow = Field.new("ipv6.flow")
+local ipv6_dst = Field.new("ipv6.dst")
 local ipv6_dscp = Field.new("ipv6.tclass.dscp")
 local udp_srcport = Field.new("udp.srcport")
 
@@ -96,25 +102,59 @@ local BTH_LEN, DATA_HDR_LEN, ICRC_LEN = 12, 32, 4
 local udp_table = DissectorTable.get("udp.port")
 local rroce = udp_table:get_dissector(4791)
 
-local function add_ev(tree, range, value, label)
-    local t = tree:add(f.ev, range, value)
-    if label then t:prepend_text(label .. " ") end
+-- an EV (the packet's own, or one echoed) with its plane / T1 / entropy fields beneath it
+local function add_ev(tree, field, range, value)
+    local t = tree:add(field, range, value)
     t:add(f.ev_plane, range, math.floor(value / 2 ^ 28))
     t:add(f.ev_t1, range, math.floor(value / 2 ^ 18) % 1024)
     t:add(f.ev_entropy, range, value % 2 ^ 18)
     return t
 end
 
+-- the outer destination: the locator block (/32), then the uSIDs still to come, each with its
+-- tier / plane / index (docs/addressing.md); a zero uSID ends the carrier
+local USID_TIERS = { [1] = "T0", [2] = "T1", [3] = "host" }
+local HOST_FUNCTIONS = { [4] = "decapsulate IPv4 (kernel traffic)", [6] = "decapsulate IPv6 (kernel traffic)" }
+
+local function add_carrier(tree)
+    local dsts = { ipv6_dst() }
+    if #dsts == 0 then
+        return
+    end
+    local r = dsts[1].range -- the outer header's (the first IPv6 destination of the frame)
+    local c = tree:add(f.carrier, r)
+    c:add(f.block, r(0, 4), string.format("%x:%x::/32", r(0, 2):uint(), r(2, 2):uint()))
+    for i = 0, 5 do
+        local u = r(4 + 2 * i, 2):uint()
+        if u == 0 then
+            break
+        end
+        local tier = math.floor(u / 2 ^ 14)
+        local item = c:add(f.usid, r(4 + 2 * i, 2))
+        if tier == 0 then
+            item:append_text(": " .. (HOST_FUNCTIONS[u] or "host function?"))
+        else
+            item:append_text(string.format(": %s plane %d index %d", USID_TIERS[tier],
+                math.floor(u / 2 ^ 10) % 16, u % 1024))
+        end
+    end
+end
+
 function mrc.dissector(tvb, pinfo, tree)
+    local n = tvb:len()
+    -- the MRC tree first, so that it comes before InfiniBand's (which ends in a payload dump)
+    local t = nil
+    if n >= BTH_LEN then
+        t = tree:add(mrc, tvb(), "MRC")
+    end
     if rroce ~= nil then
         rroce:call(tvb, pinfo, tree)
     end
-    local n = tvb:len()
-    if n < BTH_LEN then
+    if t == nil then
         return
     end
     local op = tvb(0, 1):uint()
-    local t = tree:add(mrc, tvb(), "MRC")
+    add_carrier(t)
     t:add(f.opcode, tvb(0, 1))
     t:add(f.qp, tvb(5, 3))
     t:add(f.psn, tvb(9, 3))
@@ -128,7 +168,7 @@ function mrc.dissector(tvb, pinfo, tree)
         if sport < 0xC000 then
             t:add_proto_expert_info(e_sport)
         end
-        add_ev(t, tvb(0, 0), (fl % 2 ^ 18) * 2 ^ 14 + sport % 2 ^ 14, nil):set_generated()
+        add_ev(t, f.ev, tvb(0, 0), (fl % 2 ^ 18) * 2 ^ 14 + sport % 2 ^ 14):set_generated()
     end
     local dscps = { ipv6_dscp() }
     local dscp = nil
@@ -178,8 +218,7 @@ function mrc.dissector(tvb, pinfo, tree)
             t:add(f.cum_psn, tvb(h + 1, 3))
             t:add(f.base_psn, tvb(h + 5, 3))
             t:add(f.bitmap, tvb(h + 8, 8))
-            add_ev(t, tvb(h + 16, 4), tvb(h + 16, 4):uint(), "Echoed")
-            t:add(f.sack_echo_ev, tvb(h + 16, 4))
+            add_ev(t, f.sack_echo_ev, tvb(h + 16, 4), tvb(h + 16, 4):uint())
             local sf = t:add(f.sflags, tvb(h + 20, 1))
             sf:add(f.ecn_echo, tvb(h + 20, 1))
             sf:add(f.sack_dup, tvb(h + 20, 1))
@@ -192,7 +231,7 @@ function mrc.dissector(tvb, pinfo, tree)
         elseif op == 0xC1 then
             t:add(f.nack_psn, tvb(h + 1, 3))
             t:add(f.nack_reason, tvb(h + 4, 1))
-            t:add(f.nack_echo_ev, tvb(h + 8, 4))
+            add_ev(t, f.nack_echo_ev, tvb(h + 8, 4), tvb(h + 8, 4):uint())
             info = string.format("MRC NACK psn=%d %s", tvb(h + 1, 3):uint(),
                 NACK_REASONS[tvb(h + 4, 1):uint()] or "reason?")
         elseif op == 0xC2 then

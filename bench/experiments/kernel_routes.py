@@ -1,26 +1,9 @@
-"""Plain Linux TCP over the same SRv6 fabric: kernel ECMP multipath routes on the hosts.
+"""E10's TCP pair over the hosts' kernel routes (``topologies.kernel_routes``).
 
-The switches route only uSID carriers (docs/design.md §2): a plain IPv6 packet to a remote NIC
-address misses at the first T0. So each host gets, for the peer's plane-0 NIC address,
-one kernel *multipath* route whose next hops each encapsulate (``seg6 mode encap.red``,
-IPv6-in-IPv6 without an SRH, the MRC wire shape) towards one (plane, T1) carrier
-``<block>:<T0>:<T1>:<T0'>:<H'>::`` out of that plane's NIC port. After encapsulating, the
-kernel routes the packet again by its outer destination, so each port also gets a route
-for its T0's uSID /48 via a link-local gateway ``fe80::1`` whose MAC (the T0 port's) is a
-permanent neighbour entry, as a NIC would be configured. The receiving host decapsulates what
-reaches its own host uSID
-address ``<block>:<H>::`` with a ``seg6local End.DT6`` route that looks the inner
-destination up in the local table (255), where the host's own addresses are.
-
-The kernel picks the next hop per flow with its IPv6 multipath hash, set to policy 1
-(addresses, ports, next header), what an operator running several TCP streams per host
-pair sets: with the default policy 0 (addresses + flow label) every stream between two
-hosts takes the same path, because a TCP socket's route is looked up before it has a
-flow label. With policy 1 a flow stays on its path whatever TCP does, as on an ECMP
-fabric. Routes
-carry ``mtu lock 1400 advmss 1300`` because the encapsulation adds 40 bytes. Everything
-is done with ``ip`` inside the host namespaces the fabric created; the namespaces go
-with the fabric.
+The testbed routes plain traffic between every pair of hosts (docs/testbed.md). E10 measures
+Linux TCP between the plane-0 NIC addresses of one pair at a 1,400-byte MTU (MSS 1,300), what a
+TCP baseline on an Ethernet-sized fabric sees: :func:`connect` (re)installs both hosts' routes
+and sets that MTU on the pair's two routes.
 """
 
 from __future__ import annotations
@@ -28,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mrc_fabric.addressing import carrier, host_usid, path_usids, t0_usid, usid_prefix
+from topologies.kernel_routes import HASH_POLICY, RouteOptions, nexthops, setup_host
 
-GATEWAY = "fe80::1"
-HASH_POLICY = 1  # L4: source/destination address and port, next header
+__all__ = ["ADVMSS", "HASH_POLICY", "ROUTE_MTU", "TcpPair", "connect", "ping"]
+
 ROUTE_MTU = 1400
 ADVMSS = 1300
 
@@ -57,64 +40,19 @@ def _cmd(node: Any, cmd: str) -> str:
     return text
 
 
-def _routes_towards(tb: Any, src: str, dst: str) -> list[str]:
-    topo = tb.topology
-    s, d = topo.host(src), topo.host(dst)
-    hops = []
-    for port in s.ports:
-        p = port.plane
-        t1s: list[int | None] = list(range(topo.t1_per_plane)) if s.t0_index != d.t0_index else [None]
-        for t1 in t1s:
-            segs = carrier(path_usids(p, s.t0_index, d.t0_index, d.index, t1), topo.block)
-            hops.append(
-                f"nexthop encap seg6 mode encap.red segs {segs} via {GATEWAY} dev {port.ifname} weight 1"
-            )
-    return hops
-
-
-def setup_host(tb: Any, host: str) -> None:
-    """Gateway neighbours per port, decapsulation of the host's own uSID addresses."""
-    topo = tb.topology
-    h = topo.host(host)
-    node = tb.net.get(host)
-    # seg6local only acts on packets the host routes, so the host forwards; forwarding also
-    # makes <block>:<H>:: the subnet-router anycast address of the NIC's /48 (local), which
-    # would deliver the encapsulated packet to no tunnel: that anycast entry is removed below
-    _cmd(node, "sysctl -qw net.ipv6.conf.all.forwarding=1")
-    _cmd(node, "sysctl -qw net.ipv6.conf.all.seg6_enabled=1")
-    # hash flows over the next hops by addresses and ports: the default (policy 0) hashes
-    # addresses and flow label, and a TCP socket's route is chosen before it has a flow label,
-    # so every stream between two hosts would take the same path
-    _cmd(node, f"sysctl -qw net.ipv6.fib_multipath_hash_policy={HASH_POLICY}")
-    userspace_switches = tb.choice.target.value != "linux"
-    for port in h.ports:
-        _cmd(node, f"sysctl -qw net.ipv6.conf.{port.ifname}.seg6_enabled=1")
-        if userspace_switches:
-            # a veth leaves TCP's checksum to the next kernel hop (offload); BMv2 reads the
-            # frame from user space, so nothing would fill it in and the receiver drops it
-            _cmd(node, f"ethtool -K {port.ifname} tx off")
-        _cmd(node, f"ip -6 neigh replace {GATEWAY} lladdr {port.t0_mac} dev {port.ifname} nud permanent")
-        # after encapsulating, the kernel routes the packet again by its outer (carrier)
-        # destination, whose first uSID is this port's T0: send those out of this port
-        t0 = usid_prefix(t0_usid(port.plane, h.t0_index), topo.block)
-        _cmd(node, f"ip -6 route replace {t0} via {GATEWAY} dev {port.ifname}")
-        me = carrier([host_usid(port.plane, h.index)], topo.block)
-        node.cmd(f"ip -6 route del anycast {me} table local dev {port.ifname}")
-        _cmd(node, f"ip -6 route replace {me}/128 encap seg6local action End.DT6 table 255 dev {port.ifname}")
-
-
 def connect(tb: Any, src: str, dst: str) -> TcpPair:
     """Multipath routes both ways between ``src`` and ``dst``'s plane-0 NIC addresses."""
     topo = tb.topology
-    for h in (src, dst):
-        setup_host(tb, h)
-    a, b = topo.host(src).port(0).address, topo.host(dst).port(0).address
-    opts = f"mtu lock {ROUTE_MTU} advmss {ADVMSS}"
-    fwd, back = _routes_towards(tb, src, dst), _routes_towards(tb, dst, src)
-    # src: whichever port a flow leaves by, it speaks from the plane-0 address the peer routes back to
-    _cmd(tb.net.get(src), f"ip -6 route replace {b}/128 src {a} {opts} {' '.join(fwd)}")
-    _cmd(tb.net.get(dst), f"ip -6 route replace {a}/128 src {b} {opts} {' '.join(back)}")
-    return TcpPair(src, dst, a, b, len(fwd))
+    s, d = topo.host(src), topo.host(dst)
+    userspace = tb.choice.target.value != "linux"
+    for h in (s, d):
+        setup_host(tb.net, topo, h, userspace)
+    a, b = s.port(0).address, d.port(0).address
+    opts = RouteOptions(ROUTE_MTU, ADVMSS).text(ipv6=True)
+    fwd, back = nexthops(topo, s, d, ipv6=True), nexthops(topo, d, s, ipv6=True)
+    _cmd(tb.net.get(src), f"ip -6 route replace {b}/128 src {a} {opts} {fwd}")
+    _cmd(tb.net.get(dst), f"ip -6 route replace {a}/128 src {b} {opts} {back}")
+    return TcpPair(src, dst, a, b, fwd.count("nexthop "))
 
 
 def ping(tb: Any, pair: TcpPair, count: int = 3) -> bool:

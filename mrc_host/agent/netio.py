@@ -2,17 +2,20 @@
 
 ``open_port_socket`` opens one AF_PACKET socket per NIC port, bound to that interface for
 EtherType IPv6, with a classic BPF filter that passes only IPv6-in-IPv6 frames (outer next
-header 41, what every MRC frame is): the kernel discards everything else (neighbour
-discovery, MLD, ...) before it is copied to the agent. The filter is attached before the
+header 41, what every MRC frame is) addressed to the host uSID alone: the kernel discards
+everything else (neighbour discovery, MLD, the hosts' plain traffic, which carries a host
+function uSID after the host's: mrc_fabric.addressing.HostFunction) before it is copied to the
+agent. The filter is attached before the
 socket is bound, so nothing unfiltered is ever queued. A socket bound to one EtherType does
 not see the host's own outgoing frames (only ETH_P_ALL sockets do). The socket carries packet
 rings (``rings.py``) where the kernel grants them (``open_port``), else it is read and written
 a frame per system call.
 
 ``KernelQuiet`` installs an nftables table in the host's namespace that drops inbound MRC
-traffic (IPv6-in-IPv6 to the NIC /48s, and UDP 4791) in the prerouting hook at raw priority,
-before the IPv6 stack could answer it with an ICMPv6 error. Packet sockets get their copy of
-a frame before the IPv6 stack's hooks run, so the agent still sees every frame.
+traffic (IPv6-in-IPv6 to the NIC ports' MRC arrival /64s, and UDP 4791) in the prerouting
+hook at raw priority, before the IPv6 stack could answer it with an ICMPv6 error. Packet
+sockets get their copy of a frame before the IPv6 stack's hooks run, so the agent still sees
+every frame.
 """
 
 from __future__ import annotations
@@ -46,12 +49,16 @@ SOL_PACKET = 263
 PACKET_STATISTICS = 6
 ETH_HLEN = 14
 
-# classic BPF: accept IPv6 frames whose (outer) next header is 41, drop the rest
+# classic BPF: accept IPv6 frames whose (outer) next header is 41 and whose outer destination
+# holds nothing after the host's uSID (bytes 44-45: MRC's arrival address); drop the rest, among
+# them the hosts' plain kernel traffic, which carries a host function uSID there
 _BPF_IPV6_IN_IPV6 = [
     (0x28, 0, 0, 12),  # ldh [12]          EtherType
-    (0x15, 0, 3, ETH_P_IPV6),  # jeq #0x86dd    else drop
+    (0x15, 0, 5, ETH_P_IPV6),  # jeq #0x86dd    else drop
     (0x30, 0, 0, 20),  # ldb [20]          outer IPv6 next header
-    (0x15, 0, 1, 41),  # jeq #41           else drop
+    (0x15, 0, 3, 41),  # jeq #41           else drop
+    (0x28, 0, 0, 44),  # ldh [44]          the uSID after the host's in the outer destination
+    (0x15, 0, 1, 0),  # jeq #0            else drop
     (0x06, 0, 0, 0x40000),  # ret #262144  accept (whole frame)
     (0x06, 0, 0, 0),  # ret #0            drop
 ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv6Address, IPv6Network
 from typing import Final
 
-from mrc_fabric.addressing import MAX_INDEX
+from mrc_fabric.addressing import MAX_INDEX, mrc_arrival_prefix
 from mrc_fabric.ev import ev_plane
 from mrc_fabric.frames import payload_for_mtu
 from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig
@@ -147,8 +147,9 @@ class HostPaths:
         return self.cfg.index
 
     def nic_prefixes(self) -> list[str]:
-        """This host's NIC /48s (what inbound MRC traffic is addressed to)."""
-        return [str(IPv6Network(f"{p.address}/48", strict=False)) for p in self.ports]
+        """Where inbound MRC traffic arrives, per NIC port: the /64 of its host uSID alone (plain
+        kernel traffic to the same host carries a host function uSID after it, outside these)."""
+        return [str(mrc_arrival_prefix(p.address)) for p in self.ports]
 
     def peer(self, name: str, mode: Mode) -> PeerPaths:
         """Paths to ``name`` in ``mode``; KeyError names a destination the file does not list."""

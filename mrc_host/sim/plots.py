@@ -80,6 +80,13 @@ RUN_COLOURS = ["#2ca02c", "#d62728", "#1f77b4", "#9467bd", "#ff7f0e", "#8c564b"]
 
 def scenario_png(result: dict[str, Any], path: Path, max_flows: int = 8) -> None:
     """One panel per run (goodput of its first flows over time) and one bar chart of job times."""
+    fig = scenario_figure(result, max_flows)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def scenario_figure(result: dict[str, Any], max_flows: int = 8) -> Any:
+    """:func:`scenario_png`'s figure: a legend names every flow line and every run's bar."""
     runs = result["runs"]
     first_run = next(iter(runs.values()))
     flow = first_run["flows"][0]
@@ -93,10 +100,12 @@ def scenario_png(result: dict[str, Any], path: Path, max_flows: int = 8) -> None
             ax.step([i * width for i in range(len(tl))], tl, where="post", label=f["name"], linewidth=1)
         for fault in r["faults"]:
             ax.axvline(fault["start_us"], color="k", linestyle="--", linewidth=0.8)
-        ax.set_title(f"{result['scenario']} [{name}]", fontsize=9)
+        shown = min(len(r["flows"]), max_flows)
+        of = f", first {shown} of {len(r['flows'])} flows" if shown < len(r["flows"]) else ""
+        ax.set_title(f"{result['scenario']} [{name}]{of}", fontsize=9)
         ax.set_ylabel("Gb/s")
-        if len(r["flows"]) <= max_flows:
-            ax.legend(fontsize=6, ncol=4, loc="upper right")
+        if shown:  # every line drawn is named, however many flows the run had
+            ax.legend(fontsize=6, ncol=4, loc="upper right", title="flow", title_fontsize=6)
     axes[len(runs) - 1, 0].set_xlabel("time (us, simulated)")
     if changed:  # the EVs of the first flow that left GOOD (retired, restored, denied)
         segments: dict[str, list[tuple[float, float, str]]] = {}
@@ -127,5 +136,4 @@ def scenario_png(result: dict[str, Any], path: Path, max_flows: int = 8) -> None
     ax.set_ylabel("completion time (us)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig

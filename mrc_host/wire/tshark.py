@@ -54,3 +54,8 @@ def problems(pcap: Path, *, lua: bool = True) -> list[str]:
         args += ["-e", n]
     out = _run(pcap, args, lua)
     return [f"frame {line.split(chr(9))[0]}: {line.split(chr(9), 1)[-1]}" for line in out.splitlines()]
+
+
+def details(pcap: Path, frame: int, *, lua: bool = True) -> str:
+    """tshark's packet details (``-V``) of frame number ``frame``: the trees as a reader sees them."""
+    return _run(pcap, ["-V", "-Y", f"frame.number == {frame}"], lua)

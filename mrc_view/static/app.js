@@ -108,9 +108,11 @@ window.MRC = window.MRC || {};
   }
 
   // -- replay ---------------------------------------------------------------------------------
-  let playing = false, inFlight = false, wanted = null;
+  // the replay's time: the slider rounds what it is set to to its step, so jumps and play
+  // read this instead (a jump to a fault must land on the fault, and the next one after it)
+  let playing = false, inFlight = false, wanted = null, now = 0;
   function seek(t) {
-    wanted = t;
+    wanted = now = t;
     if (inFlight) return;
     inFlight = true;
     const asked = wanted;
@@ -124,6 +126,8 @@ window.MRC = window.MRC || {};
   }
   function replay() {
     $("replaybar").hidden = false;
+    const empty = document.querySelector("#conns .empty");
+    if (empty) empty.textContent = "no connection at this point of the recording";
     $("fabric-hint").textContent = "replay of a finished run · links coloured by load · red dashes: a fault";
     const sel = $("rec");
     info.recordings.forEach((r, i) => {
@@ -150,24 +154,26 @@ window.MRC = window.MRC || {};
       }
       slider.value = 0;
       seek(0);
+      $("nextfault").disabled = !r.fault_times.length;
     };
     sel.onchange = setRec;
     slider.oninput = () => seek(Number(slider.value));
     $("play").onclick = () => {
       playing = !playing;
       $("play").textContent = playing ? "❚❚" : "▶";
-      if (playing && Number(slider.value) >= Number(slider.max)) slider.value = 0;
+      if (playing && now >= Number(slider.max)) { slider.value = 0; now = 0; }
     };
     $("nextfault").onclick = () => {
-      const t = Number(slider.value), r = info.recordings[rec];
-      const next = r.fault_times.find((f) => f > t + 1e-6);
+      const r = info.recordings[rec];
+      const next = [...r.fault_times].sort((a, b) => a - b).find((f) => f > now + 1e-9);
       if (next !== undefined) { slider.value = next; seek(next); }
+      $("nextfault").disabled = !r.fault_times.some((f) => f > now + 1e-9);
     };
     setInterval(() => {
       if (!playing) return;
       // real time at x1, except that a run shorter than 20 s (a simulation) plays in 20 s
       const dur = Number(slider.max), scale = dur < 20 ? dur / 20 : 1;
-      const t = Math.min(dur, Number(slider.value) + 0.25 * Number($("speed").value) * scale);
+      const t = Math.min(dur, now + 0.25 * Number($("speed").value) * scale);
       slider.value = t;
       seek(t);
       if (t >= dur) { playing = false; $("play").textContent = "▶"; }
@@ -276,18 +282,31 @@ window.MRC = window.MRC || {};
                probability: action === "loss" ? Number(val("probability", 0.1)) : 0, duration_s: Number(val("duration", 0)) };
     }
     $("menu-msg").textContent = "sending…";
+    const where = (t.type === "link" ? "link " : "switch ") + t.name;
     fetch(path, { method: "POST", headers: { "Content-Type": "application/json", "X-MRC-Token": token }, body: JSON.stringify(body) })
       .then(async (r) => {
         const text = await r.text();
         if (!r.ok) throw new Error(text.trim());
         const d = JSON.parse(text);
-        $("menu-msg").textContent = d.id ? `fault ${d.id} injected` : `cleared ${(d.cleared || []).join(", ") || "nothing"}`;
-        $("menu-msg").className = "menu-msg ok";
+        // done: the menu gets out of the way of what it changed; the answer stays in view
+        closeMenu();
+        notice(d.id ? `fault ${d.id} injected on ${where} (click it again to clear it)`
+                    : `cleared ${(d.cleared || []).join(", ") || "nothing"} on ${where}`);
       })
+      // a refusal keeps the menu open, with the reason, so that the input can be corrected
       .catch((err) => { $("menu-msg").textContent = String(err.message || err); $("menu-msg").className = "menu-msg bad"; });
   });
-  document.addEventListener("click", () => { $("menu").hidden = true; menuTarget = null; });
-  document.addEventListener("keydown", (e) => { if (e.key === "Escape") { $("menu").hidden = true; menuTarget = null; } });
+  function closeMenu() { $("menu").hidden = true; menuTarget = null; }
+  let noticeTimer = null;
+  function notice(text) {
+    const n = $("notice");
+    n.textContent = text;
+    n.hidden = false;
+    clearTimeout(noticeTimer);
+    noticeTimer = setTimeout(() => { n.hidden = true; }, 8000);
+  }
+  document.addEventListener("click", closeMenu);
+  document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeMenu(); });
   $("hideskip").addEventListener("change", () => { feedKey = ""; if (lastFrame) feed(lastFrame.events || []); });
 
   // -- start ----------------------------------------------------------------------------------

@@ -157,3 +157,89 @@ def path_view(rows: list[dict[str, Any]], dst: str, mode: str) -> dict[tuple[int
         if worst.index(r["state"]) > worst.index(p["state"]):
             p["state"] = r["state"]
     return paths
+
+
+def run_cli(tb: Any, lines: list[str]) -> str:
+    """``lines`` typed into the testbed's CLI (``topologies.cli.MrcCLI``, Mininet's command loop),
+    and everything it printed: Mininet's output and the MRC verbs'.
+
+    stdin is an empty pipe: Mininet forwards whatever its stdin holds to a node command that is
+    running (``h0 ping ...``), so a script file there would be typed into the node's shell."""
+    import io
+    import logging
+    import os
+
+    from mininet.log import lg
+    from rich.console import Console
+
+    from topologies.cli import MrcCLI
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    handler.terminator = ""  # Mininet's messages carry their own newlines
+    old_level = lg.level
+    lg.addHandler(handler)
+    lg.setLevel(logging.INFO)
+    with tempfile.NamedTemporaryFile("w", suffix=".mn", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    r, w = os.pipe()
+    try:
+        with os.fdopen(r) as stdin:
+            MrcCLI(tb.net, stdin=stdin, testbed=tb, script=f.name, console=Console(file=buf, width=250))
+    finally:
+        os.close(w)
+        os.unlink(f.name)
+        lg.removeHandler(handler)
+        lg.setLevel(old_level)
+    return buf.getvalue()
+
+
+def hostile_input(tb: Any) -> dict[str, dict[str, int]]:
+    """Per agent, every counter of input it refused (malformed frames, refused peers, the core's
+    malformed packets and refused acknowledgements): what foreign traffic must not move."""
+    out = {}
+    for host in tb.host_names():
+        st = tb.agent(host).client.stats()
+        counts = {f"malformed_{k}": int(v) for k, v in st.get("malformed", {}).items()}
+        counts |= {f"refused_{k}": int(v) for k, v in st.get("refused", {}).items()}
+        counts |= {
+            k: int(v)
+            for k, v in st.get("totals", {}).items()
+            if k.startswith(("core_malformed_", "acks_dropped_")) or k == "stray_acks"
+        }
+        counts["internal_errors"] = int(st.get("internal_errors", 0))
+        out[host] = counts
+    return out
+
+
+def no_route_drops(tb: Any) -> int:
+    """Packets every switch dropped for want of a route so far."""
+    cells, _errors = tb.controller.counters()
+    return sum(c.packets for c in cells if c.counter == "drop_reason" and c.label == "no_route")
+
+
+def check_hosts_quiet(tb: Any) -> None:
+    """The hosts' own announcements (MLD, router solicitations, neighbour discovery) never reach
+    a switch, where they were no_route drops: each host's filter caught some, no switch saw one."""
+    from topologies.fabric_host import noise_counters
+
+    assert no_route_drops(tb) == 0
+    assert all(noise_counters(tb.net.get(h)) > 0 for h in tb.host_names())
+
+
+def check_mininet_commands(tb: Any, h0: str, h3: str) -> str:
+    """``pingall``, ``h0 ping -c 3 h3`` and a 5 s ``iperf h0 h3`` through the CLI's own command path:
+    every ping answered, a rate above zero, and none of it seen by an agent as hostile input nor
+    dropped by a switch for want of a route. Returns what the CLI printed."""
+    import re
+
+    before, no_route = hostile_input(tb), no_route_drops(tb)
+    out = run_cli(tb, ["pingall", f"{h0} ping -c 3 {h3}", f"iperf {h0} {h3}"])
+    n = len(tb.host_names())
+    assert f"*** Results: 0% dropped ({n * (n - 1)}/{n * (n - 1)} received)" in out, out
+    assert "3 packets transmitted, 3 received, 0% packet loss" in out, out
+    rates = re.search(r"\*\*\* Results: \['([\d.]+) (\w?)bits/sec', '([\d.]+) (\w?)bits/sec'\]", out)
+    assert rates is not None and float(rates[1]) > 0 and float(rates[3]) > 0, out
+    assert hostile_input(tb) == before
+    assert no_route_drops(tb) == no_route
+    return out

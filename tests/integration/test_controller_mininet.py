@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from live_fabric import clearing_faults, clos_with_controller, fabric_leftovers
+from live_fabric import clearing_faults, clos_with_controller, fabric_leftovers, wait_until
 
 pytestmark = pytest.mark.root
 
@@ -307,8 +307,11 @@ def test_flap_alternates_between_down_and_up(testbed: Testbed) -> None:
         seen.add("all" if n == 10 else "none" if n == 0 else "partial")
         seen.discard("partial")  # a burst that straddled a toggle says nothing
     assert seen == {"all", "none"}
-    kinds = {e.kind for e in testbed.core.events.history if e.fault_id == f.id}
-    assert {"fault_injected", "flap_up"} <= kinds
+
+    def kinds() -> set[str]:  # a toggle is published once its tables are written: wait for it
+        return {e.kind for e in testbed.core.events.history if e.fault_id == f.id}
+
+    wait_until(lambda: {"fault_injected", "flap_up"} <= kinds(), "the flap's events", DEADLINE_S)
     clear(testbed, f.id)
     expect_all(testbed, H0, H3, 1, 0)
 
@@ -342,6 +345,10 @@ def test_restarted_shim_is_reinstalled_by_the_controller(testbed: Testbed) -> No
         time.sleep(0.05)
     assert session.ready and session.connects == connects + 1
     assert set(session.read_entries()) == set(compile_routes(testbed.topo)[name].entries)
-    assert any(e.kind == "switch_reconciled" and e.switch == name for e in testbed.core.events.history)
+    wait_until(  # published once the session is ready, not before
+        lambda: any(e.kind == "switch_reconciled" and e.switch == name for e in testbed.core.events.history),
+        "the switch_reconciled event",
+        DEADLINE_S,
+    )
     expect_all(testbed, H0, H3, 0, 1)
     expect_all(testbed, H3, H0, 0, 1)

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from live_fabric import path_view, running_testbed, skip_without_agent, wait_until
+from live_fabric import (
+    check_hosts_quiet,
+    check_mininet_commands,
+    path_view,
+    run_cli,
+    running_testbed,
+    skip_without_agent,
+    wait_until,
+)
 
 pytestmark = pytest.mark.root
 
@@ -244,6 +252,51 @@ def test_cli_help_text_for_every_verb(testbed: Any, tmp_path: Path, capsys: pyte
     assert "invalid choice: 'meteor'" in text and "no active faults" in text
 
 
+# -- Mininet's own commands ------------------------------------------------------------------------
+def test_the_hosts_announce_nothing_onto_the_fabric(testbed: Any) -> None:
+    check_hosts_quiet(testbed)
+
+
+def test_mininet_pingall_ping_and_iperf_work_over_the_fabric(testbed: Any) -> None:
+    out = check_mininet_commands(testbed, H0, H3)
+    assert "*** Iperf: testing TCP bandwidth between tbh0 and tbh3" in out
+
+
+def test_mininet_commands_that_cannot_work_say_why_and_leave_the_fabric_up(testbed: Any) -> None:
+    out = run_cli(testbed, ["dpctl dump-flows", "wait", f"switch {PREFIX}t1p0n0 stop", "iperf tbh0 nohost"])
+    for command in ("dpctl", "wait", "switch"):
+        assert f"{command}: cannot work here:" in out, out
+    assert "no node 'nohost'" in out
+    assert all(testbed.net.get(s.name).shim.poll() is None for s in testbed.topology.switches)
+    assert all(s.reachable for s in testbed.controller.health().switches)
+    out = run_cli(testbed, ["pingall"])
+    assert "*** Results: 0% dropped (12/12 received)" in out, out
+    s = testbed.send(H0, H3, 1 << 20)
+    assert s["ok"] and s["verified"] is True, s
+
+
+def test_pcaps_are_off_by_default_and_capped_when_on(testbed: Any) -> None:
+    from scapy.utils import rdpcap
+
+    run = testbed.run.path
+    assert not (run / "pcap").exists() and testbed.config.pcap is False
+    testbed.config.pcap_limit_mb = 1.0
+    first = len(testbed.captures)
+    testbed.start_pcaps()  # what --pcap does at start, with a 1 MB cap
+    caps = testbed.captures[first:]
+    assert len(caps) == len(testbed.topology.links) and all(c.listening for c in caps)
+    s = testbed.send(H0, H3, 4 << 20)  # far more than 1 MB crosses the links
+    assert s["ok"], s
+    wait_until(lambda: all(c.proc.poll() is not None for c in caps), "every capture stopped at the cap")
+    for c in caps:
+        c.stop()
+    files = sorted((run / "pcap").glob("*.pcap"))
+    assert len(files) == len(caps)
+    assert sum(f.stat().st_size for f in files) <= 1 << 20
+    assert any(c.cut_short for c in caps)
+    assert sum(len(rdpcap(str(f))) for f in files) == sum(c.packets for c in caps) > 100
+
+
 # -- supervision ------------------------------------------------------------------------------------
 def switch_entries(address: str, device_id: int) -> set[bytes]:
     """Every table entry the switch's P4Runtime server holds (a wildcard Read; no arbitration)."""
@@ -287,9 +340,13 @@ def test_a_killed_shim_is_restarted_and_the_controller_resyncs_it(testbed: Any) 
     new_pid = sw.shim.pid
     assert new_pid != old_pid and health().pid == new_pid and sw.shim.poll() is None
     assert proc_start_time(old_pid) != old_start  # the killed one is gone (reaped), not a zombie
-    mine = [e for e in read_events(testbed.run.path) if e.name == name]
-    assert [(e.kind, e.pid) for e in mine] == [(EventKind.EXITED, old_pid), (EventKind.RESTARTED, new_pid)]
-    assert mine[0].detail == "killed by SIGKILL"
+
+    def mine() -> list[Any]:
+        return [e for e in read_events(testbed.run.path) if e.name == name]
+
+    wait_until(lambda: any(e.kind == EventKind.RESTARTED for e in mine()), "the restart in events.jsonl")
+    assert [(e.kind, e.pid) for e in mine()] == [(EventKind.EXITED, old_pid), (EventKind.RESTARTED, new_pid)]
+    assert mine()[0].detail == "killed by SIGKILL"
     assert any(h.name == name and h.restarts == 1 for h in read_health(testbed.run.path))
     assert any(r.pid == new_pid and r.kind == "shim" for r in testbed.run.records())  # cleanup finds it
     # the controller reconnects and re-installs what it holds for the switch (until it has pushed

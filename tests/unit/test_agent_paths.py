@@ -81,7 +81,7 @@ def test_unknown_peer_is_named(configs: dict[str, HostConfig]) -> None:
 
 def test_nic_prefixes_and_peer_lookup(configs: dict[str, HostConfig]) -> None:
     hp = HostPaths(configs["uth2"])
-    assert hp.nic_prefixes() == ["fcbb:bb00:c002::/48", "fcbb:bb00:c402::/48"]
+    assert hp.nic_prefixes() == ["fcbb:bb00:c002::/64", "fcbb:bb00:c402::/64"]
     assert hp.peer_name_of_index(0) == "uth0" and hp.peer_name_of_index(2) is None
     assert hp.by_address["fcbb:bb00:c401::1"].name == "uth1"
 

@@ -16,12 +16,16 @@ import pytest
 from topologies import cleanup
 from topologies.prune import (
     DEFAULT_KEEP_RUNS,
+    DEFAULT_RUNS_MAX_MB,
     KEEP_RUNS_ENV,
+    RUNS_MAX_MB_ENV,
     STARTING_GRACE_S,
+    dir_bytes,
     keep_runs_from_env,
     parse_keep,
     prune_runs,
     run_dirs,
+    runs_max_bytes_from_env,
 )
 from topologies.rundir import LATEST, RUN_FILE, RunDir, proc_start_time
 
@@ -203,3 +207,37 @@ def test_cleanup_module_runs_as_a_script_with_help() -> None:
         [sys.executable, "-m", "topologies.cleanup", "--help"], cwd=REPO, capture_output=True, text=True
     )
     assert out.returncode == 0 and "--keep" in out.stdout
+
+
+def test_the_oldest_runs_go_until_all_fit_the_size_cap(tmp_path: Path) -> None:
+    stamps = [f"20260101-00000{i}" for i in range(5)]  # oldest first
+    for n in stamps:
+        (make_run(tmp_path, n) / "big.bin").write_bytes(bytes(300_000))
+    sizes = {n: dir_bytes(tmp_path / n) for n in stamps}
+    report = prune_runs(tmp_path, keep=10, max_bytes=3 * 310_000)
+    assert names(report.removed) == stamps[:2]  # 3 runs of ~300 kB fit, the two oldest do not
+    assert sum(dir_bytes(p) for p in run_dirs(tmp_path)) <= 3 * 310_000 < sum(sizes.values())
+    # the newest run stays, however big; a cap of nothing leaves just it
+    assert names(prune_runs(tmp_path, keep=10, max_bytes=0).removed) == [stamps[2], stamps[3]]
+    assert names(run_dirs(tmp_path)) == [stamps[4]]
+
+
+def test_the_size_cap_keeps_runs_in_use(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    old = make_run(tmp_path, "20260101-000000", owner_pid=sleeper.pid)
+    (old / "big.bin").write_bytes(bytes(100_000))
+    make_run(tmp_path, "20260101-000001")
+    report = prune_runs(tmp_path, keep=None, max_bytes=1)
+    assert report.removed == [] and old.is_dir()
+
+
+def test_the_size_cap_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(RUNS_MAX_MB_ENV, raising=False)
+    assert runs_max_bytes_from_env() == DEFAULT_RUNS_MAX_MB << 20
+    monkeypatch.setenv(RUNS_MAX_MB_ENV, "50")
+    assert runs_max_bytes_from_env() == 50 << 20
+    monkeypatch.setenv(RUNS_MAX_MB_ENV, "all")
+    assert runs_max_bytes_from_env() is None
+    for bad in ("-1", "lots"):
+        monkeypatch.setenv(RUNS_MAX_MB_ENV, bad)
+        with pytest.raises(ValueError, match=RUNS_MAX_MB_ENV):
+            runs_max_bytes_from_env()

@@ -257,3 +257,28 @@ def test_problem_check_sees_a_zero_checksum_and_a_cut_header(tmp_path: Path) -> 
     found = tshark.problems(_pcap(tmp_path, [bytes(sack), bytes(short)]))
     assert any(p.startswith("frame 1:") and "checksum" in p.lower() for p in found), found
     assert any(p.startswith("frame 2:") and "MRC header length" in p for p in found), found
+
+
+def test_the_mrc_tree_comes_first_with_the_carrier_broken_out_and_each_echo_once(tmp_path: Path) -> None:
+    """``tshark -V``: the MRC tree before InfiniBand's and its payload dump; the outer destination
+    read as T0 / T1 / host uSIDs; a SACK's echoed EV shown once (with its plane, T1, entropy)."""
+    msgs = sample_messages()
+    pcap = _pcap(tmp_path, _frames(msgs))
+    data = next(i for i, m in enumerate(msgs, 1) if isinstance(m, DataPacket) and len(m.payload) > 64)
+    text = tshark.details(pcap, data)
+    assert "\nMRC\n" in text and "\nInfiniBand\n" in text
+    mrc_at = text.index("\nMRC\n")
+    assert mrc_at < text.index("\nInfiniBand\n") < text.index("Data (")
+    carrier = text[text.index("uSID carrier", mrc_at) : text.index("Opcode", mrc_at)]
+    assert [ln.split(": ", 2)[2].split()[0] for ln in carrier.splitlines() if "uSID: 0x" in ln] == [
+        "T0",
+        "T1",
+        "T0",
+        "host",
+    ]
+    assert str(SAMPLE_CARRIER) in carrier
+    sack = next(i for i, m in enumerate(msgs, 1) if isinstance(m, Sack))
+    text = tshark.details(pcap, sack)
+    assert text.count("Echoed EV") == 1, text
+    echoed = text[text.index("Echoed EV") :].splitlines()
+    assert [ln.strip().split(":")[0] for ln in echoed[1:4]] == ["Plane", "T1 index", "Entropy"]

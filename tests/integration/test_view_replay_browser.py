@@ -1,0 +1,80 @@
+"""The web view's replay in a real browser (no root: a recording written here, no fabric).
+
+A recording of ten seconds with faults at 2.3017 s and 6.1234 s, between the replay slider's
+steps (duration / 2000): "next fault →" must land on each fault in turn (the slider rounds
+to its step, so a page that reads its time back from the slider lands just before the first
+fault and finds it again forever), then have no further fault to go to. A replay cannot start
+a transfer, so it never asks the reader to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import browser_missing, chromium
+from live_fabric import wait_until
+
+from mrc_fabric import recording
+from mrc_fabric.topology import build_clos
+
+FAULTS = (2.3017, 6.1234)
+DURATION = 10.0
+
+
+def write_recording(path: Path) -> None:
+    topo = build_clos(2, 2, 2, 2, prefix="rp")
+    head = recording.header("demo", "replay test", 1.0e9, recording.graph_from_topology(topo))
+    link = topo.links[-1].name
+    records: list[dict[str, Any]] = []
+    for i in range(int(DURATION * 2) + 1):
+        records.append({"k": "sample", "t": i / 2, "links": {link: [float(i), 0.0]}})
+    for n, t in enumerate(FAULTS, 1):
+        fault = {"id": f"f{n}", "kind": "blackhole", "target": link, "direction": "both", "detail": ""}
+        records.append({"k": "faults", "t": t, "faults": [{**fault, "links": [link], "switches": []}]})
+        records.append({"k": "event", "t": t, "kind": "fault_injected", "text": f"f{n}", "level": "warn"})
+    records.sort(key=lambda r: float(r["t"]))
+    writer = recording.RecordingWriter(path / recording.FILE_NAME, head)
+    writer.write_all(records)
+    writer.close()
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if why := browser_missing():
+        pytest.skip(why)
+    from mrc_view.replay import load
+    from mrc_view.server import ViewServer
+
+    run = tmp_path_factory.mktemp("replay")
+    write_recording(run)
+    server = ViewServer(replays=load(run), port=0)
+    server.start()
+    try:
+        with chromium(server.url) as driver:
+            wait_until(lambda: driver.execute_script("return document.body.dataset.t") is not None, "a frame")
+            yield driver
+    finally:
+        server.stop()
+
+
+def page_time(driver: Any) -> float:
+    return float(driver.execute_script("return document.body.dataset.t || -1"))
+
+
+def test_next_fault_steps_through_every_fault_then_stops(page: Any) -> None:
+    from selenium.webdriver.common.by import By
+
+    button = page.find_element(By.ID, "nextfault")
+    for t in FAULTS:
+        button.click()
+        wait_until(lambda t=t: abs(page_time(page) - t) < 1e-9, f"the replay at the fault at {t} s")
+    assert button.get_attribute("disabled") is not None  # no fault after the last
+    assert abs(page_time(page) - FAULTS[-1]) < 1e-9
+
+
+def test_a_replay_does_not_ask_for_a_transfer(page: Any) -> None:
+    text = page.execute_script("return document.getElementById('conns').textContent")
+    assert "start a transfer" not in text and "recording" in text
