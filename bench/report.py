@@ -95,6 +95,31 @@ def cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def calibration_lines(results: Path) -> list[str]:
+    """The link rates calibration found here (``calibrate/calibration.json``), if it ran."""
+    try:
+        data = json.loads((results / "calibrate" / "calibration.json").read_text())
+    except (OSError, ValueError):
+        return []
+    lines = [
+        "## Link-rate calibration on this machine",
+        "",
+        "The highest per-link rate at which a fabric under one MRC transfer stayed faithful "
+        "(docs/testbed.md, 'Fidelity'); the live experiments ran at the cached rate.",
+        "",
+        "| data plane / shape | cached Mbit/s | highest faithful | steps | seconds | CPU at that rate |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in data.get("entries", []):
+        procs = sorted(e.get("processes_at_rate", {}).items(), key=lambda kv: -kv[1])[:4]
+        lines.append(
+            f"| {e.get('key')} | {e.get('rate_mbit_s') or 'none found'} | {e.get('highest_faithful_mbit_s')} "
+            f"| {len(e.get('steps', []))} | {e.get('seconds', 0):.0f} "
+            f"| {', '.join(f'{k} {v:.2f}' for k, v in procs)} |"
+        )
+    return [*lines, "", "![calibration](calibrate/calibration.png)", ""]
+
+
 def _emulation_says(e: dict[str, Any]) -> str:
     """Whose finding a shape that did not hold is: the emulation's (the run was not faithful)
     or the transport's (it was)."""
@@ -183,6 +208,7 @@ def render(results: Path) -> str:
         for png in e.get("plots", []):
             lines.append(f"\n![{e['experiment']}]({e['_dir']}/{png})")
         lines.append("")
+    lines += calibration_lines(results)
     lines += ["## Where the emulation does not reproduce a shape, and why", ""]
     lines += [f"- {g}" for g in gaps] or [
         "- Every live experiment checked above holds in this run (the simulator's shapes are "

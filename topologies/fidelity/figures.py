@@ -48,6 +48,7 @@ class RawSample:
     ifstats: dict[str, IfStats]
     qdiscs: dict[str, QdiscStats]
     rates: dict[str, float]  # ifname -> configured Mbit/s (its HTB), where one is set
+    switch_queues: dict[str, int] = field(default_factory=dict)  # BMv2 switch -> deepest queue
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Interval:
     softirq: float  # share of all CPUs in softirq (the Linux target's forwarding)
     cpu_pressure: float | None  # share of the interval some task waited for a CPU (PSI)
     outside_cores: float = 0.0  # CPU used by work outside this run (other users, builds...)
+    switch_queues: dict[str, int] = field(default_factory=dict)  # BMv2: deepest data queue, packets
     procs: list[ProcessFig] = field(default_factory=list)
     links: list[LinkFig] = field(default_factory=list)
 
@@ -144,4 +146,5 @@ def interval(a: RawSample, b: RawSample, links: list[LinkDir]) -> Interval:
     own = sum(p.cpu for p in out.procs if p.key.kind != "kernel")  # softirq threads: in softirq
     cpus = b.machine.cpus
     out.outside_cores = max(0.0, (out.machine_busy - out.softirq) * cpus - own)
+    out.switch_queues = dict(b.switch_queues)
     return out

@@ -181,6 +181,15 @@ def judge_drops(drops: Drops, th: Thresholds) -> list[str]:
     ]
 
 
+def _queue_max(runs: list[Interval]) -> dict[str, int]:
+    """BMv2: each switch's deepest data queue (packets, as last dequeued) over the run."""
+    out: dict[str, int] = {}
+    for iv in runs:
+        for switch, depth in iv.switch_queues.items():
+            out[switch] = max(out.get(switch, 0), depth)
+    return out
+
+
 def _median(values: list[float], digits: int) -> float | None:
     return round(statistics.median(values), digits) if values else None
 
@@ -206,6 +215,7 @@ def judge(intervals: list[Interval], drops: Drops, th: Thresholds = DEFAULT) -> 
         "outside_cores_median": outside,
         "softirq_median": _median([iv.softirq for iv in runs], 3),
         "fabric_mbit_s_median": _median([iv.fabric_mbit_s for iv in runs], 2),
+        "switch_queue_max": _queue_max(runs),
         "thresholds": th.as_dict(),
     }
     reasons = [*proc_reasons, *link_reasons, *drop_reasons]

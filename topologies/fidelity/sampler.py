@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from topologies.fidelity import procfs
+from topologies.fidelity.bmv2_queues import Bmv2Queues
 from topologies.fidelity.figures import LinkDir, ProcessKey, RawSample
 from topologies.fidelity.qdiscs import NamespaceQdiscs, QdiscStats
 
@@ -35,6 +36,7 @@ class WatchPlan:
     target: str = "linux"
     counters: Callable[[], list[Any]] | None = None  # the switches' P4 counter cells (controller)
     agent_ports: Callable[[], dict[str, list[dict[str, Any]]]] | None = None  # host -> port rows
+    bmv2_thrift: dict[str, int] = field(default_factory=dict)  # BMv2 switch -> Thrift port
 
 
 @dataclass
@@ -42,6 +44,7 @@ class Sampler:
     plan: WatchPlan
     names: dict[int, str] = field(default_factory=dict)
     readers: list[NamespaceQdiscs] = field(default_factory=list)
+    queues: Bmv2Queues | None = None
     _rates: dict[str, float] = field(default_factory=dict)
     _count: int = 0
 
@@ -49,12 +52,16 @@ class Sampler:
         for label, (pid, ifnames) in self.plan.namespaces.items():
             with contextlib.suppress(OSError):
                 self.readers.append(NamespaceQdiscs(label, pid, ifnames).start())
+        if self.plan.bmv2_thrift:
+            self.queues = Bmv2Queues(self.plan.bmv2_thrift)
         return self
 
     def close(self) -> None:
         for r in self.readers:
             r.close()
         self.readers.clear()
+        if self.queues is not None:
+            self.queues.close()
 
     def sample(self) -> RawSample:
         t = time.monotonic()
@@ -78,6 +85,7 @@ class Sampler:
             ifstats,
             qdiscs,
             dict(self._rates),
+            self.queues.read() if self.queues is not None else {},
         )
 
 
@@ -116,7 +124,9 @@ def plan_of(tb: Any) -> WatchPlan:
     counters = None
     if tb.controller is not None:
         counters = lambda: tb.controller.counters()[0]  # noqa: E731 - a late-bound read
-    return WatchPlan(processes, links, namespaces, target, counters, lambda: agent_ports(tb))
+    switches = tb.net.switches if target == "bmv2" else []
+    thrift = {sw.name: int(sw.thrift_port) for sw in switches if hasattr(sw, "thrift_port")}
+    return WatchPlan(processes, links, namespaces, target, counters, lambda: agent_ports(tb), thrift)
 
 
 def testbed_processes(tb: Any) -> list[ProcessKey]:
