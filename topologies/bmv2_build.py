@@ -2,7 +2,7 @@
 
 BMv2 built with its debug/trace logging macros and event logger (p4lang's packages, and
 ``/opt/p4bench``) spends a good part of every packet on log calls even at ``--log-level
-info``; BMv2's own docs/performance.md says to configure it with ``--disable-logging-macros
+info``; BMv2's own performance guide says to configure it with ``--disable-logging-macros
 --disable-elogger`` for throughput. A build like that forwarded about 1.4x the packets here
 (docs/testbed.md, "Fidelity"). It is used whenever it is installed and nothing needs the
 per-packet log lines: a switch asked for ``--log-level debug`` or ``trace`` (a test or a

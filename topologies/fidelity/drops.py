@@ -69,8 +69,12 @@ def bmv2_drops(
     def d(key: tuple[str, str, int]) -> int:
         return _delta(after.get(key, 0), before.get(key, 0))
 
+    # a switch restarted meanwhile counts from zero again: nothing to compare for it
+    restarted = {k[0] for k, v in before.items() if after.get(k, v) < v}
     totals: dict[str, int] = defaultdict(int)
     for (switch, port), ifname in ports.items():
+        if switch in restarted:
+            continue
         rx = d((switch, "port_rx", port))
         totals[switch] += rx - d((switch, "port_tx", port))
         now, was = last.ifstats.get(ifname), first.ifstats.get(ifname)
