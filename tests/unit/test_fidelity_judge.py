@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from topologies.fidelity.figures import (
+    HELD_MIN,
     Interval,
     LinkDir,
     LinkFig,
@@ -174,13 +175,16 @@ def test_interval_s_and_the_figures_of_two_samples() -> None:
 def test_a_link_is_queued_only_with_a_standing_queue_held_back_by_its_rate() -> None:
     def sample(t: float, tx: int, backlog: int, overlimits: int) -> RawSample:
         ifs = {LINK.ifname: IfStats(0, 0, 0, tx, 0, 0)}
-        q = {LINK.ifname: QdiscStats("htb", 0, 0, 0, overlimits, backlog, backlog // 1500)}
+        packets = tx // 1500
+        q = {LINK.ifname: QdiscStats("htb", tx, packets, 0, overlimits, backlog, backlog // 1500)}
         return RawSample(t, {}, MachineTimes(0, 0, 100, 2), 0, None, ifs, q, {LINK.ifname: 30.0})
 
-    a = sample(0.0, 0, 9000, 10)
-    b = sample(1.0, 3_000_000, 9000, 50)
-    iv = interval(a, b, [LINK])
-    (lf,) = iv.links
-    assert lf.queued and lf.configured == 30.0 and round(lf.mbit_s) == 24
-    drained = interval(a, sample(1.0, 3_000_000, 0, 50), [LINK])
-    assert not drained.links[0].queued
+    a = sample(0.0, 0, 9000, 0)
+    b = sample(1.0, 3_000_000, 9000, 2000)  # held back about once per packet: never ran dry
+    (lf,) = interval(a, b, [LINK]).links
+    assert lf.queued and lf.configured == 30.0 and round(lf.mbit_s) == 24 and lf.held == 1.0
+    drained = interval(a, sample(1.0, 3_000_000, 0, 2000), [LINK])
+    assert not drained.links[0].queued  # empty at the end
+    # a queue at both ends that was held back for only a few of its packets idled in between
+    idled = interval(a, sample(1.0, 3_000_000, 9000, int(2000 * HELD_MIN) - 10), [LINK])
+    assert not idled.links[0].queued

@@ -15,6 +15,10 @@ from topologies.fidelity.procfs import IfStats, MachineTimes, TaskTimes
 from topologies.fidelity.qdiscs import QdiscStats
 
 QUEUED_MIN_BYTES = 3000  # two full frames: a queue that held less was only passing them on
+# HTB counts an "overlimit" each time its rate holds back a packet that is waiting: a link whose
+# queue never ran dry meets about one per packet it sends; one that idled part of the interval,
+# fewer. Below this share the link was not backlogged long enough to be judged on its rate.
+HELD_MIN = 0.5
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class LinkFig:
     configured: float | None  # Mbit/s, None: no rate limit
     queued: bool  # its queue held packets at both ends of the interval and the rate held it back
     backlog: int  # packets in its queue at the end of the interval
+    held: float = 0.0  # times the rate held a packet back, per packet sent (HTB overlimits / packets)
 
 
 @dataclass
@@ -115,14 +120,17 @@ def link_fig(link: LinkDir, a: RawSample, b: RawSample, dt: float) -> LinkFig:
     if before is not None and after is not None:
         mbit = max(0, after.tx_bytes - before.tx_bytes) * 8 / dt / 1e6
     q0, q1 = a.qdiscs.get(link.ifname), b.qdiscs.get(link.ifname)
+    held = 0.0
+    if q0 is not None and q1 is not None and q1.packets > q0.packets:
+        held = max(0, q1.overlimits - q0.overlimits) / (q1.packets - q0.packets)
     queued = (
         q0 is not None
         and q1 is not None
         and q0.backlog_bytes >= QUEUED_MIN_BYTES
         and q1.backlog_bytes >= QUEUED_MIN_BYTES
-        and q1.overlimits > q0.overlimits
+        and held >= HELD_MIN
     )
-    return LinkFig(link, mbit, b.rates.get(link.ifname), queued, 0 if q1 is None else q1.qlen)
+    return LinkFig(link, mbit, b.rates.get(link.ifname), queued, 0 if q1 is None else q1.qlen, round(held, 3))
 
 
 def interval(a: RawSample, b: RawSample, links: list[LinkDir]) -> Interval:

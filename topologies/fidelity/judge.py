@@ -153,6 +153,7 @@ def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[s
             )
             s["mbit_s_max"] = round(max(s["mbit_s_max"], fig.mbit_s), 2)
             s["backlog_max"] = max(s["backlog_max"], fig.backlog)
+            s["held_max"] = max(s.get("held_max", 0.0), fig.held)
             if fig.queued and fig.configured:
                 s["queued"] += 1
                 if fig.mbit_s < th.link_min_share * fig.configured:
