@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = FIDELITY_FILE
 WRITE_EVERY_S = 2.0
+SETTLE_S = 0.5  # before a verdict compares counters: what is queued in a switch leaves it
 MIN_TAIL_S = 0.2  # a verdict judges the time since the last full interval too, when this long
 MAX_INTERVALS = 7200  # two hours of one-second intervals; older ones are dropped (and said)
 
@@ -132,17 +133,22 @@ class FidelityMonitor:
 
     # -- verdicts -----------------------------------------------------------------------------
     def mark(self) -> Mark:
-        """Now, as a point to judge from (reads the switch and agent counters)."""
+        """Now, as a point to judge from (reads the switch and agent counters). The switches'
+        counters are read before the interfaces' (and after them at the end of a window), so
+        a frame in flight between the two reads is never taken for a lost one."""
+        counters, agents = self._counters(), self._agents()
         sample = self._sample()
         with self._lock:
             index = len(self.intervals) + self.dropped_intervals
-        return Mark(index, sample, self._counters(), self._agents())
+        return Mark(index, sample, counters, agents)
 
     def verdict(self, since: Mark | None = None, counters: bool = True, fresh: bool = True) -> Verdict:
         """The verdict from ``since`` (default: the start) to now (``fresh``) or the last
         interval; ``counters``: also read the switches' and agents' counters now (their drops
         count)."""
         start = since or self._start
+        if counters and start is not None and (start.counters or start.agents):
+            time.sleep(SETTLE_S)  # frames in flight reach a counter before they are compared
         last = self._sample() if fresh and not self._stop.is_set() else self._last
         with self._lock:
             skip = 0 if start is None else max(0, start.index - self.dropped_intervals)
