@@ -7,8 +7,8 @@ value under the normal scheduler, for every thread it has) and the CPUs its thre
 on. BMv2's thread counts are fixed when it is compiled (one ingress thread, four egress
 threads, a transmit thread per switch), so they are not a knob here.
 
-:data:`POLICIES` are the placements measured on this machine (``bench/placement.py``
-compares them by the link rate each keeps faithful); :data:`DEFAULT` is the best of them.
+:data:`POLICIES` are the placements measured on this machine (``python -m bench.placement``
+compares them by the highest link rate each keeps faithful); :data:`DEFAULT` is the best of them.
 ``TestbedConfig.placement`` or ``$MRC_PLACEMENT`` picks another. A policy is applied once the
 fabric, controller and agents are up (:func:`apply`); BMv2 starts at real-time priority
 already (``topologies.bmv2_switch.REALTIME_PRIORITY``) and a policy may move it back.
@@ -51,6 +51,14 @@ POLICIES = {
             host_nice=-10,
         ),
         Policy(
+            "spread-normal",
+            "as spread, but BMv2 under the normal scheduler at nice -10 like the rest",
+            bmv2_realtime=False,
+            bmv2_nice=-10,
+            bmv2_cpus="spread",
+            host_nice=-10,
+        ),
+        Policy(
             "all-normal",
             "BMv2 at the normal scheduler; BMv2, agents, shims and controller all at nice -10",
             bmv2_realtime=False,
@@ -59,7 +67,7 @@ POLICIES = {
         ),
     )
 }
-DEFAULT = "emulation-first"
+DEFAULT = "spread"
 
 
 def chosen(name: str | None = None) -> Policy:
