@@ -34,8 +34,10 @@ def proc(
     return ProcessFig(key, cpu, "thread", demand, waited, delay)
 
 
-def link(mbit: float = 20.0, configured: float | None = 30.0, queued: bool = False) -> LinkFig:
-    return LinkFig(LINK, mbit, configured, queued, 5 if queued else 0)
+def link(
+    mbit: float = 20.0, configured: float | None = 30.0, queued: bool = False, held: float = 1.0
+) -> LinkFig:
+    return LinkFig(LINK, mbit, configured, queued, 5 if queued else 0, held if queued else 0.0)
 
 
 def run(
@@ -120,6 +122,10 @@ def test_link_min_share_flags_a_queued_link_that_falls_short() -> None:
     assert reasons(run(bad_link=link(3.0, queued=False))) == []
     # an unlimited link has no rate to fall short of
     assert reasons(run(bad_link=link(3.0, configured=None, queued=True))) == []
+    # one whose rate held back only 80 % of its packets was backlogged for about 80 % of the second
+    busy = 30.0 * 0.8 * th.link_min_share
+    assert reasons(run(bad_link=link(busy + 0.5, queued=True, held=0.8))) == []
+    assert reasons(run(bad_link=link(busy - 0.5, queued=True, held=0.8))) != []
 
 
 def test_drop_share_allows_a_tiny_share_of_the_frames_carried() -> None:

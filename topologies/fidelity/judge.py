@@ -156,7 +156,9 @@ def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[s
             s["held_max"] = max(s.get("held_max", 0.0), fig.held)
             if fig.queued and fig.configured:
                 s["queued"] += 1
-                if fig.mbit_s < th.link_min_share * fig.configured:
+                # a link that waited for tokens for only part of its packets idled for part of
+                # the second: it owes its rate only for that part
+                if fig.mbit_s < th.link_min_share * fig.configured * min(1.0, fig.held):
                     short[name].append(fig.mbit_s / fig.configured)
     reasons = []
     for name, shares in sorted(short.items()):

@@ -38,7 +38,8 @@ class Thresholds:
     # the delay above is judged only for a process that ran at least this share of a core
     delay_min_cpu: float = 0.05
     # -- links ---------------------------------------------------------------------------------
-    # a link whose queue held packets must carry at least this share of its configured rate
+    # a link whose queue held packets must carry at least this share of its configured rate, times
+    # the share of its packets its rate held back (the part of the second it was backlogged)
     link_min_share: float = 0.90
     # -- drops that are not by design (qdiscs, rings, socket buffers, BMv2 queues) ---------
     # at most this share of the frames the fabric carried (MRC takes an unexplained loss for a
