@@ -8,7 +8,7 @@ on. BMv2's thread counts are fixed when it is compiled (one ingress thread, four
 threads, a transmit thread per switch), so they are not a knob here.
 
 :data:`POLICIES` are the placements measured on this machine (``python -m bench.placement``
-compares them by the highest link rate each keeps faithful); :data:`DEFAULT` is the best of them.
+compares them by the highest link rate each keeps faithful); :data:`DEFAULT` is the one used.
 ``TestbedConfig.placement`` or ``$MRC_PLACEMENT`` picks another. A policy is applied once the
 fabric, controller and agents are up (:func:`apply`); BMv2 starts at real-time priority
 already (``topologies.bmv2_switch.REALTIME_PRIORITY``) and a policy may move it back.
