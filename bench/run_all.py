@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         default=RUNS,
         help=f"runs of each live experiment per data plane, seeds 1..N (default {RUNS})",
     )
+    ap.add_argument("--link-rate", help="Mbit/s per link of every live experiment (0: unlimited)")
     args = ap.parse_args(argv)
     only = {name for item in args.only for name in item.split(",") if name}
     known = {b.name for b in BENCHMARKS}
@@ -180,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs = 1 if target in missing or not bench.repeat else args.runs
                 for k in range(1, runs + 1):
                     where = out / bench.name / target / f"run{k}"
-                    rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k)))
+                    rate = ("--link-rate", args.link_rate) if args.link_rate is not None else ()
+                    rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k), *rate))
                     failed += rc != 0
                     statuses.append(said_status(bench, where, rc))
             summary[bench.name] = {"status": ",".join(sorted(set(statuses))) or "not run"}
