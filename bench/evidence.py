@@ -12,7 +12,9 @@ Verdicts (``bench.intervals``):
 - live: each judged figure over the runs (seeds 1..N, at least :data:`MIN_RUNS`): *holds*
   only when every run holds, so the runs' spread clears the bar; a comparison with a
   baseline whose runs fall on both sides of parity *ties* with that baseline; anything
-  else *does not hold*. Fewer runs than :data:`MIN_RUNS` give numbers but no verdict.
+  else *does not hold*. Fewer runs than :data:`MIN_RUNS` give numbers but no verdict. Only
+  runs the fidelity monitor passed count (``topologies.fidelity``): with fewer than
+  :data:`MIN_RUNS` of them the cell is *not faithful here*, with the monitor's reason.
 
 :func:`rows` gives the table as data (written to ``evidence.json``), :func:`table` as
 Markdown, :func:`figures` one PNG per row under ``evidence/``.
@@ -32,6 +34,7 @@ from bench.intervals import FAILS, HOLDS, TIES
 MIN_RUNS = 3  # a live verdict needs the spread of at least this many runs (docs/design.md §8)
 NO_VERDICT = "no verdict"
 CANNOT = "cannot be shown here"
+NOT_FAITHFUL = "not faithful here"  # fewer than MIN_RUNS runs the fidelity monitor passed
 TARGETS = ("linux", "bmv2")
 
 
@@ -99,6 +102,8 @@ def combine(verdicts: list[str]) -> str:
         return NO_VERDICT
     if FAILS in verdicts:
         return FAILS
+    if NOT_FAITHFUL in verdicts:
+        return NOT_FAITHFUL
     if NO_VERDICT in verdicts:
         return NO_VERDICT
     return TIES if TIES in verdicts else HOLDS
@@ -247,6 +252,12 @@ def live_column(claim: Claim, by_exp: dict[str, list[dict[str, Any]]], target: s
             parts.append(f"{eid}: {CANNOT}: {e.get('status')}: {e.get('reason') or 'no reason given'}")
             verdicts.append(CANNOT)
             continue
+        unfaithful = [e for e in ok if not faithful(e)]
+        ok = [e for e in ok if faithful(e)]
+        if unfaithful and len(ok) < MIN_RUNS:
+            parts.append(_not_faithful(eid, unfaithful, len(ok) + len(unfaithful)))
+            verdicts.append(NOT_FAITHFUL)
+            continue
         keyed: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for e in ok:
             for f in e.get("findings", []):
@@ -254,14 +265,15 @@ def live_column(claim: Claim, by_exp: dict[str, list[dict[str, Any]]], target: s
                     f.get("holds") is not None or _cannot(f)
                 ):
                     keyed.setdefault((str(f["metric"]), str(f.get("mode", ""))), []).append(f)
-        judged = [judge_runs(found, len(runs)) for found in keyed.values()]
+        judged = [judge_runs(found, len(runs) - len(unfaithful)) for found in keyed.values()]
         figures += [{**j, "experiment": eid, "source": target} for j in judged]
         verdicts += [j["verdict"] for j in judged] or [NO_VERDICT]
-        failed = len(runs) - len(ok)
+        failed = len(runs) - len(ok) - len(unfaithful)
         seeds = sorted(int(e.get("seed", 0)) for e in ok)
         parts.append(
             f"{eid} [{_context(ok[0])}, {len(ok)} runs, seeds {','.join(map(str, seeds))}"
             + (f", {failed} failed" if failed else "")
+            + _fidelity_note(ok, unfaithful)
             + "]: "
             + ("; ".join(_fmt_run_fig(j) for j in judged[:4]) or "no judged number")
         )
@@ -271,6 +283,33 @@ def live_column(claim: Claim, by_exp: dict[str, list[dict[str, Any]]], target: s
         "text": " / ".join(parts),
         "figures": figures,
     }
+
+
+def faithful(e: dict[str, Any]) -> bool:
+    """Did the fidelity monitor pass this run? A record from before the monitor counts as passed
+    (its cell then says the fidelity was not recorded)."""
+    v = e.get("fidelity")
+    return not v or bool(v.get("faithful"))
+
+
+def _fidelity_note(ok: list[dict[str, Any]], unfaithful: list[dict[str, Any]]) -> str:
+    if unfaithful:
+        return f", {len(unfaithful)} not faithful and left out"
+    judged = sum(1 for e in ok if e.get("fidelity"))
+    if not judged:
+        return ""  # records from before the monitor
+    return ", all faithful" if judged == len(ok) else f", fidelity recorded for {judged} of {len(ok)}"
+
+
+def _not_faithful(eid: str, unfaithful: list[dict[str, Any]], runs: int) -> str:
+    """A live cell the emulation could not carry: how many runs, and the monitor's reason."""
+    first = unfaithful[0]
+    reasons = first.get("fidelity", {}).get("reasons") or ["?"]
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return (
+        f"{eid}: {NOT_FAITHFUL} [{_context(first)}]: {len(unfaithful)} of {runs} runs not faithful; "
+        f"seed {first.get('seed')}: {reasons[0]}{more}"
+    )
 
 
 def load_live(experiments: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
@@ -325,7 +364,7 @@ def consistent(row: dict[str, Any]) -> list[str]:
 
 def _cell(col: dict[str, Any], png: str | None) -> str:
     verdict = col["verdict"]
-    if verdict == CANNOT:
+    if verdict in (CANNOT, NOT_FAITHFUL):
         head = ""  # the text says why, experiment by experiment
     elif verdict == NO_VERDICT:
         head = f"no verdict (fewer than {MIN_RUNS} runs): " if col.get("figures") else ""

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import evidence, provenance
+from topologies.fidelity.report import cell as fidelity_cell
+from topologies.fidelity.report import figures_line
 
 SCHEMA = "mrc-experiment/1"
 
@@ -32,7 +34,9 @@ EMULATION_LIMITS = [
     "Single-path connections use one NIC port (one plane), as a single-path RoCE QP does, so on a clean "
     "fabric they get 1/planes of MRC's bandwidth; completion ratios are against each mode's own clean run.",
     "The machine's 2 CPU cores are shared by all agents, switches and other work: repeated runs vary; "
-    "clean references are the best of two runs in the full suite.",
+    "clean references are the best of two runs in the full suite. Each run is judged by the fidelity "
+    "monitor (docs/testbed.md, 'Fidelity'); a run it did not pass is no evidence, and a cell with fewer "
+    "than three passed runs says 'not faithful here' with the monitor's reason.",
 ]
 
 
@@ -91,6 +95,42 @@ def cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def calibration_lines(results: Path) -> list[str]:
+    """The link rates calibration found here (``calibrate/calibration.json``), if it ran."""
+    try:
+        data = json.loads((results / "calibrate" / "calibration.json").read_text())
+    except (OSError, ValueError):
+        return []
+    lines = [
+        "## Link-rate calibration on this machine",
+        "",
+        "The highest per-link rate at which a fabric under one MRC transfer stayed faithful "
+        "(docs/testbed.md, 'Fidelity'); the live experiments ran at the cached rate.",
+        "",
+        "| data plane / shape | cached Mbit/s | highest faithful | steps | seconds | CPU at that rate |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in data.get("entries", []):
+        procs = sorted(e.get("processes_at_rate", {}).items(), key=lambda kv: -kv[1])[:4]
+        lines.append(
+            f"| {e.get('key')} | {e.get('rate_mbit_s') or 'none found'} | {e.get('highest_faithful_mbit_s')} "
+            f"| {len(e.get('steps', []))} | {e.get('seconds', 0):.0f} "
+            f"| {', '.join(f'{k} {v:.2f}' for k, v in procs)} |"
+        )
+    return [*lines, "", "![calibration](calibrate/calibration.png)", ""]
+
+
+def _emulation_says(e: dict[str, Any]) -> str:
+    """Whose finding a shape that did not hold is: the emulation's (the run was not faithful)
+    or the transport's (it was)."""
+    v = e.get("fidelity")
+    if not v:
+        return ""
+    if v.get("faithful"):
+        return "The run was faithful: a transport finding. "
+    return f"The emulation did not keep up ({fidelity_cell(v)}): no evidence about MRC. "
+
+
 def render(results: Path) -> str:
     experiments, summary = load(results)
     quick = any(e.get("quick") for e in experiments)
@@ -118,8 +158,8 @@ def render(results: Path) -> str:
         "",
         "## Every number next to the shape it tests",
         "",
-        "| exp | run | measured | mode | value | paper's shape | expected here | shape holds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| exp | run | measured | mode | value | paper's shape | expected here | shape holds | emulation |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     gaps: list[str] = []
     for e in experiments:
@@ -127,24 +167,26 @@ def render(results: Path) -> str:
         if e.get("status") != "ok":
             lines.append(
                 f"| {eid} | {e['_dir']} | {cell(e['title'])} | | {e.get('status')} "
-                f"| {cell(e.get('paper_shape', ''))} | | {cell(e.get('reason', ''))} |"
+                f"| {cell(e.get('paper_shape', ''))} | | {cell(e.get('reason', ''))} | |"
             )
             gaps.append(f"**{eid}** ({e['title']}) {e.get('status')}: {e.get('reason', '')}")
             continue
+        emulation = cell(fidelity_cell(e.get("fidelity")))
         for f in e.get("findings", []):
             note = f" ({f['note']})" if f.get("note") else ""
             paper = f.get("paper") or ""
             lines.append(
                 f"| {eid} | {e['_dir']} | {cell(f['metric'])} | {f.get('mode', '')} "
                 f"| {fmt_value(f.get('value'), f.get('unit', ''))}"
-                f"{cell(note)} | {cell(paper)} | {cell(f.get('expect', ''))} | {verdict(f.get('holds'))} |"
+                f"{cell(note)} | {cell(paper)} | {cell(f.get('expect', ''))} | {verdict(f.get('holds'))} "
+                f"| {emulation} |"
             )
             if f.get("holds") is False:
                 why = "; ".join(e.get("caveats", [])) or "see the experiment's section"
                 gaps.append(
                     f"**{eid}** ({e['_dir']}) {f['metric']} ({f.get('mode', '')}): measured "
                     f"{fmt_value(f.get('value'), f.get('unit', ''))}, expected {f.get('expect', '')} "
-                    f"(paper: {paper or e.get('paper_shape', '')}). Context: {why}"
+                    f"(paper: {paper or e.get('paper_shape', '')}). {_emulation_says(e)}Context: {why}"
                 )
     lines += ["", "## Experiments", ""]
     for e in experiments:
@@ -157,11 +199,16 @@ def render(results: Path) -> str:
         )
         if e.get("fabric"):
             lines.append(f"- fabric: {json.dumps(e['fabric'])}")
+        if e.get("fidelity"):
+            lines.append(f"- fidelity: {fidelity_cell(e['fidelity'])}")
+            for fab in e["fidelity"].get("fabrics", []):
+                lines.append(f"  - {fab.get('shape', '')}: {figures_line(fab)}")
         for c in e.get("caveats", []):
             lines.append(f"- caveat: {c}")
         for png in e.get("plots", []):
             lines.append(f"\n![{e['experiment']}]({e['_dir']}/{png})")
         lines.append("")
+    lines += calibration_lines(results)
     lines += ["## Where the emulation does not reproduce a shape, and why", ""]
     lines += [f"- {g}" for g in gaps] or [
         "- Every live experiment checked above holds in this run (the simulator's shapes are "

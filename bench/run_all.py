@@ -32,6 +32,7 @@ class Benchmark:
     repeat: bool = True  # a live experiment: run --runs times per data plane (seeds 1..N)
     targets: tuple[str, ...] = ("linux", "bmv2")  # the data planes it runs on
     status_json: str = ""  # a JSON it writes whose "status" says whether it ran or was skipped
+    calibrates: bool = False  # link-rate calibration: --target is the data planes the live ones use
 
 
 BENCHMARKS = [
@@ -52,6 +53,16 @@ BENCHMARKS = [
     Benchmark("htsim-xcheck", "bench.htsim_xcheck", ("--quick",), status_json="htsim_xcheck.json"),
     # simulated packets per second against a git worktree of the base commit
     Benchmark("sim-speed", "bench.sim_speed", ("--quick",)),
+    # the highest faithful link rate per data plane and shape here (topologies.fidelity.calibrate),
+    # cached in runs/calibration.json for the live experiments after it: JSON + PNG
+    Benchmark(
+        "calibrate",
+        "topologies.fidelity.calibrate",
+        ("--planes", "4"),
+        ("--planes", "2", "--planes", "4"),
+        needs_root=True,
+        calibrates=True,
+    ),
     # the paper's results in shape, on the live testbed (bench/experiments, docs/experiments.md);
     # each writes its JSON even when it is skipped, so they need no root check here
     *(
@@ -128,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         default=RUNS,
         help=f"runs of each live experiment per data plane, seeds 1..N (default {RUNS})",
     )
+    ap.add_argument("--link-rate", help="Mbit/s per link of every live experiment (0: unlimited)")
     args = ap.parse_args(argv)
     only = {name for item in args.only for name in item.split(",") if name}
     known = {b.name for b in BENCHMARKS}
@@ -157,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         started = time.monotonic()
         extra = bench.quick_args if args.quick else bench.full_args
+        if bench.calibrates:
+            extra = (*extra, "--target", targets[0] if len(targets) == 1 else "both")
         if not bench.takes_target:
             rc = run_one(bench, out / bench.name, extra)
             failed += rc != 0
@@ -167,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs = 1 if target in missing or not bench.repeat else args.runs
                 for k in range(1, runs + 1):
                     where = out / bench.name / target / f"run{k}"
-                    rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k)))
+                    rate = ("--link-rate", args.link_rate) if args.link_rate is not None else ()
+                    rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k), *rate))
                     failed += rc != 0
                     statuses.append(said_status(bench, where, rc))
             summary[bench.name] = {"status": ",".join(sorted(set(statuses))) or "not run"}

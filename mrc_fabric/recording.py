@@ -27,6 +27,10 @@ interval, the sample they were read with (a reader sorts by ``t``, stably).
 ``event``
     a line of the event feed: ``kind`` (fault_injected, switch_disconnected,
     process_restarted, agent_dead, ev_states ...), ``text``, ``level`` (info, warn, error).
+``fidelity``
+    the live run's fidelity verdict so far, as its monitor wrote it to :data:`FIDELITY_FILE`:
+    ``faithful`` (true/false), ``verdict`` ("faithful" or "not faithful: why"), ``line`` (its
+    figures in one line).
 
 One module owns the format so that the simulator (``mrc_host``) and the view (above the
 testbed) agree on it without importing each other.
@@ -45,7 +49,8 @@ FORMAT: Final = "mrc-recording"
 VERSION: Final = 1
 FILE_NAME: Final = "recording.jsonl"
 SUFFIX: Final = ".recording.jsonl"  # <name>.recording.jsonl: several recordings in one directory
-KINDS: Final = frozenset({"header", "sample", "ev", "faults", "event"})
+KINDS: Final = frozenset({"header", "sample", "ev", "faults", "event", "fidelity"})
+FIDELITY_FILE: Final = "fidelity.json"  # a live run's fidelity verdict (topologies.fidelity)
 STATES: Final = ("GOOD", "SKIP", "ASSUMED_BAD", "DENIED")
 MAX_LINE: Final = 16 << 20  # a sample of many connections x 1024 EVs stays well below this
 

@@ -29,6 +29,7 @@ from mrc_fabric.health import EVENTS_FILE, ProcessState, read_health
 from mrc_fabric.topology import Role, Topology
 from mrc_host.agent.client import AgentClient, AgentError
 
+from . import fidelity
 from .model import LiveModel
 from .replay import fault_marks
 
@@ -167,6 +168,7 @@ class Collector:
         self._faults_key: tuple[Any, ...] = ()
         self._faults_lock = threading.Lock()
         self._health_t = -1e9
+        self._fidelity_seen = 0.0  # updated_unix of the last fidelity verdict read
         self._ev_seen_ns: dict[str, int] = {}
         self._ev_states: dict[str, dict[str, str]] = {}
         self._events_offset = 0
@@ -240,6 +242,10 @@ class Collector:
         if self.now() - self._health_t >= HEALTH_EVERY_S:
             with contextlib.suppress(Exception):
                 sample["switches"], sample["agents"] = self._health()
+            verdict = fidelity.read_record(self.src.run_dir, self.now(), self._fidelity_seen)
+            if verdict is not None:
+                self._fidelity_seen = verdict.pop("updated_unix")
+                records.append(verdict)
         records += self._supervisor_events()
         if links is not None:
             with contextlib.suppress(Exception):

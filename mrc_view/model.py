@@ -16,6 +16,8 @@ from typing import Any
 
 from mrc_fabric.ev import ev_plane, ev_t1
 
+from .fidelity import state as fidelity_state
+
 ACTIVE_S = 5.0  # a connection that moved data within this long is "active"
 MAX_CONNS = 8  # connections on the page: the active ones first, then the most recently active
 WINDOW_S = 60.0  # goodput shown over this much of the past
@@ -44,6 +46,7 @@ class Snapshot:
     agents: dict[str, str] = field(default_factory=dict)
     faults: list[dict[str, Any]] = field(default_factory=list)
     conns: dict[str, ConnState] = field(default_factory=dict)
+    fidelity: dict[str, Any] = field(default_factory=dict)  # the run's verdict so far (live runs)
 
     def copy(self) -> Snapshot:
         return copy.deepcopy(self)
@@ -61,6 +64,8 @@ class Snapshot:
                 row[0] = str(r.get("new", row[0]))
         elif kind == "faults":
             self.faults = [f for f in r.get("faults", []) if isinstance(f, dict)]
+        elif kind == "fidelity":
+            self.fidelity = fidelity_state(r)
 
     def _sample(self, r: dict[str, Any]) -> None:
         t = float(r["t"])
@@ -178,6 +183,7 @@ def frame(snap: Snapshot, tl: Timeline, t: float) -> dict[str, Any]:
         "faults_on": faults_on,
         "conns": out_conns,
         "events": tl.events_until(t),
+        "fidelity": snap.fidelity,
     }
 
 

@@ -56,6 +56,7 @@ from typing import Any
 from linux_target.p4rt_client import wait_until_serving
 from mrc_fabric.frames import FABRIC_MTU
 from topologies import listener_guard
+from topologies.bmv2_build import switch_binary
 from topologies.p4_switch import P4PortsSwitch
 
 PIPELINE_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
@@ -151,6 +152,8 @@ class Bmv2Process:
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.binary == SWITCH_BINARY:  # the fast build where installed (topologies.bmv2_build)
+            self.binary = switch_binary(self.log_level)
         self.run_dir = Path(self.run_dir).resolve()
         if self.cpu_port in self.ports:
             raise ValueError(f"{self.name}: port {self.cpu_port} is the CPU port, not a data port")

@@ -246,6 +246,19 @@ class MrcCommands:
         self.out.print(health_tables(resp))
         return resp
 
+    def fidelity(self, line: str = "") -> Any:
+        """Has this machine kept up with the run so far (topologies.fidelity)?"""
+        from topologies.fidelity.report import summary_lines
+
+        if line.strip():
+            raise CommandError("usage: fidelity")
+        if getattr(self.tb, "fidelity", None) is None:
+            raise CommandError("no fidelity monitor in this run")
+        verdict = self.tb.fidelity.verdict().as_dict()
+        for text in summary_lines(verdict):
+            self.out.print(text, highlight=False, markup=False)
+        return verdict
+
     def evs(self, line: str) -> Any:
         p = _parser("evs", "EV states of a host's agent")
         p.add_argument("host")
@@ -539,6 +552,13 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         Each switch's P4Runtime session (primary, backup or unreachable, with reconciles and
         pipeline pushes) and each host agent's control socket (alive, dead or absent).""",
     )
+    do_fidelity = _verb(
+        "fidelity",
+        """fidelity
+        Whether this machine kept up with the run so far: every switch, shim, agent and the
+        controller had the CPU it needed, every link carried its rate when its queue held
+        packets, nothing dropped outside the design; the reasons and figures if not.""",
+    )
     do_capture = _verb(
         "capture",
         """capture LINK [SECONDS] [--max-mb N]
@@ -559,6 +579,6 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         super().do_help(line)
         if not line.strip():
             self.commands.out.print(
-                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, health, capture, view "
+                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, health, fidelity, capture, view "
                 "(help <verb>)"
             )

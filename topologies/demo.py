@@ -206,6 +206,8 @@ def run_live(tb: Testbed, size: int, mode: str) -> dict[str, Any]:
     return {
         "target": tb.choice.target.value,
         "target_reason": tb.choice.reason,
+        "link_rate_mbit_s": tb.config.link_rate,
+        "link_rate_source": tb.rate_source,
         "run_dir": str(tb.run.path),
         "src": src,
         "dst": dst,
@@ -235,6 +237,8 @@ def print_summary(r: dict[str, Any]) -> None:
     print("=" * 78)
     print(f"MRC demo -- LIVE fabric on {r['target'].upper()} switches ({r['target_reason']})")
     print("=" * 78)
+    rate = r.get("link_rate_mbit_s")
+    print(f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({r.get('link_rate_source', '?')})")
     print(f"transfer {r['src']} -> {r['dst']}: {r['size']:,} bytes, mode {r['mode']}")
     print(f"completed: {bool(s.get('ok'))}; bytes verified by the receiver: {s.get('verified')}")
     ct, ft = c.get("seconds") or clean["wall_s"], s.get("seconds") or faulted["wall_s"]
@@ -298,6 +302,11 @@ def print_summary(r: dict[str, Any]) -> None:
             else f"not all EVs GOOD within {RECOVERY_TIMEOUT_S:.0f} s: {r['ev_states_after_clear']}"
         )
     )
+    if r.get("fidelity"):
+        from topologies.fidelity.report import summary_lines
+
+        for line in summary_lines(r["fidelity"]):
+            print(line)
 
 
 def report_pointer(results: Path = Path("results")) -> str:
@@ -371,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
         # the whole fabric as `mrc view` shows it, for its replay: runs/<ts>/recording.jsonl
         with recorded(tb.run.path, "demo"):
             result = run_live(tb, size, args.mode)
+            if tb.fidelity is not None:  # the whole run: the size probe and both transfers
+                result["fidelity"] = tb.fidelity.verdict().as_dict()
         out = tb.run.path
         (out / "results.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
         from topologies.demo_plot import timeline_png

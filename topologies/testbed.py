@@ -46,6 +46,7 @@ from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
 from topologies.captures import MB, Budget, Capture, start_capture
 from topologies.prune import keep_runs_from_env, prune_runs, runs_max_bytes_from_env
+from topologies.fidelity.rates import link_rate_arg
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.supervisor import Supervisor
 from topologies.target import TargetChoice, choose_target
@@ -68,7 +69,10 @@ class TestbedConfig:
     t0: int = 2  # T0 switches per plane
     t1: int = 2  # T1 switches per plane
     hosts_per_t0: int = 2
-    link_rate: float | None = None  # Mbit/s per link (htb); None = as fast as the CPU goes
+    # Mbit/s per link (htb); None: as fast as the CPU goes; "calibrated": what calibration found
+    # this machine keeps faithful (topologies.fidelity.rates), replaced by the number at start
+    link_rate: float | str | None = None
+    calibration: Path | None = None  # the calibration cache; None: <runs_root>/calibration.json
     target: str = "auto"  # auto | bmv2 | linux
     prefix: str = ""  # node name prefix (tests use their own)
     runs_root: Path = Path("runs")
@@ -92,6 +96,10 @@ class TestbedConfig:
     # Linux target: switches served by one shim process (topologies.shim_groups); None:
     # $MRC_SWITCHES_PER_SHIM, else 16; 1: a process per switch
     switches_per_shim: int | None = None
+    fidelity: bool = True  # watch the run and judge it (topologies.fidelity; <run>/fidelity.json)
+    placement: str | None = (
+        None  # CPU placement policy (topologies.placement); None: $MRC_PLACEMENT or default
+    )
 
 
 def _terminate(proc: subprocess.Popen[bytes] | None, timeout: float = STOP_TIMEOUT) -> None:
@@ -130,6 +138,9 @@ class Testbed:
         self.plain_note = ""  # what topologies.kernel_routes did (summary())
         self.namespaces: set[str] = set()  # net:[inode] of every node, for leak checks
         self.supervisor: Supervisor | None = None
+        self.fidelity: Any = None  # topologies.fidelity.monitor.FidelityMonitor while running
+        self.fidelity_verdict: Any = None  # its final Verdict, once stopped
+        self.rate_source = ""  # where config.link_rate came from (explicit, calibrated, unlimited)
         self._own_net = True
         self._old_handlers: dict[int, Any] = {}
         self._stopped = False
@@ -156,6 +167,7 @@ class Testbed:
         self._install_signal_handlers()
         self.choice = choose_target(cfg.target)
         self.progress(self.choice.banner())
+        self._resolve_link_rate()
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
         self.progress(f"run directory: {self.run.path}")
         self._report_thread_errors()
@@ -180,6 +192,18 @@ class Testbed:
         )
         self._record_net()
         self.start_services()
+
+    def _resolve_link_rate(self) -> None:
+        """A "calibrated" link rate becomes this machine's number for the data plane and shape."""
+        from topologies.fidelity.rates import CACHE_FILE, resolve
+
+        cfg = self.config
+        assert self.choice is not None
+        cache = cfg.calibration or Path(cfg.runs_root) / CACHE_FILE
+        shape = (cfg.planes, cfg.t0, cfg.t1, cfg.hosts_per_t0)
+        rate = resolve(cfg.link_rate, cache, self.choice.target.value, shape)
+        cfg.link_rate, self.rate_source = rate.mbit_s, rate.source
+        self.say(f"link rate: {f'{rate.mbit_s:g} Mbit/s' if rate.mbit_s else 'unlimited'} ({rate.source})")
 
     def _prune_runs(self) -> None:
         """Old run directories go once this run's run.json marks it (and its owner) as live."""
@@ -233,11 +257,13 @@ class Testbed:
         assert self.run is not None and self.choice is not None
         info = asdict(self.config)
         info["runs_root"] = str(self.config.runs_root)
+        info["calibration"] = None if self.config.calibration is None else str(self.config.calibration)
         self.run.write_run_info(
             {
                 "config": info,
                 "target": self.choice.target.value,
                 "target_reason": self.choice.reason,
+                "link_rate_source": self.rate_source,
                 "started_at": time.time(),
                 "pid": os.getpid(),
                 "pid_start_time": proc_start_time(os.getpid()),
@@ -269,8 +295,34 @@ class Testbed:
             self.start_controller()
             if self.config.agents:
                 self.start_agents()
+        self.apply_placement()
         if self.config.supervise:
             self.start_supervisor()
+        if self.config.fidelity:
+            self.start_fidelity()
+
+    def apply_placement(self) -> None:
+        """Give the run's processes the CPU placement that keeps them faithful longest."""
+        from topologies.placement import apply, chosen
+
+        for line in apply(self, chosen(self.config.placement)):
+            self.say(line)
+
+    def start_fidelity(self) -> None:
+        """Watch this run from now on: its processes, links and drops (topologies.fidelity)."""
+        from topologies.fidelity.monitor import monitor_of
+
+        self.fidelity = monitor_of(self).start()
+
+    def stop_fidelity(self) -> Any:
+        """The verdict of the run so far, sampling stopped (None without a monitor)."""
+        monitor, self.fidelity = self.fidelity, None
+        if monitor is not None:
+            try:
+                self.fidelity_verdict = monitor.stop()
+            except Exception as exc:  # a verdict that cannot be made must not hold up a teardown
+                self.say(f"fidelity verdict failed: {type(exc).__name__}: {exc}")
+        return self.fidelity_verdict
 
     def route_plain_traffic(self) -> None:
         """Plain IPv6/IPv4 between every pair of hosts, by their kernels (Mininet's ping, iperf)."""
@@ -420,6 +472,7 @@ class Testbed:
         try:
             if self.supervisor is not None:  # first: what is ended below must stay ended
                 self.supervisor.stop()
+            self.stop_fidelity()  # while the switches and agents can still be read
             for cap in self.captures:
                 cap.stop()
             self.captures.clear()
@@ -527,7 +580,20 @@ def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--t0", type=int, default=2, help="T0 switches per plane (default 2)")
     ap.add_argument("--t1", type=int, default=2, help="T1 switches per plane (default 2)")
     ap.add_argument("--hosts-per-t0", type=int, default=2, help="hosts under each T0 (default 2)")
-    ap.add_argument("--link-rate", type=float, default=None, help="Mbit/s per link (htb); default: unlimited")
+    ap.add_argument(
+        "--link-rate",
+        type=link_rate_arg,
+        default="calibrated",
+        metavar="MBIT|calibrated|0",
+        help="Mbit/s per link (htb); default: what `mrc-testbed calibrate` found this machine keeps "
+        "faithful for this data plane and shape; 0: unlimited (the CPU decides)",
+    )
+    ap.add_argument(
+        "--calibration",
+        type=Path,
+        default=None,
+        help="the calibration cache (default <runs>/calibration.json)",
+    )
     ap.add_argument(
         "--target",
         choices=("auto", "bmv2", "linux"),
@@ -568,6 +634,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
         switches_per_shim=args.switches_per_shim,
         pcap=args.pcap is not None,
         pcap_limit_mb=args.pcap if args.pcap is not None else TestbedConfig.pcap_limit_mb,
+        calibration=args.calibration,
         **extra,
     )
 
@@ -575,10 +642,12 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
 def summary(tb: Testbed) -> str:
     assert tb.topology is not None and tb.run is not None and tb.choice is not None
     t = tb.topology
+    rate = tb.config.link_rate
     lines = [
         f"fabric: {t.planes} planes x ({t.t0_per_plane} T0, {t.t1_per_plane} T1), "
         f"{len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links",
         tb.choice.banner(),
+        f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({tb.rate_source})",
         f"run directory: {tb.run.path}",
         f"hosts: {' '.join(h.name for h in t.hosts)}",
         f"agents: {tb.agents_note or 'not started'}",

@@ -4,6 +4,7 @@
 
     sudo .venv/bin/mrc-testbed --cli                      # default fabric, Mininet CLI with MRC verbs
     sudo .venv/bin/mrc-testbed --planes 4 --t1 4 --link-rate 100 --target linux
+    sudo .venv/bin/mrc-testbed calibrate --target bmv2     # the highest faithful link rate here
 
 Without ``--cli`` the fabric stays up until Ctrl-C (or SIGTERM/SIGHUP), then is torn down.
 The testbed itself is :class:`topologies.testbed.Testbed`.
@@ -44,6 +45,11 @@ def _view(tb: Testbed, args: argparse.Namespace) -> Iterator[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["calibrate"]:  # mrc-testbed calibrate: the highest faithful link rate here
+        from topologies.fidelity.calibrate import main as calibrate
+
+        return calibrate(argv[1:])
     ap = argparse.ArgumentParser(
         prog="mrc-testbed",
         description=__doc__.splitlines()[0],
@@ -76,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "*** starting the fabric, controller and agents (-v: every step) ...", file=sys.stderr, flush=True
         )
+    tb = None
     try:
         with (
             Testbed(config_from_args(args, agents=not args.no_agents), progress=progress) as tb,
@@ -96,7 +103,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: fabric torn down", file=sys.stderr)
+    finally:
+        _say_fidelity(tb)
     return 0
+
+
+def _say_fidelity(tb: Testbed | None) -> None:
+    """The run's fidelity verdict, once it is over (topologies.fidelity)."""
+    if tb is None or tb.fidelity_verdict is None:
+        return
+    from topologies.fidelity.report import summary_lines
+
+    for line in summary_lines(tb.fidelity_verdict.as_dict()):
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

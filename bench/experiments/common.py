@@ -26,7 +26,10 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
+from topologies.fidelity.rates import link_rate_arg
+
 SCHEMA = "mrc-experiment/1"
+DEFAULT_CALIBRATION = Path("runs") / "calibration.json"  # where mrc-testbed calibrate caches rates
 PREFIX = "ex"  # Mininet node prefix of every fabric the experiments build (see the brief)
 STATUSES = ("ok", "skipped", "failed")
 
@@ -73,6 +76,9 @@ class Result:
     caveats: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     plots: list[str] = field(default_factory=list)
+    # the fidelity monitor's verdict on every fabric the experiment ran (topologies.fidelity):
+    # {"faithful", "verdict", "reasons", "fabrics": [each fabric's verdict]}; {} when none ran
+    fidelity: dict[str, Any] = field(default_factory=dict)
 
     def add(self, metric: str, value: float | None, **kw: Any) -> Finding:
         f = Finding(metric, None if value is None else float(value), **kw)
@@ -100,6 +106,9 @@ class Context:
     target: str = "linux"
     seed: int = 1
     keep_runs: bool = False  # keep the testbed run directories (logs) even when all went well
+    calibration: Path | None = None  # the calibration cache (None: runs/calibration.json)
+    link_rate: float | str | None = None  # --link-rate: overrides the experiment's own (calibrated)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)  # each fabric's fidelity verdict
 
     def scale(self, full: float, quick: float) -> float:
         return quick if self.quick else full
@@ -174,6 +183,8 @@ def fabric(ctx: Context, prefix: str = PREFIX, agents: bool = True, **shape: Any
 
     setLogLevel("critical")  # htb's "quantum is big" warnings would bury the progress lines
     runs = Path(tempfile.mkdtemp(prefix=f"{prefix}-runs-"))
+    if ctx.link_rate is not None and "link_rate" in shape:
+        shape = {**shape, "link_rate": ctx.link_rate}
     cfg = TestbedConfig(
         prefix=prefix,
         target=ctx.target,
@@ -182,6 +193,7 @@ def fabric(ctx: Context, prefix: str = PREFIX, agents: bool = True, **shape: Any
         agents=agents,
         agent_args=["--seed", str(ctx.seed)],
         pcap=False,
+        calibration=ctx.calibration or DEFAULT_CALIBRATION,
         **shape,
     )
     ok = False
@@ -192,11 +204,15 @@ def fabric(ctx: Context, prefix: str = PREFIX, agents: bool = True, **shape: Any
             step(
                 f"fabric up in {time.monotonic() - started:.1f} s: {cfg.planes} planes x "
                 f"{cfg.t0} T0 x {cfg.t1} T1, {cfg.hosts_per_t0} hosts/T0, "
-                f"link rate {cfg.link_rate or 'unlimited'} Mbit/s, {tb.choice.target.value}"  # type: ignore[union-attr]
+                f"link rate {cfg.link_rate or 'unlimited'} Mbit/s ({tb.rate_source}), "
+                f"{tb.choice.target.value}"  # type: ignore[union-attr]
             )
             yield tb
         ok = True
     finally:
+        if tb.fidelity_verdict is not None:
+            ctx.verdicts.append({"shape": _shape_text(cfg), **tb.fidelity_verdict.as_dict()})
+            step(f"fidelity: {tb.fidelity_verdict.text}")
         if ok and not ctx.keep_runs:
             shutil.rmtree(runs, ignore_errors=True)
         else:
@@ -204,6 +220,27 @@ def fabric(ctx: Context, prefix: str = PREFIX, agents: bool = True, **shape: Any
             dest.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(OSError):
                 shutil.move(str(runs), str(dest / runs.name))
+
+
+def _shape_text(cfg: Any) -> str:
+    rate = f"{cfg.link_rate:g} Mbit/s" if isinstance(cfg.link_rate, float | int) else "unlimited"
+    return f"{cfg.planes}x{cfg.t0}x{cfg.t1}x{cfg.hosts_per_t0} at {rate}"
+
+
+def fidelity_of(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One experiment's fidelity over every fabric it ran: faithful only when each was."""
+    if not verdicts:
+        return {}
+    reasons = [
+        f"{v['shape']}: {r}" if len(verdicts) > 1 else r for v in verdicts for r in v.get("reasons", [])
+    ]
+    faithful = all(v.get("faithful") for v in verdicts)
+    return {
+        "faithful": faithful,
+        "verdict": "faithful" if faithful else "not faithful: " + "; ".join(reasons),
+        "reasons": reasons,
+        "fabrics": verdicts,
+    }
 
 
 def fabric_info(tb: Any) -> dict[str, Any]:
@@ -214,6 +251,7 @@ def fabric_info(tb: Any) -> dict[str, Any]:
         "t1": cfg.t1,
         "hosts_per_t0": cfg.hosts_per_t0,
         "link_rate_mbit_s": cfg.link_rate,
+        "link_rate_source": tb.rate_source,
         "target": tb.choice.target.value,
     }
 
@@ -248,9 +286,23 @@ def experiment_main(
     ap.add_argument("--target", choices=("auto", "linux", "bmv2"), default="linux")
     ap.add_argument("--seed", type=int, default=1, help="agent seed (EV draws); same for every mode")
     ap.add_argument("--keep-runs", action="store_true", help="keep the testbed run directories")
+    ap.add_argument(
+        "--calibration",
+        type=Path,
+        default=None,
+        help=f"the link-rate calibration cache (default {DEFAULT_CALIBRATION})",
+    )
+    ap.add_argument(
+        "--link-rate",
+        type=link_rate_arg,
+        default=None,
+        help="Mbit/s per link instead of the calibrated rate (0: unlimited); the monitor judges it",
+    )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    ctx = Context(args.out, args.quick, args.target, args.seed, args.keep_runs)
+    ctx = Context(
+        args.out, args.quick, args.target, args.seed, args.keep_runs, args.calibration, args.link_rate
+    )
     result = Result(experiment, title, paper_shape, quick=args.quick, seed=args.seed)
     result.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     started = time.monotonic()
@@ -273,12 +325,14 @@ def experiment_main(
                 result.status = "failed"
                 result.reason = f"{type(exc).__name__}: {exc}"
                 traceback.print_exc(file=sys.stderr)
+    result.fidelity = fidelity_of(ctx.verdicts)
     result.seconds = round(time.monotonic() - started, 2)
     path = write_result(args.out, result)
     colour = {"ok": "green", "skipped": "yellow", "failed": "red"}[result.status]
     console.print(
         f"[{colour}]{experiment} {result.status}[/] in {result.seconds:.0f} s"
         + (f" ({result.reason})" if result.reason else "")
+        + (f"; {result.fidelity['verdict']}" if result.fidelity else "")
         + f" -> {path}"
     )
     return 1 if result.status == "failed" else 0

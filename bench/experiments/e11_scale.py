@@ -125,6 +125,7 @@ def measure(ctx: Context, planes: int, t0: int, t1: int) -> dict[str, Any]:
         latest=False,
         agents=False,
         pcap=False,
+        fidelity=False,  # setup time and memory, not an MRC result: no monitor threads to count
     )
     row: dict[str, Any] = {"planes": planes, "t0": t0, "t1": t1, "hosts": t0}
     mem0 = meminfo()

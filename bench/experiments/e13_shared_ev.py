@@ -18,7 +18,7 @@ from typing import Any
 
 from .common import Context, Result, at_least, at_most, experiment_entry, fabric, fabric_info, step
 from .e9_congestion import FRAME_BYTES, LINUX_ECN_THRESHOLD, bmv2_trim_packets, is_linux, slow_port
-from .lab import FAULT_SHAPE, WARMUP_BYTES
+from .lab import FAULT_SHAPE, LINK_RATE, WARMUP_BYTES
 from .plots import timelines
 from .transfer import TransferRun, run_transfer
 
@@ -98,7 +98,7 @@ def queue_in_the_switch(tb: Any, path: tuple[int, int]) -> str:
     t0, t1 = topo.t0(path[0], 0), topo.t1(*path)
     link = topo.find_link(f"{t0.name}-{t1.name}")
     port = link.a.port if link.a.node == t0.name else link.b.port
-    pps = int(FAULT_SHAPE["link_rate"] * 1e6 / 8 / FRAME_BYTES)
+    pps = int(float(tb.config.link_rate or LINK_RATE) * 1e6 / 8 / FRAME_BYTES)
     slow_port(tb, t0.name, port, pps, 64, thresholds=(LINUX_ECN_THRESHOLD, bmv2_trim_packets(pps)))
     return f"BMv2: {t0.name} port {port} queue at {pps} packets/s, ECN above {LINUX_ECN_THRESHOLD} packet"
 

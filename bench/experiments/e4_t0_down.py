@@ -29,7 +29,7 @@ def run(ctx: Context, res: Result) -> None:
         fault_s = max(ctx.scale(1.5, 0.5), 0.6 * lab.clean["mrc"].seconds)
         expected = 1 - 1 / lab.planes
         clean_mrc = float(lab.clean["mrc"].summary["goodput_mbit_s"])
-        others = (lab.planes - 1) * LINK_RATE  # what the planes left carry
+        others = (lab.planes - 1) * float(tb.config.link_rate or LINK_RATE)  # what the planes left carry
         res.data.update(
             {"fault_duration_s": fault_s, "expected_ratio": expected, "other_planes_mbit_s": others}
         )

@@ -1,6 +1,6 @@
 """E7: spray balance: bytes per T1 uplink, MRC against ECMP, with few flows.
 
-Fabric: 2 planes x 2 T0 x 4 T1 (8 uplinks under each T0), no link limit. 1, 2 and 4
+Fabric: 2 planes x 2 T0 x 4 T1 (8 uplinks under each T0), links at the calibrated rate. 1, 2 and 4
 concurrent flows go from the hosts under T0 0 to the hosts under T0 1; the bytes each
 T0 0 uplink sent come from the switches' port counters, read through the controller
 (``GetCounters``), before and after. Balance = max / mean over the 8 uplinks (1.0 =
@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from topologies.fidelity.rates import CALIBRATED
+
 from .common import Context, Result, at_most, experiment_entry, fabric, fabric_info, step
 from .lab import delta, uplink_tx_bytes
 from .plots import bars
@@ -24,7 +26,7 @@ SHAPE = (
     "MRC sprays every connection evenly over all paths (max/mean near 1); ECMP hashing with few flows "
     "leaves some uplinks idle and others doubled (the reason MRC avoids ECMP)."
 )
-SHAPE_FABRIC: dict[str, Any] = {"planes": 2, "t0": 2, "t1": 4, "hosts_per_t0": 2}
+SHAPE_FABRIC: dict[str, Any] = {"planes": 2, "t0": 2, "t1": 4, "hosts_per_t0": 2, "link_rate": CALIBRATED}
 MODES = ("mrc", "ecmp")
 
 

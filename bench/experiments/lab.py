@@ -1,9 +1,10 @@
 """The fault experiments' common ground: one fabric, one sender/receiver pair, clean references.
 
-Fabric (``FAULT_SHAPE``): 4 planes x 2 T0 x 2 T1, 2 hosts per T0, every link limited to
-``LINK_RATE`` Mbit/s (htb). The limit makes the *fabric* the bottleneck instead of the
-Python agent's CPU (about 200 Mbit/s): a connection that sprays over every plane gets
-up to planes x LINK_RATE, a single-path connection one link's worth, as a NIC port's
+Fabric (``FAULT_SHAPE``): 4 planes x 2 T0 x 2 T1, 2 hosts per T0, every link limited (htb)
+to the rate calibration found this machine keeps faithful (``mrc-testbed calibrate``). The
+limit makes the *fabric* the bottleneck instead of the Python agent's CPU (about 200
+Mbit/s): a connection that sprays over every plane gets up to planes x the link rate, a
+single-path connection one link's worth, as a NIC port's
 line rate bounds a single-path RoCE connection. A T0 has two uplinks for the one busy
 host below it, so losing one T1 leaves its plane enough capacity (the paper's "a T1
 down: no steady loss") while losing a T0 costs a plane (1/planes).
@@ -22,17 +23,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from topologies.fidelity.rates import CALIBRATED
+
 from .common import Context, Result, fabric, fabric_info, step
 from .plots import timelines
 from .transfer import TransferRun, run_transfer
 
 MODES = ("mrc", "single-path", "ecmp")
-LINK_RATE = 30.0
+LINK_RATE = 30.0  # Mbit/s where a run gives none (the fabric runs at its calibrated rate)
 WARMUP_BYTES = 1 << 20
 # a faulted transfer's deadline is the fault's duration plus this: after the fault ends a
 # single-path RTO may have backed off to 10 s
 RECOVERY_GRACE_S = 40.0
-FAULT_SHAPE: dict[str, Any] = {"planes": 4, "t0": 2, "t1": 2, "hosts_per_t0": 2, "link_rate": LINK_RATE}
+# links at the rate calibration found this machine keeps faithful for the data plane and shape
+# (topologies.fidelity.rates; --link-rate of an experiment overrides it)
+FAULT_SHAPE: dict[str, Any] = {"planes": 4, "t0": 2, "t1": 2, "hosts_per_t0": 2, "link_rate": CALIBRATED}
 
 
 def uplink_name(tb: Any, plane: int, t0: int, t1: int) -> str:

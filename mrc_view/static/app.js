@@ -80,6 +80,7 @@ window.MRC = window.MRC || {};
     $("loadscale").textContent = "0 … " + MRC.fabric.fmtRate(peak) + (info.link_mbps ? " (link rate)" : " (busiest so far)");
     MRC.conns.update($("conns"), frame, info.mode === "replay" ? Math.min(60, info.recordings[rec].duration) : 60);
     feed(frame.events || []);
+    MRC.fidelity.update(frame);
     frames++;
     document.body.setAttribute("data-frames", frames);
     document.body.setAttribute("data-t", frame.t);

@@ -305,3 +305,13 @@ def test_requests_without_the_token_or_with_another_host_get_403(testbed: Any, v
     assert request(port, "/api/fault", method="POST", headers=bad, body=nope) == 400
     nolink = json.dumps({"kind": "blackhole", "target": "nosuch-link"}).encode()
     assert request(port, "/api/fault", method="POST", headers=bad, body=nolink) == 404
+
+
+def test_the_header_shows_the_runs_fidelity_verdict(testbed: Any, browser: Any) -> None:
+    """The monitor rewrites fidelity.json every few seconds; the page shows its verdict."""
+    verdict = "return document.getElementById('fidelity').getAttribute('data-faithful')"
+    wait_until(lambda: browser.execute_script(verdict) in ("0", "1"), "the fidelity badge")
+    badge = browser.execute_script(
+        "const b = document.getElementById('fidelity'); return [b.hidden, b.title]"
+    )
+    assert badge[0] is False and badge[1].startswith(("faithful", "not faithful: "))

@@ -24,7 +24,7 @@ def option(cmd: list[str], flag: str) -> str:
 def test_command_line_binds_ports_in_order_and_serves_p4runtime_on_a_unix_socket(tmp_path: Path) -> None:
     p = make(tmp_path, thrift_port=50124, realtime_priority=0)
     cmd = p.command()
-    assert cmd[0] == "simple_switch_grpc" and "--no-p4" in cmd
+    assert Path(cmd[0]).name == "simple_switch_grpc" and "--no-p4" in cmd  # debug or fast build
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "-i"] == ["1@s1-eth1", "2@s1-eth2"]
     assert option(cmd, "--device-id") == "3"
     assert option(cmd, "--thrift-port") == "50124"

@@ -1,0 +1,196 @@
+"""The fidelity verdict, one test per threshold (topologies/fidelity/thresholds.py).
+
+Each test builds intervals by hand, with a figure just past the threshold and one just
+short of it, so a threshold that moves or a rule that stops reading it fails here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from topologies.fidelity.figures import (
+    HELD_MIN,
+    Interval,
+    LinkDir,
+    LinkFig,
+    ProcessFig,
+    ProcessKey,
+    RawSample,
+    interval,
+    process_fig,
+)
+from topologies.fidelity.judge import Drops, judge
+from topologies.fidelity.procfs import IfStats, MachineTimes, TaskTimes
+from topologies.fidelity.qdiscs import QdiscStats
+from topologies.fidelity.thresholds import DEFAULT
+
+SWITCH = ProcessKey("bmv2", "t0p0n0", 100)
+LINK = LinkDir("t0p0n0>t1p0n0", "t0p0n0-eth3")
+
+
+def proc(
+    cpu: float = 0.1, demand: float = 0.2, waited: float = 0.0, delay: float = 0.1, key: ProcessKey = SWITCH
+) -> ProcessFig:
+    return ProcessFig(key, cpu, "thread", demand, waited, delay)
+
+
+def link(
+    mbit: float = 20.0, configured: float | None = 30.0, queued: bool = False, held: float = 1.0
+) -> LinkFig:
+    return LinkFig(LINK, mbit, configured, queued, 5 if queued else 0, held if queued else 0.0)
+
+
+def run(
+    bad: ProcessFig | None = None,
+    n_bad: int = 3,
+    n: int = 10,
+    bad_link: LinkFig | None = None,
+    carried: float = 20.0,
+) -> list[Interval]:
+    """``n`` active intervals; the first ``n_bad`` hold ``bad`` / ``bad_link``, the rest are fine."""
+    out = []
+    for i in range(n):
+        iv = Interval(float(i), 1.0, 0.5, 0.05, None)
+        iv.procs = [bad if bad is not None and i < n_bad else proc()]
+        iv.links = [bad_link if bad_link is not None and i < n_bad else link(carried)]
+        out.append(iv)
+    return out
+
+
+def reasons(intervals: list[Interval], drops: Drops | None = None) -> list[str]:
+    return judge(intervals, drops or Drops(frames=100_000), DEFAULT).reasons
+
+
+def test_a_quiet_run_is_faithful() -> None:
+    v = judge(run(), Drops(frames=100_000))
+    assert v.faithful and v.text == "faithful" and v.active_intervals == 10
+
+
+def test_active_mbit_s_only_judges_intervals_with_traffic_or_demand() -> None:
+    th = DEFAULT
+    slow = proc(cpu=0.2, delay=th.sched_delay_ms * 3)  # slow to schedule, but wanting little CPU
+    quiet = run(bad=slow, n_bad=10, carried=th.active_mbit_s * 0.5, bad_link=link(th.active_mbit_s * 0.5))
+    assert judge(quiet, Drops()).faithful and judge(quiet, Drops()).active_intervals == 0
+    busy = run(bad=slow, n_bad=10, carried=th.active_mbit_s * 2, bad_link=link(th.active_mbit_s * 2))
+    assert not judge(busy, Drops()).faithful
+    # a process starved so badly that the traffic stopped is judged all the same
+    starved = proc(cpu=0.01, demand=1.0, waited=0.99)
+    stalled = run(bad=starved, n_bad=10, carried=0.0, bad_link=link(0.0))
+    assert judge(stalled, Drops()).active_intervals == 10 and not judge(stalled, Drops()).faithful
+
+
+def test_saturated_calls_a_thread_that_never_idled_cpu_bound() -> None:
+    th = DEFAULT.saturated
+    assert any("cpu-bound" in r for r in reasons(run(bad=proc(cpu=0.95, demand=th + 0.02, waited=0.05))))
+    assert reasons(run(bad=proc(cpu=0.85, demand=th - 0.02, waited=0.05))) == []
+
+
+def test_starved_needs_both_the_wait_and_the_demand() -> None:
+    th = DEFAULT
+    hungry = proc(cpu=0.3, demand=th.starved_demand + 0.1, waited=th.starved + 0.02)
+    assert any("starved" in r for r in reasons(run(bad=hungry)))
+    assert reasons(run(bad=replace(hungry, waited=th.starved - 0.02))) == []
+    # waiting a lot for a CPU while wanting little of one is latency, judged by sched_delay_ms
+    assert reasons(run(bad=replace(hungry, demand=th.starved_demand - 0.1, cpu=0.01))) == []
+
+
+def test_starved_and_cpu_bound_are_one_reason_each() -> None:
+    out = reasons(run(bad=proc(cpu=0.2, demand=1.0, waited=0.8)))
+    assert len(out) == 1 and "starved" in out[0] and "waited for one 80%" in out[0]
+
+
+def test_sched_delay_ms_is_judged_for_processes_that_use_the_cpu() -> None:
+    th = DEFAULT
+    slow = proc(cpu=th.delay_min_cpu + 0.05, delay=th.sched_delay_ms + 0.5)
+    assert any("slow to schedule" in r for r in reasons(run(bad=slow)))
+    assert reasons(run(bad=replace(slow, delay_ms=th.sched_delay_ms - 0.5))) == []
+
+
+def test_delay_min_cpu_leaves_a_nearly_idle_process_alone() -> None:
+    th = DEFAULT
+    idle = proc(cpu=th.delay_min_cpu / 2, delay=th.sched_delay_ms * 10)
+    assert reasons(run(bad=idle)) == []
+
+
+def test_link_min_share_flags_a_queued_link_that_falls_short() -> None:
+    th = DEFAULT
+    short = link(30.0 * (th.link_min_share - 0.05), queued=True)
+    out = reasons(run(bad_link=short))
+    assert len(out) == 1 and out[0].startswith(f"link {LINK.name} carried as little as")
+    assert reasons(run(bad_link=link(30.0 * (th.link_min_share + 0.02), queued=True))) == []
+    # a link that carried little without a queue was only offered little
+    assert reasons(run(bad_link=link(3.0, queued=False))) == []
+    # an unlimited link has no rate to fall short of
+    assert reasons(run(bad_link=link(3.0, configured=None, queued=True))) == []
+    # one whose rate held back only 80 % of its packets was backlogged for about 80 % of the second
+    busy = 30.0 * 0.8 * th.link_min_share
+    assert reasons(run(bad_link=link(busy + 0.5, queued=True, held=0.8))) == []
+    assert reasons(run(bad_link=link(busy - 0.5, queued=True, held=0.8))) != []
+
+
+def test_drop_share_allows_a_tiny_share_of_the_frames_carried() -> None:
+    th = DEFAULT
+    frames = 100_000
+    allowed = int(th.drop_share * frames)
+    ok = Drops(frames=frames)
+    ok.add("qdisc", "h0-eth0", allowed)
+    assert reasons(run(), ok) == []
+    bad = Drops(frames=frames)
+    bad.add("qdisc", "h0-eth0", allowed + 1)
+    (out,) = reasons(run(), bad)
+    assert out.startswith(f"{allowed + 1} frames dropped outside the design") and "h0-eth0" in out
+
+
+def test_drop_frames_caps_the_allowance_of_a_long_run() -> None:
+    th = DEFAULT
+    frames = int(10 * th.drop_frames / th.drop_share)  # the share alone would allow 10x drop_frames
+    d = Drops(frames=frames)
+    d.add("switch_queue", "t1p0n0", th.drop_frames + 1)
+    assert any("full BMv2 egress queues" in r for r in reasons(run(), d))
+
+
+def test_bad_share_and_min_bad_intervals_decide_how_much_of_a_run_counts() -> None:
+    th = DEFAULT
+    hog = proc(cpu=1.0, demand=1.0, waited=0.0)
+    assert reasons(run(bad=hog, n_bad=th.min_bad_intervals - 1, n=3)) == []  # too few
+    n = 100
+    below = int(th.bad_share * n) - 1
+    assert reasons(run(bad=hog, n_bad=below, n=n)) == []  # too small a share
+    assert reasons(run(bad=hog, n_bad=int(th.bad_share * n), n=n)) != []
+
+
+def test_the_driver_is_shown_not_judged() -> None:
+    driver = proc(cpu=1.0, demand=1.0, key=ProcessKey("driver", "testbed", 1))
+    v = judge(run(bad=driver, n_bad=10), Drops(frames=1))
+    assert v.faithful and "driver testbed" in v.figures["processes"]
+
+
+def test_interval_s_and_the_figures_of_two_samples() -> None:
+    """CPU, demand, wait and delay come from schedstat deltas over the interval's length."""
+    dt = DEFAULT.interval_s
+    before = {1: TaskTimes("ingress", 0, 0, 0), 2: TaskTimes("egress", 0, 0, 0)}
+    after = {
+        1: TaskTimes("ingress", int(0.6e9 * dt), int(0.3e9 * dt), 100),
+        2: TaskTimes("egress", int(0.1e9 * dt), 0, 100),
+    }
+    f = process_fig(SWITCH, before, after, dt)
+    assert round(f.cpu, 3) == 0.7 and f.busiest == "ingress" and round(f.demand, 3) == 0.9
+    assert round(f.waited, 3) == 0.3 and round(f.delay_ms, 3) == round(0.3e3 * dt / 200, 3)
+
+
+def test_a_link_is_queued_only_with_a_standing_queue_held_back_by_its_rate() -> None:
+    def sample(t: float, tx: int, backlog: int, overlimits: int) -> RawSample:
+        ifs = {LINK.ifname: IfStats(0, 0, 0, tx, 0, 0)}
+        packets = tx // 1500
+        q = {LINK.ifname: QdiscStats("htb", tx, packets, 0, overlimits, backlog, backlog // 1500)}
+        return RawSample(t, {}, MachineTimes(0, 0, 100, 2), 0, None, ifs, q, {LINK.ifname: 30.0})
+
+    a = sample(0.0, 0, 9000, 0)
+    b = sample(1.0, 3_000_000, 9000, 2000)  # held back about once per packet: never ran dry
+    (lf,) = interval(a, b, [LINK]).links
+    assert lf.queued and lf.configured == 30.0 and round(lf.mbit_s) == 24 and lf.held == 1.0
+    drained = interval(a, sample(1.0, 3_000_000, 0, 2000), [LINK])
+    assert not drained.links[0].queued  # empty at the end
+    # a queue at both ends that was held back for only a few of its packets idled in between
+    idled = interval(a, sample(1.0, 3_000_000, 9000, int(2000 * HELD_MIN) - 10), [LINK])
+    assert not idled.links[0].queued
