@@ -45,8 +45,8 @@ from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
 from topologies.agents import AgentProcess, agent_available
 from topologies.captures import MB, Budget, Capture, start_capture
-from topologies.prune import keep_runs_from_env, prune_runs, runs_max_bytes_from_env
 from topologies.fidelity.rates import link_rate_arg
+from topologies.prune import keep_runs_from_env, prune_runs, runs_max_bytes_from_env
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.supervisor import Supervisor
 from topologies.target import TargetChoice, choose_target
