@@ -190,6 +190,14 @@ class Recovery:
             self.inflight_bytes -= size
             self.plane_load[rec.ev >> PLANE_SHIFT] -= size
 
+    def shed(self, rec: TxRecord) -> None:
+        """``rec`` stays in flight but carries no payload from now on (its write was abandoned):
+        its bytes leave the window's and its plane's count."""
+        if rec.seq in self.in_flight:
+            size = len(rec.payload)
+            self.inflight_bytes -= size
+            self.plane_load[rec.ev >> PLANE_SHIFT] -= size
+
     def on_plane(self, plane: int) -> list[TxRecord]:
         return [r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane]
 

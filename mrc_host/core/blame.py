@@ -1,0 +1,62 @@
+"""What a loss guess says about the path its packet took (MRC mode), told to the EV set.
+
+A guess (the gap rule, RACK, a timer) that a packet was lost means its path failed -- unless
+the path, or the peer's last hop every path ends in, was queueing when the packet left: then
+a missing packet is more likely still queued, or trimmed with its NACK on the way. Trimming is
+what tells congestion from failure, so on a congested path the trim NACK, not the guess, gets
+the last word. This module keeps what the sender knows of congestion for that judgement and
+decides; the EV set (``evset.py``) changes the states.
+"""
+
+from __future__ import annotations
+
+from .config import TransportConfig
+from .counters import Counters
+from .evset import EvSet
+from .psn import psn_of
+from .records import TxRecord
+from .recovery import PLANE_SHIFT
+
+NEVER = -(1 << 62)
+
+
+class LossBlame:
+    """Judges each loss guess of one sender against the congestion it knows of."""
+
+    def __init__(self, cfg: TransportConfig, evset: EvSet, counters: Counters) -> None:
+        self.cfg = cfg
+        self.evset = evset
+        self.c = counters
+        self.lasthop_trim_ns = NEVER  # when the peer's last hop last trimmed one of ours
+
+    def lasthop_trimmed(self, now_ns: int) -> None:
+        """A NACK TRIMMED_LASTHOP: the peer's own port is queueing."""
+        self.lasthop_trim_ns = now_ns
+
+    def blame(self, rec: TxRecord, cause: str, now_ns: int) -> None:
+        """What a loss guess of ``rec`` does to the EV set (judged as of when the packet left: a
+        timer fires long after the marks it met)."""
+        c = self.c
+        cfg = self.cfg
+        if self.evset.is_hot(rec.ev, rec.sent_ns):
+            # the path is queueing (marked or trimmed lately): its trim NACK gets the last word
+            c.losses_while_hot += 1
+            self.evset.lost_while_hot(rec.ev, now_ns)
+        elif cfg.hot_path_heat > 0 and self.lasthop_trim_ns >= rec.sent_ns - cfg.penalty_halflife_ns:
+            # the peer's last hop is trimming (incast): every path ends in that queue, so a
+            # gap says it is deep, not that this path failed; no path is to blame either
+            c.losses_while_hot += 1
+        else:
+            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns, sent_ns=rec.sent_ns)
+
+    def twin_ev(self, rec: TxRecord, now_ns: int) -> int | None:
+        """The EV for a second copy of a resend at the tail, on another plane, or None: only for
+        a loss guess with no sign of congestion (a packet missing from a marked path or while
+        the peer's last hop trims was queued, and a copy more would only add to the queue)."""
+        recent = now_ns - self.cfg.penalty_halflife_ns
+        if self.lasthop_trim_ns >= recent or self.evset.is_hot(rec.lost_ev, rec.prev_sent_ns):
+            return None
+        ev = self.evset.next_data_ev(rec.ev)
+        if ev is None or ev >> PLANE_SHIFT == rec.ev >> PLANE_SHIFT:
+            return None
+        return ev
