@@ -311,10 +311,11 @@ class AckBook:
         if 0 <= rtt < self.cfg.rto_max_ns:
             sample = rtt
             self._rtt_sample(rtt)
-            self.recovery.rtt.sample_plane(s.echo_ev >> PLANE_SHIFT, rtt)
+            plane = s.echo_ev >> PLANE_SHIFT
+            self.recovery.rtt.sample_plane(plane, rtt)
             if trigger.sent_ns == s.echo_ts and trigger.ev == s.echo_ev:  # (its port wait is known)
                 port_wait = trigger.left_ns - trigger.sent_ns
-                self.recovery.rtt.sample_fabric(rtt - port_wait)
+                self.recovery.rtt.sample_fabric(rtt - port_wait, plane, now_ns)
         if s.ecn_echo:
             self._ecn_echo(s.echo_ev, now_ns)
         return sample, s.ecn_echo, port_wait
@@ -360,6 +361,13 @@ class AckBook:
 
     def _on_trim(self, rec: TxRecord, echo_ev: int, fabric: bool, now_ns: int) -> NackProof:
         c = self.c
+        # the trimmed header crossed its whole path to the peer: the path delivers (congested,
+        # not failed), as a SACKed packet would show -- what tells a deep last-hop queue, where
+        # every path is late, from a path that delivers nothing
+        if echo_ev == rec.ev:
+            self.evset.note_ok(echo_ev, now_ns, rec.sent_ns)
+        elif echo_ev == rec.lost_ev:
+            self.evset.note_ok(echo_ev, now_ns, rec.prev_sent_ns)
         if rec.gap_lost and echo_ev == rec.lost_ev:
             # the copy the gap rule or a timer guessed lost was trimmed by a congested
             # switch: congestion, not a failed path -- the retirement it caused is undone

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from .config import TransportConfig
 from .counters import Counters
+from .ev_state import EvEvent
 from .evset import EvSet
 from .psn import psn_of
 from .records import TxRecord
-from .recovery import PLANE_SHIFT
+from .recovery import PLANE_SHIFT, Recovery
 
 NEVER = -(1 << 62)
 
@@ -23,10 +24,11 @@ NEVER = -(1 << 62)
 class LossBlame:
     """Judges each loss guess of one sender against the congestion it knows of."""
 
-    def __init__(self, cfg: TransportConfig, evset: EvSet, counters: Counters) -> None:
+    def __init__(self, cfg: TransportConfig, evset: EvSet, counters: Counters, recovery: Recovery) -> None:
         self.cfg = cfg
         self.evset = evset
         self.c = counters
+        self.recovery = recovery  # (read: the reorder window)
         self.lasthop_trim_ns = NEVER  # when the peer's last hop last trimmed one of ours
 
     def lasthop_trimmed(self, now_ns: int) -> None:
@@ -37,17 +39,35 @@ class LossBlame:
         """What a loss guess of ``rec`` does to the EV set (judged as of when the packet left: a
         timer fires long after the marks it met)."""
         c = self.c
-        cfg = self.cfg
-        if self.evset.is_hot(rec.ev, rec.sent_ns):
-            # the path is queueing (marked or trimmed lately): its trim NACK gets the last word
+        evset = self.evset
+        hot = evset.is_hot(rec.ev, rec.sent_ns)
+        own = hot and evset.hotter_than_most(rec.ev, rec.sent_ns)
+        if (hot or self._lasthop_busy(rec)) and not self._delivers_nothing(rec, own):
             c.losses_while_hot += 1
-            self.evset.lost_while_hot(rec.ev, now_ns)
-        elif cfg.hot_path_heat > 0 and self.lasthop_trim_ns >= rec.sent_ns - cfg.penalty_halflife_ns:
-            # the peer's last hop is trimming (incast): every path ends in that queue, so a
-            # gap says it is deep, not that this path failed; no path is to blame either
-            c.losses_while_hot += 1
+            if hot:
+                # the path is queueing (marked or trimmed lately): its trim NACK gets the last word
+                self.evset.lost_while_hot(rec.ev, now_ns)
+            # (else the peer's last hop is trimming -- an incast: every path ends in that
+            # queue, so a gap says it is deep, not that this path failed; none is to blame)
         else:
             self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns, sent_ns=rec.sent_ns)
+
+    def _lasthop_busy(self, rec: TxRecord) -> bool:
+        cfg = self.cfg
+        return cfg.hot_path_heat > 0 and self.lasthop_trim_ns >= rec.sent_ns - cfg.penalty_halflife_ns
+
+    def _delivers_nothing(self, rec: TxRecord, own: bool) -> bool:
+        """``rec``'s path has delivered nothing sent at or after it -- no SACKed packet, no
+        trimmed header (a trim NACK proves the path reaches the peer) -- while another path
+        delivered a packet sent a margin later (``EvSet.path_dead``): congested or not, it
+        failed. The margin is the reorder window, the gap rule's own guard (every path late
+        behind one queue delivers nothing that late either), twice that where the path has a
+        queue of its own (``own``: hot while most paths are not): the window covers how much
+        later one path's packets arrive than another's (``RttEstimator.fabric_spread``), its
+        own queue included."""
+        e = self.evset.entries.get(rec.ev)
+        margin = self.recovery.reorder_window() * (2 if own else 1)
+        return e is not None and self.evset.path_dead(e, EvEvent.LOSS, rec.sent_ns, margin, carried=True)
 
     def twin_ev(self, rec: TxRecord, now_ns: int) -> int | None:
         """The EV for a second copy of a resend at the tail, on another plane, or None: only for

@@ -47,6 +47,7 @@ SPREAD_DECAY: Final = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets
 # per RTT sample: the largest stall seen forgets over thousands of samples (a software switch
 # descheduled for milliseconds does it again, seconds later)
 STALL_DECAY: Final = 1 - 1 / 8192
+FABRIC_SPREAD_HALFLIFE: Final = 2  # SRTTs (see ``RttEstimator.sample_fabric``)
 REO_EXTENT_DECAY: Final = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
 REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates the largest to come
 # mrc_fabric.ev.PLANE_SHIFT as a literal: compiled, a literal shift is one instruction, a name
@@ -67,10 +68,13 @@ class RttEstimator:
         self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
         self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
         self.plane_srtt: list[float | None] = [None] * planes
-        # the same spread over the fabric alone (each sample less the time its packet waited
-        # for its NIC port): how much later one path may deliver than another
-        self.fabric_min: int | None = None
+        # how much later one path may deliver than another: the largest difference lately
+        # between successive samples of a plane, each less the time its packet waited for its
+        # NIC port (its paths' queues differ; a queue they all end in, at the peer's port,
+        # moves little from one sample to the next and reorders nothing)
+        self._fabric_last = [-1] * planes
         self.fabric_spread = 0.0
+        self._fabric_at = 0
 
     def sample(self, rtt: int) -> None:
         if self.min_rtt_ns is None:
@@ -88,14 +92,20 @@ class RttEstimator:
             self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
             self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
 
-    def sample_fabric(self, rtt: int) -> None:
-        """A round trip less the time its packet waited for its port (the NIC model)."""
-        low = self.fabric_min
-        if low is None or rtt < low:
-            if low is not None:
-                self.fabric_spread += low - rtt
-            self.fabric_min = low = rtt
-        self.fabric_spread = max(float(rtt - low), self.fabric_spread * SPREAD_DECAY)
+    def sample_fabric(self, rtt: int, plane: int = 0, now_ns: int = 0) -> None:
+        """A round trip on ``plane`` less the time its packet waited for its port (the NIC
+        model). The spread forgets by time, by half every ``FABRIC_SPREAD_HALFLIFE`` SRTTs:
+        by samples, a slow flow kept the swing of an incast's first round trips (60 us) for a
+        thousand of them, and its gap rule waited that long behind a path that had died."""
+        last = self._fabric_last[plane]
+        self._fabric_last[plane] = rtt
+        jump = float(abs(rtt - last)) if last >= 0 else 0.0
+        spread = self.fabric_spread
+        srtt = self.srtt_ns
+        if spread and srtt and now_ns > self._fabric_at:
+            spread *= 0.5 ** ((now_ns - self._fabric_at) / (FABRIC_SPREAD_HALFLIFE * srtt))
+        self._fabric_at = now_ns
+        self.fabric_spread = max(jump, spread)
 
     def sample_plane(self, plane: int, rtt: int) -> None:
         ps = self.plane_srtt[plane]

@@ -73,7 +73,7 @@ class Sender:
         self.retx: deque[int] = deque()
         self.writes: deque[PendingWrite] = deque()  # writes with packets not yet segmented
         self._next_msg_id = 1
-        self.blame = LossBlame(cfg, evset, counters)  # what a loss guess does to the EV set
+        self.blame = LossBlame(cfg, evset, counters, self.recovery)  # what a loss guess does to the EV set
         self.failed = ""  # why the connection ended in error ("" while it works)
         self.stalled_since: int | None = None  # work waiting, no EV to carry it, since then
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
