@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from mrc_fabric.ev import T1_MASK, T1_SHIFT
 from mrc_host.wire.messages import SACK_BITMAP_BITS, Nack, NackReason, Sack
 
 from .config import TransportConfig
@@ -126,7 +127,7 @@ class AckBook:
         earlier_copy = s.echo_ts == rec.prev_sent_ns and s.echo_ev == rec.lost_ev
         spurious = self.recovery.on_delivered(rec, now_ns, earlier_copy)
         if spurious:
-            self._spurious(rec.lost_ev, now_ns)
+            self._spurious(rec.lost_ev, rec.prev_sent_ns, now_ns)
         rec.gap_lost = False
         rec.lost = False
         rec.sacked = True
@@ -136,20 +137,43 @@ class AckBook:
         self.evset.note_ok(rec.ev, now_ns, rec.sent_ns)
         return not spurious
 
-    def _spurious(self, lost_ev: int, now_ns: int) -> None:
-        """A loss declared by the gap rule or a timer was reordering after all: the reorder
-        window grows a step, and the EVs the guess retired come back."""
+    def _spurious(self, lost_ev: int, sent_ns: int, now_ns: int) -> None:
+        """A loss declared by the gap rule or a timer (of the copy sent on ``lost_ev`` at
+        ``sent_ns``) was reordering after all: the reorder window grows a step, and the EVs
+        the guess retired come back."""
         self.c.spurious_losses += 1
         self.recovery.on_spurious()
         if self._retire:
-            self._undo(lost_ev, now_ns)
+            self._undo(lost_ev, sent_ns, now_ns)
 
-    def _undo(self, lost_ev: int, now_ns: int) -> None:
-        """The EVs a wrong loss guess on ``lost_ev`` retired come back (counted)."""
-        back = self.evset.undo_loss(lost_ev, now_ns)
+    def _undo(self, lost_ev: int, sent_ns: int, now_ns: int) -> None:
+        """The EVs a wrong loss guess on ``lost_ev`` retired come back (counted) -- unless the
+        path, though it delivered that copy (sent at ``sent_ns``), died after it left: a
+        packet it carried later is overdue (a queue's late original brought dead paths back)."""
+        e = self.evset.entries.get(lost_ev)
+        if e is not None and self._overdue_on_path(e.plane, e.t1, sent_ns, now_ns):
+            self.c.undo_refused_dead += 1
+            return
+        back = self.evset.undo_loss(lost_ev, now_ns, sent_ns)
         if back:
             self.c.ev_loss_undone += 1
             self.c.ev_undone += back
+
+    def _overdue_on_path(self, plane: int, t1: int, after_ns: int, now_ns: int) -> bool:
+        """A packet sent on path (``plane``, ``t1``) after ``after_ns`` is still unacknowledged
+        its plane's RTT and a reorder window after it left (its latest copy, or the copy a
+        later loss guess blamed on the path)."""
+        recovery = self.recovery
+        due = recovery.reorder_window()
+        for rec in self.records.values():
+            if rec.sacked:
+                continue
+            for ev, left in ((rec.ev, rec.left_ns), (rec.lost_ev if rec.gap_lost else -1, rec.prev_sent_ns)):
+                if ev < 0 or ev >> PLANE_SHIFT != plane or (ev >> T1_SHIFT) & T1_MASK != t1:
+                    continue
+                if left > after_ns and now_ns - left > recovery.rtt.of_plane(plane) + due:
+                    return True
+        return False
 
     def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
         """D-SACK: if it names a copy of a packet resent once on a guess, both copies arrived
@@ -157,13 +181,14 @@ class AckBook:
         Its round trip is a true RTT sample (an original's is the very spike that caused the
         guess), and its CE echo a true mark of the EV it took."""
         self.c.dsacks_received += 1
-        lost_ev = self.recovery.on_duplicate(s.echo_ts, s.echo_ev)
-        if lost_ev is None:
+        guess = self.recovery.on_duplicate(s.echo_ts, s.echo_ev)
+        if guess is None:
             return False
+        lost_ev, lost_sent = guess
         rtt = now_ns - s.echo_ts
         if 0 <= rtt < self.cfg.rto_max_ns:
             self._rtt_sample(rtt)
-        self._spurious(lost_ev, now_ns)
+        self._spurious(lost_ev, lost_sent, now_ns)
         if s.ecn_echo:
             # the late copy met a marking queue on its way: the very congestion that delayed
             # it past the reorder window, and the echo names the EV it took exactly
@@ -376,7 +401,7 @@ class AckBook:
             rec.gap_lost = False  # answered: neither a later SACK nor another NACK undoes it again
             c.losses_trimmed_after_guess += 1
             if self._retire:
-                self._undo(rec.lost_ev, now_ns)
+                self._undo(rec.lost_ev, rec.prev_sent_ns, now_ns)
             if rec.lost:  # still queued for resending: only the penalty is new
                 c.ev(echo_ev).trims += 1
                 if fabric and self._retire:

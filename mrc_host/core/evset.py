@@ -251,7 +251,8 @@ class EvSet(EvTable):
         if not dead and e.active and not self._may_shrink(e.plane, None):
             self.floor_holds += 1
             return False
-        key = (e.value, now_ns)
+        # the undo key names the guess: the EV and send time of the copy guessed lost
+        key = (e.value, now_ns if sent_ns is None else sent_ns)
         self._retire_one(e, reason, now_ns, event)
         e.retired_for = key if event in (EvEvent.LOSS, EvEvent.LIVENESS_LOST) else None
         if event in _PATH_EVENTS:
@@ -353,13 +354,17 @@ class EvSet(EvTable):
             e.retired_for = (-1 - (e.plane * MAX_INDEX + e.t1), now_ns)
         return len(victims)
 
-    def undo_loss(self, ev: int, now_ns: int) -> int:
+    def undo_loss(self, ev: int, now_ns: int, sent_ns: int | None = None) -> int:
         """The packet whose loss retired ``ev`` was delivered after all (reordering, as a
         jittery fabric causes): ``ev`` and the path siblings (or the plane) retired with it
-        come back at once, before any probe. Returns how many came back."""
+        come back at once, before any probe. Returns how many came back. ``sent_ns``: the send
+        time of the copy delivered; only the retirement that very guess caused is undone (a
+        late undo of an earlier guess brought back a path retired since for its later losses)."""
         e = self.entries.get(ev)
         if e is None or e.state is not EvState.ASSUMED_BAD or e.retired_for is None:
             return 0  # not retired for a loss or a plane (probes, ACK paths): not ours to undo
+        if sent_ns is not None and e.retired_for[0] >= 0 and e.retired_for != (ev, sent_ns):
+            return 0  # (a plane's failure, keyed by the plane, is undone by any of its packets)
         key = e.retired_for
         back = [x for x in self.retired.values() if x.retired_for == key]
         why = f"loss of a packet or probe on {ev:08x} was reordering"

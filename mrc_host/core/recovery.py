@@ -305,9 +305,15 @@ class Recovery:
     def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool) -> bool:
         """``rec`` was acknowledged; ``earlier_copy``: the SACK names its copy before the latest
         (Eifel's test). True when this proves its loss guess spurious. The caller has taken
-        ``rec`` out of flight."""
+        ``rec`` out of flight. A resend acknowledged sooner than 3/4 of the shortest round trip
+        (seen, or the base RTT) cannot have been the copy that arrived: the original did. (Half the smoothed
+        RTT, as before, passed for a resend on an idle path while queues elsewhere raised the
+        SRTT six-fold, and brought back a path that had died.)"""
         spurious = False
-        if rec.gap_lost and (rec.lost or earlier_copy or now_ns - rec.sent_ns < (self.rtt.srtt_ns or 0) / 2):
+        # (the base RTT too: a flow may never see an idle fabric)
+        fastest = min(self.rtt.min_rtt_ns or 0, self.cfg.nscc.base_rtt)
+        soon = now_ns - rec.sent_ns < 3 * fastest // 4
+        if rec.gap_lost and (rec.lost or earlier_copy or soon):
             # the original arrived: it was reordering, not loss (still queued for resending,
             # or resent too recently for the copy to be the one acknowledged)
             spurious = True
@@ -342,17 +348,18 @@ class Recovery:
         while len(guesses) > GUESSES_MAX:
             del guesses[next(iter(guesses))]
 
-    def on_duplicate(self, echo_ts: int, echo_ev: int) -> int | None:
+    def on_duplicate(self, echo_ts: int, echo_ev: int) -> tuple[int, int] | None:
         """D-SACK: the copy named by (send time, EV) reached the peer after another copy. If
         it is a copy of a packet resent once on a guess, both copies arrived: returns the EV
-        the loss was blamed on (the guess was spurious), else None. Only an exact match of a
-        copy remembered here counts, so a forged report undoes nothing."""
+        the loss was blamed on and that copy's send time (the guess was spurious), else None.
+        Only an exact match of a copy remembered here counts, so a forged report undoes nothing."""
         guess = self._guesses.pop((echo_ts, echo_ev), None)
         if guess is None:
             return None
         lost_ev, other = guess
         self._guesses.pop(other, None)
-        return lost_ev
+        lost_sent = echo_ts if echo_ev == lost_ev else other[0]
+        return lost_ev, lost_sent
 
     # ---- loss rules -----------------------------------------------------------------------
     def gap_losses(self, newly: list[TxRecord]) -> list[TxRecord]:

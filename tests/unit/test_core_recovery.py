@@ -168,7 +168,7 @@ def test_a_guess_proved_wrong_widens_the_reorder_window_and_a_dsack_names_it() -
     r.on_sent(rec2, 9, 200_000)  # resent on EV 9
     assert not deliver(r, rec2, 260_000)
     assert r.on_duplicate(123, 9) is None  # a copy never sent: nothing undone
-    assert r.on_duplicate(100_000, 8) == 8  # the original arrived too: blame EV 8 undone
+    assert r.on_duplicate(100_000, 8) == (8, 100_000)  # the original arrived too: blame EV 8 undone
     assert r.on_duplicate(200_000, 9) is None  # both keys were forgotten together
 
 
