@@ -50,7 +50,10 @@ class LossBlame:
             # (else the peer's last hop is trimming -- an incast: every path ends in that
             # queue, so a gap says it is deep, not that this path failed; none is to blame)
         else:
-            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns, sent_ns=rec.sent_ns)
+            # (judged dead by the same margin, the ``ev_min_active`` floor does not hold it)
+            why = f"loss ({cause}) of psn {psn_of(rec.seq)}"
+            margin = self.recovery.reorder_window() * (2 if own else 1)
+            self.evset.retire(rec.ev, why, now_ns, sent_ns=rec.sent_ns, margin_ns=margin)
 
     def _lasthop_busy(self, rec: TxRecord) -> bool:
         cfg = self.cfg
