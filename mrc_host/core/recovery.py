@@ -256,11 +256,16 @@ class Recovery:
         one's SACK are resent then, not at the RTO (RACK-TLP's idea). That SACK is due an SRTT
         plus the reorder window (which covers the delay spread) after the newest packet left,
         plus the peer's ack delay unless it SACKs that packet at once (a resend, the last of a
-        message); RACK-TLP's 2 SRTT at most."""
-        srtt = self.rtt.srtt_ns
+        message); RACK-TLP's 2 SRTT at most. The SRTT is given its variation (4 RTTVAR, at most
+        another SRTT): while few samples are in, that SACK may well come later (a lone 32 KiB
+        flow's first window waits at its own NIC port: 2 of its 8 packets were probed for nothing)."""
+        rtt = self.rtt
+        srtt = rtt.srtt_ns
         if sending or self.cfg.go_back_n or srtt is None or not self.in_flight or self.tail_done:
             return None
-        wait = srtt if self._last_acked_at_once else min(srtt + self.cfg.ack_delay_ns, 2 * srtt)
+        wait = srtt + min(4 * rtt.rttvar_ns, srtt)
+        if not self._last_acked_at_once:
+            wait = max(wait, min(srtt + self.cfg.ack_delay_ns, 2 * srtt))
         return self.last_tx_ns + int(wait) + self.reorder_window()
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
