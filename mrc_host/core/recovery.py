@@ -68,6 +68,7 @@ class RttEstimator:
         self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
         self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
         self.plane_srtt: list[float | None] = [None] * planes
+        self.plane_last = [0] * planes  # each plane's latest sample (RACK's RTT: a queue building)
         # how much later one path may deliver than another: the largest difference lately
         # between successive samples of a plane, each less the time its packet waited for its
         # NIC port (its paths' queues differ; a queue they all end in, at the peer's port,
@@ -108,6 +109,7 @@ class RttEstimator:
         self.fabric_spread = max(jump, spread)
 
     def sample_plane(self, plane: int, rtt: int) -> None:
+        self.plane_last[plane] = rtt
         ps = self.plane_srtt[plane]
         self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
 
@@ -402,8 +404,12 @@ class Recovery:
 
     def _rack_wait(self, rec: TxRecord) -> int:
         """How long after its send a packet overtaken by a delivered one may still arrive:
-        its plane's smoothed RTT (each plane has its own NIC queue) plus the reorder window."""
-        return int(self.rtt.of_plane(rec.ev >> PLANE_SHIFT)) + self.reorder_window()
+        its plane's smoothed RTT (each plane has its own NIC queue), or its latest sample if
+        longer (RACK's RTT: while a queue builds, as when an all-to-all starts, the smoothed
+        RTT lags it, and packets it merely delayed were resent), plus the reorder window."""
+        rtt = self.rtt
+        plane = rec.ev >> PLANE_SHIFT
+        return int(max(rtt.of_plane(plane), float(rtt.plane_last[plane]))) + self.reorder_window()
 
     def rack_at(self, sending: bool) -> int | None:
         """RACK timer: when the oldest packet in flight, if a later one was delivered, is lost."""
