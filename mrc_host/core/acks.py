@@ -161,17 +161,16 @@ class AckBook:
 
     def _overdue_on_path(self, plane: int, t1: int, after_ns: int, now_ns: int) -> bool:
         """A packet sent on path (``plane``, ``t1``) after ``after_ns`` is still unacknowledged
-        its plane's RTT and a reorder window after it left (its latest copy, or the copy a
-        later loss guess blamed on the path)."""
-        recovery = self.recovery
-        due = recovery.reorder_window()
+        as long after it left as RACK waits (``Recovery.plane_wait``; its latest copy, or the
+        copy a later loss guess blamed on the path)."""
+        wait = self.recovery.plane_wait(plane)
         for rec in self.records.values():
             if rec.sacked:
                 continue
             for ev, left in ((rec.ev, rec.left_ns), (rec.lost_ev if rec.gap_lost else -1, rec.prev_sent_ns)):
                 if ev < 0 or ev >> PLANE_SHIFT != plane or (ev >> T1_SHIFT) & T1_MASK != t1:
                     continue
-                if left > after_ns and now_ns - left > recovery.rtt.of_plane(plane) + due:
+                if left > after_ns and now_ns - left > wait:
                     return True
         return False
 

@@ -407,8 +407,11 @@ class Recovery:
         its plane's smoothed RTT (each plane has its own NIC queue), or its latest sample if
         longer (RACK's RTT: while a queue builds, as when an all-to-all starts, the smoothed
         RTT lags it, and packets it merely delayed were resent), plus the reorder window."""
+        return self.plane_wait(rec.ev >> PLANE_SHIFT)
+
+    def plane_wait(self, plane: int) -> int:
+        """How long after it left a packet on ``plane`` may still be delivered (``_rack_wait``)."""
         rtt = self.rtt
-        plane = rec.ev >> PLANE_SHIFT
         return int(max(rtt.of_plane(plane), float(rtt.plane_last[plane]))) + self.reorder_window()
 
     def rack_at(self, sending: bool) -> int | None:
