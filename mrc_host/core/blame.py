@@ -50,9 +50,12 @@ class LossBlame:
             # (else the peer's last hop is trimming -- an incast: every path ends in that
             # queue, so a gap says it is deep, not that this path failed; none is to blame)
         else:
-            # (judged dead by the same margin, the ``ev_min_active`` floor does not hold it)
+            # (judged dead by the same margin, the ``ev_min_active`` floor does not hold it --
+            # never a wider one than the path margin: the reorder window swells to hundreds of
+            # us once SACKs lost on dead reverse paths report packets late, and the floor then
+            # held every dead path through a stall of RTOs)
             why = f"loss ({cause}) of psn {psn_of(rec.seq)}"
-            margin = self.recovery.reorder_window() * (2 if own else 1)
+            margin = min(self.recovery.reorder_window() * (2 if own else 1), self.evset.path_margin_ns())
             self.evset.retire(rec.ev, why, now_ns, sent_ns=rec.sent_ns, margin_ns=margin)
 
     def _lasthop_busy(self, rec: TxRecord) -> bool:
