@@ -30,6 +30,7 @@ COMPILED = [
     "mrc_host/core/__init__.py",
     "mrc_host/core/ack_echo.py",
     "mrc_host/core/acks.py",
+    "mrc_host/core/blame.py",
     "mrc_host/core/actions.py",
     "mrc_host/core/cc_base.py",
     "mrc_host/core/cc_fixed.py",

@@ -1,4 +1,4 @@
-"""Acknowledgement bookkeeping of a sender: what SACKs and NACKs from the peer mean.
+"""What SACKs and NACKs from the peer prove, for the sender to apply.
 
 A SACK is believed only for PSNs the sender sent and has not yet seen acknowledged, and only
 when its echo (send time and EV of the packet that triggered it) names a copy of a packet
@@ -6,43 +6,101 @@ it acknowledges: a SACK whose echo matches nothing sent moves nothing, the cumul
 included, which makes blind forgery impractical (the echo is 96 unguessable bits). What
 it acknowledges, it acknowledges as ranges (``rangeset.bitmap_ranges``), each PSN once:
 the PSNs SACKed so far are kept as a ``RangeSet``, so only those a SACK adds are looked up.
-A trim NACK (a congested switch cut the packet) resends the packet at once on another
-EV; the EV only goes to SKIP, since trimming means congestion, not failure. The losses a
-SACK reveals are decided by ``recovery.py`` and handled by the sender.
+
+``AckBook`` works out what a believed SACK or NACK proves and returns it (``SackProof``,
+``NackProof``), as aioquic's recovery hands its results back to the connection: it reads the
+sender's records and keeps only its own books (PSNs SACKed, refused and twin copies); it tells
+``recovery`` which packets left the flight (whose loss guesses that proves spurious) and the
+EV set what the echoes say of each path (delivered, marked, a guess undone). The
+``Sender`` applies the rest -- the cumulative ACK, completions, resends, rewinds, the window
+and the losses the new evidence reveals -- so the sender's state has one owner.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from mrc_fabric.ev import T1_MASK, T1_SHIFT
 from mrc_host.wire.messages import SACK_BITMAP_BITS, Nack, NackReason, Sack
 
-from .actions import Action, MessageSent
+from .config import TransportConfig
+from .counters import Counters
+from .evset import EvSet
 from .psn import unwrap
 from .rangeset import RangeSet, bitmap_ranges
 from .records import TxRecord
-from .recovery import PLANE_SHIFT
-
-if TYPE_CHECKING:
-    from .sender import Sender
+from .recovery import PLANE_SHIFT, Recovery
 
 BITMAP_MASK: Final = (1 << SACK_BITMAP_BITS) - 1
 REFUSED_MAX: Final = 64  # refused packets remembered, for the SACK that names one
 
 
-class AckBook:
-    """The sender's acknowledgement books: SACK and NACK processing for ``tx``."""
+class SackProof:
+    """What one believed SACK proved: the new cumulative point, the packets acknowledged for
+    the first time (in PSN order, already out of flight) and of those the ones whose latest
+    copy arrived (the loss rules' evidence), their bytes, and the RTT sample, ECN echo and
+    port wait of the packet that triggered it (None, False, 0 without one)."""
 
-    def __init__(self, tx: Sender) -> None:
-        self.tx = tx
-        self.cfg = tx.cfg
-        self.c = tx.c
-        self.cc = tx.cc
-        self.evset = tx.evset
-        self.recovery = tx.recovery
-        self.records = tx.records
-        self._retire = tx.cfg.retires_paths
-        self._gbn = tx.cfg.go_back_n
+    def __init__(
+        self,
+        cum: int,
+        newly: list[TxRecord],
+        evidence: list[TxRecord],
+        acked_bytes: int,
+        rtt: int | None,
+        ecn: bool,
+        port_wait: int,
+    ) -> None:
+        self.cum = cum
+        self.newly = newly
+        self.evidence = evidence
+        self.acked_bytes = acked_bytes
+        self.rtt = rtt
+        self.ecn = ecn
+        self.port_wait = port_wait
+
+
+class NackProof:
+    """What one believed NACK proved about packet ``rec``: trimmed (``lasthop``: at the peer's
+    own port; ``window``: news for the congestion window; ``resend``: the copy in flight was
+    the one cut), refused by the peer (``refused`` names why), or out of its window."""
+
+    def __init__(
+        self,
+        rec: TxRecord,
+        trimmed: bool = False,
+        lasthop: bool = False,
+        window: bool = False,
+        resend: bool = False,
+        refused: str = "",
+        out_of_window: bool = False,
+    ) -> None:
+        self.rec = rec
+        self.trimmed = trimmed
+        self.lasthop = lasthop
+        self.window = window
+        self.resend = resend
+        self.refused = refused
+        self.out_of_window = out_of_window
+
+
+class AckBook:
+    """The sender's acknowledgement books: what each SACK and NACK from the peer proves."""
+
+    def __init__(
+        self,
+        cfg: TransportConfig,
+        counters: Counters,
+        recovery: Recovery,
+        evset: EvSet,
+        records: dict[int, TxRecord],
+    ) -> None:
+        self.cfg = cfg
+        self.c = counters
+        self.recovery = recovery
+        self.evset = evset
+        self.records = records  # the sender's (read here, never changed)
+        self._retire = cfg.retires_paths
         # (send time, EV) of packets the peer refused (BAD_RKEY/ADDRESS: done, no longer
         # recorded): the SACK their arrival triggered echoes one, and is believed for it
         self._refused: dict[tuple[int, int], None] = {}
@@ -60,18 +118,6 @@ class AckBook:
         while len(twins) > 2 * REFUSED_MAX:
             del twins[next(iter(twins))]
 
-    def _finish_packet(self, rec: TxRecord, out: list[Action], failure: str = "") -> None:
-        w = rec.write
-        if failure and not w.failed:
-            w.failed = failure
-        w.remaining -= 1
-        if w.remaining == 0:
-            if w.failed:
-                self.c.messages_failed += 1
-            else:
-                self.c.messages_completed += 1
-            out.append(MessageSent(w.msg_id, not w.failed, w.failed))
-
     def _deliver(self, rec: TxRecord, now_ns: int, s: Sack) -> bool:
         """Acknowledge ``rec``; False when the copy that arrived is shown to be the one
         before the latest (the loss guess was spurious)."""
@@ -81,7 +127,7 @@ class AckBook:
         earlier_copy = s.echo_ts == rec.prev_sent_ns and s.echo_ev == rec.lost_ev
         spurious = self.recovery.on_delivered(rec, now_ns, earlier_copy)
         if spurious:
-            self._spurious(rec.lost_ev, now_ns)
+            self._spurious(rec.lost_ev, rec.prev_sent_ns, now_ns)
         rec.gap_lost = False
         rec.lost = False
         rec.sacked = True
@@ -91,27 +137,42 @@ class AckBook:
         self.evset.note_ok(rec.ev, now_ns, rec.sent_ns)
         return not spurious
 
-    def _spurious(self, lost_ev: int, now_ns: int) -> None:
-        """A loss declared by the gap rule or a timer was reordering after all: the reorder
-        window grows a step, and the EVs the guess retired come back."""
+    def _spurious(self, lost_ev: int, sent_ns: int, now_ns: int) -> None:
+        """A loss declared by the gap rule or a timer (of the copy sent on ``lost_ev`` at
+        ``sent_ns``) was reordering after all: the reorder window grows a step, and the EVs
+        the guess retired come back."""
         self.c.spurious_losses += 1
         self.recovery.on_spurious()
         if self._retire:
-            self._undo(lost_ev, now_ns)
+            self._undo(lost_ev, sent_ns, now_ns)
 
-    def _trim_proves_congestion(self, rec: TxRecord, now_ns: int) -> None:
-        c = self.c
-        rec.gap_lost = False  # answered: neither a later SACK nor another NACK undoes it again
-        c.losses_trimmed_after_guess += 1
-        if self._retire:
-            self._undo(rec.lost_ev, now_ns)
-
-    def _undo(self, lost_ev: int, now_ns: int) -> None:
-        """The EVs a wrong loss guess on ``lost_ev`` retired come back (counted)."""
-        back = self.evset.undo_loss(lost_ev, now_ns)
+    def _undo(self, lost_ev: int, sent_ns: int, now_ns: int) -> None:
+        """The EVs a wrong loss guess on ``lost_ev`` retired come back (counted) -- unless the
+        path, though it delivered that copy (sent at ``sent_ns``), died after it left: a
+        packet it carried later is overdue (a queue's late original brought dead paths back)."""
+        e = self.evset.entries.get(lost_ev)
+        if e is not None and self._overdue_on_path(e.plane, e.t1, sent_ns, now_ns):
+            self.c.undo_refused_dead += 1
+            return
+        back = self.evset.undo_loss(lost_ev, now_ns, sent_ns)
         if back:
             self.c.ev_loss_undone += 1
             self.c.ev_undone += back
+
+    def _overdue_on_path(self, plane: int, t1: int, after_ns: int, now_ns: int) -> bool:
+        """A packet sent on path (``plane``, ``t1``) after ``after_ns`` is still unacknowledged
+        as long after it left as RACK waits (``Recovery.plane_wait``; its latest copy, or the
+        copy a later loss guess blamed on the path)."""
+        wait = self.recovery.plane_wait(plane)
+        for rec in self.records.values():
+            if rec.sacked:
+                continue
+            for ev, left in ((rec.ev, rec.left_ns), (rec.lost_ev if rec.gap_lost else -1, rec.prev_sent_ns)):
+                if ev < 0 or ev >> PLANE_SHIFT != plane or (ev >> T1_SHIFT) & T1_MASK != t1:
+                    continue
+                if left > after_ns and now_ns - left > wait:
+                    return True
+        return False
 
     def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
         """D-SACK: if it names a copy of a packet resent once on a guess, both copies arrived
@@ -119,13 +180,14 @@ class AckBook:
         Its round trip is a true RTT sample (an original's is the very spike that caused the
         guess), and its CE echo a true mark of the EV it took."""
         self.c.dsacks_received += 1
-        lost_ev = self.recovery.on_duplicate(s.echo_ts, s.echo_ev)
-        if lost_ev is None:
+        guess = self.recovery.on_duplicate(s.echo_ts, s.echo_ev)
+        if guess is None:
             return False
+        lost_ev, lost_sent = guess
         rtt = now_ns - s.echo_ts
         if 0 <= rtt < self.cfg.rto_max_ns:
             self._rtt_sample(rtt)
-        self._spurious(lost_ev, now_ns)
+        self._spurious(lost_ev, lost_sent, now_ns)
         if s.ecn_echo:
             # the late copy met a marking queue on its way: the very congestion that delayed
             # it past the reorder window, and the echo names the EV it took exactly
@@ -144,41 +206,39 @@ class AckBook:
         self.c.acks_dropped[reason] += 1
         self.c.stray_acks += 1
 
-    def _sack_claims(self, s: Sack) -> tuple[int, list[tuple[int, int]]] | None:
+    def _sack_claims(self, s: Sack, una: int, nxt: int) -> tuple[int, list[tuple[int, int]]] | None:
         """The cumulative point and the PSN ranges at or above it that ``s`` says arrived;
-        None (counted) when it names a PSN never sent."""
-        cum = unwrap(s.cum_psn, self.tx.snd_una)
-        if cum > self.tx.snd_nxt:
+        None (counted) when it names a PSN never sent (``una``, ``nxt``: the sender's)."""
+        cum = unwrap(s.cum_psn, una)
+        if cum > nxt:
             self._drop_ack("sack_cum_beyond_sent")
             return None
-        cum = max(cum, self.tx.snd_una)  # an old cumulative ACK arriving late: its bitmap may be news
+        cum = max(cum, una)  # an old cumulative ACK arriving late: its bitmap may be news
         bitmap = s.bitmap & BITMAP_MASK
-        base = unwrap(s.base_psn, self.tx.snd_una)
-        if bitmap and base + bitmap.bit_length() - 1 >= self.tx.snd_nxt:
+        base = unwrap(s.base_psn, una)
+        if bitmap and base + bitmap.bit_length() - 1 >= nxt:
             self._drop_ack("sack_bitmap_beyond_sent")
             return None
-        ranges = [(self.tx.snd_una, cum)] if cum > self.tx.snd_una else []
+        ranges = [(una, cum)] if cum > una else []
         for start, stop in bitmap_ranges(base, bitmap):
             if stop > cum:
                 ranges.append((max(start, cum), stop))
         return cum, ranges
 
-    def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:
-        """Believe a SACK only for PSNs this sender sent and has not yet seen acknowledged,
-        and only when its echo names a copy of one of the packets it acknowledges.
+    def on_sack(self, s: Sack, una: int, nxt: int, now_ns: int) -> SackProof | None:
+        """What ``s`` proves, for a sender whose oldest unacknowledged PSN is ``una`` and
+        whose next new one is ``nxt``; None when it is not believed or proves nothing new.
 
         Everything is checked before any state changes: a cumulative PSN or a bitmap bit
-        beyond ``snd_nxt`` drops the whole SACK, and so does a SACK that acknowledges
-        nothing new (a replay or a duplicate) or whose echo matches none of the packets it
-        names. The ECN echo and the RTT sample are taken only from the packet that
-        triggered the SACK among those it newly acknowledges.
+        beyond ``nxt`` drops the whole SACK, and so does a SACK that acknowledges nothing new
+        (a replay or a duplicate) or whose echo matches none of the packets it names. The
+        ECN echo and the RTT sample are taken only from the packet that triggered the SACK
+        among those it newly acknowledges.
         """
         self.c.sacks_received += 1
-        # it arrived, believed or not: the peer learns its EV works
-        self.tx.echo.sack_received(s.echo_ts, s.echo_ev, s.meta.ev)
-        claims = self._sack_claims(s)
+        claims = self._sack_claims(s, una, nxt)
         if claims is None:
-            return
+            return None
         cum, ranges = claims
         newly, fresh, acked_bytes = self._newly_acked(cum, ranges)
         echo_ts, echo_ev = s.echo_ts, s.echo_ev
@@ -195,11 +255,11 @@ class AckBook:
                 self.c.tail_twin_duplicates += 1
             elif not undone:  # (a D-SACK that proved a loss spurious was news enough)
                 self._drop_ack("sack_nothing_new")
-            return
+            return None
         if not echoed and not undone:
             self.c.sack_echo_unmatched += 1
             self._drop_ack("sack_echo_unmatched")
-            return
+            return None
         # the gap rule's evidence: packets whose latest copy arrived. A resend acknowledged
         # because its original arrived late (the guess was spurious) carries the resend's send
         # time and order, long after the original's: counted, it made every packet sent
@@ -213,14 +273,8 @@ class AckBook:
         sacked.discard_below(cum)
         for start, stop in fresh:
             sacked.add(start, stop)
-        records = self.records
-        for seq in range(self.tx.snd_una, cum):
-            done = records.pop(seq, None)
-            if done is not None:
-                self._finish_packet(done, out)
-        self.tx.snd_una = cum
-        self.recovery.on_progress()
-        self._sack_feedback(s, newly, evidence, acked_bytes, now_ns)
+        rtt, ecn, port_wait = self._trigger_sample(s, newly, now_ns)
+        return SackProof(cum, newly, evidence, acked_bytes, rtt, ecn, port_wait)
 
     def _newly_acked(
         self, cum: int, ranges: list[tuple[int, int]]
@@ -256,12 +310,9 @@ class AckBook:
                     return True
         return False
 
-    def _sack_feedback(
-        self, s: Sack, newly: list[TxRecord], evidence: list[TxRecord], acked_bytes: int, now_ns: int
-    ) -> None:
-        """What a believed SACK says beyond the acknowledgements: an RTT sample and an ECN echo
-        from its trigger, the peer's port status, and the losses ``evidence`` (the packets
-        whose latest copy arrived) reveals."""
+    def _trigger_sample(self, s: Sack, newly: list[TxRecord], now_ns: int) -> tuple[int | None, bool, int]:
+        """(RTT sample, ECN echo, port wait) of the packet that triggered ``s``, taken into the
+        RTT estimates and the EV set; (None, False, 0) when it is not among ``newly``."""
         trigger = None
         for rec in newly:
             if rec.sent_ns == s.echo_ts and s.echo_ev in (rec.ev, rec.twin_ev):
@@ -276,108 +327,91 @@ class AckBook:
                 if rec.prev_sent_ns == s.echo_ts and rec.lost_ev == s.echo_ev:
                     trigger = rec
                     break
-        rtt: int | None = None
-        ecn = False
+        if trigger is None:
+            return None, False, 0
         port_wait = 0
-        if trigger is not None:
-            rtt = now_ns - s.echo_ts
-            if 0 <= rtt < self.cfg.rto_max_ns:
-                self._rtt_sample(rtt)
-                self.recovery.rtt.sample_plane(s.echo_ev >> PLANE_SHIFT, rtt)
-                if trigger.sent_ns == s.echo_ts and trigger.ev == s.echo_ev:  # (its port wait is known)
-                    port_wait = trigger.left_ns - trigger.sent_ns
-                    self.recovery.rtt.sample_fabric(rtt - port_wait)
-            else:
-                rtt = None
-            ecn = s.ecn_echo
-            if ecn:
-                self._ecn_echo(s.echo_ev, now_ns)
-        self.cc.on_ack(acked_bytes, rtt, ecn, now_ns, port_wait)
-        down = self.evset.set_peer_ports(s.port_status)
-        if down:
-            self.tx.ports_down(down)
-        if self._gbn:
-            return
-        recovery = self.recovery
-        recovery.note_rack(evidence)
-        for rec in recovery.gap_losses(evidence):
-            self.tx.lose(rec, "gap", now_ns)  # no-op for a record already lost
-        if self._retire and self.evset.planes > 1:
-            for plane in recovery.dead_planes(newly):
-                self.c.planes_failed += 1
-                self.evset.fail_plane(plane, now_ns)
-                self.tx.flush_plane(plane, "plane")
-        # after the plane check: a dead plane is flushed whole
-        for rec in recovery.rack_losses(now_ns, bool(self.tx.writes)):
-            self.tx.lose(rec, "gap", now_ns)
+        rtt = now_ns - s.echo_ts
+        sample: int | None = None
+        if 0 <= rtt < self.cfg.rto_max_ns:
+            sample = rtt
+            self._rtt_sample(rtt)
+            plane = s.echo_ev >> PLANE_SHIFT
+            self.recovery.rtt.sample_plane(plane, rtt)
+            if trigger.sent_ns == s.echo_ts and trigger.ev == s.echo_ev:  # (its port wait is known)
+                port_wait = trigger.left_ns - trigger.sent_ns
+                self.recovery.rtt.sample_fabric(rtt - port_wait, plane, now_ns)
+        if s.ecn_echo:
+            self._ecn_echo(s.echo_ev, now_ns)
+        return sample, s.ecn_echo, port_wait
 
     def _rtt_sample(self, rtt: int) -> None:
         rtt_est = self.recovery.rtt
         rtt_est.sample(rtt)
         self.evset.tx_delay_spread = rtt_est.spread
 
-    def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
-        """Believe a NACK only for a PSN sent and not yet acknowledged, echoing one of our EVs.
+    def on_nack(self, n: Nack, una: int, nxt: int, now_ns: int) -> NackProof | None:
+        """What ``n`` proves; None unless it names a PSN sent and not yet acknowledged, echoing
+        one of our EVs.
 
-        A trim NACK for the copy currently in flight (echoed EV = the EV it left on) resends
-        it at once; one for an earlier copy (the packet was resent since) only penalises the
-        echoed EV -- the EV the trimmed copy really took -- and the window. A trim NACK for
-        a packet already queued for resending or acknowledged is stale and changes nothing.
+        A trim NACK for the copy currently in flight (echoed EV = the EV it left on) is a
+        resend at once; one for an earlier copy (the packet was resent since) only penalises
+        the echoed EV -- the EV the trimmed copy really took -- and the window. A trim NACK for
+        a packet already queued for resending is stale: news for nothing but the EV set.
         """
         c = self.c
         try:
             reason = NackReason(n.reason)
         except ValueError:
             c.malformed["nack_reason"] += 1
-            return
+            return None
         c.nacks_received[reason.name] += 1
-        seq = unwrap(n.psn, self.tx.snd_una)
-        rec = self.records.get(seq) if self.tx.snd_una <= seq < self.tx.snd_nxt else None
+        seq = unwrap(n.psn, una)
+        rec = self.records.get(seq) if una <= seq < nxt else None
         if rec is None or rec.sacked:
             self._drop_ack("nack_not_outstanding")
-            return
+            return None
         if self.evset.state(n.echo_ev) is None:
             self._drop_ack("nack_unknown_ev")
-            return
+            return None
         if reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
-            self._on_trim(rec, n.echo_ev, reason, now_ns)
-        elif reason is NackReason.OUT_OF_WINDOW:
-            if self._gbn:
-                self.tx.rewind(seq)
-        else:  # BAD_RKEY / BAD_ADDRESS: the peer refused, complete with error
-            self.records.pop(seq)
-            self.recovery.remove(rec)
-            rec.lost = False
-            self._refused[(rec.sent_ns, rec.ev)] = None
-            if len(self._refused) > REFUSED_MAX:
-                del self._refused[next(iter(self._refused))]
-            self._finish_packet(rec, out, failure=reason.name)
+            return self._on_trim(rec, n.echo_ev, reason is NackReason.TRIMMED, now_ns)
+        if reason is NackReason.OUT_OF_WINDOW:
+            return NackProof(rec, out_of_window=True)
+        # BAD_RKEY / BAD_ADDRESS: the peer refused the write
+        self._refused[(rec.sent_ns, rec.ev)] = None
+        if len(self._refused) > REFUSED_MAX:
+            del self._refused[next(iter(self._refused))]
+        return NackProof(rec, refused=reason.name)
 
-    def _on_trim(self, rec: TxRecord, echo_ev: int, reason: NackReason, now_ns: int) -> None:
+    def _on_trim(self, rec: TxRecord, echo_ev: int, fabric: bool, now_ns: int) -> NackProof:
         c = self.c
-        fabric = reason is NackReason.TRIMMED
-        if not fabric:
-            self.tx.lasthop_trim_ns = now_ns
+        # the trimmed header crossed its whole path to the peer: the path delivers (congested,
+        # not failed), as a SACKed packet would show -- what tells a deep last-hop queue, where
+        # every path is late, from a path that delivers nothing
+        if echo_ev == rec.ev:
+            self.evset.note_ok(echo_ev, now_ns, rec.sent_ns)
+        elif echo_ev == rec.lost_ev:
+            self.evset.note_ok(echo_ev, now_ns, rec.prev_sent_ns)
         if rec.gap_lost and echo_ev == rec.lost_ev:
             # the copy the gap rule or a timer guessed lost was trimmed by a congested
             # switch: congestion, not a failed path -- the retirement it caused is undone
             # and the EV takes the trim penalty instead (a trimmed header, queued in the
             # high class, can arrive after packets sent later on an idle path made the guess)
-            self._trim_proves_congestion(rec, now_ns)
+            rec.gap_lost = False  # answered: neither a later SACK nor another NACK undoes it again
+            c.losses_trimmed_after_guess += 1
+            if self._retire:
+                self._undo(rec.lost_ev, rec.prev_sent_ns, now_ns)
             if rec.lost:  # still queued for resending: only the penalty is new
                 c.ev(echo_ev).trims += 1
                 if fabric and self._retire:
                     self.evset.trimmed(echo_ev, now_ns)
         if rec.lost:
             self._drop_ack("nack_stale")
-            return
+            return NackProof(rec, trimmed=True, lasthop=not fabric)
         c.ev(echo_ev).trims += 1
-        self.cc.on_trim(now_ns, not fabric)
         if fabric and self._retire:
             self.evset.trimmed(echo_ev, now_ns)
         if echo_ev != rec.ev:
             c.acks_dropped["nack_earlier_copy"] += 1  # penalty taken, current copy flies on
-            return
-        self.recovery.remove(rec)
-        rec.lost = True
-        self.tx.retx.appendleft(rec.seq)  # at once, ahead of new data
+            return NackProof(rec, trimmed=True, lasthop=not fabric, window=True)
+        return NackProof(rec, trimmed=True, lasthop=not fabric, window=True, resend=True)

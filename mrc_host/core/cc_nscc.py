@@ -8,25 +8,26 @@ batches; quick adapt drops the window at once to what the network actually deliv
 that collapsed.
 
 Three departures from UET, all because MRC's switches mark no ECN on the last hop:
-- a *standing* queue (the smallest delay of the last periods above the target, and the
-  samples' mean within a third of it above) decreases the window like an ECN mark does.
-  Jitter raises the floor too, but its samples scatter as far above it as it stands, once
-  the floor has seen enough of them (``_FLOOR_SAMPLES``); the signal never reaches the EV
-  set, so it steers no traffic;
+- a *standing* queue at the receiver's port stands in for the mark it does not set. Every
+  flow into that port sees the same queue, so every flow reads it from its own delay samples
+  by the same rule (``_standing_queue``): their average less ``_SCATTER_K`` times the mean
+  difference between successive samples. Jitter scatters each sample afresh, so that
+  difference is large against its mean (8 hops of uniform jitter: about a fifth of it); a
+  queue moves little from one sample to the next. Above half the target the standing queue
+  is a mark: the window sheds the excess's share of the round trip, at most once a measured
+  round trip of the fabric's longest base RTT; any standing queue stops the fair and fast
+  increases, so the windows meet it with the proportional one alone. All flows cut by the
+  same share and grow by the same rate (AIMD), so unequal windows converge. Before, only a
+  flow trimmed there (NACK TRIMMED_LASTHOP) read its queue, for 128 periods, and held its
+  window from half the target: a flow never trimmed kept its window, 80/5/5/5 Gb/s for four
+  equal flows. The signal steers no EV;
 - the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
   (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
   longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
   under it loses. Both delays leave out each packet's wait for the sender's own NIC port:
   a window above a BDP queues there, and counted as spread that queue raised the cap that
   made it (a lone 41 us flow held 1.2 BDP, and a black hole took 1.45 x a BDP/paths);
-- a trim at the receiver's own port (NACK TRIMMED_LASTHOP) proves a queue there: for
-  ``_LASTHOP_MEMORY`` periods after it (or after the last sample so marked), a delay above
-  half the target counts as the mark that port does not set. In UET the last hop marks (or
-  receiver credits pace an incast), and marks from well below the target (htsim's ECN ramp
-  starts at 0.2 BDP of queue, its target is 0.75 RTT): between the two, NSCC's "ECN, delay
-  below target" holds a window still, and only above the target does it decrease. Here the
-  windows of an incast shrink after its first round of trims instead of trimming for its
-  whole length.
+- no receiver credits (UET's RCCC needs a message MRC lacks).
 """
 
 from __future__ import annotations
@@ -35,19 +36,17 @@ from .cc_base import CongestionControl, register_cc
 from .config import NsccParams, TransportConfig
 
 _FLOOR_PERIODS = 8  # the delay floor is the smallest sample of at least this many periods ...
-# ... and of at least this many samples. The floor of random per-hop delay is the least of a
-# sum of draws, so it depends on how many samples it saw: 8 hops of 0..3 us give a floor near
-# 8 us from a dozen samples (a slow flow's 8 periods) and near 6 us from 64, where the mean
-# is 12 us. A dozen samples therefore looked like a standing queue, each decrease made the
-# flow slower, its floor higher and the next decrease likelier; 64 keep the floor of such
-# jitter well under three quarters of the mean (the last-hop guard below).
+# ... and of at least this many samples (the floor of random per-hop delay is the least of a
+# sum of draws, so it falls with the number of samples: the cap's spread needs many)
 _FLOOR_SAMPLES = 64
-# a trim at the receiver's own port proves a queue there: for this many periods after it, and
-# after each sample it marks, a delay sample above half the target counts as a mark its
-# switch did not set (the receiver's port: it steers no EV). Shorter memories let a flow
-# whose window the incast shrank grow back into the same queue and trim again; one counted
-# from the trim alone ran out in a long incast (8 MiB x 8: a round of trims every 128 periods)
-_LASTHOP_MEMORY = 128
+# the last hop's standing queue is the average fabric delay less this many times the mean
+# difference between successive samples. For jitter that difference is about 1.1 deviations,
+# and the mean less 8 of them is below half the target on the jitter benches (3 us RTT with 1
+# us a hop, 21 us with 3 us: the jitter's mean 1.3 and 0.55 RTT); a queue near that target
+# moves a fraction of a packet time from one sample to the next
+_SCATTER_K = 8.0
+_SCATTER_GAIN = 1 / 32  # the difference is averaged over about this many samples ...
+_SCATTER_SAMPLES = 16  # ... and trusted from this many on
 
 
 class Nscc(CongestionControl):
@@ -73,22 +72,25 @@ class Nscc(CongestionControl):
         self._qa_end_ns: int | None = None
         self._qa_bytes = 0
         self._qa_armed = False
-        # the delay floor: per period (min, samples, sum of delays), the current one and the
-        # last ones, as many as _FLOOR_PERIODS and _FLOOR_SAMPLES need
+        # the delay floor: per period (min, samples), the current one and the last ones, as
+        # many as _FLOOR_PERIODS and _FLOOR_SAMPLES need
         self._period_end_ns: int | None = None
         self._period_min: int | None = None
         self._period_n = 0
-        self._period_sum = 0
-        self._floors: list[tuple[int, int, int]] = []
+        self._floors: list[tuple[int, int]] = []
         self._floor_n = 0  # samples in self._floors
-        self._floor_sum = 0
         self._floor_min: int | None = None  # the least of self._floors
         self._calm_from_ns = 0  # no headroom for spread before this: a trim says it is a queue
-        self._lasthop_until_ns = 0  # until then a last-hop trim's queue is known (_LASTHOP_MEMORY)
+        # the last fabric delay sample, and the mean difference between successive ones
+        self._last_fabric = -1
+        self._lh_level = -1.0  # the fabric delay averaged over time (``_standing_queue``)
+        self._lh_at = 0
+        self._scatter = 0.0
+        self._scatter_n = 0
         self._now_ns = 0
         self.quick_adapts = 0
         self.decreases = 0
-        self.lasthop_decreases = 0  # decreases on a standing queue without ECN
+        self.lasthop_decreases = 0  # decreases on a standing last-hop queue without ECN
 
     def _base_cap(self) -> int:
         p = self.p
@@ -117,35 +119,29 @@ class Nscc(CongestionControl):
     def _clamp(self) -> None:
         self.cwnd = min(max(self.cwnd, float(self.p.min_cwnd)), self.cap)
 
-    def _track_floor(self, delay: int, now_ns: int) -> bool:
-        """Keep the per-period delay floors; True when a period just closed."""
+    def _track_floor(self, delay: int, now_ns: int) -> None:
+        """Keep the per-period delay floors (the cap's spread is measured from them)."""
         if self._period_min is None or delay < self._period_min:
             self._period_min = delay
         self._period_n += 1
-        self._period_sum += delay
         # a period is the fabric's longest base RTT (lasthop_delay) when it is set: flows of
         # different RTTs then see the same queue through the same number of samples
         period = max(self.p.base_rtt, self.p.lasthop_delay)
         if self._period_end_ns is None:
             self._period_end_ns = now_ns + period
-            return False
+            return
         if now_ns < self._period_end_ns:
-            return False
+            return
         floors = self._floors
-        floors.append((self._period_min, self._period_n, self._period_sum))
+        floors.append((self._period_min, self._period_n))
         self._floor_n += self._period_n
-        self._floor_sum += self._period_sum
         # every period holds a sample (the one that closed it): at most _FLOOR_SAMPLES periods
         while len(floors) > _FLOOR_PERIODS and self._floor_n - floors[0][1] >= _FLOOR_SAMPLES:
-            _, n, total = floors.pop(0)
-            self._floor_n -= n
-            self._floor_sum -= total
+            self._floor_n -= floors.pop(0)[1]
         self._floor_min = min(f[0] for f in floors)
         self._period_min = None
         self._period_n = 0
-        self._period_sum = 0
         self._period_end_ns = now_ns + period
-        return True
 
     def _quick_adapt(self, now_ns: int) -> None:
         p = self.p
@@ -179,16 +175,17 @@ class Nscc(CongestionControl):
         ratio = (p.base_rtt + avg) / (p.network_rtt + avg)
         return ratio * ratio
 
-    def _decrease(self, excess_over: float, now_ns: int) -> bool:
-        """Multiplicative decrease sized by ``excess_over`` (a delay above target), at
-        most once per base RTT; True when it happened."""
+    def _decrease(self, excess_over: float, now_ns: int, target: int, every: int, rtt: float = 0.0) -> bool:
+        """Multiplicative decrease sized by ``excess_over`` (a delay above ``target``), at
+        most once per ``every`` ns; True when it happened. The cut is the excess's share of
+        ``excess_over`` (UET's), or with ``rtt`` of that round trip: what a window must shed
+        for the excess to drain."""
         p = self.p
-        target = max(p.target_delay, 1)
-        if self._last_md_ns is not None and now_ns - self._last_md_ns < p.base_rtt:
+        if self._last_md_ns is not None and now_ns - self._last_md_ns < every:
             return False
         if excess_over <= target:
             return False
-        cut = min(p.gamma * (excess_over - target) / excess_over, p.max_md_jump)
+        cut = min(p.gamma * (excess_over - target) / (rtt or excess_over), p.max_md_jump)
         self.cwnd *= 1.0 - cut
         self._inc = 0.0
         self._last_md_ns = now_ns
@@ -213,38 +210,31 @@ class Nscc(CongestionControl):
         favg = self.avg_fabric_delay
         self.avg_fabric_delay = float(fabric) if favg is None else favg + p.delay_weight * (fabric - favg)
         target = max(p.target_delay, 1)
-        closed = self._track_floor(fabric, now_ns)
+        self._track_floor(fabric, now_ns)
         if avg > p.qa_threshold * target:
             self._qa_armed = True
-        trim_marked = p.lasthop_trim_mark and now_ns < self._lasthop_until_ns and 2 * delay > target
-        if ecn or trim_marked:
-            # (a real mark, or the last hop's queue that a trim there has shown: marked from
-            # half the target, as a switch's ECN starts below it, so that between the two the
-            # window holds -- marked above the target, the fair increase of every flow of an
-            # incast (5 packets a window at UET's reference) filled the queue to the trim)
+        standing = self._standing_queue(fabric, now_ns) if p.lasthop_signal else 0.0
+        if ecn:
+            # a mark: above the target the window decreases, below it holds
             self._fast = False
             self._fi_bytes = 0
-            if trim_marked:  # the queue still stands: remember it as long
-                self._remember_lasthop_queue(now_ns)
             if delay > target:
-                self._decrease(avg, now_ns)
+                self._decrease(avg, now_ns, target, p.base_rtt)
             return
-        floor = 0
-        if closed and self._floor_n >= _FLOOR_SAMPLES:
-            floor = self._floor_min or 0
-            mean = self._floor_sum / self._floor_n  # of the samples the floor is the least of
-            if floor <= 3 * (mean - floor):
-                floor = 0
-        if floor > max(target, p.lasthop_delay):
-            # no mark, yet every sample of the last periods waited in a queue that moves
-            # less than it stands (jitter moves as much as it adds): the last hop, which
-            # marks nothing -- decrease as a mark would
+        if 2 * standing > target:
+            self._lasthop_mark(now_ns)
+            return
+        if standing > 0:
+            # some queue stands (below half the target): the windows meet it growing by the
+            # proportional increase alone -- with the fair or fast one the flows of an incast
+            # refilled it to the trim threshold between decreases
             self._fast = False
             self._fi_bytes = 0
-            if self._decrease(float(floor), now_ns):
-                self.lasthop_decreases += 1
-                return
-        if delay > target:
+            if delay < target:
+                self._inc += (
+                    p.eta * acked_bytes * (target - delay) / target / self.cwnd * self._rtt_scale(avg)
+                )
+        elif delay > target:
             self._fast = False
             self._fi_bytes = 0
             self._inc += p.fi * acked_bytes / self.cwnd * self._rtt_scale(avg)
@@ -277,18 +267,52 @@ class Nscc(CongestionControl):
 
     def on_trim(self, now_ns: int = 0, lasthop: bool = False) -> None:
         self._qa_armed = True
-        if lasthop:
-            self._remember_lasthop_queue(now_ns)
         # the RTT's spread came from a queue that overflowed, not from jitter: no headroom
         # for it until _FLOOR_PERIODS base RTTs pass without a trim
         self._calm_from_ns = now_ns + _FLOOR_PERIODS * self.p.base_rtt
         self.cwnd -= self.p.min_cwnd
         self._clamp()
 
-    def _remember_lasthop_queue(self, now_ns: int) -> None:
-        """A queue at the receiver's own port is known for ``_LASTHOP_MEMORY`` periods from now."""
-        period = max(self.p.base_rtt, self.p.lasthop_delay)
-        self._lasthop_until_ns = now_ns + _LASTHOP_MEMORY * period
+    def _lasthop_mark(self, now_ns: int) -> None:
+        """The last hop's standing queue above half the target (where a switch's ECN would
+        mark): the window sheds the excess's share of the round trip, at most once a round
+        trip -- both of the fabric's longest base RTT (``lasthop_delay``) plus the queue, so
+        that flows of every RTT cut alike and a cut shows before the next."""
+        p = self.p
+        self._fast = False
+        self._fi_bytes = 0
+        queue = self._lh_level
+        rtt = max(p.base_rtt, p.lasthop_delay) + queue
+        if self._decrease(queue, now_ns, p.target_delay // 2, int(rtt), rtt):
+            self.lasthop_decreases += 1
+
+    def _standing_queue(self, fabric_delay: int, now_ns: int) -> float:
+        """The queueing delay the samples show beyond what their scatter explains: the
+        average fabric delay less ``_SCATTER_K`` times the mean difference between one sample
+        and the next (jitter scatters every sample afresh; a queue changes little from one
+        to the next). 0 until ``_SCATTER_SAMPLES`` differences have shown the scatter."""
+        # the queue's level, averaged over time (about half a period), not over samples: a
+        # flow with few samples then sees a queue rise and drain when one with many does
+        # (averaged over samples, the small flows of an incast still saw the queue that had
+        # gone and kept cutting, and the large ones kept their lead)
+        dt = now_ns - self._lh_at
+        self._lh_at = now_ns
+        level = self._lh_level
+        tau = max(self.p.base_rtt, self.p.lasthop_delay) // 2
+        gain = 1.0 if level < 0 else min(1.0, dt / max(tau, 1))
+        self._lh_level = level + gain * (fabric_delay - level) if level >= 0 else float(fabric_delay)
+        last = self._last_fabric
+        self._last_fabric = fabric_delay
+        if last < 0:
+            return 0.0
+        self._scatter_n += 1
+        # (the plain mean of the first differences, then a moving one: started from 0, the
+        # moving mean understated the scatter of the first samples, and jitter marked)
+        gain = max(_SCATTER_GAIN, 1 / self._scatter_n)
+        self._scatter += gain * (abs(fabric_delay - last) - self._scatter)
+        if self._scatter_n < _SCATTER_SAMPLES:
+            return 0.0
+        return self._lh_level - _SCATTER_K * self._scatter
 
     def on_loss(self, lost_bytes: int, now_ns: int) -> None:
         self._qa_armed = True

@@ -93,13 +93,12 @@ class NsccParams:
     - ECN, delay above target -> multiplicative decrease by ``gamma`` x (avg_delay -
       target) / avg_delay, at most ``max_md_jump`` of the window, at most once per base RTT;
     - ECN, delay below target -> no change (a transient queue);
-    - no ECN, but the smallest delay of the last periods (8 of max(base_rtt,
-      lasthop_delay), at least 64 samples) above target and ``lasthop_delay``, and more
-      than 3 x (their mean - it) (a standing queue where nothing marks: the last hop) ->
-      the same decrease, sized by that floor delay;
-    - no ECN, but a trim at the receiver's port (TRIMMED_LASTHOP) in the last 128 periods
-      (or a sample so marked since) and a delay above target / 2 -> as ECN (the mark that
-      port does not set);
+    - no ECN, but a standing queue (the average delay less 8 times the mean difference
+      between successive samples, each sample less its wait at the sender's own port) above
+      half the target (the last hop, which marks nothing) -> the window sheds the excess's
+      share of the round trip (``gamma``, ``max_md_jump``), at most once a round trip, both
+      of max(base_rtt, ``lasthop_delay``) plus that queue; any standing queue below that
+      leaves the proportional increase alone (no fair or fast increase);
     the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
     (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
@@ -118,10 +117,12 @@ class NsccParams:
     max_md_jump: float = 0.5
     max_cwnd: int = 256 * 1024
     bdp: int = 0  # not in the OCP profile: base_rtt x line rate, the window with no spread
-    lasthop_delay: int = 4_000  # not in the OCP profile: a floor delay above it (and target) decreases
-    # not in the OCP profile: a trim at the receiver's port arms the mark that port does not
-    # set (False: UET's rules alone, with ``lasthop_delay`` out of reach)
-    lasthop_trim_mark: bool = True
+    # not in the OCP profile: the fabric's longest base RTT, the period of the delay floor and of
+    # the last-hop signal's decreases (flows of every RTT cut alike)
+    lasthop_delay: int = 4_000
+    # not in the OCP profile: a standing queue where nothing marks (the last hop) counts as a
+    # mark from half the target (False: UET's rules alone)
+    lasthop_signal: bool = True
     qa_gate: int = 2
     qa_threshold: float = 4.0
     adjust_bytes_threshold: int = 16 * 1024
@@ -276,7 +277,7 @@ class TransportConfig:
             # standing NIC queue, lost with any path that dies under it); the cap grows with
             # the RTT's spread up to 3 BDP, so a jittery fabric still fills its pipe
             bdp=bdp_bytes,
-            lasthop_delay=max(base_rtt_ns * 3 // 4, 1),
+            lasthop_delay=network_rtt,
             max_cwnd=3 * bdp_bytes + 2 * mtu,
             min_cwnd=mtu,
             adjust_bytes_threshold=max(mtu, bdp_bytes // 8),

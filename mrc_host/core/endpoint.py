@@ -194,9 +194,9 @@ class Endpoint:
         if isinstance(msg, DataPacket):
             self.receiver.on_data(msg, now_ns, out)
         elif isinstance(msg, Sack):
-            self.sender.acks.on_sack(msg, now_ns, out)
+            self.sender.on_sack(msg, now_ns, out)
         elif isinstance(msg, Nack):
-            self.sender.acks.on_nack(msg, now_ns, out)
+            self.sender.on_nack(msg, now_ns, out)
         elif isinstance(msg, Probe):
             self.counters.probes_received += 1
             ack = ProbeAck(

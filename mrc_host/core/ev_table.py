@@ -39,6 +39,7 @@ class EvEntry:
         self.in_use = False  # something left on this EV since it last proved to work
         self.last_ok_ns = 0  # when it last proved to work (an ACKed packet, an answered probe)
         self.ok_sent_ns = -1  # send time of the latest packet or probe on it known delivered
+        self.sent_ns = -1  # when something last left on it
         self.live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
         self.live_probe_ns = 0  # when it left
         self.heat = 0.0  # ECN/trim penalty level, decaying (see module docstring)

@@ -187,9 +187,30 @@ class EvSet(EvTable):
         """Whether ``ev``'s path had signalled congestion recently enough at ``at_ns`` (or has
         since) that a packet missing on it is more likely still queued, or trimmed with its
         NACK on the way, than lost to a failure (``hot_path_heat``; never in ECMP mode, where
-        the EV names no one path)."""
+        the EV names no one path). Only for two half-lives after its last mark: the heat of
+        a burst of marks (an incast's first round trips) kept a path "hot" for hundreds of
+        round trips, and a path that failed there was taken for a queue all that time."""
         threshold = self.cfg.hot_path_heat
-        return threshold > 0 and self.cfg.mode is not Mode.ECMP and self.heat(ev, at_ns) >= threshold
+        if threshold <= 0 or self.cfg.mode is Mode.ECMP:
+            return False
+        e = self.entries.get(ev)
+        if e is None or at_ns - e.heat_ns > 2 * self.cfg.penalty_halflife_ns:
+            return False
+        return self.heat(ev, at_ns) >= threshold
+
+    def hotter_than_most(self, ev: int, at_ns: int) -> bool:
+        """``ev`` is hot (``is_hot``) and most other paths in the rotation are not: a queue of
+        its own, not one that every path ends in (an incast's receiver T0 marks all of them)."""
+        if not self.is_hot(ev, at_ns):
+            return False
+        e = self.entries[ev]
+        paths: dict[tuple[int, int], bool] = {}
+        for plane in self.active:
+            for x in plane:
+                path = (x.plane, x.t1)
+                if path != (e.plane, e.t1) and not paths.get(path, False):
+                    paths[path] = self.is_hot(x.value, at_ns)
+        return 2 * sum(paths.values()) < len(paths)
 
     def lost_while_hot(self, ev: int, now_ns: int) -> bool:
         """A loss guess on a hot ``ev``: it and its path siblings sit out the turns their heat
@@ -230,7 +251,8 @@ class EvSet(EvTable):
         if not dead and e.active and not self._may_shrink(e.plane, None):
             self.floor_holds += 1
             return False
-        key = (e.value, now_ns)
+        # the undo key names the guess: the EV and send time of the copy guessed lost
+        key = (e.value, now_ns if sent_ns is None else sent_ns)
         self._retire_one(e, reason, now_ns, event)
         e.retired_for = key if event in (EvEvent.LOSS, EvEvent.LIVENESS_LOST) else None
         if event in _PATH_EVENTS:
@@ -246,27 +268,36 @@ class EvSet(EvTable):
         return True
 
     def path_dead(
-        self, e: EvEntry, event: EvEvent, sent_ns: int | None, margin_ns: int | None = None
+        self,
+        e: EvEntry,
+        event: EvEvent,
+        sent_ns: int | None,
+        margin_ns: int | None = None,
+        carried: bool = False,
     ) -> bool:
         """Per-path evidence that ``e``'s path (plane, T1) delivers nothing, as opposed to
-        diffuse loss: a liveness probe on it went unanswered, or no EV of the path has
-        delivered anything sent at or after the lost packet (``sent_ns``) while another
-        path has. Under diffuse loss the path's later packets get through, so the lost
-        packet's path siblings prove it alive and the ``ev_min_active`` floor holds."""
+        diffuse loss: a liveness probe on it went unanswered, or no EV of it has delivered
+        anything sent at or after the lost packet (``sent_ns``) while another path delivered
+        one sent ``margin_ns`` later. Under diffuse loss the path's later packets get
+        through, so the lost packet's path siblings prove it alive and the ``ev_min_active``
+        floor holds. ``carried``: and the path went on carrying packets after the lost one
+        (one sitting out a penalty since proves nothing either way)."""
         if event is EvEvent.LIVENESS_LOST:
             return True
         if event is not EvEvent.LOSS or sent_ns is None:
             return False
         path = (e.plane, e.t1)
         here = -1
+        last_sent = -1
         elsewhere = -1
         for x in self.entries.values():
             if (x.plane, x.t1) == path:
                 here = max(here, x.ok_sent_ns)
+                last_sent = max(last_sent, x.sent_ns)
             else:
                 elsewhere = max(elsewhere, x.ok_sent_ns)
         margin = self.path_margin_ns() if margin_ns is None else margin_ns
-        return here < sent_ns and sent_ns + margin <= elsewhere
+        return here < sent_ns < (last_sent if carried else sent_ns + 1) and sent_ns + margin <= elsewhere
 
     def path_margin_ns(self) -> int:
         """How much later than a lost packet other paths' delivered packets must have left
@@ -323,13 +354,17 @@ class EvSet(EvTable):
             e.retired_for = (-1 - (e.plane * MAX_INDEX + e.t1), now_ns)
         return len(victims)
 
-    def undo_loss(self, ev: int, now_ns: int) -> int:
+    def undo_loss(self, ev: int, now_ns: int, sent_ns: int | None = None) -> int:
         """The packet whose loss retired ``ev`` was delivered after all (reordering, as a
         jittery fabric causes): ``ev`` and the path siblings (or the plane) retired with it
-        come back at once, before any probe. Returns how many came back."""
+        come back at once, before any probe. Returns how many came back. ``sent_ns``: the send
+        time of the copy delivered; only the retirement that very guess caused is undone (a
+        late undo of an earlier guess brought back a path retired since for its later losses)."""
         e = self.entries.get(ev)
         if e is None or e.state is not EvState.ASSUMED_BAD or e.retired_for is None:
             return 0  # not retired for a loss or a plane (probes, ACK paths): not ours to undo
+        if sent_ns is not None and e.retired_for[0] >= 0 and e.retired_for != (ev, sent_ns):
+            return 0  # (a plane's failure, keyed by the plane, is undone by any of its packets)
         key = e.retired_for
         back = [x for x in self.retired.values() if x.retired_for == key]
         why = f"loss of a packet or probe on {ev:08x} was reordering"
@@ -384,6 +419,7 @@ class EvSet(EvTable):
         e = self.entries.get(ev)
         if e is not None:
             e.in_use = True
+            e.sent_ns = now_ns
             if self.next_liveness_ns is None:
                 self.next_liveness_ns = now_ns + self.cfg.probe_interval_ns
 

@@ -47,6 +47,7 @@ SPREAD_DECAY: Final = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets
 # per RTT sample: the largest stall seen forgets over thousands of samples (a software switch
 # descheduled for milliseconds does it again, seconds later)
 STALL_DECAY: Final = 1 - 1 / 8192
+FABRIC_SPREAD_HALFLIFE: Final = 2  # SRTTs (see ``RttEstimator.sample_fabric``)
 REO_EXTENT_DECAY: Final = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
 REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates the largest to come
 # mrc_fabric.ev.PLANE_SHIFT as a literal: compiled, a literal shift is one instruction, a name
@@ -67,10 +68,14 @@ class RttEstimator:
         self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
         self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
         self.plane_srtt: list[float | None] = [None] * planes
-        # the same spread over the fabric alone (each sample less the time its packet waited
-        # for its NIC port): how much later one path may deliver than another
-        self.fabric_min: int | None = None
+        self.plane_last = [0] * planes  # each plane's latest sample (RACK's RTT: a queue building)
+        # how much later one path may deliver than another: the largest difference lately
+        # between successive samples of a plane, each less the time its packet waited for its
+        # NIC port (its paths' queues differ; a queue they all end in, at the peer's port,
+        # moves little from one sample to the next and reorders nothing)
+        self._fabric_last = [-1] * planes
         self.fabric_spread = 0.0
+        self._fabric_at = 0
 
     def sample(self, rtt: int) -> None:
         if self.min_rtt_ns is None:
@@ -88,16 +93,23 @@ class RttEstimator:
             self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
             self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
 
-    def sample_fabric(self, rtt: int) -> None:
-        """A round trip less the time its packet waited for its port (the NIC model)."""
-        low = self.fabric_min
-        if low is None or rtt < low:
-            if low is not None:
-                self.fabric_spread += low - rtt
-            self.fabric_min = low = rtt
-        self.fabric_spread = max(float(rtt - low), self.fabric_spread * SPREAD_DECAY)
+    def sample_fabric(self, rtt: int, plane: int = 0, now_ns: int = 0) -> None:
+        """A round trip on ``plane`` less the time its packet waited for its port (the NIC
+        model). The spread forgets by time, by half every ``FABRIC_SPREAD_HALFLIFE`` SRTTs:
+        by samples, a slow flow kept the swing of an incast's first round trips (60 us) for a
+        thousand of them, and its gap rule waited that long behind a path that had died."""
+        last = self._fabric_last[plane]
+        self._fabric_last[plane] = rtt
+        jump = float(abs(rtt - last)) if last >= 0 else 0.0
+        spread = self.fabric_spread
+        srtt = self.srtt_ns
+        if spread and srtt and now_ns > self._fabric_at:
+            spread *= 0.5 ** ((now_ns - self._fabric_at) / (FABRIC_SPREAD_HALFLIFE * srtt))
+        self._fabric_at = now_ns
+        self.fabric_spread = max(jump, spread)
 
     def sample_plane(self, plane: int, rtt: int) -> None:
+        self.plane_last[plane] = rtt
         ps = self.plane_srtt[plane]
         self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
 
@@ -190,6 +202,14 @@ class Recovery:
             self.inflight_bytes -= size
             self.plane_load[rec.ev >> PLANE_SHIFT] -= size
 
+    def shed(self, rec: TxRecord) -> None:
+        """``rec`` stays in flight but carries no payload from now on (its write was abandoned):
+        its bytes leave the window's and its plane's count."""
+        if rec.seq in self.in_flight:
+            size = len(rec.payload)
+            self.inflight_bytes -= size
+            self.plane_load[rec.ev >> PLANE_SHIFT] -= size
+
     def on_plane(self, plane: int) -> list[TxRecord]:
         return [r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane]
 
@@ -238,11 +258,16 @@ class Recovery:
         one's SACK are resent then, not at the RTO (RACK-TLP's idea). That SACK is due an SRTT
         plus the reorder window (which covers the delay spread) after the newest packet left,
         plus the peer's ack delay unless it SACKs that packet at once (a resend, the last of a
-        message); RACK-TLP's 2 SRTT at most."""
-        srtt = self.rtt.srtt_ns
+        message); RACK-TLP's 2 SRTT at most. The SRTT is given its variation (4 RTTVAR, at most
+        another SRTT): while few samples are in, that SACK may well come later (a lone 32 KiB
+        flow's first window waits at its own NIC port: 2 of its 8 packets were probed for nothing)."""
+        rtt = self.rtt
+        srtt = rtt.srtt_ns
         if sending or self.cfg.go_back_n or srtt is None or not self.in_flight or self.tail_done:
             return None
-        wait = srtt if self._last_acked_at_once else min(srtt + self.cfg.ack_delay_ns, 2 * srtt)
+        wait = srtt + min(4 * rtt.rttvar_ns, srtt)
+        if not self._last_acked_at_once:
+            wait = max(wait, min(srtt + self.cfg.ack_delay_ns, 2 * srtt))
         return self.last_tx_ns + int(wait) + self.reorder_window()
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
@@ -287,9 +312,15 @@ class Recovery:
     def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool) -> bool:
         """``rec`` was acknowledged; ``earlier_copy``: the SACK names its copy before the latest
         (Eifel's test). True when this proves its loss guess spurious. The caller has taken
-        ``rec`` out of flight."""
+        ``rec`` out of flight. A resend acknowledged sooner than 3/4 of the shortest round trip
+        (seen, or the base RTT) cannot have been the copy that arrived: the original did. (Half the smoothed
+        RTT, as before, passed for a resend on an idle path while queues elsewhere raised the
+        SRTT six-fold, and brought back a path that had died.)"""
         spurious = False
-        if rec.gap_lost and (rec.lost or earlier_copy or now_ns - rec.sent_ns < (self.rtt.srtt_ns or 0) / 2):
+        # (the base RTT too: a flow may never see an idle fabric)
+        fastest = min(self.rtt.min_rtt_ns or 0, self.cfg.nscc.base_rtt)
+        soon = now_ns - rec.sent_ns < 3 * fastest // 4
+        if rec.gap_lost and (rec.lost or earlier_copy or soon):
             # the original arrived: it was reordering, not loss (still queued for resending,
             # or resent too recently for the copy to be the one acknowledged)
             spurious = True
@@ -324,17 +355,18 @@ class Recovery:
         while len(guesses) > GUESSES_MAX:
             del guesses[next(iter(guesses))]
 
-    def on_duplicate(self, echo_ts: int, echo_ev: int) -> int | None:
+    def on_duplicate(self, echo_ts: int, echo_ev: int) -> tuple[int, int] | None:
         """D-SACK: the copy named by (send time, EV) reached the peer after another copy. If
         it is a copy of a packet resent once on a guess, both copies arrived: returns the EV
-        the loss was blamed on (the guess was spurious), else None. Only an exact match of a
-        copy remembered here counts, so a forged report undoes nothing."""
+        the loss was blamed on and that copy's send time (the guess was spurious), else None.
+        Only an exact match of a copy remembered here counts, so a forged report undoes nothing."""
         guess = self._guesses.pop((echo_ts, echo_ev), None)
         if guess is None:
             return None
         lost_ev, other = guess
         self._guesses.pop(other, None)
-        return lost_ev
+        lost_sent = echo_ts if echo_ev == lost_ev else other[0]
+        return lost_ev, lost_sent
 
     # ---- loss rules -----------------------------------------------------------------------
     def gap_losses(self, newly: list[TxRecord]) -> list[TxRecord]:
@@ -372,8 +404,15 @@ class Recovery:
 
     def _rack_wait(self, rec: TxRecord) -> int:
         """How long after its send a packet overtaken by a delivered one may still arrive:
-        its plane's smoothed RTT (each plane has its own NIC queue) plus the reorder window."""
-        return int(self.rtt.of_plane(rec.ev >> PLANE_SHIFT)) + self.reorder_window()
+        its plane's smoothed RTT (each plane has its own NIC queue), or its latest sample if
+        longer (RACK's RTT: while a queue builds, as when an all-to-all starts, the smoothed
+        RTT lags it, and packets it merely delayed were resent), plus the reorder window."""
+        return self.plane_wait(rec.ev >> PLANE_SHIFT)
+
+    def plane_wait(self, plane: int) -> int:
+        """How long after it left a packet on ``plane`` may still be delivered (``_rack_wait``)."""
+        rtt = self.rtt
+        return int(max(rtt.of_plane(plane), float(rtt.plane_last[plane]))) + self.reorder_window()
 
     def rack_at(self, sending: bool) -> int | None:
         """RACK timer: when the oldest packet in flight, if a later one was delivered, is lost."""

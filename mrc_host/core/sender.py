@@ -4,8 +4,8 @@ RDMA WRITEs are cut into MTU-sized DATA packets; every packet carries its own re
 address (RETH), so it can go on any EV and arrive in any order. The sender pumps packets
 as the congestion window and the EV set allow (resends first), keeps one record per packet
 until it is cumulatively acknowledged, and runs the timers. What the peer's SACKs and NACKs
-mean is worked out in ``acks.py``; which packets in flight are lost, and when, in
-``recovery.py``. A loss guessed there means the path failed: in MRC mode the EV that lost
+prove is worked out in ``acks.py`` and applied here; which packets in flight are lost, and
+when, in ``recovery.py``. A loss guessed there means the path failed: in MRC mode the EV that lost
 the packet is retired at once (ASSUMED_BAD) and the packet is resent on another EV; when
 the packet turns out to have arrived, the loss was spurious and the retirement is undone.
 In single-path mode the sender goes back N from the first missing PSN, as RoCE does.
@@ -22,21 +22,24 @@ from mrc_host.wire.messages import (
     DataPacket,
     Dscp,
     Ecn,
+    Nack,
     Opcode,
     PathMeta,
+    Sack,
 )
 from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .ack_echo import EchoQueue
-from .acks import AckBook
+from .acks import AckBook, SackProof
 from .actions import Action, ConnectionFailed, MessageSent, Transmit
+from .blame import LossBlame
 from .cc_base import create_cc
 from .config import Mode, TransportConfig
 from .counters import Counters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, Segment, TxRecord, held
-from .recovery import PLANE_SHIFT, Recovery
+from .recovery import Recovery
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit. Four
 # names, not a table: compiled, indexing a Final tuple of tuples builds the tuples anew each time
@@ -70,11 +73,11 @@ class Sender:
         self.retx: deque[int] = deque()
         self.writes: deque[PendingWrite] = deque()  # writes with packets not yet segmented
         self._next_msg_id = 1
-        self.lasthop_trim_ns = -(1 << 62)  # when the peer's last hop last trimmed one of ours
+        self.blame = LossBlame(cfg, evset, counters, self.recovery)  # what a loss guess does to the EV set
         self.failed = ""  # why the connection ended in error ("" while it works)
         self.stalled_since: int | None = None  # work waiting, no EV to carry it, since then
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
-        self.acks = AckBook(self)  # SACK and NACK processing
+        self.acks = AckBook(cfg, counters, self.recovery, evset, self.records)  # what SACKs/NACKs prove
         self.echo = EchoQueue()  # which SACK our next DATA echoes (ack_echo.py)
 
     # ---- what others read ---------------------------------------------------------------
@@ -185,10 +188,7 @@ class Sender:
             end = max(end, rec.seq + 1)
             rec.write = filler
             rec.opcode = Opcode.WRITE_MIDDLE
-            if rec.seq in flight.in_flight:  # its bytes leave the window's count now
-                size = len(rec.payload)
-                flight.inflight_bytes -= size
-                flight.plane_load[rec.ev >> PLANE_SHIFT] -= size
+            flight.shed(rec)  # its bytes leave the window's count now
             rec.payload = b""
         if target is None:
             return None
@@ -288,21 +288,16 @@ class Sender:
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
         """At the tail a resend goes out twice, the second copy on another plane, when the
         window has room: nothing new waits for the bandwidth, and a resend lost again there
-        would cost the whole message a round trip (found by RACK or the tail probe). Only
-        for a loss guess with no sign of congestion: a trimmed packet, or one missing from a
-        marked path or while the peer's last hop trims, was queued, and a copy more would
-        only add to the queue; nor for a timeout before any RTT sample (the RTT is unknown,
-        nothing says a packet was lost)."""
+        would cost the whole message a round trip (found by RACK or the tail probe). Not for
+        a timeout before any RTT sample (nothing says a packet was lost), nor where
+        ``LossBlame.twin_ev`` sees congestion."""
         recovery = self.recovery
         if not rec.gap_lost or recovery.rtt.srtt_ns is None:
             return
         if recovery.inflight_bytes + len(rec.payload) > cwnd:
             return
-        recent = now_ns - self.cfg.penalty_halflife_ns
-        if self.lasthop_trim_ns >= recent or self.evset.is_hot(rec.lost_ev, rec.prev_sent_ns):
-            return
-        ev = self.evset.next_data_ev(rec.ev)
-        if ev is None or ev >> PLANE_SHIFT == rec.ev >> PLANE_SHIFT:
+        ev = self.blame.twin_ev(rec, now_ns)
+        if ev is None:
             return
         recovery.on_twin(rec, ev)
         self.acks.note_twins(rec)
@@ -323,32 +318,79 @@ class Sender:
     def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> None:
         """The DATA packet carrying ``rec`` on ``ev``, counted."""
         size = len(rec.payload)
-        if rec.opcode in _LAST_OPCODES:
-            flags = _RETX_LAST if retx else _NEW_LAST
-        else:
-            flags = _RETX if retx else _NEW
         c = self.c
         c.data_packets_sent += 1
         c.data_bytes_sent += size
         evc = c.ev(ev)
         evc.data_packets_sent += 1
         evc.data_bytes_sent += size
-        meta = PathMeta(ev, Ecn.ECT0, Dscp.RETX if retx else Dscp.DATA)
-        pkt = DataPacket(
-            self.peer_qp,
-            psn_of(rec.seq),
-            rec.vaddr,
-            rec.write.rkey,
-            rec.payload,
-            msg_id=rec.write.msg_id,
-            send_ts=now_ns,
-            flags=flags,
-            opcode=rec.opcode,
-            meta=meta,
-            ack_req=False,
-            ack_echo=self.echo.next_echo(ev),
-        )
-        out.append(Transmit(pkt))
+        out.append(Transmit(data_packet(rec, ev, retx, now_ns, self.peer_qp, self.echo.next_echo(ev))))
+
+    # ---- what the peer's SACKs and NACKs proved (acks.py), applied -----------------------
+    def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:
+        """Apply what a SACK proved: completions up to its cumulative point, the window, the
+        peer's port status, and the losses its evidence reveals (gap rule, a dead plane, RACK)."""
+        # it arrived, believed or not: the peer learns its EV works
+        self.echo.sack_received(s.echo_ts, s.echo_ev, s.meta.ev)
+        proof = self.acks.on_sack(s, self.snd_una, self.snd_nxt, now_ns)
+        if proof is None:
+            return
+        records = self.records
+        for seq in range(self.snd_una, proof.cum):
+            done = records.pop(seq, None)
+            if done is not None:
+                self._finish_packet(done, out)
+        self.snd_una = proof.cum
+        recovery = self.recovery
+        recovery.on_progress()
+        self.cc.on_ack(proof.acked_bytes, proof.rtt, proof.ecn, now_ns, proof.port_wait)
+        down = self.evset.set_peer_ports(s.port_status)
+        if down:
+            self.ports_down(down)
+        if not self._gbn:
+            self._losses_shown(proof, now_ns)
+
+    def _losses_shown(self, proof: SackProof, now_ns: int) -> None:
+        recovery = self.recovery
+        recovery.note_rack(proof.evidence)
+        for rec in recovery.gap_losses(proof.evidence):
+            self.lose(rec, "gap", now_ns)  # no-op for a record already lost
+        if self._retire and self.evset.planes > 1:
+            for plane in recovery.dead_planes(proof.newly):
+                self.c.planes_failed += 1
+                self.evset.fail_plane(plane, now_ns)
+                self.flush_plane(plane, "plane")
+        # after the plane check: a dead plane is flushed whole
+        for rec in recovery.rack_losses(now_ns, bool(self.writes)):
+            self.lose(rec, "gap", now_ns)
+
+    def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
+        """Apply what a NACK proved: a trimmed copy resent at once (ahead of new data), a write
+        the peer refused completed in error, or (single path) go back N."""
+        proof = self.acks.on_nack(n, self.snd_una, self.snd_nxt, now_ns)
+        if proof is None:
+            return
+        rec = proof.rec
+        if proof.lasthop:
+            self.blame.lasthop_trimmed(now_ns)
+        if proof.window:
+            self.cc.on_trim(now_ns, proof.lasthop)
+        if proof.resend:
+            self.recovery.remove(rec)
+            rec.lost = True
+            self.retx.appendleft(rec.seq)
+        elif proof.out_of_window and self._gbn:
+            self.rewind(rec.seq)
+        elif proof.refused:
+            self.records.pop(rec.seq)
+            self.recovery.remove(rec)
+            rec.lost = False
+            self._finish_packet(rec, out, failure=proof.refused)
+
+    def _finish_packet(self, rec: TxRecord, out: list[Action], failure: str = "") -> None:
+        done = packet_done(rec.write, self.c, failure)
+        if done is not None:
+            out.append(done)
 
     # ---- losses -------------------------------------------------------------------------
     def flush_plane(self, plane: int, cause: str) -> int:
@@ -357,19 +399,24 @@ class Sender:
         n = 0
         guess = cause != "port"  # a port-status report is a fact; a silent plane is inferred
         for rec in self.recovery.on_plane(plane):
-            self.recovery.remove(rec)
-            rec.lost = True
-            if guess:
-                # its delivery after all proves the plane stalled, not failed (undo_loss)
-                rec.gap_lost = True
-                rec.lost_ev = rec.ev
-            self.retx.append(rec.seq)
+            # a guess: its delivery after all proves the plane stalled, not failed (undo_loss)
+            self._requeue(rec, guess)
             n += 1
         if cause == "port":
             self.c.losses_port += n
         else:
             self.c.losses_plane += n
         return n
+
+    def _requeue(self, rec: TxRecord, guess: bool) -> None:
+        """``rec`` leaves the flight for the retransmit queue (``guess``: a loss its delivery
+        may yet prove spurious)."""
+        self.recovery.remove(rec)
+        rec.lost = True
+        if guess:
+            rec.gap_lost = True
+            rec.lost_ev = rec.ev
+        self.retx.append(rec.seq)
 
     def ports_down(self, bitmap: int) -> None:
         """Planes whose local or peer NIC port just went down (port-status bitmap)."""
@@ -380,10 +427,7 @@ class Sender:
     def lose(self, rec: TxRecord, cause: str, now_ns: int = 0) -> None:
         if rec.sacked or rec.lost:
             return
-        self.recovery.remove(rec)
-        rec.lost = True
-        rec.lost_ev = rec.ev
-        rec.gap_lost = True  # a guess (gap rule or timer) that the delivery may prove wrong
+        self._requeue(rec, True)  # a guess (gap rule or timer) a delivery may prove wrong
         c = self.c
         if cause == "gap":
             c.losses_gap += 1
@@ -393,25 +437,7 @@ class Sender:
         self.cc.on_loss(len(rec.payload), now_ns)
         if self._retire and not (cause == "rto" and self.recovery.rtt.srtt_ns is None):
             # (a timeout before any RTT sample says the RTT is unknown, not that a path died)
-            self._blame(rec, cause, now_ns)
-        self.retx.append(rec.seq)
-
-    def _blame(self, rec: TxRecord, cause: str, now_ns: int) -> None:
-        """What a loss guess does to the EV set (judged as of when the packet left: a timer
-        fires long after the marks it met)."""
-        c = self.c
-        cfg = self.cfg
-        if self.evset.is_hot(rec.ev, rec.sent_ns):
-            # the path is queueing (marked or trimmed lately): trimming is what tells
-            # congestion from failure, so its NACK, not this guess, gets the last word
-            c.losses_while_hot += 1
-            self.evset.lost_while_hot(rec.ev, now_ns)
-        elif cfg.hot_path_heat > 0 and self.lasthop_trim_ns >= rec.sent_ns - cfg.penalty_halflife_ns:
-            # the peer's last hop is trimming (incast): every path ends in that queue, so a
-            # gap says it is deep, not that this path failed; no path is to blame either
-            c.losses_while_hot += 1
-        else:
-            self.evset.retire(rec.ev, f"loss ({cause}) of psn {psn_of(rec.seq)}", now_ns, sent_ns=rec.sent_ns)
+            self.blame.blame(rec, cause, now_ns)
 
     def rewind(self, seq: int) -> None:
         """Go-back-N: everything from ``seq`` on is resent in order."""
@@ -439,12 +465,8 @@ class Sender:
         tail = recovery.tail_at(sending)
         if tail is not None and now_ns >= tail:
             for rec in recovery.tail_losses(now_ns):
-                recovery.remove(rec)
-                rec.lost = True
-                rec.gap_lost = True  # a guess: a late delivery makes it spurious
-                rec.lost_ev = rec.ev
                 self.c.losses_tail += 1
-                self.retx.append(rec.seq)  # no retirement: nothing says the path failed
+                self._requeue(rec, True)  # no retirement: nothing says the path failed
         expired = recovery.expired(now_ns)
         if expired:
             self._on_rto(expired, now_ns, out)
@@ -465,13 +487,43 @@ class Sender:
             # unknown, not that every packet sent died. Resend the oldest one as a probe
             # (RFC 6298 resends one segment; RACK-TLP's probe elicits feedback) with the
             # timer backed off; its SACK -- or the original's -- gives the first sample.
-            rec = expired[0]
-            self.recovery.remove(rec)
-            rec.lost = True
-            rec.gap_lost = True  # a guess: the original's delivery proves it spurious
-            rec.lost_ev = rec.ev
             self.c.rto_probes += 1
-            self.retx.append(rec.seq)
+            self._requeue(expired[0], True)  # a guess: the original's delivery proves it spurious
             return
         for rec in expired:
             self.lose(rec, "rto", now_ns)
+
+
+def data_packet(rec: TxRecord, ev: int, retx: bool, now_ns: int, peer_qp: int, echo: int) -> DataPacket:
+    """The DATA packet carrying ``rec``'s payload on ``ev`` (a resend if ``retx``), echoing ``echo``."""
+    last = rec.opcode in _LAST_OPCODES
+    flags = (_RETX_LAST if retx else _NEW_LAST) if last else (_RETX if retx else _NEW)
+    return DataPacket(
+        peer_qp,
+        psn_of(rec.seq),
+        rec.vaddr,
+        rec.write.rkey,
+        rec.payload,
+        msg_id=rec.write.msg_id,
+        send_ts=now_ns,
+        flags=flags,
+        opcode=rec.opcode,
+        meta=PathMeta(ev, Ecn.ECT0, Dscp.RETX if retx else Dscp.DATA),
+        ack_req=False,
+        ack_echo=echo,
+    )
+
+
+def packet_done(w: PendingWrite, c: Counters, failure: str = "") -> MessageSent | None:
+    """One more packet of ``w`` is acknowledged (or refused: ``failure``): its completion,
+    once it was the last."""
+    if failure and not w.failed:
+        w.failed = failure
+    w.remaining -= 1
+    if w.remaining:
+        return None
+    if w.failed:
+        c.messages_failed += 1
+    else:
+        c.messages_completed += 1
+    return MessageSent(w.msg_id, not w.failed, w.failed)

@@ -188,7 +188,13 @@ class Connection:
         bdp = int(self.base_rtt_ns * shape.link_gbps * planes_used / 8 * spec.window_scale)
         # UET sizes NSCC's increments for the fabric: its cross-spine RTT at the NIC's rate
         fabric_rtt = base_rtt_ns(shape, spec.mtu, False)
+        # a congested last hop delays a packet, and its ACK, by up to a queue's trim threshold
+        # each (past it the switch trims: a NACK); the RTO waits that out (4 base RTT did not:
+        # an all-to-all's first windows took 25 us on a 1.5 us fabric, and were resent)
+        queue_ns = 2 * int(shape.trim_bytes * 8 / shape.link_gbps)
         overrides: dict[str, object] = {
+            "rto_min_ns": max(4 * self.base_rtt_ns, self.base_rtt_ns + queue_ns),
+            "rto_initial_ns": max(10 * self.base_rtt_ns, self.base_rtt_ns + queue_ns),
             "port_gbps": shape.link_gbps,
             "network_rtt": fabric_rtt,
             "network_bdp": int(fabric_rtt * shape.link_gbps * planes_used / 8),

@@ -130,17 +130,18 @@ def test_stale_trim_nack_does_not_touch_the_window() -> None:
     assert p.a.sender.cc.cwnd == cwnd
 
 
-def test_trim_nack_tells_the_cc_where_it_was_cut() -> None:
-    """Defect (issue 26): the CC saw every trim alike, so a cut at the receiver's own port
-    (its last hop marks no ECN) could not stand in for the mark it never sets."""
+def test_trim_nack_tells_the_sender_where_it_was_cut() -> None:
+    """Defect (issue 26): every trim looked alike, so a cut at the receiver's own port (an
+    incast: every path ends in that queue) could not be told from a congested path. A
+    last-hop trim is remembered for judging loss guesses; only a fabric trim steers the EV."""
     seen: list[bool] = []
     for reason in (NackReason.TRIMMED_LASTHOP, NackReason.TRIMMED):
         p = started(2048)
         a = data_sent(p)[0]
-        cc = p.a.sender.cc
-        cut_at = cc._lasthop_until_ns
+        blame = p.a.sender.blame
+        cut_at = blame.lasthop_trim_ns
         p.a.receive(Nack(11, a.psn, reason, a.meta.ev), p.now)
-        seen.append(cc._lasthop_until_ns > cut_at)
+        seen.append(blame.lasthop_trim_ns > cut_at)
         skipped = p.a.evset.state(a.meta.ev) is EvState.SKIP
         assert skipped is (reason is NackReason.TRIMMED)  # only a fabric trim steers the EV
     assert seen == [True, False]

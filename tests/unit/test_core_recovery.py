@@ -127,9 +127,11 @@ def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() 
 
 def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
     """Its SACK is due an SRTT plus the reorder window after it left, plus the peer's ack
-    delay unless the peer SACKs it at once (a resend, the last of a message); 2 SRTT at most."""
+    delay unless the peer SACKs it at once (a resend, the last of a message); 2 SRTT at most.
+    The SRTT is given 4 RTTVAR (at most another SRTT) while the estimate is unsettled."""
     r = make(reorder_window_ns=1_000, ack_delay_ns=3_000)
     r.rtt.sample(10_000)
+    r.rtt.rttvar_ns = 0.0  # a settled estimate (its variation: at the end)
     a = send(r, 0, 0, 0)
     b = send(r, 1, 0, 5_000)  # the middle of a message: the peer may hold its SACK
     window = r.reorder_window()
@@ -147,8 +149,13 @@ def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
     assert r.tail_at(sending=False) == 50_000 + 10_000 + window
     slow = make(reorder_window_ns=1_000, ack_delay_ns=30_000)
     slow.rtt.sample(10_000)
+    slow.rtt.rttvar_ns = 0.0
     send(slow, 0, 0, 0)
     assert slow.tail_at(sending=False) == 20_000 + slow.reorder_window()  # RACK-TLP's 2 SRTT
+    slow.rtt.rttvar_ns = 4_000.0  # unsettled: 4 RTTVAR more, an SRTT at most
+    assert slow.tail_at(sending=False) == 20_000 + slow.reorder_window()
+    r.rtt.rttvar_ns = 1_000.0
+    assert r.tail_at(sending=False) == 50_000 + 10_000 + 4_000 + r.reorder_window()
 
 
 def test_a_guess_proved_wrong_widens_the_reorder_window_and_a_dsack_names_it() -> None:
@@ -168,7 +175,7 @@ def test_a_guess_proved_wrong_widens_the_reorder_window_and_a_dsack_names_it() -
     r.on_sent(rec2, 9, 200_000)  # resent on EV 9
     assert not deliver(r, rec2, 260_000)
     assert r.on_duplicate(123, 9) is None  # a copy never sent: nothing undone
-    assert r.on_duplicate(100_000, 8) == 8  # the original arrived too: blame EV 8 undone
+    assert r.on_duplicate(100_000, 8) == (8, 100_000)  # the original arrived too: blame EV 8 undone
     assert r.on_duplicate(200_000, 9) is None  # both keys were forgotten together
 
 

@@ -51,7 +51,7 @@ def test_two_connections_share_a_bottleneck_fairly_with_nscc() -> None:
     # greedy flow's lead is a little smaller than it was)
     signalled = two_flows_on_one_uplink(ecn_bytes=1 << 40)
     assert signalled >= 0.9
-    uet_alone: dict[str, object] = {"lasthop_delay": 1 << 40, "lasthop_trim_mark": False}
+    uet_alone: dict[str, object] = {"lasthop_signal": False}
     blind = two_flows_on_one_uplink(ecn_bytes=1 << 40, nscc=uet_alone)
     assert blind < 0.85 and blind < signalled - 0.1
 

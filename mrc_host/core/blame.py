@@ -1,0 +1,88 @@
+"""What a loss guess says about the path its packet took (MRC mode), told to the EV set.
+
+A guess (the gap rule, RACK, a timer) that a packet was lost means its path failed -- unless
+the path, or the peer's last hop every path ends in, was queueing when the packet left: then
+a missing packet is more likely still queued, or trimmed with its NACK on the way. Trimming is
+what tells congestion from failure, so on a congested path the trim NACK, not the guess, gets
+the last word. This module keeps what the sender knows of congestion for that judgement and
+decides; the EV set (``evset.py``) changes the states.
+"""
+
+from __future__ import annotations
+
+from .config import TransportConfig
+from .counters import Counters
+from .ev_state import EvEvent
+from .evset import EvSet
+from .psn import psn_of
+from .records import TxRecord
+from .recovery import PLANE_SHIFT, Recovery
+
+NEVER = -(1 << 62)
+
+
+class LossBlame:
+    """Judges each loss guess of one sender against the congestion it knows of."""
+
+    def __init__(self, cfg: TransportConfig, evset: EvSet, counters: Counters, recovery: Recovery) -> None:
+        self.cfg = cfg
+        self.evset = evset
+        self.c = counters
+        self.recovery = recovery  # (read: the reorder window)
+        self.lasthop_trim_ns = NEVER  # when the peer's last hop last trimmed one of ours
+
+    def lasthop_trimmed(self, now_ns: int) -> None:
+        """A NACK TRIMMED_LASTHOP: the peer's own port is queueing."""
+        self.lasthop_trim_ns = now_ns
+
+    def blame(self, rec: TxRecord, cause: str, now_ns: int) -> None:
+        """What a loss guess of ``rec`` does to the EV set (judged as of when the packet left: a
+        timer fires long after the marks it met)."""
+        c = self.c
+        evset = self.evset
+        hot = evset.is_hot(rec.ev, rec.sent_ns)
+        own = hot and evset.hotter_than_most(rec.ev, rec.sent_ns)
+        if (hot or self._lasthop_busy(rec)) and not self._delivers_nothing(rec, own):
+            c.losses_while_hot += 1
+            if hot:
+                # the path is queueing (marked or trimmed lately): its trim NACK gets the last word
+                self.evset.lost_while_hot(rec.ev, now_ns)
+            # (else the peer's last hop is trimming -- an incast: every path ends in that
+            # queue, so a gap says it is deep, not that this path failed; none is to blame)
+        else:
+            # (judged dead by the same margin, the ``ev_min_active`` floor does not hold it --
+            # never a wider one than the path margin: the reorder window swells to hundreds of
+            # us once SACKs lost on dead reverse paths report packets late, and the floor then
+            # held every dead path through a stall of RTOs)
+            why = f"loss ({cause}) of psn {psn_of(rec.seq)}"
+            margin = min(self.recovery.reorder_window() * (2 if own else 1), self.evset.path_margin_ns())
+            self.evset.retire(rec.ev, why, now_ns, sent_ns=rec.sent_ns, margin_ns=margin)
+
+    def _lasthop_busy(self, rec: TxRecord) -> bool:
+        cfg = self.cfg
+        return cfg.hot_path_heat > 0 and self.lasthop_trim_ns >= rec.sent_ns - cfg.penalty_halflife_ns
+
+    def _delivers_nothing(self, rec: TxRecord, own: bool) -> bool:
+        """``rec``'s path has delivered nothing sent at or after it -- no SACKed packet, no
+        trimmed header (a trim NACK proves the path reaches the peer) -- while another path
+        delivered a packet sent a margin later (``EvSet.path_dead``): congested or not, it
+        failed. The margin is the reorder window, the gap rule's own guard (every path late
+        behind one queue delivers nothing that late either), twice that where the path has a
+        queue of its own (``own``: hot while most paths are not): the window covers how much
+        later one path's packets arrive than another's (``RttEstimator.fabric_spread``), its
+        own queue included."""
+        e = self.evset.entries.get(rec.ev)
+        margin = self.recovery.reorder_window() * (2 if own else 1)
+        return e is not None and self.evset.path_dead(e, EvEvent.LOSS, rec.sent_ns, margin, carried=True)
+
+    def twin_ev(self, rec: TxRecord, now_ns: int) -> int | None:
+        """The EV for a second copy of a resend at the tail, on another plane, or None: only for
+        a loss guess with no sign of congestion (a packet missing from a marked path or while
+        the peer's last hop trims was queued, and a copy more would only add to the queue)."""
+        recent = now_ns - self.cfg.penalty_halflife_ns
+        if self.lasthop_trim_ns >= recent or self.evset.is_hot(rec.lost_ev, rec.prev_sent_ns):
+            return None
+        ev = self.evset.next_data_ev(rec.ev)
+        if ev is None or ev >> PLANE_SHIFT == rec.ev >> PLANE_SHIFT:
+            return None
+        return ev
