@@ -41,8 +41,13 @@ class Budget:
         self._procs: list[subprocess.Popen[bytes]] = []
 
     def add(self, proc: subprocess.Popen[bytes]) -> None:
+        """Stop ``proc`` with the others once the budget is full, or now if it already is (it
+        may fill while ``proc`` starts)."""
         with self._lock:
             self._procs.append(proc)
+            full = self.full
+        if full:
+            threading.Thread(target=terminate, args=(proc, STOP_TIMEOUT_S), daemon=True).start()
 
     def take(self, n: int) -> bool:
         """Reserve ``n`` bytes; False (and the budget is full from then on) if they do not fit."""

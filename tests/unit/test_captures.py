@@ -70,3 +70,12 @@ def test_a_stopped_capture_keeps_every_record_it_got(tmp_path: Path) -> None:
     assert not cap.cut_short and len(rdpcap(str(tmp_path / "s.pcap"))) == cap.packets <= 20
     header = (tmp_path / "s.pcap").read_bytes()[:24]
     assert struct.unpack("<I", header[:4])[0] == 0xA1B2C3D4
+
+
+def test_a_capture_added_after_its_budget_filled_is_stopped_too(tmp_path: Path) -> None:
+    # the budget can fill while a capture starts: between taking its header and joining the list
+    budget = Budget(100)
+    assert budget.take(24) and not budget.take(100) and budget.full
+    late = FakeNode(0, 0).popen([], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    budget.add(late)
+    assert late.wait(timeout=20) is not None  # stopped, not left to its 30 s linger
