@@ -152,3 +152,15 @@ def install(net: Any, topo: Topology, userspace_switches: bool) -> int:
     in_parallel([partial(setup_host, net, topo, h, userspace_switches) for h in topo.hosts])
     planes = len(topo.hosts[0].ports) if topo.hosts else 0
     return len(topo.hosts) * (len(topo.hosts) - 1) * (planes + 1)
+
+
+def route_plain(net: Any, topo: Topology, userspace_switches: bool, enabled: bool = True) -> str:
+    """:func:`install` unless ``enabled`` is False; the line a testbed's summary shows, which says
+    why plain traffic is not routed when it is not (a kernel without seg6: MRC still works)."""
+    if not enabled:
+        return "not routed (kernel_routes=False)"
+    try:
+        n = install(net, topo, userspace_switches)
+    except RuntimeError as exc:
+        return f"not routed: {exc}"
+    return f"{n} kernel routes over every (plane, T1) path (ping, iperf work)"

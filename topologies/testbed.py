@@ -102,6 +102,14 @@ class TestbedConfig:
     )
 
 
+def _tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` of a log, for an error message."""
+    try:
+        return "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
+    except OSError:
+        return "(no log)"
+
+
 def _terminate(proc: subprocess.Popen[bytes] | None, timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM by PID, SIGKILL after ``timeout``; reaps the process."""
     terminate(proc, timeout)
@@ -327,28 +335,22 @@ class Testbed:
     def route_plain_traffic(self) -> None:
         """Plain IPv6/IPv4 between every pair of hosts, by their kernels (Mininet's ping, iperf)."""
         assert self.topology is not None and self.choice is not None
-        if not self.config.kernel_routes:
-            self.plain_note = "not routed (kernel_routes=False)"
-            return
         from topologies import kernel_routes
 
-        try:
-            n = kernel_routes.install(self.net, self.topology, self.choice.target != Target.LINUX)
-        except RuntimeError as exc:  # a kernel without seg6: MRC still works, ping does not
-            self.plain_note = f"not routed: {exc}"
+        userspace = self.choice.target != Target.LINUX
+        self.plain_note = kernel_routes.route_plain(
+            self.net, self.topology, userspace, self.config.kernel_routes
+        )
+        if self.plain_note.startswith("not routed:"):  # a kernel without seg6: MRC works, ping not
             self.say(f"plain IPv6/IPv4 between the hosts {self.plain_note}")
-            return
-        self.plain_note = f"{n} kernel routes over every (plane, T1) path (ping, iperf work)"
 
     def start_pcaps(self) -> None:
         """tcpdump on one end of every link into pcap/<ifname>.pcap, sharing one size cap."""
         assert self.run is not None and self.topology is not None
         limit = self.config.pcap_limit_mb
 
-        def full() -> None:
-            self.say(f"pcaps: the cap of {limit:g} MB is reached; every link's capture stopped")
-
-        budget = Budget(int(limit * MB), full)
+        full = f"pcaps: the cap of {limit:g} MB is reached; every link's capture stopped"
+        budget = Budget(int(limit * MB), lambda: self.say(full))
         pcap_dir = self.run.sub("pcap")
         for link in self.topology.links:
             self._start_capture(link.a, pcap_dir / f"{link.a.ifname}.pcap", budget, None)
@@ -404,7 +406,7 @@ class Testbed:
         deadline = time.monotonic() + CONTROLLER_START_TIMEOUT
         while not sock.exists():
             if self.controller_proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mrc-controller did not start:\n{self._tail(self.run.controller_log)}")
+                raise RuntimeError(f"mrc-controller did not start:\n{_tail(self.run.controller_log)}")
             time.sleep(0.05)  # poll interval; the deadline bounds the wait
         self.controller.wait_ready(CONTROLLER_START_TIMEOUT)
         # (started once this one answers: its interpreter start must not slow the takeover)
@@ -453,13 +455,6 @@ class Testbed:
             agent.wait_ready()
         self.agents_note = f"{len(self.agents)} agents ({', '.join(self.agents)})"
         self.progress(f"host agents up: {self.agents_note}")
-
-    @staticmethod
-    def _tail(path: Path, lines: int = 20) -> str:
-        try:
-            return "".join(path.read_text(errors="replace").splitlines(True)[-lines:])
-        except OSError:
-            return "(no log)"
 
     # -- teardown --------------------------------------------------------------------------------
     def stop(self) -> None:
