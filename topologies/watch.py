@@ -173,7 +173,7 @@ class TransferWatch:
                 f.error = f"{type(exc).__name__}: {exc}"
 
     def _merge_history(self, client: Any) -> None:
-        """Replace polled changes by the agent's own exact EV history where it reaches back.
+        """Replace each EV's polled changes by the agent's own exact EV history where it reaches back.
 
         The agent stamps each change with ``time.monotonic_ns()`` (the same clock as ours) but
         keeps only the last few per connection; polls (every EV_POLL_S) cover the rest and miss
@@ -205,9 +205,14 @@ class TransferWatch:
                 )
         if not exact:
             return
-        exact.sort(key=lambda c: c.t)
-        start = exact[0].t
-        self.ev_changes = [c for c in self.ev_changes if c.t < start] + exact
+        # per EV: the history keeps the last few changes of the whole connection, so an EV whose
+        # changes were evicted by others' keeps its polled ones, and the rest keep those before
+        # their first exact change
+        first: dict[str, float] = {}
+        for c in exact:
+            first[c.ev] = min(c.t, first.get(c.ev, c.t))
+        polled = [c for c in self.ev_changes if c.t < first.get(c.ev, float("inf"))]
+        self.ev_changes = sorted(polled + exact, key=lambda c: c.t)
 
     # -- run ---------------------------------------------------------------------------------------
     def run(self) -> WatchResult:
