@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from linux_target.counters import CounterReader
 from linux_target.p4rt_service import P4RuntimeShim
 from linux_target.switch_tables import SwitchTables
 from mrc_fabric.p4info import default_index
+from mrc_fabric.topology import Topology, build_clos
 
 
 def stop_controller(channel: Any, server: Any, core: Any) -> None:
@@ -72,3 +75,21 @@ def fake_switches(topo: Any, directory: Path) -> dict[str, FakeSwitch]:
         )
         for s in topo.switches
     }
+
+
+@contextmanager
+def served_clos(directory: Path, prefix: str) -> Iterator[Topology]:
+    """A 2x2x2x1 fabric's topology with every switch served in process while the block runs.
+
+    The controller tests that need a small fabric and nothing else share this one, so each
+    fixture names only its node prefix (which keeps concurrent runs' sockets apart).
+    """
+    topo = build_clos(2, 2, 2, 1, prefix=prefix, p4rt_address_format=f"unix:{directory}/{{name}}.sock")
+    switches = fake_switches(topo, directory)
+    try:
+        for sw in switches.values():
+            sw.start()
+        yield topo
+    finally:
+        for sw in switches.values():
+            sw.stop()

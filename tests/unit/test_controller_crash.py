@@ -22,7 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from controller_lab import fake_switches
+from controller_lab import served_clos
 
 from controller.entries import TableEntry
 from controller.faults import Direction, FaultKind, FaultSpec, fault_entries, resolve
@@ -31,7 +31,7 @@ from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.p4info import default_index
-from mrc_fabric.topology import Topology, build_clos
+from mrc_fabric.topology import Topology
 from mrc_p4rt.codec import decode_entry
 
 DEADLINE_S = 20.0
@@ -41,16 +41,9 @@ KIND_OF = {v: FaultKind(k) for k, v in KINDS.items()}
 
 @pytest.fixture
 def fabric(tmp_path: Path) -> Iterator[tuple[Topology, Path]]:
-    topo = build_clos(2, 2, 2, 1, prefix="kc", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
-    switches = fake_switches(topo, tmp_path)
-    for sw in switches.values():
-        sw.start()
-    topo.save(tmp_path / "topology.json")
-    try:
+    with served_clos(tmp_path, "kc") as topo:
+        topo.save(tmp_path / "topology.json")
         yield topo, tmp_path
-    finally:
-        for sw in switches.values():
-            sw.stop()
 
 
 class Controller:

@@ -14,14 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_lab import fake_switches
+from controller_lab import served_clos
 
 from controller.compiler import compile_routes
 from controller.core import ControllerCore
 from controller.entries import TableEntry
 from controller.faults import Direction, FaultKind, FaultSpec
 from controller.state_file import load_state
-from mrc_fabric.topology import Topology, build_clos
+from mrc_fabric.topology import Topology
 
 DEADLINE_S = 10.0
 
@@ -29,15 +29,8 @@ DEADLINE_S = 10.0
 @pytest.fixture
 def topo(tmp_path: Path) -> Iterator[Topology]:
     """The fabric's topology, its switches served in process while the test runs."""
-    topo = build_clos(2, 2, 2, 1, prefix="cr", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
-    switches = fake_switches(topo, tmp_path)
-    for sw in switches.values():
-        sw.start()
-    try:
+    with served_clos(tmp_path, "cr") as topo:
         yield topo
-    finally:
-        for sw in switches.values():
-            sw.stop()
 
 
 def started(topo: Topology, tmp_path: Path, state: Path | None) -> ControllerCore:

@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_lab import fake_switches
+from controller_lab import served_clos
 
 from controller.core import ControllerCore
 from controller.entries import Exact, TableEntry
 from controller.faults import Direction, FaultKind, FaultSpec
 from controller.state_file import ControllerState, SavedFault, load_state, save_state
-from mrc_fabric.topology import Topology, build_clos
+from mrc_fabric.topology import Topology
 
 DEADLINE_S = 20.0
 # how late an expiry may be seen on the switch: 0.15-0.34 s here at load 11 on 2 cores, 2.6 s at
@@ -35,15 +35,8 @@ START_ALLOWANCE_S = 6.0  # taking up 4,000 faults at load 6 on 2 cores took over
 
 @pytest.fixture
 def topo(tmp_path: Path) -> Iterator[Topology]:
-    topo = build_clos(2, 2, 2, 1, prefix="sc", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
-    switches = fake_switches(topo, tmp_path)
-    for sw in switches.values():
-        sw.start()
-    try:
+    with served_clos(tmp_path, "sc") as topo:
         yield topo
-    finally:
-        for sw in switches.values():
-            sw.stop()
 
 
 def fault_ports(core: ControllerCore, switch: str) -> set[int]:

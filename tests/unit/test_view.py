@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,14 +131,21 @@ def test_a_demo_results_json_replays_its_ev_states(tmp_path: Path) -> None:
 
 
 # -- the server's checks ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server(sim_run: Path) -> Iterator[ViewServer]:
-    srv = ViewServer(replays=load(sim_run))
+@contextmanager
+def replay_server(run: Path) -> Iterator[ViewServer]:
+    """The view serving ``run``'s replay while the block runs (the view tests' one server)."""
+    srv = ViewServer(replays=load(run))
     srv.start()
     try:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def server(sim_run: Path) -> Iterator[ViewServer]:
+    with replay_server(sim_run) as srv:
+        yield srv
 
 
 def request(

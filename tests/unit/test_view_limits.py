@@ -19,11 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_view import sim_run  # noqa: F401 (the fixture)
+from test_view import replay_server, sim_run  # noqa: F401 (sim_run: the fixture)
 
 import mrc_view.server as view_server
 from mrc_view.limits import MAX_PER_CLIENT, ConnectionLimits, peer_uid
-from mrc_view.replay import load
 from mrc_view.server import ViewServer
 
 IDLE_S = 3.0
@@ -61,12 +60,8 @@ sys.stdin.read()  # hold the rest until told
 @pytest.fixture
 def view(sim_run: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ViewServer]:  # noqa: F811
     monkeypatch.setattr(view_server, "IDLE_S", IDLE_S)
-    srv = ViewServer(replays=load(sim_run))
-    srv.start()
-    try:
+    with replay_server(sim_run) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def answers(srv: ViewServer) -> int:
