@@ -293,20 +293,32 @@ def print_summary(r: dict[str, Any]) -> None:
     why = Counter(e.get("reason", "").split(" of psn")[0] or "reason not recorded" for e in others)
     if why:
         print("    why: " + ", ".join(f"{n} {reason}" for reason, n in why.most_common()))
-    rec = r["recovery_after_clear_s"]
-    print(
-        "after clearing the faults: "
-        + (
-            f"no EV retired any more {rec:.2f} s after (probes brought them back)"
-            if rec is not None
-            else f"not all EVs GOOD within {RECOVERY_TIMEOUT_S:.0f} s: {r['ev_states_after_clear']}"
-        )
-    )
+    recovery = recovery_line(r["recovery_after_clear_s"], r["ev_states_after_clear"])
+    print(f"after clearing the faults: {recovery}")
     if r.get("fidelity"):
         from topologies.fidelity.report import summary_lines
 
         for line in summary_lines(r["fidelity"]):
             print(line)
+
+
+def recovery_line(seconds: float | None, states: dict[str, str]) -> str:
+    """How the EVs came back after the faults were cleared, naming the ones that did not."""
+    if seconds is not None:
+        return f"no EV retired any more {seconds:.2f} s after (probes brought them back)"
+    if not states:
+        return (
+            f"the sender listed no EV to the receiver for {RECOVERY_TIMEOUT_S:.0f} s "
+            "(its connection was gone, so nothing was left to probe)"
+        )
+    stuck = {ev: st for ev, st in states.items() if st not in USABLE}
+    by_state = Counter(stuck.values())
+    named = ", ".join(f"{ev} {st}" for ev, st in sorted(stuck.items())[:MAX_EV_LINES])
+    more = f" and {len(stuck) - MAX_EV_LINES} more" if len(stuck) > MAX_EV_LINES else ""
+    return (
+        f"{len(stuck)} of {len(states)} EVs still not usable after {RECOVERY_TIMEOUT_S:.0f} s "
+        f"({', '.join(f'{n} {st}' for st, n in by_state.most_common())}): {named}{more}"
+    )
 
 
 def report_pointer(results: Path = Path("results")) -> str:
