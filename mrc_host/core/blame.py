@@ -75,7 +75,7 @@ class LossBlame:
             due = now_ns + int(self.recovery.rtt.srtt_ns or 0) + self.recovery.reorder_window()
             self.excused[path] = (rec.ev, rec.sent_ns, due)
 
-    def recheck(self, now_ns: int) -> list[TxRecord]:
+    def recheck(self, now_ns: int, stranded: bool = False) -> list[TxRecord]:
         """Judge again, a round trip plus the reorder window after it was made, each guess
         excused as congestion. A packet that was queued has arrived by then and one that was
         trimmed has had its NACK back (trimmed headers go first), either proving its path
@@ -89,9 +89,11 @@ class LossBlame:
         (``Recovery.plane_wait``), for the sender to resend now as guesses a delivery may
         undo. Left to the gap rule, which needs later packets delivered, a sender whose
         window was full of them sent nothing new, and its RTO freed one packet per expiry,
-        doubling each time (a 4 MiB incast write took 4 ms, not 1.5). Not after a gap loss
-        or an RTO: with 6 of 8 paths dead at once such resends found other dead paths first."""
-        overdue: list[TxRecord] = []
+        doubling each time (a 4 MiB incast write took 4 ms, not 1.5). ``stranded`` (an RTO
+        fired): also those on paths retired before it that RACK would call lost. Not the
+        packets of a path a gap loss or this RTO retires: with 6 of 8 paths dead at once
+        such resends found other dead paths first."""
+        overdue: list[TxRecord] = self._stranded(now_ns) if stranded else []
         if not self.excused:
             return overdue
         evset = self.evset
@@ -121,6 +123,21 @@ class LossBlame:
                 else:
                     self.excused[path] = (ev, sent_ns, now_ns + max(srtt, margin))
         return overdue
+
+    def _stranded(self, now_ns: int) -> list[TxRecord]:
+        """At an RTO: packets in flight on a retired EV that RACK would call lost (something
+        sent after them delivered, and they overdue) though the sender is not at its tail."""
+        entries = self.evset.entries
+        recovery = self.recovery
+        out = []
+        for rec in recovery.in_flight.values():
+            if rec.tx_order >= recovery.rack_order:
+                break
+            e = entries.get(rec.ev)
+            late = now_ns - rec.left_ns > recovery.plane_wait(rec.ev >> PLANE_SHIFT)
+            if late and e is not None and e.state is EvState.ASSUMED_BAD:
+                out.append(rec)
+        return out
 
     def _overdue(self, path: tuple[int, int], now_ns: int) -> list[TxRecord]:
         plane, t1 = path

@@ -440,9 +440,9 @@ class Sender:
             # (a timeout before any RTT sample says the RTT is unknown, not that a path died)
             self.blame.blame(rec, cause, now_ns)
 
-    def _recheck(self, now_ns: int) -> None:
+    def _recheck(self, now_ns: int, stranded: bool = False) -> None:
         """Excused loss guesses judged again: overdue packets on a path they retire go again now."""
-        for rec in self.blame.recheck(now_ns):
+        for rec in self.blame.recheck(now_ns, stranded):
             self.c.losses_path += 1
             self._requeue(rec, True)
 
@@ -469,13 +469,13 @@ class Sender:
         sending = bool(self.writes)
         for rec in recovery.rack_losses(now_ns, sending):
             self.lose(rec, "gap", now_ns)
-        self._recheck(now_ns)
         tail = recovery.tail_at(sending)
         if tail is not None and now_ns >= tail:
             for rec in recovery.tail_losses(now_ns):
                 self.c.losses_tail += 1
                 self._requeue(rec, True)  # no retirement: nothing says the path failed
         expired = recovery.expired(now_ns)
+        self._recheck(now_ns, stranded=bool(expired))  # (before the RTO retires more)
         if expired:
             self._on_rto(expired, now_ns, out)
 
