@@ -150,7 +150,10 @@ class LossBlame:
 
     def deadline(self, at: int | None) -> int | None:
         """``at``, or sooner when an excused guess is to be judged again (a timer: a sender
-        whose window is full of packets on a dead path gets no SACK to judge it by)."""
+        whose window is full of packets on a dead path gets no SACK to judge it by). Only
+        with packets in flight: a sender stalled with none (or failed) judges nothing."""
+        if not self.recovery.in_flight:
+            return at
         for _, _, due in self.excused.values():
             if at is None or due < at:
                 at = due
