@@ -143,6 +143,7 @@ class AckBook:
         the guess retired come back."""
         self.c.spurious_losses += 1
         self.recovery.on_spurious()
+        self.evset.note_ok(lost_ev, now_ns, sent_ns)  # the copy guessed lost arrived: its path delivers
         if self._retire:
             self._undo(lost_ev, sent_ns, now_ns)
 

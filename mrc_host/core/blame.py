@@ -10,15 +10,18 @@ decides; the EV set (``evset.py``) changes the states.
 
 from __future__ import annotations
 
+from mrc_fabric.ev import T1_MASK, T1_SHIFT
+
 from .config import TransportConfig
 from .counters import Counters
-from .ev_state import EvEvent
+from .ev_state import EvEvent, EvState
 from .evset import EvSet
 from .psn import psn_of
 from .records import TxRecord
 from .recovery import PLANE_SHIFT, Recovery
 
 NEVER = -(1 << 62)
+RECHECK_RTTS = 8  # how long after its send an excused guess is judged again, in SRTTs
 
 
 class LossBlame:
@@ -30,6 +33,9 @@ class LossBlame:
         self.c = counters
         self.recovery = recovery  # (read: the reorder window)
         self.lasthop_trim_ns = NEVER  # when the peer's last hop last trimmed one of ours
+        # per (plane, T1) path: (EV, send time, when to judge again) of the oldest loss guess
+        # excused there as congestion (``recheck``)
+        self.excused: dict[tuple[int, int], tuple[int, int, int]] = {}
 
     def lasthop_trimmed(self, now_ns: int) -> None:
         """A NACK TRIMMED_LASTHOP: the peer's own port is queueing."""
@@ -44,6 +50,7 @@ class LossBlame:
         own = hot and evset.hotter_than_most(rec.ev, rec.sent_ns)
         if (hot or self._lasthop_busy(rec)) and not self._delivers_nothing(rec, own):
             c.losses_while_hot += 1
+            self._excuse(rec, now_ns)
             if hot:
                 # the path is queueing (marked or trimmed lately): its trim NACK gets the last word
                 self.evset.lost_while_hot(rec.ev, now_ns)
@@ -57,6 +64,100 @@ class LossBlame:
             why = f"loss ({cause}) of psn {psn_of(rec.seq)}"
             margin = min(self.recovery.reorder_window() * (2 if own else 1), self.evset.path_margin_ns())
             self.evset.retire(rec.ev, why, now_ns, sent_ns=rec.sent_ns, margin_ns=margin)
+
+    def _excuse(self, rec: TxRecord, now_ns: int) -> None:
+        """Remember a guess excused as congestion, to judge it again a round trip later."""
+        e = self.evset.entries.get(rec.ev)
+        if e is None:
+            return
+        path = (e.plane, e.t1)
+        if path not in self.excused:
+            due = now_ns + int(self.recovery.rtt.srtt_ns or 0) + self.recovery.reorder_window()
+            self.excused[path] = (rec.ev, rec.sent_ns, due)
+
+    def recheck(self, now_ns: int, stranded: bool = False) -> list[TxRecord]:
+        """Judge again, a round trip plus the reorder window after it was made, each guess
+        excused as congestion. A packet that was queued has arrived by then and one that was
+        trimmed has had its NACK back (trimmed headers go first), either proving its path
+        delivers; a path that proved nothing sent at or after it, while another delivered a
+        packet sent twice the reorder window later, died -- congested or not. Without this a
+        path that died while hot sat out its penalty, came back, lost again, and was retired
+        only by a timeout: a penalty stops it carrying packets, so the rule of ``blame`` (it
+        went on carrying and delivered nothing) could never see it.
+
+        Returns the packets in flight on a path so retired that are overdue as RACK waits
+        (``Recovery.plane_wait``), for the sender to resend now as guesses a delivery may
+        undo. Left to the gap rule, which needs later packets delivered, a sender whose
+        window was full of them sent nothing new, and its RTO freed one packet per expiry,
+        doubling each time (a 4 MiB incast write took 4 ms, not 1.5). ``stranded`` (an RTO
+        fired): also those on paths retired before it that RACK would call lost. Not the
+        packets of a path a gap loss or this RTO retires: with 6 of 8 paths dead at once
+        such resends found other dead paths first."""
+        overdue: list[TxRecord] = self._stranded(now_ns) if stranded else []
+        if not self.excused:
+            return overdue
+        evset = self.evset
+        margin = 2 * self.recovery.reorder_window()
+        for path, (ev, sent_ns, due) in list(self.excused.items()):
+            if now_ns < due:
+                continue
+            e = evset.entries.get(ev)
+            if e is None or e.state not in (EvState.GOOD, EvState.SKIP):
+                del self.excused[path]
+                continue
+            here, elsewhere = evset.path_proof(path)
+            if here > sent_ns:
+                # it delivers: the excuse held (a packet handed over with it in one window
+                # -- the same send time -- proves nothing either way)
+                del self.excused[path]
+            elif sent_ns + margin <= elsewhere:
+                del self.excused[path]
+                self.c.losses_hot_dead += 1
+                why = "loss on a congested path, nothing delivered since"
+                if evset.retire(ev, why, now_ns, sent_ns=sent_ns, margin_ns=margin):
+                    overdue += self._overdue(path, now_ns)
+            else:  # no proof either way yet: again a round trip later, for a few
+                srtt = int(self.recovery.rtt.srtt_ns or margin)
+                if now_ns - sent_ns > RECHECK_RTTS * srtt:
+                    del self.excused[path]
+                else:
+                    self.excused[path] = (ev, sent_ns, now_ns + max(srtt, margin))
+        return overdue
+
+    def _stranded(self, now_ns: int) -> list[TxRecord]:
+        """At an RTO: packets in flight on a retired EV that RACK would call lost (something
+        sent after them delivered, and they overdue) though the sender is not at its tail."""
+        entries = self.evset.entries
+        recovery = self.recovery
+        out = []
+        for rec in recovery.in_flight.values():
+            if rec.tx_order >= recovery.rack_order:
+                break
+            e = entries.get(rec.ev)
+            late = now_ns - rec.left_ns > recovery.plane_wait(rec.ev >> PLANE_SHIFT)
+            if late and e is not None and e.state is EvState.ASSUMED_BAD:
+                out.append(rec)
+        return out
+
+    def _overdue(self, path: tuple[int, int], now_ns: int) -> list[TxRecord]:
+        plane, t1 = path
+        wait = self.recovery.plane_wait(plane)
+        return [
+            rec
+            for rec in self.recovery.on_plane(plane)
+            if (rec.ev >> T1_SHIFT) & T1_MASK == t1 and now_ns - rec.left_ns > wait
+        ]
+
+    def deadline(self, at: int | None) -> int | None:
+        """``at``, or sooner when an excused guess is to be judged again (a timer: a sender
+        whose window is full of packets on a dead path gets no SACK to judge it by). Only
+        with packets in flight: a sender stalled with none (or failed) judges nothing."""
+        if not self.recovery.in_flight:
+            return at
+        for _, _, due in self.excused.values():
+            if at is None or due < at:
+                at = due
+        return at
 
     def _lasthop_busy(self, rec: TxRecord) -> bool:
         cfg = self.cfg

@@ -53,6 +53,8 @@ class Counters:
         self.undo_refused_dead = 0  # of those, on a path that died since: retirement kept
         self.losses_trimmed_after_guess = 0  # guessed lost, then its trim NACK came: congestion
         self.losses_while_hot = 0  # guessed lost on a path marked/trimmed lately: no retirement
+        self.losses_hot_dead = 0  # such a path that proved nothing a round trip later: retired
+        self.losses_path = 0  # overdue packets on a path a loss just retired, resent at once
         self.rto_fired = 0
         self.rto_probes = 0  # timeouts before any RTT sample: the oldest packet resent, none declared lost
         self.dsacks_received = 0  # SACKs reporting a duplicate arrival (D-SACK)

@@ -299,6 +299,17 @@ class EvSet(EvTable):
         margin = self.path_margin_ns() if margin_ns is None else margin_ns
         return here < sent_ns < (last_sent if carried else sent_ns + 1) and sent_ns + margin <= elsewhere
 
+    def path_proof(self, path: tuple[int, int]) -> tuple[int, int]:
+        """(latest send time known delivered on ``path``, the same on every other path)."""
+        here = -1
+        elsewhere = -1
+        for x in self.entries.values():
+            if (x.plane, x.t1) == path:
+                here = max(here, x.ok_sent_ns)
+            else:
+                elsewhere = max(elsewhere, x.ok_sent_ns)
+        return here, elsewhere
+
     def path_margin_ns(self) -> int:
         """How much later than a lost packet other paths' delivered packets must have left
         for its path to count as dead: a reorder window and the delay spread (on a jittery

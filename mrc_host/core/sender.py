@@ -126,7 +126,7 @@ class Sender:
         return msg_id
 
     def deadline(self) -> int | None:
-        at = self.recovery.deadline(bool(self.writes))
+        at = self.blame.deadline(self.recovery.deadline(bool(self.writes)))
         if at is not None:
             return at
         if self.stalled_since is not None:
@@ -363,6 +363,7 @@ class Sender:
         # after the plane check: a dead plane is flushed whole
         for rec in recovery.rack_losses(now_ns, bool(self.writes)):
             self.lose(rec, "gap", now_ns)
+        self._recheck(now_ns)
 
     def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
         """Apply what a NACK proved: a trimmed copy resent at once (ahead of new data), a write
@@ -439,6 +440,12 @@ class Sender:
             # (a timeout before any RTT sample says the RTT is unknown, not that a path died)
             self.blame.blame(rec, cause, now_ns)
 
+    def _recheck(self, now_ns: int, stranded: bool = False) -> None:
+        """Excused loss guesses judged again: overdue packets on a path they retire go again now."""
+        for rec in self.blame.recheck(now_ns, stranded):
+            self.c.losses_path += 1
+            self._requeue(rec, True)
+
     def rewind(self, seq: int) -> None:
         """Go-back-N: everything from ``seq`` on is resent in order."""
         seq = max(seq, self.snd_una)
@@ -468,6 +475,7 @@ class Sender:
                 self.c.losses_tail += 1
                 self._requeue(rec, True)  # no retirement: nothing says the path failed
         expired = recovery.expired(now_ns)
+        self._recheck(now_ns, stranded=bool(expired))  # (before the RTO retires more)
         if expired:
             self._on_rto(expired, now_ns, out)
 
