@@ -139,6 +139,8 @@ def _core_totals(conn: SendConnection | None) -> dict[str, int]:
         "ev_undone": c.ev_undone,
         "losses_trimmed_after_guess": c.losses_trimmed_after_guess,
         "losses_while_hot": c.losses_while_hot,
+        "losses_hot_dead": c.losses_hot_dead,
+        "losses_path": c.losses_path,
         "ev_retired_by_loss": c.ev_retired_by_loss,
     }
 
@@ -183,6 +185,10 @@ def summary(t: Transfer, now_ns: int = 0) -> dict[str, Any]:
         "losses_trimmed_after_guess": d.get("losses_trimmed_after_guess", 0),
         # loss guesses on a path that was marked or trimmed lately: it sat out, not retired
         "losses_while_hot": d.get("losses_while_hot", 0),
+        # of those, paths that proved nothing a round trip later: retired after all, and the
+        # packets overdue on a path so retired, resent at once
+        "losses_hot_dead": d.get("losses_hot_dead", 0),
+        "losses_path": d.get("losses_path", 0),
         # the sender's smoothed and smallest RTT so far (the fabric's BDP = rate x RTT)
         "srtt_us": _us(sender.srtt_ns) if sender is not None else None,
         "min_rtt_us": _us(sender.min_rtt_ns) if sender is not None else None,
