@@ -71,6 +71,8 @@ class PendingWrite:
                 self._seg_at = 0
             if isinstance(seg, bytes):  # compiled, a bytes slice is a direct call
                 return seg[at:end]
+            if isinstance(seg, VirtualPayload):  # (and this a native one)
+                return seg.piece(at, end)
             return seg[at:end]
         pieces: list[Segment] = []
         while size and self._seg < len(self.segments):

@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrc_host.wire.messages import ACK_ECHO_MAX, ack_echo_of
+from mrc_host.wire.virtual_payload import VirtualPayload
 
 
 def reference_echo(echo_ts: int, echo_ev: int) -> int:
@@ -24,3 +25,12 @@ def test_the_ack_echo_at_the_edges_of_its_fields() -> None:
     for ts in (0, 1, 0xFFFFFFFF, 2**32, 2**64 - 1):
         for ev in (0, 1, 0x7FFFFFFF, 0xFFFFFFFF):
             assert ack_echo_of(ts, ev) == reference_echo(ts, ev)
+
+
+@given(st.integers(0, 2**26 - 1), st.integers(0, 2**40), st.integers(0, 9000), st.data())
+def test_a_virtual_piece_is_the_slice(key: int, offset: int, length: int, data: st.DataObject) -> None:
+    v = VirtualPayload(key, offset, length)
+    start = data.draw(st.integers(0, length))
+    stop = data.draw(st.integers(start, length))
+    got, want = v.piece(start, stop), v[start:stop]
+    assert (got.key, got.offset, got.length, got.check) == (want.key, want.offset, want.length, want.check)
