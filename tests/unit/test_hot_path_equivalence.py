@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mrc_host.core import rangeset
 from mrc_host.wire.messages import ACK_ECHO_MAX, ack_echo_of
 from mrc_host.wire.virtual_payload import VirtualPayload
 
@@ -34,3 +37,10 @@ def test_a_virtual_piece_is_the_slice(key: int, offset: int, length: int, data: 
     stop = data.draw(st.integers(start, length))
     got, want = v.piece(start, stop), v[start:stop]
     assert (got.key, got.offset, got.length, got.check) == (want.key, want.offset, want.length, want.check)
+
+
+@given(st.lists(st.integers(-50, 50)), st.integers(-60, 60))
+def test_the_range_sets_searches_are_bisects(items: list[int], x: int) -> None:
+    a = sorted(items)
+    assert rangeset.bisect_left(a, x) == bisect.bisect_left(a, x)
+    assert rangeset.bisect_right(a, x) == bisect.bisect_right(a, x)
