@@ -338,8 +338,9 @@ class Sender:
             return
         records = self.records
         for seq in range(self.snd_una, proof.cum):
-            done = records.pop(seq, None)
+            done = records.get(seq)  # (get and del: native calls; ``pop(k, None)`` is generic)
             if done is not None:
+                del records[seq]
                 self._finish_packet(done, out)
         self.snd_una = proof.cum
         recovery = self.recovery
