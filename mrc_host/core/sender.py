@@ -318,10 +318,9 @@ class Sender:
     def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> EvCounters:
         """The DATA packet carrying ``rec`` on ``ev``, counted: the counters of ``ev``."""
         size = len(rec.payload)
-        c = self.c
-        c.data_packets_sent += 1
-        c.data_bytes_sent += size
-        evc = c.ev(ev)
+        self.c.data_packets_sent += 1
+        self.c.data_bytes_sent += size
+        evc = self.c.ev(ev)
         evc.data_packets_sent += 1
         evc.data_bytes_sent += size
         out.append(Transmit(data_packet(rec, ev, retx, now_ns, self.peer_qp, self.echo.next_echo(ev))))
@@ -338,8 +337,7 @@ class Sender:
             return
         records = self.records
         for seq in range(self.snd_una, proof.cum):
-            done = records.get(seq)  # (get and del: native calls; ``pop(k, None)`` is generic)
-            if done is not None:
+            if (done := records.get(seq)) is not None:  # (get and del: native; ``pop(k, None)`` is not)
                 del records[seq]
                 self._finish_packet(done, out)
         self.snd_una = proof.cum
