@@ -37,6 +37,7 @@ COMPILED = [
     "mrc_host/core/cc_nscc.py",
     "mrc_host/core/cc_window.py",
     "mrc_host/core/config.py",
+    "mrc_host/core/control.py",
     "mrc_host/core/counters.py",
     "mrc_host/core/endpoint.py",
     "mrc_host/core/ev_draw.py",

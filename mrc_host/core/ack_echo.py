@@ -125,9 +125,16 @@ class AckEchoes:
         if not key:
             return
         unconfirmed = self._unconfirmed
-        got = unconfirmed.pop(key, None)
-        if got is None and self._late:
-            got = self._late.pop(key, None)  # on a path retired since: may undo that
+        # (get, then del: compiled, both are native calls; ``pop(key, None)`` is a generic
+        # method call, once per DATA packet)
+        got = unconfirmed.get(key)
+        if got is not None:
+            del unconfirmed[key]
+        elif self._late:
+            late = self._late
+            got = late.get(key)  # on a path retired since: may undo that
+            if got is not None:
+                del late[key]
         if got is None:
             if key not in self._sent:
                 self.c.ack_echo_unmatched += 1  # forged, or older than we remember: dropped

@@ -132,7 +132,10 @@ class AckBook:
         rec.lost = False
         rec.sacked = True
         c = self.c
-        c.ev(rec.ev).packets_delivered += 1
+        evc = rec.ev_counters  # (those of rec.ev: the sender keeps them with each copy it sends)
+        if evc is None:
+            evc = c.ev(rec.ev)
+        evc.packets_delivered += 1
         c.data_bytes_delivered += len(rec.payload)
         self.evset.note_ok(rec.ev, now_ns, rec.sent_ns)
         return not spurious

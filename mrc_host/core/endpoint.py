@@ -35,6 +35,7 @@ from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .actions import Action, SetTimer, Transmit
 from .config import TransportConfig
+from .control import ControlOut
 from .counters import Counters
 from .ev_draw import PathSpace
 from .ev_probe import EvProber
@@ -122,15 +123,8 @@ class Endpoint:
         self._now = 0  # time of the input being processed (for callbacks that need it)
         self._closed = False  # the failed connection's probes and timers are dropped
         self.sender = Sender(config, self.evset, self.counters, peer_qp)
-        self.receiver = Receiver(
-            config,
-            self.counters,
-            self.regions,
-            self.evset,
-            peer_qp,
-            self._send_control,
-            lambda: self.evset.local_ports,
-        )
+        self.control = ControlOut(self.evset, self.counters, config.retires_paths)
+        self.receiver = Receiver(config, self.counters, self.regions, self.evset, peer_qp, self.control)
 
     # ---- operator / application API -----------------------------------------------------
     def register_region(self, base: int, length: int, rkey: int, lazy: bool = False) -> MemoryRegion:
@@ -271,17 +265,7 @@ class Endpoint:
 
     # ---- internals ------------------------------------------------------------------------
     def _send_control(self, msg: Message, out: list[Action], plane: int | None = None) -> int | None:
-        ev = self.evset.next_control_ev(plane)
-        if ev is None:
-            return None
-        if self._retire:
-            self.evset.note_sent(ev, self._now)
-        msg.meta.ev = ev
-        msg.meta.dscp = Dscp.CONTROL
-        msg.meta.ecn = Ecn.NOT_ECT
-        self.counters.ev(ev).control_packets_sent += 1
-        out.append(Transmit(msg))
-        return ev
+        return self.control.send(msg, out, plane, self._now)
 
     def _send_probe_ack(self, ack: ProbeAck, out: list[Action]) -> int | None:
         """A PROBE_ACK goes back on the reverse of the path under test (same plane, same T1:

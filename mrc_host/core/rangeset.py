@@ -11,7 +11,32 @@ search, whatever the number of PSNs held.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+
+def bisect_left(a: list[int], x: int) -> int:
+    """The first index of ``a`` (sorted) whose item is not below ``x`` (``bisect.bisect_left``).
+
+    Written out: compiled, it is a native loop over native ints; the ``bisect`` module's
+    functions are generic calls that box their arguments, several per packet."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def bisect_right(a: list[int], x: int) -> int:
+    """The first index of ``a`` (sorted) whose item is above ``x`` (``bisect.bisect_right``)."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def bitmap_ranges(base: int, bitmap: int) -> list[tuple[int, int]]:

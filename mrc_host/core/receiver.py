@@ -22,7 +22,6 @@ trimmed copy of a packet already held (a replay) draws nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from mrc_host.wire.messages import (
@@ -30,7 +29,6 @@ from mrc_host.wire.messages import (
     DataFlag,
     DataPacket,
     Ecn,
-    Message,
     Nack,
     NackReason,
     Opcode,
@@ -40,6 +38,7 @@ from mrc_host.wire.messages import (
 from .ack_echo import AckEchoes
 from .actions import Action, MessageReceived
 from .config import TransportConfig
+from .control import ControlOut
 from .counters import Counters
 from .evset import EvSet
 from .psn import psn_of, unwrap
@@ -53,10 +52,6 @@ OWD_SPREAD_DECAY: Final = 1 - 1 / 256  # per packet: the jitter estimate forgets
 OWD_FLOOR_CREEP: Final = 4096  # per packet above the floor: the floor follows clock drift, slowly
 _CE: Final = int(Ecn.CE)  # compiled, ``ecn == _CE`` is a native compare
 
-# sends a control message on a reverse EV (of the given plane when it can); returns the EV
-# it chose (None: no usable EV)
-ControlSender = Callable[[Message, list[Action], int | None], int | None]
-
 
 class Receiver:
     def __init__(
@@ -66,8 +61,7 @@ class Receiver:
         regions: RegionTable,
         evset: EvSet,
         peer_qp: int,
-        send_control: ControlSender,
-        port_status: Callable[[], int],
+        control: ControlOut,
     ) -> None:
         self.cfg = cfg
         self._retire = cfg.retires_paths  # policy switches, read per packet
@@ -76,8 +70,7 @@ class Receiver:
         self.regions = regions
         self.evset = evset
         self.peer_qp = peer_qp
-        self.send_control = send_control
-        self.port_status = port_status
+        self.control = control  # sends our SACKs and NACKs on our reverse EVs
         self.expected = cfg.initial_psn  # cumulative: every seq below was received
         self.out_of_order = RangeSet()  # seqs received beyond ``expected``
         self.highest = cfg.initial_psn - 1
@@ -139,7 +132,7 @@ class Receiver:
             if seq < self.expected or seq in self.out_of_order:
                 c.duplicates_received += 1  # we hold it (a replayed trim): nothing to resend
                 return
-            self._nack(seq, NackReason.TRIMMED if ce else NackReason.TRIMMED_LASTHOP, ev, out)
+            self._nack(seq, NackReason.TRIMMED if ce else NackReason.TRIMMED_LASTHOP, ev, now_ns, out)
             return
         self._note_delay(now_ns - pkt.send_ts)
         offset = seq - self.expected
@@ -161,18 +154,18 @@ class Receiver:
             return
         if offset >= self.cfg.rx_window:
             c.out_of_window += 1
-            self._nack(self.expected, NackReason.OUT_OF_WINDOW, ev, out)
+            self._nack(self.expected, NackReason.OUT_OF_WINDOW, ev, now_ns, out)
             return
         if self._gbn and offset > 0:
             c.out_of_order_dropped += 1
             if self._gbn_nacked != self.expected:
                 self._gbn_nacked = self.expected
-                self._nack(self.expected, NackReason.OUT_OF_WINDOW, ev, out)
+                self._nack(self.expected, NackReason.OUT_OF_WINDOW, ev, now_ns, out)
             return
         refused = self.regions.write(pkt.vaddr, pkt.rkey, pkt.payload)
         if refused is not None:
             c.refused_writes[refused.name] += 1
-            self._nack(seq, refused, ev, out)
+            self._nack(seq, refused, ev, now_ns, out)
         else:
             n = len(pkt.payload)
             c.data_bytes_placed += n
@@ -240,10 +233,10 @@ class Receiver:
             trigger.meta.ev,
             ecn_echo=trigger.meta.ecn == _CE,
             echo_ts=trigger.send_ts,
-            port_status=self.port_status(),
+            port_status=self.control.port_status(),
             duplicate=duplicate,
         )
-        ev = self.send_control(sack, out, trigger.meta.ev >> PLANE_SHIFT)
+        ev = self.control.send(sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns)
         self.c.sacks_sent += 1
         if ev is not None:
             if self._retire:
@@ -259,6 +252,6 @@ class Receiver:
         self.ack_deadline = None
         self._trigger = None
 
-    def _nack(self, seq: int, reason: NackReason, ev: int, out: list[Action]) -> None:
+    def _nack(self, seq: int, reason: NackReason, ev: int, now_ns: int, out: list[Action]) -> None:
         self.c.nacks_sent[reason.name] += 1
-        self.send_control(Nack(self.peer_qp, psn_of(seq), reason, ev), out, ev >> PLANE_SHIFT)
+        self.control.send(Nack(self.peer_qp, psn_of(seq), reason, ev), out, ev >> PLANE_SHIFT, now_ns)

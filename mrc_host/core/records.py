@@ -10,6 +10,8 @@ from __future__ import annotations
 from mrc_host.wire.messages import Opcode
 from mrc_host.wire.virtual_payload import VirtualPayload
 
+from .counters import EvCounters
+
 # one piece of a write's source: bytes, a read-only byte view, or a length and check value
 # without bytes (mrc-sim's virtual payloads)
 Segment = bytes | memoryview | VirtualPayload
@@ -69,6 +71,8 @@ class PendingWrite:
                 self._seg_at = 0
             if isinstance(seg, bytes):  # compiled, a bytes slice is a direct call
                 return seg[at:end]
+            if isinstance(seg, VirtualPayload):  # (and this a native one)
+                return seg.piece(at, end)
             return seg[at:end]
         pieces: list[Segment] = []
         while size and self._seg < len(self.segments):
@@ -124,6 +128,9 @@ class TxRecord:
         self.lost_ev = -1  # the EV it was last declared lost on
         self.prev_sent_ns = -1  # send time of the copy before the latest
         self.twin_ev = -1  # the EV of a second copy sent with the latest (a tail resend), -1 if none
+        # the counters of ``ev`` (``Counters.ev``), kept by the sender when it sends the latest
+        # copy: its acknowledgement counts there without a second look-up by EV
+        self.ev_counters: EvCounters | None = None
 
     def is_copy(self, sent_ns: int, ev: int) -> bool:
         """Whether (send time, EV) -- a SACK's echo -- names this packet's latest copy or the one before."""

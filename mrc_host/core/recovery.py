@@ -197,7 +197,10 @@ class Recovery:
 
     def remove(self, rec: TxRecord) -> None:
         """``rec`` is no longer in flight (delivered, declared lost, or given up)."""
-        if self.in_flight.pop(rec.seq, None) is not None:
+        in_flight = self.in_flight
+        seq = rec.seq
+        if seq in in_flight:  # (compiled, ``in`` and ``del`` are native; ``pop(k, None)`` is not)
+            del in_flight[seq]
             size = len(rec.payload)
             self.inflight_bytes -= size
             self.plane_load[rec.ev >> PLANE_SHIFT] -= size

@@ -35,7 +35,7 @@ from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .blame import LossBlame
 from .cc_base import create_cc
 from .config import Mode, TransportConfig
-from .counters import Counters
+from .counters import Counters, EvCounters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, Segment, TxRecord, held
@@ -313,18 +313,18 @@ class Sender:
             self.evset.note_sent(ev, now_ns)
         if retx:
             self.c.retransmissions += 1
-        self._emit(rec, ev, retx, now_ns, out)
+        rec.ev_counters = self._emit(rec, ev, retx, now_ns, out)
 
-    def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> None:
-        """The DATA packet carrying ``rec`` on ``ev``, counted."""
+    def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> EvCounters:
+        """The DATA packet carrying ``rec`` on ``ev``, counted: the counters of ``ev``."""
         size = len(rec.payload)
-        c = self.c
-        c.data_packets_sent += 1
-        c.data_bytes_sent += size
-        evc = c.ev(ev)
+        self.c.data_packets_sent += 1
+        self.c.data_bytes_sent += size
+        evc = self.c.ev(ev)
         evc.data_packets_sent += 1
         evc.data_bytes_sent += size
         out.append(Transmit(data_packet(rec, ev, retx, now_ns, self.peer_qp, self.echo.next_echo(ev))))
+        return evc
 
     # ---- what the peer's SACKs and NACKs proved (acks.py), applied -----------------------
     def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:
@@ -337,8 +337,8 @@ class Sender:
             return
         records = self.records
         for seq in range(self.snd_una, proof.cum):
-            done = records.pop(seq, None)
-            if done is not None:
+            if (done := records.get(seq)) is not None:  # (get and del: native; ``pop(k, None)`` is not)
+                del records[seq]
                 self._finish_packet(done, out)
         self.snd_una = proof.cum
         recovery = self.recovery

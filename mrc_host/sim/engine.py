@@ -109,10 +109,16 @@ def pop_first(heap: list[Event]) -> Event:
     pos = 0
     child = 1
     while child < n:
+        # each item read once (compiled, a read of a list of events checks the item's type:
+        # a subclass's walks its MRO, a third of this loop when the moved child was read twice)
+        smaller = heap[child]
         right = child + 1
-        if right < n and not heap[child].key < heap[right].key:
-            child = right
-        heap[pos] = heap[child]
+        if right < n:
+            other = heap[right]
+            if not smaller.key < other.key:
+                child = right
+                smaller = other
+        heap[pos] = smaller
         pos = child
         child = 2 * pos + 1
     heap[pos] = last

@@ -25,10 +25,9 @@ from __future__ import annotations
 import dataclasses
 import random
 import zlib
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Final, cast, final
 
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message, Nack, Sack
 
@@ -129,6 +128,56 @@ class SimPacket(Event):
         port.fabric._arrive(port, self)
 
 
+@final
+class PacketQueue:
+    """One class of a port's egress queue: packets first in, first out.
+
+    A list and the index of its head, not a ``deque``: compiled, ``deque.append`` and
+    ``popleft`` are generic method calls, one of each per packet per hop; these are native.
+    A slot taken is cleared at once (a packet is freed when it leaves, as from a deque) and
+    the list is emptied when the queue drains, or cut when most of it is taken slots."""
+
+    def __init__(self) -> None:
+        self._items: list[SimPacket | None] = []
+        self._head = 0
+
+    def push(self, pkt: SimPacket) -> None:
+        self._items.append(pkt)
+
+    def waiting(self) -> bool:
+        """Whether a packet waits (``bool(queue)``, as a native call)."""
+        return self._head < len(self._items)
+
+    def take(self) -> SimPacket:
+        """The oldest packet, removed (the queue must not be empty)."""
+        items = self._items
+        head = self._head
+        pkt = items[head]
+        assert pkt is not None
+        items[head] = None
+        head += 1
+        if head == len(items):
+            items.clear()
+            head = 0
+        elif head >= 1024 and 2 * head >= len(items):
+            del items[:head]
+            head = 0
+        self._head = head
+        return pkt
+
+    def __len__(self) -> int:
+        return len(self._items) - self._head
+
+    def __bool__(self) -> bool:
+        return self._head < len(self._items)
+
+    def __iter__(self) -> Iterator[SimPacket]:
+        """The packets waiting, oldest first."""
+        for pkt in self._items[self._head :]:
+            if pkt is not None:
+                yield pkt
+
+
 class Port:
     """One direction of a link: a two-class egress queue feeding a wire.
 
@@ -212,8 +261,8 @@ class Port:
         self.hash_salt = name.split(">")[1].encode() if kind == NIC_TO_LEAF else b""  # the source leaf
         self.draw_salt = hop_salt(kind)  # the hop's share of a packet copy's loss draw (draws.py)
         self.next_by_dst: list[Port | None] = []  # filled by Fabric._route_tables
-        self.hi: deque[SimPacket] = deque()
-        self.lo: deque[SimPacket] = deque()
+        self.hi = PacketQueue()  # control packets and trimmed headers: served first
+        self.lo = PacketQueue()  # untrimmed DATA
         self.queued = 0  # bytes waiting (not counting the packet on the wire)
         self.peak_queued = 0
         self.busy_until = 0  # the wire is free from this time on
@@ -470,15 +519,15 @@ class Fabric:
             self._transmit(port, pkt, now)
             return
         if pkt.data:
-            port.lo.append(pkt)
+            port.lo.push(pkt)
             if pkt.ingress is not None:
                 self._ingress_add(pkt.ingress, pkt.size)
         else:
-            port.hi.append(pkt)
+            port.hi.push(pkt)
         port.queued += pkt.size
         if port.queued > port.peak_queued:
             port.peak_queued = port.queued
-        if port.paused and not port.hi:
+        if port.paused and not port.hi.waiting():
             return  # only the paused data class waits: the XON wakes the port
         if not port.waking:
             port.waking = True
@@ -548,15 +597,15 @@ class Fabric:
         port.waking = False
         now = self.loop.now
         hi, lo = port.hi, port.lo
-        while hi or (lo and not port.paused):
-            pkt = hi.popleft() if hi else lo.popleft()
+        while hi.waiting() or (lo.waiting() and not port.paused):
+            pkt = hi.take() if hi.waiting() else lo.take()
             port.queued -= pkt.size
             if pkt.ingress is not None and pkt.data:
                 self._ingress_sub(pkt.ingress, pkt.size)
             if port.kill_faults and self._killed_in_queue(port, pkt, now):
                 continue
             self._transmit(port, pkt, now)
-            if hi or (lo and not port.paused):
+            if hi.waiting() or (lo.waiting() and not port.paused):
                 port.waking = True
                 self.loop.schedule(port.busy_until, port.waker)
             return
@@ -594,7 +643,7 @@ class Fabric:
         elif not on and port.paused:
             port.paused = False
             port.pause_ns += now - port.pause_since
-            if port.lo and not port.waking:
+            if port.lo.waiting() and not port.waking:
                 port.waking = True
                 self.loop.schedule(port.busy_until, port.waker)
 

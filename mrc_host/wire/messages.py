@@ -83,8 +83,14 @@ def ack_echo_of(echo_ts: int, echo_ev: int) -> int:
     """The ACK echo naming a SACK: its echoed timestamp and EV (the DATA copy it answers:
     two copies may leave at the same nanosecond, not on the same EV) folded into
     1..ACK_ECHO_MAX (0 is "no echo"). A DATA packet echoes SACKs its sender received, which
-    tells the SACK's sender which of its reverse EVs deliver (core/ack_echo.py)."""
-    return ((echo_ts ^ echo_ev * 0x9E3779B1) & 0xFFFFFFFF) % ACK_ECHO_MAX + 1
+    tells the SACK's sender which of its reverse EVs deliver (core/ack_echo.py).
+
+    The value is ``((echo_ts ^ echo_ev * 0x9E3779B1) & 0xFFFFFFFF) % ACK_ECHO_MAX + 1``,
+    computed in 32-bit halves: the 64-bit product is a big integer when compiled (three
+    allocations per call, twice per SACK), its low 32 bits from two 48-bit products are not."""
+    ev = echo_ev & 0xFFFFFFFF
+    mixed = (ev * 0x79B1 + ((ev * 0x9E37 & 0xFFFF) << 16)) & 0xFFFFFFFF  # ev * 0x9E3779B1 mod 2**32
+    return ((echo_ts & 0xFFFFFFFF) ^ mixed) % ACK_ECHO_MAX + 1
 
 
 def data_flags_word(flags: int, ack_echo: int) -> int:

@@ -51,6 +51,11 @@ class VirtualPayload:
         start, stop, _ = s.indices(self.length)
         return VirtualPayload(self.key, self.offset + start, max(stop - start, 0))
 
+    def piece(self, start: int, stop: int) -> VirtualPayload:
+        """``self[start:stop]`` for ``0 <= start <= stop <= len(self)``: a native call when
+        compiled (a slice goes through ``__getitem__`` as a generic call), once per packet."""
+        return VirtualPayload(self.key, self.offset + start, stop - start)
+
     def __repr__(self) -> str:
         return f"VirtualPayload(key={self.key}, offset={self.offset}, length={self.length})"
 

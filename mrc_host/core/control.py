@@ -1,0 +1,47 @@
+"""How an endpoint sends a control message (SACK, NACK, PROBE_ACK) on one of its own EVs.
+
+Its own class, shared by the endpoint and its receiver, so that the receiver's SACKs and
+NACKs (one per few DATA packets) are a native call when compiled: handed to the receiver as
+a bound method, every SACK paid a generic Python call for it, and another for a closure that
+read the port-status bitmap (``EvSet.local_ports``, read here directly).
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+from mrc_host.wire.messages import Dscp, Ecn, Message
+
+from .actions import Action, Transmit
+from .counters import Counters
+from .evset import EvSet
+
+
+@final
+class ControlOut:
+    """Sends control messages on the EV set's control EVs (``EvSet.next_control_ev``)."""
+
+    def __init__(self, evset: EvSet, counters: Counters, retire: bool) -> None:
+        self.evset = evset
+        self.c = counters
+        self._retire = retire  # noted as sent for the liveness checks only where paths retire
+
+    def send(self, msg: Message, out: list[Action], plane: int | None, now_ns: int) -> int | None:
+        """Send ``msg`` on a control EV (of ``plane`` when it can): the EV chosen, None when
+        no EV is usable (nothing is sent)."""
+        ev = self.evset.next_control_ev(plane)
+        if ev is None:
+            return None
+        if self._retire:
+            self.evset.note_sent(ev, now_ns)
+        meta = msg.meta
+        meta.ev = ev
+        meta.dscp = Dscp.CONTROL
+        meta.ecn = Ecn.NOT_ECT
+        self.c.ev(ev).control_packets_sent += 1
+        out.append(Transmit(msg))
+        return ev
+
+    def port_status(self) -> int:
+        """This host's NIC port-status bitmap, which SACKs carry."""
+        return self.evset.local_ports
