@@ -465,6 +465,14 @@ class Recovery:
             if ps is None:
                 continue
             guard = max(int(ps * 3 / 4), floor)
+            if ok_sent < 0:
+                # it has delivered nothing yet: nothing says its packets take as long as the
+                # other planes' (on BMv2 a plane's first packets after other traffic trailed
+                # the other plane's by 70 ms; the guard was 55), so it gets the wait of a
+                # timeout: the SRTT and its variation (RFC 6298's RTO without its floor, which
+                # would leave a plane dead from the start GOOD for 6 RTT in mrc-sim)
+                var = max(4 * self.rtt.rttvar_ns, self.rtt.spread)
+                guard = max(guard, int((self.rtt.srtt_ns or 0) + var))
             if newest - ok_sent < guard:
                 continue
             others = sum(1 for r in newly if r.ev >> PLANE_SHIFT != plane and r.sent_ns >= ok_sent + guard)

@@ -262,3 +262,23 @@ def test_the_reorder_window_covers_the_fabric_delay_spread() -> None:
     r.rtt.sample_fabric(10_000)
     r.rtt.sample_fabric(16_000)
     assert r.rtt.fabric_spread == 6_000 and r.reorder_window() >= 6_000
+
+
+def test_a_plane_that_never_delivered_is_judged_by_the_rto() -> None:
+    """At a connection's start one plane's first packets may trail the other's by more than the
+    plane guard (on BMv2, right after other traffic crossed that plane, by 70 ms against a
+    55 ms guard): before it delivered anything nothing says the plane is as fast as the
+    other, so it is declared dead only once its oldest packet is as late as a timeout waits
+    (the SRTT plus 4 RTTVAR: 2 + 4 us here)."""
+    r = make(sack_gap_threshold=3, plane_guard_min_ns=1_000)
+    r.rtt.sample(2_000)
+    stuck = send(r, 0, 0, 0)  # plane 0's first packet, late: plane 0 has delivered nothing
+    early = [send(r, 1 + i, PLANE1, 5_000 + i) for i in range(3)]
+    for x in early:
+        deliver(r, x, 7_000)
+    assert r.dead_planes(early) == []  # 5 us behind: well past the 1.5 us guard, not 6 us
+    late = [send(r, 4 + i, PLANE1, 6_500 + i) for i in range(3)]
+    for x in late:
+        deliver(r, x, 8_000)
+    assert r.dead_planes(late) == [0]  # 6.5 us behind: dead
+    assert stuck.seq in r.in_flight
