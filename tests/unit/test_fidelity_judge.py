@@ -218,3 +218,18 @@ def test_a_link_is_queued_only_with_a_standing_queue_held_back_by_its_rate() -> 
     # a queue at both ends that was held back for only a few of its packets idled in between
     idled = interval(a, sample(1.0, 3_000_000, 9000, int(2000 * HELD_MIN) - 10), [LINK])
     assert not idled.links[0].queued
+
+
+def test_a_port_slowed_mid_run_is_judged_on_the_rate_it_got() -> None:
+    """E9 slows a port of an unlimited fabric halfway: the link had no rate when first seen, so
+    its reason must name the rate it was short of, not fail on the missing one."""
+    unlimited = link(80.0, configured=None, queued=True)
+    slowed = link(50.0 * 0.4, configured=50.0, queued=True)
+    intervals = run(n=10)
+    for i, iv in enumerate(intervals):
+        iv.links = [unlimited if i < 4 else slowed]
+    v = judge(intervals, Drops(frames=100_000), DEFAULT)
+    assert v.reasons and v.reasons[0].startswith(
+        f"link {LINK.name} carried as little as 40% of its 50 Mbit/s"
+    )
+    assert v.figures["links"][LINK.name]["configured"] == 50.0

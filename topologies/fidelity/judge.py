@@ -150,7 +150,7 @@ def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[s
     serve: both start and end the second with a queue and carry part of their rate. Only a
     shortfall in two active intervals in a row counts (the second of them), since a gap
     between bursts lasts one, and a link the machine cannot serve stays short."""
-    short: dict[str, list[float]] = defaultdict(list)
+    short: dict[str, list[tuple[float, float]]] = defaultdict(list)  # (share, configured Mbit/s)
     stats: dict[str, dict[str, Any]] = {}
     was_short: set[str] = set()
     for iv in runs:
@@ -160,6 +160,7 @@ def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[s
             s = stats.setdefault(
                 name, {"configured": fig.configured, "mbit_s_max": 0.0, "queued": 0, "backlog_max": 0}
             )
+            s["configured"] = fig.configured or s["configured"]  # a port slowed mid-run gets a rate
             s["mbit_s_max"] = round(max(s["mbit_s_max"], fig.mbit_s), 2)
             s["backlog_max"] = max(s["backlog_max"], fig.backlog)
             s["held_max"] = max(s.get("held_max", 0.0), fig.held)
@@ -170,14 +171,15 @@ def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[s
                 if fig.mbit_s < th.link_min_share * fig.configured * min(1.0, fig.held):
                     now_short.add(name)
                     if name in was_short:
-                        short[name].append(fig.mbit_s / fig.configured)
+                        short[name].append((fig.mbit_s / fig.configured, fig.configured))
         was_short = now_short
     reasons = []
     for name, shares in sorted(short.items()):
         if counted(len(shares), stats[name]["queued"], th):
+            share, rate = min(shares)
             reasons.append(
-                f"link {name} carried as little as {min(shares):.0%} of its "
-                f"{stats[name]['configured']:g} Mbit/s with packets queued, "
+                f"link {name} carried as little as {share:.0%} of its "
+                f"{rate:g} Mbit/s with packets queued, "
                 f"in {len(shares)} of {stats[name]['queued']} s (each the second of a short pair)"
             )
     return reasons, {k: v for k, v in stats.items() if v["mbit_s_max"] > 0 or v["queued"]}
