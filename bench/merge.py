@@ -70,7 +70,7 @@ def _calibration_entries(sources: list[Path]) -> list[dict[str, Any]]:
 def merged_provenance(sources: list[Path]) -> dict[str, Any]:
     """One provenance for the merged directory: every source's, and what they share."""
     provs = [(src, provenance.read(src) or {}) for src in sources]
-    commits = sorted({str(p.get("commit", "unknown")) for _, p in provs})
+    commits = sorted({str(p["commit"]) for _, p in provs if p.get("commit")}) or ["unknown"]
     first = next((p for _, p in provs if p), {})
     planes = sorted({t for _, p in provs for t in p.get("live_data_planes", [])})
     runs = max((int(p.get("live_runs", 0)) for _, p in provs), default=0)
@@ -91,6 +91,8 @@ def merged_provenance(sources: list[Path]) -> dict[str, Any]:
                 "command": p.get("command"),
                 "started_at": p.get("started_at"),
             }
+            if p
+            else {"dir": str(src)}  # e.g. a calibration run by hand: no provenance.json
             for src, p in provs
         ],
     }

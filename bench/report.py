@@ -79,6 +79,8 @@ def provenance_lines(results: Path) -> list[str]:
         *(  # bench.merge: one line per directory the table was assembled from
             f"  - from `{src.get('dir')}`: commit `{src.get('commit')}`, `{src.get('command')}`, "
             f"started {src.get('started_at')}"
+            if src.get("commit")
+            else f"  - from `{src.get('dir')}`: no provenance.json"
             for src in prov.get("merged_from", [])
         ),
     ]

@@ -46,8 +46,12 @@ def test_two_directories_make_one_table_with_both_live_cells(tmp_path: Path) -> 
         "seconds": 90,
     }
     (linux / "calibrate" / "calibration.json").write_text(json.dumps({"entries": [entry]}))
+    by_hand = tmp_path / "by-hand"  # a calibration run on its own: no provenance.json
+    (by_hand / "calibrate").mkdir(parents=True)
+    (by_hand / "calibrate" / "calibration.json").write_text(json.dumps({"entries": []}))
     out = tmp_path / "merged"
-    text = merge.merge([linux, bmv2], out).read_text()
+    text = merge.merge([linux, bmv2, by_hand], out).read_text()
+    assert f"from `{by_hand}`: no provenance.json" in text
 
     rows = json.loads((out / "evidence.json").read_text())
     row = next(r for r in rows if r["claim"].startswith("20 % drop"))
