@@ -255,17 +255,11 @@ def live_column(claim: Claim, by_exp: dict[str, list[dict[str, Any]]], target: s
         unfaithful = [e for e in ok if not faithful(e)]
         ok = [e for e in ok if faithful(e)]
         if unfaithful and len(ok) < MIN_RUNS:
-            parts.append(_not_faithful(eid, unfaithful, len(ok) + len(unfaithful)))
+            measured = [judge_runs(found, len(found)) for found in _judged_findings(claim, ok + unfaithful)]
+            parts.append(_not_faithful(eid, unfaithful, len(ok) + len(unfaithful), measured))
             verdicts.append(NOT_FAITHFUL)
             continue
-        keyed: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for e in ok:
-            for f in e.get("findings", []):
-                if claim.metric_has.lower() in str(f.get("metric", "")).lower() and (
-                    f.get("holds") is not None or _cannot(f)
-                ):
-                    keyed.setdefault((str(f["metric"]), str(f.get("mode", ""))), []).append(f)
-        judged = [judge_runs(found, len(runs) - len(unfaithful)) for found in keyed.values()]
+        judged = [judge_runs(found, len(runs) - len(unfaithful)) for found in _judged_findings(claim, ok)]
         figures += [{**j, "experiment": eid, "source": target} for j in judged]
         verdicts += [j["verdict"] for j in judged] or [NO_VERDICT]
         failed = len(runs) - len(ok) - len(unfaithful)
@@ -285,6 +279,18 @@ def live_column(claim: Claim, by_exp: dict[str, list[dict[str, Any]]], target: s
     }
 
 
+def _judged_findings(claim: Claim, runs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The claim's judged figures over ``runs``: per (metric, mode), its finding in each run."""
+    keyed: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for e in runs:
+        for f in e.get("findings", []):
+            if claim.metric_has.lower() in str(f.get("metric", "")).lower() and (
+                f.get("holds") is not None or _cannot(f)
+            ):
+                keyed.setdefault((str(f["metric"]), str(f.get("mode", ""))), []).append(f)
+    return list(keyed.values())
+
+
 def faithful(e: dict[str, Any]) -> bool:
     """Did the fidelity monitor pass this run? A record from before the monitor counts as passed
     (its cell then says the fidelity was not recorded)."""
@@ -301,14 +307,19 @@ def _fidelity_note(ok: list[dict[str, Any]], unfaithful: list[dict[str, Any]]) -
     return ", all faithful" if judged == len(ok) else f", fidelity recorded for {judged} of {len(ok)}"
 
 
-def _not_faithful(eid: str, unfaithful: list[dict[str, Any]], runs: int) -> str:
-    """A live cell the emulation could not carry: how many runs, and the monitor's reason."""
+def _not_faithful(
+    eid: str, unfaithful: list[dict[str, Any]], runs: int, measured: list[dict[str, Any]] | None = None
+) -> str:
+    """A live cell the emulation could not carry: how many runs, the monitor's reason, and what
+    every run measured (so a reader sees what was at stake; none of it is evidence)."""
     first = unfaithful[0]
     reasons = first.get("fidelity", {}).get("reasons") or ["?"]
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    said = "; ".join(_fmt_run_fig(j) for j in (measured or [])[:4])
     return (
         f"{eid}: {NOT_FAITHFUL} [{_context(first)}]: {len(unfaithful)} of {runs} runs not faithful; "
         f"seed {first.get('seed')}: {reasons[0]}{more}"
+        + (f"; measured, not evidence: {said}" if said else "")
     )
 
 

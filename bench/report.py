@@ -76,6 +76,13 @@ def provenance_lines(results: Path) -> list[str]:
         f"- live data planes: {', '.join(prov.get('live_data_planes', []))}; "
         f"{prov.get('live_runs')} runs each, agent seeds {prov.get('live_seeds')}",
         f"- command: `{prov.get('command')}`; started {prov.get('started_at')}",
+        *(  # bench.merge: one line per directory the table was assembled from
+            f"  - from `{src.get('dir')}`: commit `{src.get('commit')}`, `{src.get('command')}`, "
+            f"started {src.get('started_at')}"
+            if src.get("commit")
+            else f"  - from `{src.get('dir')}`: no provenance.json"
+            for src in prov.get("merged_from", [])
+        ),
     ]
 
 

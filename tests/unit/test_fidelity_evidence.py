@@ -51,6 +51,13 @@ def test_a_cell_whose_runs_were_not_faithful_says_so_with_the_reason(tmp_path: P
     assert "1 of 3 runs not faithful; seed 2: " + STARVED in cell
     row = next(r for r in evidence.rows(tmp_path, report.load(tmp_path)[0]) if r["claim"].startswith("20 %"))
     assert row["linux"]["verdict"] == evidence.NOT_FAITHFUL
+    # what the runs measured is shown, over all three, and said not to be evidence
+    said = cell.split("; measured, not evidence: ")[1]
+    first = next(
+        f for f in json.loads((FIXTURES / "e6.json").read_text())["findings"] if f["holds"] is not None
+    )
+    assert said.startswith(f"{first['metric']} ({first['mode']}) "), said
+    assert said.count(" of 3 runs") >= 1 and row["linux"].get("figures") == [], said
 
 
 def test_only_passed_runs_are_judged_and_the_left_out_ones_are_counted(tmp_path: Path) -> None:

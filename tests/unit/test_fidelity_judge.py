@@ -128,6 +128,30 @@ def test_link_min_share_flags_a_queued_link_that_falls_short() -> None:
     assert reasons(run(bad_link=link(busy - 0.5, queued=True, held=0.8))) != []
 
 
+def test_a_link_short_for_single_seconds_between_bursts_is_not_called_out() -> None:
+    """A gap between two transfers (or a sender's timeout) inside one second leaves a queue at
+    both ends of it and part of the rate carried: one short second at a time, never two in a
+    row, is no shortfall; the same seconds back to back are."""
+    th = DEFAULT
+    short = link(30.0 * 0.4, queued=True)
+    full = link(30.0, queued=True)
+    alternating = run(n=12)
+    for i, iv in enumerate(alternating):
+        iv.links = [short if i % 2 else full]
+    assert reasons(alternating) == []
+    in_a_row = run(n=12)
+    for i, iv in enumerate(in_a_row):
+        iv.links = [short if 2 <= i < 2 + 3 else full]
+    out = reasons(in_a_row)
+    assert len(out) == 1 and "carried as little as 40% of its 30 Mbit/s" in out[0], out
+    assert "in 2 of 12 s" in out[0], out  # the second and third short seconds, of 12 queued
+    assert th.min_bad_intervals == 2  # two short pairs are needed: one pair is one bad second
+    one_pair = run(n=12)
+    for i, iv in enumerate(one_pair):
+        iv.links = [short if i in (4, 5) else full]
+    assert reasons(one_pair) == []
+
+
 def test_drop_share_allows_a_tiny_share_of_the_frames_carried() -> None:
     th = DEFAULT
     frames = 100_000
@@ -194,3 +218,18 @@ def test_a_link_is_queued_only_with_a_standing_queue_held_back_by_its_rate() -> 
     # a queue at both ends that was held back for only a few of its packets idled in between
     idled = interval(a, sample(1.0, 3_000_000, 9000, int(2000 * HELD_MIN) - 10), [LINK])
     assert not idled.links[0].queued
+
+
+def test_a_port_slowed_mid_run_is_judged_on_the_rate_it_got() -> None:
+    """E9 slows a port of an unlimited fabric halfway: the link had no rate when first seen, so
+    its reason must name the rate it was short of, not fail on the missing one."""
+    unlimited = link(80.0, configured=None, queued=True)
+    slowed = link(50.0 * 0.4, configured=50.0, queued=True)
+    intervals = run(n=10)
+    for i, iv in enumerate(intervals):
+        iv.links = [unlimited if i < 4 else slowed]
+    v = judge(intervals, Drops(frames=100_000), DEFAULT)
+    assert v.reasons and v.reasons[0].startswith(
+        f"link {LINK.name} carried as little as 40% of its 50 Mbit/s"
+    )
+    assert v.figures["links"][LINK.name]["configured"] == 50.0

@@ -143,14 +143,24 @@ def _how(problem: str, figs: list[ProcessFig]) -> str:
 
 
 def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[str, Any]]:
-    short: dict[str, list[float]] = defaultdict(list)
+    """Links that carried less than their rate while their queue held packets.
+
+    Two samples a second apart cannot tell a link that idled between two bursts (a transfer
+    that ended and the next that began, a sender's timeout) from one the machine did not
+    serve: both start and end the second with a queue and carry part of their rate. Only a
+    shortfall in two active intervals in a row counts (the second of them), since a gap
+    between bursts lasts one, and a link the machine cannot serve stays short."""
+    short: dict[str, list[tuple[float, float]]] = defaultdict(list)  # (share, configured Mbit/s)
     stats: dict[str, dict[str, Any]] = {}
+    was_short: set[str] = set()
     for iv in runs:
+        now_short: set[str] = set()
         for fig in iv.links:
             name = fig.link.name
             s = stats.setdefault(
                 name, {"configured": fig.configured, "mbit_s_max": 0.0, "queued": 0, "backlog_max": 0}
             )
+            s["configured"] = fig.configured or s["configured"]  # a port slowed mid-run gets a rate
             s["mbit_s_max"] = round(max(s["mbit_s_max"], fig.mbit_s), 2)
             s["backlog_max"] = max(s["backlog_max"], fig.backlog)
             s["held_max"] = max(s.get("held_max", 0.0), fig.held)
@@ -159,14 +169,18 @@ def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[s
                 # a link that waited for tokens for only part of its packets idled for part of
                 # the second: it owes its rate only for that part
                 if fig.mbit_s < th.link_min_share * fig.configured * min(1.0, fig.held):
-                    short[name].append(fig.mbit_s / fig.configured)
+                    now_short.add(name)
+                    if name in was_short:
+                        short[name].append((fig.mbit_s / fig.configured, fig.configured))
+        was_short = now_short
     reasons = []
     for name, shares in sorted(short.items()):
         if counted(len(shares), stats[name]["queued"], th):
+            share, rate = min(shares)
             reasons.append(
-                f"link {name} carried as little as {min(shares):.0%} of its "
-                f"{stats[name]['configured']:g} Mbit/s with packets queued, "
-                f"in {len(shares)} of {stats[name]['queued']} s"
+                f"link {name} carried as little as {share:.0%} of its "
+                f"{rate:g} Mbit/s with packets queued, "
+                f"in {len(shares)} of {stats[name]['queued']} s (each the second of a short pair)"
             )
     return reasons, {k: v for k, v in stats.items() if v["mbit_s_max"] > 0 or v["queued"]}
 

@@ -40,6 +40,7 @@ class Thresholds:
     # -- links ---------------------------------------------------------------------------------
     # a link whose queue held packets must carry at least this share of its configured rate, times
     # the share of its packets its rate held back (the part of the second it was backlogged)
+    # in two active intervals in a row (judge.judge_links: one short second is a gap between bursts)
     link_min_share: float = 0.90
     # -- drops that are not by design (qdiscs, rings, socket buffers, BMv2 queues) ---------
     # at most this share of the frames the fabric carried (MRC takes an unexplained loss for a
