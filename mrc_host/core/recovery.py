@@ -145,6 +145,9 @@ class Recovery:
         # send time of the newest packet each plane delivered (whole-plane failure detection)
         self.plane_ok_sent = [-1] * planes
         self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
+        # when the connection last came back from idle (nothing in flight for an RTO): a plane
+        # that has delivered nothing sent since is judged as one that never delivered
+        self.resumed_ns = 0
         self.rack_order = -1  # transmission order of the newest copy known delivered
         self.tail_done = False  # the tail probe for the current tail was sent
         self.last_tx_ns = 0  # when the newest packet left (the NIC model) or was sent
@@ -161,6 +164,8 @@ class Recovery:
         """``rec`` leaves on ``ev`` now (a first copy or a resend)."""
         if not rec.transmissions:
             self.tail_done = False  # new data: a new tail (resends never re-arm the probe)
+            if not self.in_flight and now_ns - self.last_tx_ns >= self.rto_ns():
+                self.resumed_ns = now_ns  # back from idle (TCP's restart after idle)
         rec.transmissions += 1
         rec.ev = ev
         rec.prev_sent_ns = rec.sent_ns
@@ -465,12 +470,14 @@ class Recovery:
             if ps is None:
                 continue
             guard = max(int(ps * 3 / 4), floor)
-            if ok_sent < 0:
-                # it has delivered nothing yet: nothing says its packets take as long as the
-                # other planes' (on BMv2 a plane's first packets after other traffic trailed
-                # the other plane's by 70 ms; the guard was 55), so it gets the wait of a
-                # timeout: the SRTT and its variation (RFC 6298's RTO without its floor, which
-                # would leave a plane dead from the start GOOD for 6 RTT in mrc-sim)
+            if ok_sent < self.resumed_ns:
+                # it has delivered nothing yet, or nothing since the connection came back from
+                # idle (what it did before says nothing of how fast it is now): nothing says
+                # its packets take as long as the other planes' (on BMv2 a plane's first
+                # packets after other traffic trailed the other plane's by 70 ms; the guard
+                # was 55), so it gets the wait of a timeout: the SRTT and its variation
+                # (RFC 6298's RTO without its floor, which would leave a plane dead from the
+                # start GOOD for 6 RTT in mrc-sim)
                 var = max(4 * self.rtt.rttvar_ns, self.rtt.spread)
                 guard = max(guard, int((self.rtt.srtt_ns or 0) + var))
             if newest - ok_sent < guard:

@@ -243,3 +243,22 @@ def check_mininet_commands(tb: Any, h0: str, h3: str) -> str:
     assert hostile_input(tb) == before
     assert no_route_drops(tb) == no_route
     return out
+
+
+def check_refused_commands(tb: Any, h0: str, h3: str) -> str:
+    """Mininet commands that cannot work on these switches (OpenFlow's ``dpctl``, ``wait``,
+    ``switch NAME stop``, an ``iperf`` to no host), typed into the CLI: each says why, and the
+    fabric stays up (every switch reachable, ``pingall`` all answered, a transfer verified).
+    Returns what the CLI printed."""
+    switch = tb.topology.switches[-1].name
+    out = run_cli(tb, ["dpctl dump-flows", "wait", f"switch {switch} stop", f"iperf {h0} nohost"])
+    for command in ("dpctl", "wait", "switch"):
+        assert f"{command}: cannot work here:" in out, out
+    assert "no node 'nohost'" in out
+    assert all(s.reachable for s in tb.controller.health().switches)
+    out += run_cli(tb, ["pingall"])
+    n = len(tb.host_names())
+    assert f"*** Results: 0% dropped ({n * (n - 1)}/{n * (n - 1)} received)" in out, out
+    s = tb.send(h0, h3, 1 << 20)
+    assert s["ok"] and s["verified"] is True, s
+    return out

@@ -1,8 +1,9 @@
 """The testbed on BMv2 switches (node prefix ``tbv``): the default fabric comes up with the
 controller and agents, a transfer delivers the right bytes across a black-holed T0-T1
 link, no pcaps are written unless asked for, Mininet's pingall, ping and iperf work over the
-fabric without disturbing the agents, and the teardown leaves no process, namespace or
-root-namespace link (BMv2 ports live in the root namespace) behind."""
+fabric without disturbing the agents, a Mininet command that cannot work says why and leaves
+the fabric up, and the teardown leaves no process, namespace or root-namespace link (BMv2
+ports live in the root namespace) behind."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from live_fabric import check_hosts_quiet, check_mininet_commands, running_testbed, skip_without_agent
+from live_fabric import (
+    check_hosts_quiet,
+    check_mininet_commands,
+    check_refused_commands,
+    running_testbed,
+    skip_without_agent,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.bmv2]
 
@@ -55,3 +62,8 @@ def test_bmv2_writes_no_pcaps_by_default(testbed: Any) -> None:
 
 def test_mininet_pingall_ping_and_iperf_work_over_bmv2(testbed: Any) -> None:
     check_mininet_commands(testbed, f"{PREFIX}h0", f"{PREFIX}h3")
+
+
+def test_mininet_commands_that_cannot_work_say_why_and_leave_bmv2_up(testbed: Any) -> None:
+    check_refused_commands(testbed, f"{PREFIX}h0", f"{PREFIX}h3")
+    assert all(testbed.net.get(s.name).process.running() for s in testbed.topology.switches)

@@ -282,3 +282,44 @@ def test_a_plane_that_never_delivered_is_judged_by_the_rto() -> None:
         deliver(r, x, 8_000)
     assert r.dead_planes(late) == [0]  # 6.5 us behind: dead
     assert stuck.seq in r.in_flight
+
+
+def _back_from_idle(gap: int) -> tuple[Recovery, TxRecord, int]:
+    """Both planes delivered, the connection sent nothing for ``gap``, then plane 0's first
+    packet after it is late: returns the recovery, that packet and when it was sent."""
+    r = make(sack_gap_threshold=3, plane_guard_min_ns=1_000)
+    r.rtt.sample(2_000)
+    for seq, ev in ((0, 0), (1, PLANE1)):
+        deliver(r, send(r, seq, ev, 0), 2_000)
+    assert r.plane_ok_sent == [0, 0] and not r.in_flight
+    at = gap
+    return r, send(r, 2, 0, at), at
+
+
+def test_a_plane_back_from_idle_is_judged_like_one_that_never_delivered() -> None:
+    """What a plane delivered before the connection went idle (nothing in flight for an RTO)
+    says nothing of how fast its first packets after it will be (the BMv2 demo's fault-free
+    transfer reuses the size probe's connection after a pause): it gets the wait of a
+    timeout, as a plane that never delivered does (6 us here), not 3/4 SRTT (1.5 us)."""
+    r, stuck, at = _back_from_idle(gap=1_000_000)
+    assert r.resumed_ns == at
+    early = [send(r, 3 + i, PLANE1, at + 5_000 + i) for i in range(3)]
+    for x in early:
+        deliver(r, x, at + 7_000)
+    assert r.dead_planes(early) == []  # 5 us behind: no longer taken for a dead plane
+    late = [send(r, 6 + i, PLANE1, at + 6_500 + i) for i in range(3)]
+    for x in late:
+        deliver(r, x, at + 8_000)
+    assert r.dead_planes(late) == [0]  # 6.5 us behind: dead, as before
+    assert stuck.seq in r.in_flight
+
+
+def test_a_pause_shorter_than_the_rto_keeps_the_planes_evidence() -> None:
+    """Writes back to back (a collective's steps) are no return from idle: a plane that
+    delivered is judged by its own guard, so a dead one is found as fast as before."""
+    r, _stuck, at = _back_from_idle(gap=3_000)  # under the 6 us RTO
+    assert r.resumed_ns < at
+    early = [send(r, 3 + i, PLANE1, at + 5_000 + i) for i in range(3)]
+    for x in early:
+        deliver(r, x, at + 7_000)
+    assert r.dead_planes(early) == [0]

@@ -158,3 +158,32 @@ def test_permutation_all_to_all_and_all_gather_complete_with_their_bytes() -> No
     # all-gather: N-1 steps of a quarter each per rank
     assert sum(f["bytes_placed"] for n, f in flows.items() if n.startswith("ag/")) == 4 * 3 * (64 << 10)
     assert a2a.completion_ns is not None and a2a.start_ns == 10_000
+
+
+def write_idle_write(gap_ns: int, stall_ns: int) -> Any:
+    """A 1 MiB write, ``gap_ns`` of idle, then a second write on the same connection while
+    plane 1 holds its first packets for ``stall_ns`` (as the BMv2 demo's fault-free transfer
+    follows its size probe on one connection). Returns the sender endpoint."""
+    net = Network(FabricShape(planes=2, t0=2, t1=2, hosts_per_t0=1), seed=1)
+    conn = net.add_flow(FlowSpec("f", 0, 1), 1 << 20)
+    first = net.post(conn, 1 << 20)
+    net.run(50_000_000)
+    assert first.done
+    at = net.loop.now - START_NS + gap_ns
+    second = net.post(conn, 1 << 20, at_ns=at)
+    net.add_fault(parse_fault(f"stall:p1@{at}ns-{at + stall_ns}ns", ideal_ns=1))
+    net.run(at + 50_000_000)
+    assert second.done and conn.data_ok
+    return conn.sender
+
+
+def test_a_plane_slow_to_start_after_an_idle_spell_is_not_taken_for_dead() -> None:
+    """Plane 1 delivered before the pause, which says nothing of its first packets after it:
+    held 5 us (1.5 SRTT; past 3/4 SRTT and the plane floor) it was declared failed, its 68 EVs
+    retired and brought back when the packets arrived. Judged as a plane that has delivered
+    nothing yet (a timeout's wait), it keeps them; held past that wait, it is still failed."""
+    for gap in (1_000_000, 100_000_000):
+        c = write_idle_write(gap, 5_000).counters
+        assert c.planes_failed == 0 and c.ev_retired == 0 and c.losses_plane == 0, gap
+    c = write_idle_write(1_000_000, 20_000).counters
+    assert c.planes_failed == 1 and c.ev_retired == 68 and c.ev_loss_undone > 0
