@@ -140,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"runs of each live experiment per data plane, seeds 1..N (default {RUNS})",
     )
     ap.add_argument("--link-rate", help="Mbit/s per link of every live experiment (0: unlimited)")
+    ap.add_argument(
+        "--keep-runs",
+        action="store_true",
+        help="keep every live experiment's testbed run directories (agent logs) under its results",
+    )
     args = ap.parse_args(argv)
     only = {name for item in args.only for name in item.split(",") if name}
     known = {b.name for b in BENCHMARKS}
@@ -182,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                 for k in range(1, runs + 1):
                     where = out / bench.name / target / f"run{k}"
                     rate = ("--link-rate", args.link_rate) if args.link_rate is not None else ()
-                    rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k), *rate))
+                    keep = ("--keep-runs",) if args.keep_runs else ()
+                    rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k), *rate, *keep))
                     failed += rc != 0
                     statuses.append(said_status(bench, where, rc))
             summary[bench.name] = {"status": ",".join(sorted(set(statuses))) or "not run"}

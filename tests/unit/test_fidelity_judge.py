@@ -21,7 +21,7 @@ from topologies.fidelity.figures import (
 )
 from topologies.fidelity.judge import Drops, judge
 from topologies.fidelity.procfs import IfStats, MachineTimes, TaskTimes
-from topologies.fidelity.qdiscs import QdiscStats
+from topologies.fidelity.qdiscs import TC_H_ROOT, QdiscStats, held_levels
 from topologies.fidelity.thresholds import DEFAULT
 
 SWITCH = ProcessKey("bmv2", "t0p0n0", 100)
@@ -218,6 +218,55 @@ def test_a_link_is_queued_only_with_a_standing_queue_held_back_by_its_rate() -> 
     # a queue at both ends that was held back for only a few of its packets idled in between
     idled = interval(a, sample(1.0, 3_000_000, 9000, int(2000 * HELD_MIN) - 10), [LINK])
     assert not idled.links[0].queued
+
+
+def test_a_frame_held_back_counts_once_however_many_htb_classes_it_passes() -> None:
+    """The Linux shim's port has a parent class at the link rate above its leaves: HTB counts a
+    held-back frame in both, 2 overlimits per frame on a port that never ran dry (seen: held
+    up to 2.0 on every shim port, 1.0 on TCLink's one-class host links). Counted raw, a port
+    backlogged for half its frames looked backlogged for all and owed 90 % of its rate."""
+
+    def sample(t: float, tx: int, overlimits: int, levels: dict[str, int]) -> RawSample:
+        ifs = {LINK.ifname: IfStats(0, 0, 0, tx, 0, 0)}
+        q = {LINK.ifname: QdiscStats("htb", tx, tx // 1500, 0, overlimits, 9000, 6)}
+        rates = {LINK.ifname: 30.0}
+        return RawSample(t, {}, MachineTimes(0, 0, 100, 2), 0, None, ifs, q, rates, {}, levels)
+
+    half = 1000  # 2 overlimits for each of 1000 of the 2000 frames: held back for half of them
+    two = {LINK.ifname: 2}
+    (shim,) = interval(sample(0.0, 0, 0, two), sample(1.0, 3_000_000, 2 * half, two), [LINK]).links
+    assert shim.held == 0.5 and shim.queued
+    (raw,) = interval(sample(0.0, 0, 0, {}), sample(1.0, 3_000_000, 2 * half, {}), [LINK]).links
+    assert raw.held == 1.0  # one class (TCLink): the same count is every frame held back
+
+
+class _Netlink:
+    """pyroute2's IPRoute as held_levels reads it: qdiscs and classes as netlink messages."""
+
+    def __init__(self, qdiscs: list[dict[str, object]], classes: dict[int, list[dict[str, object]]]) -> None:
+        self.qdiscs, self.classes = qdiscs, classes
+
+    def get_qdiscs(self) -> list[dict[str, object]]:
+        return self.qdiscs
+
+    def get_classes(self, index: int) -> list[dict[str, object]]:
+        return self.classes.get(index, [])
+
+
+def test_held_levels_reads_how_many_rate_classes_a_port_stacks() -> None:
+    def qdisc(index: int, handle: int, kind: str) -> dict[str, object]:
+        return {"index": index, "handle": handle, "parent": TC_H_ROOT, "attrs": [("TCA_KIND", kind)]}
+
+    def cls(handle: int, parent: int) -> dict[str, object]:
+        return {"handle": handle, "parent": parent}
+
+    tclink = [cls(0x50001, 0x50000)]  # 5:1 under the root 5:
+    shim = [cls(0x10010, 0x10000), cls(0x10001, 0x10010), cls(0x10002, 0x10010)]  # 1:10, 1:1, 1:2
+    ipr = _Netlink(
+        [qdisc(1, 0x50000, "htb"), qdisc(2, 0x10000, "htb"), qdisc(3, 0x10000, "pfifo_fast")],
+        {1: tclink, 2: shim},
+    )
+    assert held_levels(ipr, {1: "h0-eth0", 2: "t0-eth1", 3: "t0-eth2"}) == {"h0-eth0": 1, "t0-eth1": 2}
 
 
 def test_a_port_slowed_mid_run_is_judged_on_the_rate_it_got() -> None:

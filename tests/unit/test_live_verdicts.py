@@ -174,3 +174,26 @@ def test_live_runs_land_per_data_plane_and_seed(tmp_path: Path, monkeypatch: pyt
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["commit"] == "c" * 40 and prov["live_seeds"] == [1, 2, 3]
     assert "- commit: `" + "c" * 40 + "`" in (out / "REPORT.md").read_text()
+
+
+def test_make_bench_keeps_the_live_run_directories_only_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--keep-runs`` reaches every live run (its agents' logs are what explains a slow run)
+    and nothing else; without it no experiment is asked to keep them."""
+    seen: list[tuple[str, tuple[str, ...]]] = []
+
+    def fake_run_one(bench: Any, out: Path, extra: tuple[str, ...]) -> int:
+        seen.append((bench.name, extra))
+        return 0
+
+    monkeypatch.setattr(run_all, "run_one", fake_run_one)
+    monkeypatch.setattr("bench.report.write_report", lambda out: out / "REPORT.md")
+    argv = ["--only", "e6,codec", "--target", "linux", "--runs", "2"]
+    assert run_all.main([*argv, "--out", str(tmp_path / "a"), "--keep-runs"]) == 0
+    live = [extra for name, extra in seen if name == "e6"]
+    assert len(live) == 2 and all(extra[-1] == "--keep-runs" for extra in live)
+    assert all("--keep-runs" not in extra for name, extra in seen if name == "codec")
+    seen.clear()
+    assert run_all.main([*argv, "--out", str(tmp_path / "b")]) == 0
+    assert seen and all("--keep-runs" not in extra for _name, extra in seen)

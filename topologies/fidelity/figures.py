@@ -53,6 +53,8 @@ class RawSample:
     qdiscs: dict[str, QdiscStats]
     rates: dict[str, float]  # ifname -> configured Mbit/s (its HTB), where one is set
     switch_queues: dict[str, int] = field(default_factory=dict)  # BMv2 switch -> deepest queue
+    # ifname -> rate-limited HTB classes a frame passes (qdiscs.held_levels; absent: 1)
+    held_levels: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,10 @@ def link_fig(link: LinkDir, a: RawSample, b: RawSample, dt: float) -> LinkFig:
     q0, q1 = a.qdiscs.get(link.ifname), b.qdiscs.get(link.ifname)
     held = 0.0
     if q0 is not None and q1 is not None and q1.packets > q0.packets:
-        held = max(0, q1.overlimits - q0.overlimits) / (q1.packets - q0.packets)
+        # per frame sent and per HTB class it passes: 1 for a link that never ran dry, however
+        # many classes count each held-back frame
+        levels = max(1, b.held_levels.get(link.ifname, 1))
+        held = max(0, q1.overlimits - q0.overlimits) / (q1.packets - q0.packets) / levels
     queued = (
         q0 is not None
         and q1 is not None

@@ -80,6 +80,29 @@ def top_rates(ipr: Any, indexes: dict[int, str]) -> dict[str, float]:
     return out
 
 
+def held_levels(ipr: Any, indexes: dict[int, str]) -> dict[str, int]:
+    """How many rate-limited HTB classes a frame of each interface passes (interfaces with an
+    HTB root only): HTB counts an overlimit for each class a held-back frame runs out of
+    tokens in, so the root's overlimits per frame sent reach this many, not one, on a link
+    that never ran dry. TCLink's single class ``5:1`` is 1; the Linux shim's parent class
+    ``1:10`` at the link rate with its leaves under it (ceil at the link rate) is 2."""
+    roots = {
+        int(m.get("index", 0)): int(m.get("handle", 0))
+        for m in ipr.get_qdiscs()
+        if int(m.get("parent", 0)) == TC_H_ROOT and _attr(m, "TCA_KIND") == "htb"
+    }
+    out: dict[str, int] = {}
+    for index, name in indexes.items():
+        if index not in roots:
+            continue
+        classes = list(ipr.get_classes(index=index))
+        top_parents = (TC_H_ROOT, roots[index])
+        tops = {int(m.get("handle", 0)) for m in classes if int(m.get("parent", 0)) in top_parents}
+        under = any(int(m.get("parent", 0)) in tops for m in classes)
+        out[name] = 2 if under else 1
+    return out
+
+
 class NamespaceQdiscs:
     """Reads the root qdiscs of some interfaces of one network namespace."""
 
@@ -115,6 +138,13 @@ class NamespaceQdiscs:
         """Every watched interface's configured rate in Mbit/s (none: not rate limited)."""
         try:
             return self.worker.call(top_rates, self._ipr, self._indexes)
+        except (OSError, RuntimeError):
+            return {}
+
+    def levels(self) -> dict[str, int]:
+        """Every watched HTB interface's ``held_levels``."""
+        try:
+            return self.worker.call(held_levels, self._ipr, self._indexes)
         except (OSError, RuntimeError):
             return {}
 

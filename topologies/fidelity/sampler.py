@@ -46,6 +46,7 @@ class Sampler:
     readers: list[NamespaceQdiscs] = field(default_factory=list)
     queues: Bmv2Queues | None = None
     _rates: dict[str, float] = field(default_factory=dict)
+    _levels: dict[str, int] = field(default_factory=dict)
     _count: int = 0
 
     def start(self) -> Sampler:
@@ -75,6 +76,7 @@ class Sampler:
         if self._count % RATES_EVERY == 0:
             for r in self.readers:
                 self._rates.update(r.rates())
+                self._levels.update(r.levels())
         self._count += 1
         return RawSample(
             t,
@@ -86,6 +88,7 @@ class Sampler:
             qdiscs,
             dict(self._rates),
             self.queues.read() if self.queues is not None else {},
+            dict(self._levels),
         )
 
 
