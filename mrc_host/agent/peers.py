@@ -552,7 +552,7 @@ def on_messages(peers: Peers, msgs: list[Frame], now: int) -> None:
             peers.on_message(msg, now)
             continue
         conn = c
-        if isinstance(msg, DataPacket):
+        if isinstance(c, RecvConnection) and isinstance(msg, DataPacket):
             c.data_seen = True
         run.append(msg)
     if run and conn is not None:
