@@ -23,18 +23,19 @@ import selectors
 import signal
 import socket
 import time
-from typing import Final
+from typing import Any, Final
 
 from mrc_fabric.frames import DEFAULT_PAYLOAD
 from mrc_fabric.hostconfig import HostConfig
 from mrc_host.wire.codec import MalformedPacket, decode_frame
+from mrc_host.wire.messages import Frame
 
 from .commands import Commands
 from .control import ControlServer
 from .netio import KernelQuiet, interface_mtu
 from .options import AgentOptions
 from .paths import HostPaths, payload_mtu
-from .peers import Peers
+from .peers import Peers, on_messages
 from .ports import LoopCounters, Ports
 from .transfer import Transfers
 
@@ -161,7 +162,7 @@ class Agent:
                     with contextlib.suppress(OSError):
                         self._wake_r.recv(4096)
             if ready_ports:
-                self.ports.read(ready_ports, self._on_frame)
+                self.ports.read(ready_ports, self._on_batch)
                 if spin_ns:
                     spin_until = time.monotonic_ns() + spin_ns
             now = time.monotonic_ns()
@@ -170,19 +171,26 @@ class Agent:
                 last_tick = now
                 self._tick(now)
 
-    def _on_frame(self, frame: bytes | memoryview, plane: int) -> None:
-        """One frame: decoded (ICRC checked), then to the connections; a bug costs one frame."""
-        try:
-            msg = decode_frame(frame, verify_icrc=self.verify_icrc, borrow=True)
-        except MalformedPacket as exc:
-            self.counters.malformed[exc.reason] += 1
+    def _on_batch(self, frames: list[Any], planes: list[int]) -> None:
+        """Frames read together: each decoded (ICRC checked; refusals counted), then all of
+        them to the connections (``peers.on_messages``). A bug costs the frames of its batch."""
+        msgs: list[Frame] = []
+        verify = self.verify_icrc
+        malformed = self.counters.malformed
+        for frame in frames:
+            try:
+                msgs.append(decode_frame(frame, verify_icrc=verify, borrow=True))
+            except MalformedPacket as exc:
+                malformed[exc.reason] += 1
+        if not msgs:
             return
         try:
-            self.peers.on_message(msg, time.monotonic_ns())
+            on_messages(self.peers, msgs, time.monotonic_ns())
         except Exception:
             self.counters.internal_errors += 1
-            self.counters.malformed["internal"] += 1
-            log.exception("internal error on a frame from %s", self.ports.counters[plane].ifname)
+            malformed["internal"] += 1
+            log.exception("internal error on frames from %s",
+                          ", ".join(sorted({self.ports.counters[p].ifname for p in planes})))  # fmt: skip
 
     def _tick(self, now: int) -> None:
         try:

@@ -530,3 +530,60 @@ class Peers:
 
     def __iter__(self) -> Iterator[Connection]:
         return iter(list(self.conns.values()))
+
+
+# ---- frames in, a batch at a time --------------------------------------------------------
+def on_messages(peers: Peers, msgs: list[Frame], now: int) -> None:
+    """Frames read together (a batch of the agent's loop), in order, as ``Peers.on_message``
+    would take them one by one; a run of frames bound to one connection goes to its core in one
+    ``Endpoint.receive_many`` (the core's end-of-event work once per run, not per frame).
+    Anything but the plain case (a handshake, a refusal, a new rkey) takes ``on_message``."""
+    conns = peers.conns
+    conn: Connection | None = None
+    run: list[Any] = []
+    for msg in msgs:
+        c = _bound(conns, msg)
+        if run and c is not conn:
+            if conn is not None:
+                _deliver(peers, conn, run, now)
+            run = []
+            c = _bound(conns, msg)  # (that run's handling may have changed the connections)
+        if c is None:
+            peers.on_message(msg, now)
+            continue
+        conn = c
+        if isinstance(c, RecvConnection) and isinstance(msg, DataPacket):
+            c.data_seen = True
+        run.append(msg)
+    if run and conn is not None:
+        _deliver(peers, conn, run, now)
+
+
+def _bound(conns: dict[int, Connection], msg: Frame) -> Connection | None:
+    """The connection ``Peers.on_message`` would hand ``msg`` to with nothing else to do (no
+    handshake, no refusal, no pending connection promoted); None otherwise."""
+    if isinstance(msg, (Connect, ConnectAck)):
+        return None
+    conn = conns.get(msg.qp)
+    if conn is None or msg.meta.src not in conn.peer.addresses:
+        return None
+    if isinstance(conn, SendConnection):
+        if not conn.established or isinstance(msg, DataPacket):
+            return None
+    elif isinstance(msg, DataPacket) and isinstance(conn, RecvConnection) and msg.rkey != conn.rkey:
+        return None
+    return conn
+
+
+def _deliver(peers: Peers, conn: Connection, run: list[Any], now: int) -> None:
+    """A run of frames bound to ``conn``, to its core: a completion or failure is carried out
+    before the frames after it, which go through ``on_message`` if the connection is gone or
+    replaced meanwhile."""
+    i, n = 0, len(run)
+    while i < n:
+        if peers.conns.get(run[i].qp) is not conn:
+            for k in range(i, n):
+                peers.on_message(run[k], now)
+            return
+        i, actions = conn.endpoint.receive_many(run, i, now)
+        peers.run(conn, actions, now)

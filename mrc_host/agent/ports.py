@@ -1,17 +1,18 @@
 """Port I/O: one packet socket per NIC port, read round-robin, written per plane, counted.
 
 The agent's event loop asks ``Ports`` for the frames of the ports the selector found ready
-and hands every frame to one callback; ``send`` queues a frame on the port of a plane and
+and hands them to one callback a batch at a time (``BATCH`` frames: decoded and given to their
+cores together, their ring slots handed back after); ``send`` queues a frame on the port of a plane and
 ``flush`` hands what was queued to the kernel. Each port is a ``rings.RingPort`` (packet rings:
 no system call per frame) or, where the kernel refuses rings or ``--ring off`` asks for it, a
 ``rings.SocketPort`` (a ``recv``/``send`` per frame); ``describe`` says which, and why. No
 protocol here: bytes in, bytes out, and the per-port counters ``mrc stats`` shows.
 
 When frames go out: a ring port holds what ``send`` wrote until ``flush`` (one ``send`` call
-for all of them) or until ``rings.FLUSH_EVERY`` wait. ``read`` flushes after each received
-frame whose handling queued any (a SACK on the receiving side, the DATA it lets out on the
-sending side: they leave at once, as they did with a socket), and the agent flushes once more
-before it sleeps (timers, control requests).
+for all of them) or until ``rings.FLUSH_EVERY`` wait. ``read`` flushes after each batch of
+received frames whose handling queued any (the SACKs on the receiving side, the DATA they let
+out on the sending side), and the agent flushes once more before it sleeps (timers, control
+requests).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from .rings import PortIO, SocketPort
 log = logging.getLogger("mrc.agent")
 
 RX_BATCH: Final = 64  # rounds of reading (one frame per ready port) before the loop looks at timers
+OnBatch = Callable[[list[Any], list[int]], None]  # (frames, the plane of each) -> None
+BATCH: Final = 16  # frames read before they are handled together (decoded, given to their cores)
 _READ: Final = selectors.EVENT_READ
 _READ_WRITE: Final = selectors.EVENT_READ | selectors.EVENT_WRITE
 
@@ -91,20 +94,24 @@ class Ports:
         self.io.clear()
         self.writing.clear()
 
-    def read(self, planes: list[int], on_frame: Callable[[Any, int], None]) -> None:
+    def read(self, planes: list[int], on_batch: OnBatch) -> None:
         """Read the ready ports round-robin, one frame each per round, so frames are handled in
         about the order they arrived across planes (reading one port's backlog before the
-        other's would reorder packets by up to a batch). ``on_frame(frame, plane)`` must not
-        raise; a frame is valid during its call only (a ring's slot is handed back after it).
-        What a frame's handling queued goes out before the next frame is read."""
+        other's would reorder packets by up to a batch). Every ``BATCH`` frames (and at the
+        end) ``on_batch(frames, planes)`` handles them together (frame i came from plane
+        ``planes[i]``; it must not raise); a frame is valid during that call only (a ring's
+        slots go back to the kernel after it). What a batch's handling queued goes out before
+        the next batch is read."""
         ready = list(planes)
         io, counters = self.io, self.counters
+        frames: list[Any] = []
+        where: list[int] = []
         for _ in range(RX_BATCH):
             if not ready:
-                return
+                break
             for plane in list(ready):
                 try:
-                    n = io[plane].read_one(on_frame, plane)
+                    n = io[plane].take(frames)
                 except OSError as exc:
                     log.warning("receive on %s failed: %s", counters[plane].ifname, exc)
                     ready.remove(plane)
@@ -112,11 +119,27 @@ class Ports:
                 if n < 0:
                     ready.remove(plane)
                     continue
+                if len(frames) > len(where):
+                    where.append(plane)
                 pc = counters[plane]
                 pc.frames_rx += 1
                 pc.bytes_rx += n
-                if self.dirty:
-                    self.flush()
+            if len(frames) >= BATCH:
+                self._handle(frames, where, on_batch)
+        if frames:
+            self._handle(frames, where, on_batch)
+
+    def _handle(self, frames: list[Any], where: list[int], on_batch: OnBatch) -> None:
+        """One batch: handled, its slots handed back, what it queued sent."""
+        try:
+            on_batch(frames, where)
+        finally:
+            frames.clear()
+            where.clear()
+            for port in self.io:
+                port.release()
+        if self.dirty:
+            self.flush()
 
     def send(self, plane: int, frame: bytes) -> bool:
         """Queue ``frame`` on the port of ``plane``; False (and counted) when the kernel refused it

@@ -160,7 +160,26 @@ class PortIO:
     def read_one(self, on_frame: Callable[[Any, int], None], plane: int) -> int:
         """Hand the next received frame to ``on_frame(frame, plane)``: its length, -1 if none
         is waiting. The frame (bytes or a view of the ring) is valid during the call only."""
+        frames: list[Any] = []
+        n = self.take(frames)
+        if n < 0:
+            return -1
+        try:
+            if frames:
+                on_frame(frames[0], plane)
+        finally:
+            self.release()
+        return n
+
+    def take(self, frames: list[Any]) -> int:
+        """Append the next received frame to ``frames``: its length; 0 if a frame was due but
+        could not be read (nothing appended); -1 if none is waiting. A frame that is a view of
+        the ring stays valid, its slot the agent's, until ``release`` (so a batch of frames can
+        be handled together, then handed back at once)."""
         raise NotImplementedError
+
+    def release(self) -> None:
+        """Hand every slot ``take`` read back to the kernel (a socket has none)."""
 
     def send(self, frame: bytes) -> int:
         """Queue ``frame`` to go out: 1 sent or queued, 0 dropped (counted by the port)."""
@@ -214,6 +233,8 @@ class RingPort(PortIO):
         self.block = 0
         self.block_left = 0  # frames of the current block not read yet (v3)
         self.block_next = 0  # byte offset of the next frame in it
+        self.rx_held = 0  # frames taken and not released yet (v2: the slots before rx_head)
+        self.blocks_read: list[int] = []  # v3: blocks whose every frame was taken, not released yet
         # transmit side
         self.tx_status = TX_STATUS[geo.version]
         self.tx_data = TX_DATA[geo.version]
@@ -233,33 +254,49 @@ class RingPort(PortIO):
         return fd
 
     # ---- receive ------------------------------------------------------------------------
-    def read_one(self, on_frame: Callable[[Any, int], None], plane: int) -> int:
+    def take(self, frames: list[Any]) -> int:
         if self.v3:
-            return self._read_one_v3(on_frame, plane)
+            return self._take_v3(frames)
         head = self.rx_head
         off = self.rx_slots[head]
         words = self.words
         status = words[off >> 2]
-        if not status & TP_STATUS_USER:
+        if not status & TP_STATUS_USER or self.rx_held >= len(self.rx_slots):
             return -1
+        self.rx_head = head + 1 if head + 1 < len(self.rx_slots) else 0
+        self.rx_held += 1
+        if status & TP_STATUS_COPY:  # too long for the slot: whole on the socket's queue
+            self.rx_copied += 1
+            try:
+                frame: bytes = self._recv(65536, socket.MSG_DONTWAIT)
+            except OSError:
+                return 0
+            frames.append(frame)
+            return len(frame)
         snaplen = words[(off + 8) >> 2]
         mac = words[(off + 12) >> 2] & 0xFFFF
-        self.rx_head = head + 1 if head + 1 < len(self.rx_slots) else 0
-        try:
-            if status & TP_STATUS_COPY:  # too long for the slot: whole on the socket's queue
-                self.rx_copied += 1
-                try:
-                    frame: bytes = self._recv(65536, socket.MSG_DONTWAIT)
-                except OSError:
-                    return 0
-                on_frame(frame, plane)
-                return len(frame)
-            on_frame(self.view[off + mac : off + mac + snaplen], plane)
-            return snaplen
-        finally:
-            words[off >> 2] = TP_STATUS_KERNEL
+        frames.append(self.view[off + mac : off + mac + snaplen])
+        return snaplen
 
-    def _read_one_v3(self, on_frame: Callable[[Any, int], None], plane: int) -> int:
+    def release(self) -> None:
+        held = self.rx_held
+        if not held:
+            if self.v3:
+                self._release_blocks()
+            return
+        self.rx_held = 0
+        if self.v3:
+            self._release_blocks()
+            return
+        words, slots = self.words, self.rx_slots
+        i = self.rx_head - held
+        if i < 0:
+            i += len(slots)
+        for _ in range(held):
+            words[slots[i] >> 2] = TP_STATUS_KERNEL
+            i = i + 1 if i + 1 < len(slots) else 0
+
+    def _take_v3(self, frames: list[Any]) -> int:
         geo = self.geo
         words = self.words
         base = self.block * geo.rx_block
@@ -269,7 +306,8 @@ class RingPort(PortIO):
             self.block_left = words[(base + 12) >> 2]  # num_pkts
             self.block_next = base + words[(base + 16) >> 2]  # offset_to_first_pkt
             if not self.block_left:
-                self._release_block()
+                self._block_read()
+                self._release_blocks()
                 return -1
         off = self.block_next
         nxt = words[off >> 2]
@@ -278,18 +316,25 @@ class RingPort(PortIO):
         mac = words[(off + 24) >> 2] & 0xFFFF
         self.block_next = off + nxt
         self.block_left -= 1
-        try:
-            if snaplen < length:
-                self.rx_truncated += 1
-            on_frame(self.view[off + mac : off + mac + snaplen], plane)
-            return snaplen
-        finally:
-            if not self.block_left:
-                self._release_block()
+        self.rx_held += 1
+        if snaplen < length:
+            self.rx_truncated += 1
+        frames.append(self.view[off + mac : off + mac + snaplen])
+        if not self.block_left:
+            self._block_read()
+        return snaplen
 
-    def _release_block(self) -> None:
-        self.words[(self.block * self.geo.rx_block + 8) >> 2] = TP_STATUS_KERNEL  # block_status
+    def _block_read(self) -> None:
+        """Every frame of the current block was taken: on to the next; this one goes back to
+        the kernel at the next ``release``."""
+        self.blocks_read.append(self.block)
         self.block = self.block + 1 if self.block + 1 < self.geo.rx_blocks else 0
+
+    def _release_blocks(self) -> None:
+        words, size = self.words, self.geo.rx_block
+        for b in self.blocks_read:
+            words[(b * size + 8) >> 2] = TP_STATUS_KERNEL  # block_status
+        self.blocks_read.clear()
 
     # ---- transmit -----------------------------------------------------------------------
     def send(self, frame: bytes) -> int:
@@ -429,12 +474,12 @@ class SocketPort(PortIO):
         fd: int = self.sock.fileno()
         return fd
 
-    def read_one(self, on_frame: Callable[[Any, int], None], plane: int) -> int:
+    def take(self, frames: list[Any]) -> int:
         try:
             frame: bytes = self._recv(65536, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return -1
-        on_frame(frame, plane)
+        frames.append(frame)
         return len(frame)
 
     def send(self, frame: bytes) -> int:

@@ -175,16 +175,44 @@ class Endpoint:
     def receive(self, msg: Message, now_ns: int) -> list[Action]:
         self._now = now_ns
         out: list[Action] = []
+        self._take(msg, now_ns, out)
+        return self._finish(now_ns, out)
+
+    def receive_many(self, msgs: list[Message], start: int, now_ns: int) -> tuple[int, list[Action]]:
+        """``receive`` for the messages from ``msgs[start]`` on, read together (a batch of an
+        agent's packet ring), all at ``now_ns``: the same actions as one ``receive`` per
+        message in turn (the sender pumps after each), with the end-of-event work done once,
+        after the last (EV state changes after the frames, one ``SetTimer``: the last call's).
+        It stops after a message that completes, fails or delivers a WRITE or fails the
+        connection, so that its caller hands that on before the next message, as it would
+        have. Returns the index after the last message taken, and the actions."""
+        self._now = now_ns
+        out: list[Action] = []
+        c = self.counters
+        sender = self.sender
+        ends = c.messages_completed + c.messages_failed + c.messages_received
+        i = start
+        n = len(msgs)
+        while i < n:
+            self._take(msgs[i], now_ns, out)
+            i += 1
+            sender.pump(now_ns, out)
+            if sender.failed or c.messages_completed + c.messages_failed + c.messages_received != ends:
+                break
+        return i, self._end(now_ns, out)
+
+    def _take(self, msg: Message, now_ns: int, out: list[Action]) -> None:
+        """One message's own work (``receive`` without the end-of-event work)."""
         reason = _check(msg)
         if reason is not None:
             self.counters.malformed[reason] += 1
-            return self._finish(now_ns, out)
+            return
         if msg.qp != self.local_qp:
             self.counters.wrong_qp += 1
-            return self._finish(now_ns, out)
+            return
         if self.finished:
             self.counters.malformed["after_error"] += 1  # the connection is finished
-            return self._finish(now_ns, out)
+            return
         if isinstance(msg, DataPacket):
             self.receiver.on_data(msg, now_ns, out)
         elif isinstance(msg, Sack):
@@ -210,7 +238,6 @@ class Endpoint:
                 down = self.evset.set_peer_ports(msg.port_status)  # only from a reply we asked for
                 if down:
                     self.sender.ports_down(down)
-        return self._finish(now_ns, out)
 
     @property
     def finished(self) -> bool:
@@ -289,6 +316,11 @@ class Endpoint:
     def _finish(self, now_ns: int, out: list[Action]) -> list[Action]:
         self._now = now_ns
         self.sender.pump(now_ns, out)
+        return self._end(now_ns, out)
+
+    def _end(self, now_ns: int, out: list[Action]) -> list[Action]:
+        """The end-of-event work: EV changes tallied and reported, a failed connection closed,
+        the next timer."""
         changes = self.evset.take_changes()
         if changes:
             c = self.counters

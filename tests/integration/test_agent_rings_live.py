@@ -145,6 +145,47 @@ def test_frames_cross_rings_that_wrap_in_order_and_intact(veth: None, version: i
         rx.close()
 
 
+@pytest.mark.parametrize("version", [1, 2], ids=["v2", "v3"])
+def test_frames_taken_as_a_batch_stay_intact_until_released_as_rings_wrap(veth: None, version: int) -> None:
+    """``take`` keeps each frame's slot (v3: its block) until ``release``: a batch of 16 views
+    reads intact while the sender refills the ring, and every slot comes back (rings of a
+    few blocks go round several times)."""
+    from mrc_host.agent.netio import socket_drops
+
+    tx = ring_port(0, version)
+    rx = ring_port(1, version, rx_bytes=1 << 17 if version == 1 else 1 << 18)
+    sel = selectors.DefaultSelector()
+    sel.register(rx.fileno(), selectors.EVENT_READ)
+    try:
+        total = 4 * rx.geo.rx_frames if version == 1 else 4 * rx.geo.rx_blocks * 8
+        room = min(48, rx.geo.rx_frames) if version == 1 else 48  # frames the ring holds
+        got: list[int] = []
+        seq = 0
+        deadline = time.monotonic() + 20
+        while len(got) < total and time.monotonic() < deadline:
+            while seq < total and seq - len(got) < room:  # never more than the ring holds
+                assert tx.send(frame(seq)) == 1
+                seq += 1
+            tx.flush()
+            batch: list[Any] = []
+            while len(batch) < 16 and rx.take(batch) >= 0:
+                pass
+            if not batch:
+                sel.select(0.05)
+                continue
+            views = [bytes(f) for f in batch]
+            tx.flush()  # (more frames may land in other slots meanwhile)
+            assert [bytes(f) for f in batch] == views  # held slots were not reused
+            assert all(v == frame(seq_of(v)) for v in views)
+            got += [seq_of(v) for v in views]
+            rx.release()
+        assert got == list(range(total)) and socket_drops(rx.sock) == 0
+    finally:
+        sel.close()
+        tx.close()
+        rx.close()
+
+
 def test_a_frame_longer_than_a_receive_slot_arrives_whole_through_the_socket(veth: None) -> None:
     tx, rx = ring_port(0), ring_port(1, max_frame=1514)  # slots for MTU 1500, the link's is 4232
     try:

@@ -19,7 +19,7 @@ from mrc_fabric.hostconfig import HostConfig
 from mrc_fabric.topology import build_clos
 from mrc_host.agent.options import AgentOptions
 from mrc_host.agent.paths import HostPaths
-from mrc_host.agent.peers import Peers
+from mrc_host.agent.peers import Peers, on_messages
 from mrc_host.agent.ports import LoopCounters, Ports
 from mrc_host.agent.transfer import Transfer, Transfers
 from mrc_host.core import Mode
@@ -91,15 +91,33 @@ class Host:
             return
         self.peers.on_message(msg, now)
 
+    def deliver_many(self, frames: list[bytes], now: int) -> None:
+        """Frames that arrived together, as the agent's loop hands a batch to its connections
+        (``Agent._on_batch``: decoded one by one, then ``peers.on_messages``)."""
+        msgs = []
+        for frame in frames:
+            try:
+                msgs.append(decode_frame(frame, verify_icrc=True))
+            except MalformedPacket as exc:
+                self.malformed[exc.reason] = self.malformed.get(exc.reason, 0) + 1
+        if msgs:
+            on_messages(self.peers, msgs, now)
+
 
 Drop = Callable[[str, str, bytes], bool]  # (from host, to host, frame) -> lost
 
 
 class Net:
     def __init__(
-        self, names: tuple[str, ...] = ("uch0", "uch3"), seed: int = 1, step_ns: int = 20_000, **opts: Any
+        self,
+        names: tuple[str, ...] = ("uch0", "uch3"),
+        seed: int = 1,
+        step_ns: int = 20_000,
+        batch: int = 1,
+        **opts: Any,
     ) -> None:
         self.step_ns = step_ns  # how long one round of frames takes on the simulated clock
+        self.batch = batch  # frames a host takes together (1: one ``on_message`` per frame)
         cfgs: dict[str, HostConfig] = compile_host_configs(build_clos(2, 2, 2, 2, prefix="uc"))
         self.hosts: dict[str, Host] = {}
         for i, n in enumerate(names):
@@ -129,13 +147,20 @@ class Net:
             return False
         sent = self.now  # the frames were sent in the round before this one
         self.now += self.step_ns
+        arrived: dict[str, list[bytes]] = {}
         for src, frame in batch:
             self.log.append((sent, src.name, frame))
             dst = self._route(frame)
             if dst is None or self.drop(src.name, dst.name, frame):
                 continue
             self.delivered += 1
-            dst.deliver(frame, self.now)
+            if self.batch == 1:
+                dst.deliver(frame, self.now)
+            else:
+                arrived.setdefault(dst.name, []).append(frame)
+        for name, frames in arrived.items():
+            for k in range(0, len(frames), self.batch):
+                self.hosts[name].deliver_many(frames[k : k + self.batch], self.now)
         self._due()
         return True
 
