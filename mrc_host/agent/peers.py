@@ -110,7 +110,9 @@ class Peers:
         self.opts = opts
         self.mtu = mtu
         self.counters = counters
-        self.rng = random.Random(opts.seed)
+        # The run's seed and this host's name: every agent of a run gets the same --seed, and
+        # one draw for all of them would give them the same EV sequences and transfer ids.
+        self.rng = random.Random(None if opts.seed is None else f"{opts.seed}/{paths.cfg.host}")
         self.cookies = CookieJar(None if opts.seed is None else self.rng.randbytes(32))
         self.conns: dict[int, Connection] = {}  # local QP -> connection
         self.pending: dict[int, RecvConnection] = {}  # local QP -> a newer handshake's connection
