@@ -99,8 +99,11 @@ class AckEchoes:
         # path retired here -> (send time of its lost SACK, the retirement's undo key)
         self._dead: dict[tuple[int, int], tuple[int, tuple[int, int] | None]] = {}
 
-    def sack_sent(self, echo_ts: int, echo_ev: int, ev: int, now_ns: int) -> None:
-        """A SACK echoing the DATA copy (``echo_ts``, ``echo_ev``) left on ``ev``."""
+    def sack_sent(self, echo_ts: int, echo_ev: int, sent_on: tuple[int, int]) -> None:
+        """A SACK echoing the DATA copy (``echo_ts``, ``echo_ev``) left as ``sent_on``: (its EV,
+        its send time), the receiver's own tuple for it, kept here as it is (one per SACK, not
+        one more: a receiver remembers up to ``SENT_MAX`` of them)."""
+        now_ns = sent_on[1]
         key = ack_echo_of(echo_ts, echo_ev)
         sent, unconfirmed, late = self._sent, self._unconfirmed, self._late
         if late:  # (nearly always empty: asked first, no method call)
@@ -112,7 +115,7 @@ class AckEchoes:
             unconfirmed.pop(key, None)
             sent[key] = (_AMBIGUOUS, now_ns)
         else:
-            sent[key] = unconfirmed[key] = (ev, now_ns)
+            sent[key] = unconfirmed[key] = sent_on
         if len(sent) > SENT_MAX:
             old = sent.popitem(last=False)[0]
             if old in unconfirmed:  # (mostly echoed long ago)

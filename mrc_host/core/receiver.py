@@ -239,9 +239,9 @@ class Receiver:
         ev = self.control.send(sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns)
         self.c.sacks_sent += 1
         if ev is not None:
-            if self._retire:
-                self.echoes.sack_sent(trigger.send_ts, trigger.meta.ev, ev, now_ns)
             sent = (ev, now_ns)  # one tuple for every PSN this SACK answers (not one each)
+            if self._retire:
+                self.echoes.sack_sent(trigger.send_ts, trigger.meta.ev, sent)  # (and its echo)
             for s in self._pending_seqs:
                 self._ack_ev_of_seq[s] = sent
             if len(self._ack_ev_of_seq) > 4 * self.cfg.rx_window:

@@ -151,7 +151,7 @@ def test_forged_echoes_never_retire_a_planes_last_path() -> None:
 
     sacks = [(on(1, 0), 1_000), (on(1, 1), 2_000), (on(0, 0), 10_000)]
     for k, (ev_, at) in enumerate(sacks):
-        rx.sack_sent(at, k, ev_, at)
+        rx.sack_sent(at, k, (ev_, at))
     rx.echoed(ack_echo_of(10_000, 2), 20_000)  # only the last one, on plane 0
     assert retired_paths(p) == {(1, 0)}
     assert p.b.counters.reverse_paths_retired == 1 and p.b.counters.reverse_retire_refused == 1
