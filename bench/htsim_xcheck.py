@@ -45,17 +45,12 @@ JSON that says it was skipped.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import random
 import re
-import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -268,6 +263,8 @@ def htsim_command(binary: Path, fab: XFabric, mode: str, end_us: int, lossless: 
 def run_htsim(
     binary: Path, fab: XFabric, case: Case, mode: str, end_us: int, lossless: bool = False
 ) -> dict[str, Any]:
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="htsim-xcheck-") as tmp:
         d = Path(tmp)
         (d / "fabric.topo").write_text(fab.htsim_topo())
@@ -296,6 +293,10 @@ def measured(cmd: list[str], cwd: Path | None, timeout: float) -> tuple[int, str
     process: a process forked from this one counts this one's memory as its own high-water
     mark (Linux keeps it across ``exec``), ~20 MB that htsim's 6 MB would drown in. Without
     GNU time it is read from ``wait4`` and flagged ``peak_includes_launcher``."""
+    import subprocess
+    import tempfile
+    import threading
+
     with tempfile.TemporaryDirectory(prefix="xcheck-cost-") as tmp:
         peak_file = Path(tmp) / "peak"
         err_file = Path(tmp) / "stderr"
@@ -384,6 +385,8 @@ def run_mrcsim_process(
     fab: XFabric, case: Case, seed: int, lossless: bool = False, payload: str = "real"
 ) -> dict[str, Any]:
     """``run_mrcsim`` in a fresh interpreter (``--child``), with the process's cost."""
+    import tempfile
+
     spec = {
         "fabric": asdict(fab),
         "case": {"name": case.name, "pairs": case.pairs, "size": case.size, "evs": case.evs},
@@ -495,6 +498,8 @@ def more_rounds(binary: Path, fab: XFabric, case: Case, row: dict[str, Any], see
 
 def spread(costs: list[dict[str, float]]) -> dict[str, Any]:
     """Median, minimum and maximum of each cost figure over rounds."""
+    import statistics
+
     out: dict[str, Any] = {"rounds": len(costs)}
     for k in ("wall_s", "cpu_s", "peak_mb"):
         xs = [c[k] for c in costs]
@@ -629,6 +634,14 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--child":
+        # a timed child: it imports what a run needs, not the parent's argparse, subprocess,
+        # threading or statistics (those are imported where used, for the same reason)
+        return child(argv[1])
+    import argparse
+    import statistics
+
     ap = argparse.ArgumentParser(prog="python -m bench.htsim_xcheck", description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("results"))
     ap.add_argument("--quick", action="store_true", help="smaller transfers")

@@ -36,7 +36,18 @@ _USABLE: Final = (EvState.GOOD, EvState.SKIP)
 _AMBIGUOUS: Final = -1  # in place of the EV of a SACK whose echo is not unique
 
 
-def _oldest(d: dict[int, tuple[int, int]]) -> tuple[int, tuple[int, int]]:
+class SackSent:
+    """A SACK's EV and send time, one object for every record of it: the receiver's per PSN
+    the SACK answers and the echo book's. Not a tuple: compiled, a ``tuple[int, int]`` is a C
+    struct, boxed into a new tuple (and two new ints) wherever it is stored; on the 128-host
+    permutation those copies were ~14 MB of the peak."""
+
+    def __init__(self, ev: int, sent_ns: int) -> None:
+        self.ev = ev
+        self.sent_ns = sent_ns
+
+
+def _oldest(d: dict[int, SackSent]) -> tuple[int, SackSent]:
     """The first item of ``d`` (compiled, ``next(iter(d))`` is two generic calls)."""
     for item in d.items():
         return item
@@ -93,14 +104,15 @@ class AckEchoes:
         # echo -> (EV, send time) of a SACK, oldest first. Ordered: a plain dict's oldest key,
         # once older ones are deleted, is found by walking past every deleted slot (hundreds:
         # a third of the SACK path's instructions)
-        self._sent: OrderedDict[int, tuple[int, int]] = OrderedDict()
-        self._unconfirmed: dict[int, tuple[int, int]] = {}  # the same, not yet echoed, oldest first
-        self._late: dict[int, tuple[int, int]] = {}  # unechoed SACKs of paths retired since
+        self._sent: OrderedDict[int, SackSent] = OrderedDict()
+        self._unconfirmed: dict[int, SackSent] = {}  # the same, not yet echoed, oldest first
+        self._late: dict[int, SackSent] = {}  # unechoed SACKs of paths retired since
         # path retired here -> (send time of its lost SACK, the retirement's undo key)
         self._dead: dict[tuple[int, int], tuple[int, tuple[int, int] | None]] = {}
 
-    def sack_sent(self, echo_ts: int, echo_ev: int, ev: int, now_ns: int) -> None:
-        """A SACK echoing the DATA copy (``echo_ts``, ``echo_ev``) left on ``ev``."""
+    def sack_sent(self, echo_ts: int, echo_ev: int, sent_on: SackSent) -> None:
+        """A SACK echoing the DATA copy (``echo_ts``, ``echo_ev``) left as ``sent_on`` (the
+        receiver's record of it, kept here as it is)."""
         key = ack_echo_of(echo_ts, echo_ev)
         sent, unconfirmed, late = self._sent, self._unconfirmed, self._late
         if late:  # (nearly always empty: asked first, no method call)
@@ -110,9 +122,9 @@ class AckEchoes:
             # it names neither (judging the older one on no evidence would be a guess too)
             del sent[key]
             unconfirmed.pop(key, None)
-            sent[key] = (_AMBIGUOUS, now_ns)
+            sent[key] = SackSent(_AMBIGUOUS, sent_on.sent_ns)
         else:
-            sent[key] = unconfirmed[key] = (ev, now_ns)
+            sent[key] = unconfirmed[key] = sent_on
         if len(sent) > SENT_MAX:
             old = sent.popitem(last=False)[0]
             if old in unconfirmed:  # (mostly echoed long ago)
@@ -139,7 +151,7 @@ class AckEchoes:
             if key not in self._sent:
                 self.c.ack_echo_unmatched += 1  # forged, or older than we remember: dropped
             return  # (else confirmed already, or ambiguous)
-        ev, sent_ns = got
+        ev, sent_ns = got.ev, got.sent_ns
         evset = self.evset
         e = evset.entries.get(ev)
         if e is None:
@@ -150,11 +162,11 @@ class AckEchoes:
             self._undo_if_slow(e, sent_ns, now_ns)
         margin = evset.echo_margin_ns()
         while unconfirmed:
-            key, (old_ev, old_sent) = _oldest(unconfirmed)
-            if old_sent + margin > sent_ns:
+            key, old = _oldest(unconfirmed)
+            if old.sent_ns + margin > sent_ns:
                 break
             del unconfirmed[key]
-            self._judge(key, old_ev, old_sent, now_ns, margin)
+            self._judge(key, old, now_ns, margin)
 
     def _undo_if_slow(self, e: EvEntry, sent_ns: int, now_ns: int) -> None:
         """``e`` delivered a SACK sent at ``sent_ns``: if that is at or after the one taken for
@@ -168,9 +180,10 @@ class AckEchoes:
                 self.c.ev_loss_undone += 1
                 self.c.ev_undone += back
 
-    def _judge(self, key: int, ev: int, sent_ns: int, now_ns: int, margin_ns: int) -> None:
-        """A SACK sent on ``ev`` at ``sent_ns`` is unechoed while one sent a margin later is
-        echoed: retire its path if nothing sent on it since was echoed."""
+    def _judge(self, key: int, sack: SackSent, now_ns: int, margin_ns: int) -> None:
+        """A SACK (sent on ``sack.ev`` at ``sack.sent_ns``) is unechoed while one sent a margin
+        later is echoed: retire its path if nothing sent on it since was echoed."""
+        ev, sent_ns = sack.ev, sack.sent_ns
         evset = self.evset
         e = evset.entries.get(ev)
         if e is None:
@@ -178,7 +191,7 @@ class AckEchoes:
         path = (e.plane, e.t1)
         if e.state not in _USABLE or not evset.path_dead(e, EvEvent.LOSS, sent_ns, margin_ns):
             if path in self._dead:
-                self._late[key] = (ev, sent_ns)  # its echo may yet undo the retirement
+                self._late[key] = sack  # its echo may yet undo the retirement
             return  # (else one SACK lost, or its echo: the path's later ones got through)
         if not any(
             x.t1 != e.t1 and x.state in _USABLE for x in (*evset.active[e.plane], *evset.backup[e.plane])
@@ -189,10 +202,10 @@ class AckEchoes:
         if evset.retire(ev, why, now_ns, EvEvent.LOSS, sent_ns, margin_ns):
             self.c.reverse_paths_retired += 1
             self._dead[path] = (sent_ns, e.retired_for)
-            self._late[key] = (ev, sent_ns)
+            self._late[key] = sack
             entries = evset.entries
-            for k, (x, t) in list(self._unconfirmed.items()):
-                o = entries.get(x)
+            for k, other in list(self._unconfirmed.items()):
+                o = entries.get(other.ev)
                 if o is not None and (o.plane, o.t1) == path:
                     del self._unconfirmed[k]  # nothing to judge again; its echo may undo
-                    self._late[k] = (x, t)
+                    self._late[k] = other

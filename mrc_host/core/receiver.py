@@ -35,7 +35,7 @@ from mrc_host.wire.messages import (
     Sack,
 )
 
-from .ack_echo import AckEchoes
+from .ack_echo import AckEchoes, SackSent
 from .actions import Action, MessageReceived
 from .config import TransportConfig
 from .control import ControlOut
@@ -78,7 +78,7 @@ class Receiver:
         self.ack_deadline: int | None = None
         self._trigger: DataPacket | None = None
         self._pending_seqs: list[int] = []
-        self._ack_ev_of_seq: dict[int, tuple[int, int]] = {}  # seq -> (EV, time) of its ACK
+        self._ack_ev_of_seq: dict[int, SackSent] = {}  # seq -> (EV, time) of its ACK
         self._msg_last_seq: dict[int, int] = {}  # seq of a WRITE's last packet -> msg_id
         self._gbn_nacked: int | None = None
         # one-way delay of DATA (arrival minus the sender's timestamp: the clocks' offset
@@ -146,8 +146,8 @@ class Receiver:
                 sent = self._ack_ev_of_seq.pop(seq, None)
                 if (
                     sent is not None
-                    and now_ns - sent[1] >= self.ack_lost_guard_ns()
-                    and self.evset.ack_lost(sent[0], now_ns)
+                    and now_ns - sent.sent_ns >= self.ack_lost_guard_ns()
+                    and self.evset.ack_lost(sent.ev, now_ns)
                 ):
                     c.reverse_ev_retired += 1
             self._send_ack(pkt, now_ns, out, duplicate=True)
@@ -239,9 +239,9 @@ class Receiver:
         ev = self.control.send(sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns)
         self.c.sacks_sent += 1
         if ev is not None:
+            sent = SackSent(ev, now_ns)  # one record for every PSN this SACK answers
             if self._retire:
-                self.echoes.sack_sent(trigger.send_ts, trigger.meta.ev, ev, now_ns)
-            sent = (ev, now_ns)  # one tuple for every PSN this SACK answers (not one each)
+                self.echoes.sack_sent(trigger.send_ts, trigger.meta.ev, sent)  # (and its echo)
             for s in self._pending_seqs:
                 self._ack_ev_of_seq[s] = sent
             if len(self._ack_ev_of_seq) > 4 * self.cfg.rx_window:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, cast
 
-from mrc_fabric.ev import ev_plane, ev_t1
+from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
 from mrc_host.core import (
     DEFAULT_MAX_EVS,
     Action,
@@ -335,8 +335,9 @@ class Network(HostSink):
         self._draws = False  # a fault draws per packet (loss, trim): name each packet copy
         self._salt = seed_salt(seed)
         self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
-        self._host_sides: list[dict[int, Side]] = [{} for _ in range(shape.hosts)]  # [host][qp]
-        self._ev_cache: dict[int, tuple[int, int]] = {}
+        # [local qp] -> its side (a list, not a dict per host: a native index per packet
+        # delivered, where a dict lookup of a QP above 256 compared two int objects)
+        self._side_of_qp: list[Side | None] = []
         self.pending = 0  # writes posted and not yet done at both ends
         self.bytes_posted = 0  # of counted writes (progress)
         self.bytes_done = 0
@@ -354,8 +355,12 @@ class Network(HostSink):
         self._flow_names.add(spec.name)
         self._sides[(conn.tx.host, conn.sender.local_qp)] = conn.tx
         self._sides[(conn.rx.host, conn.receiver.local_qp)] = conn.rx
-        self._host_sides[conn.tx.host][conn.sender.local_qp] = conn.tx
-        self._host_sides[conn.rx.host][conn.receiver.local_qp] = conn.rx
+        by_qp = self._side_of_qp
+        for side in (conn.tx, conn.rx):
+            qp = side.ep.local_qp
+            if qp >= len(by_qp):
+                by_qp.extend([None] * (qp + 1 - len(by_qp)))
+            by_qp[qp] = side
         if self._started:
             self._arm(conn)
         return conn
@@ -430,18 +435,14 @@ class Network(HostSink):
 
     # ---- plumbing -----------------------------------------------------------------------
     def path_of(self, ev: int) -> tuple[int, int]:
-        """(plane, T1) of an EV."""
-        return self._path(ev)
-
-    def _path(self, ev: int) -> tuple[int, int]:
-        hit = self._ev_cache.get(ev)
-        if hit is None:
-            hit = self._ev_cache[ev] = (ev_plane(ev), ev_t1(ev))
-        return hit
+        """(plane, T1) of an EV (``mrc_fabric.ev``'s ``ev_plane`` and ``ev_t1``)."""
+        return ev >> PLANE_SHIFT, (ev >> T1_SHIFT) & T1_MASK
 
     def deliver(self, pkt: SimPacket, now: int) -> None:
-        side = self._host_sides[pkt.dst].get(pkt.msg.qp)
-        if side is None:
+        qp = pkt.msg.qp
+        by_qp = self._side_of_qp
+        side = by_qp[qp] if 0 <= qp < len(by_qp) else None
+        if side is None or side.host != pkt.dst:
             return
         ep = side.ep
         if side.role == "receiver" and pkt.data:
@@ -472,14 +473,14 @@ class Network(HostSink):
     def _apply(self, side: Side, actions: list[Action]) -> None:
         now = self.loop.now
         fabric = self.fabric
-        paths = self._ev_cache
         for a in actions:
             if type(a) is Transmit:
                 msg = a.msg
                 if side.pin is None:
+                    # the EV's path, its bits read in place (mrc_fabric.ev is not compiled: a
+                    # call of ev_plane would be a Python call, a cache a dict lookup per packet)
                     ev = msg.meta.ev
-                    hit = paths.get(ev)
-                    plane, t1 = hit if hit is not None else self._path(ev)
+                    plane, t1 = ev >> PLANE_SHIFT, (ev >> T1_SHIFT) & T1_MASK
                 else:
                     plane, t1 = side.pin
                 if isinstance(msg, DataPacket):

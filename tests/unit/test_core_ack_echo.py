@@ -10,7 +10,7 @@ import pytest
 from bench.sim_transport import link_delay_for_rtt
 from mrc_fabric.ev import ev_compose, ev_plane, ev_t1
 from mrc_host.core import EvState, Transmit
-from mrc_host.core.ack_echo import EchoQueue
+from mrc_host.core.ack_echo import EchoQueue, SackSent
 from mrc_host.sim.fabric import FabricShape
 from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
 from mrc_host.sim.scenario import SimConfig, Simulation
@@ -132,7 +132,7 @@ def test_a_late_echo_undoes_the_retirement() -> None:
     victim = reverse_path_lost(p, data)
     assert retired_paths(p) == {victim}
     rx = p.b.receiver.echoes
-    key = next(k for k, (ev, _t) in rx._sent.items() if ev >= 0 and (ev_plane(ev), ev_t1(ev)) == victim)
+    key = next(k for k, s in rx._sent.items() if s.ev >= 0 and (ev_plane(s.ev), ev_t1(s.ev)) == victim)
     p.now += 1_000
     echo = DataPacket(22, 0, BASE, RKEY, b"", send_ts=p.now - 1_000, ack_echo=key)
     p.b.receive(echo, p.now)
@@ -151,7 +151,7 @@ def test_forged_echoes_never_retire_a_planes_last_path() -> None:
 
     sacks = [(on(1, 0), 1_000), (on(1, 1), 2_000), (on(0, 0), 10_000)]
     for k, (ev_, at) in enumerate(sacks):
-        rx.sack_sent(at, k, ev_, at)
+        rx.sack_sent(at, k, SackSent(ev_, at))
     rx.echoed(ack_echo_of(10_000, 2), 20_000)  # only the last one, on plane 0
     assert retired_paths(p) == {(1, 0)}
     assert p.b.counters.reverse_paths_retired == 1 and p.b.counters.reverse_retire_refused == 1

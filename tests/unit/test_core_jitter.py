@@ -3,9 +3,12 @@ pass for loss, and a loss guessed wrongly must be undone (issue 10, item 9)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
-from mrc_host.core import EvState, NsccParams
+import pytest
+
+from mrc_host.core import EvState, NsccParams, Transmit
 from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
 from mrc_host.wire.messages import DataFlag, DataPacket, Sack
 
@@ -138,6 +141,35 @@ def test_ack_lost_rule_waits_out_the_measured_jitter() -> None:
     assert rx.owd_spread > 30_000
     assert rx.ack_lost_guard_ns() >= p.b.cfg.rto_min_ns + 60_000
     assert p.b.prober.probe_timeout_ns() >= 60_000  # liveness probes get the same allowance
+
+
+@pytest.mark.parametrize("after_guard", [True, False])
+def test_resends_of_acked_packets_retire_the_ev_their_sack_left_on(after_guard: bool) -> None:
+    """Every packet of a write arrives and is acknowledged, then comes again as a resend (the
+    peer never saw our SACKs). Past the guard, each counts a strike against the EV its SACK
+    left on, and an EV goes on its second; within the guard, nothing is retired."""
+    p = make_pair(size=1 << 16)
+    _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    pkts = [m for _, m in p.in_flight if isinstance(m, DataPacket)]
+    p.in_flight = []
+    sack_evs = set()
+    for pkt in pkts:
+        out = p.b.receive(pkt, pkt.send_ts + 2_000)
+        sack_evs |= {a.msg.meta.ev for a in out if isinstance(a, Transmit) and isinstance(a.msg, Sack)}
+    last = max(x.send_ts for x in pkts) + 2_000
+    later = last + (p.b.receiver.ack_lost_guard_ns() + 1 if after_guard else 1_000)
+    for pkt in pkts:
+        flags = pkt.flags | DataFlag.RETRANSMISSION
+        p.b.receive(dataclasses.replace(pkt, flags=flags, send_ts=later - 2_000), later)
+    c = p.b.counters
+    assert c.duplicates_received == len(pkts)
+    retired = {e.value for e in p.b.evset.entries.values() if e.state is not EvState.GOOD}
+    if not after_guard:
+        assert c.reverse_ev_retired == 0 and not retired
+        return
+    assert c.reverse_ev_retired >= 1
+    assert retired and retired <= sack_evs
 
 
 def test_forged_timestamps_only_stretch_the_ack_side_guard_within_a_cap() -> None:
