@@ -46,6 +46,14 @@ FABRIC = XFabric(t0=4, t1=4, hosts_per_t0=4)
 # the production shape of the issue that found the timeouts (mrc-sim only: 8 planes)
 PLANES8 = dict(planes=8, t0=2, t1=16, hosts_per_t0=8)
 METRICS = ("rto", "trims", "resends", "spurious", "over_ideal")
+LOSS_CAUSES = ("gap", "rto", "tail", "plane", "path")
+Rows = list[dict[str, Any]]
+
+
+def planes8_shape() -> FabricShape:
+    """The 8-plane shape, with the links and thresholds of ``FABRIC``."""
+    p = PLANES8
+    return replace(FABRIC.shape(), planes=p["planes"], t0=p["t0"], t1=p["t1"], hosts_per_t0=p["hosts_per_t0"])
 
 
 def everyone(hosts: int) -> tuple[tuple[int, int], ...]:
@@ -56,7 +64,8 @@ def run_mrcsim(shape: FabricShape, size: int, seed: int) -> dict[str, Any]:
     """One all-to-all in mrc-sim (virtual payloads): its counters summed over connections."""
     net = Network(shape, seed, "virtual")
     pairs = list(everyone(shape.hosts))
-    job = point_to_point(net, Job("a2a", "all-to-all", 0), FlowSpec("a2a", 0, 1, mtu=FABRIC.payload), pairs, size)
+    spec = FlowSpec("a2a", 0, 1, mtu=FABRIC.payload)
+    job = point_to_point(net, Job("a2a", "all-to-all", 0), spec, pairs, size)
     net.run(10_000_000_000)
     counters = [c.sender.counters for c in job.connections]
     case = Case("all-to-all", tuple(pairs), size)
@@ -73,9 +82,7 @@ def run_mrcsim(shape: FabricShape, size: int, seed: int) -> dict[str, Any]:
         "resends": sum(c.retransmissions for c in counters),
         "tail_twins": sum(c.tail_twins for c in counters),
         "spurious": sum(c.spurious_losses for c in counters),
-        "losses": {
-            k: sum(getattr(c, f"losses_{k}") for c in counters) for k in ("gap", "rto", "tail", "plane", "path")
-        },
+        "losses": {k: sum(getattr(c, f"losses_{k}") for c in counters) for k in LOSS_CAUSES},
         "data_packets": sum(c.data_packets_sent for c in counters),
     }
 
@@ -113,7 +120,7 @@ def within(a: float, b: float) -> bool:
     return max(a, 1) <= TRIM_BAR * max(b, 1) and max(b, 1) <= TRIM_BAR * max(a, 1)
 
 
-def verdict(mrc: list[dict[str, Any]], ht: list[dict[str, Any]], planes8: list[dict[str, Any]]) -> dict[str, Any]:
+def verdict(mrc: Rows, ht: Rows, planes8: Rows) -> dict[str, Any]:
     out: dict[str, Any] = {
         "no_rto_any_seed": all(r["rto"] == 0 for r in mrc + planes8),
         "all_completed": all(r["completed"] for r in mrc + planes8),
@@ -130,7 +137,7 @@ def cell(s: dict[str, float] | None, fmt: str = "g") -> str:
     if s is None:
         return "—"
     med, lo, hi = (format(s[k], fmt) for k in ("median", "min", "max"))
-    return med if lo == hi else f"{med} ({lo}–{hi})"
+    return med if lo == hi else f"{med} ({lo} to {hi})"
 
 
 def table(runs: dict[str, list[dict[str, Any]]]) -> str:
@@ -185,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         runs["mrc-sim"].append(run_mrcsim(FABRIC.shape(), size, seed))
         if binary is not None:
             runs[f"htsim {REFERENCE}"].append(run_htsim(binary, size, seed))
-        runs["mrc-sim 8 planes"].append(run_mrcsim(replace(FABRIC.shape(), **PLANES8), size, seed))
-        done = ", ".join(f"{n}: {r[-1]['trims']} trims, {r[-1]['resends']} resends" for n, r in runs.items() if r)
+        runs["mrc-sim 8 planes"].append(run_mrcsim(planes8_shape(), size, seed))
+        last = {n: r[-1] for n, r in runs.items() if r}
+        done = ", ".join(f"{n}: {r['trims']} trims, {r['resends']} resends" for n, r in last.items())
         print(f"   seed {seed}: {done}", flush=True)
     data: dict[str, Any] = {
         "fabric": asdict(FABRIC),
