@@ -290,10 +290,17 @@ class Recovery:
         return start + int(wait) + self.reorder_window()
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
-        """The tail probe fired: every packet sent an SRTT plus the reorder window ago."""
+        """The tail probe fired: the newest packet sent an SRTT plus the reorder window ago is
+        resent, one (RACK-TLP's probe): its SACK shows RACK which of the older ones are lost.
+        Resending every one of them resent 14 packets for nothing in an all-to-all whose
+        short writes waited behind the host's other queue pairs at its NIC port."""
         self.tail_done = True
         late = now_ns - int(self.rtt.srtt_ns or 0) - self.reorder_window()
-        return [r for r in self.in_flight.values() if r.left_ns <= late]
+        newest: list[TxRecord] = []
+        for r in self.in_flight.values():
+            if r.left_ns <= late:
+                newest = [r]
+        return newest
 
     def deadline(self, sending: bool) -> int | None:
         """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""

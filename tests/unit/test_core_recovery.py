@@ -145,7 +145,8 @@ def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
     assert r.tail_at(sending=True) is None
     at = r.tail_at(sending=False)
     assert at == 5_000 + 10_000 + 3_000 + window
-    assert r.tail_losses(at) == [a, b]
+    assert r.tail_losses(at) == [b]  # one probe, the newest: its SACK lets RACK judge the rest
+    assert a.seq in r.in_flight
     assert r.tail_at(sending=False) is None  # one probe per tail
     last = TxRecord(2, PendingWrite(1, [], 0, 0), 0, b"x", Opcode.WRITE_LAST)
     r.on_sent(last, 0, 30_000)  # new data, the last of its message: SACKed at once
