@@ -51,6 +51,8 @@ BENCHMARKS = [
     Benchmark("sim-shapes", "bench.sim_shapes", ("--quick",)),
     # mrc-sim side by side with UEC's htsim_uec on one fabric (skipped where htsim is not found)
     Benchmark("htsim-xcheck", "bench.htsim_xcheck", ("--quick",), status_json="htsim_xcheck.json"),
+    # a fault-free all-to-all beside htsim_uec over seeds: timeouts, trims, resends
+    Benchmark("htsim-a2a", "bench.htsim_a2a", ("--quick",), ("--seeds", "10")),
     # simulated packets per second against a git worktree of the base commit
     Benchmark("sim-speed", "bench.sim_speed", ("--quick",)),
     # the highest faithful link rate per data plane and shape here (topologies.fidelity.calibrate),

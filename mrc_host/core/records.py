@@ -122,6 +122,7 @@ class TxRecord:
         # when it left its port by the NIC model (recovery.py; ``sent_ns`` without one)
         self.left_ns = 0
         self.overtaken_left = -1  # that time of the latest-leaving packet of its plane delivered after it
+        self.overtaken_at = -1  # when a packet of its plane sent after it was first acknowledged
         self.sacked = False
         self.lost = False  # waiting in the retransmit queue
         self.gap_lost = False  # declared lost by the gap rule or the timer (a guess that can be wrong)

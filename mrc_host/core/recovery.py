@@ -149,8 +149,10 @@ class Recovery:
         # that has delivered nothing sent since is judged as one that never delivered
         self.resumed_ns = 0
         self.rack_order = -1  # transmission order of the newest copy known delivered
+        self.rack_plane = [-1] * planes  # the same per plane: RACK's evidence (``rack_at``)
         self.tail_done = False  # the tail probe for the current tail was sent
         self.last_tx_ns = 0  # when the newest packet left (the NIC model) or was sent
+        self.last_acked_ns = 0  # when a SACK last acknowledged something new
         self._last_acked_at_once = False  # the newest packet is one the peer SACKs at once
         self._tx_order = 0
         # packets declared lost by a guess, resent once, acknowledged, and not (yet) shown
@@ -175,6 +177,7 @@ class Recovery:
         rec.later_delivered = 0
         rec.twin_ev = -1
         rec.overtaken_left = -1
+        rec.overtaken_at = -1
         rec.lost = False
         self.in_flight[rec.seq] = rec
         size = len(rec.payload)
@@ -239,11 +242,15 @@ class Recovery:
             base = int(rtt.srtt_ns + (var if var >= floor else floor))
         return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
 
-    def on_progress(self) -> None:
-        """Something new was acknowledged: the RTO backs off no more, the tail may be probed again."""
+    def on_progress(self, now_ns: int, acked: bool) -> None:
+        """A SACK was believed (``acked``: it acknowledged something new): the RTO backs off no
+        more, the tail may be probed again, and the tail probe waits from now (RACK-TLP re-arms
+        its probe timer on every ACK of new data)."""
         self.backoff = 1
         self.retries = 0
         self.tail_done = False
+        if acked:
+            self.last_acked_ns = now_ns
 
     def on_rto(self) -> None:
         self.retries += 1
@@ -276,13 +283,24 @@ class Recovery:
         wait = srtt + min(4 * rtt.rttvar_ns, srtt)
         if not self._last_acked_at_once:
             wait = max(wait, min(srtt + self.cfg.ack_delay_ns, 2 * srtt))
-        return self.last_tx_ns + int(wait) + self.reorder_window()
+        # from the newest send, or the newest SACK of new data if later: while SACKs still come
+        # the tail is draining, not lost (the NIC model knows only this queue pair's packets: on
+        # a port shared with others they leave later than it says, and were probed for nothing)
+        start = self.last_tx_ns if self.last_tx_ns >= self.last_acked_ns else self.last_acked_ns
+        return start + int(wait) + self.reorder_window()
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
-        """The tail probe fired: every packet sent an SRTT plus the reorder window ago."""
+        """The tail probe fired: the newest packet sent an SRTT plus the reorder window ago is
+        resent, one (RACK-TLP's probe): its SACK shows RACK which of the older ones are lost.
+        Resending every one of them resent 14 packets for nothing in an all-to-all whose
+        short writes waited behind the host's other queue pairs at its NIC port."""
         self.tail_done = True
         late = now_ns - int(self.rtt.srtt_ns or 0) - self.reorder_window()
-        return [r for r in self.in_flight.values() if r.left_ns <= late]
+        newest: list[TxRecord] = []
+        for r in self.in_flight.values():
+            if r.left_ns <= late:
+                newest = [r]
+        return newest
 
     def deadline(self, sending: bool) -> int | None:
         """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""
@@ -377,8 +395,9 @@ class Recovery:
         return lost_ev, lost_sent
 
     # ---- loss rules -----------------------------------------------------------------------
-    def gap_losses(self, newly: list[TxRecord]) -> list[TxRecord]:
-        """The SACK gap rule over the packets ``newly`` acknowledged (see module docstring)."""
+    def gap_losses(self, newly: list[TxRecord], now_ns: int = 0) -> list[TxRecord]:
+        """The SACK gap rule over the packets ``newly`` acknowledged (see module docstring);
+        each packet they overtook on its plane notes when that was first seen (RACK's clock)."""
         threshold = self.cfg.sack_gap_threshold
         # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
         # software switch's queues can stretch it far beyond the configured base RTT).
@@ -394,6 +413,8 @@ class Recovery:
                 if rec.ev >> PLANE_SHIFT != plane:
                     continue
                 rec.later_delivered += 1
+                if rec.overtaken_at < 0:
+                    rec.overtaken_at = now_ns
                 if left > rec.overtaken_left:
                     rec.overtaken_left = left
                 # against the window now, not the one when it was overtaken: a spurious loss
@@ -406,29 +427,57 @@ class Recovery:
         """The newest transmission delivered: ``evidence`` holds the packets whose latest copy
         arrived (a first copy, or a resend not shown to be beaten by its original). A resend
         counts: without it a lost resend at the tail waits for the tail probe or the RTO."""
+        rack_plane = self.rack_plane
         for rec in evidence:
-            if rec.tx_order > self.rack_order:
-                self.rack_order = rec.tx_order
+            order = rec.tx_order
+            if order > self.rack_order:
+                self.rack_order = order
+            plane = rec.ev >> PLANE_SHIFT
+            if order > rack_plane[plane]:
+                rack_plane[plane] = order
 
-    def _rack_wait(self, rec: TxRecord) -> int:
-        """How long after its send a packet overtaken by a delivered one may still arrive:
-        its plane's smoothed RTT (each plane has its own NIC queue), or its latest sample if
-        longer (RACK's RTT: while a queue builds, as when an all-to-all starts, the smoothed
-        RTT lags it, and packets it merely delayed were resent), plus the reorder window."""
-        return self.plane_wait(rec.ev >> PLANE_SHIFT)
+    def _rack_due(self, rec: TxRecord) -> int:
+        """When a packet overtaken by a delivered one is lost: its plane's smoothed RTT (each
+        plane has its own NIC queue), or its latest sample if longer (RACK's RTT: while a queue
+        builds, as when an all-to-all starts, the smoothed RTT lags it, and packets it merely
+        delayed were resent), plus the reorder window after it left -- and, overtaken on its
+        own plane, no sooner than the reorder window after the first such packet was
+        acknowledged. When it left is the NIC model's guess, which knows this queue pair's
+        packets only: on a port whose turns are shared with other queue pairs it leaves later
+        than that, but before the packet of its plane that overtook it, so that packet's SACK
+        is the surer clock."""
+        plane = rec.ev >> PLANE_SHIFT
+        due = rec.left_ns + self.plane_wait(plane)
+        if rec.tx_order >= self.rack_plane[plane]:
+            # overtaken on other planes only: their ports' queues are not its own, and may be
+            # shorter by most of a round trip (an all-to-all's short writes were resent for it:
+            # 466 of 16k packets, 8 planes); ¾ SRTT more, not a whole one: a plane that died
+            # under it must still be left within 5 RTT (two fuzz draws, 5.05 RTT with a whole)
+            return due + int(self.rtt.of_plane(plane)) * 3 // 4
+        if rec.overtaken_at >= 0:
+            seen = rec.overtaken_at + self.reorder_window()
+            if seen > due:
+                due = seen
+        return due
 
     def plane_wait(self, plane: int) -> int:
-        """How long after it left a packet on ``plane`` may still be delivered (``_rack_wait``)."""
+        """How long after it left a packet on ``plane`` may still be delivered (``_rack_due``)."""
         rtt = self.rtt
         return int(max(rtt.of_plane(plane), float(rtt.plane_last[plane]))) + self.reorder_window()
 
     def rack_at(self, sending: bool) -> int | None:
-        """RACK timer: when the oldest packet in flight, if a later one was delivered, is lost."""
+        """RACK timer: when the oldest packet in flight that a later one overtook is lost
+        (``_rack_due``)."""
         if sending or self.cfg.go_back_n or self.rtt.srtt_ns is None:
             return None
+        at: int | None = None
         for rec in self.in_flight.values():
-            return rec.left_ns + self._rack_wait(rec) if rec.tx_order < self.rack_order else None
-        return None
+            if rec.tx_order >= self.rack_order:
+                break
+            due = self._rack_due(rec)
+            if at is None or due < at:
+                at = due
+        return at
 
     def rack_losses(self, now_ns: int, sending: bool) -> list[TxRecord]:
         """Every packet in flight sent before a delivered one and overdue by the RACK rule."""
@@ -438,7 +487,7 @@ class Recovery:
         for rec in self.in_flight.values():  # transmission order
             if rec.tx_order >= self.rack_order:
                 break
-            if now_ns >= rec.left_ns + self._rack_wait(rec):
+            if now_ns >= self._rack_due(rec):
                 lost.append(rec)
         return lost
 

@@ -342,7 +342,7 @@ class Sender:
                 self._finish_packet(done, out)
         self.snd_una = proof.cum
         recovery = self.recovery
-        recovery.on_progress()
+        recovery.on_progress(now_ns, bool(proof.newly))
         self.cc.on_ack(proof.acked_bytes, proof.rtt, proof.ecn, now_ns, proof.port_wait)
         down = self.evset.set_peer_ports(s.port_status)
         if down:
@@ -353,7 +353,7 @@ class Sender:
     def _losses_shown(self, proof: SackProof, now_ns: int) -> None:
         recovery = self.recovery
         recovery.note_rack(proof.evidence)
-        for rec in recovery.gap_losses(proof.evidence):
+        for rec in recovery.gap_losses(proof.evidence, now_ns):
             self.lose(rec, "gap", now_ns)  # no-op for a record already lost
         if self._retire and self.evset.planes > 1:
             for plane in recovery.dead_planes(proof.newly):

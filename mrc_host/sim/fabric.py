@@ -5,9 +5,10 @@ every spine; host h hangs off leaf h // hosts_per_t0 in every plane through its 
 of that plane. Every link direction is an egress ``Port`` with a rate, a propagation
 delay and two queues: a strict-priority queue for trimmed headers and control packets,
 and a data queue with an ECN threshold (off on host-facing ports, as in MRC), a trim
-threshold and a drop-tail buffer. A host's NIC port has a bounded queue too: past
-``nic_buffer_bytes`` a data packet is trimmed to its header (the core then sees a trim
-NACK and backs off) instead of growing a standing queue without end.
+threshold and a drop-tail buffer. A host's NIC port serves its queue pairs' data in turn, a
+packet each, and bounds each one's queue: past ``nic_buffer_bytes`` of its own a data packet
+is trimmed to its header (the core then sees a trim NACK and backs off) instead of growing a
+standing queue without end.
 
 Any number of connections share these queues: the fabric only sees packets, each
 routed from its own fields. Routing follows docs/design.md §2 without bytes: the EV's
@@ -25,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, cast, final
@@ -135,21 +137,58 @@ class PacketQueue:
     A list and the index of its head, not a ``deque``: compiled, ``deque.append`` and
     ``popleft`` are generic method calls, one of each per packet per hop; these are native.
     A slot taken is cleared at once (a packet is freed when it leaves, as from a deque) and
-    the list is emptied when the queue drains, or cut when most of it is taken slots."""
+    the list is emptied when the queue drains, or cut when most of it is taken slots.
 
-    def __init__(self) -> None:
+    ``per_qp`` (a NIC port's data queue): one such queue per queue pair, served a packet each
+    in turn, as a NIC's transmit scheduler (and htsim's UEC NIC) arbitrates between its queue
+    pairs. One FIFO for all of them sent each connection's window whole, one after another: an
+    all-to-all's hosts all began with the same peer (a 15-to-1 incast), and the last queue
+    pairs' first packets waited 15 windows, past the first timeout. (One class with a flag,
+    not a subclass: compiled, a final class's methods are direct calls on every port.)"""
+
+    def __init__(self, per_qp: bool = False) -> None:
         self._items: list[SimPacket | None] = []
         self._head = 0
+        self.per_qp = per_qp
+        # per_qp only (else shared empty ones: a queue pair's own queue allocates nothing more)
+        self._queues: dict[int, PacketQueue] = {} if per_qp else _NO_QUEUES  # its packets
+        self._bytes: dict[int, int] = {} if per_qp else _NO_BYTES  # its bytes waiting
+        self._turns: deque[int] = deque() if per_qp else _NO_TURNS  # those waiting, in turn
+        self._n = 0  # per_qp: packets waiting
 
     def push(self, pkt: SimPacket) -> None:
-        self._items.append(pkt)
+        if not self.per_qp:
+            self._items.append(pkt)
+            return
+        qp = pkt.msg.qp
+        q = self._queues.get(qp)
+        if q is None:
+            q = self._queues[qp] = PacketQueue()
+            self._bytes[qp] = 0
+        if not q.waiting():
+            self._turns.append(qp)
+        q.push(pkt)
+        self._bytes[qp] += pkt.size
+        self._n += 1
 
     def waiting(self) -> bool:
         """Whether a packet waits (``bool(queue)``, as a native call)."""
+        if self.per_qp:
+            return self._n > 0
         return self._head < len(self._items)
 
     def take(self) -> SimPacket:
-        """The oldest packet, removed (the queue must not be empty)."""
+        """The oldest packet (per_qp: of the queue pair whose turn it is), removed (the queue
+        must not be empty)."""
+        if self.per_qp:
+            qp = self._turns.popleft()
+            q = self._queues[qp]
+            got = q.take()
+            self._bytes[qp] -= got.size
+            self._n -= 1
+            if q.waiting():
+                self._turns.append(qp)
+            return got
         items = self._items
         head = self._head
         pkt = items[head]
@@ -165,17 +204,31 @@ class PacketQueue:
         self._head = head
         return pkt
 
+    def bytes_of(self, pkt: SimPacket, total: int) -> int:
+        """The bytes waiting that count against ``pkt``'s bound: per_qp, its queue pair's own;
+        else all of them (``total``)."""
+        return self._bytes.get(pkt.msg.qp, 0) if self.per_qp else total
+
     def __len__(self) -> int:
-        return len(self._items) - self._head
+        return self._n if self.per_qp else len(self._items) - self._head
 
     def __bool__(self) -> bool:
-        return self._head < len(self._items)
+        return self.waiting()
 
     def __iter__(self) -> Iterator[SimPacket]:
-        """The packets waiting, oldest first."""
+        """The packets waiting, oldest first (per_qp: each queue pair's in turn)."""
+        if self.per_qp:
+            for q in self._queues.values():
+                yield from q
+            return
         for pkt in self._items[self._head :]:
             if pkt is not None:
                 yield pkt
+
+
+_NO_QUEUES: Final[dict[int, PacketQueue]] = {}
+_NO_BYTES: Final[dict[int, int]] = {}
+_NO_TURNS: Final[deque[int]] = deque()
 
 
 class Port:
@@ -262,7 +315,7 @@ class Port:
         self.draw_salt = hop_salt(kind)  # the hop's share of a packet copy's loss draw (draws.py)
         self.next_by_dst: list[Port | None] = []  # filled by Fabric._route_tables
         self.hi = PacketQueue()  # control packets and trimmed headers: served first
-        self.lo = PacketQueue()  # untrimmed DATA
+        self.lo = PacketQueue(per_qp=self.nic)  # untrimmed DATA (a NIC's: per queue pair, in turn)
         self.queued = 0  # bytes waiting (not counting the packet on the wire)
         self.peak_queued = 0
         self.busy_until = 0  # the wire is free from this time on
@@ -505,7 +558,7 @@ class Fabric:
                 ):
                     self._dropped(pkt, ing)
                     return
-            elif queued > port.trim_bytes:
+            elif (port.lo.bytes_of(pkt, queued) if port.nic else queued) > port.trim_bytes:
                 self._trim(pkt, mark=False)
                 port.trimmed += 1
             elif queued + pkt.size > port.buffer_bytes:

@@ -55,7 +55,7 @@ def test_rto_starts_at_the_initial_value_doubles_per_expiry_and_resets_on_progre
     assert r.rto_ns() == 100_000 and r.retries == 1
     r.on_rto()
     assert r.rto_ns() == 120_000  # clamped
-    r.on_progress()
+    r.on_progress(0, True)
     assert r.rto_ns() == 50_000 and r.retries == 0
     fixed = make(local_ack_timeout=4)
     fixed.on_rto()
@@ -115,8 +115,15 @@ def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() 
     r.rtt.sample(10_000)
     r.rtt.sample_plane(0, 20_000)
     victim = send(r, 0, 0, 0)
-    later = send(r, 1, PLANE1, 100)
-    deliver(r, later, 10_100)
+    elsewhere = send(r, 1, PLANE1, 100)
+    deliver(r, elsewhere, 10_100)
+    r.note_rack([elsewhere])
+    # a later packet on another plane: its NIC port's queue is not this one's, 3/4 of an RTT more
+    window = r.reorder_window()
+    assert r.rack_at(sending=False) == 20_000 + window + 15_000
+    assert r.rack_losses(20_000 + window + 14_999, sending=False) == []
+    later = send(r, 2, 0, 200)
+    deliver(r, later, 10_200)
     r.note_rack([later])
     window = r.reorder_window()
     assert r.rack_at(sending=True) is None and r.rack_losses(10**9, sending=True) == []
@@ -138,7 +145,8 @@ def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
     assert r.tail_at(sending=True) is None
     at = r.tail_at(sending=False)
     assert at == 5_000 + 10_000 + 3_000 + window
-    assert r.tail_losses(at) == [a, b]
+    assert r.tail_losses(at) == [b]  # one probe, the newest: its SACK lets RACK judge the rest
+    assert a.seq in r.in_flight
     assert r.tail_at(sending=False) is None  # one probe per tail
     last = TxRecord(2, PendingWrite(1, [], 0, 0), 0, b"x", Opcode.WRITE_LAST)
     r.on_sent(last, 0, 30_000)  # new data, the last of its message: SACKed at once
@@ -239,11 +247,12 @@ def test_a_window_handed_over_at_once_is_timed_from_when_each_packet_leaves_its_
 
 def test_rack_counts_a_delivered_resend() -> None:
     """At the tail only resends are sent: a lost resend is found a plane RTT plus the window
-    after it left, once a resend sent after it was delivered (not at the tail probe or RTO)."""
+    after it left, once a resend sent after it on its plane was delivered (not at the tail
+    probe or RTO)."""
     r = make(reorder_window_ns=1_000)
     r.rtt.sample(10_000)
     a = send(r, 0, 0, 0)
-    b = send(r, 1, PLANE1, 0)
+    b = send(r, 1, 1, 0)  # another EV of plane 0
     for rec, at in ((a, 20_000), (b, 20_500)):  # both guessed lost and resent
         r.remove(rec)
         r.on_sent(rec, rec.ev, at)
