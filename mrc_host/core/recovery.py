@@ -362,6 +362,13 @@ class Recovery:
         newest = self._newest_left[plane]
         if rec.left_ns >= newest:
             self._newest_left[plane] = rec.left_ns
+            srtt = self.rtt.srtt_ns
+            if srtt is not None and self.reo_extent > srtt:
+                # a reordering longer than a round trip is a stall, not jitter: in-order
+                # deliveries forget it too (decayed only on reordered ones, one 0.3 s stall kept
+                # the gap window above the RTO for the connection's life, and every later loss
+                # waited for a timeout); jitter's extent, under a round trip, stays as it was
+                self.reo_extent *= REO_EXTENT_DECAY
         elif rec.transmissions == 1:
             self.reo_extent = max(float(newest - rec.left_ns), self.reo_extent * REO_EXTENT_DECAY)
         if rec.sent_ns > self.plane_ok_sent[plane]:

@@ -197,6 +197,42 @@ def test_reordering_measured_on_deliveries_sets_the_window_floor() -> None:
     assert r.reo_extent == 4_000 and r.reorder_window() >= 6_000
 
 
+def test_reordering_seen_once_is_forgotten_over_in_order_deliveries() -> None:
+    """One stall (a receiver descheduled for 0.3 s) must not keep the gap rule's window above
+    the RTO for the rest of the connection: in-order deliveries forget it too."""
+    r = make(reorder_window_ns=100)
+    r.rtt.sample(20_000_000)  # a 20 ms round trip, as on a slow emulated fabric
+    newer = send(r, 1, 0, 300_000_000)
+    older = send(r, 0, 0, 0)
+    older.sent_ns = 0
+    deliver(r, newer, 300_001_000)
+    deliver(r, older, 300_002_000)  # sent 300 ms before one already delivered
+    stalled = r.reo_extent
+    assert stalled == 300_000_000
+    at = 400_000_000
+    for seq in range(2, 3_002):  # 3,000 deliveries in order, about three seconds at 38 Mbit/s
+        deliver(r, send(r, seq, 0, at), at + 1_000)
+        at += 1_000_000
+    assert r.reo_extent < stalled / 10
+
+
+def test_jitter_under_a_round_trip_is_kept_over_in_order_deliveries() -> None:
+    """Reordering shorter than a round trip is the fabric's jitter, which comes back: only
+    reordered deliveries decay it, as before."""
+    r = make(reorder_window_ns=100)
+    r.rtt.sample(20_000)
+    newer = send(r, 1, 0, 5_000)
+    older = send(r, 0, 0, 1_000)
+    older.sent_ns = 1_000
+    deliver(r, newer, 30_000)
+    deliver(r, older, 30_500)
+    at = 40_000
+    for seq in range(2, 2_002):
+        deliver(r, send(r, seq, 0, at), at + 20_000)
+        at += 1_000
+    assert r.reo_extent == 4_000
+
+
 def test_a_silent_plane_is_seen_from_the_other_plane() -> None:
     r = make(sack_gap_threshold=3, plane_guard_min_ns=1_000)
     r.rtt.sample(2_000)
