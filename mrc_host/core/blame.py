@@ -22,7 +22,6 @@ from .recovery import PLANE_SHIFT, Recovery
 
 NEVER = -(1 << 62)
 RECHECK_RTTS = 8  # how long after its send an excused guess is judged again, in SRTTs
-OVERTAKEN_SCAN = 8  # the oldest packets in flight looked at per SACK for the NIC (``overtaken``)
 
 
 class LossBlame:
@@ -37,10 +36,9 @@ class LossBlame:
         # per (plane, T1) path: (EV, send time, when to judge again) of the oldest loss guess
         # excused there as congestion (``recheck``)
         self.excused: dict[tuple[int, int], tuple[int, int, int]] = {}
-        # per (plane, T1) path the NIC's shared verdict retired: when to look again for its
-        # packets in flight overdue (``nic_dead``)
-        self.nic_paths: dict[tuple[int, int], int] = {}
-        self._told: dict[int, int] = {}  # sequence -> send time of the copy told to the NIC as overtaken
+        # per (plane, T1) path the NIC's shared verdict retired: (send time of the loss it
+        # stands on, when to look again for its packets in flight overdue) (``nic_dead``)
+        self.nic_paths: dict[tuple[int, int], tuple[int, int]] = {}
 
     def lasthop_trimmed(self, now_ns: int) -> None:
         """A NACK TRIMMED_LASTHOP: the peer's own port is queueing."""
@@ -51,10 +49,6 @@ class LossBlame:
         timer fires long after the marks it met)."""
         c = self.c
         evset = self.evset
-        if evset.nic is not None:
-            evset.nic_suspect(
-                rec.ev, rec.sent_ns, rec.left_ns
-            )  # the NIC weighs it with its other connections'
         hot = evset.is_hot(rec.ev, rec.sent_ns)
         own = hot and evset.hotter_than_most(rec.ev, rec.sent_ns)
         if (hot or self._lasthop_busy(rec)) and not self._delivers_nothing(rec, own):
@@ -103,8 +97,6 @@ class LossBlame:
         packets of a path a gap loss or this RTO retires: with 6 of 8 paths dead at once
         such resends found other dead paths first."""
         overdue: list[TxRecord] = self._stranded(now_ns) if stranded else []
-        if self.evset.nic is not None:
-            self.overtaken(now_ns)  # (what the NIC's other connections may confirm)
         if self.nic_paths:
             overdue += self._nic_overdue(now_ns)
         if not self.excused:
@@ -137,45 +129,21 @@ class LossBlame:
                     self.excused[path] = (ev, sent_ns, now_ns + max(srtt, margin))
         return overdue
 
-    def overtaken(self, now_ns: int) -> None:
-        """Tell the NIC of the oldest packets in flight that one sent a reorder window after
-        them on their plane has overtaken, or that are late as RACK waits behind a later one
-        delivered (after a SACK): no loss yet for this connection --
-        the gap rule wants more, and a small window never gives it that before its RTO -- but
-        guesses toward two groups on one path, unanswered, are a dead uplink or T1
-        (``NicPathHealth.suspect``)."""
-        recovery = self.recovery
-        window = recovery.reorder_window()
-        told = self._told
-        n = 0
-        for rec in recovery.in_flight.values():
-            n += 1
-            if n > OVERTAKEN_SCAN:
-                break
-            late = rec.tx_order < recovery.rack_order and now_ns - rec.left_ns > recovery.plane_wait(
-                rec.ev >> PLANE_SHIFT
-            )
-            if not late and not (rec.later_delivered and rec.overtaken_left - rec.left_ns >= window):
-                continue
-            if told.get(rec.seq) != rec.sent_ns:
-                if len(told) >= 256:
-                    told.clear()
-                told[rec.seq] = rec.sent_ns
-                self.evset.nic_suspect(rec.ev, rec.sent_ns, rec.left_ns)
-
-    def nic_dead(self, paths: list[tuple[int, int]], now_ns: int) -> None:
-        """The NIC's shared verdict retired ``paths`` here: this sender saw no loss on them, but
-        its packets in flight there are lost as well once overdue as RACK waits (gone unseen:
-        a sender whose last packets went there would learn it only by its RTO)."""
-        for path in paths:
-            self.nic_paths[path] = now_ns
+    def nic_dead(self, paths: list[tuple[int, int, int]], now_ns: int) -> None:
+        """The NIC's shared verdict retired ``paths`` (plane, T1, send time of the loss it stands
+        on) here: this sender saw no loss on them, but its packets that left there since are
+        lost as well once overdue as RACK waits (gone unseen: a sender whose last packets went
+        there would learn it only by its RTO). Those that left before are no business of the
+        verdict's: the sender's own rules judge them."""
+        for plane, t1, since in paths:
+            self.nic_paths[(plane, t1)] = (since, now_ns)
 
     def _nic_overdue(self, now_ns: int) -> list[TxRecord]:
-        """Packets in flight on paths the NIC's verdict retired that are overdue now; the paths
-        with packets not yet overdue are looked at again when the first of them is."""
+        """Packets in flight on paths the NIC's verdict retired that left since its loss and are
+        overdue now; paths with such packets not yet overdue are looked at again then."""
         out: list[TxRecord] = []
         entries = self.evset.entries
-        for path, due in list(self.nic_paths.items()):
+        for path, (since, due) in list(self.nic_paths.items()):
             if now_ns < due:
                 continue
             plane, t1 = path
@@ -183,7 +151,7 @@ class LossBlame:
             later = -1
             for rec in self.recovery.on_plane(plane):
                 e = entries.get(rec.ev)
-                if e is None or e.t1 != t1 or e.state is not EvState.ASSUMED_BAD:
+                if e is None or e.t1 != t1 or e.state is not EvState.ASSUMED_BAD or rec.left_ns < since:
                     continue
                 if now_ns - rec.left_ns > wait:
                     out.append(rec)
@@ -192,7 +160,7 @@ class LossBlame:
             if later < 0:
                 del self.nic_paths[path]
             else:
-                self.nic_paths[path] = later
+                self.nic_paths[path] = (since, later)
         return out
 
     def _stranded(self, now_ns: int) -> list[TxRecord]:
@@ -228,7 +196,7 @@ class LossBlame:
         for _, _, due in self.excused.values():
             if at is None or due < at:
                 at = due
-        for due in self.nic_paths.values():
+        for _, due in self.nic_paths.values():
             if at is None or due < at:
                 at = due
         return at

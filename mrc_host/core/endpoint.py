@@ -133,9 +133,17 @@ class Endpoint:
         self.control = ControlOut(self.evset, self.counters, config.retires_paths)
         self.receiver = Receiver(config, self.counters, self.regions, self.evset, peer_qp, self.control)
         self._nic: NicPathHealth | None = None
-        if nic is not None and nic_group is not None and config.share_path_health and config.retires_paths:
+        if nic is not None:
+            self.share_path_health(nic, nic_group)
+
+    def share_path_health(self, nic: NicPathHealth, group: int | None) -> None:
+        """Share path verdicts with the NIC's other endpoints (``path_health.py``), in ``group``
+        (the peer's T0; None: under our own T0, nothing to share). Only in MRC mode with
+        ``share_path_health``; call before the first input."""
+        cfg = self.cfg
+        if group is not None and cfg.share_path_health and cfg.retires_paths:
             self._nic = nic
-            self.evset.join_nic(nic, nic_group)
+            self.evset.join_nic(nic, group)
 
     # ---- operator / application API -----------------------------------------------------
     def register_region(self, base: int, length: int, rkey: int, lazy: bool = False) -> MemoryRegion:

@@ -1,11 +1,10 @@
 """The EV set's share in its NIC's path verdicts (``path_health.py``): what it reports, and
 how it applies what the NIC concluded.
 
-A connection reports evidence about a path -- proved dead (``EvSet.retire``), a loss guessed
-or a packet late there (``nic_suspect``), a delivery on a path the NIC holds dead
-(``nic_alive``) -- and reads the verdicts back when their version moved (``nic_sync``): a
-path dead for its group is retired here (``NIC_PATH_DEAD``), one whose verdict was revoked
-comes back (``NIC_PATH_CLEARED``). The NIC table never touches an EV; this class does, for
+A connection reports evidence about a path -- proved dead (``EvSet.retire``), a delivery on a
+path the NIC holds dead (``nic_alive``) -- and reads the verdicts back when their version
+moved (``nic_sync``): a path dead for its group is retired here (``NIC_PATH_DEAD``), one whose
+verdict was revoked comes back (``NIC_PATH_CLEARED``). The NIC table never touches an EV; this class does, for
 its own connection only.
 """
 
@@ -41,26 +40,15 @@ class SharedEvTable(EvTable):
         if nic is not None and nic.alive(self.nic_group, ev >> T1_SHIFT, sent_ns):
             self.nic_changed = True
 
-    def nic_suspect(self, ev: int, sent_ns: int, left_ns: int = -1) -> None:
-        """A packet sent on ``ev`` at ``sent_ns`` (it left its port at ``left_ns``) was guessed
-        lost, or is late: unless its path delivered
-        something of ours sent since, the NIC weighs it with other connections' guesses."""
-        nic = self.nic
-        e = self.entries.get(ev)
-        if nic is None or e is None:
-            return
-        here = max(x.ok_sent_ns for x in self.entries.values() if x.plane == e.plane and x.t1 == e.t1)
-        if here < sent_ns and nic.suspect(self.nic_group, ev >> T1_SHIFT, max(sent_ns, left_ns)):
-            self.nic_changed = True
-
-    def nic_sync(self, now_ns: int) -> list[tuple[int, int]]:
+    def nic_sync(self, now_ns: int) -> list[tuple[int, int, int]]:
         """Apply the NIC's verdicts to this set. A path dead for this connection's group is
         retired (``NIC_PATH_DEAD``, with its backups: they take the same path) -- unless this
         connection had something sent on it since the loss the verdict stands on delivered
         (then it tells the NIC, which revokes it), or ``ev_min_active`` holds (the verdict is
         another connection's evidence, not this one's). A path retired so whose verdict was
         revoked comes back at once (``NIC_PATH_CLEARED``). Returns the paths newly retired,
-        (plane, T1), whose packets in flight the sender is to judge."""
+        (plane, T1, send time of the loss the verdict stands on), whose packets in flight the
+        sender is to judge."""
         nic = self.nic
         if nic is None:
             return []
@@ -74,7 +62,7 @@ class SharedEvTable(EvTable):
                 self._fire(x, EvEvent.NIC_PATH_CLEARED, "the NIC's verdict was revoked")
                 x.last_ok_ns = now_ns
                 self._place_good(x)
-        newly: list[tuple[int, int]] = []
+        newly: list[tuple[int, int, int]] = []
         for path, since in dead.items():
             plane, t1 = path >> T1_BITS, path & T1_MASK
             if plane >= self.planes or t1 >= self.paths.t1_count:
@@ -97,5 +85,5 @@ class SharedEvTable(EvTable):
             for x in victims:
                 self._retire_one(x, why, now_ns, EvEvent.NIC_PATH_DEAD)
                 x.retired_for = (NIC_KEY_BASE - path, since)
-            newly.append((plane, t1))
+            newly.append((plane, t1, since))
         return newly

@@ -52,7 +52,6 @@ class PathRecord:
 
     def __init__(self) -> None:
         self.dead: dict[int, int] = {}  # group (or WIDE) -> send time of the loss it stands on
-        self.suspects: dict[int, int] = {}  # group -> send time of its oldest loss guess unproven
         self.cleared_ns = -1  # the latest send time a delivery proved on it, in any group
 
 
@@ -62,7 +61,7 @@ class NicPathHealth:
     def __init__(self) -> None:
         self.version = 0  # bumped on every change of a verdict
         # path key (``path_key``: the EV's plane and T1 bits) -> its record; only paths some
-        # connection reported are here, so a delivery elsewhere costs one dict look-up
+        # connection proved dead are here, so a delivery elsewhere costs one dict look-up
         self.paths: dict[int, PathRecord] = {}
         self.verdicts = 0  # verdicts made (dead for a group, or wide)
         self.revoked = 0  # verdicts a delivery revoked
@@ -88,35 +87,11 @@ class NicPathHealth:
         self.version += 1
         return True
 
-    def suspect(self, group: int, path: int, sent_ns: int) -> bool:
-        """A connection of ``group`` guessed a packet sent on ``path`` at ``sent_ns`` lost, and
-        has had nothing sent there since delivered. Alone it proves nothing (a queue at the
-        peer's last hop delays every path); once guesses toward two groups stand unanswered
-        on one path, the uplink or the T1 is the element they share. True when a verdict
-        changed."""
-        rec = self._record(path)
-        if WIDE in rec.dead or sent_ns <= rec.cleared_ns:
-            return False
-        old = rec.suspects.get(group)
-        if old is None or sent_ns < old:
-            rec.suspects[group] = sent_ns
-        if self._judge_wide(rec):
-            self.version += 1
-            return True
-        return False
-
-    def _judge_wide(self, rec: PathRecord) -> bool:
-        """Dead for every group once two groups found it dead or guessed a loss there that no
-        delivery since answered: since the first of those losses."""
-        groups = {g: t for g, t in rec.suspects.items()}
-        for g, t in rec.dead.items():
-            if g != WIDE and (g not in groups or t < groups[g]):
-                groups[g] = t
-        if WIDE in rec.dead or len(groups) < 2:
-            return False
-        rec.dead[WIDE] = min(groups.values())
-        self.verdicts += 1
-        return True
+    def _judge_wide(self, rec: PathRecord) -> None:
+        """Dead for every group once two groups found it dead: since the first of those losses."""
+        if WIDE not in rec.dead and len(rec.dead) >= 2:
+            rec.dead[WIDE] = min(rec.dead.values())
+            self.verdicts += 1
 
     def alive(self, group: int, path: int, sent_ns: int) -> bool:
         """A connection of ``group`` had a packet sent on ``path`` at ``sent_ns`` delivered.
@@ -126,11 +101,6 @@ class NicPathHealth:
             return False
         if sent_ns > rec.cleared_ns:
             rec.cleared_ns = sent_ns
-        if rec.suspects:
-            # the uplink and the T1 delivered after those guesses: they prove nothing there
-            for g, t in list(rec.suspects.items()):
-                if t <= sent_ns:
-                    del rec.suspects[g]
         changed = False
         wide = rec.dead.get(WIDE)
         if wide is not None and sent_ns >= wide:
@@ -143,7 +113,7 @@ class NicPathHealth:
         if changed:
             self.revoked += 1
             self.version += 1
-        if not rec.dead and not rec.suspects:
+        if not rec.dead:
             del self.paths[path]
         return changed
 
