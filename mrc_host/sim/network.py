@@ -337,6 +337,7 @@ class Network(HostSink):
         self._draws = False  # a fault draws per packet (loss, trim): name each packet copy
         self._salt = seed_salt(seed)
         self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
+        self._on_host: list[list[Side]] = [[] for _ in range(shape.hosts)]  # (NIC verdicts' wakes)
         # [local qp] -> its side (a list, not a dict per host: a native index per packet
         # delivered, where a dict lookup of a QP above 256 compared two int objects)
         self._side_of_qp: list[Side | None] = []
@@ -377,6 +378,8 @@ class Network(HostSink):
         self._flow_names.add(spec.name)
         self._sides[(conn.tx.host, conn.sender.local_qp)] = conn.tx
         self._sides[(conn.rx.host, conn.receiver.local_qp)] = conn.rx
+        self._on_host[conn.tx.host].append(conn.tx)
+        self._on_host[conn.rx.host].append(conn.rx)
         by_qp = self._side_of_qp
         for side in (conn.tx, conn.rx):
             qp = side.ep.local_qp
@@ -554,7 +557,7 @@ class Network(HostSink):
         """``origin``'s endpoint changed its host's path verdicts: the host's other endpoints
         read them now (each once per change: ``Endpoint.on_path_health``)."""
         now = self.loop.now
-        for side in list(self._host_sides[origin.host].values()):
+        for side in list(self._on_host[origin.host]):
             if side is not origin:
                 self._apply(side, side.ep.on_path_health(now))
 
