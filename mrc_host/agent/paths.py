@@ -98,6 +98,16 @@ class PeerPaths:
     _carriers: dict[int, bytes] = field(default_factory=dict)
     _routes: dict[int, tuple[int, FrameEncoder, bytes]] = field(default_factory=dict)
 
+    @property
+    def downlink_group(self) -> int | None:
+        """The peer's T0 as its carrier names it (the uSID after the T1's, plane bits 0): the
+        group whose connections share a downlink (``NicPathHealth``); None when no T1 is
+        crossed (the peer is under our own T0)."""
+        t = self.template
+        if t.t1_slot is None or t.t1_slot + 1 >= len(t.usids):
+            return None
+        return t.usids[t.t1_slot + 1]
+
     def carrier(self, ev: int) -> bytes:
         """16-byte outer destination of ``ev`` (cached: the template is applied once per EV)."""
         c = self._carriers.get(ev)

@@ -45,6 +45,8 @@ from mrc_host.core import (
     MessageReceived,
     MessageSent,
     Mode,
+    NicPathHealth,
+    PathHealthChanged,
     SetTimer,
     Transmit,
     TransportConfig,
@@ -126,6 +128,7 @@ class Peers:
         self.incarnation = self.rng.getrandbits(32) or 1  # the top half of every nonce we send
         self.peer_incarnation: dict[int, int] = {}  # peer index -> its agent's, from proven CONNECTs
         self.known_cookies: dict[int, tuple[int, int]] = {}  # our QP -> (a cookie that opened it, when)
+        self.path_health = NicPathHealth()  # this NIC's path verdicts, shared by its connections
 
     # ---- frames in ------------------------------------------------------------------------
     def on_message(self, msg: Frame, now: int) -> None:
@@ -339,6 +342,7 @@ class Peers:
         """A new live connection: the operator's denies hold on it at once (the profile's are
         the core's: its EV set starts with them DENIED)."""
         self.conns[conn.qp.value] = conn
+        conn.endpoint.share_path_health(self.path_health, conn.peer.downlink_group)
         for ev in self.denied:
             self.run(conn, conn.endpoint.deny(ev, now), now)
         log.info("connection %s %s (%s) qp %06x", conn.kind, conn.peer.name, conn.qp.mode, conn.qp.value)
@@ -409,6 +413,10 @@ class Peers:
                 self.transmit(conn, act.msg)
             elif isinstance(act, SetTimer):
                 conn.deadline = act.at_ns
+            elif isinstance(act, PathHealthChanged):
+                for other in list(self.conns.values()):  # the NIC's other connections read them
+                    if other is not conn:
+                        self.run(other, other.endpoint.on_path_health(now), now)
             elif isinstance(act, EvStateChanged):
                 conn.note_ev_change(act, now)
                 log.info("%s %s ev %08x %s -> %s (%s)", conn.kind, conn.peer.name, act.ev, act.old, act.new,

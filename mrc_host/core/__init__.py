@@ -6,6 +6,7 @@ from .actions import (
     EvStateChanged,
     MessageReceived,
     MessageSent,
+    PathHealthChanged,
     SetTimer,
     Transmit,
 )
@@ -17,6 +18,7 @@ from .ev_draw import PathSpace
 from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState, EvTransitionError
 from .evset import EvSet
+from .path_health import NicPathHealth
 from .region import MemoryRegion, RegionTable
 
 __all__ = [
@@ -39,7 +41,9 @@ __all__ = [
     "MessageReceived",
     "MessageSent",
     "Mode",
+    "NicPathHealth",
     "NsccParams",
+    "PathHealthChanged",
     "PathSpace",
     "RegionTable",
     "SetTimer",

@@ -137,7 +137,7 @@ class AckBook:
             evc = c.ev(rec.ev)
         evc.packets_delivered += 1
         c.data_bytes_delivered += len(rec.payload)
-        self.evset.note_ok(rec.ev, now_ns, rec.sent_ns)
+        self.evset.note_ok(rec.ev, now_ns, rec.sent_ns, rec.left_ns)
         return not spurious
 
     def _spurious(self, lost_ev: int, sent_ns: int, now_ns: int) -> None:

@@ -95,6 +95,13 @@ class EvStateChanged:
 
 
 @dataclass(slots=True)
+class PathHealthChanged:
+    """Evidence this endpoint reported changed its NIC's shared path verdicts
+    (``path_health.py``): the caller lets the NIC's other endpoints read them
+    (``Endpoint.on_path_health``)."""
+
+
+@dataclass(slots=True)
 class ConnectionFailed:
     """The connection ended in error and sends nothing more: ``RETRY_EXCEEDED`` (the peer
     stopped answering for ``retry_cnt`` timeouts in a row) or ``NO_USABLE_PATH`` (work
@@ -104,4 +111,12 @@ class ConnectionFailed:
     reason: str
 
 
-Action = Transmit | SetTimer | MessageSent | MessageReceived | EvStateChanged | ConnectionFailed
+Action = (
+    Transmit
+    | SetTimer
+    | MessageSent
+    | MessageReceived
+    | EvStateChanged
+    | PathHealthChanged
+    | ConnectionFailed
+)

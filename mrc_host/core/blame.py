@@ -36,6 +36,9 @@ class LossBlame:
         # per (plane, T1) path: (EV, send time, when to judge again) of the oldest loss guess
         # excused there as congestion (``recheck``)
         self.excused: dict[tuple[int, int], tuple[int, int, int]] = {}
+        # per (plane, T1) path the NIC's shared verdict retired: (send time of the loss it
+        # stands on, when to look again for its packets in flight overdue) (``nic_dead``)
+        self.nic_paths: dict[tuple[int, int], tuple[int, int]] = {}
 
     def lasthop_trimmed(self, now_ns: int) -> None:
         """A NACK TRIMMED_LASTHOP: the peer's own port is queueing."""
@@ -63,7 +66,7 @@ class LossBlame:
             # held every dead path through a stall of RTOs)
             why = f"loss ({cause}) of psn {psn_of(rec.seq)}"
             margin = min(self.recovery.reorder_window() * (2 if own else 1), self.evset.path_margin_ns())
-            self.evset.retire(rec.ev, why, now_ns, sent_ns=rec.sent_ns, margin_ns=margin)
+            self.evset.retire(rec.ev, why, now_ns, sent_ns=rec.sent_ns, margin_ns=margin, left_ns=rec.left_ns)
 
     def _excuse(self, rec: TxRecord, now_ns: int) -> None:
         """Remember a guess excused as congestion, to judge it again a round trip later."""
@@ -94,6 +97,8 @@ class LossBlame:
         packets of a path a gap loss or this RTO retires: with 6 of 8 paths dead at once
         such resends found other dead paths first."""
         overdue: list[TxRecord] = self._stranded(now_ns) if stranded else []
+        if self.nic_paths:
+            overdue += self._nic_overdue(now_ns)
         if not self.excused:
             return overdue
         evset = self.evset
@@ -123,6 +128,40 @@ class LossBlame:
                 else:
                     self.excused[path] = (ev, sent_ns, now_ns + max(srtt, margin))
         return overdue
+
+    def nic_dead(self, paths: list[tuple[int, int, int]], now_ns: int) -> None:
+        """The NIC's shared verdict retired ``paths`` (plane, T1, send time of the loss it stands
+        on) here: this sender saw no loss on them, but its packets that left there since are
+        lost as well once overdue as RACK waits (gone unseen: a sender whose last packets went
+        there would learn it only by its RTO). Those that left before are no business of the
+        verdict's: the sender's own rules judge them."""
+        for plane, t1, since in paths:
+            self.nic_paths[(plane, t1)] = (since, now_ns)
+
+    def _nic_overdue(self, now_ns: int) -> list[TxRecord]:
+        """Packets in flight on paths the NIC's verdict retired that left since its loss and are
+        overdue now; paths with such packets not yet overdue are looked at again then."""
+        out: list[TxRecord] = []
+        entries = self.evset.entries
+        for path, (since, due) in list(self.nic_paths.items()):
+            if now_ns < due:
+                continue
+            plane, t1 = path
+            wait = self.recovery.plane_wait(plane)
+            later = -1
+            for rec in self.recovery.on_plane(plane):
+                e = entries.get(rec.ev)
+                if e is None or e.t1 != t1 or e.state is not EvState.ASSUMED_BAD or rec.left_ns < since:
+                    continue
+                if now_ns - rec.left_ns > wait:
+                    out.append(rec)
+                elif later < 0 or rec.left_ns + wait + 1 < later:
+                    later = rec.left_ns + wait + 1
+            if later < 0:
+                del self.nic_paths[path]
+            else:
+                self.nic_paths[path] = (since, later)
+        return out
 
     def _stranded(self, now_ns: int) -> list[TxRecord]:
         """At an RTO: packets in flight on a retired EV that RACK would call lost (something
@@ -155,6 +194,9 @@ class LossBlame:
         if not self.recovery.in_flight:
             return at
         for _, _, due in self.excused.values():
+            if at is None or due < at:
+                at = due
+        for _, due in self.nic_paths.values():
             if at is None or due < at:
                 at = due
         return at

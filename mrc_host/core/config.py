@@ -217,6 +217,12 @@ class TransportConfig:
     # MRC: at the tail (nothing new to send, the window has room) a resend goes out twice, on
     # two planes: a resend lost again there costs the whole message a round trip
     twin_tail_resends: bool = True
+    # MRC: path verdicts are shared with the other connections of the NIC (``path_health.py``,
+    # given by the caller): a path one proved dead is retired by those toward the same T0, by
+    # all once connections toward two T0s did. Off by default: each connection learns alone
+    # (on, two of the fuzzer's CI draws got worse: a plane lost at a host's own T0 or NIC
+    # link cost 2 packets more, a bystander flow resent 2 packets its changed queues reordered)
+    share_path_health: bool = False
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
     # a sender with fewer packets than this in flight asks for the SACK of every burst's last

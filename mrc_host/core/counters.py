@@ -55,6 +55,7 @@ class Counters:
         self.losses_while_hot = 0  # guessed lost on a path marked/trimmed lately: no retirement
         self.losses_hot_dead = 0  # such a path that proved nothing a round trip later: retired
         self.losses_path = 0  # overdue packets on a path a loss just retired, resent at once
+        self.nic_paths_dead = 0  # paths retired by the NIC's shared verdict (path_health.py)
         self.rto_fired = 0
         self.rto_probes = 0  # timeouts before any RTT sample: the oldest packet resent, none declared lost
         self.dsacks_received = 0  # SACKs reporting a duplicate arrival (D-SACK)

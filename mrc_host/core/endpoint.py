@@ -33,7 +33,7 @@ from mrc_host.wire.messages import (
 )
 from mrc_host.wire.virtual_payload import VirtualPayload
 
-from .actions import Action, SetTimer, Transmit
+from .actions import Action, PathHealthChanged, SetTimer, Transmit
 from .config import TransportConfig
 from .control import ControlOut
 from .counters import Counters
@@ -41,6 +41,7 @@ from .ev_draw import PathSpace
 from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState
 from .evset import EvSet
+from .path_health import NicPathHealth
 from .receiver import Receiver
 from .records import Segment
 from .region import MemoryRegion, RegionTable
@@ -109,7 +110,13 @@ class Endpoint:
         paths: PathSpace,
         rng: random.Random,
         port_status: int | None = None,
+        nic: NicPathHealth | None = None,
+        nic_group: int | None = None,
     ) -> None:
+        """``nic``: the path verdicts of the NIC this endpoint is on, shared with its other
+        endpoints (``path_health.py``); ``nic_group``: the peer's T0 (any key naming it; None:
+        under our own T0, no T1 crossed: nothing to share). Used in MRC mode with
+        ``share_path_health``."""
         self.cfg = config
         self._retire = config.retires_paths  # policy switches, read per packet
         self._gbn = config.go_back_n
@@ -125,6 +132,18 @@ class Endpoint:
         self.sender = Sender(config, self.evset, self.counters, peer_qp)
         self.control = ControlOut(self.evset, self.counters, config.retires_paths)
         self.receiver = Receiver(config, self.counters, self.regions, self.evset, peer_qp, self.control)
+        self._nic: NicPathHealth | None = None
+        if nic is not None:
+            self.share_path_health(nic, nic_group)
+
+    def share_path_health(self, nic: NicPathHealth, group: int | None) -> None:
+        """Share path verdicts with the NIC's other endpoints (``path_health.py``), in ``group``
+        (the peer's T0; None: under our own T0, nothing to share). Only in MRC mode with
+        ``share_path_health``; call before the first input."""
+        cfg = self.cfg
+        if group is not None and cfg.share_path_health and cfg.retires_paths:
+            self._nic = nic
+            self.evset.join_nic(nic, group)
 
     # ---- operator / application API -----------------------------------------------------
     def register_region(self, base: int, length: int, rkey: int, lazy: bool = False) -> MemoryRegion:
@@ -275,6 +294,16 @@ class Endpoint:
                 out.append(Transmit(probe))
         return self._finish(now_ns, out)
 
+    def on_path_health(self, now_ns: int) -> list[Action]:
+        """The NIC's shared path verdicts changed (another endpoint's ``PathHealthChanged``):
+        apply them. Nothing to do (an empty list, no timer change) when this endpoint does not
+        share them, has read this version already, or has failed."""
+        nic = self._nic
+        if nic is None or nic.version == self.evset.nic_version or self.finished:
+            return []
+        self._now = now_ns
+        return self._finish(now_ns, [])
+
     def next_deadline(self) -> int | None:
         """The earliest of the sender's, the receiver's and the next probe's deadline (after
         every event: written without temporary lists); None once the connection failed."""
@@ -315,6 +344,13 @@ class Endpoint:
 
     def _finish(self, now_ns: int, out: list[Action]) -> list[Action]:
         self._now = now_ns
+        nic = self._nic
+        if nic is not None and nic.version != self.evset.nic_version and not self.finished:
+            dead = self.evset.nic_sync(now_ns)
+            if dead:
+                self.counters.nic_paths_dead += len(dead)
+                # their packets in flight: resent once overdue, from the timer (``LossBlame.nic_dead``)
+                self.sender.blame.nic_dead(dead, now_ns)
         self.sender.pump(now_ns, out)
         return self._end(now_ns, out)
 
@@ -338,6 +374,9 @@ class Endpoint:
                     c.ev_skipped += 1
             out.extend(changes)
         self.counters.ev_retire_floor_holds = self.evset.floor_holds
+        if self.evset.nic_changed:
+            self.evset.nic_changed = False
+            out.append(PathHealthChanged())
         if self.sender.failed and not self._closed:
             self._closed = True
             self._close()

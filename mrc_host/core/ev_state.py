@@ -34,6 +34,8 @@ class EvEvent(enum.StrEnum):
     ACK_LOST = "ack lost"  # a SACK sent on it never arrived (the peer resent the data)
     LIVENESS_LOST = "liveness probe lost"  # a probe of a GOOD EV went unanswered
     PLANE_FAILED = "plane failed"  # its whole plane stopped delivering
+    NIC_PATH_DEAD = "path dead at the NIC"  # another connection of the NIC proved its path dead
+    NIC_PATH_CLEARED = "path cleared at the NIC"  # ... and a delivery since revoked that verdict
     PROBE_TIMEOUT = "probe timeout"  # a probe of a retired EV went unanswered
     PROBES_ANSWERED = "probes answered"  # enough probes in a row came back
     LOSS_UNDONE = "loss undone"  # the packet whose loss retired it arrived after all
@@ -44,7 +46,13 @@ class EvEvent(enum.StrEnum):
 
 
 _G, _S, _B, _D, _U = EvState.GOOD, EvState.SKIP, EvState.ASSUMED_BAD, EvState.DENIED, EvState.UNKNOWN
-_RETIRE = {EvEvent.LOSS: _B, EvEvent.ACK_LOST: _B, EvEvent.LIVENESS_LOST: _B, EvEvent.PLANE_FAILED: _B}
+_RETIRE = {
+    EvEvent.LOSS: _B,
+    EvEvent.ACK_LOST: _B,
+    EvEvent.LIVENESS_LOST: _B,
+    EvEvent.PLANE_FAILED: _B,
+    EvEvent.NIC_PATH_DEAD: _B,
+}
 
 TRANSITIONS: dict[EvState, dict[EvEvent, EvState]] = {
     _G: {
@@ -68,6 +76,7 @@ TRANSITIONS: dict[EvState, dict[EvEvent, EvState]] = {
         EvEvent.PROBE_TIMEOUT: _B,
         EvEvent.PROBES_ANSWERED: _G,
         EvEvent.LOSS_UNDONE: _G,
+        EvEvent.NIC_PATH_CLEARED: _G,
         EvEvent.OPERATOR_DENY: _D,
     },
     _D: {EvEvent.OPERATOR_ALLOW: _G, EvEvent.FORGOTTEN: _U, EvEvent.OPERATOR_DENY: _D},

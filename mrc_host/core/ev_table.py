@@ -17,6 +17,7 @@ from .actions import EvStateChanged
 from .config import TransportConfig
 from .ev_draw import PathSpace, draw
 from .ev_state import EvEvent, EvState, next_state
+from .path_health import NicPathHealth, PathRecord
 
 __all__ = ["EvEntry", "EvTable"]
 
@@ -88,6 +89,14 @@ class EvTable:
         # of arriving data): a probe may be that much slower than usual without being lost
         self.tx_delay_spread = 0.0
         self.rx_delay_spread = 0.0
+        # the NIC's shared path verdicts (``path_health.py``; None: this set learns alone), this
+        # connection's group there (its destination T0), the verdicts' version it last read,
+        # and whether evidence reported here changed one (the NIC's others should read them)
+        self.nic: NicPathHealth | None = None
+        self.nic_group = 0
+        self.nic_version = -1
+        self.nic_changed = False
+        self._nic_paths: dict[int, PathRecord] = {}  # the NIC's paths with a verdict (read per ACK)
         drawn = draw(cfg, paths, rng)
         for plane in range(self.planes):
             for value in drawn.active[plane]:
@@ -212,6 +221,28 @@ class EvTable:
         out.active = False
         self.backup[e.plane].append(out)
         self._ev_cursor[e.plane] = 0
+
+    def _may_shrink(self, plane: int, avoid_t1: int | None) -> bool:
+        """Whether one more active EV of ``plane`` may go: a backup (off ``avoid_t1``) steps
+        in, or the usable count stays at or above ``ev_min_active``."""
+        if self.usable_count() - 1 >= self.min_active:
+            return True
+        return any(b.state is EvState.GOOD and b.t1 != avoid_t1 for b in self.backup[plane])
+
+    def _retire_one(self, e: EvEntry, reason: str, now_ns: int, event: EvEvent) -> None:
+        self._deactivate(e)
+        self._fire(e, event, reason)
+        e.probe_id = None
+        e.live_probe_id = None  # a liveness probe sent before must not retire it again later
+        e.in_use = False
+        e.probe_successes = 0
+        e.skips_left = 0
+        if e.restored_ns is not None and now_ns - e.restored_ns < self.cfg.flap_window_ns:
+            e.flaps = min(e.flaps + 1, self.cfg.max_flap_backoff)
+        else:
+            e.flaps = 0
+        # probe at the next timer; a flapping EV waits 2**flaps probe intervals first
+        self.schedule_probe(e, now_ns + (self.cfg.probe_interval_ns << e.flaps if e.flaps else 0))
 
     def set_local_ports(self, bitmap: int) -> int:
         """This host's NIC port-status bitmap; returns the bitmap of planes that just went down."""

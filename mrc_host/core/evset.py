@@ -25,13 +25,15 @@ import math
 from typing import Final
 
 from mrc_fabric.addressing import MAX_INDEX
+from mrc_fabric.ev import T1_SHIFT
 
 from .config import Mode
 from .ev_draw import PathSpace
+from .ev_shared import NIC_KEY_BASE, SharedEvTable
 from .ev_state import EvEvent, EvState, allowed
-from .ev_table import EvEntry, EvTable
+from .ev_table import EvEntry
 
-__all__ = ["EvEntry", "EvEvent", "EvSet", "EvState", "PathSpace"]
+__all__ = ["NIC_KEY_BASE", "EvEntry", "EvEvent", "EvSet", "EvState", "PathSpace"]
 
 
 _PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
@@ -39,7 +41,7 @@ _PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
 _SKIP: Final = EvState.SKIP
 
 
-class EvSet(EvTable):
+class EvSet(SharedEvTable):
     """The spraying rotation, ECN/trim penalties, retirement, replacement and restoring."""
 
     # ---- rotation ---------------------------------------------------------------------
@@ -236,6 +238,7 @@ class EvSet(EvTable):
         event: EvEvent = EvEvent.LOSS,
         sent_ns: int | None = None,
         margin_ns: int | None = None,
+        left_ns: int = -1,
     ) -> bool:
         """GOOD/SKIP -> ASSUMED_BAD at once, replaced from the plane's backups.
 
@@ -265,6 +268,12 @@ class EvSet(EvTable):
                         break
                     self._retire_one(sib, why, now_ns, event)
                     sib.retired_for = e.retired_for
+            if dead and self.nic is not None:
+                # proved dead, not diffuse loss: the NIC's other connections may use it
+                since = e.live_probe_ns if event is EvEvent.LIVENESS_LOST else key[1]
+                since = max(since, left_ns)  # (when the lost packet left its port, if known)
+                if self.nic.dead(self.nic_group, e.value >> T1_SHIFT, since):
+                    self.nic_changed = True
         return True
 
     def path_dead(
@@ -325,28 +334,6 @@ class EvSet(EvTable):
         some are."""
         return max(self.cfg.reorder_window_ns, int(1.5 * max(self.tx_delay_spread, self.rx_delay_spread)))
 
-    def _may_shrink(self, plane: int, avoid_t1: int | None) -> bool:
-        """Whether one more active EV of ``plane`` may go: a backup (off ``avoid_t1``) steps
-        in, or the usable count stays at or above ``ev_min_active``."""
-        if self.usable_count() - 1 >= self.min_active:
-            return True
-        return any(b.state is EvState.GOOD and b.t1 != avoid_t1 for b in self.backup[plane])
-
-    def _retire_one(self, e: EvEntry, reason: str, now_ns: int, event: EvEvent) -> None:
-        self._deactivate(e)
-        self._fire(e, event, reason)
-        e.probe_id = None
-        e.live_probe_id = None  # a liveness probe sent before must not retire it again later
-        e.in_use = False
-        e.probe_successes = 0
-        e.skips_left = 0
-        if e.restored_ns is not None and now_ns - e.restored_ns < self.cfg.flap_window_ns:
-            e.flaps = min(e.flaps + 1, self.cfg.max_flap_backoff)
-        else:
-            e.flaps = 0
-        # probe at the next timer; a flapping EV waits 2**flaps probe intervals first
-        self.schedule_probe(e, now_ns + (self.cfg.probe_interval_ns << e.flaps if e.flaps else 0))
-
     def fail_plane(self, plane: int, now_ns: int) -> int:
         """Every EV of ``plane`` is retired at once (the plane stopped delivering); they are
         probed back one by one. Not bound by ``ev_min_active``. Returns how many went.
@@ -377,6 +364,9 @@ class EvSet(EvTable):
         if sent_ns is not None and e.retired_for[0] >= 0 and e.retired_for != (ev, sent_ns):
             return 0  # (a plane's failure, keyed by the plane, is undone by any of its packets)
         key = e.retired_for
+        shared = key[0] <= NIC_KEY_BASE
+        if shared and sent_ns is not None and sent_ns < key[1]:
+            return 0  # sent before the loss the NIC's verdict stands on: proves nothing
         back = [x for x in self.retired.values() if x.retired_for == key]
         why = f"loss of a packet or probe on {ev:08x} was reordering"
         for x in back:
@@ -386,6 +376,9 @@ class EvSet(EvTable):
             self._fire(x, EvEvent.LOSS_UNDONE, why)
             x.last_ok_ns = now_ns
             self._place_good(x)
+        if back and (shared or key[0] >= 0):
+            # the path delivered what was taken for lost: a verdict the NIC made of it goes too
+            self.nic_alive(ev, key[1] if sent_ns is None else max(sent_ns, key[1]))
         return len(back)
 
     def ack_lost(self, ev: int, now_ns: int) -> bool:
@@ -434,8 +427,9 @@ class EvSet(EvTable):
             if self.next_liveness_ns is None:
                 self.next_liveness_ns = now_ns + self.cfg.probe_interval_ns
 
-    def note_ok(self, ev: int, now_ns: int, sent_ns: int | None = None) -> None:
-        """Something sent on ``ev`` (at ``sent_ns``) was acknowledged: the path works."""
+    def note_ok(self, ev: int, now_ns: int, sent_ns: int | None = None, left_ns: int = -1) -> None:
+        """Something sent on ``ev`` (at ``sent_ns``; it left its NIC port at ``left_ns``, if
+        known) was acknowledged: the path works."""
         e = self.entries.get(ev)
         if e is not None:
             if sent_ns is not None and sent_ns > e.ok_sent_ns:
@@ -444,6 +438,10 @@ class EvSet(EvTable):
             e.live_probe_id = None
             e.last_ok_ns = now_ns
             e.ack_lost_strikes = 0
+            if self._nic_paths and sent_ns is not None and ev >> T1_SHIFT in self._nic_paths:
+                # a path the NIC holds dead delivered (when the packet left, which orders it
+                # among the NIC's other connections' packets: a window is handed over at once)
+                self.nic_alive(ev, left_ns if left_ns >= 0 else sent_ns)
 
     def probe_timed_out(self, e: EvEntry) -> None:
         """A probe of the retired ``e`` went unanswered (reported, state unchanged)."""
@@ -463,3 +461,4 @@ class EvSet(EvTable):
             x.probe_id = None
             x.retired_for = None
             self._place_good(x)
+        self.nic_alive(e.value, now_ns)  # (its last probe left after any loss a verdict stands on)

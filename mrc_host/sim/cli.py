@@ -87,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cc", choices=cc_names(), help="congestion control (default: the core's, nscc)")
     p.add_argument("--backups", type=int, default=4, help="backup EVs per plane")
+    p.add_argument(
+        "--share-paths",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="MRC: each host's connections share path verdicts (the NIC's, docs/transport.md); "
+        "--no-share-paths: each learns alone (default: the config's, alone; with --scenario: on "
+        "every connection)",
+    )
     p.add_argument("--fault", action="append", default=[], metavar="SPEC", help="see FAULTS below")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--src", type=int, default=0)
@@ -127,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The transport options the command line sets for one connection."""
+    out: dict[str, object] = {} if args.cc is None else {"cc_algorithm": args.cc}
+    if args.share_paths is not None:
+        out["share_path_health"] = args.share_paths
+    return out
+
+
 def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from dataclasses import replace
     from pathlib import Path
@@ -138,7 +154,18 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         a.option_strings[0]
         for a in parser._actions
         if a.dest
-        not in ("help", "scenario", "list_scenarios", "out", "progress", "mode", "json", "record", "payload")
+        not in (
+            "help",
+            "scenario",
+            "list_scenarios",
+            "out",
+            "progress",
+            "mode",
+            "json",
+            "record",
+            "payload",
+            "share_paths",
+        )
         and getattr(args, a.dest) != a.default
     ]
     if single:
@@ -159,6 +186,8 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         sc = sc.with_mode(Mode(args.mode))
     if args.payload is not None:
         sc = replace(sc, payload=args.payload)
+    if args.share_paths is not None:
+        sc = replace(sc, config={**sc.config, "share_path_health": args.share_paths})
     result = sf.run_scenario(sc, progress=args.progress, record=Path(args.record) if args.record else None)
     if args.out:
         from .plots import scenario_png
@@ -283,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         dst=args.dst,
         initial_psn=args.initial_psn,
         time_limit_ns=int(args.time_limit_us * 1000),
-        transport_overrides={} if args.cc is None else {"cc_algorithm": args.cc},
+        transport_overrides=_overrides(args),
         payload=args.payload or "auto",
     )
     try:

@@ -35,7 +35,9 @@ from mrc_host.core import (
     MessageReceived,
     MessageSent,
     Mode,
+    NicPathHealth,
     NsccParams,
+    PathHealthChanged,
     PathSpace,
     SetTimer,
     Transmit,
@@ -218,8 +220,8 @@ class Connection:
             self.tcfg = TransportConfig(**{**_fields(self.tcfg), "nscc": nscc})  # type: ignore[arg-type]
         rng = random.Random(net.seed * 1_000_003 + index)
         qp = 2 * index + 1
-        self.sender = Endpoint(local_qp=qp, peer_qp=qp + 1, config=self.tcfg, paths=self.paths, rng=rng)
-        self.receiver = Endpoint(local_qp=qp + 1, peer_qp=qp, config=self.tcfg, paths=self.paths, rng=rng)
+        self.sender = net.endpoint(spec.src, spec.dst, qp, self.tcfg, self.paths, rng)
+        self.receiver = net.endpoint(spec.dst, spec.src, qp + 1, self.tcfg, self.paths, rng)
         # the bytes it writes, as the gather list it posts (views of one source, never joined),
         # or one virtual payload of the whole size, placed in a region without memory
         self.payload_size = max(payload_bytes, 1)
@@ -335,6 +337,7 @@ class Network(HostSink):
         self._draws = False  # a fault draws per packet (loss, trim): name each packet copy
         self._salt = seed_salt(seed)
         self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
+        self._on_host: list[list[Side]] = [[] for _ in range(shape.hosts)]  # (NIC verdicts' wakes)
         # [local qp] -> its side (a list, not a dict per host: a native index per packet
         # delivered, where a dict lookup of a QP above 256 compared two int objects)
         self._side_of_qp: list[Side | None] = []
@@ -345,8 +348,28 @@ class Network(HostSink):
         self._started = False
         self._flow_names: set[str] = set()
         self.fabric.sink = self  # every packet reaching a host comes to ``deliver``
+        # one NIC's shared path verdicts per host (used by connections whose config shares them)
+        self.path_health = [NicPathHealth() for _ in range(shape.hosts)]
 
     # ---- building -----------------------------------------------------------------------
+    def endpoint(
+        self, host: int, peer: int, qp: int, cfg: TransportConfig, paths: PathSpace, rng: random.Random
+    ) -> Endpoint:
+        """One end of a queue pair on ``host`` (local QP ``qp``; the peer's is its pair). It
+        shares path verdicts with ``host``'s other endpoints (its NIC's), in the group of the
+        T0 ``peer`` is under: the downlink its paths end on (none under its own T0)."""
+        shape = self.shape
+        group = shape.t0_of(peer)
+        return Endpoint(
+            local_qp=qp,
+            peer_qp=qp + 1 if qp % 2 else qp - 1,
+            config=cfg,
+            paths=paths,
+            rng=rng,
+            nic=self.path_health[host],
+            nic_group=None if group == shape.t0_of(host) else group,
+        )
+
     def add_flow(self, spec: FlowSpec, payload_bytes: int) -> Connection:
         if spec.name in self._flow_names:  # a set: a 64-host all-to-all adds 4,032 flows
             raise ValueError(f"flow name {spec.name!r} used twice")
@@ -355,6 +378,8 @@ class Network(HostSink):
         self._flow_names.add(spec.name)
         self._sides[(conn.tx.host, conn.sender.local_qp)] = conn.tx
         self._sides[(conn.rx.host, conn.receiver.local_qp)] = conn.rx
+        self._on_host[conn.tx.host].append(conn.tx)
+        self._on_host[conn.rx.host].append(conn.rx)
         by_qp = self._side_of_qp
         for side in (conn.tx, conn.rx):
             qp = side.ep.local_qp
@@ -514,6 +539,8 @@ class Network(HostSink):
                     self._maybe_done(w)
                     if w.on_received is not None:
                         w.on_received(w)
+            elif isinstance(a, PathHealthChanged):
+                self._wake_nic(side)
             elif isinstance(a, EvStateChanged):
                 side.conn.ev_timeline.append(
                     {
@@ -525,6 +552,14 @@ class Network(HostSink):
                         "reason": a.reason,
                     }
                 )
+
+    def _wake_nic(self, origin: Side) -> None:
+        """``origin``'s endpoint changed its host's path verdicts: the host's other endpoints
+        read them now (each once per change: ``Endpoint.on_path_health``)."""
+        now = self.loop.now
+        for side in list(self._on_host[origin.host]):
+            if side is not origin:
+                self._apply(side, side.ep.on_path_health(now))
 
     def _maybe_done(self, w: Write) -> None:
         if w.done and w.counted:
