@@ -38,6 +38,7 @@ from bench.htsim_xcheck import (
     measured,
     parse_htsim,
 )
+from bench.sim_bench import save_figure
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
 from mrc_host.sim.network import FlowSpec, Network
 from mrc_host.sim.traffic import Job, point_to_point
@@ -172,9 +173,7 @@ def plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels([n.replace(" ", "\n", 1) for n in names], fontsize=7)
         ax.set_title(f"{title} (median, range over seeds)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
