@@ -25,6 +25,8 @@ Each agent's figure is also split into its user and system parts (a change to th
 code moves the first; the second also follows how often load makes it sleep and wake), and
 with ``--previous`` each figure of the after agent is set against the previous agent's of the
 same round (``paired_vs_previous``: median, min and max of the ratios over the rounds).
+``--agent-flags`` starts every agent, previous and after alike, with the same flags (e.g. a
+larger ``--window``), so a paired comparison under other settings stays like for like.
 Writes ``agent.json`` and ``agent.png`` under ``--out`` (default results/).
 
     sudo .venv/bin/python -m bench.bench_agent --out results/ [--quick] [--before fbde7b5]
@@ -474,6 +476,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FLAGS",
         help="one more 'after' configuration with these agent flags, e.g. --also='--window 1M' (repeatable)",
     )
+    ap.add_argument(
+        "--agent-flags",
+        default="",
+        metavar="FLAGS",
+        help="flags every agent of the run gets, before/previous/after alike (a like-for-like "
+        "comparison under other settings), e.g. --agent-flags='--window 512K'",
+    )
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("bench_agent needs root (network namespaces, raw sockets)", file=sys.stderr)
@@ -513,6 +522,8 @@ def main(argv: list[str] | None = None) -> int:
         configs.append(("after, no ICRC check", FABRIC_MTU, None, ("--no-icrc-check",)))
         for flags in args.also:
             configs.append((f"after, {flags}", FABRIC_MTU, None, tuple(flags.split())))
+        common = tuple(args.agent_flags.split())
+        configs = [(label, mtu, source, common + extra) for label, mtu, source, extra in configs]
         mtus = sorted({c[1] for c in configs})
         loops = [lp for lp in args.loops.split(",") if lp]
         # one list of rounds per (MTU, loop): "mtu4232" is the socket loop's, "mtu4232 ring v2" ...
@@ -613,6 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         "transfer_bytes": size,
         "before_commit": args.before,
         "previous_commit": args.previous,
+        "agent_flags": args.agent_flags,  # what every agent of the run was started with
         "ceilings": ceilings,
         "agent_runs": rows,
         "agent_summary": summary,
