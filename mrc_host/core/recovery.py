@@ -21,7 +21,12 @@ in flight and decides which of them are lost, and when. Loss is found four ways:
 With ``port_gbps`` the times are those a packet left its port (a FIFO per plane at that
 rate): the core hands a whole window over at once, and the last of it leaves a window's
 serialisation later -- timed from the hand-over it would look overtaken by packets that in
-truth left just after it.
+truth left just after it. With ``nic_departures`` the NIC itself reports when each packet
+left (``on_departed``), which also counts the turns the port gives the host's other queue
+pairs: the RTT samples, the RTO and the reorder window are then the fabric's, and a packet
+still waiting at the NIC is never declared lost. (Timed from the hand-over, 15 connections
+of a host sharing its ports made the RTT samples 10-17 times the fabric's, and a packet lost
+to a failed switch waited ~300 us, a whole inflated RTO, to be resent.)
 
 Every one of these is a guess. When the packet turns out to have arrived (its original
 acknowledged, Eifel's echo, or a D-SACK naming a copy resent on a guess) the loss was
@@ -142,6 +147,7 @@ class Recovery:
         # NIC model (``port_gbps``): when each plane's port has sent everything handed to it
         self._port_free = [0] * planes
         self._ns_per_byte = 8 / cfg.port_gbps if cfg.port_gbps > 0 else 0.0
+        self._departures = cfg.nic_departures  # the NIC reports departures (``on_departed``)
         # send time of the newest packet each plane delivered (whole-plane failure detection)
         self.plane_ok_sent = [-1] * planes
         self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
@@ -171,6 +177,7 @@ class Recovery:
         rec.transmissions += 1
         rec.ev = ev
         rec.prev_sent_ns = rec.sent_ns
+        rec.prev_left_ns = rec.left_ns
         rec.sent_ns = now_ns
         self._tx_order += 1
         rec.tx_order = self._tx_order
@@ -191,8 +198,35 @@ class Recovery:
             left = max(now_ns, self._port_free[plane])
             rec.left_ns = left
             self._port_free[plane] = left + int((size + DATA_OVERHEAD) * self._ns_per_byte)
-        self.last_tx_ns = rec.left_ns
+        if not self._departures:
+            self.last_tx_ns = rec.left_ns
+        else:
+            rec.at_nic = True  # (its ``left_ns``, the model's, is a lower bound until it leaves)
+            if rec.left_ns > self.last_tx_ns:
+                self.last_tx_ns = rec.left_ns
         self._last_acked_at_once = rec.transmissions > 1 or rec.opcode in _LAST_OPCODES
+
+    def on_departed(self, rec: TxRecord, at_ns: int) -> None:
+        """The NIC reports that ``rec``'s latest copy left its port at ``at_ns``."""
+        if rec.at_nic:
+            rec.at_nic = False
+            rec.left_ns = at_ns
+            if at_ns > self.last_tx_ns:
+                self.last_tx_ns = at_ns
+
+    def hold_at_nic(self, now_ns: int) -> None:
+        """Before the timers' rules run: a packet still waiting at the NIC leaves no sooner
+        than now (its departure's lower bound moves up), so no timer counts its wait."""
+        if not self._departures:
+            return
+        held = False
+        for rec in self.in_flight.values():
+            if rec.at_nic:
+                held = True
+                if rec.left_ns < now_ns:
+                    rec.left_ns = now_ns
+        if held and self.last_tx_ns < now_ns:
+            self.last_tx_ns = now_ns
 
     def on_twin(self, rec: TxRecord, ev: int) -> None:
         """A second copy of ``rec``'s latest leaves on ``ev`` with it (same send time); it is not
@@ -225,7 +259,7 @@ class Recovery:
         return [r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane]
 
     # ---- timers ---------------------------------------------------------------------------
-    def rto_ns(self) -> int:
+    def rto_ns(self, backed_off: bool = True) -> int:
         cfg = self.cfg
         if cfg.local_ack_timeout:
             # RoCE: a fixed per-QP timer of 4.096 us x 2**timeout, no RTT estimate, no backoff
@@ -240,7 +274,7 @@ class Recovery:
                 var = rtt.spread
             floor = cfg.cc.base_rtt_ns / 4
             base = int(rtt.srtt_ns + (var if var >= floor else floor))
-        return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
+        return min(max(base, cfg.rto_min_ns) * (self.backoff if backed_off else 1), cfg.rto_max_ns)
 
     def on_progress(self, now_ns: int, acked: bool) -> None:
         """A SACK was believed (``acked``: it acknowledged something new): the RTO backs off no
@@ -261,11 +295,32 @@ class Recovery:
         """Packets in flight for longer than the RTO (transmission order = send-time order)."""
         rto = self.rto_ns()
         out = []
+        if self._departures:
+            return self._expired_since_left(now_ns, rto)
         for rec in self.in_flight.values():
             if rec.sent_ns + rto > now_ns:
                 break
             out.append(rec)
         return out
+
+    def _expired_since_left(self, now_ns: int, rto: int) -> list[TxRecord]:
+        """``expired`` timed from when packets left the NIC (``nic_departures``): once one has
+        been out for the RTO, every packet out for half the RTO before its backoff goes with
+        it. Packets leave a packet time or a NIC turn apart, not as one burst: taking only
+        those out for the whole backed-off RTO freed one packet per doubling, a staircase to
+        RETRY_EXCEEDED (an incast whose window sat on a black-holed path)."""
+        base = self.rto_ns(backed_off=False) // 2
+        out: list[TxRecord] = []
+        fired = False
+        for rec in self.in_flight.values():
+            if rec.sent_ns + base > now_ns:
+                break  # (it left no sooner than it was sent: neither has any later one)
+            if rec.at_nic or rec.left_ns + base > now_ns:
+                continue
+            out.append(rec)
+            if rec.left_ns + rto <= now_ns:
+                fired = True
+        return out if fired else []
 
     def tail_at(self, sending: bool) -> int | None:
         """Tail loss probe time: with nothing new left to send (``sending`` False), the SACK gap
@@ -298,14 +353,14 @@ class Recovery:
         late = now_ns - int(self.rtt.srtt_ns or 0) - self.reorder_window()
         newest: list[TxRecord] = []
         for r in self.in_flight.values():
-            if r.left_ns <= late:
+            if r.left_ns <= late and not r.at_nic:
                 newest = [r]
         return newest
 
     def deadline(self, sending: bool) -> int | None:
         """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""
         for rec in self.in_flight.values():
-            at = rec.sent_ns + self.rto_ns()
+            at = (rec.left_ns if self._departures else rec.sent_ns) + self.rto_ns()
             tail = self.tail_at(sending)
             if tail is not None and tail < at:
                 at = tail
@@ -345,7 +400,10 @@ class Recovery:
         spurious = False
         # (the base RTT too: a flow may never see an idle fabric)
         fastest = min(self.rtt.min_rtt_ns or 0, self.cfg.nscc.base_rtt)
-        soon = now_ns - rec.sent_ns < 3 * fastest // 4
+        if self._departures:
+            soon = rec.at_nic or now_ns - rec.left_ns < 3 * fastest // 4
+        else:
+            soon = now_ns - rec.sent_ns < 3 * fastest // 4
         if rec.gap_lost and (rec.lost or earlier_copy or soon):
             # the original arrived: it was reordering, not loss (still queued for resending,
             # or resent too recently for the copy to be the one acknowledged)
@@ -371,8 +429,9 @@ class Recovery:
                 self.reo_extent *= REO_EXTENT_DECAY
         elif rec.transmissions == 1:
             self.reo_extent = max(float(newest - rec.left_ns), self.reo_extent * REO_EXTENT_DECAY)
-        if rec.sent_ns > self.plane_ok_sent[plane]:
-            self.plane_ok_sent[plane] = rec.sent_ns
+        sent = rec.left_ns if self._departures else rec.sent_ns
+        if sent > self.plane_ok_sent[plane]:
+            self.plane_ok_sent[plane] = sent
             self._plane_evidence[plane] = 0
         return spurious
 
@@ -426,7 +485,11 @@ class Recovery:
                     rec.overtaken_left = left
                 # against the window now, not the one when it was overtaken: a spurious loss
                 # in between widened it, and that reordering must not pass for loss again
-                if rec.later_delivered >= threshold and rec.overtaken_left - rec.left_ns >= window:
+                if (
+                    rec.later_delivered >= threshold
+                    and rec.overtaken_left - rec.left_ns >= window
+                    and not rec.at_nic  # (a trimmed header leaves before the data queued)
+                ):
                     lost.append(rec)
         return lost
 
@@ -494,7 +557,7 @@ class Recovery:
         for rec in self.in_flight.values():  # transmission order
             if rec.tx_order >= self.rack_order:
                 break
-            if now_ns >= self._rack_due(rec):
+            if now_ns >= self._rack_due(rec) and not rec.at_nic:
                 lost.append(rec)
         return lost
 
@@ -506,10 +569,12 @@ class Recovery:
         ``plane_guard_min_ns``, the base RTT), so a plane that is merely slower (deeper queue,
         lower rate) has a longer guard, and delay spikes shorter than a base RTT (a software
         fabric, a busy host) are never taken for a dead plane."""
+        dep = self._departures  # (times from when packets left the NIC: ``on_departed``)
         newest = -1
         for r in newly:  # (a loop: compiled, max() over a generator is a generic call)
-            if r.sent_ns > newest:
-                newest = r.sent_ns
+            t = r.left_ns if dep else r.sent_ns
+            if t > newest:
+                newest = t
         load = self.plane_load
         dead: list[int] = []
         # a plane's deliveries may lag another's by the longest stall seen lately (a software
@@ -535,15 +600,28 @@ class Recovery:
                 # (RFC 6298's RTO without its floor, which would leave a plane dead from the
                 # start GOOD for 6 RTT in mrc-sim)
                 var = max(4 * self.rtt.rttvar_ns, self.rtt.spread)
-                guard = max(guard, int((self.rtt.srtt_ns or 0) + var))
+                srtt = self.rtt.srtt_ns or 0.0
+                if dep and var < srtt:
+                    # timed from departures the samples lack the NIC queue's scatter, and the
+                    # variation can be ~0: at least RACK-TLP's probe wait, 2 SRTT (a 5 us stall
+                    # on a 3 us fabric passed for a dead plane)
+                    var = srtt
+                guard = max(guard, int(srtt + var))
             if newest - ok_sent < guard:
                 continue
-            others = sum(1 for r in newly if r.ev >> PLANE_SHIFT != plane and r.sent_ns >= ok_sent + guard)
+            others = sum(
+                1
+                for r in newly
+                if r.ev >> PLANE_SHIFT != plane and (r.left_ns if dep else r.sent_ns) >= ok_sent + guard
+            )
             self._plane_evidence[plane] += others
             if self._plane_evidence[plane] < self.cfg.sack_gap_threshold:
                 continue
             oldest = next((r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
-            if oldest is None or oldest.sent_ns <= ok_sent or newest - oldest.sent_ns < guard:
+            if oldest is None or oldest.at_nic:
+                continue
+            oldest_sent = oldest.left_ns if dep else oldest.sent_ns
+            if oldest_sent <= ok_sent or newest - oldest_sent < guard:
                 continue
             self._plane_evidence[plane] = 0
             dead.append(plane)
