@@ -38,10 +38,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from mrc_fabric.frames import DATA_OVERHEAD
 from mrc_host.wire.messages import Opcode
 
 from .config import TransportConfig
+from .nic_clock import NicClock, expired_since_left
 from .records import TxRecord
 
 ROCE_TIMEOUT_UNIT_NS: Final = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
@@ -144,10 +144,8 @@ class Recovery:
         self.reo_extent = 0.0
         self._clean_deliveries = 0
         self._newest_left = [-1] * planes  # departure time of the newest delivered packet per plane
-        # NIC model (``port_gbps``): when each plane's port has sent everything handed to it
-        self._port_free = [0] * planes
-        self._ns_per_byte = 8 / cfg.port_gbps if cfg.port_gbps > 0 else 0.0
-        self._departures = cfg.nic_departures  # the NIC reports departures (``on_departed``)
+        self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
+        self._departures = cfg.nic_departures  # (and the NIC reports it)
         # send time of the newest packet each plane delivered (whole-plane failure detection)
         self.plane_ok_sent = [-1] * planes
         self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
@@ -157,7 +155,6 @@ class Recovery:
         self.rack_order = -1  # transmission order of the newest copy known delivered
         self.rack_plane = [-1] * planes  # the same per plane: RACK's evidence (``rack_at``)
         self.tail_done = False  # the tail probe for the current tail was sent
-        self.last_tx_ns = 0  # when the newest packet left (the NIC model) or was sent
         self.last_acked_ns = 0  # when a SACK last acknowledged something new
         self._last_acked_at_once = False  # the newest packet is one the peer SACKs at once
         self._tx_order = 0
@@ -172,7 +169,7 @@ class Recovery:
         """``rec`` leaves on ``ev`` now (a first copy or a resend)."""
         if not rec.transmissions:
             self.tail_done = False  # new data: a new tail (resends never re-arm the probe)
-            if not self.in_flight and now_ns - self.last_tx_ns >= self.rto_ns():
+            if not self.in_flight and now_ns - self.nic.last_left >= self.rto_ns():
                 self.resumed_ns = now_ns  # back from idle (TCP's restart after idle)
         rec.transmissions += 1
         rec.ev = ev
@@ -191,51 +188,14 @@ class Recovery:
         self.inflight_bytes += size
         plane = ev >> PLANE_SHIFT
         self.plane_load[plane] += size
-        rec.left_ns = now_ns
-        if self._ns_per_byte:
-            # the port sends what it was handed in order: this packet leaves when the ones
-            # before it have (other queue pairs on the port may delay it further)
-            left = max(now_ns, self._port_free[plane])
-            rec.left_ns = left
-            self._port_free[plane] = left + int((size + DATA_OVERHEAD) * self._ns_per_byte)
-        if not self._departures:
-            self.last_tx_ns = rec.left_ns
-        else:
-            rec.at_nic = True  # (its ``left_ns``, the model's, is a lower bound until it leaves)
-            if rec.left_ns > self.last_tx_ns:
-                self.last_tx_ns = rec.left_ns
+        self.nic.on_sent(rec, plane, size, now_ns)
         self._last_acked_at_once = rec.transmissions > 1 or rec.opcode in _LAST_OPCODES
-
-    def on_departed(self, rec: TxRecord, at_ns: int) -> None:
-        """The NIC reports that ``rec``'s latest copy left its port at ``at_ns``."""
-        if rec.at_nic:
-            rec.at_nic = False
-            rec.left_ns = at_ns
-            if at_ns > self.last_tx_ns:
-                self.last_tx_ns = at_ns
-
-    def hold_at_nic(self, now_ns: int) -> None:
-        """Before the timers' rules run: a packet still waiting at the NIC leaves no sooner
-        than now (its departure's lower bound moves up), so no timer counts its wait."""
-        if not self._departures:
-            return
-        held = False
-        for rec in self.in_flight.values():
-            if rec.at_nic:
-                held = True
-                if rec.left_ns < now_ns:
-                    rec.left_ns = now_ns
-        if held and self.last_tx_ns < now_ns:
-            self.last_tx_ns = now_ns
 
     def on_twin(self, rec: TxRecord, ev: int) -> None:
         """A second copy of ``rec``'s latest leaves on ``ev`` with it (same send time); it is not
         counted in flight (the window had room for it), only on its port."""
         rec.twin_ev = ev
-        if self._ns_per_byte:
-            plane = ev >> PLANE_SHIFT
-            left = max(rec.sent_ns, self._port_free[plane])
-            self._port_free[plane] = left + int((len(rec.payload) + DATA_OVERHEAD) * self._ns_per_byte)
+        self.nic.on_twin(rec, ev >> PLANE_SHIFT)
 
     def remove(self, rec: TxRecord) -> None:
         """``rec`` is no longer in flight (delivered, declared lost, or given up)."""
@@ -296,31 +256,12 @@ class Recovery:
         rto = self.rto_ns()
         out = []
         if self._departures:
-            return self._expired_since_left(now_ns, rto)
+            return expired_since_left(self.in_flight, now_ns, rto, self.rto_ns(backed_off=False) // 2)
         for rec in self.in_flight.values():
             if rec.sent_ns + rto > now_ns:
                 break
             out.append(rec)
         return out
-
-    def _expired_since_left(self, now_ns: int, rto: int) -> list[TxRecord]:
-        """``expired`` timed from when packets left the NIC (``nic_departures``): once one has
-        been out for the RTO, every packet out for half the RTO before its backoff goes with
-        it. Packets leave a packet time or a NIC turn apart, not as one burst: taking only
-        those out for the whole backed-off RTO freed one packet per doubling, a staircase to
-        RETRY_EXCEEDED (an incast whose window sat on a black-holed path)."""
-        base = self.rto_ns(backed_off=False) // 2
-        out: list[TxRecord] = []
-        fired = False
-        for rec in self.in_flight.values():
-            if rec.sent_ns + base > now_ns:
-                break  # (it left no sooner than it was sent: neither has any later one)
-            if rec.at_nic or rec.left_ns + base > now_ns:
-                continue
-            out.append(rec)
-            if rec.left_ns + rto <= now_ns:
-                fired = True
-        return out if fired else []
 
     def tail_at(self, sending: bool) -> int | None:
         """Tail loss probe time: with nothing new left to send (``sending`` False), the SACK gap
@@ -341,7 +282,8 @@ class Recovery:
         # from the newest send, or the newest SACK of new data if later: while SACKs still come
         # the tail is draining, not lost (the NIC model knows only this queue pair's packets: on
         # a port shared with others they leave later than it says, and were probed for nothing)
-        start = self.last_tx_ns if self.last_tx_ns >= self.last_acked_ns else self.last_acked_ns
+        last = self.nic.last_left
+        start = last if last >= self.last_acked_ns else self.last_acked_ns
         return start + int(wait) + self.reorder_window()
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:

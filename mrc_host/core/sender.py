@@ -37,7 +37,7 @@ from .cc_base import create_cc
 from .config import Mode, TransportConfig
 from .counters import Counters, EvCounters
 from .evset import EvSet
-from .psn import PSN_HALF, psn_of, unwrap
+from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, Segment, TxRecord, held
 from .recovery import Recovery
 
@@ -79,10 +79,6 @@ class Sender:
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
         self.acks = AckBook(cfg, counters, self.recovery, evset, self.records)  # what SACKs/NACKs prove
         self.echo = EchoQueue()  # which SACK our next DATA echoes (ack_echo.py)
-        # ``nic_backlog``: our DATA copies at the NIC (handed over, not yet reported leaving)
-        self._backlog = cfg.nic_backlog if cfg.nic_departures else 0
-        self.at_nic = 0
-        self.nic_blocked = False  # ``_fill`` stopped at the backlog bound
 
     # ---- what others read ---------------------------------------------------------------
     @property
@@ -229,10 +225,7 @@ class Sender:
     def _fill(self, now_ns: int, out: list[Action]) -> None:
         cwnd = self.cc.cwnd
         recovery = self.recovery
-        while True:
-            if self._backlog and self.at_nic >= self._backlog:
-                self.nic_blocked = True  # the next one goes when one leaves (``departed``)
-                return
+        while not recovery.nic.full():  # (``nic_backlog``: more go as they leave: ``departed``)
             if self.retx:
                 rec = self.records.get(self.retx[0])
                 if rec is None or rec.sacked or not rec.lost:
@@ -325,8 +318,6 @@ class Sender:
     def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> EvCounters:
         """The DATA packet carrying ``rec`` on ``ev``, counted: the counters of ``ev``."""
         size = len(rec.payload)
-        if self._backlog:
-            self.at_nic += 1
         self.c.data_packets_sent += 1
         self.c.data_bytes_sent += size
         evc = self.c.ev(ev)
@@ -467,26 +458,10 @@ class Sender:
         recs = self.records
         self.retx = deque(s for s in range(self.snd_una, self.snd_nxt) if s in recs and recs[s].lost)
 
-    def departed(self, psn: int, send_ts: int, at_ns: int) -> bool:
-        """The NIC reports that the DATA packet ``psn`` handed over at ``send_ts`` left its
-        port at ``at_ns`` (``nic_departures``); a copy resent since is not the one in flight.
-        True when the backlog bound held packets back and they may go now (``pump``)."""
-        rec = self.records.get(unwrap(psn, self.snd_una))
-        if rec is not None and rec.sent_ns == send_ts:
-            self.recovery.on_departed(rec, at_ns)
-        if not self._backlog:
-            return False
-        self.at_nic -= 1
-        if self.nic_blocked and self.at_nic < self._backlog and not self.failed:
-            self.nic_blocked = False  # (said once: the caller pumps)
-            return True
-        return False
-
     def on_timer(self, now_ns: int, out: list[Action]) -> None:
         if self.failed:
             return
         recovery = self.recovery
-        recovery.hold_at_nic(now_ns)
         if self.stalled_since is not None and not recovery.in_flight:
             if now_ns >= self.stalled_since + recovery.rto_ns() * (self.cfg.retry_cnt + 1):
                 self.fail("NO_USABLE_PATH", out)

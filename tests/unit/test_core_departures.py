@@ -34,10 +34,10 @@ def test_a_packet_still_queued_at_the_nic_never_times_out_and_its_rto_runs_from_
     rec = send(r, 0, 0, 0)
     rto = r.rto_ns()
     assert rec.at_nic and r.deadline(False) == rto  # armed on the lower bound (the hand-over)
-    r.hold_at_nic(3 * rto)  # the timer fired: still queued
+    r.nic.hold(r.in_flight, 3 * rto)  # the timer fired: still queued
     assert r.expired(3 * rto) == [] and r.deadline(False) == 4 * rto  # (no busy loop)
-    r.on_departed(rec, 3 * rto + 5)
-    assert not rec.at_nic and rec.left_ns == 3 * rto + 5 and r.last_tx_ns == 3 * rto + 5
+    r.nic.on_departed(rec, 3 * rto + 5)
+    assert not rec.at_nic and rec.left_ns == 3 * rto + 5 and r.nic.last_left == 3 * rto + 5
     assert r.expired(4 * rto + 4) == [] and r.expired(4 * rto + 5) == [rec]
 
 
@@ -47,14 +47,14 @@ def test_the_tail_probe_and_rack_skip_packets_still_queued_at_the_nic() -> None:
     old = send(r, 0, 0, 0)
     queued = send(r, 1, PLANE1, 0)
     newest = send(r, 2, 0, 0)
-    r.on_departed(old, 100)
-    r.on_departed(newest, 200)
+    r.nic.on_departed(old, 100)
+    r.nic.on_departed(newest, 200)
     r.remove(newest)
     r.on_delivered(newest, 12_000, earlier_copy=False)
     r.note_rack([newest])
     late = 500_000
-    r.hold_at_nic(late)
-    assert queued.left_ns == late and r.last_tx_ns == late
+    r.nic.hold(r.in_flight, late)
+    assert queued.left_ns == late and r.nic.last_left == late
     assert r.rack_losses(late, sending=False) == [old]  # overtaken and overdue; the queued one is not
     assert r.tail_losses(late) == [old]
     tail = r.tail_at(False)
@@ -65,7 +65,7 @@ def test_without_reports_the_timers_run_from_the_hand_over_as_before() -> None:
     r = make(nic_departures=False)
     rec = send(r, 0, 0, 0)
     assert not rec.at_nic
-    r.hold_at_nic(10**9)
+    r.nic.hold(r.in_flight, 10**9)
     assert r.expired(r.rto_ns()) == [rec]
 
 
@@ -114,7 +114,7 @@ def test_a_t1_that_stops_under_an_all_to_all_costs_no_timeout_and_little_time() 
     the NIC with EVs chosen tens of us before they left -- onto the path retired since -- and
     a loss waited for an RTO inflated by that wait: the job took 1.8-2.9 x the fault-free
     one. With departures reported and each queue pair's NIC backlog bounded: 0 timeouts."""
-    free_net, free = run(1)
+    _, free = run(1)
     net, hit = run(1, "switch-down:p0-t1_1@30%")
     conns = net.connections  # type: ignore[attr-defined]
     assert hit[0].done and all(c.data_ok for c in conns)  # type: ignore[attr-defined]

@@ -124,7 +124,7 @@ def test_nic_queue_is_bounded_and_trims_instead_of_dropping() -> None:
     net = Network(FabricShape(planes=2, t0=2, t1=4), seed=1)
     conn = net.add_flow(FlowSpec("f", 0, 1), 4 << 20)
     net.run(50_000_000)
-    assert conn.data_ok and conn.sender.sender.at_nic == 0
+    assert conn.data_ok and conn.sender.sender.recovery.nic.waiting == 0
     nics = [p for p in net.fabric.ports.values() if p.nic]
     assert max(p.peak_queued for p in nics) <= (NIC_BACKLOG_PER_PLANE + 1) * (4096 + 150)
     bound = 8 * 1024
