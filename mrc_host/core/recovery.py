@@ -22,7 +22,7 @@ With ``port_gbps`` the times are those a packet left its port (a FIFO per plane 
 rate): the core hands a whole window over at once, and the last of it leaves a window's
 serialisation later -- timed from the hand-over it would look overtaken by packets that in
 truth left just after it. With ``nic_departures`` the NIC itself reports when each packet
-left (``on_departed``), which also counts the turns the port gives the host's other queue
+left (``nic_clock.py``), which also counts the turns the port gives the host's other queue
 pairs: the RTT samples, the RTO and the reorder window are then the fabric's, and a packet
 still waiting at the NIC is never declared lost. (Timed from the hand-over, 15 connections
 of a host sharing its ports made the RTT samples 10-17 times the fabric's, and a packet lost
