@@ -44,6 +44,7 @@ COMPILED = [
     "mrc_host/core/ev_probe.py",
     "mrc_host/core/ev_shared.py",
     "mrc_host/core/ev_table.py",
+    "mrc_host/core/nic_clock.py",
     "mrc_host/core/evset.py",
     "mrc_host/core/path_health.py",
     "mrc_host/core/psn.py",

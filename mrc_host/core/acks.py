@@ -99,6 +99,7 @@ class AckBook:
         self.c = counters
         self.recovery = recovery
         self.evset = evset
+        self._departures = cfg.nic_departures  # RTT samples from when a packet left the NIC
         self.records = records  # the sender's (read here, never changed)
         self._retire = cfg.retires_paths
         # (send time, EV) of packets the peer refused (BAD_RKEY/ADDRESS: done, no longer
@@ -337,10 +338,15 @@ class AckBook:
         rtt = now_ns - s.echo_ts
         sample: int | None = None
         if 0 <= rtt < self.cfg.rto_max_ns:
-            sample = rtt
-            self._rtt_sample(rtt)
+            sample = rtt  # (the CC's: from the hand-over, a wait at the NIC is its queue too)
+            timed = rtt  # the loss rules' (``nic_departures``: from when the copy left the NIC)
+            if self._departures:
+                left = trigger.left_ns if trigger.sent_ns == s.echo_ts else trigger.prev_left_ns
+                if left >= s.echo_ts:
+                    timed = now_ns - left
+            self._rtt_sample(timed)
             plane = s.echo_ev >> PLANE_SHIFT
-            self.recovery.rtt.sample_plane(plane, rtt)
+            self.recovery.rtt.sample_plane(plane, timed)
             if trigger.sent_ns == s.echo_ts and trigger.ev == s.echo_ev:  # (its port wait is known)
                 port_wait = trigger.left_ns - trigger.sent_ns
                 self.recovery.rtt.sample_fabric(rtt - port_wait, plane, now_ns)

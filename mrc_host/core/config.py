@@ -204,6 +204,16 @@ class TransportConfig:
     # handed over at once leaves over a window's serialisation, and the last of it would
     # otherwise look overtaken by packets that in truth left just after it
     port_gbps: float = 0.0
+    # the NIC reports when each DATA packet left its port (``Endpoint.departed``; mrc-sim's
+    # does): the RTT estimate and the loss timers run from then, not from the hand-over, so a
+    # wait behind the NIC's other queue pairs inflates neither the RTO nor the reorder window
+    nic_departures: bool = False
+    # with ``nic_departures``: DATA packets a queue pair may have waiting at its NIC (handed
+    # over, not yet left), all planes together; 0: no bound. A NIC builds a packet when its
+    # queue pair's turn comes, so a deeper backlog is the sans-I/O hand-over's artefact: its
+    # packets carry EVs chosen long before they leave (onto a path retired since) and wait
+    # behind the window of every other queue pair of the host
+    nic_backlog: int = 0
     rto_initial_ns: int = 40_000
     rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
     rto_max_ns: int = 4_000_000

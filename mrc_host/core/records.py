@@ -119,8 +119,12 @@ class TxRecord:
         self.tx_order = 0
         self.transmissions = 0
         self.later_delivered = 0
-        # when it left its port by the NIC model (recovery.py; ``sent_ns`` without one)
+        # when it left its NIC port: reported by the NIC (``Endpoint.departed``), else the NIC
+        # model's guess (recovery.py; ``sent_ns`` without one). While ``at_nic`` (reported
+        # departures only) it has not left yet and this is a lower bound
         self.left_ns = 0
+        self.at_nic = False
+        self.prev_left_ns = -1  # ``left_ns`` of the copy before the latest
         self.overtaken_left = -1  # that time of the latest-leaving packet of its plane delivered after it
         self.overtaken_at = -1  # when a packet of its plane sent after it was first acknowledged
         self.sacked = False

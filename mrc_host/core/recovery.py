@@ -21,7 +21,12 @@ in flight and decides which of them are lost, and when. Loss is found four ways:
 With ``port_gbps`` the times are those a packet left its port (a FIFO per plane at that
 rate): the core hands a whole window over at once, and the last of it leaves a window's
 serialisation later -- timed from the hand-over it would look overtaken by packets that in
-truth left just after it.
+truth left just after it. With ``nic_departures`` the NIC itself reports when each packet
+left (``nic_clock.py``), which also counts the turns the port gives the host's other queue
+pairs: the RTT samples, the RTO and the reorder window are then the fabric's, and a packet
+still waiting at the NIC is never declared lost. (Timed from the hand-over, 15 connections
+of a host sharing its ports made the RTT samples 10-17 times the fabric's, and a packet lost
+to a failed switch waited ~300 us, a whole inflated RTO, to be resent.)
 
 Every one of these is a guess. When the packet turns out to have arrived (its original
 acknowledged, Eifel's echo, or a D-SACK naming a copy resent on a guess) the loss was
@@ -33,10 +38,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from mrc_fabric.frames import DATA_OVERHEAD
 from mrc_host.wire.messages import Opcode
 
 from .config import TransportConfig
+from .nic_clock import NicClock, expired_since_left
 from .records import TxRecord
 
 ROCE_TIMEOUT_UNIT_NS: Final = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
@@ -139,9 +144,8 @@ class Recovery:
         self.reo_extent = 0.0
         self._clean_deliveries = 0
         self._newest_left = [-1] * planes  # departure time of the newest delivered packet per plane
-        # NIC model (``port_gbps``): when each plane's port has sent everything handed to it
-        self._port_free = [0] * planes
-        self._ns_per_byte = 8 / cfg.port_gbps if cfg.port_gbps > 0 else 0.0
+        self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
+        self._departures = cfg.nic_departures  # (and the NIC reports it)
         # send time of the newest packet each plane delivered (whole-plane failure detection)
         self.plane_ok_sent = [-1] * planes
         self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
@@ -151,7 +155,6 @@ class Recovery:
         self.rack_order = -1  # transmission order of the newest copy known delivered
         self.rack_plane = [-1] * planes  # the same per plane: RACK's evidence (``rack_at``)
         self.tail_done = False  # the tail probe for the current tail was sent
-        self.last_tx_ns = 0  # when the newest packet left (the NIC model) or was sent
         self.last_acked_ns = 0  # when a SACK last acknowledged something new
         self._last_acked_at_once = False  # the newest packet is one the peer SACKs at once
         self._tx_order = 0
@@ -166,11 +169,12 @@ class Recovery:
         """``rec`` leaves on ``ev`` now (a first copy or a resend)."""
         if not rec.transmissions:
             self.tail_done = False  # new data: a new tail (resends never re-arm the probe)
-            if not self.in_flight and now_ns - self.last_tx_ns >= self.rto_ns():
+            if not self.in_flight and now_ns - self.nic.last_left >= self.rto_ns():
                 self.resumed_ns = now_ns  # back from idle (TCP's restart after idle)
         rec.transmissions += 1
         rec.ev = ev
         rec.prev_sent_ns = rec.sent_ns
+        rec.prev_left_ns = rec.left_ns
         rec.sent_ns = now_ns
         self._tx_order += 1
         rec.tx_order = self._tx_order
@@ -184,24 +188,14 @@ class Recovery:
         self.inflight_bytes += size
         plane = ev >> PLANE_SHIFT
         self.plane_load[plane] += size
-        rec.left_ns = now_ns
-        if self._ns_per_byte:
-            # the port sends what it was handed in order: this packet leaves when the ones
-            # before it have (other queue pairs on the port may delay it further)
-            left = max(now_ns, self._port_free[plane])
-            rec.left_ns = left
-            self._port_free[plane] = left + int((size + DATA_OVERHEAD) * self._ns_per_byte)
-        self.last_tx_ns = rec.left_ns
+        self.nic.on_sent(rec, plane, size, now_ns)
         self._last_acked_at_once = rec.transmissions > 1 or rec.opcode in _LAST_OPCODES
 
     def on_twin(self, rec: TxRecord, ev: int) -> None:
         """A second copy of ``rec``'s latest leaves on ``ev`` with it (same send time); it is not
         counted in flight (the window had room for it), only on its port."""
         rec.twin_ev = ev
-        if self._ns_per_byte:
-            plane = ev >> PLANE_SHIFT
-            left = max(rec.sent_ns, self._port_free[plane])
-            self._port_free[plane] = left + int((len(rec.payload) + DATA_OVERHEAD) * self._ns_per_byte)
+        self.nic.on_twin(rec, ev >> PLANE_SHIFT)
 
     def remove(self, rec: TxRecord) -> None:
         """``rec`` is no longer in flight (delivered, declared lost, or given up)."""
@@ -225,7 +219,7 @@ class Recovery:
         return [r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane]
 
     # ---- timers ---------------------------------------------------------------------------
-    def rto_ns(self) -> int:
+    def rto_ns(self, backed_off: bool = True) -> int:
         cfg = self.cfg
         if cfg.local_ack_timeout:
             # RoCE: a fixed per-QP timer of 4.096 us x 2**timeout, no RTT estimate, no backoff
@@ -240,7 +234,7 @@ class Recovery:
                 var = rtt.spread
             floor = cfg.cc.base_rtt_ns / 4
             base = int(rtt.srtt_ns + (var if var >= floor else floor))
-        return min(max(base, cfg.rto_min_ns) * self.backoff, cfg.rto_max_ns)
+        return min(max(base, cfg.rto_min_ns) * (self.backoff if backed_off else 1), cfg.rto_max_ns)
 
     def on_progress(self, now_ns: int, acked: bool) -> None:
         """A SACK was believed (``acked``: it acknowledged something new): the RTO backs off no
@@ -261,6 +255,8 @@ class Recovery:
         """Packets in flight for longer than the RTO (transmission order = send-time order)."""
         rto = self.rto_ns()
         out = []
+        if self._departures:
+            return expired_since_left(self.in_flight, now_ns, rto, self.rto_ns(backed_off=False) // 2)
         for rec in self.in_flight.values():
             if rec.sent_ns + rto > now_ns:
                 break
@@ -286,7 +282,8 @@ class Recovery:
         # from the newest send, or the newest SACK of new data if later: while SACKs still come
         # the tail is draining, not lost (the NIC model knows only this queue pair's packets: on
         # a port shared with others they leave later than it says, and were probed for nothing)
-        start = self.last_tx_ns if self.last_tx_ns >= self.last_acked_ns else self.last_acked_ns
+        last = self.nic.last_left
+        start = last if last >= self.last_acked_ns else self.last_acked_ns
         return start + int(wait) + self.reorder_window()
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
@@ -298,14 +295,14 @@ class Recovery:
         late = now_ns - int(self.rtt.srtt_ns or 0) - self.reorder_window()
         newest: list[TxRecord] = []
         for r in self.in_flight.values():
-            if r.left_ns <= late:
+            if r.left_ns <= late and not r.at_nic:
                 newest = [r]
         return newest
 
     def deadline(self, sending: bool) -> int | None:
         """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""
         for rec in self.in_flight.values():
-            at = rec.sent_ns + self.rto_ns()
+            at = (rec.left_ns if self._departures else rec.sent_ns) + self.rto_ns()
             tail = self.tail_at(sending)
             if tail is not None and tail < at:
                 at = tail
@@ -345,7 +342,10 @@ class Recovery:
         spurious = False
         # (the base RTT too: a flow may never see an idle fabric)
         fastest = min(self.rtt.min_rtt_ns or 0, self.cfg.nscc.base_rtt)
-        soon = now_ns - rec.sent_ns < 3 * fastest // 4
+        if self._departures:
+            soon = rec.at_nic or now_ns - rec.left_ns < 3 * fastest // 4
+        else:
+            soon = now_ns - rec.sent_ns < 3 * fastest // 4
         if rec.gap_lost and (rec.lost or earlier_copy or soon):
             # the original arrived: it was reordering, not loss (still queued for resending,
             # or resent too recently for the copy to be the one acknowledged)
@@ -371,8 +371,9 @@ class Recovery:
                 self.reo_extent *= REO_EXTENT_DECAY
         elif rec.transmissions == 1:
             self.reo_extent = max(float(newest - rec.left_ns), self.reo_extent * REO_EXTENT_DECAY)
-        if rec.sent_ns > self.plane_ok_sent[plane]:
-            self.plane_ok_sent[plane] = rec.sent_ns
+        sent = rec.left_ns if self._departures else rec.sent_ns
+        if sent > self.plane_ok_sent[plane]:
+            self.plane_ok_sent[plane] = sent
             self._plane_evidence[plane] = 0
         return spurious
 
@@ -426,7 +427,11 @@ class Recovery:
                     rec.overtaken_left = left
                 # against the window now, not the one when it was overtaken: a spurious loss
                 # in between widened it, and that reordering must not pass for loss again
-                if rec.later_delivered >= threshold and rec.overtaken_left - rec.left_ns >= window:
+                if (
+                    rec.later_delivered >= threshold
+                    and rec.overtaken_left - rec.left_ns >= window
+                    and not rec.at_nic  # (a trimmed header leaves before the data queued)
+                ):
                     lost.append(rec)
         return lost
 
@@ -494,7 +499,7 @@ class Recovery:
         for rec in self.in_flight.values():  # transmission order
             if rec.tx_order >= self.rack_order:
                 break
-            if now_ns >= self._rack_due(rec):
+            if now_ns >= self._rack_due(rec) and not rec.at_nic:
                 lost.append(rec)
         return lost
 
@@ -506,10 +511,12 @@ class Recovery:
         ``plane_guard_min_ns``, the base RTT), so a plane that is merely slower (deeper queue,
         lower rate) has a longer guard, and delay spikes shorter than a base RTT (a software
         fabric, a busy host) are never taken for a dead plane."""
+        dep = self._departures  # (times from when packets left the NIC: ``on_departed``)
         newest = -1
         for r in newly:  # (a loop: compiled, max() over a generator is a generic call)
-            if r.sent_ns > newest:
-                newest = r.sent_ns
+            t = r.left_ns if dep else r.sent_ns
+            if t > newest:
+                newest = t
         load = self.plane_load
         dead: list[int] = []
         # a plane's deliveries may lag another's by the longest stall seen lately (a software
@@ -535,15 +542,28 @@ class Recovery:
                 # (RFC 6298's RTO without its floor, which would leave a plane dead from the
                 # start GOOD for 6 RTT in mrc-sim)
                 var = max(4 * self.rtt.rttvar_ns, self.rtt.spread)
-                guard = max(guard, int((self.rtt.srtt_ns or 0) + var))
+                srtt = self.rtt.srtt_ns or 0.0
+                if dep and var < srtt:
+                    # timed from departures the samples lack the NIC queue's scatter, and the
+                    # variation can be ~0: at least RACK-TLP's probe wait, 2 SRTT (a 5 us stall
+                    # on a 3 us fabric passed for a dead plane)
+                    var = srtt
+                guard = max(guard, int(srtt + var))
             if newest - ok_sent < guard:
                 continue
-            others = sum(1 for r in newly if r.ev >> PLANE_SHIFT != plane and r.sent_ns >= ok_sent + guard)
+            others = sum(
+                1
+                for r in newly
+                if r.ev >> PLANE_SHIFT != plane and (r.left_ns if dep else r.sent_ns) >= ok_sent + guard
+            )
             self._plane_evidence[plane] += others
             if self._plane_evidence[plane] < self.cfg.sack_gap_threshold:
                 continue
             oldest = next((r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
-            if oldest is None or oldest.sent_ns <= ok_sent or newest - oldest.sent_ns < guard:
+            if oldest is None or oldest.at_nic:
+                continue
+            oldest_sent = oldest.left_ns if dep else oldest.sent_ns
+            if oldest_sent <= ok_sent or newest - oldest_sent < guard:
                 continue
             self._plane_evidence[plane] = 0
             dead.append(plane)

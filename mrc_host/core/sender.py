@@ -225,7 +225,7 @@ class Sender:
     def _fill(self, now_ns: int, out: list[Action]) -> None:
         cwnd = self.cc.cwnd
         recovery = self.recovery
-        while True:
+        while not recovery.nic.full():  # (``nic_backlog``: more go as they leave: ``departed``)
             if self.retx:
                 rec = self.records.get(self.retx[0])
                 if rec is None or rec.sacked or not rec.lost:

@@ -373,6 +373,10 @@ class HostSink:
     def deliver(self, pkt: SimPacket, now: int) -> None:
         raise NotImplementedError
 
+    def departed(self, pkt: SimPacket, now: int) -> None:
+        """The DATA packet ``pkt`` left its host's NIC port now (onto the wire, or dropped
+        there): the NIC's transmit completion, which the sender's loss timers run from."""
+
 
 class Fabric:
     def __init__(self, shape: FabricShape, loop: EventLoop, rng: random.Random) -> None:
@@ -486,8 +490,19 @@ class Fabric:
         if pkt.plane >= self.shape.planes or (pkt.t1 is not None and pkt.t1 >= self.shape.t1):
             self.unroutable += 1
             self._dropped(pkt)
+            self._left_nic(pkt, self.loop.now)
             return
-        self.enqueue(self.nic_up[pkt.src][pkt.plane], pkt)
+        port = self.nic_up[pkt.src][pkt.plane]
+        queued = port.queued
+        self.enqueue(port, pkt)
+        if port.queued == queued:
+            self._left_nic(pkt, self.loop.now)  # not queued: on the wire (or dropped) at once
+
+    def _left_nic(self, pkt: SimPacket, now: int) -> None:
+        """``pkt`` left its host's NIC port (the sink hears of DATA packets: ``departed``)."""
+        sink = self.sink
+        if sink is not None and type(pkt.msg) is DataPacket:
+            sink.departed(pkt, now)
 
     def _arrive(self, port: Port, pkt: SimPacket) -> None:
         """``pkt`` reached the far end of ``port``: forward it (or drop it, if the link died)."""
@@ -657,22 +672,34 @@ class Fabric:
         self.loop.schedule(end + delay, pkt)
 
     def _wake(self, port: Port) -> None:
-        """The wire is free: send the next queued packet (priority class first)."""
+        """The wire is free: send the next queued packet (priority class first). A NIC's port
+        reports what left it (``_left_nic``) once its own state is settled: the sender may
+        hand the port its next packet at once."""
         port.waking = False
         now = self.loop.now
         hi, lo = port.hi, port.lo
+        killed: list[SimPacket] | None = None  # (allocated only when a failure kills one)
         while hi.waiting() or (lo.waiting() and not port.paused):
             pkt = hi.take() if hi.waiting() else lo.take()
             port.queued -= pkt.size
             if pkt.ingress is not None and pkt.data:
                 self._ingress_sub(pkt.ingress, pkt.size)
             if port.kill_faults and self._killed_in_queue(port, pkt, now):
+                if port.nic:
+                    if killed is None:
+                        killed = []
+                    killed.append(pkt)  # (it leaves the NIC too, to nowhere)
                 continue
             self._transmit(port, pkt, now)
             if hi.waiting() or (lo.waiting() and not port.paused):
                 port.waking = True
                 self.loop.schedule(port.busy_until, port.waker)
-            return
+            if port.nic:
+                self._left_nic(pkt, now)
+            break
+        if killed is not None:
+            for pkt in killed:
+                self._left_nic(pkt, now)
 
     def _killed_in_queue(self, port: Port, pkt: SimPacket, now: int) -> bool:
         for fault in port.kill_faults:

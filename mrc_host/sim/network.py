@@ -61,6 +61,9 @@ _DRAWN: Final = ("loss", "trim")  # fault kinds that draw per packet (from its n
 _CONTROL: Final = 0xFF  # the "copy" field of a control packet's name (DATA counts its sends)
 _RETX: Final = int(DataFlag.RETRANSMISSION)
 PAYLOADS: Final = ("real", "virtual")
+# DATA packets per plane a queue pair may have waiting at its NIC (``nic_backlog``): enough
+# that its turn at each port never finds it empty, no more (a NIC builds the packet then)
+NIC_BACKLOG_PER_PLANE: Final = 2
 AUTO_REAL_BYTES: Final = 1 << 30  # ``auto``: real payloads while every region together is at most this
 
 
@@ -198,6 +201,8 @@ class Connection:
             "rto_min_ns": max(4 * self.base_rtt_ns, self.base_rtt_ns + queue_ns),
             "rto_initial_ns": max(10 * self.base_rtt_ns, self.base_rtt_ns + queue_ns),
             "port_gbps": shape.link_gbps,
+            "nic_departures": True,  # (the NIC port reports them: ``Network.departed``)
+            "nic_backlog": NIC_BACKLOG_PER_PLANE * planes_used,
             "network_rtt": fabric_rtt,
             "network_bdp": int(fabric_rtt * shape.link_gbps * planes_used / 8),
             **spec.transport,
@@ -341,6 +346,8 @@ class Network(HostSink):
         # [local qp] -> its side (a list, not a dict per host: a native index per packet
         # delivered, where a dict lookup of a QP above 256 compared two int objects)
         self._side_of_qp: list[Side | None] = []
+        self._sending = False  # a packet is being handed to its NIC port (``departed``)
+        self._nic_ready: list[Side] = []  # senders whose NIC backlog has room again
         self.pending = 0  # writes posted and not yet done at both ends
         self.bytes_posted = 0  # of counted writes (progress)
         self.bytes_done = 0
@@ -463,6 +470,23 @@ class Network(HostSink):
         """(plane, T1) of an EV (``mrc_fabric.ev``'s ``ev_plane`` and ``ev_t1``)."""
         return ev >> PLANE_SHIFT, (ev >> T1_SHIFT) & T1_MASK
 
+    def departed(self, pkt: SimPacket, now: int) -> None:
+        """A DATA packet left its sender's NIC port: the sender's core hears it
+        (``Endpoint.departed``; no event, no actions)."""
+        msg = cast(DataPacket, pkt.msg)
+        qp = msg.qp
+        by_qp = self._side_of_qp
+        rx = by_qp[qp] if 0 <= qp < len(by_qp) else None
+        if rx is not None and rx.host == pkt.dst:
+            tx = rx.conn.tx
+            if tx.host == pkt.src and tx.ep.departed(msg.psn, msg.send_ts, now):
+                # its NIC backlog has room again: more of its packets go now -- or, when this
+                # one left as it was handed over (in ``_apply``), once that has done
+                if self._sending:
+                    self._nic_ready.append(tx)
+                else:
+                    self._apply(tx, tx.ep.nic_ready(now))
+
     def deliver(self, pkt: SimPacket, now: int) -> None:
         qp = pkt.msg.qp
         by_qp = self._side_of_qp
@@ -517,7 +541,9 @@ class Network(HostSink):
                 )
                 if self._draws:
                     pkt.draw = self._packet_key(side, msg)
+                self._sending = True
                 fabric.send_from_host(pkt)
+                self._sending = False
             elif type(a) is SetTimer:
                 at = a.at_ns
                 side.timer_at = at
@@ -552,6 +578,10 @@ class Network(HostSink):
                         "reason": a.reason,
                     }
                 )
+        ready = self._nic_ready
+        while ready:
+            nxt = ready.pop()
+            self._apply(nxt, nxt.ep.nic_ready(now))
 
     def _wake_nic(self, origin: Side) -> None:
         """``origin``'s endpoint changed its host's path verdicts: the host's other endpoints
