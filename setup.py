@@ -53,6 +53,7 @@ COMPILED = [
     "mrc_host/core/records.py",
     "mrc_host/core/recovery.py",
     "mrc_host/core/region.py",
+    "mrc_host/core/sack_by_seq.py",
     "mrc_host/core/sender.py",
     "mrc_host/agent/agent.py",
     "mrc_host/agent/connection.py",

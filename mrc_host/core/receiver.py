@@ -45,6 +45,7 @@ from .psn import psn_of, unwrap
 from .rangeset import RangeSet
 from .recovery import PLANE_SHIFT
 from .region import RegionTable
+from .sack_by_seq import SackBySeq
 
 _RETX: Final = int(DataFlag.RETRANSMISSION)
 _RETX_OR_LAST: Final = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
@@ -78,7 +79,7 @@ class Receiver:
         self.ack_deadline: int | None = None
         self._trigger: DataPacket | None = None
         self._pending_seqs: list[int] = []
-        self._ack_ev_of_seq: dict[int, SackSent] = {}  # seq -> (EV, time) of its ACK
+        self._ack_ev_of_seq = SackBySeq()  # seq -> (EV, time) of its ACK
         self._msg_last_seq: dict[int, int] = {}  # seq of a WRITE's last packet -> msg_id
         self._gbn_nacked: int | None = None
         # one-way delay of DATA (arrival minus the sender's timestamp: the clocks' offset
@@ -143,7 +144,7 @@ class Receiver:
                 # -- only if that ACK left long ago: a spurious fast retransmit arrives sooner,
                 # and so does one the sender's timer sent while our ACK was merely delayed by
                 # jitter (the round-trip variation is about twice the one-way one seen here)
-                sent = self._ack_ev_of_seq.pop(seq, None)
+                sent = self._ack_ev_of_seq.pop(seq)
                 if (
                     sent is not None
                     and now_ns - sent.sent_ns >= self.ack_lost_guard_ns()
@@ -242,11 +243,11 @@ class Receiver:
             sent = SackSent(ev, now_ns)  # one record for every PSN this SACK answers
             if self._retire:
                 self.echoes.sack_sent(trigger.send_ts, trigger.meta.ev, sent)  # (and its echo)
+            by_seq = self._ack_ev_of_seq
             for s in self._pending_seqs:
-                self._ack_ev_of_seq[s] = sent
-            if len(self._ack_ev_of_seq) > 4 * self.cfg.rx_window:
-                floor = self.expected - self.cfg.rx_window
-                self._ack_ev_of_seq = {s: e for s, e in self._ack_ev_of_seq.items() if s >= floor}
+                by_seq.set(s, sent)
+            if len(by_seq) > 4 * self.cfg.rx_window:
+                by_seq.keep_from(self.expected - self.cfg.rx_window)
         self._pending_seqs.clear()
         self.unacked = 0
         self.ack_deadline = None

@@ -1,0 +1,38 @@
+"""The receiver's SACK-per-PSN list behaves exactly as the dict it replaced."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mrc_host.core.ack_echo import SackSent
+from mrc_host.core.sack_by_seq import SackBySeq
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_it_answers_as_a_dict_of_seq_to_record_would(seed: int) -> None:
+    """Records set in batches a little out of order, some set twice, popped (held or not,
+    below and above what is held), and trimmed below a floor as the receiver does."""
+    rng = random.Random(seed)
+    table, model = SackBySeq(), dict[int, SackSent]()
+    expected = rng.randrange(1 << 24)
+    for step in range(3000):
+        op = rng.random()
+        if op < 0.6:
+            sent = SackSent(rng.randrange(1 << 16), step)
+            batch = [expected + rng.randrange(-2, 6) for _ in range(rng.randrange(1, 4))]
+            for s in batch:
+                table.set(s, sent)
+                model[s] = sent
+            expected += rng.randrange(0, 4)
+        elif op < 0.85:
+            s = expected + rng.randrange(-300, 20)
+            assert table.get(s) is model.get(s)
+            assert table.pop(s) is model.pop(s, None)
+        else:
+            floor = expected - rng.randrange(0, 200)
+            table.keep_from(floor)
+            model = {s: e for s, e in model.items() if s >= floor}
+        assert len(table) == len(model)
+    assert all(table.get(s) is e for s, e in model.items())
