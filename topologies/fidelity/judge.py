@@ -94,7 +94,11 @@ def counted(bad: int, of: int, th: Thresholds) -> bool:
 def process_problems(fig: ProcessFig, th: Thresholds) -> list[str]:
     """What was wrong with one process in one interval (empty: nothing)."""
     out = []
-    if fig.waited >= th.starved and fig.demand >= th.starved_demand:
+    # kept off the CPU for a good part of the interval, either wanting much of a core or at
+    # long waits per wake-up: a switch that wakes for each packet and uses 1 % of a core is
+    # starved when each packet waits milliseconds for it (its demand never reaches half a core)
+    long_waits = fig.delay_ms >= th.sched_delay_ms
+    if fig.waited >= th.starved and (fig.demand >= th.starved_demand or long_waits):
         out.append("starved")
     elif fig.demand >= th.saturated:
         out.append("cpu-bound")
@@ -138,7 +142,10 @@ def _how(problem: str, figs: list[ProcessFig]) -> str:
         return f"(thread {worst.busiest} wanted {worst.demand:.0%} of a core)"
     if problem == "starved":
         worst = max(figs, key=lambda f: f.waited)
-        return f"(wanted {worst.demand:.0%} of a core, waited for one {worst.waited:.0%} of the time)"
+        return (
+            f"(wanted {worst.demand:.0%} of a core, waited for one {worst.waited:.0%} of the time, "
+            f"{worst.delay_ms:.1f} ms per wake-up)"
+        )
     return f"(up to {max(f.delay_ms for f in figs):.1f} ms run-queue wait per wake-up)"
 
 

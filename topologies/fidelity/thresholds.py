@@ -27,9 +27,10 @@ class Thresholds:
     # a thread that ran or waited to run for this share of an interval never idled: it is the
     # bottleneck, whatever the links are set to (CPU-bound)
     saturated: float = 0.90
-    # a thread that wanted at least ``starved_demand`` of a core (running or waiting to run) and
-    # was kept off every CPU for ``starved`` of the interval was starved: its work took longer
-    # than it would have on a machine of its own, and packets waited for it
+    # a thread that wanted at least ``starved_demand`` of a core (running or waiting to run), or
+    # whose process waited ``sched_delay_ms`` per wake-up, and was kept off every CPU for
+    # ``starved`` of the interval was starved: its work took longer than it would have on a
+    # machine of its own, and packets waited for it
     starved: float = 0.20
     starved_demand: float = 0.50
     # mean time a process's threads waited for a CPU each time they were scheduled in, while
