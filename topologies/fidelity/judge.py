@@ -203,6 +203,8 @@ def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[s
                 s["backlogged_mbit_s_min"] = round(low, 2)
             if fig.queued and fig.configured:
                 s["queued"] += 1
+                if coarse_short(fig, th):  # what the two samples alone say (read finely after)
+                    s["short_by_samples"] = s.get("short_by_samples", 0) + 1
                 found = short_share(fig, th)
                 if found is not None:
                     now_short.add(name)
