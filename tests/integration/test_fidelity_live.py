@@ -3,8 +3,11 @@
 Starvation on purpose, large enough to be unmistakable on a busy two-core machine: every
 thread of the victim is pinned to CPU 0 under the normal scheduler at nice 19 (its session's
 autogroup too), beside two busy loops pinned there, for a few seconds of a transfer; it then
-gets about 1 % of a CPU. Linux target (root): the sending agent is the victim. BMv2 (root,
-``bmv2``): every switch is. A quiet run at the calibrated link rate (the default where this
+gets about 1 % of a CPU. Without autogroups (``kernel.sched_autogroup_enabled=0``) a starved
+switch's threads wanted under half a core and waited 23-55 % of each second, 7-15 ms per
+wake-up, which counts as *starved* (``judge.process_problems``) as a thread wanting more
+does. Linux target (root): the sending agent is the victim. BMv2 (root, ``bmv2``): every
+switch is. A quiet run at the calibrated link rate (the default where this
 machine has no calibration) must be *faithful*. Prefix ``fq``; each fabric must leave nothing.
 """
 

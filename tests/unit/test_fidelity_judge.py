@@ -94,6 +94,21 @@ def test_starved_needs_both_the_wait_and_the_demand() -> None:
     assert reasons(run(bad=replace(hungry, demand=th.starved_demand - 0.1, cpu=0.01))) == []
 
 
+def test_starved_counts_long_waits_per_wake_up_of_a_thread_that_wants_little() -> None:
+    """A software switch that wakes for every packet uses a few % of a core; kept off the CPU
+    (pinned beside busy loops, without autogroup) it waited 23-55 % of each second at 7-15 ms
+    per wake-up while wanting under half a core: starved, although neither its demand nor its
+    CPU reached the other rules' floors."""
+    th = DEFAULT
+    switch = proc(cpu=0.01, demand=0.4, waited=th.starved + 0.05, delay=th.sched_delay_ms * 5)
+    out = reasons(run(bad=switch))
+    assert len(out) == 1 and "starved" in out[0] and "ms per wake-up" in out[0], out
+    # waits that short per wake-up are a busy machine's ordinary latency, not starvation
+    assert reasons(run(bad=replace(switch, delay_ms=th.sched_delay_ms - 0.5))) == []
+    # and long waits that add up to little of the interval decide nothing
+    assert reasons(run(bad=replace(switch, waited=th.starved - 0.05))) == []
+
+
 def test_starved_and_cpu_bound_are_one_reason_each() -> None:
     out = reasons(run(bad=proc(cpu=0.2, demand=1.0, waited=0.8)))
     assert len(out) == 1 and "starved" in out[0] and "waited for one 80%" in out[0]

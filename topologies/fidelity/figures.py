@@ -21,6 +21,28 @@ QUEUED_MIN_BYTES = 3000  # two full frames: a queue that held less was only pass
 HELD_MIN = 0.5
 
 
+@dataclass
+class Backlogged:
+    """One link read every few tens of ms (``backlog.FineReader``): the steps whose queue held
+    at least ``QUEUED_MIN_BYTES`` at both ends, how long they lasted and what the link sent in
+    them. A link fed in bursts sends at its rate in such steps and idles, its queue empty, in
+    others; a link the machine does not serve falls short in them."""
+
+    seconds: float = 0.0
+    bytes: int = 0
+    read_s: float = 0.0  # the time its reads covered in all
+
+    def add_step(self, before: QdiscStats, after: QdiscStats, dt: float) -> None:
+        self.read_s += dt
+        if before.backlog_bytes >= QUEUED_MIN_BYTES and after.backlog_bytes >= QUEUED_MIN_BYTES:
+            self.seconds += dt
+            self.bytes += max(0, after.bytes - before.bytes)
+
+    @property
+    def mbit_s(self) -> float:
+        return self.bytes * 8 / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class ProcessKey:
     """A watched process: its role (bmv2, shim, agent, controller), name and pid."""
@@ -55,6 +77,8 @@ class RawSample:
     switch_queues: dict[str, int] = field(default_factory=dict)  # BMv2 switch -> deepest queue
     # ifname -> rate-limited HTB classes a frame passes (qdiscs.held_levels; absent: 1)
     held_levels: dict[str, int] = field(default_factory=dict)
+    # ifname -> its fine reads since the previous sample (only links read finely: suspects)
+    backlogged: dict[str, Backlogged] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,6 +99,7 @@ class LinkFig:
     queued: bool  # its queue held packets at both ends of the interval and the rate held it back
     backlog: int  # packets in its queue at the end of the interval
     held: float = 0.0  # times the rate held a packet back, per packet sent (HTB overlimits / packets)
+    fine: Backlogged | None = None  # read finely in this interval: its steps with a standing queue
 
 
 @dataclass
@@ -135,7 +160,9 @@ def link_fig(link: LinkDir, a: RawSample, b: RawSample, dt: float) -> LinkFig:
         and q1.backlog_bytes >= QUEUED_MIN_BYTES
         and held >= HELD_MIN
     )
-    return LinkFig(link, mbit, b.rates.get(link.ifname), queued, 0 if q1 is None else q1.qlen, round(held, 3))
+    backlog = 0 if q1 is None else q1.qlen
+    fine = b.backlogged.get(link.ifname)
+    return LinkFig(link, mbit, b.rates.get(link.ifname), queued, backlog, round(held, 3), fine)
 
 
 def interval(a: RawSample, b: RawSample, links: list[LinkDir]) -> Interval:

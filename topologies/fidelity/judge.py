@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from topologies.fidelity.figures import Interval, ProcessFig
+from topologies.fidelity.figures import Interval, LinkFig, ProcessFig
 from topologies.fidelity.thresholds import DEFAULT, Thresholds
 
 # Kinds of drops that are not by design (Drops.by_kind), in the words of the verdict.
@@ -94,7 +94,11 @@ def counted(bad: int, of: int, th: Thresholds) -> bool:
 def process_problems(fig: ProcessFig, th: Thresholds) -> list[str]:
     """What was wrong with one process in one interval (empty: nothing)."""
     out = []
-    if fig.waited >= th.starved and fig.demand >= th.starved_demand:
+    # kept off the CPU for a good part of the interval, either wanting much of a core or at
+    # long waits per wake-up: a switch that wakes for each packet and uses 1 % of a core is
+    # starved when each packet waits milliseconds for it (its demand never reaches half a core)
+    long_waits = fig.delay_ms >= th.sched_delay_ms
+    if fig.waited >= th.starved and (fig.demand >= th.starved_demand or long_waits):
         out.append("starved")
     elif fig.demand >= th.saturated:
         out.append("cpu-bound")
@@ -138,19 +142,49 @@ def _how(problem: str, figs: list[ProcessFig]) -> str:
         return f"(thread {worst.busiest} wanted {worst.demand:.0%} of a core)"
     if problem == "starved":
         worst = max(figs, key=lambda f: f.waited)
-        return f"(wanted {worst.demand:.0%} of a core, waited for one {worst.waited:.0%} of the time)"
+        return (
+            f"(wanted {worst.demand:.0%} of a core, waited for one {worst.waited:.0%} of the time, "
+            f"{worst.delay_ms:.1f} ms per wake-up)"
+        )
     return f"(up to {max(f.delay_ms for f in figs):.1f} ms run-queue wait per wake-up)"
+
+
+def coarse_short(fig: LinkFig, th: Thresholds) -> bool:
+    """Short by the interval's two samples alone: its queue held packets at both, and it carried
+    less than its rate times the share of its frames the rate held back."""
+    return bool(
+        fig.queued and fig.configured and fig.mbit_s < th.link_min_share * fig.configured * min(1.0, fig.held)
+    )
+
+
+def short_share(fig: LinkFig, th: Thresholds) -> tuple[float, bool] | None:
+    """(share of its rate, judged on fine reads) when the link fell short in this interval.
+
+    Two samples a second apart cannot tell a link fed in bursts from one the machine did not
+    serve: both start and end the second with a queue, HTB holds back nearly every frame
+    (within a burst as much as when starved), and both carry part of their rate. A link short
+    by them is read every ``backlog_step_s`` from then on (``backlog.FineReader``); read so, it
+    is judged on the steps its queue stood at both ends: a burst's steps go at the rate, and a
+    link that had a standing queue for less than ``backlogged_min_s`` was fed in bursts."""
+    if not coarse_short(fig, th):
+        return None
+    assert fig.configured  # coarse_short checked it
+    fine = fig.fine
+    if fine is None or fine.read_s < th.fine_min_read_s:
+        return fig.mbit_s / fig.configured, False
+    share = fine.mbit_s / fig.configured
+    if fine.seconds < th.backlogged_min_s or share >= th.link_min_share:
+        return None
+    return share, True
 
 
 def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[str, Any]]:
     """Links that carried less than their rate while their queue held packets.
 
-    Two samples a second apart cannot tell a link that idled between two bursts (a transfer
-    that ended and the next that began, a sender's timeout) from one the machine did not
-    serve: both start and end the second with a queue and carry part of their rate. Only a
-    shortfall in two active intervals in a row counts (the second of them), since a gap
-    between bursts lasts one, and a link the machine cannot serve stays short."""
-    short: dict[str, list[tuple[float, float]]] = defaultdict(list)  # (share, configured Mbit/s)
+    Only a shortfall in two active intervals in a row counts (the second of them): a gap
+    between bursts (a transfer that ended and the next that began, a sender's timeout) can
+    leave one second short, and a link the machine cannot serve stays short."""
+    short: dict[str, list[tuple[float, float, bool]]] = defaultdict(list)  # share, Mbit/s, fine
     stats: dict[str, dict[str, Any]] = {}
     was_short: set[str] = set()
     for iv in runs:
@@ -164,22 +198,30 @@ def judge_links(runs: list[Interval], th: Thresholds) -> tuple[list[str], dict[s
             s["mbit_s_max"] = round(max(s["mbit_s_max"], fig.mbit_s), 2)
             s["backlog_max"] = max(s["backlog_max"], fig.backlog)
             s["held_max"] = max(s.get("held_max", 0.0), fig.held)
+            if fig.fine is not None and fig.fine.seconds > 0:
+                low = min(s.get("backlogged_mbit_s_min", fig.fine.mbit_s), fig.fine.mbit_s)
+                s["backlogged_mbit_s_min"] = round(low, 2)
             if fig.queued and fig.configured:
                 s["queued"] += 1
-                # a link that waited for tokens for only part of its packets idled for part of
-                # the second: it owes its rate only for that part
-                if fig.mbit_s < th.link_min_share * fig.configured * min(1.0, fig.held):
+                if coarse_short(fig, th):  # what the two samples alone say (read finely after)
+                    s["short_by_samples"] = s.get("short_by_samples", 0) + 1
+                found = short_share(fig, th)
+                if found is not None:
                     now_short.add(name)
                     if name in was_short:
-                        short[name].append((fig.mbit_s / fig.configured, fig.configured))
+                        short[name].append((found[0], fig.configured, found[1]))
         was_short = now_short
     reasons = []
     for name, shares in sorted(short.items()):
         if counted(len(shares), stats[name]["queued"], th):
-            share, rate = min(shares)
+            share, rate, fine = min(shares)
+            how = (
+                f"while its queue stood (read every {th.backlog_step_s * 1000:g} ms)"
+                if fine
+                else ("with packets queued")
+            )
             reasons.append(
-                f"link {name} carried as little as {share:.0%} of its "
-                f"{rate:g} Mbit/s with packets queued, "
+                f"link {name} carried as little as {share:.0%} of its {rate:g} Mbit/s {how}, "
                 f"in {len(shares)} of {stats[name]['queued']} s (each the second of a short pair)"
             )
     return reasons, {k: v for k, v in stats.items() if v["mbit_s_max"] > 0 or v["queued"]}

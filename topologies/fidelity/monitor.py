@@ -31,7 +31,7 @@ from typing import Any
 from mrc_fabric.recording import FIDELITY_FILE
 from topologies.fidelity import drops as drop_counts
 from topologies.fidelity.figures import Interval, RawSample, interval
-from topologies.fidelity.judge import Drops, Verdict, judge
+from topologies.fidelity.judge import Drops, Verdict, coarse_short, judge
 from topologies.fidelity.sampler import Sampler, WatchPlan
 from topologies.fidelity.thresholds import DEFAULT, Thresholds
 
@@ -70,7 +70,7 @@ class FidelityMonitor:
         self.rate_source = rate_source
         self.th = thresholds
         self.ports = ports or {}  # BMv2: (switch, P4 port) -> interface
-        self.sampler = Sampler(plan)
+        self.sampler = Sampler(plan, backlog_step_s=thresholds.backlog_step_s)
         self.intervals: list[Interval] = []
         self.dropped_intervals = 0
         self._last: RawSample | None = None
@@ -115,16 +115,19 @@ class FidelityMonitor:
             except Exception as exc:  # one bad sample (a namespace going away) must not end it
                 log.warning("fidelity sample failed: %s: %s", type(exc).__name__, exc)
 
-    def _sample(self) -> RawSample:
+    def _sample(self, fine: bool = False) -> RawSample:
         with self._sampling:
-            return self.sampler.sample()
+            return self.sampler.sample(fine)
 
     def _take(self) -> RawSample:
-        """A sample that closes an interval (the sampling thread's, and the last one)."""
-        sample = self._sample()
+        """A sample that closes an interval (the sampling thread's, and the last one); the
+        links it finds short are read finely until one is not (``backlog.py``)."""
+        sample = self._sample(fine=True)
         with self._lock:
             if self._last is not None:
-                self.intervals.append(interval(self._last, sample, self.plan.links))
+                iv = interval(self._last, sample, self.plan.links)
+                self.intervals.append(iv)
+                self.sampler.watch({f.link.ifname for f in iv.links if coarse_short(f, self.th)})
                 if len(self.intervals) > MAX_INTERVALS:
                     del self.intervals[0]
                     self.dropped_intervals += 1

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from topologies.fidelity import procfs
+from topologies.fidelity.backlog import FineReader
 from topologies.fidelity.bmv2_queues import Bmv2Queues
 from topologies.fidelity.figures import LinkDir, ProcessKey, RawSample
 from topologies.fidelity.qdiscs import NamespaceQdiscs, QdiscStats
@@ -42,9 +43,11 @@ class WatchPlan:
 @dataclass
 class Sampler:
     plan: WatchPlan
+    backlog_step_s: float = 0.05  # how often links named by watch() are read (backlog.py)
     names: dict[int, str] = field(default_factory=dict)
     readers: list[NamespaceQdiscs] = field(default_factory=list)
     queues: Bmv2Queues | None = None
+    fine: FineReader | None = None
     _rates: dict[str, float] = field(default_factory=dict)
     _levels: dict[str, int] = field(default_factory=dict)
     _count: int = 0
@@ -55,16 +58,26 @@ class Sampler:
                 self.readers.append(NamespaceQdiscs(label, pid, ifnames).start())
         if self.plan.bmv2_thrift:
             self.queues = Bmv2Queues(self.plan.bmv2_thrift)
+        self.fine = FineReader(self.readers, self.backlog_step_s)
         return self
 
+    def watch(self, ifnames: set[str]) -> None:
+        """Read these links' queues finely from now on (the ones that fell short)."""
+        if self.fine is not None:
+            self.fine.watch(ifnames)
+
     def close(self) -> None:
+        if self.fine is not None:
+            self.fine.close()
         for r in self.readers:
             r.close()
         self.readers.clear()
         if self.queues is not None:
             self.queues.close()
 
-    def sample(self) -> RawSample:
+    def sample(self, fine: bool = False) -> RawSample:
+        """Everything now; ``fine``: with the fine reads since the last such sample (the ones
+        that close the monitor's intervals take them, a mark or a verdict's tail does not)."""
         t = time.monotonic()
         tasks = {key: procfs.task_times(key.pid, self.names) for key in self.plan.processes()}
         ifstats: dict[str, procfs.IfStats] = {}
@@ -89,6 +102,7 @@ class Sampler:
             dict(self._rates),
             self.queues.read() if self.queues is not None else {},
             dict(self._levels),
+            self.fine.take() if fine and self.fine is not None else {},
         )
 
 

@@ -27,9 +27,10 @@ class Thresholds:
     # a thread that ran or waited to run for this share of an interval never idled: it is the
     # bottleneck, whatever the links are set to (CPU-bound)
     saturated: float = 0.90
-    # a thread that wanted at least ``starved_demand`` of a core (running or waiting to run) and
-    # was kept off every CPU for ``starved`` of the interval was starved: its work took longer
-    # than it would have on a machine of its own, and packets waited for it
+    # a thread that wanted at least ``starved_demand`` of a core (running or waiting to run), or
+    # whose process waited ``sched_delay_ms`` per wake-up, and was kept off every CPU for
+    # ``starved`` of the interval was starved: its work took longer than it would have on a
+    # machine of its own, and packets waited for it
     starved: float = 0.20
     starved_demand: float = 0.50
     # mean time a process's threads waited for a CPU each time they were scheduled in, while
@@ -42,6 +43,14 @@ class Thresholds:
     # the share of its packets its rate held back (the part of the second it was backlogged)
     # in two active intervals in a row (judge.judge_links: one short second is a gap between bursts)
     link_min_share: float = 0.90
+    # a link short by the two samples of an interval is read every ``backlog_step_s`` from then
+    # on, and judged on the steps its queue held packets at both ends (judge.short_share): a
+    # link fed in bursts sends at its rate in them and idles empty in between; one with a
+    # standing queue for less than ``backlogged_min_s`` of a second was fed in bursts. Fine
+    # reads covering less than ``fine_min_read_s`` of it leave the interval to its two samples.
+    backlog_step_s: float = 0.05
+    backlogged_min_s: float = 0.25
+    fine_min_read_s: float = 0.5
     # -- drops that are not by design (qdiscs, rings, socket buffers, BMv2 queues) ---------
     # at most this share of the frames the fabric carried (MRC takes an unexplained loss for a
     # failed path, so the allowance is tiny)
