@@ -75,8 +75,9 @@ class EvTable:
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._ctl_cursor = 0
+        self._ctl_cursors = [0] * self.planes  # per plane (``next_control_ev``)
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
-        self._usable_cache: list[EvEntry] | None = None
+        self._control_cache: list[list[EvEntry]] | None = None  # (``next_control_ev``)
         self.next_liveness_ns: int | None = None  # when liveness probes are next due (ev_probe)
         # the earliest probe due of a retired EV on an up plane (``earliest_probe_ns``): asked
         # after every packet with dozens of EVs retired, kept until a state change, a probe
@@ -186,7 +187,7 @@ class EvTable:
     def _deactivate(self, e: EvEntry) -> None:
         """Take ``e`` out of the rotation or the backups; promote a backup of its plane
         (one on another T1 if there is one: the same path is likely dead as well)."""
-        self._usable_cache = None
+        self._control_cache = None
         if e.active:
             self.active[e.plane].remove(e)
             e.active = False
@@ -205,7 +206,7 @@ class EvTable:
         stepped in while it was out), the rotation gives back an EV of the T1 that has
         the most of them, so the restored path regains its share instead of waiting
         among the backups for a failure elsewhere."""
-        self._usable_cache = None
+        self._control_cache = None
         lst = self.active[e.plane]
         e.active = True
         lst.append(e)
@@ -248,7 +249,7 @@ class EvTable:
         """This host's NIC port-status bitmap; returns the bitmap of planes that just went down."""
         before = self.local_ports & self.peer_ports
         self.local_ports = bitmap & ((1 << self.planes) - 1)
-        self._usable_cache = None
+        self._control_cache = None
         self._earliest_probe_stale = True
         return before & ~(self.local_ports & self.peer_ports)
 
@@ -260,7 +261,7 @@ class EvTable:
             return 0
         before = self.local_ports & self.peer_ports
         self.peer_ports = bitmap
-        self._usable_cache = None
+        self._control_cache = None
         self._earliest_probe_stale = True
         return before & ~(self.local_ports & self.peer_ports)
 
