@@ -142,29 +142,6 @@ class EvSet(SharedEvTable):
             return usable[self._ctl_cursor % len(usable)].value
         return self.last_resort_ev()
 
-    def control_evs(self, plane: int) -> list[EvEntry]:
-        """The active EVs of ``plane`` that carry control (``control_evs_per_plane``): on as
-        many paths (T1s) as there are, the first EV of each path in rotation order, then
-        more in turn. A few EVs carry control because each one used must be kept proven
-        alive (liveness probes, which cost bandwidth on a big set). Taken from the front of
-        the rotation alone, they could all sit on one or two T1s: with three of four T1s of
-        each plane dead, some seeds lost every SACK to dead paths, and the sender could
-        learn nothing but by timeout while live paths stood by."""
-        n = self.cfg.control_evs_per_plane
-        picked: list[EvEntry] = []
-        rest = list(self.active[plane])
-        while rest and len(picked) < n:
-            seen: set[int] = set()
-            later: list[EvEntry] = []
-            for e in rest:
-                if e.t1 in seen or len(picked) >= n:
-                    later.append(e)
-                else:
-                    seen.add(e.t1)
-                    picked.append(e)
-            rest = later
-        return picked
-
     # ---- state changes ----------------------------------------------------------------
 
     def _penalize(self, ev: int, now_ns: int, event: EvEvent) -> bool:

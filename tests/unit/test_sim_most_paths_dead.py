@@ -60,3 +60,27 @@ def test_six_of_eight_paths_dead_cost_each_fault_its_floor(seed: int) -> None:
     assert max(f["data_packets_lost"] for f in r["faults"]) <= limit
     assert r["losses"]["rto_fired"] == 0
     assert r["completion_time_us"] <= 1.3 * clean["completion_time_us"]
+
+
+def test_an_answer_takes_our_ev_of_the_path_its_packet_came_by() -> None:
+    s = make(max_evs=32)
+    peer = (1 << 28) | (2 << 18) | 12345  # the peer's EV: plane 1, T1 2
+    ev = s.control_ev_on_path(peer)
+    assert ev is not None and (ev >> 28, (ev >> 18) & 0x3FF) == (1, 2)
+    assert ev in s.active_evs()
+    s.set_local_ports(0b01)  # plane 1's port went down: not there
+    assert s.control_ev_on_path(peer) is None
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_a_transfers_tail_caught_by_six_dead_paths_is_not_resent_at_doubled_timeouts(seed: int) -> None:
+    """2 MiB, the six T1s fail at 100 us (the transfer's last packets): on main seeds 0 and 5
+    took 17.4 x the fault-free time, their tail's SACKs lost on dead reverse paths and its
+    packets declared lost one or two per timeout, each doubled."""
+    shape = most_dead_shape()
+    faults = [f.replace("@200us", "@100us") for f in MOST_DEAD_FAULTS]
+    clean = Simulation(SimConfig(shape=shape, size=2 << 20, seed=seed)).run()
+    r = Simulation(SimConfig(shape=shape, size=2 << 20, faults=faults, seed=seed)).run()
+    assert r["completed"] and r["data_ok"]
+    assert r["completion_time_us"] <= 2.0 * clean["completion_time_us"]
+    assert r["losses"]["rto_fired"] <= 2
