@@ -26,10 +26,15 @@ class ControlOut:
         self.c = counters
         self._retire = retire  # noted as sent for the liveness checks only where paths retire
 
-    def send(self, msg: Message, out: list[Action], plane: int | None, now_ns: int) -> int | None:
-        """Send ``msg`` on a control EV (of ``plane`` when it can): the EV chosen, None when
-        no EV is usable (nothing is sent)."""
-        ev = self.evset.next_control_ev(plane)
+    def send(
+        self, msg: Message, out: list[Action], plane: int | None, now_ns: int, path_of: int = -1
+    ) -> int | None:
+        """Send ``msg`` on a control EV (of ``plane`` when it can), or on our EV of the path of
+        the peer's EV ``path_of`` (the packet answered; ``EvSet.control_ev_on_path``) when we
+        have one: the EV chosen, None when no EV is usable (nothing is sent)."""
+        ev = self.evset.control_ev_on_path(path_of) if path_of >= 0 else None
+        if ev is None:
+            ev = self.evset.next_control_ev(plane)
         if ev is None:
             return None
         if self._retire:

@@ -75,8 +75,10 @@ class EvTable:
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._ctl_cursor = 0
+        self._ctl_cursors = [0] * self.planes  # per plane (``next_control_ev``)
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
-        self._usable_cache: list[EvEntry] | None = None
+        self._control_cache: list[list[EvEntry]] | None = None  # (``next_control_ev``)
+        self._path_control: dict[int, int] | None = None  # path -> EV (``control_ev_on_path``)
         self.next_liveness_ns: int | None = None  # when liveness probes are next due (ev_probe)
         # the earliest probe due of a retired EV on an up plane (``earliest_probe_ns``): asked
         # after every packet with dozens of EVs retired, kept until a state change, a probe
@@ -149,6 +151,50 @@ class EvTable:
         self.entries[value] = e
         return e
 
+    def control_ev_on_path(self, ev: int) -> int | None:
+        """An EV of ours in the rotation on the path (plane, T1) that ``ev`` -- the peer's, on
+        which a packet just reached us -- names: the path an answer to that packet takes.
+        That path has just proved it delivers, while our own control EVs may sit on dead T1s,
+        found only by the echoes of data (which stops coming at a transfer's tail) or by a
+        liveness probe 10 RTT later: with three of four T1s dead in both planes, a 2 MiB
+        transfer's last packets were resent five times at doubled timeouts (17 x the
+        fault-free time). None: we have none there (or its plane is down)."""
+        paths = self._path_control
+        if paths is None:
+            paths = {}
+            for plane in self.active:
+                for e in plane:
+                    if e.value >> T1_SHIFT not in paths:
+                        paths[e.value >> T1_SHIFT] = e.value
+            self._path_control = paths
+        mine = paths.get(ev >> T1_SHIFT)
+        if mine is None or not self.plane_up(mine >> PLANE_SHIFT):
+            return None
+        return mine
+
+    def control_evs(self, plane: int) -> list[EvEntry]:
+        """The active EVs of ``plane`` that carry control (``control_evs_per_plane``): on as
+        many paths (T1s) as there are, the first EV of each path in rotation order, then
+        more in turn. A few EVs carry control because each one used must be kept proven
+        alive (liveness probes, which cost bandwidth on a big set). Taken from the front of
+        the rotation alone, they could all sit on one or two T1s: with three of four T1s of
+        each plane dead, some seeds lost every SACK to dead paths, and the sender could
+        learn nothing but by timeout while live paths stood by."""
+        n = self.cfg.control_evs_per_plane
+        picked: list[EvEntry] = []
+        rest = list(self.active[plane])
+        while rest and len(picked) < n:
+            seen: set[int] = set()
+            later: list[EvEntry] = []
+            for e in rest:
+                if e.t1 in seen or len(picked) >= n:
+                    later.append(e)
+                else:
+                    seen.add(e.t1)
+                    picked.append(e)
+            rest = later
+        return picked
+
     def schedule_probe(self, e: EvEntry, at_ns: int) -> None:
         """``e`` (retired) is next probed at ``at_ns``."""
         e.next_probe_ns = at_ns
@@ -186,7 +232,8 @@ class EvTable:
     def _deactivate(self, e: EvEntry) -> None:
         """Take ``e`` out of the rotation or the backups; promote a backup of its plane
         (one on another T1 if there is one: the same path is likely dead as well)."""
-        self._usable_cache = None
+        self._control_cache = None
+        self._path_control = None
         if e.active:
             self.active[e.plane].remove(e)
             e.active = False
@@ -205,7 +252,8 @@ class EvTable:
         stepped in while it was out), the rotation gives back an EV of the T1 that has
         the most of them, so the restored path regains its share instead of waiting
         among the backups for a failure elsewhere."""
-        self._usable_cache = None
+        self._control_cache = None
+        self._path_control = None
         lst = self.active[e.plane]
         e.active = True
         lst.append(e)
@@ -248,7 +296,8 @@ class EvTable:
         """This host's NIC port-status bitmap; returns the bitmap of planes that just went down."""
         before = self.local_ports & self.peer_ports
         self.local_ports = bitmap & ((1 << self.planes) - 1)
-        self._usable_cache = None
+        self._control_cache = None
+        self._path_control = None
         self._earliest_probe_stale = True
         return before & ~(self.local_ports & self.peer_ports)
 
@@ -260,7 +309,8 @@ class EvTable:
             return 0
         before = self.local_ports & self.peer_ports
         self.peer_ports = bitmap
-        self._usable_cache = None
+        self._control_cache = None
+        self._path_control = None
         self._earliest_probe_stale = True
         return before & ~(self.local_ports & self.peer_ports)
 

@@ -114,24 +114,29 @@ class EvSet(SharedEvTable):
         return choices[self._ctl_cursor % len(choices)].value
 
     def next_control_ev(self, plane: int | None = None) -> int | None:
-        """EV for a SACK/NACK/PROBE_ACK: rotate over usable active EVs, never serving SKIPs.
+        """EV for a SACK/NACK/PROBE_ACK: rotate over a few usable active EVs per plane
+        (``control_evs``), never serving SKIPs.
 
         With ``plane`` (the plane the packet being answered arrived on) the answer goes
         back on that plane when it has a usable EV: a plane the peer has stopped sending
         on -- failed, or its port down -- then stops carrying our answers too, without
         waiting for our own detection of the dead reverse path."""
-        n = self.cfg.control_evs_per_plane
+        lists = self._control_cache
+        if lists is None:
+            # (per plane, then the up planes' together, last: rebuilt when the rotation or a
+            # port changes)
+            lists = [self.control_evs(p) for p in range(self.planes)]
+            lists.append([e for p in range(self.planes) if self.plane_up(p) for e in lists[p]])
+            self._control_cache = lists
         if plane is not None and 0 <= plane < self.planes and self.plane_up(plane):
-            lst = self.active[plane]
+            lst = lists[plane]
             if lst:
-                self._ctl_cursor += 1
-                return lst[self._ctl_cursor % min(len(lst), n)].value
-        usable = self._usable_cache
-        if usable is None:
-            # a few EVs per plane carry control: each one used must be kept proven alive
-            # (liveness probes), and probing every data EV of a big set costs real bandwidth
-            usable = [e for plane in self.active for e in plane[:n] if self.plane_up(e.plane)]
-            self._usable_cache = usable
+                # (a cursor per plane: one shared, with answers alternating between two planes,
+                # served every other control EV of each and never the rest)
+                k = self._ctl_cursors[plane] + 1
+                self._ctl_cursors[plane] = k
+                return lst[k % len(lst)].value
+        usable = lists[self.planes]
         if usable:
             self._ctl_cursor += 1
             return usable[self._ctl_cursor % len(usable)].value

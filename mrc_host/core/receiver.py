@@ -49,6 +49,7 @@ from .sack_by_seq import SackBySeq
 
 _RETX: Final = int(DataFlag.RETRANSMISSION)
 _RETX_OR_LAST: Final = int(DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE)
+_LAST: Final = int(DataFlag.LAST_OF_MESSAGE)
 OWD_SPREAD_DECAY: Final = 1 - 1 / 256  # per packet: the jitter estimate forgets over a few windows
 OWD_FLOOR_CREEP: Final = 4096  # per packet above the floor: the floor follows clock drift, slowly
 _CE: Final = int(Ecn.CE)  # compiled, ``ecn == _CE`` is a native compare
@@ -151,7 +152,7 @@ class Receiver:
                     and self.evset.ack_lost(sent.ev, now_ns)
                 ):
                     c.reverse_ev_retired += 1
-            self._send_ack(pkt, now_ns, out, duplicate=True)
+            self._send_ack(pkt, now_ns, out, duplicate=True, on_path=True)
             return
         if offset >= self.cfg.rx_window:
             c.out_of_window += 1
@@ -190,7 +191,7 @@ class Receiver:
             if self.ack_deadline is None:
                 self.ack_deadline = now_ns + self.cfg.ack_delay_ns
             return
-        self._send_ack(pkt, now_ns, out)
+        self._send_ack(pkt, now_ns, out, on_path=bool(flags & _LAST))
 
     def _mark(self, seq: int, out: list[Action]) -> None:
         held = self.out_of_order
@@ -224,7 +225,16 @@ class Receiver:
             bitmap |= self.out_of_order.bitmap(base, SACK_BITMAP_BITS)
         return base, bitmap
 
-    def _send_ack(self, trigger: DataPacket, now_ns: int, out: list[Action], duplicate: bool = False) -> None:
+    def _send_ack(
+        self,
+        trigger: DataPacket,
+        now_ns: int,
+        out: list[Action],
+        duplicate: bool = False,
+        on_path: bool = False,
+    ) -> None:
+        """The SACK for ``trigger``; ``on_path`` (a duplicate, a message's last packet: a SACK
+        whose loss costs a timeout) on the path it came by, if we have an EV there."""
         base, bitmap = self._bitmap(unwrap(trigger.psn, self.expected))
         sack = Sack(
             self.peer_qp,
@@ -237,7 +247,8 @@ class Receiver:
             port_status=self.control.port_status(),
             duplicate=duplicate,
         )
-        ev = self.control.send(sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns)
+        path_of = trigger.meta.ev if on_path else -1
+        ev = self.control.send(sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns, path_of)
         self.c.sacks_sent += 1
         if ev is not None:
             sent = SackSent(ev, now_ns)  # one record for every PSN this SACK answers
