@@ -78,8 +78,8 @@ class NicClock:
 
     def hold(self, in_flight: dict[int, TxRecord], now_ns: int) -> None:
         """Before the timers' rules run: a packet still at the NIC leaves no sooner than now."""
-        if not self.reported:
-            return
+        if not self.waiting:
+            return  # (nothing at the NIC: no ``at_nic`` record to look for)
         held = False
         for rec in in_flight.values():
             if rec.at_nic:
