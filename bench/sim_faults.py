@@ -1,4 +1,4 @@
-"""Faults that add up, paths that come back, dead reverse paths (issue 26's mrc-sim figures).
+"""Faults that add up, paths that come back, dead reverse paths, a dead path under an incast.
 
 Why: the transport handled one fault at a time; what breaks is a second and third fault
 (the ``ev_min_active`` floor kept traffic on dead paths) and a fault that clears (the
@@ -19,7 +19,10 @@ from typing import Any
 from bench.sim_bench import finish, record_head, save_figure, start
 from mrc_fabric.ev import ev_plane
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
+from mrc_host.sim.faults import parse_fault
+from mrc_host.sim.network import START_NS, FlowSpec, Network
 from mrc_host.sim.scenario import SimConfig, Simulation
+from mrc_host.sim.traffic import Job, point_to_point
 
 from .sim_transport import link_delay_for_rtt
 
@@ -37,6 +40,11 @@ SHORT_LINK_DELAY_NS = FabricShape().link_delay_ns
 # most paths dead at once: three of four T1s of both planes stop together (6 of 8 paths)
 MOST_DEAD_FAULTS = tuple(f"switch-down:p{p}-t1_{t}@{FIRST_US}us" for p in (0, 1) for t in (1, 2, 3))
 MOST_DEAD_SIZE = 8 << 20
+# a failure under congestion: 8 -> 1 incast, the receiver T0's uplink to one T1 black-holed
+# once the incast is steady (issue 45 item 2)
+INCAST_FAULT = "blackhole:p0-t0_0-t1_1"
+INCAST_FAULT_AT_NS = 150_000
+INCAST_SIZE = 4 << 20
 
 
 def most_dead_shape() -> FabricShape:
@@ -177,6 +185,53 @@ def most_dead_toml(seed: int) -> str:
         f'[[traffic]]\npattern = "flow"\nname = "flow"\nsrc = 0\ndst = {shape.hosts - 1}\n'
         f"size = {MOST_DEAD_SIZE}\n"
     )
+
+
+def incast_fault(seeds: range) -> dict[str, Any]:
+    """8 -> 1 incast (2 x 4, 3 T0s, 21 us, 4 MiB each) with ``INCAST_FAULT`` at 150 us, while
+    the receiver's last hop trims: the data lost in the black hole against its floor (the data
+    that entered the link in the base RTT before it failed) and the aim 1.3 x floor + 1."""
+    shape = FabricShape(
+        planes=2, t0=3, t1=4, hosts_per_t0=4, link_delay_ns=link_delay_for_rtt(COMPOUND_RTT_US)
+    )
+    at = INCAST_FAULT_AT_NS
+    per_seed = []
+    for seed in seeds:
+        net = Network(shape, seed)
+        job = point_to_point(
+            net, Job("incast", "incast", 0), FlowSpec("x", 0, 0), [(s, 0) for s in range(4, 12)], INCAST_SIZE
+        )
+        net.add_fault(parse_fault(f"{INCAST_FAULT}@{at}ns", 0))
+        link = net.fabric.ports[("p0-t1_1", "p0-t0_0")]
+        rtt = job.connections[0].base_rtt_ns
+        seen: list[int] = []
+        for t in (at - rtt, at):
+            net.loop.at(START_NS + t, lambda port=link, into=seen: into.append(port.tx_data_bytes))
+        net.run(200_000_000)
+        floor = (seen[1] - seen[0]) / 4096
+        lost = net.faults[0].data_dropped
+        conns = job.connections
+        per_seed.append(
+            {
+                "seed": seed,
+                "completed": job.completion_ns is not None and all(c.data_ok for c in conns),
+                "lost": lost,
+                "floor": floor,
+                "lost_over_floor": lost / max(floor, 1.0),
+                "within_aim": lost <= 1.3 * floor + 1,
+                "rtos": sum(c.sender.counters.rto_fired for c in conns),
+                "completion_us": (job.completion_ns or 0) / 1e3,
+            }
+        )
+        print(f"   incast fault, seed {seed}: {per_seed[-1]}", flush=True)
+    return {
+        "spec": f"{INCAST_FAULT}@{at}ns",
+        "lost_over_floor": spread([x["lost_over_floor"] for x in per_seed]),
+        "within_aim": sum(x["within_aim"] for x in per_seed),
+        "completed": all(x["completed"] for x in per_seed),
+        "rtos": sum(x["rtos"] for x in per_seed),
+        "seeds": per_seed,
+    }
 
 
 def _snapshot(ports: dict[str, Any], into: dict[str, int]) -> None:
@@ -350,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     data["compound_short_rtt"] = compound(seeds, (16 if args.quick else 32) << 20, SHORT_LINK_DELAY_NS)
     data["restore"] = restore(seeds, 64 << 20)
     data["reverse"] = reverse_path(seeds, (16 if args.quick else 32) << 20)
+    data["incast_fault"] = incast = incast_fault(seeds)
     data["most_dead"] = most_dead(range(10))  # (8 MiB: cheap, and seeds 0 and 8 were the worst)
     (args.out / "most_paths_dead.toml").write_text(most_dead_toml(0))
     data["seconds"] = round(time.monotonic() - started, 1)
@@ -366,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
         "reverse_found_within_3_rtt": data["reverse"]["within_3_rtt"],
         "most_dead_loss_per_fault_within_floor": data["most_dead"]["within"],
         "most_dead_job_le_1.3_of_clean": data["most_dead"]["job_over_clean"]["max"] <= 1.3,
+        # (the aim, 1.3 x floor + 1, is not a target yet: ``within_aim`` counts the seeds that
+        # meet it -- none; the transport doc says why)
+        "incast_fault_completed_without_rto": incast["completed"] and not incast["rtos"],
     }
     return finish(args.out, "sim_faults", data, plot)
 
