@@ -349,7 +349,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
     rows = data["compound"] + data["compound_short_rtt"]
     _per_seed_panel(
         axes[0],
@@ -392,6 +392,14 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.set_title("dead reverse path (2x4, 21 us)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     ax2.legend(fontsize=7, loc="upper right")
+    ax = axes[4]
+    inc = data["incast_fault"]["seeds"]
+    ax.plot([x["seed"] for x in inc], [x["lost_over_floor"] for x in inc], "o")
+    ax.axhline(1.3, color="r", linestyle="--", linewidth=0.8)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seed")
+    ax.set_ylabel("lost / floor (aim 1.3 x floor + 1)")
+    ax.set_title("8->1 incast, receiver T0 uplink dead at 150 us (21 us)", fontsize=9)
     save_figure(fig, path)
 
 
