@@ -1,4 +1,4 @@
-"""Faults that add up, paths that come back, dead reverse paths (issue 26's mrc-sim figures).
+"""Faults that add up, paths that come back, dead reverse paths, a dead path under an incast.
 
 Why: the transport handled one fault at a time; what breaks is a second and third fault
 (the ``ev_min_active`` floor kept traffic on dead paths) and a fault that clears (the
@@ -19,7 +19,10 @@ from typing import Any
 from bench.sim_bench import finish, record_head, save_figure, start
 from mrc_fabric.ev import ev_plane
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
+from mrc_host.sim.faults import parse_fault
+from mrc_host.sim.network import START_NS, FlowSpec, Network
 from mrc_host.sim.scenario import SimConfig, Simulation
+from mrc_host.sim.traffic import Job, point_to_point
 
 from .sim_transport import link_delay_for_rtt
 
@@ -37,6 +40,11 @@ SHORT_LINK_DELAY_NS = FabricShape().link_delay_ns
 # most paths dead at once: three of four T1s of both planes stop together (6 of 8 paths)
 MOST_DEAD_FAULTS = tuple(f"switch-down:p{p}-t1_{t}@{FIRST_US}us" for p in (0, 1) for t in (1, 2, 3))
 MOST_DEAD_SIZE = 8 << 20
+# a failure under congestion: 8 -> 1 incast, the receiver T0's uplink to one T1 black-holed
+# once the incast is steady (issue 45 item 2)
+INCAST_FAULT = "blackhole:p0-t0_0-t1_1"
+INCAST_FAULT_AT_NS = 150_000
+INCAST_SIZE = 4 << 20
 
 
 def most_dead_shape() -> FabricShape:
@@ -179,6 +187,53 @@ def most_dead_toml(seed: int) -> str:
     )
 
 
+def incast_fault(seeds: range) -> dict[str, Any]:
+    """8 -> 1 incast (2 x 4, 3 T0s, 21 us, 4 MiB each) with ``INCAST_FAULT`` at 150 us, while
+    the receiver's last hop trims: the data lost in the black hole against its floor (the data
+    that entered the link in the base RTT before it failed) and the aim 1.3 x floor + 1."""
+    shape = FabricShape(
+        planes=2, t0=3, t1=4, hosts_per_t0=4, link_delay_ns=link_delay_for_rtt(COMPOUND_RTT_US)
+    )
+    at = INCAST_FAULT_AT_NS
+    per_seed = []
+    for seed in seeds:
+        net = Network(shape, seed)
+        job = point_to_point(
+            net, Job("incast", "incast", 0), FlowSpec("x", 0, 0), [(s, 0) for s in range(4, 12)], INCAST_SIZE
+        )
+        net.add_fault(parse_fault(f"{INCAST_FAULT}@{at}ns", 0))
+        link = net.fabric.ports[("p0-t1_1", "p0-t0_0")]
+        rtt = job.connections[0].base_rtt_ns
+        seen: list[int] = []
+        for t in (at - rtt, at):
+            net.loop.at(START_NS + t, lambda port=link, into=seen: into.append(port.tx_data_bytes))
+        net.run(200_000_000)
+        floor = (seen[1] - seen[0]) / 4096
+        lost = net.faults[0].data_dropped
+        conns = job.connections
+        per_seed.append(
+            {
+                "seed": seed,
+                "completed": job.completion_ns is not None and all(c.data_ok for c in conns),
+                "lost": lost,
+                "floor": floor,
+                "lost_over_floor": lost / max(floor, 1.0),
+                "within_aim": lost <= 1.3 * floor + 1,
+                "rtos": sum(c.sender.counters.rto_fired for c in conns),
+                "completion_us": (job.completion_ns or 0) / 1e3,
+            }
+        )
+        print(f"   incast fault, seed {seed}: {per_seed[-1]}", flush=True)
+    return {
+        "spec": f"{INCAST_FAULT}@{at}ns",
+        "lost_over_floor": spread([x["lost_over_floor"] for x in per_seed]),
+        "within_aim": sum(x["within_aim"] for x in per_seed),
+        "completed": all(x["completed"] for x in per_seed),
+        "rtos": sum(x["rtos"] for x in per_seed),
+        "seeds": per_seed,
+    }
+
+
 def _snapshot(ports: dict[str, Any], into: dict[str, int]) -> None:
     into.update({n: p.tx_data_bytes for n, p in ports.items()})
 
@@ -294,7 +349,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
     rows = data["compound"] + data["compound_short_rtt"]
     _per_seed_panel(
         axes[0],
@@ -337,6 +392,14 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.set_title("dead reverse path (2x4, 21 us)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     ax2.legend(fontsize=7, loc="upper right")
+    ax = axes[4]
+    inc = data["incast_fault"]["seeds"]
+    ax.plot([x["seed"] for x in inc], [x["lost_over_floor"] for x in inc], "o")
+    ax.axhline(1.3, color="r", linestyle="--", linewidth=0.8)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("seed")
+    ax.set_ylabel("lost / floor (aim 1.3 x floor + 1)")
+    ax.set_title("8->1 incast, receiver T0 uplink dead at 150 us (21 us)", fontsize=9)
     save_figure(fig, path)
 
 
@@ -350,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     data["compound_short_rtt"] = compound(seeds, (16 if args.quick else 32) << 20, SHORT_LINK_DELAY_NS)
     data["restore"] = restore(seeds, 64 << 20)
     data["reverse"] = reverse_path(seeds, (16 if args.quick else 32) << 20)
+    data["incast_fault"] = incast = incast_fault(seeds)
     data["most_dead"] = most_dead(range(10))  # (8 MiB: cheap, and seeds 0 and 8 were the worst)
     (args.out / "most_paths_dead.toml").write_text(most_dead_toml(0))
     data["seconds"] = round(time.monotonic() - started, 1)
@@ -366,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         "reverse_found_within_3_rtt": data["reverse"]["within_3_rtt"],
         "most_dead_loss_per_fault_within_floor": data["most_dead"]["within"],
         "most_dead_job_le_1.3_of_clean": data["most_dead"]["job_over_clean"]["max"] <= 1.3,
+        # (the aim, 1.3 x floor + 1, is not a target yet: ``within_aim`` counts the seeds that
+        # meet it -- none; the transport doc says why)
+        "incast_fault_completed_without_rto": incast["completed"] and not incast["rtos"],
     }
     return finish(args.out, "sim_faults", data, plot)
 
