@@ -31,7 +31,14 @@ from mrc_view.live import recorded
 from topologies.agents import agent_available
 from topologies.cli import parse_size
 from topologies.testbed import Testbed, add_fabric_arguments, config_from_args
-from topologies.watch import PlannedFault, TransferWatch, WatchResult, goodput_series, send_rows
+from topologies.watch import (
+    PlannedFault,
+    TransferWatch,
+    WatchResult,
+    completion_series,
+    goodput_series,
+    send_rows,
+)
 
 RECOVERY_TIMEOUT_S = 30.0
 MAX_EV_LINES = 8
@@ -137,7 +144,7 @@ def watched_transfer(
     return {
         "summary": result.summary,
         "wall_s": result.wall_s,
-        "goodput_mbit_s": goodput_series(result.progress),
+        "goodput_mbit_s": completion_series(result.progress),
         "delivered_mbit_s": goodput_series(delivered),
         "progress": result.progress,
         "ev_changes": [asdict(c) for c in result.ev_changes],

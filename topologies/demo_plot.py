@@ -84,7 +84,7 @@ def timeline_png(result: dict[str, Any], path: Path) -> None:
             ax1.step(
                 [p[0] for p in delivered], [p[1] for p in delivered], where="pre", color=colour, label=label
             )
-            label = f"{label}: cumulative ACK"
+            label = f"{label}: completed WRITEs"
             style = ":"
         else:
             style = "-"

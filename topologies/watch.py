@@ -261,3 +261,19 @@ def goodput_series(progress: list[tuple[float, int]], bin_s: float = 0.2) -> lis
             out.append((t, (b - prev_b) * 8 / (t - prev_t) / 1e6))
             prev_t, prev_b = t, b
     return out
+
+
+def completion_series(progress: list[tuple[float, int]]) -> list[tuple[float, float]]:
+    """(t, Mbit/s) between one rise of cumulative (t, bytes) samples and the next.
+
+    Acknowledged bytes rise a whole WRITE (1 MiB) at a time, so fixed bins show a comb of
+    zeros and spikes at a few Mbit/s; averaging between completions draws the rate at which
+    WRITEs finished, and a real stall still shows as a long, low step.
+    """
+    out: list[tuple[float, float]] = [(0.0, 0.0)]
+    prev_t, prev_b = 0.0, 0
+    for t, b in progress:
+        if b != prev_b and t > prev_t:
+            out.append((t, (b - prev_b) * 8 / (t - prev_t) / 1e6))
+            prev_t, prev_b = t, b
+    return out

@@ -20,7 +20,7 @@ from topologies.cleanup import Report, clean_run, owner_alive
 from topologies.cli import CommandError, evs_table, parse_size
 from topologies.rundir import RunDir, proc_start_time, read_records
 from topologies.target import BMV2_BASE_RTT_US, TargetChoice, TargetError, choose_target
-from topologies.watch import goodput_series
+from topologies.watch import completion_series, goodput_series
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -170,6 +170,16 @@ def test_goodput_series_from_cumulative_progress() -> None:
     series = goodput_series([(0.2, 250_000), (0.4, 500_000), (0.6, 500_000)], bin_s=0.2)
     assert series[0] == (0.0, 0.0)
     assert [round(v, 3) for _t, v in series[1:]] == [10.0, 10.0, 0.0]
+
+
+def test_completion_series_averages_between_whole_writes() -> None:
+    # 1 MiB WRITEs complete every 0.8 s, sampled every 0.2 s; then one waits 2.4 s behind a hole
+    mib = 1 << 20
+    samples = [(0.2 * i, (i // 4) * mib) for i in range(1, 17)] + [(3.4, 4 * mib), (5.6, 5 * mib)]
+    rates = [v for _t, v in completion_series(samples)[1:]]
+    assert rates[:4] == pytest.approx([mib * 8 / 0.8 / 1e6] * 4)  # no zero bins between them
+    assert rates[4] == pytest.approx(mib * 8 / 2.4 / 1e6)  # the stall is a long, low step
+    assert max(v for _t, v in goodput_series(samples[:16])) > 3 * rates[0]  # fixed bins: a comb
 
 
 def test_cleanup_refuses_to_run_without_root_unless_dry(tmp_path: Path) -> None:

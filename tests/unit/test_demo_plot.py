@@ -1,4 +1,4 @@
-"""The demo's timeline PNG plots delivered bytes (and the cumulative ACK dotted) when it has them."""
+"""The demo's timeline PNG plots delivered bytes (and completed WRITEs dotted) when it has them."""
 
 from __future__ import annotations
 
