@@ -127,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
         "with --scenario DIR/<scenario>.<run>.recording.jsonl",
     )
     p.add_argument(
+        "--record-max-mib",
+        type=int,
+        default=512,
+        metavar="MIB",
+        help="bound on each recording (default 512): past it the recording stops, marked truncated",
+    )
+    p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -163,6 +170,7 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             "mode",
             "json",
             "record",
+            "record_max_mib",
             "payload",
             "share_paths",
         )
@@ -188,7 +196,8 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         sc = replace(sc, payload=args.payload)
     if args.share_paths is not None:
         sc = replace(sc, config={**sc.config, "share_path_health": args.share_paths})
-    result = sf.run_scenario(sc, progress=args.progress, record=Path(args.record) if args.record else None)
+    record = Path(args.record) if args.record else None
+    result = sf.run_scenario(sc, args.progress, record, args.record_max_mib << 20)
     if args.out:
         from .plots import scenario_png
 
@@ -279,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         return verb_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.record_max_mib < 1:
+        parser.error("--record-max-mib must be at least 1")
     if args.scenario or args.list_scenarios:
         return _scenario_main(parser, args)
     for name in ("planes", "t0", "t1", "hosts_per_t0", "mtu", "evs"):
@@ -321,9 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.record:
             from .recording import SAMPLES, SimRecorder
 
-            recorder = SimRecorder(
-                sim.net, sim.ideal_ns * 2 // SAMPLES, f"mrc-sim {cfg.mode.value} {cfg.size} B"
-            )
+            label = f"mrc-sim {cfg.mode.value} {cfg.size} B"
+            recorder = SimRecorder(sim.net, sim.ideal_ns * 2 // SAMPLES, label, args.record_max_mib << 20)
             recorder.start()
         if args.progress is False:
             result = sim.run()
