@@ -56,6 +56,13 @@ def parse_size(text: str) -> int:
     return value
 
 
+def _at_least_one(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mrc-sim",
@@ -126,13 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a recording for `mrc view DIR` (replay with a time slider): DIR/recording.jsonl, "
         "with --scenario DIR/<scenario>.<run>.recording.jsonl",
     )
-    p.add_argument(
-        "--record-max-mib",
-        type=int,
-        default=512,
-        metavar="MIB",
-        help="bound on each recording (default 512): past it the recording stops, marked truncated",
-    )
+    bound = "bound on each recording (default 512): past it the recording stops, marked truncated"
+    p.add_argument("--record-max-mib", type=_at_least_one, default=512, metavar="MIB", help=bound)
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -288,8 +290,6 @@ def main(argv: list[str] | None = None) -> int:
         return verb_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.record_max_mib < 1:
-        parser.error("--record-max-mib must be at least 1")
     if args.scenario or args.list_scenarios:
         return _scenario_main(parser, args)
     for name in ("planes", "t0", "t1", "hosts_per_t0", "mtu", "evs"):

@@ -64,4 +64,4 @@ def test_a_recording_stops_at_its_bound_marked_truncated(
 def test_the_cli_refuses_a_bound_below_one_mib(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         sim_main(["--record-max-mib", "0", "--size", "64KiB"])
-    assert "--record-max-mib must be at least 1" in capsys.readouterr().err
+    assert "--record-max-mib: must be at least 1, not 0" in capsys.readouterr().err
