@@ -13,7 +13,7 @@ samples until its time limit, and before the bound one such run held 24 GB of sa
 was killed for memory. Samples are kept as the JSON lines they will be written as; once
 they reach the bound, sampling stops (the run goes on), stderr says so, and the file's
 header carries ``truncated`` (the time from which records are missing) and ends with a
-``recording_truncated`` event; the file itself stays within the bound.
+``recording_truncated`` event; the records between stay within the bound.
 """
 
 from __future__ import annotations
