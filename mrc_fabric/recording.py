@@ -11,7 +11,9 @@ interval, the sample they were read with (a reader sorts by ``t``, stably).
     ``format`` ("mrc-recording"), ``version``, ``source`` (testbed, demo, mrc-sim ...),
     ``title``, ``started_unix``, ``link_mbps`` (link rate, 0 if unknown), ``graph``:
     ``{"planes": P, "nodes": [{name, role: host|t0|t1, plane (-1 for hosts), index}],
-    "links": [{name, a, b, plane}]}`` where ``a`` is the lower tier (host below T0, T0 below T1).
+    "links": [{name, a, b, plane}]}`` where ``a`` is the lower tier (host below T0, T0 below T1);
+    ``truncated`` only where the writer stopped at its size bound: the time from which nothing
+    was recorded (the last record is then a ``recording_truncated`` event).
 ``sample``
     ``links``: ``{link: [Mbit/s a->b, Mbit/s b->a]}`` measured over the last interval;
     ``switches``: ``{switch: up|unreachable|restarting|down}``; ``agents``: ``{host:

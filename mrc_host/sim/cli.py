@@ -56,6 +56,13 @@ def parse_size(text: str) -> int:
     return value
 
 
+def _at_least_one(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mrc-sim",
@@ -126,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a recording for `mrc view DIR` (replay with a time slider): DIR/recording.jsonl, "
         "with --scenario DIR/<scenario>.<run>.recording.jsonl",
     )
+    bound = "bound on each recording (default 512): past it the recording stops, marked truncated"
+    p.add_argument("--record-max-mib", type=_at_least_one, default=512, metavar="MIB", help=bound)
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -163,6 +172,7 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             "mode",
             "json",
             "record",
+            "record_max_mib",
             "payload",
             "share_paths",
         )
@@ -188,7 +198,8 @@ def _scenario_main(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         sc = replace(sc, payload=args.payload)
     if args.share_paths is not None:
         sc = replace(sc, config={**sc.config, "share_path_health": args.share_paths})
-    result = sf.run_scenario(sc, progress=args.progress, record=Path(args.record) if args.record else None)
+    record = Path(args.record) if args.record else None
+    result = sf.run_scenario(sc, args.progress, record, args.record_max_mib << 20)
     if args.out:
         from .plots import scenario_png
 
@@ -321,9 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.record:
             from .recording import SAMPLES, SimRecorder
 
-            recorder = SimRecorder(
-                sim.net, sim.ideal_ns * 2 // SAMPLES, f"mrc-sim {cfg.mode.value} {cfg.size} B"
-            )
+            label = f"mrc-sim {cfg.mode.value} {cfg.size} B"
+            recorder = SimRecorder(sim.net, sim.ideal_ns * 2 // SAMPLES, label, args.record_max_mib << 20)
             recorder.start()
         if args.progress is False:
             result = sim.run()

@@ -7,10 +7,19 @@ changes the network already logs (``Connection.ev_timeline``) and the faults wit
 start and end. Sampling only reads: the run's packets and timers are the same with it or
 without it (the sample events take sequence numbers, which order only ties among themselves).
 Times in the recording are seconds of simulated time since the run's start.
+
+A recording is bounded (``max_bytes``, ``mrc-sim --record-max-mib``): a run that stalls
+samples until its time limit, and before the bound one such run held 24 GB of samples and
+was killed for memory. Samples are kept as the JSON lines they will be written as; once
+they reach the bound, sampling stops (the run goes on), stderr says so, and the file's
+header carries ``truncated`` (the time from which records are missing) and ends with a
+``recording_truncated`` event; the records between stay within the bound.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +29,7 @@ from .fabric import LEAF_TO_SPINE, NIC_TO_LEAF, FabricShape
 from .network import START_NS, Network
 
 SAMPLES = 400  # samples over the expected run time by default
+MAX_BYTES = 512 << 20  # a recording's size bound by default (mrc view reads it whole)
 
 
 def sim_graph(shape: FabricShape) -> dict[str, Any]:
@@ -56,12 +66,22 @@ def _t_us(change: dict[str, object]) -> float:
     return float(t)
 
 
+def _line(record: dict[str, Any]) -> str:
+    """A record as the recording's writer writes it (one JSON line)."""
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
 class SimRecorder:
-    def __init__(self, net: Network, interval_ns: int, title: str = "mrc-sim") -> None:
+    def __init__(
+        self, net: Network, interval_ns: int, title: str = "mrc-sim", max_bytes: int = MAX_BYTES
+    ) -> None:
         self.net = net
         self.interval_ns = max(1, interval_ns)
         self.title = title
-        self.samples: list[dict[str, Any]] = []
+        self.max_bytes = max_bytes
+        self.samples: list[tuple[float, str]] = []  # (t, its JSON line)
+        self.sample_bytes = 0
+        self.truncated: float | None = None  # the time from which records are missing
         self._tx: dict[str, list[int]] = {}
         self._last_ns = START_NS
         self._evs_before: dict[str, dict[str, str]] = {}
@@ -75,8 +95,16 @@ class SimRecorder:
     def _tick(self) -> None:
         self.sample()
         loop = self.net.loop
-        if not loop.stopped and loop.heap:
+        if self.truncated is None and not loop.stopped and loop.heap:
             loop.at(loop.now + self.interval_ns, self._tick)
+
+    def _truncate(self, t: float) -> None:
+        self.truncated = t
+        sys.stderr.write(
+            f"mrc-sim: the recording reached its bound of {self.max_bytes / 2**20:g} MiB "
+            f"(--record-max-mib) at t = {t:.6f} s; it stops there and is marked truncated, "
+            "the run goes on\n"
+        )
 
     def sample(self) -> None:
         now = self.net.loop.now
@@ -118,13 +146,19 @@ class SimRecorder:
                     "evs": evs,
                 }
             )
-        self.samples.append({"k": "sample", "t": self._t(now), "links": links, "conns": conns})
+        t = self._t(now)
+        line = _line({"k": "sample", "t": t, "links": links, "conns": conns})
+        if self.sample_bytes + len(line) > self.max_bytes:
+            self._truncate(t)
+            return
+        self.samples.append((t, line))
+        self.sample_bytes += len(line)
 
     def records(self) -> list[dict[str, Any]]:
-        """Every record after the header, in time order: samples, EV changes, faults, the feed."""
+        """The records other than samples, in no order: EV changes, faults, the feed."""
         shape = self.net.shape
         t1_names = {(p, j): f"p{p}-t1_{j}" for p in range(shape.planes) for j in range(shape.t1)}
-        out: list[dict[str, Any]] = list(self.samples)
+        out: list[dict[str, Any]] = []
         end = self.net.loop.now
         for c in self.net.connections:
             changes = [e for e in c.ev_timeline if e["side"] == "sender"]
@@ -184,16 +218,39 @@ class SimRecorder:
                     }
                 )
             out.append({"k": "faults", "t": t, "faults": faults})
-        out.sort(key=lambda r: float(r["t"]))
+        return out
+
+    def lines(self) -> list[tuple[float, str]]:
+        """Every record after the header as (t, JSON line), in time order (samples first among
+        records of one time), cut where the bound is reached (``truncated`` then says when)."""
+        out = list(self.samples)
+        out += [(float(r["t"]), _line(r)) for r in self.records()]
+        out.sort(key=lambda x: x[0])
+        total = 0
+        for n, (t, line) in enumerate(out):
+            total += len(line)
+            if self.truncated is not None and t >= self.truncated:
+                return out[:n]  # sampling stopped here: nothing from then on
+            if total > self.max_bytes:
+                if self.truncated is None:
+                    self._truncate(t)
+                self.truncated = t
+                return out[:n]
         return out
 
     def write(self, path: Path) -> Path:
         shape = self.net.shape
+        lines = self.lines()
         # started_unix 0: simulated time has no wall clock (the page shows seconds since the start)
         head = recording.header("mrc-sim", self.title, 0.0, sim_graph(shape), shape.link_gbps * 1000)
-        writer = recording.RecordingWriter(path, head)
-        try:
-            writer.write_all(self.records())
-        finally:
-            writer.close()
+        if self.truncated is not None:
+            head["truncated"] = self.truncated
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(_line(head))
+            f.writelines(line for _, line in lines)
+            if self.truncated is not None:
+                text = f"the recording reached its bound ({self.max_bytes / 2**20:g} MiB): nothing after this"
+                end = {"k": "event", "t": self.truncated, "kind": "recording_truncated", "level": "warn"}
+                f.write(_line({**end, "text": text}))
         return path

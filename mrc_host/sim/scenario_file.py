@@ -771,11 +771,14 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
     return net, jobs
 
 
-def run_scenario(sc: Scenario, progress: bool | None = False, record: Path | None = None) -> dict[str, Any]:
+def run_scenario(
+    sc: Scenario, progress: bool | None = False, record: Path | None = None, record_max_bytes: int = 512 << 20
+) -> dict[str, Any]:
     """Every run of ``sc``, side by side: the JSON-able result.
 
     ``progress``: True shows a bar, None shows one on a terminal for long runs, False never.
-    ``record``: a directory to write each run's recording into (``mrc view`` replays it).
+    ``record``: a directory to write each run's recording into (``mrc view`` replays it), each
+    at most ``record_max_bytes`` long.
     """
     out: dict[str, Any] = {
         "scenario": sc.name,
@@ -794,7 +797,8 @@ def run_scenario(sc: Scenario, progress: bool | None = False, record: Path | Non
         if record is not None:
             from .recording import SAMPLES, SimRecorder
 
-            recorder = SimRecorder(net, sc.nominal_ns * 2 // SAMPLES, f"{sc.name} [{run.name}]")
+            label = f"{sc.name} [{run.name}]"
+            recorder = SimRecorder(net, sc.nominal_ns * 2 // SAMPLES, label, record_max_bytes)
             recorder.start()
         if progress is False:
             net.run(sc.time_limit_ns)
