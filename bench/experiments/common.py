@@ -244,6 +244,8 @@ def fidelity_of(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def fabric_info(tb: Any) -> dict[str, Any]:
+    """The fabric a run measured: its shape, link rate and where that came from, data plane
+    and (BMv2) which simple_switch_grpc build its switches ran."""
     cfg = tb.config
     return {
         "planes": cfg.planes,
@@ -253,7 +255,16 @@ def fabric_info(tb: Any) -> dict[str, Any]:
         "link_rate_mbit_s": cfg.link_rate,
         "link_rate_source": tb.rate_source,
         "target": tb.choice.target.value,
+        "bmv2": bmv2_builds(tb),
     }
+
+
+def bmv2_builds(tb: Any) -> list[str]:
+    """Which simple_switch_grpc builds the fabric's BMv2 switches ran (none on Linux)."""
+    from topologies.bmv2_build import describe
+
+    binaries = {getattr(getattr(sw, "process", None), "binary", "") for sw in tb.net.switches}
+    return sorted(describe(b) for b in binaries if b)
 
 
 def write_result(out: Path, result: Result) -> Path:
