@@ -72,3 +72,25 @@ def test_the_live_shape_is_a_valid_sim_scenario() -> None:
     assert (sc.shape.planes, sc.shape.t0, sc.shape.t1, sc.shape.hosts_per_t0) == tuple(
         e9.SHAPE_FABRIC.values()
     )
+
+
+def test_bmv2_queues_have_room_to_trim() -> None:
+    """simple_switch's 64-packet queues filled before the controller's trim threshold (64)."""
+    from types import SimpleNamespace
+
+    from bench.experiments.common import room_to_trim
+    from controller.compiler import CompileOptions
+
+    depths: list[tuple[str, int | None, int]] = []
+
+    def switch(name: str) -> Any:
+        return SimpleNamespace(set_queue_depth=lambda port, d: depths.append((name, port, d)))
+
+    for target in ("linux", "bmv2"):
+        tb = SimpleNamespace(
+            choice=SimpleNamespace(target=SimpleNamespace(value=target)),
+            net=SimpleNamespace(switches=[switch("s1"), switch("s2")]),
+        )
+        room_to_trim(tb)
+    assert [n for n, _p, _d in depths] == ["s1", "s2"]  # BMv2's only
+    assert all(port is None and d > CompileOptions().trim_threshold for _n, port, d in depths)
