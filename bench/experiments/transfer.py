@@ -257,12 +257,15 @@ def run_concurrent(
     faults: list[FaultPlan] | None = None,
     fault_after_s: float = 0.0,
     deadline_s: float = 0.0,
+    sizes: list[int] | None = None,
 ) -> tuple[list[TransferRun], float]:
     """Every ``(src, dst)`` transfer at once; faults fired ``fault_after_s`` after the start.
 
-    Returns the runs and the job's completion time (until the last transfer ended).
+    ``sizes``: bytes per pair (default ``size`` for each). Returns the runs and the job's
+    completion time (until the last transfer ended).
     """
-    runs = [TransferRun(s, d, mode, size, deadline_s=deadline_s) for s, d in pairs]
+    each = sizes or [size] * len(pairs)
+    runs = [TransferRun(s, d, mode, n, deadline_s=deadline_s) for (s, d), n in zip(pairs, each, strict=True)]
     done = threading.Event()
     t0 = time.monotonic()
 
@@ -273,7 +276,7 @@ def run_concurrent(
         client = tb.agent(run.src).client
         try:
             run.ev_before = send_rows(client.evs(), run.dst, mode)
-            run.summary = client.send(run.dst, size, mode=mode, on_progress=progress)
+            run.summary = client.send(run.dst, run.size, mode=mode, on_progress=progress)
             run.ev_after = send_rows(client.evs(), run.dst, mode)
         except Exception as exc:  # recorded per transfer
             run.error = f"{type(exc).__name__}: {exc}"

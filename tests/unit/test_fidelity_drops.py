@@ -39,6 +39,18 @@ def test_bmv2_loses_what_it_received_but_neither_sent_nor_dropped_for_a_reason()
     assert out.where == {"switch_queue s1": 20, "switch_ingress s1:1": 4}
 
 
+def test_a_queue_slowed_on_purpose_loses_by_design() -> None:
+    """E9 slows a BMv2 queue to make congestion; its tail drops are the design's, not BMv2's
+    CPU running out, and are figures only; another switch's full queue still counts."""
+    ports = {("s1", 1): "s1-eth1", ("s2", 1): "s2-eth1"}
+    after = {("s1", "port_rx", 1): 1000, ("s1", "port_tx", 1): 900, ("s2", "port_rx", 1): 100}
+    out = Drops()
+    drops.bmv2_drops({}, after, ports, sample(0, 0), sample(0, 0), out, slowed={"s1"})
+    assert out.by_design == {"switch_queue s1": 100}
+    assert out.by_kind == {"switch_queue": 100} and out.where == {"switch_queue s2": 100}
+    assert out.total == 100
+
+
 def test_a_restarted_switch_is_not_compared() -> None:
     ports = {("s1", 1): "s1-eth1"}
     before, after = {("s1", "port_rx", 1): 500}, {("s1", "port_rx", 1): 10}

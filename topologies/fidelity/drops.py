@@ -58,12 +58,16 @@ def bmv2_drops(
     first: RawSample,
     last: RawSample,
     out: Drops,
+    slowed: frozenset[str] | set[str] = frozenset(),
 ) -> None:
     """Frames BMv2 lost outside its program: before its ingress counted them (port by port,
     the kernel's received frames against ``port_rx``), and between ingress and egress (per
     switch, received minus sent minus dropped for a reason: a full egress queue).
 
-    ``ports``: (switch, P4 port) -> the interface it reads.
+    ``ports``: (switch, P4 port) -> the interface it reads. ``slowed``: switches with an
+    egress queue slowed on purpose (``FidelityMonitor.queue_slowed``): their full queues are the
+    congestion an experiment made, by design (BMv2 counts no reason for them, and cannot say
+    which port's queue lost a frame, so the whole switch's count goes there).
     """
 
     def d(key: tuple[str, str, int]) -> int:
@@ -82,7 +86,7 @@ def bmv2_drops(
             out.add("switch_ingress", f"{switch}:{port}", _delta(now.rx_packets, was.rx_packets) - rx)
     for switch, net in totals.items():
         dropped = sum(d((switch, "drop_reason", i)) for i in DESIGN_DROPS)
-        out.add("switch_queue", switch, net - dropped)
+        (out.add_by_design if switch in slowed else out.add)("switch_queue", switch, net - dropped)
 
 
 def agent_drops(

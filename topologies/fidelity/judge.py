@@ -40,11 +40,18 @@ class Drops:
     by_kind: dict[str, int] = field(default_factory=dict)
     where: dict[str, int] = field(default_factory=dict)  # "kind place" -> frames
     frames: int = 0  # frames the fabric's links carried in the window
+    # tail drops the design has after all: a BMv2 queue an experiment slowed on purpose, full
+    # (the Linux target counts its own as a drop reason); figures, never against fidelity
+    by_design: dict[str, int] = field(default_factory=dict)
 
     def add(self, kind: str, place: str, frames: int) -> None:
         if frames > 0:
             self.by_kind[kind] = self.by_kind.get(kind, 0) + frames
             self.where[f"{kind} {place}"] = self.where.get(f"{kind} {place}", 0) + frames
+
+    def add_by_design(self, kind: str, place: str, frames: int) -> None:
+        if frames > 0:
+            self.by_design[f"{kind} {place}"] = self.by_design.get(f"{kind} {place}", 0) + frames
 
     @property
     def total(self) -> int:
@@ -268,6 +275,7 @@ def judge(intervals: list[Interval], drops: Drops, th: Thresholds = DEFAULT) -> 
             "by_kind": drops.by_kind,
             "where": drops.where,
             "frames": drops.frames,
+            "by_design": drops.by_design,
         },
         "machine_busy_median": _median(busy, 3),
         "machine_busy_max": round(max(busy), 3) if busy else None,

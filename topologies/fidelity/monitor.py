@@ -70,6 +70,7 @@ class FidelityMonitor:
         self.rate_source = rate_source
         self.th = thresholds
         self.ports = ports or {}  # BMv2: (switch, P4 port) -> interface
+        self.slowed: set[str] = set()  # BMv2 switches with a queue slowed on purpose (queue_slowed)
         self.sampler = Sampler(plan, backlog_step_s=thresholds.backlog_step_s)
         self.intervals: list[Interval] = []
         self.dropped_intervals = 0
@@ -81,6 +82,12 @@ class FidelityMonitor:
         self._thread: threading.Thread | None = None
         self._written = 0.0
         self.final: Verdict | None = None
+
+    def queue_slowed(self, switch: str) -> None:
+        """An experiment slowed one of ``switch``'s BMv2 queues on purpose: from now on to the end
+        of the run, frames its full queues lose are the congestion it made, not the emulation's
+        (``Drops.by_design``)."""
+        self.slowed.add(switch)
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self) -> FidelityMonitor:
@@ -165,7 +172,9 @@ class FidelityMonitor:
             if counters:
                 if self.plan.target == "bmv2" and start.counters:
                     after = self._counters()
-                    drop_counts.bmv2_drops(start.counters, after, self.ports, start.sample, last, tally)
+                    drop_counts.bmv2_drops(
+                        start.counters, after, self.ports, start.sample, last, tally, set(self.slowed)
+                    )
                 if start.agents:
                     drop_counts.agent_drops(start.agents, self._agents(), tally)
         v = judge(window, tally, self.th)

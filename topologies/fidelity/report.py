@@ -36,6 +36,8 @@ def figures_line(v: dict[str, Any]) -> str:
         f"(other work {f.get('outside_cores_median') or 0:.1f} cores)",
         f"{drops.get('total', 0)} of {drops.get('frames', 0)} frames dropped outside the design",
     ]
+    if drops.get("by_design"):  # a queue slowed on purpose, full: the experiment's congestion
+        parts.append(f"{sum(drops['by_design'].values())} lost in BMv2 queues slowed on purpose")
     return "; ".join(parts)
 
 
