@@ -41,6 +41,12 @@ class CongestionControl(ABC):
     def on_timeout(self, now_ns: int) -> None:  # noqa: B027 - optional hook
         """The retransmission timer expired."""
 
+    def on_app_limited(self, now_ns: int) -> None:  # noqa: B027 - optional hook
+        """The sender was application-limited at ``now_ns``: it had nothing to send (no new
+        data, no resend) with room left in the window. Called while that lasts and once more
+        when new data ends it, so a rule that judges a period by what was acknowledged can
+        tell that the sender, not the network, held the acknowledgements back."""
+
 
 _CC = TypeVar("_CC", bound=type[CongestionControl])
 REGISTRY: dict[str, type[CongestionControl]] = {}

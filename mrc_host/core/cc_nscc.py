@@ -5,7 +5,7 @@ queueing delay and bounded by ``max_md_jump``; increases are additive (a fixed n
 bytes per window acknowledged, scaled by the delay headroom, as in htsim's ``uec.cpp``),
 turn into a fast increase after a whole window at almost no delay, and are applied in
 batches; quick adapt drops the window at once to what the network actually delivered when
-that collapsed.
+that collapsed (never over a period in which the sender ran out of data: ``on_app_limited``).
 
 Three departures from UET, all because MRC's switches mark no ECN on the last hop:
 - a *standing* queue at the receiver's port stands in for the mark it does not set. Every
@@ -72,6 +72,8 @@ class Nscc(CongestionControl):
         self._qa_end_ns: int | None = None
         self._qa_bytes = 0
         self._qa_armed = False
+        self._qa_start_ns = 0  # the quick-adapt period's start ...
+        self._app_limited_ns = -1  # ... and the sender's last report of being app-limited
         # the delay floor: per period (min, samples), the current one and the last ones, as
         # many as _FLOOR_PERIODS and _FLOOR_SAMPLES need
         self._period_end_ns: int | None = None
@@ -89,6 +91,7 @@ class Nscc(CongestionControl):
         self._scatter_n = 0
         self._now_ns = 0
         self.quick_adapts = 0
+        self.app_limited_periods = 0  # quick adapts not made: the sender had run out of data
         self.decreases = 0
         self.lasthop_decreases = 0  # decreases on a standing last-hop queue without ECN
 
@@ -147,13 +150,21 @@ class Nscc(CongestionControl):
         p = self.p
         if self._qa_end_ns is None:
             self._qa_end_ns = now_ns + p.base_rtt + p.target_delay
+            self._qa_start_ns = now_ns
             return
         if now_ns < self._qa_end_ns:
             return
         # a period is one RTT as measured (base_rtt + target_delay on a calm fabric): on a
         # jittery one a shorter period would see too few acks and adapt for nothing
         period = p.base_rtt + max(p.target_delay, int(self.avg_delay or 0))
-        if self._qa_armed and self._qa_bytes < int(self.cwnd) >> p.qa_gate:
+        # a period in which the sender ran out of data says nothing of what the network can
+        # deliver: the few bytes acknowledged at the end of a message (a ring step's last
+        # window) are what was sent, and judged they cut a 1.1 MB window to 24 KB that the
+        # next message started from (link flaps: JCT x1.06-1.08 on the seeds it happened)
+        few = self._qa_bytes < int(self.cwnd) >> p.qa_gate
+        if self._qa_armed and few and self._app_limited_ns >= self._qa_start_ns:
+            self.app_limited_periods += 1
+        elif self._qa_armed and few:
             self.cwnd = float(self._qa_bytes)
             self._clamp()
             self._inc = 0.0
@@ -162,6 +173,7 @@ class Nscc(CongestionControl):
             self.quick_adapts += 1
         self._qa_armed = False
         self._qa_bytes = 0
+        self._qa_start_ns = now_ns
         self._qa_end_ns = now_ns + period
 
     def _rtt_scale(self, avg: float) -> float:
@@ -319,6 +331,9 @@ class Nscc(CongestionControl):
 
     def on_timeout(self, now_ns: int) -> None:
         self._qa_armed = True
+
+    def on_app_limited(self, now_ns: int) -> None:
+        self._app_limited_ns = now_ns
 
 
 # registered by a call, not a decorator: mypyc compiles only undecorated classes natively

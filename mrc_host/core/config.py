@@ -190,6 +190,10 @@ class TransportConfig:
     ev_min_active: int = 0  # OCP: loss retires no EV below this many usable; 0 = 3/4 of the drawn EVs
     skip_rotations: int = 4  # an ECN echo / trim NACK skips the EV this many turns (times its heat)
     max_skip_rotations: int = 32  # cap of the above
+    # both count turns of a rotation of this many EVs; a set of n EVs sits out penalty_evs / n
+    # times as many (a turn passes about n packets of the connection, so the penalty lasts
+    # as many packets, about as long at the same rate, with 16 EVs as with 128)
+    penalty_evs: int = DEFAULT_MAX_EVS
     penalty_halflife_ns: int = 16_000  # the heat of repeated ECN/trim penalties halves this often
     # a loss guess on an EV at least this hot (its path was marked or trimmed within about a
     # half-life) is taken for a queue, not a failure: the EV sits out, no retirement; 0 = never

@@ -10,8 +10,9 @@ retired or denied EV is replaced from the same plane's backups (preferring anoth
 Loss retires no EV once only ``ev_min_active`` usable EVs are left (OCP's floor): below
 that, loss is more likely everywhere than on one path. The ECN/trim penalty is a number
 of rotations the EV sits out, scaled by its *heat*, which grows with every mark and
-halves every ``penalty_halflife_ns``. An EV that fails again soon after probes restored
-it is flapping: it waits 2**flaps probe intervals before it is probed again.
+halves every ``penalty_halflife_ns``, and by the set's size (``_turns``). An EV that
+fails again soon after probes restored it is flapping: it waits 2**flaps probe
+intervals before it is probed again.
 
 The data rotation picks a plane first -- the up plane with the fewest bytes in flight,
 which is how planes get traffic in proportion to what they deliver (a slow or congested
@@ -22,12 +23,13 @@ the next EV of that plane round-robin.
 from __future__ import annotations
 
 import math
+import random
 from typing import Final
 
 from mrc_fabric.addressing import MAX_INDEX
 from mrc_fabric.ev import T1_SHIFT
 
-from .config import Mode
+from .config import Mode, TransportConfig
 from .ev_draw import PathSpace
 from .ev_shared import NIC_KEY_BASE, SharedEvTable
 from .ev_state import EvEvent, EvState, allowed
@@ -44,6 +46,26 @@ _SKIP: Final = EvState.SKIP
 class EvSet(SharedEvTable):
     """The spraying rotation, ECN/trim penalties, retirement, replacement and restoring."""
 
+    def __init__(
+        self, cfg: TransportConfig, paths: PathSpace, rng: random.Random, port_status: int | None = None
+    ) -> None:
+        super().__init__(cfg, paths, rng, port_status)
+        # a penalty's turns per turn of a ``penalty_evs`` set (see ``_turns``), and its cap
+        others = sum(self.quota) - self.planes
+        ref = cfg.penalty_evs - self.planes
+        self._turn_scale = max(1, ref) / max(1, others) if cfg.penalty_evs else 1.0
+        self._max_turns = self._turns(float(cfg.max_skip_rotations))
+
+    def _turns(self, rotations: float) -> int:
+        """``rotations`` of a set of ``penalty_evs`` EVs in turns of this set's rotation, so
+        that a penalty lasts as many packets (as long at the same rate) whatever the set's
+        size. A turn ends when the plane's rotation passes the sitting-out EV: after its
+        plane's other EVs, so a turn lasts about (EVs - planes) packets of the connection.
+        Counted in turns alone, 4 turns with 16 EVs (2 a plane) lasted about 3 us, a third
+        of an RTT, and a marked EV came back before its queue drained (a second flow pinned
+        to a's path: 0.64 of line rate)."""
+        return math.ceil(rotations * self._turn_scale - 1e-9)
+
     # ---- rotation ---------------------------------------------------------------------
     def next_data_ev(self, exclude: int | None = None) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
@@ -58,7 +80,7 @@ class EvSet(SharedEvTable):
         # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
         # they serve some, so a connection whose every usable EV sits out (one path, or
         # every path marked) sends on the least penalised one instead of stalling.
-        for _ in range(self.cfg.max_skip_rotations + 1):
+        for _ in range(self._max_turns + 1):
             served = self._skips_served
             # the planes tried, counting those down from the start (``plane_up``, once a packet)
             tried = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
@@ -172,7 +194,7 @@ class EvSet(SharedEvTable):
         cfg = self.cfg
         e.heat = self.heat(e.value, now_ns) + 1.0
         e.heat_ns = now_ns
-        e.skips_left = max(e.skips_left, min(math.ceil(cfg.skip_rotations * e.heat), cfg.max_skip_rotations))
+        e.skips_left = max(e.skips_left, min(self._turns(cfg.skip_rotations * e.heat), self._max_turns))
 
     def ecn_echo(self, ev: int, now_ns: int) -> bool:
         """A SACK echoed CE for a packet sent on ``ev``: it sits out a few rotations."""
@@ -230,8 +252,8 @@ class EvSet(SharedEvTable):
         why = f"{event.value} on {e.value:08x}, same path"
         for x in (e, *(sib for sib in self.active[e.plane] if sib.t1 == e.t1 and sib is not e)):
             if x.member and allowed(x.state, event):
-                turns = math.ceil(self.cfg.skip_rotations * self.heat(x.value, now_ns))
-                x.skips_left = max(x.skips_left, min(turns, self.cfg.max_skip_rotations))
+                turns = self._turns(self.cfg.skip_rotations * self.heat(x.value, now_ns))
+                x.skips_left = max(x.skips_left, min(turns, self._max_turns))
                 self._fire(x, event, event.value if x is e else why)
         return True
 

@@ -76,6 +76,7 @@ class Sender:
         self.blame = LossBlame(cfg, evset, counters, self.recovery)  # what a loss guess does to the EV set
         self.failed = ""  # why the connection ended in error ("" while it works)
         self.stalled_since: int | None = None  # work waiting, no EV to carry it, since then
+        self._app_limited = False  # the last fill ran out of data with room in the window
         self.max_span = min(cfg.rx_window, PSN_HALF) - 1
         self.acks = AckBook(cfg, counters, self.recovery, evset, self.records)  # what SACKs/NACKs prove
         self.echo = EchoQueue()  # which SACK our next DATA echoes (ack_echo.py)
@@ -144,8 +145,7 @@ class Sender:
         self.failed = reason
         self.c.connection_failures[reason] += 1
         pending = {rec.write.msg_id: rec.write for rec in self.records.values()}
-        for w in self.writes:
-            pending[w.msg_id] = w
+        pending.update((w.msg_id, w) for w in self.writes)
         for w in pending.values():
             self.c.messages_failed += 1
             out.append(MessageSent(w.msg_id, False, reason))
@@ -163,17 +163,12 @@ class Sender:
         return self._next_msg_id
 
     def abandon(self, msg_id: int) -> int | None:
-        """Give up a posted write at once: its bytes not yet sent are dropped, and those of its
-        packets already sent that are still unacknowledged keep their PSNs (the receiver's
-        cumulative ACK must pass them) but are resent, if lost, as empty fillers of message 0,
-        which complete no message. No MessageSent follows for it. Returns the sequence number
-        after its last packet (every PSN of it is acknowledged once ``snd_una`` reaches it),
-        ``snd_una`` if none was sent, None for an id that is not pending."""
-        target = None
-        for w in self.writes:
-            if w.msg_id == msg_id:
-                target = w
-                break
+        """Give up a posted write at once: its bytes not yet sent are dropped; its packets sent
+        and not yet acknowledged keep their PSNs (the receiver's cumulative ACK must pass them)
+        but are resent, if lost, as empty fillers of message 0, which complete no message. No
+        MessageSent follows. Returns the sequence number after its last packet (all of it is
+        acknowledged once ``snd_una`` reaches it), ``snd_una`` if none was sent, None if unknown."""
+        target = next((w for w in self.writes if w.msg_id == msg_id), None)
         if target is not None:
             self.writes.remove(target)
         end = self.snd_una
@@ -200,11 +195,10 @@ class Sender:
         """Send whatever the window and the EV set allow right now: resends first.
 
         The last DATA packet sent asks for its SACK at once (BTH AckReq): nothing more leaves
-        until one comes back, so the receiver must not hold it for coalescing. Not when this
-        pump sent fewer than ``ack_every`` packets and ``ack_each_below`` or more are in
-        flight: the next arrival releases a held SACK anyway, and asking there makes the ACK
-        clock one SACK per packet for good (each SACK frees one packet, whose AckReq brings
-        the next SACK), twice the SACK work of both ends; held, the clock goes back to
+        until one comes back. Not when this pump sent fewer than ``ack_every`` packets and
+        ``ack_each_below`` or more are in flight: the next arrival releases a held SACK anyway,
+        and asking there makes the ACK clock one SACK per packet for good (each SACK frees one
+        packet, whose AckReq brings the next), twice the SACK work; held, it goes back to
         ``ack_every``."""
         if self.failed:
             return
@@ -243,7 +237,13 @@ class Sender:
                     self._twin(rec, cwnd, now_ns, out)
                 continue
             if not self.writes or self.snd_nxt - self.snd_una >= self.max_span:
+                if not self.writes and recovery.inflight_bytes + self.cfg.mtu <= max(cwnd, self.cfg.mtu):
+                    self._app_limited = True  # out of data with room to send: the CC is told
+                    self.cc.on_app_limited(now_ns)
                 return
+            if self._app_limited:  # new data ends the app-limited span now
+                self._app_limited = False
+                self.cc.on_app_limited(now_ns)
             w = self.writes[0]
             size = min(self.cfg.mtu, w.length - w.offset)
             if recovery.inflight_bytes and recovery.inflight_bytes + size > cwnd:

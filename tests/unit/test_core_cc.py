@@ -143,6 +143,37 @@ def test_nscc_quick_adapt_drops_to_what_was_delivered() -> None:
     assert cc.quick_adapts == 1  # not armed again: no second drop
 
 
+def _armed_then_idle(report: list[int]) -> Nscc:
+    """A window of 1 MB armed by a loss; the message ends (a last few acks, then nothing
+    until the next message's first ack long after); the sender reports being app-limited
+    at the times in ``report``."""
+    cc = Nscc(NsccParams(base_rtt=10_000, target_delay=5_000, max_cwnd=2_000_000, min_cwnd=4096,
+                         initial_cwnd=1_000_000))  # fmt: skip
+    cc.on_ack(4096, rtt_ns=11_000, ecn=False, now_ns=0)  # opens the first period
+    cc.on_loss(4096, 5_000)  # a loss arms quick adapt
+    cc.on_ack(8192, rtt_ns=11_000, ecn=False, now_ns=6_000)  # the message's last acks
+    for t in report:
+        cc.on_app_limited(t)
+    cc.on_ack(4096, rtt_ns=11_000, ecn=False, now_ns=200_000)  # the next message's first
+    return cc
+
+
+def test_nscc_quick_adapt_does_not_judge_an_app_limited_period() -> None:
+    """Defect (issue 45): a ring step's end left the sender with nothing to send; the next
+    period acknowledged under a quarter of the window and quick adapt cut 1.1 MB to 24 KB,
+    which the next step started from (link flaps: JCT x1.06-1.08 on 5 seeds of 10)."""
+    assert _armed_then_idle([]).quick_adapts == 1  # not app-limited: the rule still acts
+    for report in ([6_000], [150_000], [6_000, 150_000]):  # out of data / new data posted
+        cc = _armed_then_idle(report)
+        assert cc.quick_adapts == 0 and cc.cwnd >= 1_000_000, report
+        assert cc.app_limited_periods == 1
+    # a report before the period began excuses nothing: the next period is judged
+    cc = _armed_then_idle([6_000])
+    cc.on_loss(4096, 200_500)
+    cc.on_ack(4096, rtt_ns=11_000, ecn=False, now_ns=300_000)
+    assert cc.quick_adapts == 1 and cc.cwnd < 100_000
+
+
 # ---- NSCC as UET has it (issue 26): each test failed on the code before ---------------------
 import random  # noqa: E402
 
@@ -367,3 +398,26 @@ def test_nscc_jitter_as_large_as_the_target_is_no_standing_queue() -> None:
     for k in range(400):
         queue.on_ack(4096, rtt_ns=3_000 + 4_000 + (k % 5) * 30, ecn=False, now_ns=k * 150)
     assert queue.lasthop_decreases > 0
+
+
+def test_sender_reports_app_limited_spans_to_its_cc() -> None:
+    """The Sender tells its CC when it ran out of data with room in the window, and again
+    when new data ends that (the span may hold no event at all: an idle gap between
+    messages), so the CC can leave such periods unjudged."""
+    from mrc_host.sim.loopback import BASE, RKEY, make_pair
+
+    p = make_pair(size=1 << 20)
+    cc = p.a.sender.cc
+    assert isinstance(cc, Nscc)
+    data = random.Random(1).randbytes(512 << 10)
+    _, acts = p.a.post_write(data, BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    assert cc._app_limited_ns < 0  # twice the window: the first burst fills it ...
+    p.settle()
+    assert len(p.sent_done()) == 1
+    done_at = cc._app_limited_ns
+    assert 0 < done_at <= p.now  # ... and at its end the sender had nothing left
+    p.now += 1_000_000  # idle
+    _, acts = p.a.post_write(data, BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    assert cc._app_limited_ns == p.now  # the span ended with the new data

@@ -57,7 +57,7 @@ def test_rotation_alternates_planes_and_covers_every_ev() -> None:
 
 
 def test_skip_sits_out_rotations_then_good_again() -> None:
-    s = make(planes=1, t1=4, max_evs=4, skip_rotations=2)  # first mark: 2 turns
+    s = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_evs=4)  # first mark: 2 turns
     evs = s.active_evs()
     assert s.ecn_echo(evs[1], 0)
     assert s.state(evs[1]) is EvState.SKIP
@@ -183,6 +183,32 @@ def test_every_state_change_goes_through_the_table_and_carries_enums() -> None:
     with pytest.raises(EvTransitionError):
         next_state(EvState.DENIED, EvEvent.PROBES_ANSWERED)
     assert set(TRANSITIONS) == set(EvState)
+
+
+def _packets_sat_out(s: EvSet) -> int:
+    """DATA packets the rotation sends before a just-marked EV carries one again."""
+    ev = s.active_evs()[0]
+    assert s.ecn_echo(ev, 0)
+    for n in range(1, 10_000):
+        if s.next_data_ev() == ev:
+            return n
+    raise AssertionError("the marked EV never came back")
+
+
+def test_penalty_lasts_as_many_packets_with_few_evs_as_with_many() -> None:
+    """Defect (issue 45): the penalty was counted in turns of the rotation alone, so with 16 EVs
+    (2 a plane) a mark kept an EV out for 1/8 of the packets it does with 128: about 3 us, a
+    third of an RTT, and a flow pinned onto a's path got 0.64 of line rate."""
+    few = _packets_sat_out(make(planes=8, t1=16, max_evs=16))
+    many = _packets_sat_out(make(planes=8, t1=16, max_evs=128))
+    assert 0.9 * many <= few <= 1.1 * many, (few, many)
+    assert many > 4 * (128 - 8)  # skip_rotations turns of 128 EVs: each (EVs - planes) packets
+    # the cap scales alike: a hot EV of the small set sits out max_skip_rotations x 15 turns
+    s = make(planes=8, t1=16, max_evs=16, penalty_halflife_ns=10**9)
+    ev = s.active_evs()[0]
+    for t in range(20):
+        s.ecn_echo(ev, t)
+    assert s.entries[ev].skips_left == 32 * 15
 
 
 def test_ecn_penalty_grows_with_repeated_marks_and_decays() -> None:
