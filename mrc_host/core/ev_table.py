@@ -187,7 +187,8 @@ class EvTable:
         self, since_ns: int, plane: int = -1, avoid: int | None = None, otherwise: int | None = None
     ) -> int | None:
         """Our EV on the path (of ``plane``; -1: of any) that carried the peer's latest SACK, not
-        on the path of ``avoid``: where a resend at a transfer's tail goes. Nothing new is sent
+        on the path of ``avoid``: where a resend goes at a tail gone silent (the tail probe or a
+        timeout fired since the last SACK of new data; the sender's choice). Nothing new is sent
         there, so nothing else shows which paths died: with three of four T1s of both planes
         dead at a 2 MiB transfer's tail, its tail probe and its resends at each timeout went
         out on dead paths from the rotation (3.8 x the fault-free time) while the path of the
@@ -195,7 +196,9 @@ class EvTable:
         resent left) counts: an older one proves nothing the rotation does not know (a tail
         probe's second copy sent every time on a plane's last path heard before the fault was
         lost every time). ``otherwise``: none such (``since_ns`` < 0: not at a tail), or no EV
-        of ours on its path."""
+        of ours on its path. (Not for every resend at a tail: moved off the rotation, the gap
+        losses of a short incast no longer fell on a dead plane's paths, which then stayed GOOD
+        5.3 RTT after its first loss, limit 5: CI fuzz draw 8.)"""
         p = self._heard_plane if plane < 0 else plane
         if since_ns < 0 or p < 0 or p >= self.planes or self.heard[p] < 0 or self.heard_ns[p] < since_ns:
             return otherwise

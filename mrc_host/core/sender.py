@@ -233,7 +233,7 @@ class Sender:
                     continue
                 if recovery.inflight_bytes and recovery.inflight_bytes + len(rec.payload) > cwnd:
                     return
-                ev = self._choose_ev(rec.ev, -1 if self.writes else rec.sent_ns)  # (tail: see fresh_ev)
+                ev = self._choose_ev(rec.ev, rec.sent_ns)
                 if ev is None:
                     self._stall(now_ns)
                     return
@@ -277,7 +277,8 @@ class Sender:
             self.stalled_since = now_ns
 
     def _choose_ev(self, exclude: int | None, since: int = -1) -> int | None:
-        ev = self.evset.fresh_ev(since, -1, exclude) if self._retire else None
+        silent = self._retire and not self.writes and (self.recovery.tail_done or self.recovery.retries)
+        ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:
             ev = self.evset.next_data_ev(exclude if self.cfg.mode is not Mode.SINGLE_PATH else None)
         if ev is None and self._retire:
@@ -287,9 +288,8 @@ class Sender:
         return ev
 
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
-        """At the tail a resend goes out twice, the second copy on another plane (the path of its
-        latest SACK: ``EvTable.fresh_ev``) when the window has room: a resend lost again would cost
-        a round trip. Not before any RTT sample, nor where ``LossBlame.twin_ev`` sees congestion."""
+        """At the tail a resend goes twice, the second on another plane (``EvTable.fresh_ev``) if the
+        window has room. Not before an RTT sample, nor where ``LossBlame.twin_ev`` sees congestion."""
         recovery = self.recovery
         if not rec.gap_lost or recovery.rtt.srtt_ns is None:
             return
