@@ -183,9 +183,7 @@ class EvTable:
             self.heard_ns[plane] = now_ns
             self._heard_plane = plane
 
-    def fresh_ev(
-        self, since_ns: int, plane: int = -1, avoid: int | None = None, otherwise: int | None = None
-    ) -> int | None:
+    def fresh_ev(self, since_ns: int, plane: int = -1, avoid: int | None = None) -> int | None:
         """Our EV on the path (of ``plane``; -1: of any) that carried the peer's latest SACK, not
         on the path of ``avoid``: where a resend goes at a tail gone silent (the tail probe or a
         timeout fired since the last SACK of new data; the sender's choice). Nothing new is sent
@@ -195,18 +193,17 @@ class EvTable:
         SACKs still arriving stood by. Only a SACK heard at ``since_ns`` or later (when the copy
         resent left) counts: an older one proves nothing the rotation does not know (a tail
         probe's second copy sent every time on a plane's last path heard before the fault was
-        lost every time). ``otherwise``: none such (``since_ns`` < 0: not at a tail), or no EV
-        of ours on its path. (Not for every resend at a tail: moved off the rotation, the gap
+        lost every time). None: none such (``since_ns`` < 0: not at a tail), or no EV of ours on
+        its path. (Not for every resend at a tail: moved off the rotation, the gap
         losses of a short incast no longer fell on a dead plane's paths, which then stayed GOOD
         5.3 RTT after its first loss, limit 5: CI fuzz draw 8.)"""
         p = self._heard_plane if plane < 0 else plane
         if since_ns < 0 or p < 0 or p >= self.planes or self.heard[p] < 0 or self.heard_ns[p] < since_ns:
-            return otherwise
+            return None
         ev = self.heard[p]
         if avoid is not None and ev >> T1_SHIFT == avoid >> T1_SHIFT:
-            return otherwise
-        mine = self.control_ev_on_path(ev)
-        return otherwise if mine is None else mine
+            return None
+        return self.control_ev_on_path(ev)
 
     def control_evs(self, plane: int) -> list[EvEntry]:
         """The active EVs of ``plane`` that carry control (``control_evs_per_plane``): on as

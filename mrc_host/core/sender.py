@@ -298,7 +298,7 @@ class Sender:
         ev = self.blame.twin_ev(rec, now_ns)
         if ev is None:
             return
-        ev = self.evset.fresh_ev(rec.prev_sent_ns, ev >> 28, rec.lost_ev, ev)  # (ev >> 28: its plane)
+        ev = self.evset.fresh_ev(rec.prev_sent_ns, ev >> 28, rec.lost_ev) or ev  # (ev >> 28: its plane)
         recovery.on_twin(rec, ev)
         self.acks.note_twins(rec)
         self.evset.note_sent(ev, now_ns)
