@@ -285,7 +285,7 @@ class Receiver:
             echo_ts=trigger.send_ts,
             port_status=sack.port_status,
         )
-        if self.control.send(copy, out, None, now_ns, avoid=sent_on) is not None:
+        if self.control.send(copy, out, sent_on >> PLANE_SHIFT, now_ns, avoid=sent_on) is not None:
             self.c.sacks_sent += 1
 
     def _nack(self, seq: int, reason: NackReason, ev: int, now_ns: int, out: list[Action]) -> None:
