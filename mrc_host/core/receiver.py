@@ -271,7 +271,7 @@ class Receiver:
         self, sack: Sack, trigger: DataPacket, now_ns: int, out: list[Action], sent_on: int
     ) -> None:
         """A copy of a message's last SACK (sent on ``sent_on``, the path its packet came by) on
-        a control EV of another path: that path may die as the SACK rides back (three of four
+        a control EV of another path of that plane: that path may die as the SACK rides back (three of four
         T1s of both planes dead at a 2 MiB transfer's tail: alone, its loss cost the tail
         probe's round trip, 1.44 x the fault-free time). Not for every resend's SACK: that cost
         a fault-free 8 -> 1 incast 1.7 % of its time on one seed of three."""
