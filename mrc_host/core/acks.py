@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Final
 
 from mrc_fabric.ev import T1_MASK, T1_SHIFT
-from mrc_host.wire.messages import SACK_BITMAP_BITS, Nack, NackReason, Sack
+from mrc_host.wire.messages import SACK_BITMAP_BITS, Nack, NackReason, Opcode, Sack
 
 from .config import TransportConfig
 from .counters import Counters
@@ -33,6 +33,9 @@ from .recovery import PLANE_SHIFT, Recovery
 
 BITMAP_MASK: Final = (1 << SACK_BITMAP_BITS) - 1
 REFUSED_MAX: Final = 64  # refused packets remembered, for the SACK that names one
+
+
+_LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 
 
 class SackProof:
@@ -108,6 +111,8 @@ class AckBook:
         # (send time, EV) of both copies of resends sent twice at the tail (Sender._twin): the
         # second to arrive is reported as a duplicate, which is expected, not a stray SACK
         self._twins: dict[tuple[int, int], None] = {}
+        # the echo of the latest SACK believed: its copy (``Receiver._send_spare``) is expected
+        self._last_echo = (-1, -1)
         # the PSNs at or above ``snd_una`` already SACKed (``TxRecord.sacked``), as ranges
         self._sacked = RangeSet()
 
@@ -258,6 +263,9 @@ class AckBook:
             if s.duplicate and (echo_ts, echo_ev) in self._twins:
                 self._twins.pop((echo_ts, echo_ev))  # the second of a tail resend's two copies
                 self.c.tail_twin_duplicates += 1
+            elif not s.duplicate and (echo_ts, echo_ev) == self._last_echo:
+                self._last_echo = (-1, -1)  # the second copy of a message's last SACK: once
+                self.c.sack_spares += 1
             elif not undone:  # (a D-SACK that proved a loss spurious was news enough)
                 self._drop_ack("sack_nothing_new")
             return None
@@ -278,6 +286,8 @@ class AckBook:
         sacked.discard_below(cum)
         for start, stop in fresh:
             sacked.add(start, stop)
+        if any(r.opcode in _LAST_OPCODES and r.is_copy(echo_ts, echo_ev) for r in newly):
+            self._last_echo = (echo_ts, echo_ev)  # (a message's last: its SACK comes twice)
         rtt, ecn, port_wait = self._trigger_sample(s, newly, now_ns)
         return SackProof(cum, newly, evidence, acked_bytes, rtt, ecn, port_wait)
 

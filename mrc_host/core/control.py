@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import final
 
+from mrc_fabric.ev import T1_SHIFT
 from mrc_host.wire.messages import Dscp, Ecn, Message
 
 from .actions import Action, Transmit
@@ -27,14 +28,23 @@ class ControlOut:
         self._retire = retire  # noted as sent for the liveness checks only where paths retire
 
     def send(
-        self, msg: Message, out: list[Action], plane: int | None, now_ns: int, path_of: int = -1
+        self,
+        msg: Message,
+        out: list[Action],
+        plane: int | None,
+        now_ns: int,
+        path_of: int = -1,
+        avoid: int = -1,
     ) -> int | None:
         """Send ``msg`` on a control EV (of ``plane`` when it can), or on our EV of the path of
         the peer's EV ``path_of`` (the packet answered; ``EvSet.control_ev_on_path``) when we
-        have one: the EV chosen, None when no EV is usable (nothing is sent)."""
+        have one: the EV chosen, None when no EV is usable (nothing is sent). A control EV on
+        the path of ``avoid`` (a copy just sent there) gives its turn to the next one."""
         ev = self.evset.control_ev_on_path(path_of) if path_of >= 0 else None
         if ev is None:
             ev = self.evset.next_control_ev(plane)
+            if ev is not None and avoid >= 0 and ev >> T1_SHIFT == avoid >> T1_SHIFT:
+                ev = self.evset.next_control_ev(plane)
         if ev is None:
             return None
         if self._retire:

@@ -70,6 +70,7 @@ class Counters:
         self.ecn_echoes_received = 0
         self.nacks_received: Counter[str] = Counter()
         self.stray_acks = 0  # SACK/NACK not believed (the total of acks_dropped)
+        self.sack_spares = 0  # second copies of a message's last SACK, after the first (not stray)
         self.acks_dropped: Counter[str] = Counter()  # by reason (peer safety)
         self.sack_echo_unmatched = 0  # SACKs whose echoed EV/time match no newly acked packet
         self.connection_failures: Counter[str] = Counter()  # RETRY_EXCEEDED ...

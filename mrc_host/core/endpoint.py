@@ -236,6 +236,7 @@ class Endpoint:
         if isinstance(msg, DataPacket):
             self.receiver.on_data(msg, now_ns, out)
         elif isinstance(msg, Sack):
+            self.evset.heard_on(msg.meta.ev, now_ns)  # (its path delivers: ``EvTable.fresh_ev``)
             self.sender.on_sack(msg, now_ns, out)
         elif isinstance(msg, Nack):
             self.sender.on_nack(msg, now_ns, out)

@@ -79,6 +79,9 @@ class EvTable:
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
         self._control_cache: list[list[EvEntry]] | None = None  # (``next_control_ev``)
         self._path_control: dict[int, int] | None = None  # path -> EV (``control_ev_on_path``)
+        self.heard = [-1] * self.planes  # per plane, the peer's EV of its latest SACK (``fresh_ev``)
+        self.heard_ns = [0] * self.planes  # and when it came
+        self._heard_plane = -1  # the plane of the latest one
         self.next_liveness_ns: int | None = None  # when liveness probes are next due (ev_probe)
         # the earliest probe due of a retired EV on an up plane (``earliest_probe_ns``): asked
         # after every packet with dozens of EVs retired, kept until a state change, a probe
@@ -171,6 +174,36 @@ class EvTable:
         if mine is None or not self.plane_up(mine >> PLANE_SHIFT):
             return None
         return mine
+
+    def heard_on(self, ev: int, now_ns: int) -> None:
+        """A SACK of the peer's reached us now on its EV ``ev``: its path delivers."""
+        plane = ev >> PLANE_SHIFT
+        if 0 <= plane < self.planes:
+            self.heard[plane] = ev
+            self.heard_ns[plane] = now_ns
+            self._heard_plane = plane
+
+    def fresh_ev(self, since_ns: int, plane: int = -1, avoid: int | None = None) -> int | None:
+        """Our EV on the path (of ``plane``; -1: of any) that carried the peer's latest SACK, not
+        on the path of ``avoid``: where a resend goes at a tail gone silent (the tail probe or a
+        timeout fired since the last SACK of new data; the sender's choice). Nothing new is sent
+        there, so nothing else shows which paths died: with three of four T1s of both planes
+        dead at a 2 MiB transfer's tail, its tail probe and its resends at each timeout went
+        out on dead paths from the rotation (3.8 x the fault-free time) while the path of the
+        SACKs still arriving stood by. Only a SACK heard at ``since_ns`` or later (when the copy
+        resent left) counts: an older one proves nothing the rotation does not know (a tail
+        probe's second copy sent every time on a plane's last path heard before the fault was
+        lost every time). None: none such (``since_ns`` < 0: not at a tail), or no EV of ours on
+        its path. (Not for every resend at a tail: moved off the rotation, the gap
+        losses of a short incast no longer fell on a dead plane's paths, which then stayed GOOD
+        5.3 RTT after its first loss, limit 5: CI fuzz draw 8.)"""
+        p = self._heard_plane if plane < 0 else plane
+        if since_ns < 0 or p < 0 or p >= self.planes or self.heard[p] < 0 or self.heard_ns[p] < since_ns:
+            return None
+        ev = self.heard[p]
+        if avoid is not None and ev >> T1_SHIFT == avoid >> T1_SHIFT:
+            return None
+        return self.control_ev_on_path(ev)
 
     def control_evs(self, plane: int) -> list[EvEntry]:
         """The active EVs of ``plane`` that carry control (``control_evs_per_plane``): on as

@@ -234,7 +234,8 @@ class Receiver:
         on_path: bool = False,
     ) -> None:
         """The SACK for ``trigger``; ``on_path`` (a duplicate, a message's last packet: a SACK
-        whose loss costs a timeout) on the path it came by, if we have an EV there."""
+        whose loss costs a timeout) on the path it came by, if we have an EV there, and for a
+        message's last a spare on another path (``_send_spare``)."""
         base, bitmap = self._bitmap(unwrap(trigger.psn, self.expected))
         sack = Sack(
             self.peer_qp,
@@ -250,6 +251,8 @@ class Receiver:
         path_of = trigger.meta.ev if on_path else -1
         ev = self.control.send(sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns, path_of)
         self.c.sacks_sent += 1
+        if on_path and not duplicate and ev is not None and self._retire:
+            self._send_spare(sack, trigger, now_ns, out, ev)
         if ev is not None:
             sent = SackSent(ev, now_ns)  # one record for every PSN this SACK answers
             if self._retire:
@@ -263,6 +266,27 @@ class Receiver:
         self.unacked = 0
         self.ack_deadline = None
         self._trigger = None
+
+    def _send_spare(
+        self, sack: Sack, trigger: DataPacket, now_ns: int, out: list[Action], sent_on: int
+    ) -> None:
+        """A copy of a message's last SACK (sent on ``sent_on``, the path its packet came by) on
+        a control EV of another path of that plane: that path may die as the SACK rides back (three of four
+        T1s of both planes dead at a 2 MiB transfer's tail: alone, its loss cost the tail
+        probe's round trip, 1.44 x the fault-free time). Not for every resend's SACK: that cost
+        a fault-free 8 -> 1 incast 1.7 % of its time on one seed of three."""
+        copy = Sack(
+            self.peer_qp,
+            sack.cum_psn,
+            sack.base_psn,
+            sack.bitmap,
+            trigger.meta.ev,
+            ecn_echo=sack.ecn_echo,
+            echo_ts=trigger.send_ts,
+            port_status=sack.port_status,
+        )
+        if self.control.send(copy, out, sent_on >> PLANE_SHIFT, now_ns, avoid=sent_on) is not None:
+            self.c.sacks_sent += 1
 
     def _nack(self, seq: int, reason: NackReason, ev: int, now_ns: int, out: list[Action]) -> None:
         self.c.nacks_sent[reason.name] += 1

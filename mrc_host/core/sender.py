@@ -227,7 +227,7 @@ class Sender:
                     continue
                 if recovery.inflight_bytes and recovery.inflight_bytes + len(rec.payload) > cwnd:
                     return
-                ev = self._choose_ev(exclude=rec.ev)
+                ev = self._choose_ev(rec.ev, rec.sent_ns)
                 if ev is None:
                     self._stall(now_ns)
                     return
@@ -272,13 +272,15 @@ class Sender:
         return rec
 
     def _stall(self, now_ns: int) -> None:
-        """Work is waiting and no EV can carry it (every one DENIED, every port down):
-        after ``retry_cnt`` + 1 timeouts' worth of this the connection fails."""
+        """Work waits, no EV can carry it (all DENIED, ports down): ``retry_cnt`` + 1 RTOs of it fail us."""
         if self.stalled_since is None:
             self.stalled_since = now_ns
 
-    def _choose_ev(self, exclude: int | None) -> int | None:
-        ev = self.evset.next_data_ev(exclude if self.cfg.mode is not Mode.SINGLE_PATH else None)
+    def _choose_ev(self, exclude: int | None, since: int = -1) -> int | None:
+        silent = self._retire and not self.writes and (self.recovery.tail_done or self.recovery.retries)
+        ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
+        if ev is None:
+            ev = self.evset.next_data_ev(exclude if self.cfg.mode is not Mode.SINGLE_PATH else None)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:
@@ -286,11 +288,8 @@ class Sender:
         return ev
 
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
-        """At the tail a resend goes out twice, the second copy on another plane, when the
-        window has room: nothing new waits for the bandwidth, and a resend lost again there
-        would cost the whole message a round trip (found by RACK or the tail probe). Not for
-        a timeout before any RTT sample (nothing says a packet was lost), nor where
-        ``LossBlame.twin_ev`` sees congestion."""
+        """At the tail a resend goes twice, the second on another plane (``EvTable.fresh_ev``) if the
+        window has room. Not before an RTT sample, nor where ``LossBlame.twin_ev`` sees congestion."""
         recovery = self.recovery
         if not rec.gap_lost or recovery.rtt.srtt_ns is None:
             return
@@ -299,6 +298,7 @@ class Sender:
         ev = self.blame.twin_ev(rec, now_ns)
         if ev is None:
             return
+        ev = self.evset.fresh_ev(rec.prev_sent_ns, ev >> 28, rec.lost_ev) or ev  # (ev >> 28: its plane)
         recovery.on_twin(rec, ev)
         self.acks.note_twins(rec)
         self.evset.note_sent(ev, now_ns)
