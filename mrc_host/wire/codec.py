@@ -471,7 +471,7 @@ class FrameEncoder:
         if len(carrier16) != 16:
             raise ValueError(f"carrier must be 16 bytes, got {len(carrier16)}")
         if type(msg) is Sack:  # (the receiver's frame: headers and ICRC in place too)
-            if SACK_FRAME_LEN > room:
+            if room < SACK_FRAME_LEN:
                 return -SACK_FRAME_LEN
             try:
                 crc = self._pack_sack(msg, carrier16, buf, off + OUTER_OFF)
@@ -504,7 +504,8 @@ class FrameEncoder:
         crc = crc32(buf[off + INNER_OFF + _ICRC_MASKED : end], head)
         _ICRC_PACK_INTO(buf, end, crc)
         ulen = n - UDP_OFF
-        _U16_PACK_INTO(buf, off + _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum))
+        csum = _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum)
+        _U16_PACK_INTO(buf, off + _CSUM_OFF, csum)
         return n
 
     @staticmethod
