@@ -4,8 +4,9 @@ Why not scapy per packet: scapy builds about a thousand packets a second here,
 a raw socket sends a hundred times more. So a ``FrameEncoder`` starts from the header
 bytes scapy built for every packet kind (layers.to_scapy, kept in header_templates.py by
 write_templates, so the agent never imports scapy), and per
-packet only packs the fields that change into a reusable bytearray. Decoding is
-plain ``struct.unpack_from`` at fixed offsets.
+packet only packs the fields that change into a reusable bytearray -- or, for DATA and
+SACK frames (``encode_into``), straight into a packet ring's slot. Decoding is plain
+``struct.unpack_from`` at fixed offsets (DATA and SACK frames: one for all their headers).
 
 The UDP checksum is computed on every frame (RFC 8200; see layers.py) and not checked
 on receipt (the ICRC is, with ``verify_icrc``).
@@ -99,6 +100,7 @@ MRC_DATA_LEN: Final = 16
 DATA_HDR_LEN: Final = RETH_LEN + MRC_DATA_LEN  # per-opcode header of DATA
 SACK_LEN: Final = 32
 SACK_ULEN: Final = UDP_LEN + BTH_LEN + SACK_LEN + ICRC_LEN  # a SACK's UDP length
+SACK_FRAME_LEN: Final = UDP_OFF + SACK_ULEN  # a SACK frame's length, Ethernet header included
 NACK_LEN: Final = 12
 PROBE_LEN: Final = 20
 PROBE_ACK_LEN: Final = 20
@@ -171,6 +173,10 @@ _VTF_PLEN_PACK_INTO: Final = _VTF_PLEN.pack_into
 # skipped), BTH, RETH and the MRC data header
 _FRAME_DATA: Final = struct.Struct(">2sIHBx32xIHBx32sHHH2xBBHIIQIIIHHQ")
 _FRAME_DATA_UNPACK_FROM: Final = _FRAME_DATA.unpack_from
+# a SACK frame's headers from the EtherType on in one call (decode_frame's fast path for the
+# sender's most frequent frame), as _FRAME_DATA, then the SACK header
+_FRAME_SACK: Final = struct.Struct(">2sIHBx32xIHBx32sHHH2xBBHIIIIQIBBHQ")
+_FRAME_SACK_UNPACK_FROM: Final = _FRAME_SACK.unpack_from
 _CARRIER_PACK_INTO: Final = _CARRIER.pack_into
 _LE16: Final = np.dtype("<u2")
 _LE32: Final = np.dtype("<u4")
@@ -191,6 +197,7 @@ _FL_EV_MASK: Final = (1 << FLOW_LABEL_BITS) - 1  # the flow-label bits an EV set
 _FL_RESERVED: Final = ((1 << 20) - 1) & ~((1 << FLOW_LABEL_BITS) - 1)  # flow-label bits no EV sets
 _DATA_FLAGS: Final = {int(f): DataFlag(f) for f in range(4)}
 _TRIMMED: Final = int(Dscp.TRIMMED)
+_SACK_OP: Final = int(Opcode.SACK)
 _BTH_TVER_MASK: Final = 0x0F  # BTH byte 1: SE, M, PadCnt (2 bits), TVer (4 bits)
 _BTH_ZERO_FLAGS: Final = 0xF0  # SE, MigReq, PadCnt: 0 in every MRC frame
 _BTH_QPW_RESERVED: Final = 0xFF000000  # FECN, BECN, reserved before the destination QP
@@ -405,6 +412,7 @@ class FrameEncoder:
         data = self._hdr[DataPacket]
         self._data_hdr = data
         self._data_mask = self._mask[DataPacket]
+        self._eth = bytes(data[:ETH_LEN])  # (the same in every kind's template)
         # the DATA headers the ICRC takes as they are (after the masked ones), seen in place
         self._data_rest = memoryview(data)[INNER_OFF + _ICRC_MASKED :]
         self._head_crcs: dict[int, int] = {}  # (UDP length, sport, opcode) -> _head_crc
@@ -462,8 +470,18 @@ class FrameEncoder:
         as for ``encode_data``."""
         if len(carrier16) != 16:
             raise ValueError(f"carrier must be 16 bytes, got {len(carrier16)}")
+        if type(msg) is Sack:  # (the receiver's frame: headers and ICRC in place too)
+            if room < SACK_FRAME_LEN:
+                return -SACK_FRAME_LEN
+            try:
+                crc = self._pack_sack(msg, carrier16, buf, off + OUTER_OFF)
+            except struct.error as exc:
+                raise ValueError(f"Sack field out of range: {exc}") from exc
+            buf[off : off + ETH_LEN] = self._eth
+            _ICRC_PACK_INTO(buf, off + SACK_FRAME_LEN - ICRC_LEN, crc)
+            return SACK_FRAME_LEN
         if type(msg) is not DataPacket:
-            frame = self.encode(msg, carrier16)  # (a control frame: ~100 B, made and copied)
+            frame = self.encode(msg, carrier16)  # (another control frame: made and copied)
             n = len(frame)
             if n > room:
                 return -n
@@ -471,17 +489,23 @@ class FrameEncoder:
             return n
         m: DataPacket = msg
         payload = _real_payload(m.payload)
-        n = DATA_HDR_END + len(payload) + ICRC_LEN
+        plen = len(payload)
+        n = DATA_HDR_END + plen + ICRC_LEN
         if n > room:
             return -n
         try:
-            crc = self._data_headers(m, payload, carrier16, payload_sum)
-        except struct.error as exc:
+            hdr_sum, head = self._pack_data(m, plen, carrier16, buf, off + OUTER_OFF)
+        except struct.error as exc:  # (the slot is not the kernel's until committed: no harm done)
             raise ValueError(f"DataPacket field out of range: {exc}") from exc
-        end = off + DATA_HDR_END
-        buf[off:end] = self._data_hdr
-        buf[end : end + len(payload)] = payload
-        _ICRC_PACK_INTO(buf, off + n - ICRC_LEN, crc)
+        buf[off : off + ETH_LEN] = self._eth
+        end = off + DATA_HDR_END + plen
+        buf[off + DATA_HDR_END : end] = payload
+        # the ICRC over the slot: the headers after the masked ones and the payload, in one pass
+        crc = crc32(buf[off + INNER_OFF + _ICRC_MASKED : end], head)
+        _ICRC_PACK_INTO(buf, end, crc)
+        ulen = n - UDP_OFF
+        csum = _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum)
+        _U16_PACK_INTO(buf, off + _CSUM_OFF, csum)
         return n
 
     @staticmethod
@@ -493,15 +517,21 @@ class FrameEncoder:
 
     def _encode_data(self, m: DataPacket, carrier16: bytes, payload_sum: int = -1) -> bytes:
         payload = _real_payload(m.payload)
-        crc = self._data_headers(m, payload, carrier16, payload_sum)
-        frame = b"".join((self._data_hdr, payload, _ICRC_PACK(crc)))
+        plen = len(payload)
+        hdr = self._data_hdr
+        hdr_sum, head = self._pack_data(m, plen, carrier16, hdr, OUTER_OFF)
+        crc = crc32(payload, crc32(self._data_rest, head))
+        ulen = UDP_LEN + BTH_LEN + DATA_HDR_LEN + plen + ICRC_LEN
+        _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum))
+        frame = b"".join((hdr, payload, _ICRC_PACK(crc)))
         return frame
 
-    def _data_headers(
-        self, m: DataPacket, payload: bytes | memoryview, carrier16: bytes, payload_sum: int
-    ) -> int:
-        """Pack a DATA frame's headers (UDP checksum included) into the DATA template; its ICRC."""
-        n = len(payload)
+    def _pack_data(
+        self, m: DataPacket, n: int, carrier16: bytes, buf: bytearray | memoryview, at: int
+    ) -> tuple[int, int]:
+        """Pack a DATA frame's headers, from the outer IPv6 header on, into ``buf`` at ``at``
+        (the DATA template, or a packet ring's slot), UDP checksum 0, for a payload of ``n``
+        bytes: (the headers' share of the UDP checksum, the CRC of the ICRC's masked headers)."""
         if n > MAX_PAYLOAD:
             raise ValueError(f"payload of {n} B exceeds {MAX_PAYLOAD} B")
         qp, psn = m.qp, m.psn
@@ -510,7 +540,6 @@ class FrameEncoder:
         vtf = self._vtf(m.meta)
         ulen = UDP_LEN + BTH_LEN + DATA_HDR_LEN + n + ICRC_LEN
         sport = SPORT_BASE | (m.meta.ev & SPORT_EV_MASK)
-        hdr = self._data_hdr
         psnw = psn | 0x80000000 if m.ack_req else psn
         echo = m.ack_echo
         if echo >> ACK_ECHO_BITS or echo < 0:
@@ -523,12 +552,10 @@ class FrameEncoder:
         flags = flag_bits | echo << DATA_FLAG_BITS  # the flags word (messages.data_flags_word)
         hc = header_check(self._inner_addrs, sport, op, qp, psnw, va, rkey, n, msg_id, flags, ts)
         _HDR_DATA_PACK_INTO(
-            hdr, OUTER_OFF, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
+            buf, at, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
             vtf, ulen, self._inner_nh, self._inner_hl, self._inner_addrs,
             sport, MRC_UDP_PORT, ulen, 0, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, hc, ts,
         )  # fmt: skip
-        # the ICRC from the headers just packed: no masked copy of them to pack (~150 ns a frame)
-        crc = crc32(payload, crc32(self._data_rest, self._head_crc(ulen, sport, op)))
         # the headers' share of the checksum from the field values (2**16 = 1 mod 0xFFFF: a
         # big-endian field at an even offset counts as its value); the pack above has already
         # refused any value too wide for its field
@@ -536,8 +563,8 @@ class FrameEncoder:
             sport + MRC_UDP_PORT + ulen + (op << 8) + 0xFFFF + qp + psnw
             + va % 0xFFFF + rkey + n + msg_id + flags + hc + ts % 0xFFFF
         ) % 0xFFFF  # fmt: skip
-        _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum))
-        return crc
+        # the ICRC's start from the fields just packed: no masked copy of them to pack (~150 ns)
+        return hdr_sum, self._head_crc(ulen, sport, op)
 
     def _head_crc(self, ulen: int, sport: int, op: int) -> int:
         """CRC-32 of the ICRC's pseudo LRH and a DATA frame's masked headers (inner IPv6 to the
@@ -584,8 +611,15 @@ class FrameEncoder:
         return frame
 
     def _encode_sack(self, m: Sack, carrier16: bytes) -> bytes:
-        """As ``_encode_data`` for the receiver's most frequent frame: one pack for the
-        headers, one for the ICRC's masked copy, the checksum from the field values."""
+        hdr = self._sack_hdr
+        crc = self._pack_sack(m, carrier16, hdr, OUTER_OFF)
+        frame = b"".join((hdr, _ICRC_PACK(crc)))
+        return frame
+
+    def _pack_sack(self, m: Sack, carrier16: bytes, buf: bytearray | memoryview, at: int) -> int:
+        """As ``_pack_data`` for the receiver's most frequent frame, checksum included: one
+        pack for the headers, one for the ICRC's masked copy, the checksum from the field
+        values; the ICRC."""
         qp, cum, base = m.qp, m.cum_psn, m.base_psn
         if (qp | cum | base) >> 24:
             raise ValueError(f"qp {qp}, cum_psn {cum} or base_psn {base} is not 24 bits")
@@ -594,7 +628,6 @@ class FrameEncoder:
         flags = (SACK_FLAG_ECN_ECHO if m.ecn_echo else 0) | (SACK_FLAG_DUPLICATE if m.duplicate else 0)
         bitmap, echo_ev, port_status, echo_ts = m.bitmap, m.echo_ev, m.port_status, m.echo_ts
         op = self._sack_op
-        hdr = self._sack_hdr
         mask = self._sack_mask
         _TAIL_SACK_PACK_INTO(
             mask, IP6_LEN, sport, MRC_UDP_PORT, SACK_ULEN, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, cum,
@@ -602,20 +635,19 @@ class FrameEncoder:
         )  # fmt: skip
         crc = crc32(mask, _CRC_LRH)
         # every field sits at an even offset (a byte pair counts as its 16-bit value): see
-        # _encode_data; the mask's pack above refused any value too wide for its field
+        # _pack_data; the mask's pack above refused any value too wide for its field
         hdr_sum = (
             sport + MRC_UDP_PORT + SACK_ULEN + (op << 8) + 0xFFFF + qp + cum + cum + base
             + bitmap % 0xFFFF + echo_ev + (flags << 8) + port_status + echo_ts % 0xFFFF
         ) % 0xFFFF  # fmt: skip
         csum = _udp_checksum(self._pseudo, SACK_ULEN, hdr_sum, b"", crc)
         _HDR_SACK_PACK_INTO(
-            hdr, OUTER_OFF, vtf, SACK_ULEN + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src,
+            buf, at, vtf, SACK_ULEN + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src,
             carrier16, vtf, SACK_ULEN, self._inner_nh, self._inner_hl, self._inner_addrs,
             sport, MRC_UDP_PORT, SACK_ULEN, csum, op, 0, 0xFFFF, qp, cum,
             cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
         )  # fmt: skip
-        frame = b"".join((hdr, _ICRC_PACK(crc)))
-        return frame
+        return crc
 
     def _encode_nack(self, m: Nack, carrier16: bytes) -> bytes:
         return self._encode_ctrl(Nack, m, carrier16, _TAIL_NACK, m.psn, (m.psn, m.reason, m.echo_ev))
@@ -715,10 +747,16 @@ def _decode_frame(
             if n >= ETH_LEN and frame[12:14] != ETHERTYPE_IPV6:
                 raise MalformedPacket("not_ipv6", "ethertype")
             raise MalformedPacket("truncated", f"frame of {n} B ends in Ether/outer IPv6")
-        if fast and n >= DATA_HDR_END and frame[BTH_OFF] in _DATA_OPS:
-            data = _fast_data(frame, n, verify_icrc, borrow)
-            if data is not None:
-                return data
+        if fast and n >= DATA_HDR_END:
+            op = frame[BTH_OFF]
+            if op in _DATA_OPS:
+                data = _fast_data(frame, n, verify_icrc, borrow)
+                if data is not None:
+                    return data
+            elif op == _SACK_OP and n == SACK_FRAME_LEN:
+                sack = _fast_sack(frame, verify_icrc)
+                if sack is not None:
+                    return sack
         ethertype, vtf, plen, nh = _ETH_IP6_UNPACK_FROM(frame, OUTER_OFF - 2)
         if ethertype != ETHERTYPE_IPV6:
             raise MalformedPacket("not_ipv6", "ethertype")
@@ -802,6 +840,65 @@ def _fast_data(
     return DataPacket(
         qpw & 0xFFFFFF, psnw & 0xFFFFFF, h[16], h[17], payload, h[19], h[22],
         _DATA_FLAGS[flags & DATA_FLAG_MASK], data_op, bool(psnw >> 31), False, meta, flags >> DATA_FLAG_BITS,
+    )  # fmt: skip
+
+
+def _fast_sack(frame: bytes | bytearray | memoryview, verify: bool) -> Sack | None:
+    """A well-formed SACK frame (``SACK_FRAME_LEN`` bytes), decoded from one unpack of its
+    headers; None for anything else, which the full path then decodes or refuses with its
+    reason (as ``_fast_data``: every check of the full path is made here, none refuses).
+
+    Why: a sender decodes one of these for every 8 DATA packets it sends, and the full path's
+    three unpacks and generic comparisons cost about as much as the SACK's handling."""
+    n = SACK_FRAME_LEN
+    h = _FRAME_SACK_UNPACK_FROM(frame, OUTER_OFF - 2)
+    ethertype: bytes = h[0]
+    vtf: int = h[1]
+    plen: int = h[2]
+    nh: int = h[3]
+    vtf2: int = h[4]
+    plen2: int = h[5]
+    nh2: int = h[6]
+    addrs: bytes = h[7]
+    sport: int = h[8]
+    dport: int = h[9]
+    ulen: int = h[10]
+    bth_flags: int = h[12]
+    pkey: int = h[13]
+    qpw: int = h[14]
+    psnw: int = h[15]
+    cum: int = h[16]
+    base: int = h[17]
+    if (
+        ethertype != ETHERTYPE_IPV6
+        or vtf >> 28 != 6
+        or nh != 41
+        or plen != n - INNER_OFF
+        or vtf2 >> 28 != 6
+        or nh2 != 17
+        or plen2 != SACK_ULEN
+        or dport != MRC_UDP_PORT
+        or ulen != SACK_ULEN
+        or bth_flags != 0  # TVer 0, SE/MigReq/PadCnt 0
+        or pkey != BTH_PKEY
+        or (qpw & _BTH_QPW_RESERVED) | (psnw & _BTH_PSNW_RESERVED)
+        or sport >> SPORT_EV_BITS != SPORT_BASE >> SPORT_EV_BITS
+        or vtf & _FL_RESERVED
+        or (cum | base) >> 24
+    ):
+        return None
+    src, dst, crcs = _pair(addrs)
+    if verify:
+        head = _head_crc(frame, INNER_OFF, crcs, _head_key(ulen, sport, _SACK_OP, bth_flags, pkey))
+        (want,) = _ICRC_UNPACK_FROM(frame, n - ICRC_LEN)
+        if crc32(frame[INNER_OFF + _ICRC_MASKED : n - ICRC_LEN], head) != want:
+            return None
+    sflags: int = h[20]
+    ev = ((vtf & _FL_EV_MASK) << SPORT_EV_BITS) | (sport & SPORT_EV_MASK)
+    meta = PathMeta(ev, (vtf >> 20) & 0x3, (vtf >> 22) & 0x3F, src, dst)
+    return Sack(
+        qpw & 0xFFFFFF, cum, base, h[18], h[19], bool(sflags & SACK_FLAG_ECN_ECHO), h[23], h[22], meta,
+        bool(sflags & SACK_FLAG_DUPLICATE),
     )  # fmt: skip
 
 

@@ -180,8 +180,27 @@ def test_random_messages_round_trip(msg: Frame) -> None:
     assert got == dataclasses.replace(msg, meta=meta)
 
 
+@FUZZ
+@given(MESSAGES, st.integers(0, 300), st.binary(min_size=1, max_size=1), st.sampled_from([-1, 0, 1]))
+def test_encoding_into_a_slot_is_encoding(msg: Frame, off: int, junk: bytes, spare: int) -> None:
+    """``encode_into`` (a packet ring's slot: headers, payload and ICRC written in place) writes
+    exactly ``encode``'s frame over whatever the slot held, and nothing outside it; a slot one
+    byte too short gets nothing written and the frame's length, negated."""
+    want = ENC.encode(msg, CARRIER)
+    n = len(want)
+    buf = bytearray(junk * (off + n + 64))
+    before = bytes(buf)
+    got = ENC.encode_into(msg, CARRIER, memoryview(buf), off, n + spare)
+    if spare < 0:
+        assert got == -n and buf == before
+        return
+    assert got == n
+    assert buf[off : off + n] == want
+    assert buf[:off] == before[:off] and buf[off + n :] == before[off + n :]
+
+
 def _both_paths(frame: bytes | bytearray | memoryview, verify: bool, borrow: bool) -> tuple[object, object]:
-    """decode_frame's outcome with its DATA fast path and without it: (message or refusal)."""
+    """decode_frame's outcome with its fast paths (DATA, SACK) and without: (message or refusal)."""
     got: list[object] = []
     for fast in (True, False):
         try:
@@ -192,6 +211,7 @@ def _both_paths(frame: bytes | bytearray | memoryview, verify: bool, borrow: boo
 
 
 DATA_FRAMES = [f for f, m in zip(VALID, sample_messages(), strict=True) if isinstance(m, wm.DataPacket)]
+SACK_FRAMES = [f for f, m in zip(VALID, sample_messages(), strict=True) if isinstance(m, wm.Sack)]
 
 
 @FUZZ
@@ -242,6 +262,55 @@ def test_data_fast_path_every_header_byte(cut: str) -> None:
         vtf = struct.unpack_from(">I", base, 14)[0] & ~(0x3F << 22) | int(wm.Dscp.TRIMMED) << 22
         base = bytes(base[:14]) + struct.pack(">I", vtf) + bytes(base[18:])
     for at in range(DATA_HDR_END):
+        for flip in (0x01, 0x80, 0xFF):
+            out = bytearray(base)
+            out[at] ^= flip
+            for verify in (False, True):
+                fast, full = _both_paths(bytes(out), verify, True)
+                assert fast == full, (at, flip, verify)
+
+
+@FUZZ
+@given(
+    st.sampled_from(SACK_FRAMES),
+    st.lists(st.tuples(st.integers(0, 149), st.integers(0, 255)), max_size=3),
+    st.sampled_from([0, 0, 0, 0, 0, -4, -1, 1, 4]),
+    st.booleans(),
+    st.sampled_from([bytes, bytearray, memoryview]),
+)
+def test_sack_fast_path_is_the_full_path(
+    frame: bytes, writes: list[tuple[int, int]], grow: int, as_data: bool, kind: type
+) -> None:
+    """As for DATA: the SACK fast path takes exactly the SACKs the full path takes and returns
+    the same message; damaged headers, lengths and ICRCs go to the full path and keep their
+    refusal's reason (a SACK's length with a DATA opcode included)."""
+    out = bytearray(frame)
+    if as_data:
+        out[102] = int(wm.Opcode.WRITE_ONLY)
+    for at, value in writes:
+        out[at % len(out)] = value
+    if grow > 0:
+        out += bytes(grow)
+    elif grow < 0:
+        del out[grow:]
+    if writes and writes[0][1] & 1:  # lengths that agree with the damaged frame, half the time
+        udp_len = len(out) - UDP_OFF
+        struct.pack_into(">H", out, 18, udp_len + 40)
+        struct.pack_into(">H", out, INNER_OFF + 4, udp_len)
+        struct.pack_into(">H", out, UDP_OFF + 4, udp_len)
+    data = kind(bytes(out))
+    for verify in (False, True):
+        fast, full = _both_paths(data, verify, True)
+        assert fast == full
+
+
+@pytest.mark.parametrize("which", range(len(SACK_FRAMES)))
+def test_sack_fast_path_every_byte(which: int) -> None:
+    """Every byte of a SACK frame (headers, body and ICRC) changed three ways: both paths agree
+    on each, with and without the ICRC check (the ICRC's own bytes are refused only with it)."""
+    base = SACK_FRAMES[which]
+    assert isinstance(codec._fast_sack(base, True), wm.Sack)
+    for at in range(len(base)):
         for flip in (0x01, 0x80, 0xFF):
             out = bytearray(base)
             out[at] ^= flip
