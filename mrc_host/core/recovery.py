@@ -360,11 +360,7 @@ class Recovery:
                 self._clean_deliveries = 0
         plane = rec.ev >> PLANE_SHIFT
         newest = self._newest_left[plane]
-        # (not when an earlier copy arrived: ``left_ns`` is the latest copy's, perhaps resent
-        # just now, and taken for a delivery it put the plane's newest an RTT ahead: every
-        # in-order packet after it then measured an RTT of "reordering", and at 1 % loss the
-        # gap window stayed at 1.2 RTT for the rest of the transfer, every loss found late)
-        if rec.left_ns >= newest and not (spurious or earlier_copy):
+        if rec.left_ns >= newest:
             self._newest_left[plane] = rec.left_ns
             srtt = self.rtt.srtt_ns
             if srtt is not None and self.reo_extent > srtt:

@@ -197,32 +197,6 @@ def test_reordering_measured_on_deliveries_sets_the_window_floor() -> None:
     assert r.reo_extent == 4_000 and r.reorder_window() >= 6_000
 
 
-def test_an_earlier_copy_arriving_measures_no_reordering() -> None:
-    """Defect (issue 45, uniform loss): a packet resent on a guess whose earlier copy was then
-    acknowledged (spurious) counted as delivered when its latest copy left, just now: the
-    plane's newest delivery jumped an RTT ahead and the next in-order packet measured an RTT
-    of reordering (reo_extent 34 us, a 51 us gap window at 41 us RTT for the rest of the
-    transfer; MRC 166 against ECMP's 175 Gb/s at 1 % loss)."""
-    r = make(reorder_window_ns=100)
-    r.rtt.sample(40_000)
-    rec = send(r, 0, 7, 0)
-    nxt = send(r, 1, 7, 1_000)
-    rec.gap_lost, rec.lost_ev = True, 7  # guessed lost ...
-    r.on_sent(rec, 7, 38_000)  # ... resent at 38 us
-    assert deliver(r, rec, 40_500)  # the original's SACK: spurious (the resend cannot be back)
-    deliver(r, nxt, 41_000)  # the next packet, in order
-    assert r.reo_extent == 0 and r.reorder_window() == 10_000
-    # the same with a D-SACK-style report naming the earlier copy (``earlier_copy``)
-    r2 = make(reorder_window_ns=100)
-    r2.rtt.sample(40_000)
-    a, b = send(r2, 0, 7, 0), send(r2, 1, 7, 1_000)
-    r2.on_sent(a, 7, 38_000)
-    r2.remove(a)
-    r2.on_delivered(a, 40_500, earlier_copy=True)
-    deliver(r2, b, 41_000)
-    assert r2.reo_extent == 0
-
-
 def test_reordering_seen_once_is_forgotten_over_in_order_deliveries() -> None:
     """One stall (a receiver descheduled for 0.3 s) must not keep the gap rule's window above
     the RTO for the rest of the connection: in-order deliveries forget it too."""
