@@ -41,8 +41,8 @@ from mrc_fabric.drop_reasons import BAD_BTH
 from mrc_fabric.ev import FLOW_LABEL_BITS, SPORT_BASE, SPORT_EV_BITS, SPORT_EV_MASK
 from mrc_fabric.frames import BTH_PKEY
 from mrc_host.wire.framing import MAX_PAYLOAD, SACK_FLAG_DUPLICATE, SACK_FLAG_ECN_ECHO, FrameAddressing
+from mrc_host.wire.header_check import addresses_crc, header_check, header_check_after
 from mrc_host.wire.header_check import crc32 as crc32
-from mrc_host.wire.header_check import header_check
 from mrc_host.wire.header_templates import HEADER_TEMPLATES
 from mrc_host.wire.messages import (
     ACK_ECHO_BITS,
@@ -143,11 +143,16 @@ _CONNECT: Final = struct.Struct(">IIQ")  # (status|initial_psn) (cookie|rkey) no
 _ICRC: Final = struct.Struct("<I")
 # UDP with its checksum masked, BTH opcode, flags, pkey and the reserved byte masked
 _MASKED_UDP_BTH: Final = struct.Struct(">HHHHBBHB")
-# a DATA frame's headers after Ethernet in one call: outer IPv6 (its source, the carrier),
-# inner IPv6 (its addresses), then UDP, BTH, RETH and the MRC data header
-_HDR_DATA: Final = struct.Struct(">IHBB16s16sIHBB32sHHHHBBHIIQIIIHHQ")
+# a DATA frame's headers in one call: Ethernet, outer IPv6 (its source, the carrier), inner
+# IPv6 (its addresses), then UDP, BTH, RETH and the MRC data header
+# (from the Ethernet header on) in 19 fields, not one a header field (30): each is an object to
+# make and convert, so neighbouring bytes that every frame repeats or that are known together
+# go in as one 32-bit field -- payload length | next header | hop limit (each IPv6 header),
+# source | destination port, UDP length | checksum 0, opcode | BTH flags 0 | pkey, data
+# flags | header check
+_HDR_DATA: Final = struct.Struct(">14sII16s16sII32sIIIIIQIIIIQ")
 _TAIL_SACK: Final = struct.Struct(">HHHHBBHIIIIQIBBHQ")
-# a SACK frame's headers after Ethernet in one call, as _HDR_DATA for DATA
+# a SACK frame's headers after Ethernet in one call: outer IPv6, inner IPv6, UDP, BTH, SACK
 _HDR_SACK: Final = struct.Struct(">IHBB16s16sIHBB32sHHHHBBHIIIIQIBBHQ")
 _TAIL_NACK: Final = struct.Struct(">HHHHBBHIIIBxxxI")
 _TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
@@ -420,6 +425,10 @@ class FrameEncoder:
         self._outer_src = bytes(data[OUTER_OFF + 8 : OUTER_OFF + 24])
         self._inner_nh, self._inner_hl = data[INNER_OFF + 6], data[INNER_OFF + 7]
         self._inner_addrs = bytes(inner)
+        self._addrs_crc = addresses_crc(self._inner_addrs)  # header_check_after's start
+        # the constant low half of the 32-bit fields _HDR_DATA joins (next header | hop limit)
+        self._outer_nhhl = (self._outer_nh << 8) | self._outer_hl
+        self._inner_nhhl = (self._inner_nh << 8) | self._inner_hl
         sack = self._hdr[Sack]
         self._sack_hdr = sack
         self._sack_mask = self._mask[Sack]
@@ -494,10 +503,9 @@ class FrameEncoder:
         if n > room:
             return -n
         try:
-            hdr_sum, head = self._pack_data(m, plen, carrier16, buf, off + OUTER_OFF)
+            hdr_sum, head = self._pack_data(m, plen, carrier16, buf, off)
         except struct.error as exc:  # (the slot is not the kernel's until committed: no harm done)
             raise ValueError(f"DataPacket field out of range: {exc}") from exc
-        buf[off : off + ETH_LEN] = self._eth
         end = off + DATA_HDR_END + plen
         buf[off + DATA_HDR_END : end] = payload
         # the ICRC over the slot: the headers after the masked ones and the payload, in one pass
@@ -519,7 +527,7 @@ class FrameEncoder:
         payload = _real_payload(m.payload)
         plen = len(payload)
         hdr = self._data_hdr
-        hdr_sum, head = self._pack_data(m, plen, carrier16, hdr, OUTER_OFF)
+        hdr_sum, head = self._pack_data(m, plen, carrier16, hdr, 0)
         crc = crc32(payload, crc32(self._data_rest, head))
         ulen = UDP_LEN + BTH_LEN + DATA_HDR_LEN + plen + ICRC_LEN
         _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum))
@@ -529,9 +537,9 @@ class FrameEncoder:
     def _pack_data(
         self, m: DataPacket, n: int, carrier16: bytes, buf: bytearray | memoryview, at: int
     ) -> tuple[int, int]:
-        """Pack a DATA frame's headers, from the outer IPv6 header on, into ``buf`` at ``at``
-        (the DATA template, or a packet ring's slot), UDP checksum 0, for a payload of ``n``
-        bytes: (the headers' share of the UDP checksum, the CRC of the ICRC's masked headers)."""
+        """Pack a DATA frame's headers, Ethernet's included, into ``buf`` at ``at`` (the DATA
+        template, or a packet ring's slot), UDP checksum 0, for a payload of ``n`` bytes: (the
+        headers' share of the UDP checksum, the CRC of the ICRC's masked headers)."""
         if n > MAX_PAYLOAD:
             raise ValueError(f"payload of {n} B exceeds {MAX_PAYLOAD} B")
         qp, psn = m.qp, m.psn
@@ -550,11 +558,12 @@ class FrameEncoder:
         flag_bits: int = m.flags
         op: int = m.opcode
         flags = flag_bits | echo << DATA_FLAG_BITS  # the flags word (messages.data_flags_word)
-        hc = header_check(self._inner_addrs, sport, op, qp, psnw, va, rkey, n, msg_id, flags, ts)
+        hc = header_check_after(self._addrs_crc, sport, op, qp, psnw, va, rkey, n, msg_id, flags, ts)
         _HDR_DATA_PACK_INTO(
-            buf, at, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
-            vtf, ulen, self._inner_nh, self._inner_hl, self._inner_addrs,
-            sport, MRC_UDP_PORT, ulen, 0, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, hc, ts,
+            buf, at, self._eth, vtf, ((ulen + IP6_LEN) << 16) | self._outer_nhhl, self._outer_src,
+            carrier16, vtf, (ulen << 16) | self._inner_nhhl, self._inner_addrs,
+            (sport << 16) | MRC_UDP_PORT, ulen << 16, (op << 24) | 0xFFFF, qp, psnw, va, rkey, n,
+            msg_id, (flags << 16) | hc, ts,
         )  # fmt: skip
         # the headers' share of the checksum from the field values (2**16 = 1 mod 0xFFFF: a
         # big-endian field at an even offset counts as its value); the pack above has already
