@@ -151,9 +151,12 @@ _MASKED_UDP_BTH: Final = struct.Struct(">HHHHBBHB")
 # source | destination port, UDP length | checksum 0, opcode | BTH flags 0 | pkey, data
 # flags | header check
 _HDR_DATA: Final = struct.Struct(">14sII16s16sII32sIIIIIQIIIIQ")
-_TAIL_SACK: Final = struct.Struct(">HHHHBBHIIIIQIBBHQ")
-# a SACK frame's headers after Ethernet in one call: outer IPv6, inner IPv6, UDP, BTH, SACK
-_HDR_SACK: Final = struct.Struct(">IHBB16s16sIHBB32sHHHHBBHIIIIQIBBHQ")
+# a SACK frame's masked headers from UDP on (the ICRC's copy), fields joined as _HDR_DATA's:
+# source | destination port, UDP length | checksum, opcode | BTH flags | pkey, then the BTH's
+# QP and PSN words and the SACK header (SACK flags | reserved | port status joined)
+_TAIL_SACK: Final = struct.Struct(">IIIIIIIQIIQ")
+# a SACK frame's headers in one call, Ethernet's included, fields joined as _HDR_DATA's
+_HDR_SACK: Final = struct.Struct(">14sII16s16sII32sIIIIIIIQIIQ")
 _TAIL_NACK: Final = struct.Struct(">HHHHBBHIIIBxxxI")
 _TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
 _TAIL_PROBE_ACK: Final = struct.Struct(">HHHHBBHIIIIQHxx")
@@ -483,10 +486,9 @@ class FrameEncoder:
             if room < SACK_FRAME_LEN:
                 return -SACK_FRAME_LEN
             try:
-                crc = self._pack_sack(msg, carrier16, buf, off + OUTER_OFF)
+                crc = self._pack_sack(msg, carrier16, buf, off)
             except struct.error as exc:
                 raise ValueError(f"Sack field out of range: {exc}") from exc
-            buf[off : off + ETH_LEN] = self._eth
             _ICRC_PACK_INTO(buf, off + SACK_FRAME_LEN - ICRC_LEN, crc)
             return SACK_FRAME_LEN
         if type(msg) is not DataPacket:
@@ -621,26 +623,32 @@ class FrameEncoder:
 
     def _encode_sack(self, m: Sack, carrier16: bytes) -> bytes:
         hdr = self._sack_hdr
-        crc = self._pack_sack(m, carrier16, hdr, OUTER_OFF)
+        crc = self._pack_sack(m, carrier16, hdr, 0)
         frame = b"".join((hdr, _ICRC_PACK(crc)))
         return frame
 
     def _pack_sack(self, m: Sack, carrier16: bytes, buf: bytearray | memoryview, at: int) -> int:
-        """As ``_pack_data`` for the receiver's most frequent frame, checksum included: one
-        pack for the headers, one for the ICRC's masked copy, the checksum from the field
-        values; the ICRC."""
+        """As ``_pack_data`` (``at``: where the frame starts) for the receiver's most frequent
+        frame, checksum included: one pack for the headers, one for the ICRC's masked copy, the
+        checksum from the field values; the ICRC."""
         qp, cum, base = m.qp, m.cum_psn, m.base_psn
         if (qp | cum | base) >> 24:
             raise ValueError(f"qp {qp}, cum_psn {cum} or base_psn {base} is not 24 bits")
+        port_status = m.port_status
+        if port_status >> 16:  # (joined below with the flags: its pack could not refuse it)
+            raise ValueError(f"port_status {port_status} is not 16 bits")
         vtf = self._vtf(m.meta)
         sport = SPORT_BASE | (m.meta.ev & SPORT_EV_MASK)
         flags = (SACK_FLAG_ECN_ECHO if m.ecn_echo else 0) | (SACK_FLAG_DUPLICATE if m.duplicate else 0)
-        bitmap, echo_ev, port_status, echo_ts = m.bitmap, m.echo_ev, m.port_status, m.echo_ts
+        bitmap, echo_ev, echo_ts = m.bitmap, m.echo_ev, m.echo_ts
         op = self._sack_op
         mask = self._sack_mask
+        ports = (sport << 16) | MRC_UDP_PORT
+        op_pkey = (op << 24) | 0xFFFF
+        flags_status = (flags << 24) | port_status
         _TAIL_SACK_PACK_INTO(
-            mask, IP6_LEN, sport, MRC_UDP_PORT, SACK_ULEN, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, cum,
-            cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
+            mask, IP6_LEN, ports, (SACK_ULEN << 16) | 0xFFFF, op_pkey, qp | _BTH_MASK_QPW, cum,
+            cum, base, bitmap, echo_ev, flags_status, echo_ts,
         )  # fmt: skip
         crc = crc32(mask, _CRC_LRH)
         # every field sits at an even offset (a byte pair counts as its 16-bit value): see
@@ -651,10 +659,10 @@ class FrameEncoder:
         ) % 0xFFFF  # fmt: skip
         csum = _udp_checksum(self._pseudo, SACK_ULEN, hdr_sum, b"", crc)
         _HDR_SACK_PACK_INTO(
-            buf, at, vtf, SACK_ULEN + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src,
-            carrier16, vtf, SACK_ULEN, self._inner_nh, self._inner_hl, self._inner_addrs,
-            sport, MRC_UDP_PORT, SACK_ULEN, csum, op, 0, 0xFFFF, qp, cum,
-            cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
+            buf, at, self._eth, vtf, ((SACK_ULEN + IP6_LEN) << 16) | self._outer_nhhl, self._outer_src,
+            carrier16, vtf, (SACK_ULEN << 16) | self._inner_nhhl, self._inner_addrs,
+            ports, (SACK_ULEN << 16) | csum, op_pkey, qp, cum,
+            cum, base, bitmap, echo_ev, flags_status, echo_ts,
         )  # fmt: skip
         return crc
 
