@@ -41,8 +41,8 @@ from mrc_fabric.drop_reasons import BAD_BTH
 from mrc_fabric.ev import FLOW_LABEL_BITS, SPORT_BASE, SPORT_EV_BITS, SPORT_EV_MASK
 from mrc_fabric.frames import BTH_PKEY
 from mrc_host.wire.framing import MAX_PAYLOAD, SACK_FLAG_DUPLICATE, SACK_FLAG_ECN_ECHO, FrameAddressing
+from mrc_host.wire.header_check import addresses_crc, header_check, header_check_after
 from mrc_host.wire.header_check import crc32 as crc32
-from mrc_host.wire.header_check import header_check
 from mrc_host.wire.header_templates import HEADER_TEMPLATES
 from mrc_host.wire.messages import (
     ACK_ECHO_BITS,
@@ -143,12 +143,20 @@ _CONNECT: Final = struct.Struct(">IIQ")  # (status|initial_psn) (cookie|rkey) no
 _ICRC: Final = struct.Struct("<I")
 # UDP with its checksum masked, BTH opcode, flags, pkey and the reserved byte masked
 _MASKED_UDP_BTH: Final = struct.Struct(">HHHHBBHB")
-# a DATA frame's headers after Ethernet in one call: outer IPv6 (its source, the carrier),
-# inner IPv6 (its addresses), then UDP, BTH, RETH and the MRC data header
-_HDR_DATA: Final = struct.Struct(">IHBB16s16sIHBB32sHHHHBBHIIQIIIHHQ")
-_TAIL_SACK: Final = struct.Struct(">HHHHBBHIIIIQIBBHQ")
-# a SACK frame's headers after Ethernet in one call, as _HDR_DATA for DATA
-_HDR_SACK: Final = struct.Struct(">IHBB16s16sIHBB32sHHHHBBHIIIIQIBBHQ")
+# a DATA frame's headers in one call: Ethernet, outer IPv6 (its source, the carrier), inner
+# IPv6 (its addresses), then UDP, BTH, RETH and the MRC data header
+# (from the Ethernet header on) in 19 fields, not one a header field (30): each is an object to
+# make and convert, so neighbouring bytes that every frame repeats or that are known together
+# go in as one 32-bit field -- payload length | next header | hop limit (each IPv6 header),
+# source | destination port, UDP length | checksum 0, opcode | BTH flags 0 | pkey, data
+# flags | header check
+_HDR_DATA: Final = struct.Struct(">14sII16s16sII32sIIIIIQIIIIQ")
+# a SACK frame's masked headers from UDP on (the ICRC's copy), fields joined as _HDR_DATA's:
+# source | destination port, UDP length | checksum, opcode | BTH flags | pkey, then the BTH's
+# QP and PSN words and the SACK header (SACK flags | reserved | port status joined)
+_TAIL_SACK: Final = struct.Struct(">IIIIIIIQIIQ")
+# a SACK frame's headers in one call, Ethernet's included, fields joined as _HDR_DATA's
+_HDR_SACK: Final = struct.Struct(">14sII16s16sII32sIIIIIIIQIIQ")
 _TAIL_NACK: Final = struct.Struct(">HHHHBBHIIIBxxxI")
 _TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
 _TAIL_PROBE_ACK: Final = struct.Struct(">HHHHBBHIIIIQHxx")
@@ -420,6 +428,10 @@ class FrameEncoder:
         self._outer_src = bytes(data[OUTER_OFF + 8 : OUTER_OFF + 24])
         self._inner_nh, self._inner_hl = data[INNER_OFF + 6], data[INNER_OFF + 7]
         self._inner_addrs = bytes(inner)
+        self._addrs_crc = addresses_crc(self._inner_addrs)  # header_check_after's start
+        # the constant low half of the 32-bit fields _HDR_DATA joins (next header | hop limit)
+        self._outer_nhhl = (self._outer_nh << 8) | self._outer_hl
+        self._inner_nhhl = (self._inner_nh << 8) | self._inner_hl
         sack = self._hdr[Sack]
         self._sack_hdr = sack
         self._sack_mask = self._mask[Sack]
@@ -474,10 +486,9 @@ class FrameEncoder:
             if room < SACK_FRAME_LEN:
                 return -SACK_FRAME_LEN
             try:
-                crc = self._pack_sack(msg, carrier16, buf, off + OUTER_OFF)
+                crc = self._pack_sack(msg, carrier16, buf, off)
             except struct.error as exc:
                 raise ValueError(f"Sack field out of range: {exc}") from exc
-            buf[off : off + ETH_LEN] = self._eth
             _ICRC_PACK_INTO(buf, off + SACK_FRAME_LEN - ICRC_LEN, crc)
             return SACK_FRAME_LEN
         if type(msg) is not DataPacket:
@@ -494,10 +505,9 @@ class FrameEncoder:
         if n > room:
             return -n
         try:
-            hdr_sum, head = self._pack_data(m, plen, carrier16, buf, off + OUTER_OFF)
+            hdr_sum, head = self._pack_data(m, plen, carrier16, buf, off)
         except struct.error as exc:  # (the slot is not the kernel's until committed: no harm done)
             raise ValueError(f"DataPacket field out of range: {exc}") from exc
-        buf[off : off + ETH_LEN] = self._eth
         end = off + DATA_HDR_END + plen
         buf[off + DATA_HDR_END : end] = payload
         # the ICRC over the slot: the headers after the masked ones and the payload, in one pass
@@ -519,7 +529,7 @@ class FrameEncoder:
         payload = _real_payload(m.payload)
         plen = len(payload)
         hdr = self._data_hdr
-        hdr_sum, head = self._pack_data(m, plen, carrier16, hdr, OUTER_OFF)
+        hdr_sum, head = self._pack_data(m, plen, carrier16, hdr, 0)
         crc = crc32(payload, crc32(self._data_rest, head))
         ulen = UDP_LEN + BTH_LEN + DATA_HDR_LEN + plen + ICRC_LEN
         _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum))
@@ -529,9 +539,9 @@ class FrameEncoder:
     def _pack_data(
         self, m: DataPacket, n: int, carrier16: bytes, buf: bytearray | memoryview, at: int
     ) -> tuple[int, int]:
-        """Pack a DATA frame's headers, from the outer IPv6 header on, into ``buf`` at ``at``
-        (the DATA template, or a packet ring's slot), UDP checksum 0, for a payload of ``n``
-        bytes: (the headers' share of the UDP checksum, the CRC of the ICRC's masked headers)."""
+        """Pack a DATA frame's headers, Ethernet's included, into ``buf`` at ``at`` (the DATA
+        template, or a packet ring's slot), UDP checksum 0, for a payload of ``n`` bytes: (the
+        headers' share of the UDP checksum, the CRC of the ICRC's masked headers)."""
         if n > MAX_PAYLOAD:
             raise ValueError(f"payload of {n} B exceeds {MAX_PAYLOAD} B")
         qp, psn = m.qp, m.psn
@@ -550,11 +560,12 @@ class FrameEncoder:
         flag_bits: int = m.flags
         op: int = m.opcode
         flags = flag_bits | echo << DATA_FLAG_BITS  # the flags word (messages.data_flags_word)
-        hc = header_check(self._inner_addrs, sport, op, qp, psnw, va, rkey, n, msg_id, flags, ts)
+        hc = header_check_after(self._addrs_crc, sport, op, qp, psnw, va, rkey, n, msg_id, flags, ts)
         _HDR_DATA_PACK_INTO(
-            buf, at, vtf, ulen + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src, carrier16,
-            vtf, ulen, self._inner_nh, self._inner_hl, self._inner_addrs,
-            sport, MRC_UDP_PORT, ulen, 0, op, 0, 0xFFFF, qp, psnw, va, rkey, n, msg_id, flags, hc, ts,
+            buf, at, self._eth, vtf, ((ulen + IP6_LEN) << 16) | self._outer_nhhl, self._outer_src,
+            carrier16, vtf, (ulen << 16) | self._inner_nhhl, self._inner_addrs,
+            (sport << 16) | MRC_UDP_PORT, ulen << 16, (op << 24) | 0xFFFF, qp, psnw, va, rkey, n,
+            msg_id, (flags << 16) | hc, ts,
         )  # fmt: skip
         # the headers' share of the checksum from the field values (2**16 = 1 mod 0xFFFF: a
         # big-endian field at an even offset counts as its value); the pack above has already
@@ -612,26 +623,32 @@ class FrameEncoder:
 
     def _encode_sack(self, m: Sack, carrier16: bytes) -> bytes:
         hdr = self._sack_hdr
-        crc = self._pack_sack(m, carrier16, hdr, OUTER_OFF)
+        crc = self._pack_sack(m, carrier16, hdr, 0)
         frame = b"".join((hdr, _ICRC_PACK(crc)))
         return frame
 
     def _pack_sack(self, m: Sack, carrier16: bytes, buf: bytearray | memoryview, at: int) -> int:
-        """As ``_pack_data`` for the receiver's most frequent frame, checksum included: one
-        pack for the headers, one for the ICRC's masked copy, the checksum from the field
-        values; the ICRC."""
+        """As ``_pack_data`` (``at``: where the frame starts) for the receiver's most frequent
+        frame, checksum included: one pack for the headers, one for the ICRC's masked copy, the
+        checksum from the field values; the ICRC."""
         qp, cum, base = m.qp, m.cum_psn, m.base_psn
         if (qp | cum | base) >> 24:
             raise ValueError(f"qp {qp}, cum_psn {cum} or base_psn {base} is not 24 bits")
+        port_status = m.port_status
+        if port_status >> 16:  # (joined below with the flags: its pack could not refuse it)
+            raise ValueError(f"port_status {port_status} is not 16 bits")
         vtf = self._vtf(m.meta)
         sport = SPORT_BASE | (m.meta.ev & SPORT_EV_MASK)
         flags = (SACK_FLAG_ECN_ECHO if m.ecn_echo else 0) | (SACK_FLAG_DUPLICATE if m.duplicate else 0)
-        bitmap, echo_ev, port_status, echo_ts = m.bitmap, m.echo_ev, m.port_status, m.echo_ts
+        bitmap, echo_ev, echo_ts = m.bitmap, m.echo_ev, m.echo_ts
         op = self._sack_op
         mask = self._sack_mask
+        ports = (sport << 16) | MRC_UDP_PORT
+        op_pkey = (op << 24) | 0xFFFF
+        flags_status = (flags << 24) | port_status
         _TAIL_SACK_PACK_INTO(
-            mask, IP6_LEN, sport, MRC_UDP_PORT, SACK_ULEN, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, cum,
-            cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
+            mask, IP6_LEN, ports, (SACK_ULEN << 16) | 0xFFFF, op_pkey, qp | _BTH_MASK_QPW, cum,
+            cum, base, bitmap, echo_ev, flags_status, echo_ts,
         )  # fmt: skip
         crc = crc32(mask, _CRC_LRH)
         # every field sits at an even offset (a byte pair counts as its 16-bit value): see
@@ -642,10 +659,10 @@ class FrameEncoder:
         ) % 0xFFFF  # fmt: skip
         csum = _udp_checksum(self._pseudo, SACK_ULEN, hdr_sum, b"", crc)
         _HDR_SACK_PACK_INTO(
-            buf, at, vtf, SACK_ULEN + IP6_LEN, self._outer_nh, self._outer_hl, self._outer_src,
-            carrier16, vtf, SACK_ULEN, self._inner_nh, self._inner_hl, self._inner_addrs,
-            sport, MRC_UDP_PORT, SACK_ULEN, csum, op, 0, 0xFFFF, qp, cum,
-            cum, base, bitmap, echo_ev, flags, 0, port_status, echo_ts,
+            buf, at, self._eth, vtf, ((SACK_ULEN + IP6_LEN) << 16) | self._outer_nhhl, self._outer_src,
+            carrier16, vtf, (SACK_ULEN << 16) | self._inner_nhhl, self._inner_addrs,
+            ports, (SACK_ULEN << 16) | csum, op_pkey, qp, cum,
+            cum, base, bitmap, echo_ev, flags_status, echo_ts,
         )  # fmt: skip
         return crc
 

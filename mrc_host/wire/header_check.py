@@ -22,10 +22,13 @@ try:  # zlib-ng's CRC-32 (same polynomial and results, ~8x faster on a 4 KiB fra
 except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib is the fallback
     from zlib import crc32 as crc32
 
-__all__ = ["crc32", "header_check"]
+__all__ = ["addresses_crc", "crc32", "header_check", "header_check_after"]
 
 _FIELDS: Final = struct.Struct(">32sHBIIQIIIHQ")
 _FIELDS_PACK: Final = _FIELDS.pack
+# the fields after the addresses, QP and AckReq/PSN word as one 64-bit field (the QP is 24 bits)
+_TAIL: Final = struct.Struct(">HBQQIIIHQ")
+_TAIL_PACK: Final = _TAIL.pack
 
 
 def header_check(
@@ -47,3 +50,28 @@ def header_check(
         crc32(_FIELDS_PACK(inner_addrs, sport, opcode, qp, ack_psn, va, rkey, dlen, msg_id, flags, send_ts))
         & 0xFFFF
     )
+
+
+def addresses_crc(inner_addrs: bytes) -> int:
+    """The check's CRC over the addresses alone: ``header_check_after``'s start for every frame
+    between them (the CRC of a concatenation continues from its first part's)."""
+    return crc32(inner_addrs)
+
+
+def header_check_after(
+    addrs_crc: int,
+    sport: int,
+    opcode: int,
+    qp: int,
+    ack_psn: int,
+    va: int,
+    rkey: int,
+    dlen: int,
+    msg_id: int,
+    flags: int,
+    send_ts: int,
+) -> int:
+    """``header_check`` with the addresses' CRC (``addresses_crc``) worked out once: the sender
+    packs 41 bytes in 9 fields a frame instead of 73 in 11."""
+    tail = _TAIL_PACK(sport, opcode, (qp << 32) | ack_psn, va, rkey, dlen, msg_id, flags, send_ts)
+    return crc32(tail, addrs_crc) & 0xFFFF

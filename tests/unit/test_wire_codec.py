@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import struct
@@ -471,10 +472,23 @@ def test_encode_refuses_values_that_do_not_fit() -> None:
         dataclasses.replace(sample_data(8), meta=dataclasses.replace(sample_data(8).meta, ev=1 << 32)),
         dataclasses.replace(MSGS[4], cum_psn=1 << 24),
         dataclasses.replace(MSGS[4], bitmap=1 << 64),
+        # fields the encoder packs joined with a neighbour (codec._HDR_DATA, _HDR_SACK): each
+        # still refused alone, never spilling into the field beside it
+        dataclasses.replace(sample_data(8), msg_id=1 << 32),
+        dataclasses.replace(sample_data(8), vaddr=1 << 64),
+        dataclasses.replace(sample_data(8), send_ts=-1),
+        dataclasses.replace(sample_data(8), ack_echo=-1),
+        dataclasses.replace(MSGS[4], port_status=1 << 16),
+        dataclasses.replace(MSGS[4], port_status=-1),
+        dataclasses.replace(MSGS[4], echo_ev=1 << 32),
+        dataclasses.replace(MSGS[4], echo_ts=1 << 64),
     ]
+    slot = memoryview(bytearray(codec.MAX_FRAME))
     for msg in bad:
         with pytest.raises(ValueError):
             enc.encode(msg, c)
+        with contextlib.suppress(ValueError):  # (in place: refused too, or, too long, not written)
+            assert enc.encode_into(msg, c, slot, 0, len(slot)) < 0, msg
     with pytest.raises(ValueError):
         enc.encode(MSGS[0], c[:15])
     with pytest.raises(TypeError):

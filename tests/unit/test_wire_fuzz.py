@@ -23,6 +23,7 @@ from mrc_host.wire.codec import (
     decode_inner_frame,
 )
 from mrc_host.wire.framing import MAX_PAYLOAD
+from mrc_host.wire.header_check import addresses_crc, header_check, header_check_after
 from mrc_host.wire.messages import Frame, MalformedPacket
 from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER, sample_messages
 
@@ -317,3 +318,22 @@ def test_sack_fast_path_every_byte(which: int) -> None:
             for verify in (False, True):
                 fast, full = _both_paths(bytes(out), verify, True)
                 assert fast == full, (at, flip, verify)
+
+
+U32 = st.integers(0, 2**32 - 1)
+U64 = st.integers(0, 2**64 - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(min_size=32, max_size=32), st.integers(0, 0xFFFF), st.integers(0, 0xFF),
+    st.integers(0, 2**24 - 1), U32, U64, U32, U32, U32, st.integers(0, 0xFFFF), U64,
+)  # fmt: skip
+def test_the_encoders_header_check_is_the_receivers(
+    addrs: bytes, sport: int, op: int, qp: int, psnw: int, va: int, rkey: int, dlen: int,
+    msg_id: int, flags: int, ts: int,
+) -> None:  # fmt: skip
+    """The sender's check (the addresses' CRC once, the rest per frame, two fields joined) is
+    the one a receiver verifies a trimmed frame against, for every field value."""
+    fields = (sport, op, qp, psnw, va, rkey, dlen, msg_id, flags, ts)
+    assert header_check_after(addresses_crc(addrs), *fields) == header_check(addrs, *fields)
