@@ -20,6 +20,7 @@ from typing import Any
 
 from mrc_host.core import DEFAULT_MAX_EVS
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
+from mrc_host.sim.gc_pause import collector_paused
 from mrc_host.sim.network import FlowSpec, Network
 from mrc_host.sim.traffic import Job, point_to_point
 
@@ -138,14 +139,15 @@ def run_mrcsim(
     fab: XFabric, case: Case, seed: int, lossless: bool = False, payload: str = "real"
 ) -> dict[str, Any]:
     started = time.monotonic()
-    net = Network(lossless_shape(fab) if lossless else fab.shape(), seed, payload)
-    job = point_to_point(
-        net,
-        Job(case.name, "xcheck", 0),
-        FlowSpec("x", 0, 1, mtu=fab.payload, max_evs=case.evs or DEFAULT_MAX_EVS),
-        list(case.pairs),
-        case.size,
-    )
+    with collector_paused():  # (as mrc-sim builds a scenario's network: gc_pause.py)
+        net = Network(lossless_shape(fab) if lossless else fab.shape(), seed, payload)
+        job = point_to_point(
+            net,
+            Job(case.name, "xcheck", 0),
+            FlowSpec("x", 0, 1, mtu=fab.payload, max_evs=case.evs or DEFAULT_MAX_EVS),
+            list(case.pairs),
+            case.size,
+        )
     ideal_ns = int(ideal_us(case, fab.payload + DATA_OVERHEAD, fab.payload, fab.gbps) * 1e3)
     ports = net.fabric.ports.values()
     # the windows at the start and halfway through the ideal time, and the trims until then

@@ -19,11 +19,12 @@ and dropped, and the rule never retires a plane's last path (``reverse_retire_re
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from array import array
+from collections import deque
 from typing import Final
 
 from mrc_fabric.ev import ENTROPY_BITS
-from mrc_host.wire.messages import ack_echo_of
+from mrc_host.wire.messages import ACK_ECHO_MAX, ack_echo_of
 
 from .counters import Counters
 from .ev_state import EvEvent, EvState
@@ -101,10 +102,14 @@ class AckEchoes:
     def __init__(self, evset: EvSet, counters: Counters) -> None:
         self.evset = evset
         self.c = counters
-        # echo -> (EV, send time) of a SACK, oldest first. Ordered: a plain dict's oldest key,
-        # once older ones are deleted, is found by walking past every deleted slot (hundreds:
-        # a third of the SACK path's instructions)
-        self._sent: OrderedDict[int, SackSent] = OrderedDict()
+        # the echoes of the SACKs remembered (``SENT_MAX``), oldest first from ``_head`` (0: a
+        # slot whose echo was sent again since, and moved last), and a bit per echo value
+        # remembered: only whether an echo is remembered is ever asked, so no record is kept
+        # (an ``OrderedDict`` of records was ~40 kB a receiver: 5 MB of the 128-host permutation)
+        self._order = array("H")
+        self._head = 0
+        self._held = 0
+        self._known = bytearray((ACK_ECHO_MAX >> 3) + 1)
         self._unconfirmed: dict[int, SackSent] = {}  # the same, not yet echoed, oldest first
         self._late: dict[int, SackSent] = {}  # unechoed SACKs of paths retired since
         # path retired here -> (send time of its lost SACK, the retirement's undo key)
@@ -114,23 +119,34 @@ class AckEchoes:
         """A SACK echoing the DATA copy (``echo_ts``, ``echo_ev``) left as ``sent_on`` (the
         receiver's record of it, kept here as it is)."""
         key = ack_echo_of(echo_ts, echo_ev)
-        sent, unconfirmed, late = self._sent, self._unconfirmed, self._late
+        unconfirmed, late, order, known = self._unconfirmed, self._late, self._order, self._known
         if late:  # (nearly always empty: asked first, no method call)
             late.pop(key, None)
-        if key in sent:
+        order.append(key)  # (the newest)
+        if known[key >> 3] >> (key & 7) & 1:
             # two SACKs we remember share the 14-bit echo: its echo could name either, so
             # it names neither (judging the older one on no evidence would be a guess too)
-            del sent[key]
+            order[order.index(key, self._head)] = 0  # (the older one's place, before the newest)
             unconfirmed.pop(key, None)
-            sent[key] = SackSent(_AMBIGUOUS, sent_on.sent_ns)
-        else:
-            sent[key] = unconfirmed[key] = sent_on
-        if len(sent) > SENT_MAX:
-            old = sent.popitem(last=False)[0]
+            return
+        known[key >> 3] |= 1 << (key & 7)
+        unconfirmed[key] = sent_on
+        self._held += 1
+        if self._held > SENT_MAX:  # the oldest remembered is forgotten
+            head = self._head
+            while not order[head]:
+                head += 1
+            old = order[head]
+            self._head = head + 1
+            self._held -= 1
+            known[old >> 3] &= ~(1 << (old & 7)) & 0xFF
             if old in unconfirmed:  # (mostly echoed long ago)
                 del unconfirmed[old]
             if late:
                 late.pop(old, None)
+            if self._head >= SENT_MAX:
+                del order[: self._head]
+                self._head = 0
 
     def echoed(self, key: int, now_ns: int) -> None:
         """A DATA packet echoed ``key`` (0: no echo)."""
@@ -148,7 +164,7 @@ class AckEchoes:
             if got is not None:
                 del late[key]
         if got is None:
-            if key not in self._sent:
+            if not self._known[key >> 3] >> (key & 7) & 1:
                 self.c.ack_echo_unmatched += 1  # forged, or older than we remember: dropped
             return  # (else confirmed already, or ambiguous)
         ev, sent_ns = got.ev, got.sent_ns

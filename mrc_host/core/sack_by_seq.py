@@ -1,62 +1,72 @@
-"""The receiver's record of which SACK answered each PSN it placed, as a list indexed by PSN.
+"""The receiver's record of which SACK answered each PSN it placed, in arrays indexed by PSN.
 
 The receiver keeps, per sequence number it placed, the ``SackSent`` of the SACK that answered
 it: a retransmission of that PSN arriving long after says that SACK's path lost it
 (``Receiver.on_data``). The PSNs kept are consecutive (every one placed since the window
-moved on), so a list from the lowest PSN held costs one pointer a PSN where a dict cost an
-entry and a boxed integer key (about 100 bytes; 5 MB of the 128-host permutation's peak).
+moved on), so two arrays from the lowest PSN held, of the SACK's EV and its send time, cost
+16 bytes a PSN: a dict cost an entry and a boxed integer key (about 100 bytes; 5 MB of the
+128-host permutation's peak), a list of records a pointer and kept every SACK's record alive
+(2.7 MB).
 
 It behaves exactly as that dict did: ``len`` counts the PSNs held (the receiver trims the
-table by it), ``pop`` takes one, ``keep_from`` drops every PSN below a floor.
+table by it), ``get`` and ``pop`` answer a record with the EV and time set (a new one),
+``keep_from`` drops every PSN below a floor.
 """
 
 from __future__ import annotations
 
+from array import array
+
 from .ack_echo import SackSent
+
+_NONE = -1  # in ``_ev``: no record held for that PSN (an EV is 32 bits, never negative)
 
 
 class SackBySeq:
-    """seq -> ``SackSent``: ``slots[seq - base]``, None where none is held."""
+    """seq -> (EV, send time): ``_ev[seq - base]``, ``_ns[seq - base]``."""
 
     def __init__(self) -> None:
-        self._slots: list[SackSent | None] = []
-        self._base = 0  # the seq of ``_slots[0]``
-        self._held = 0  # slots not None
+        self._ev = array("q")
+        self._ns = array("q")
+        self._base = 0  # the seq of slot 0
+        self._held = 0  # slots holding a record
 
     def __len__(self) -> int:
         return self._held
 
     def set(self, seq: int, sent: SackSent) -> None:
-        slots = self._slots
-        if not slots:
+        evs, ns = self._ev, self._ns
+        if not evs:
             self._base = seq
         at = seq - self._base
         if at < 0:  # (below the lowest held: room at the front)
-            slots[:0] = [None] * -at
+            evs[:0] = array("q", [_NONE]) * -at
+            ns[:0] = array("q", [0]) * -at
             self._base = seq
             at = 0
-        elif at == len(slots):  # (the next PSN: nearly always)
-            slots.append(None)
-        elif at > len(slots):
-            slots.extend([None] * (at + 1 - len(slots)))
-        if slots[at] is None:
+        elif at == len(evs):  # (the next PSN: nearly always)
+            evs.append(_NONE)
+            ns.append(0)
+        elif at > len(evs):
+            evs.extend(array("q", [_NONE]) * (at + 1 - len(evs)))
+            ns.extend(array("q", [0]) * (at + 1 - len(ns)))
+        if evs[at] == _NONE:
             self._held += 1
-        slots[at] = sent
+        evs[at] = sent.ev
+        ns[at] = sent.sent_ns
 
     def get(self, seq: int) -> SackSent | None:
         at = seq - self._base
-        slots = self._slots
-        return slots[at] if 0 <= at < len(slots) else None
+        evs = self._ev
+        if not 0 <= at < len(evs) or evs[at] == _NONE:
+            return None
+        return SackSent(evs[at], self._ns[at])
 
     def pop(self, seq: int) -> SackSent | None:
         """The record of ``seq``, removed (None if none is held)."""
-        at = seq - self._base
-        slots = self._slots
-        if not 0 <= at < len(slots):
-            return None
-        sent = slots[at]
+        sent = self.get(seq)
         if sent is not None:
-            slots[at] = None
+            self._ev[seq - self._base] = _NONE
             self._held -= 1
         return sent
 
@@ -65,8 +75,9 @@ class SackBySeq:
         cut = floor - self._base
         if cut <= 0:
             return
-        slots = self._slots
-        cut = min(cut, len(slots))
-        self._held -= sum(1 for s in slots[:cut] if s is not None)
-        del slots[:cut]
+        evs = self._ev
+        cut = min(cut, len(evs))
+        self._held -= cut - evs[:cut].count(_NONE)
+        del evs[:cut]
+        del self._ns[:cut]
         self._base = floor

@@ -132,7 +132,7 @@ def test_a_late_echo_undoes_the_retirement() -> None:
     victim = reverse_path_lost(p, data)
     assert retired_paths(p) == {victim}
     rx = p.b.receiver.echoes
-    key = next(k for k, s in rx._sent.items() if s.ev >= 0 and (ev_plane(s.ev), ev_t1(s.ev)) == victim)
+    key = next(k for k, s in rx._late.items() if (ev_plane(s.ev), ev_t1(s.ev)) == victim)
     p.now += 1_000
     echo = DataPacket(22, 0, BASE, RKEY, b"", send_ts=p.now - 1_000, ack_echo=key)
     p.b.receive(echo, p.now)
@@ -178,3 +178,39 @@ def test_echoes_of_one_reverse_path_never_ride_one_forward_path_twice_in_a_row()
     paths = [f for f, _ in carried]
     assert all(a != b for a, b in itertools.pairwise(paths))
     assert paths.count(dying) <= 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_echo_book_remembers_as_an_ordered_dict_of_echoes_would(seed: int) -> None:
+    """The book keeps only which echoes it remembers, oldest first: against a model (an
+    ``OrderedDict``, a shared echo moved last and named ambiguous) over thousands of SACKs
+    whose echoes collide often, the same echoes are remembered and the same ones unconfirmed,
+    and an echo forgotten or never sent is counted as unmatched."""
+    from collections import OrderedDict
+
+    from mrc_host.core.ack_echo import SENT_MAX
+
+    rng = random.Random(seed)
+    p = make_pair()
+    rx = p.b.receiver.echoes
+    model: OrderedDict[int, bool] = OrderedDict()  # echo -> unambiguous
+    for step in range(6 * SENT_MAX):
+        ts, ev = rng.randrange(1 << 20), rng.randrange(4)
+        key = ack_echo_of(ts, ev)
+        rx.sack_sent(ts, ev, SackSent(-5, step))
+        if key in model:
+            del model[key]
+            model[key] = False
+        else:
+            model[key] = True
+        if len(model) > SENT_MAX:
+            model.popitem(last=False)
+        if step % 97 == 0:
+            live = [k for k in rx._order[rx._head :] if k]
+            assert live == list(model)
+            assert set(rx._unconfirmed) == {k for k, alone in model.items() if alone}
+    unmatched = p.b.counters.ack_echo_unmatched
+    forgotten = next(k for k in range(1, ACK_ECHO_MAX + 1) if k not in model)
+    rx.echoed(forgotten, 10**9)
+    rx.echoed(next(k for k, alone in model.items() if not alone), 10**9)  # ambiguous: silent
+    assert p.b.counters.ack_echo_unmatched == unmatched + 1
