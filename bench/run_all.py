@@ -47,6 +47,8 @@ BENCHMARKS = [
     Benchmark("sim-faults", "bench.sim_faults", ("--quick",)),
     # NSCC: jittery fabrics, two RTTs into one host, the 8->1 incast, over 5 seeds
     Benchmark("sim-nscc", "bench.sim_nscc", ("--seeds", "5")),
+    # NSCC: 2, 4, 8 equal flows into one host, 1 and 2 planes, together or staggered: Jain
+    Benchmark("sim-fair", "bench.sim_fair", ("--seeds", "3"), ("--seeds", "10")),
     # the paper's shapes at production scale in the simulator (8 planes x 100G, 128-256 EVs)
     Benchmark("sim-shapes", "bench.sim_shapes", ("--quick",)),
     # mrc-sim side by side with UEC's htsim_uec on one fabric (skipped where htsim is not found)
