@@ -174,3 +174,29 @@ def test_two_agents_paced_transfer_verifies_at_the_rate_and_the_backlog_holds() 
 def _plane(frame: bytes) -> int:
     msg = decode_frame(frame)
     return ev_plane(msg.meta.ev) if isinstance(msg, DataPacket) else -1
+
+
+def test_mrc_stats_names_the_departure_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    """``mrc stats`` says whether a pacer at the link's rate or the hand-over times departures."""
+    import argparse
+
+    from mrc_host.agent.cli import cmd_stats
+    from mrc_host.agent.pacer import hand_over_clock
+
+    pacer, _ports, _owner = _pacer(mbit_s=20.0)
+    pacer.data(None, 0, _data(0), (None, b"", 1000), 0)
+    reply: dict[str, Any] = {"host": "h0", "evs": [], "totals": {}, "ports": [], "malformed": {},
+                             "kernel_drops": {}, "transfers": {"sent": [], "received": []}}  # fmt: skip
+
+    class Client:
+        def __init__(self, departures: dict[str, Any]) -> None:
+            self.reply = reply | {"departures": departures}
+
+        def stats(self) -> dict[str, Any]:
+            return self.reply
+
+    args = argparse.Namespace(json=False, all=False)
+    cmd_stats(args, Client(pacer.describe()))  # type: ignore[arg-type]
+    assert "pacer at 20 Mbit/s: max 1 waited 0/1" in capsys.readouterr().out.replace("\n", " ")
+    cmd_stats(args, Client(hand_over_clock()))  # type: ignore[arg-type]
+    assert "hand-over (no link rate" in capsys.readouterr().out
