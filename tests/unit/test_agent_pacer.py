@@ -200,3 +200,17 @@ def test_mrc_stats_names_the_departure_clock(capsys: pytest.CaptureFixture[str])
     assert "pacer at 20 Mbit/s: max 1 waited 0/1" in capsys.readouterr().out.replace("\n", " ")
     cmd_stats(args, Client(hand_over_clock()))  # type: ignore[arg-type]
     assert "hand-over (no link rate" in capsys.readouterr().out
+
+
+def test_the_testbed_gives_its_agents_the_link_rate_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from topologies.testbed import TestbedConfig, nic_args
+
+    assert nic_args(TestbedConfig(link_rate=20.0)) == ["--nic-rate", "20"]
+    assert nic_args(TestbedConfig(link_rate=37.5, nic_pacing=False)) == []
+    assert nic_args(TestbedConfig(link_rate=None)) == nic_args(TestbedConfig(link_rate=0)) == []
+    monkeypatch.setenv("MRC_NIC_PACING", "off")
+    assert nic_args(TestbedConfig(link_rate=20.0)) == []
+    monkeypatch.setenv("MRC_NIC_PACING", "on")
+    assert TestbedConfig().nic_pacing
