@@ -30,7 +30,7 @@ from typing import Any
 from mrc_view.live import recorded
 from topologies.agents import agent_available
 from topologies.cli import parse_size
-from topologies.testbed import Testbed, add_fabric_arguments, config_from_args
+from topologies.testbed import Testbed, add_fabric_arguments, config_from_args, nic_args
 from topologies.watch import (
     PlannedFault,
     TransferWatch,
@@ -215,6 +215,7 @@ def run_live(tb: Testbed, size: int, mode: str) -> dict[str, Any]:
         "target_reason": tb.choice.reason,
         "link_rate_mbit_s": tb.config.link_rate,
         "link_rate_source": tb.rate_source,
+        "departure_clock": "pacer" if nic_args(tb.config) else "hand-over",  # mrc_host/agent/pacer.py
         "run_dir": str(tb.run.path),
         "src": src,
         "dst": dst,
@@ -238,6 +239,11 @@ def _line(run: dict[str, Any]) -> str:
     )
 
 
+def _rtt(s: dict[str, Any]) -> str:
+    srtt, low = s.get("srtt_us"), s.get("min_rtt_us")
+    return "?" if srtt is None or low is None else f"{srtt / 1e3:.2f}/{low / 1e3:.2f} ms"
+
+
 def print_summary(r: dict[str, Any]) -> None:
     clean, faulted = r["clean"], r["faulted"]
     s, c = faulted["summary"], clean["summary"]
@@ -245,12 +251,14 @@ def print_summary(r: dict[str, Any]) -> None:
     print(f"MRC demo -- LIVE fabric on {r['target'].upper()} switches ({r['target_reason']})")
     print("=" * 78)
     rate = r.get("link_rate_mbit_s")
-    print(f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({r.get('link_rate_source', '?')})")
+    paced = "; agents pace DATA at it" if r.get("departure_clock") == "pacer" else ""
+    print(f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({r.get('link_rate_source', '?')}{paced})")
     print(f"transfer {r['src']} -> {r['dst']}: {r['size']:,} bytes, mode {r['mode']}")
     print(f"completed: {bool(s.get('ok'))}; bytes verified by the receiver: {s.get('verified')}")
     ct, ft = c.get("seconds") or clean["wall_s"], s.get("seconds") or faulted["wall_s"]
     print(f"completion time: {ft:.2f} s with faults vs {ct:.2f} s without ({ft / ct:.2f}x)")
     print(f"retransmissions: {s.get('retransmissions')} (without faults: {c.get('retransmissions')})")
+    print(f"sender RTT: SRTT/min {_rtt(s)} with faults, {_rtt(c)} without")
     print("faults:")
     for f in faulted["faults"]:
         if f["injected_at"] is None:

@@ -59,6 +59,19 @@ STOP_TIMEOUT = 5.0
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def nic_pacing_from_env() -> bool:
+    """$MRC_NIC_PACING=off runs the agents without their pacer (to compare; docs/testbed.md)."""
+    return os.environ.get("MRC_NIC_PACING", "on").strip().lower() not in ("off", "0", "no")
+
+
+def nic_args(config: TestbedConfig) -> list[str]:
+    """The agents' departure clock: their pacer at the host link's rate (a set rate only)."""
+    rate = config.link_rate
+    if not config.nic_pacing or not isinstance(rate, (int, float)) or rate <= 0:
+        return []
+    return ["--nic-rate", f"{rate:g}"]
+
+
 @dataclass
 class TestbedConfig:
     """Everything a run is started with (saved as ``run.json``)."""
@@ -85,6 +98,9 @@ class TestbedConfig:
     controller: bool = True
     agents: bool = True  # start `mrc serve` in every host (when mrc_host.agent is installed)
     agent_args: list[str] = field(default_factory=list)
+    # with a link rate, the agents pace their DATA at it and report departures to their cores
+    # (mrc_host/agent/pacer.py; docs/testbed.md). Default: on, unless $MRC_NIC_PACING is "off"
+    nic_pacing: bool = field(default_factory=nic_pacing_from_env)
     supervise: bool = True  # restart dead switch processes, report dead agents (topologies.supervisor)
     # pcaps of every link under pcap/ (topologies.captures), at most pcap_limit_mb in all; off by
     # default: a full-rate transfer fills hundreds of MB in seconds. The CLI's `capture` takes one.
@@ -447,7 +463,7 @@ class Testbed:
                 self.run.host_config(h.name),
                 self.run.agent_socket(h.name),
                 self.run.agent_log(h.name),
-                [*self.choice.agent_args(), *self.config.agent_args],
+                [*self.choice.agent_args(), *nic_args(self.config), *self.config.agent_args],
             )
             self.agents[h.name] = agent
             self.run.record(agent.start(), "agent", h.name)
@@ -584,6 +600,13 @@ def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
         "faithful for this data plane and shape; 0: unlimited (the CPU decides)",
     )
     ap.add_argument(
+        "--nic-pacing",
+        choices=("on", "off"),
+        default="off" if not nic_pacing_from_env() else "on",
+        help="with a link rate, the agents send DATA at it and time it from when it left, as a NIC "
+        "does (default on; $MRC_NIC_PACING=off); off: the host link's qdisc queues it",
+    )
+    ap.add_argument(
         "--calibration",
         type=Path,
         default=None,
@@ -630,6 +653,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
         pcap=args.pcap is not None,
         pcap_limit_mb=args.pcap if args.pcap is not None else TestbedConfig.pcap_limit_mb,
         calibration=args.calibration,
+        nic_pacing=getattr(args, "nic_pacing", "on") == "on",
         **extra,
     )
 

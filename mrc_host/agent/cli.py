@@ -96,6 +96,13 @@ def _add_serve(s: argparse.ArgumentParser) -> None:
         "a kernel tick of delay to a burst's last frame), or off (a system call per frame)",
     )
     s.add_argument(
+        "--nic-rate",
+        type=float,
+        default=0.0,
+        help="the host link's rate in Mbit/s: DATA leaves each port at most at it and the cores hear "
+        "when each frame left (the testbed passes its link rate); 0 (default): no pacing",
+    )
+    s.add_argument(
         "--connect-timeout",
         type=float,
         default=5.0,
@@ -207,6 +214,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         verify_icrc=not args.no_icrc_check,
         busy_poll_us=DEFAULT_BUSY_POLL_US if args.busy_poll_us is None else args.busy_poll_us,
         ring=args.ring,
+        nic_rate_mbit=args.nic_rate,
         connect_timeout_s=args.connect_timeout,
         peer_timeout_s=args.peer_timeout,
         deadline_s=args.deadline,
@@ -316,6 +324,12 @@ def cmd_stats(args: argparse.Namespace, client: AgentClient) -> int:
             f"{io}: rx {p['frames_rx']}  tx {p['frames_tx']}  tx errors {p['tx_errors']}  "
             f"drops {p['socket_drops']}",
         )
+    dep = reply.get("departures", {})
+    if dep.get("clock") == "pacer":
+        queues = "  ".join(f"max {p['max_queued']} waited {p['waited']}/{p['paced']}" for p in dep["ports"])
+        tot.add_row("departure clock", f"pacer at {dep['rate_mbit_s']:g} Mbit/s: {queues}")
+    else:
+        tot.add_row("departure clock", "hand-over (no link rate: frames leave as the core hands them over)")
     tot.add_row("malformed", json.dumps(reply["malformed"]) or "{}")
     tot.add_row("refused (peer binding)", json.dumps(reply.get("refused", {})))
     tot.add_row("handshake", json.dumps(reply.get("handshake", {})))

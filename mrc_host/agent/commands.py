@@ -20,6 +20,7 @@ from mrc_host.core.ev_fields import EvDeny
 from .control import ControlClient
 from .ev_profile import ProfileError, deny_dict, deny_rule
 from .netio import KernelQuiet
+from .pacer import hand_over_clock
 from .paths import HostPaths
 from .peers import Peers
 from .ports import LoopCounters, Ports
@@ -111,6 +112,8 @@ class Commands:
             "uptime_s": round(time.monotonic() - a.started, 3),
             "mtu": a.mtu,
             "ports": a.ports.describe(),
+            # when frames leave: the pacer's clock at the link's rate, or the hand-over
+            "departures": hand_over_clock() if a.peers.pacer is None else a.peers.pacer.describe(),
             "malformed": dict(a.counters.malformed),
             "refused": dict(a.peers.refused),
             "handshake": dict(a.peers.handshake),

@@ -43,6 +43,9 @@ class AgentOptions:
     verify_icrc: bool = True
     busy_poll_us: int = DEFAULT_BUSY_POLL_US
     ring: str = "v2"  # packet rings on the ports: "v2", "v3" or "off" (mrc_host/agent/rings.py)
+    # the host link's rate, Mbit/s: the agent paces its DATA at it and reports departures to
+    # the cores (pacer.py); 0: no pacer, a frame departs when it is handed over
+    nic_rate_mbit: float = 0.0
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
     deadline_s: float = DEFAULT_DEADLINE_S
@@ -56,6 +59,8 @@ class AgentOptions:
             raise ValueError(f"--busy-poll-us: {self.busy_poll_us} is outside 0..100000")
         if self.ring not in ("v2", "v3", "off"):
             raise ValueError(f"--ring: {self.ring!r} is not v2, v3 or off")
+        if not 0 <= self.nic_rate_mbit <= 100_000:
+            raise ValueError(f"--nic-rate: {self.nic_rate_mbit:g} is outside 0..100000 Mbit/s")
         if not 1 <= self.ack_every <= 64:
             raise ValueError(f"--ack-every: {self.ack_every} is outside 1..64")
         if not 2 <= self.psn_window < 1 << 23:

@@ -60,6 +60,7 @@ from .connection import Connection, HandshakeError, RecvConnection, SendConnecti
 from .cookies import COOKIE_EPOCH_NS, CookieJar
 from .ev_profile import ProfileError
 from .options import AgentOptions
+from .pacer import NIC_BACKLOG_PER_PLANE, NicPacer
 from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, PeerPaths, QpId
 from .ports import LoopCounters, Ports
 
@@ -129,6 +130,7 @@ class Peers:
         self.peer_incarnation: dict[int, int] = {}  # peer index -> its agent's, from proven CONNECTs
         self.known_cookies: dict[int, tuple[int, int]] = {}  # our QP -> (a cookie that opened it, when)
         self.path_health = NicPathHealth()  # this NIC's path verdicts, shared by its connections
+        self.pacer = _pacer(self)  # the NIC's departure clock (None: frames leave when handed over)
 
     # ---- frames in ------------------------------------------------------------------------
     def on_message(self, msg: Frame, now: int) -> None:
@@ -317,6 +319,9 @@ class Peers:
     def _transport(self, mode: Mode, initial_psn: int) -> TransportConfig:
         """The connection's parameters; the operator's deny rules join the profile's."""
         cfg = self.opts.transport(mode, initial_psn, self.mtu)
+        if self.pacer is not None:  # (the pacer reports departures: the core waits for them)
+            backlog = NIC_BACKLOG_PER_PLANE * len(self.ports.counters)
+            cfg = replace(cfg, nic_departures=True, nic_backlog=backlog)
         if not self.deny_rules:
             return cfg
         return replace(
@@ -410,7 +415,7 @@ class Peers:
         done: list[Action] = []
         for act in actions:
             if isinstance(act, Transmit):
-                self.transmit(conn, act.msg)
+                self.transmit(conn, act.msg, now)
             elif isinstance(act, SetTimer):
                 conn.deadline = act.at_ns
             elif isinstance(act, PathHealthChanged):
@@ -440,12 +445,16 @@ class Peers:
         if events is not None and isinstance(conn, SendConnection) and conn.reserved and conn.release():
             events.on_ready(conn, now)
 
-    def transmit(self, conn: Connection, msg: Any) -> None:
+    def transmit(self, conn: Connection, msg: Any, now: int = -1) -> None:
         """Encode ``msg`` onto its plane's port (in place, into a packet ring's slot, where the
-        port has rings)."""
+        port has rings); a core's frame (``now`` given) through the pacer, if there is one:
+        DATA when its port is free, anything else at once."""
         try:
             plane, encoder, carrier, payload_sum = conn.route(msg)
-            self.ports.send_msg(plane, encoder, msg, carrier, payload_sum)
+            if self.pacer is None or now < 0:
+                self.ports.send_msg(plane, encoder, msg, carrier, payload_sum)
+            else:
+                self.pacer.send(conn, plane, msg, (encoder, carrier, payload_sum), now)
         except (ValueError, TypeError, IndexError) as exc:
             self.counters.internal_errors += 1
             log.error("cannot encode %s: %s", type(msg).__name__, exc)
@@ -540,6 +549,24 @@ class Peers:
 
     def __iter__(self) -> Iterator[Connection]:
         return iter(list(self.conns.values()))
+
+
+def _pacer(peers: Peers) -> NicPacer | None:
+    """With the host link's rate, the pacer (pacer.py): DATA leaves each port at that rate and
+    its core hears when; a core with room again hands over more."""
+    if not peers.opts.nic_rate_mbit:
+        return None
+
+    def ready(conn: Connection, now: int) -> None:
+        if peers.conns.get(conn.qp.value) is conn:
+            peers.run(conn, conn.endpoint.nic_ready(now), now)
+
+    return NicPacer(peers.ports, peers.opts.nic_rate_mbit, _departed, ready)
+
+
+def _departed(conn: Connection, msg: DataPacket, now: int) -> bool:
+    """The pacer wrote ``msg`` to its port: its core hears it left (True: room for more)."""
+    return conn.endpoint.departed(msg.psn, msg.send_ts, now)
 
 
 # ---- frames in, a batch at a time --------------------------------------------------------

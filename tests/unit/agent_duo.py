@@ -167,12 +167,17 @@ class Net:
     def advance(self) -> None:
         """Nothing in flight: the clock jumps to the next timer or tick, which fires."""
         due = [t for h in self.hosts.values() if (t := h.peers.next_timer()) is not None]
+        due += [
+            t for h in self.hosts.values() if h.peers.pacer and (t := h.peers.pacer.next_due()) is not None
+        ]
         self.now = max(self.now, min([*due, self.next_tick]))
         self._due()
 
     def _due(self) -> None:
         """What the agent's loop does after every turn: due timers, and the tick when it is time."""
         for h in self.hosts.values():
+            if h.peers.pacer is not None:  # (DATA whose port is free: agent.py's ``_pace``)
+                h.peers.pacer.run(self.now)
             h.peers.fire_timers(self.now)
         if self.now >= self.next_tick:
             self.next_tick = self.now + TICK_NS

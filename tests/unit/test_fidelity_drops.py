@@ -65,3 +65,23 @@ def test_agent_socket_drops_count_and_refused_sends_do_not() -> None:
     out = Drops()
     drops.agent_drops(before, after, out)
     assert out.by_kind == {"agent_socket": 7}  # a refused send is its qdisc's drop, counted there
+
+
+def test_paced_agents_say_where_their_data_waited() -> None:
+    """A paced agent's DATA waits in its pacer (the host link holds a frame or two): the window's
+    frames, the most ever waiting, the mean wait -- and the verdict's line says so."""
+    from topologies.fidelity.report import figures_line
+
+    row = {
+        "ifname": "h0-eth0",
+        "pacer_paced": 100,
+        "pacer_waited": 80,
+        "pacer_wait_ns": 10**8,
+        "pacer_max_queued": 4,
+    }
+    before = {"h0": [row], "h1": [{"ifname": "h1-eth0"}]}  # (h1: an agent without a pacer)
+    after = {"h0": [row | {"pacer_paced": 300, "pacer_wait_ns": 5 * 10**8}], "h1": [{"ifname": "h1-eth0"}]}
+    figs = drops.pacer_figures(before, after)
+    assert figs == {"h0-eth0": {"paced": 200, "max_queued": 4, "mean_wait_ms": 2.0}}
+    line = figures_line({"figures": {"agent_pacers": figs}})
+    assert "agent pacers: at most 4 frames waiting, mean wait up to 2 ms" in line

@@ -102,3 +102,26 @@ def agent_drops(
                     out.add(
                         kind, str(row.get("ifname", host)), _delta(int(row[field]), int(was.get(field, 0)))
                     )
+
+
+def pacer_figures(
+    before: dict[str, list[dict[str, Any]]], after: dict[str, list[dict[str, Any]]]
+) -> dict[str, dict[str, float]]:
+    """Where paced agents' DATA waited (mrc_host/agent/pacer.py), per host port: frames paced
+    in the window, the most that ever waited at once, the mean wait. The host link's qdisc
+    holds a frame or two then; this is the queue a real NIC's queue pair would have."""
+    out: dict[str, dict[str, float]] = {}
+    for host, rows in after.items():
+        old = {r.get("ifname"): r for r in before.get(host, [])}
+        for row in rows:
+            if "pacer_paced" not in row:
+                continue
+            was = old.get(row.get("ifname"), {})
+            n = _delta(int(row["pacer_paced"]), int(was.get("pacer_paced", 0)))
+            wait = _delta(int(row["pacer_wait_ns"]), int(was.get("pacer_wait_ns", 0)))
+            out[str(row.get("ifname", host))] = {
+                "paced": n,
+                "max_queued": int(row["pacer_max_queued"]),
+                "mean_wait_ms": round(wait / n / 1e6, 3) if n else 0.0,
+            }
+    return out

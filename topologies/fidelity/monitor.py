@@ -167,6 +167,7 @@ class FidelityMonitor:
         if fresh and last is not None and tail is not None and last.t - tail.t >= MIN_TAIL_S:
             window.append(interval(tail, last, self.plan.links))  # the part since the last interval
         tally = Drops()
+        pacers: dict[str, dict[str, float]] = {}
         if start is not None and last is not None:
             drop_counts.kernel_drops(start.sample, last, tally)
             if counters:
@@ -176,8 +177,12 @@ class FidelityMonitor:
                         start.counters, after, self.ports, start.sample, last, tally, set(self.slowed)
                     )
                 if start.agents:
-                    drop_counts.agent_drops(start.agents, self._agents(), tally)
+                    agents = self._agents()
+                    drop_counts.agent_drops(start.agents, agents, tally)
+                    pacers = drop_counts.pacer_figures(start.agents, agents)
         v = judge(window, tally, self.th)
+        if pacers:  # (paced agents: their DATA waits in their pacer, not in the host link)
+            v.figures["agent_pacers"] = pacers
         v.figures["link_rate_mbit_s"] = self.link_rate
         v.figures["link_rate_source"] = self.rate_source
         v.figures["interval_s"] = self.th.interval_s

@@ -36,6 +36,13 @@ def figures_line(v: dict[str, Any]) -> str:
         f"(other work {f.get('outside_cores_median') or 0:.1f} cores)",
         f"{drops.get('total', 0)} of {drops.get('frames', 0)} frames dropped outside the design",
     ]
+    pacers = f.get("agent_pacers")
+    if pacers:  # the agents' own NIC queues (mrc_host/agent/pacer.py)
+        most = max(pacers.values(), key=lambda p: p.get("mean_wait_ms", 0))
+        parts.append(
+            f"agent pacers: at most {max(int(p.get('max_queued', 0)) for p in pacers.values())} frames "
+            f"waiting, mean wait up to {most.get('mean_wait_ms', 0):g} ms"
+        )
     if drops.get("by_design"):  # a queue slowed on purpose, full: the experiment's congestion
         parts.append(f"{sum(drops['by_design'].values())} lost in BMv2 queues slowed on purpose")
     return "; ".join(parts)

@@ -171,9 +171,15 @@ def testbed_processes(tb: Any) -> list[ProcessKey]:
 
 
 def agent_ports(tb: Any) -> dict[str, list[dict[str, Any]]]:
-    """Every agent's port counters (socket drops, refused sends), from its control socket."""
+    """Every agent's port counters (socket drops, refused sends), from its control socket, and
+    its pacer's per port (``pacer_*``: where a paced agent's frames wait, not the host link)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for host, agent in list(tb.agents.items()):
         with contextlib.suppress(Exception):
-            out[host] = list(agent.client.stats().get("ports", []))
+            stats = agent.client.stats()
+            rows = list(stats.get("ports", []))
+            paced = stats.get("departures", {}).get("ports", [])
+            for row, pc in zip(rows, paced, strict=False):
+                row.update({f"pacer_{k}": pc[k] for k in ("paced", "waited", "wait_ns", "max_queued")})
+            out[host] = rows
     return out
