@@ -30,8 +30,9 @@ to a failed switch waited ~300 us, a whole inflated RTO, to be resent.)
 
 Every one of these is a guess. When the packet turns out to have arrived (its original
 acknowledged, Eifel's echo, or a D-SACK naming a copy resent on a guess) the loss was
-spurious: the reorder window grows a step (RACK's reo_wnd_mult) and the sender undoes
-what the guess did to the EV set.
+spurious: the sender undoes what the guess did to the EV set and, if the copy arrived late
+(its own SACK says so, not a later one covering it: that is a SACK lost), the reorder window
+grows a step (RACK's reo_wnd_mult).
 """
 
 from __future__ import annotations
@@ -314,17 +315,23 @@ class Recovery:
     def reorder_window(self) -> int:
         """How much later a packet must have been sent than an outstanding one for its
         delivery to count against it (RACK's reordering window, adapted to jitter):
-        the configured floor; SRTT/4, raised up to SRTT by spurious losses; and, once a
-        spurious loss has shown reordering, half the RTT spread recently seen (max sample
-        minus min, decaying), which is the one-way delay variation a jittery fabric (a
-        software switch) adds."""
+        the configured floor; 1.5 x the reordering measured on deliveries; SRTT/4, raised up
+        to SRTT by spurious losses; and the fabric's delay spread (``sample_fabric``), 1.5 x
+        while spurious losses have widened the window (it decays with them): once reordering
+        has fooled the gap rule, the largest spread seen so far understates the largest to
+        come (a PFC incast's pauses reordered by 61-70 us while the spread read 58 us: two
+        spurious losses, whose retired paths made the incast 40 us later). Always 1.5 x, a
+        failure under an incast was found 4-5 packets later."""
         # (asked several times per SACK: two-argument max() compiles to a compare, a longer
         # one to a generic call)
         window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
         srtt = self.rtt.srtt_ns
         if srtt is not None:
             window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX)
-            window = max(window, int(self.rtt.fabric_spread))
+            spread = self.rtt.fabric_spread
+            if self.reo_mult > 1:
+                spread *= REO_EXTENT_MARGIN  # (spurious losses showed it falls short)
+            window = max(window, int(spread))
         return window
 
     def on_spurious(self) -> None:
@@ -332,9 +339,10 @@ class Recovery:
         self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
         self._clean_deliveries = 0
 
-    def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool) -> bool:
+    def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool, own_sack: bool = True) -> bool:
         """``rec`` was acknowledged; ``earlier_copy``: the SACK names its copy before the latest
-        (Eifel's test). True when this proves its loss guess spurious. The caller has taken
+        (Eifel's test); ``own_sack``: it names one of its copies (else a cumulative point or a
+        bitmap covered it). True when this proves its loss guess spurious. The caller has taken
         ``rec`` out of flight. A resend acknowledged sooner than 3/4 of the shortest round trip
         (seen, or the base RTT) cannot have been the copy that arrived: the original did. (Half the smoothed
         RTT, as before, passed for a resend on an idle path while queues elsewhere raised the
@@ -358,10 +366,27 @@ class Recovery:
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
                 self.reo_mult -= 1
                 self._clean_deliveries = 0
-        plane = rec.ev >> PLANE_SHIFT
+        if (spurious or earlier_copy) and rec.transmissions > 1:
+            # the copy that arrived is the one before the latest (its original, or a guess's
+            # earlier resend): measured as the latest, perhaps resent just now, it put the
+            # plane's newest delivery an RTT ahead, every in-order packet after it measured an
+            # RTT of "reordering", and at 1 % loss the gap window stayed at 1.2 RTT
+            self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
+        else:
+            # (a resend's own delivery is ambiguous: either copy may have arrived, so it
+            # measures no reordering; nor does a guess shown wrong by a later SACK alone: the
+            # copy was on time, its SACK was lost)
+            known = rec.transmissions == 1 and (own_sack or not spurious)
+            self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
+        return spurious
+
+    def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:
+        """A copy that left (``left_ns``, sent ``sent_ns``) on ``plane`` was delivered
+        (``known``: surely that copy): the reordering it shows -- how much earlier it left
+        than the newest copy its plane delivered -- and the plane's newest delivery."""
         newest = self._newest_left[plane]
-        if rec.left_ns >= newest:
-            self._newest_left[plane] = rec.left_ns
+        if left_ns >= newest:
+            self._newest_left[plane] = left_ns
             srtt = self.rtt.srtt_ns
             if srtt is not None and self.reo_extent > srtt:
                 # a reordering longer than a round trip is a stall, not jitter: in-order
@@ -369,13 +394,12 @@ class Recovery:
                 # the gap window above the RTO for the connection's life, and every later loss
                 # waited for a timeout); jitter's extent, under a round trip, stays as it was
                 self.reo_extent *= REO_EXTENT_DECAY
-        elif rec.transmissions == 1:
-            self.reo_extent = max(float(newest - rec.left_ns), self.reo_extent * REO_EXTENT_DECAY)
-        sent = rec.left_ns if self._departures else rec.sent_ns
+        elif known:
+            self.reo_extent = max(float(newest - left_ns), self.reo_extent * REO_EXTENT_DECAY)
+        sent = left_ns if self._departures else sent_ns
         if sent > self.plane_ok_sent[plane]:
             self.plane_ok_sent[plane] = sent
             self._plane_evidence[plane] = 0
-        return spurious
 
     def _remember_guess(self, rec: TxRecord) -> None:
         """Nothing shows yet which copy arrived (the resent one may have overtaken the
