@@ -316,22 +316,16 @@ class Recovery:
         """How much later a packet must have been sent than an outstanding one for its
         delivery to count against it (RACK's reordering window, adapted to jitter):
         the configured floor; 1.5 x the reordering measured on deliveries; SRTT/4, raised up
-        to SRTT by spurious losses; and the fabric's delay spread (``sample_fabric``), 1.5 x
-        while spurious losses have widened the window (it decays with them): once reordering
-        has fooled the gap rule, the largest spread seen so far understates the largest to
-        come (a PFC incast's pauses reordered by 61-70 us while the spread read 58 us: two
-        spurious losses, whose retired paths made the incast 40 us later). Always 1.5 x, a
-        failure under an incast was found 4-5 packets later."""
+        to SRTT by spurious losses; the fabric's delay spread, 1.5 x while those last (once
+        reordering fooled the gap rule, the spread seen understates the next: PFC pauses)."""
         # (asked several times per SACK: two-argument max() compiles to a compare, a longer
         # one to a generic call)
         window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
         srtt = self.rtt.srtt_ns
         if srtt is not None:
             window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX)
-            spread = self.rtt.fabric_spread
-            if self.reo_mult > 1:
-                spread *= REO_EXTENT_MARGIN  # (spurious losses showed it falls short)
-            window = max(window, int(spread))
+            margin = REO_EXTENT_MARGIN if self.reo_mult > 1 else 1.0
+            window = max(window, int(self.rtt.fabric_spread * margin))
         return window
 
     def on_spurious(self) -> None:
@@ -340,13 +334,11 @@ class Recovery:
         self._clean_deliveries = 0
 
     def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool, own_sack: bool = True) -> bool:
-        """``rec`` was acknowledged; ``earlier_copy``: the SACK names its copy before the latest
-        (Eifel's test); ``own_sack``: it names one of its copies (else a cumulative point or a
-        bitmap covered it). True when this proves its loss guess spurious. The caller has taken
-        ``rec`` out of flight. A resend acknowledged sooner than 3/4 of the shortest round trip
-        (seen, or the base RTT) cannot have been the copy that arrived: the original did. (Half the smoothed
-        RTT, as before, passed for a resend on an idle path while queues elsewhere raised the
-        SRTT six-fold, and brought back a path that had died.)"""
+        """``rec`` was acknowledged (and taken out of flight); ``earlier_copy``: the SACK names
+        its copy before the latest (Eifel); ``own_sack``: one of its copies (not a later SACK's
+        cover). True when its loss guess proves spurious. A resend acknowledged sooner than 3/4
+        of the shortest round trip (seen, or the base RTT; not half the SRTT, which queues
+        elsewhere had raised six-fold, bringing back a dead path) cannot have arrived."""
         spurious = False
         # (the base RTT too: a flow may never see an idle fabric)
         fastest = min(self.rtt.min_rtt_ns or 0, self.cfg.nscc.base_rtt)
@@ -366,33 +358,25 @@ class Recovery:
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
                 self.reo_mult -= 1
                 self._clean_deliveries = 0
+        # the copy that arrived: the one before the latest if the guess was wrong (as the latest,
+        # resent just now, the next packet measured an RTT of reordering); reordering only from a
+        # first copy, not from a guess shown wrong by a later SACK alone (its own SACK was lost)
         if (spurious or earlier_copy) and rec.transmissions > 1:
-            # the copy that arrived is the one before the latest (its original, or a guess's
-            # earlier resend): measured as the latest, perhaps resent just now, it put the
-            # plane's newest delivery an RTT ahead, every in-order packet after it measured an
-            # RTT of "reordering", and at 1 % loss the gap window stayed at 1.2 RTT
             self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
         else:
-            # (a resend's own delivery is ambiguous: either copy may have arrived, so it
-            # measures no reordering; nor does a guess shown wrong by a later SACK alone: the
-            # copy was on time, its SACK was lost)
             known = rec.transmissions == 1 and (own_sack or not spurious)
             self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
         return spurious
 
     def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:
-        """A copy that left (``left_ns``, sent ``sent_ns``) on ``plane`` was delivered
-        (``known``: surely that copy): the reordering it shows -- how much earlier it left
-        than the newest copy its plane delivered -- and the plane's newest delivery."""
+        """A copy that left on ``plane`` was delivered (``known``: surely that copy)."""
         newest = self._newest_left[plane]
         if left_ns >= newest:
             self._newest_left[plane] = left_ns
             srtt = self.rtt.srtt_ns
             if srtt is not None and self.reo_extent > srtt:
                 # a reordering longer than a round trip is a stall, not jitter: in-order
-                # deliveries forget it too (decayed only on reordered ones, one 0.3 s stall kept
-                # the gap window above the RTO for the connection's life, and every later loss
-                # waited for a timeout); jitter's extent, under a round trip, stays as it was
+                # deliveries forget it too (one 0.3 s stall kept the window above the RTO)
                 self.reo_extent *= REO_EXTENT_DECAY
         elif known:
             self.reo_extent = max(float(newest - left_ns), self.reo_extent * REO_EXTENT_DECAY)
@@ -402,10 +386,9 @@ class Recovery:
             self._plane_evidence[plane] = 0
 
     def _remember_guess(self, rec: TxRecord) -> None:
-        """Nothing shows yet which copy arrived (the resent one may have overtaken the
-        original, or a coalesced SACK named another packet): if the other copy arrives too,
-        the receiver reports it as a duplicate and the loss is undone then. (With three
-        copies or more a duplicate proves nothing.)"""
+        """Nothing shows yet which copy arrived: if the other one arrives too, the receiver
+        reports it as a duplicate and the loss is undone then (with three copies or more a
+        duplicate proves nothing)."""
         first, second = (rec.prev_sent_ns, rec.lost_ev), (rec.sent_ns, rec.ev)
         guesses = self._guesses
         guesses[first] = (rec.lost_ev, second)
@@ -414,10 +397,9 @@ class Recovery:
             del guesses[next(iter(guesses))]
 
     def on_duplicate(self, echo_ts: int, echo_ev: int) -> tuple[int, int] | None:
-        """D-SACK: the copy named by (send time, EV) reached the peer after another copy. If
-        it is a copy of a packet resent once on a guess, both copies arrived: returns the EV
-        the loss was blamed on and that copy's send time (the guess was spurious), else None.
-        Only an exact match of a copy remembered here counts, so a forged report undoes nothing."""
+        """D-SACK: the copy (send time, EV) arrived after another. If the packet was resent
+        once on a guess, the guess was spurious: returns the EV it blamed and that copy's send
+        time, else None. Only an exact match counts: a forged report undoes nothing."""
         guess = self._guesses.pop((echo_ts, echo_ev), None)
         if guess is None:
             return None

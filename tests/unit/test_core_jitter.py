@@ -251,7 +251,8 @@ def test_a_guess_shown_wrong_by_a_later_sack_alone_was_a_lost_sack_not_reorderin
     later = send(4, 15_000, 3)
     bitmap = sum(1 << (d.psn - psn0) for d in later)
     p.now = 30_000
-    out = a.receive(Sack(a.local_qp, psn0, psn0, bitmap, echo_ev=later[0].meta.ev, echo_ts=later[0].send_ts), p.now)
+    gap = Sack(a.local_qp, psn0, psn0, bitmap, echo_ev=later[0].meta.ev, echo_ts=later[0].send_ts)
+    out = a.receive(gap, p.now)
     assert a.counters.losses_gap == 1
     p.absorb(a, out)
     (more,) = send(1, 31_000, 4)
