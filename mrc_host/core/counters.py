@@ -51,6 +51,7 @@ class Counters:
         self.losses_rto = 0
         self.spurious_losses = 0  # gap losses whose original was SACKed after all (reordering)
         self.undo_refused_dead = 0  # of those, on a path that died since: retirement kept
+        self.spurious_acks_lost = 0  # of those, shown by a later SACK only: its own SACK was lost
         self.losses_trimmed_after_guess = 0  # guessed lost, then its trim NACK came: congestion
         self.losses_while_hot = 0  # guessed lost on a path marked/trimmed lately: no retirement
         self.losses_hot_dead = 0  # such a path that proved nothing a round trip later: retired

@@ -30,8 +30,9 @@ to a failed switch waited ~300 us, a whole inflated RTO, to be resent.)
 
 Every one of these is a guess. When the packet turns out to have arrived (its original
 acknowledged, Eifel's echo, or a D-SACK naming a copy resent on a guess) the loss was
-spurious: the reorder window grows a step (RACK's reo_wnd_mult) and the sender undoes
-what the guess did to the EV set.
+spurious: the sender undoes what the guess did to the EV set and, if the copy arrived late
+(its own SACK says so, not a later one covering it: that is a SACK lost), the reorder window
+grows a step (RACK's reo_wnd_mult).
 """
 
 from __future__ import annotations
@@ -314,17 +315,17 @@ class Recovery:
     def reorder_window(self) -> int:
         """How much later a packet must have been sent than an outstanding one for its
         delivery to count against it (RACK's reordering window, adapted to jitter):
-        the configured floor; SRTT/4, raised up to SRTT by spurious losses; and, once a
-        spurious loss has shown reordering, half the RTT spread recently seen (max sample
-        minus min, decaying), which is the one-way delay variation a jittery fabric (a
-        software switch) adds."""
+        the configured floor; 1.5 x the reordering measured on deliveries; SRTT/4, raised up
+        to SRTT by spurious losses; the fabric's delay spread, 1.5 x while those last (once
+        reordering fooled the gap rule, the spread seen understates the next: PFC pauses)."""
         # (asked several times per SACK: two-argument max() compiles to a compare, a longer
         # one to a generic call)
         window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
         srtt = self.rtt.srtt_ns
         if srtt is not None:
             window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX)
-            window = max(window, int(self.rtt.fabric_spread))
+            margin = REO_EXTENT_MARGIN if self.reo_mult > 1 else 1.0
+            window = max(window, int(self.rtt.fabric_spread * margin))
         return window
 
     def on_spurious(self) -> None:
@@ -332,13 +333,12 @@ class Recovery:
         self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
         self._clean_deliveries = 0
 
-    def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool) -> bool:
-        """``rec`` was acknowledged; ``earlier_copy``: the SACK names its copy before the latest
-        (Eifel's test). True when this proves its loss guess spurious. The caller has taken
-        ``rec`` out of flight. A resend acknowledged sooner than 3/4 of the shortest round trip
-        (seen, or the base RTT) cannot have been the copy that arrived: the original did. (Half the smoothed
-        RTT, as before, passed for a resend on an idle path while queues elsewhere raised the
-        SRTT six-fold, and brought back a path that had died.)"""
+    def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool, own_sack: bool = True) -> bool:
+        """``rec`` was acknowledged (and taken out of flight); ``earlier_copy``: the SACK names
+        its copy before the latest (Eifel); ``own_sack``: one of its copies (not a later SACK's
+        cover). True when its loss guess proves spurious. A resend acknowledged sooner than 3/4
+        of the shortest round trip (seen, or the base RTT; not half the SRTT, which queues
+        elsewhere had raised six-fold, bringing back a dead path) cannot have arrived."""
         spurious = False
         # (the base RTT too: a flow may never see an idle fabric)
         fastest = min(self.rtt.min_rtt_ns or 0, self.cfg.nscc.base_rtt)
@@ -358,30 +358,37 @@ class Recovery:
             if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
                 self.reo_mult -= 1
                 self._clean_deliveries = 0
-        plane = rec.ev >> PLANE_SHIFT
+        # the copy that arrived: the one before the latest if the guess was wrong (as the latest,
+        # resent just now, the next packet measured an RTT of reordering); reordering only from a
+        # first copy, not from a guess shown wrong by a later SACK alone (its own SACK was lost)
+        if (spurious or earlier_copy) and rec.transmissions > 1:
+            self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
+        else:
+            known = rec.transmissions == 1 and (own_sack or not spurious)
+            self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
+        return spurious
+
+    def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:
+        """A copy that left on ``plane`` was delivered (``known``: surely that copy)."""
         newest = self._newest_left[plane]
-        if rec.left_ns >= newest:
-            self._newest_left[plane] = rec.left_ns
+        if left_ns >= newest:
+            self._newest_left[plane] = left_ns
             srtt = self.rtt.srtt_ns
             if srtt is not None and self.reo_extent > srtt:
                 # a reordering longer than a round trip is a stall, not jitter: in-order
-                # deliveries forget it too (decayed only on reordered ones, one 0.3 s stall kept
-                # the gap window above the RTO for the connection's life, and every later loss
-                # waited for a timeout); jitter's extent, under a round trip, stays as it was
+                # deliveries forget it too (one 0.3 s stall kept the window above the RTO)
                 self.reo_extent *= REO_EXTENT_DECAY
-        elif rec.transmissions == 1:
-            self.reo_extent = max(float(newest - rec.left_ns), self.reo_extent * REO_EXTENT_DECAY)
-        sent = rec.left_ns if self._departures else rec.sent_ns
+        elif known:
+            self.reo_extent = max(float(newest - left_ns), self.reo_extent * REO_EXTENT_DECAY)
+        sent = left_ns if self._departures else sent_ns
         if sent > self.plane_ok_sent[plane]:
             self.plane_ok_sent[plane] = sent
             self._plane_evidence[plane] = 0
-        return spurious
 
     def _remember_guess(self, rec: TxRecord) -> None:
-        """Nothing shows yet which copy arrived (the resent one may have overtaken the
-        original, or a coalesced SACK named another packet): if the other copy arrives too,
-        the receiver reports it as a duplicate and the loss is undone then. (With three
-        copies or more a duplicate proves nothing.)"""
+        """Nothing shows yet which copy arrived: if the other one arrives too, the receiver
+        reports it as a duplicate and the loss is undone then (with three copies or more a
+        duplicate proves nothing)."""
         first, second = (rec.prev_sent_ns, rec.lost_ev), (rec.sent_ns, rec.ev)
         guesses = self._guesses
         guesses[first] = (rec.lost_ev, second)
@@ -390,10 +397,9 @@ class Recovery:
             del guesses[next(iter(guesses))]
 
     def on_duplicate(self, echo_ts: int, echo_ev: int) -> tuple[int, int] | None:
-        """D-SACK: the copy named by (send time, EV) reached the peer after another copy. If
-        it is a copy of a packet resent once on a guess, both copies arrived: returns the EV
-        the loss was blamed on and that copy's send time (the guess was spurious), else None.
-        Only an exact match of a copy remembered here counts, so a forged report undoes nothing."""
+        """D-SACK: the copy (send time, EV) arrived after another. If the packet was resent
+        once on a guess, the guess was spurious: returns the EV it blamed and that copy's send
+        time, else None. Only an exact match counts: a forged report undoes nothing."""
         guess = self._guesses.pop((echo_ts, echo_ev), None)
         if guess is None:
             return None

@@ -368,3 +368,32 @@ def test_a_pause_shorter_than_the_rto_keeps_the_planes_evidence() -> None:
     for x in early:
         deliver(r, x, at + 7_000)
     assert r.dead_planes(early) == [0]
+
+
+def test_an_earlier_copy_is_measured_as_itself_not_as_the_resend() -> None:
+    """Defect (issue 45, uniform loss): a packet resent on a guess whose earlier copy was then
+    acknowledged counted as delivered when its latest copy left, just now: the plane's newest
+    delivery jumped an RTT ahead, the next in-order packet measured an RTT of reordering
+    (reo_extent 34 us, a 51 us gap window at 41 us RTT for the rest of the transfer; MRC 166
+    against ECMP's 175 Gb/s at 1 % loss). The copy that arrived is measured: when it left,
+    on its own plane; its plane's newest delivery and ``plane_ok_sent`` are its."""
+    r = make(reorder_window_ns=100)
+    r.rtt.sample(40_000)
+    rec = send(r, 0, 7, 0)
+    nxt = send(r, 1, 7, 1_000)
+    rec.gap_lost, rec.lost_ev = True, 7  # guessed lost on plane 0 ...
+    r.on_sent(rec, 7 | PLANE1, 38_000)  # ... resent at 38 us, on plane 1
+    assert deliver(r, rec, 40_500)  # the original's SACK: spurious (the resend cannot be back)
+    assert r.plane_ok_sent == [0, -1]  # the original's, on its plane; plane 1 delivered nothing
+    deliver(r, nxt, 41_000)  # the next packet, in order
+    assert r.reo_extent == 0 and r.reorder_window() == 10_000
+    # the earlier copy named by the SACK (Eifel) and overtaken on its plane: its reordering
+    r2 = make(reorder_window_ns=100)
+    r2.rtt.sample(40_000)
+    a, b = send(r2, 0, 7, 0), send(r2, 1, 7, 1_000)
+    deliver(r2, b, 30_000)
+    a.gap_lost, a.lost_ev = True, 7
+    r2.on_sent(a, 7, 38_000)
+    r2.remove(a)
+    assert r2.on_delivered(a, 40_500, earlier_copy=True)
+    assert r2.reo_extent == 1_000  # left 1 us before b, already delivered: not 37 us after it
