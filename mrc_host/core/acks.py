@@ -147,7 +147,13 @@ class AckBook:
             evc = c.ev(rec.ev)
         evc.packets_delivered += 1
         c.data_bytes_delivered += len(rec.payload)
-        self.evset.note_ok(rec.ev, now_ns, rec.sent_ns, rec.left_ns)
+        if rec.twin_ev < 0:
+            self.evset.note_ok(rec.ev, now_ns, rec.sent_ns, rec.left_ns)
+        elif s.echo_ts == rec.sent_ns and s.echo_ev in (rec.ev, rec.twin_ev):
+            self.evset.note_ok(s.echo_ev, now_ns, rec.sent_ns, rec.left_ns if s.echo_ev == rec.ev else -1)
+        # (else one of a tail resend's two copies arrived, the SACK does not say which: neither
+        # path is proved -- crediting the first copy's proved dead paths alive, and the
+        # ev_min_active floor then kept three of them to a 1 MiB transfer's end)
         return not spurious
 
     def _spurious(self, lost_ev: int, sent_ns: int, now_ns: int, reordered: bool = True) -> None:

@@ -55,6 +55,7 @@ class Counters:
         self.losses_trimmed_after_guess = 0  # guessed lost, then its trim NACK came: congestion
         self.losses_while_hot = 0  # guessed lost on a path marked/trimmed lately: no retirement
         self.losses_hot_dead = 0  # such a path that proved nothing a round trip later: retired
+        self.losses_floor_dead = 0  # the same for a loss the ev_min_active floor held
         self.losses_path = 0  # overdue packets on a path a loss just retired, resent at once
         self.nic_paths_dead = 0  # paths retired by the NIC's shared verdict (path_health.py)
         self.rto_fired = 0

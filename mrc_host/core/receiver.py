@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from mrc_fabric.ev import T1_SHIFT
 from mrc_host.wire.messages import (
     SACK_BITMAP_BITS,
     DataFlag,
@@ -121,6 +122,7 @@ class Receiver:
         ev = pkt.meta.ev
         seq = unwrap(pkt.psn, self.expected)
         evc = c.ev(ev)
+        self.control.seen_ns[ev >> T1_SHIFT] = now_ns  # (its path carries the peer's DATA)
         evc.data_packets_received += 1
         c.data_packets_received += 1
         ce = pkt.meta.ecn == _CE
@@ -249,7 +251,13 @@ class Receiver:
             duplicate=duplicate,
         )
         path_of = trigger.meta.ev if on_path else -1
-        ev = self.control.send(sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns, path_of)
+        # (a resend's answer: not on a control EV of a path the peer's DATA has not taken for a
+        # base RTT -- at 2 base RTTs or the ACK-lost guard, 2-3 of 10 seeds above still timed out)
+        fresh = trigger.meta.ev if trigger.flags & _RETX and self._retire else -1
+        quiet = self.cfg.cc.base_rtt_ns
+        ev = self.control.send(
+            sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns, path_of, fresh_of=fresh, quiet_ns=quiet
+        )
         self.c.sacks_sent += 1
         if on_path and not duplicate and ev is not None and self._retire:
             self._send_spare(sack, trigger, now_ns, out, ev)

@@ -14,11 +14,11 @@ import random
 import pytest
 
 from bench.sim_faults import MOST_DEAD_FAULTS, most_dead_shape
-from mrc_host.core import EvSet, PathSpace, TransportConfig
+from mrc_host.core import EvSet, EvState, PathSpace, TransportConfig
 from mrc_host.sim.fabric import DATA_OVERHEAD
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
 from mrc_host.sim.scenario import SimConfig, Simulation
-from mrc_host.wire.messages import Sack
+from mrc_host.wire.messages import DataPacket, Sack
 
 
 def make(planes: int = 2, t1: int = 4, **kw: object) -> EvSet:
@@ -124,3 +124,89 @@ def test_a_tail_caught_by_six_dead_paths_is_resent_where_sacks_still_come(seed: 
     assert r["completed"] and r["data_ok"]
     assert r["losses"]["rto_fired"] == 0
     assert r["completion_time_us"] <= 1.5 * clean["completion_time_us"]
+
+
+def _dead_run(mib: int, at_us: int, seed: int, dead_t1: int = 3) -> tuple[dict[str, object], float, float]:
+    """(result, job time over the fault-free one, loss limit) with T1s 1..``dead_t1`` of both
+    planes stopping at ``at_us``."""
+    shape = most_dead_shape()
+    faults = [f"switch-down:p{p}-t1_{t}@{at_us}us" for p in (0, 1) for t in range(1, dead_t1 + 1)]
+    clean = Simulation(SimConfig(shape=shape, size=mib << 20, seed=seed)).run()
+    s = Simulation(SimConfig(shape=shape, size=mib << 20, faults=faults, seed=seed))
+    r = s.run()
+    bdp = s.base_rtt_ns * shape.link_gbps * shape.planes / 8 / (4096 + DATA_OVERHEAD)
+    assert r["completed"] and r["data_ok"]
+    return r, r["completion_time_us"] / clean["completion_time_us"], 1.3 * bdp / (shape.planes * shape.t1) + 1
+
+
+@pytest.mark.parametrize("seed", [1, 8, 9])
+def test_a_1mib_tail_caught_by_six_dead_paths_needs_no_timeout(seed: int) -> None:
+    """1 MiB, six T1s stop at 50 us: on main b43d349 seeds 1, 8 and 9 each fired an RTO (2.32,
+    2.97, 2.32 x the fault-free time): resends arrived on live paths, and the receiver answered
+    them on its control EVs of dead T1s. A resend's SACK now goes back the way it came."""
+    r, _, _ = _dead_run(1, 50, seed)
+    assert r["losses"]["rto_fired"] == 0  # type: ignore[index]
+
+
+def test_resends_twinned_at_a_1mib_tail_do_not_prove_dead_paths_alive() -> None:
+    """1 MiB, six T1s stop at 40 us, seed 1: on main b43d349 3.98 x the fault-free time and 23
+    packets lost in one T1 (limit 21.1): each tail resend went twice, one copy on a dead path;
+    the SACK for the live copy credited the dead one's path, whose guesses the ev_min_active
+    floor then held to the end."""
+    r, over, limit = _dead_run(1, 40, 1)
+    assert max(f["data_packets_lost"] for f in r["faults"]) <= limit  # type: ignore[attr-defined]
+    assert r["losses"]["rto_fired"] == 0 and over <= 2.5  # type: ignore[index]
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_the_floor_does_not_keep_half_a_dead_path(seed: int) -> None:
+    """2 MiB, six T1s stop at 75 us: on main b43d349 seeds 3 and 5 lost 32 and 28 packets in one
+    T1 (limit 21.1): the ev_min_active floor let a loss retire some of a dead path's EVs and kept
+    the rest, which went on taking packets."""
+    r, _, limit = _dead_run(2, 75, seed)
+    assert max(f["data_packets_lost"] for f in r["faults"]) <= limit  # type: ignore[attr-defined]
+
+
+def test_a_path_that_delivered_nothing_since_the_loss_goes_whole_past_the_floor() -> None:
+    s = make(max_evs=16, backup_evs_per_plane=0, ev_min_active=15)
+    e = s.entries[s.active[0][0].value]
+    path = [x.value for x in s.active[0] if x.t1 == e.t1]
+    assert len(path) >= 2
+    assert s.retire(e.value, "loss", 2000, sent_ns=1000)  # nothing on the path delivered since
+    assert all(s.entries[v].state is EvState.ASSUMED_BAD for v in path)
+    # one of the path's EVs delivered a packet sent after the lost one: the floor holds the rest
+    s = make(max_evs=16, backup_evs_per_plane=0, ev_min_active=15)
+    e = s.entries[s.active[0][0].value]
+    path = [x.value for x in s.active[0] if x.t1 == e.t1]
+    s.note_ok(path[1], 1500, sent_ns=1200)
+    assert s.retire(e.value, "loss", 2000, sent_ns=1000)
+    assert s.entries[path[1]].state is EvState.GOOD and s.floor_holds == 1
+
+
+def _tail_resend_twins() -> tuple[object, DataPacket, DataPacket]:
+    """An 8-packet write whose second packet was lost, resent at the tail on two planes."""
+    p = make_pair(size=8 * 1024)
+    _, acts = p.a.post_write(random.Random(1).randbytes(8 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    victim = [m for m in p.sent_log if isinstance(m, DataPacket)][1]
+    p.deliver(keep=lambda m: m is not victim)
+    before = len(p.sent_log)
+    p.fire_timers()
+    first, twin = [m for m in p.sent_log[before:] if isinstance(m, DataPacket) and m.psn == victim.psn]
+    p.deliver(keep=lambda m: m is not first)  # the first copy is lost, the twin arrives
+    assert p.sent_done()[0].ok
+    return p, first, twin
+
+
+def test_a_tail_twin_s_lost_copy_proves_its_path_nothing() -> None:
+    p, first, twin = _tail_resend_twins()
+    evset = p.a.evset  # type: ignore[attr-defined]
+    e = evset.entries[first.meta.ev]
+    assert evset.path_proof((e.plane, e.t1))[0] < first.send_ts  # main credited it: a dead path "delivered"
+    assert evset.entries[twin.meta.ev].ok_sent_ns >= twin.send_ts
+
+
+def test_a_resend_is_answered_on_the_path_it_came_by() -> None:
+    p, _, twin = _tail_resend_twins()
+    sacks = [m for m in p.sent_log if isinstance(m, Sack) and m.echo_ts == twin.send_ts]  # type: ignore[attr-defined]
+    assert sacks and all(m.meta.ev >> 18 == twin.meta.ev >> 18 for m in sacks)
