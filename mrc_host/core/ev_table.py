@@ -26,7 +26,7 @@ class EvSpells:
     """The fields of an EV that stay at their defaults until it is probed, skipped or retired
     (most EVs of a run never are): one per ``EvEntry`` that needs one, made on the first write
     of another value. Kept apart, they cost an EV that never leaves the rotation one pointer
-    instead of eleven fields (the 128-host permutation holds 33,792 EVs: 2.7 MB)."""
+    instead of twelve fields (the 128-host permutation holds 33,792 EVs: 2.7 MB)."""
 
     def __init__(self) -> None:
         self.probe_id: int | None = None  # outstanding probe
@@ -40,6 +40,7 @@ class EvSpells:
         self.retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
         self.ack_lost_strikes: int = 0  # SACKs sent on it that the peer apparently never got
         self.late_probe_id: int | None = None  # the liveness probe whose time-out retired it
+        self.placed: int = 0  # when it last (re)joined the rotation, as a count of joins
 
 
 class EvEntry:
@@ -68,6 +69,16 @@ class EvEntry:
         if s is None:
             s = self._spells = EvSpells()
         return s
+
+    @property
+    def placed(self) -> int:
+        s = self._spells
+        return 0 if s is None else s.placed
+
+    @placed.setter
+    def placed(self, v: int) -> None:
+        if v != 0 or self._spells is not None:
+            self._spelled().placed = v
 
     @property
     def probe_id(self) -> int | None:
@@ -201,6 +212,7 @@ class EvTable:
         self.plane_load: list[int] = [0] * self.planes
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
+        self._joins = 0  # EVs (re)joined a rotation so far: ``EvEntry.placed``
         self._ctl_cursor = 0
         self._ctl_cursors = [0] * self.planes  # per plane (``next_control_ev``)
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
@@ -402,13 +414,19 @@ class EvTable:
                 b = next((b for b in spares if b.t1 != e.t1), spares[0])
                 self.backup[e.plane].remove(b)
                 b.active = True
+                self._joins += 1
+                b.placed = self._joins
                 self.active[e.plane].append(b)
                 self._fire(b, EvEvent.PROMOTED, f"replaces {e.value:08x}")
         elif e in self.backup[e.plane]:
             self.backup[e.plane].remove(e)
 
     def _place_good(self, e: EvEntry) -> None:
-        """A GOOD-again EV rejoins the rotation. When its plane's quota is full (backups
+        """A GOOD-again EV rejoins the rotation, in the middle of the longest stretch without
+        its T1 (``_spread_slot``): probes restore a path's EVs in a burst, and appended
+        together they sent the next ~9 packets of the plane down that one T1 (8 ms on a paced
+        live link); a flap inside such a run left the plane nothing but silence, and whole
+        planes were declared dead. When its plane's quota is full (backups
         stepped in while it was out), the rotation gives back an EV of the T1 that has
         the most of them, so the restored path regains its share instead of waiting
         among the backups for a failure elsewhere."""
@@ -416,7 +434,12 @@ class EvTable:
         self._path_control = None
         lst = self.active[e.plane]
         e.active = True
-        lst.append(e)
+        self._joins += 1
+        e.placed = self._joins
+        at = _spread_slot(lst, e.t1)
+        lst.insert(at, e)
+        if at < self._ev_cursor[e.plane]:
+            self._ev_cursor[e.plane] += 1  # (the EV the cursor stood on is still next)
         if len(lst) <= self.quota[e.plane]:
             return
         per_t1: dict[int, int] = {}
@@ -424,7 +447,13 @@ class EvTable:
             per_t1[x.t1] = per_t1.get(x.t1, 0) + 1
         # the T1 with the most active EVs gives one back (another T1 than ``e``'s on a tie)
         crowded = max(per_t1, key=lambda t: (per_t1[t], t != e.t1, t))
-        out = next(x for x in reversed(lst) if x.t1 == crowded and x is not e)
+        # the one that joined last (a promoted backup, a sibling restored just now) goes
+        out = e
+        best = -1
+        for x in lst:
+            if x.t1 == crowded and x is not e and x.placed >= best:
+                best = x.placed
+                out = x
         lst.remove(out)
         out.active = False
         self.backup[e.plane].append(out)
@@ -482,3 +511,31 @@ class EvTable:
         if out:
             self.changes = []
         return out
+
+
+def _spread_slot(lst: list[EvEntry], t1: int) -> int:
+    """Where an EV of ``t1`` joins the rotation ``lst``: the middle of the longest circular
+    stretch between two of ``t1``'s EVs already in it (the end when it has none), so a
+    path's EVs stay spread through the rotation instead of being sent in a row."""
+    n = len(lst)
+    first = -1
+    prev = -1
+    best_gap = -1
+    at = n
+    for i in range(n):
+        if lst[i].t1 != t1:
+            continue
+        if prev < 0:
+            first = i
+        else:
+            gap = i - prev
+            if gap > best_gap:
+                best_gap = gap
+                at = prev + (gap + 1) // 2
+        prev = i
+    if prev < 0:
+        return n
+    wrap = first + n - prev  # from the last of them round to the first
+    if wrap > best_gap:
+        at = prev + (wrap + 1) // 2
+    return at if at <= n else at - n

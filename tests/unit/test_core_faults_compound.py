@@ -165,3 +165,36 @@ def test_a_path_whose_later_packets_are_merely_late_is_not_dead() -> None:
             s.note_ok(e.value, 2_000, 1_500)  # sent only 500 ns after the lost packet
     assert not s.retire(s.active[0][0].value, "loss", 2_000, sent_ns=1_000)
     assert s.floor_holds == 1
+
+
+def _longest_run(picks: list[int], s: EvSet, t1: int) -> int:
+    run = best = 0
+    for v in picks:
+        run = run + 1 if s.entries[v].t1 == t1 else 0
+        best = max(best, run)
+    return best
+
+
+def test_a_restored_path_rejoins_spread_through_the_rotation_not_in_a_row() -> None:
+    """Defect (b2311fc): probes restore a path's EVs in a burst and each was appended to the
+    end of the rotation, so the plane then sent its next packets down that one T1 in a row
+    (9 on a live paced link, 8 ms); a link-down inside the run left the plane silent and it
+    was declared dead whole. Restored EVs now sit between the other T1s' EVs."""
+    for seed in range(5):
+        s = EvSet(
+            TransportConfig(max_evs=32, backup_evs_per_plane=0, probe_successes_to_restore=1),
+            PathSpace(1, 4),
+            random.Random(seed),
+        )
+        path = s.active[0][0].t1
+        on_path = sum(1 for e in s.active[0] if e.t1 == path)
+        assert on_path >= 3
+        _deliver_everywhere_but(s, (0, path), sent_ns=1_000)
+        assert s.retire(s.active[0][0].value, "loss", 20_000, sent_ns=1_000)
+        assert not any(e.t1 == path for e in s.active[0])
+        prober = EvProber(s)
+        for ev, pid in prober.due_probes(40_000):
+            prober.probe_acked(ev, pid, 40_010)
+        assert sum(1 for e in s.active[0] if e.t1 == path) == on_path
+        picks = [v for v in (s.next_data_ev() for _ in range(2 * len(s.active[0]))) if v is not None]
+        assert _longest_run(picks, s, path) <= 2, seed
