@@ -115,11 +115,13 @@ def test_a_quiet_run_at_the_calibrated_rate_is_faithful() -> None:
     assert figures["drops"]["frames"] > (8 << 20) // 4096  # the transfer's frames, all counted
     assert written["final"] and written["verdict"]  # for the view and the CLI as well
     # the sender paced its DATA at the link's rate (mrc_host/agent/pacer.py): the frames waited
-    # in its pacer, and its host links' HTB held a frame or two, not a window
+    # in its pacer, and its host links' HTB held a few frames, not a window (unpaced: 22-71). A
+    # late loop may catch up 2 ms at once and SACKs/probes go unpaced: 5 was seen once, so the
+    # bound is 8, still far below a window
     pacers = figures["agent_pacers"]
     assert sum(p["paced"] for k, p in pacers.items() if k.startswith(f"{SRC}-")) >= (8 << 20) // 4096
     uplinks = {k: v["backlog_max"] for k, v in figures["links"].items() if k.startswith(f"{SRC}>")}
-    assert uplinks and max(uplinks.values()) <= 4, uplinks
+    assert uplinks and max(uplinks.values()) <= 8, uplinks
 
 
 def test_an_agent_starved_on_purpose_is_not_faithful() -> None:
