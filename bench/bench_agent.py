@@ -23,8 +23,9 @@ hypervisor's steal slows the clock-time rates but not these, so ``cpu_fraction_o
 busier side's CPU per frame, raw loop over agent) is the steady measure on a noisy machine.
 Each agent's figure is also split into its user and system parts (a change to the agent's
 code moves the first; the second also follows how often load makes it sleep and wake), and
-with ``--previous`` each figure of the after agent is set against the previous agent's of the
-same round (``paired_vs_previous``: median, min and max of the ratios over the rounds).
+with ``--previous`` (repeatable: e.g. the parent commit and an older reference, in the same
+rounds) each figure of the after agent is set against each previous agent's of the same round
+(``paired_vs_previous``, by commit: median, min and max of the ratios over the rounds).
 ``--agent-flags`` starts every agent, previous and after alike, with the same flags (e.g. a
 larger ``--window``), so a paired comparison under other settings stays like for like.
 Writes ``agent.json`` and ``agent.png`` under ``--out`` (default results/).
@@ -464,10 +465,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", default="fbde7b5", help="commit of the 'before' agent ('' to skip)")
     ap.add_argument(
         "--previous",
-        default="",
+        action="append",
+        default=[],
         metavar="COMMIT",
         help="also run the agent of this commit, compiled as its make build would (e.g. the parent commit); "
-        "or of this checkout directory, already built (a worktree kept between runs)",
+        "or of this checkout directory, already built (a worktree kept between runs); repeatable",
     )
     ap.add_argument(
         "--also",
@@ -501,11 +503,16 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="agb-before-"))
     before = before_tree(args.before, tmp / "tree") if args.before else None
-    previous_dir = Path(args.previous) if args.previous and Path(args.previous).is_dir() else None
-    previous = previous_dir or (before_tree(args.previous, tmp / "previous") if args.previous else None)
-    if previous is not None and previous_dir is None:
-        print(f"building the compiled modules of {args.previous} ...", flush=True)
-        build_tree(previous)
+    previous: dict[str, Path] = {}  # the --previous agents: commit or directory -> tree
+    built: list[Path] = []  # ... of them, the worktrees made here (dropped at the end)
+    for i, name in enumerate(args.previous):
+        if Path(name).is_dir():
+            previous[name] = Path(name)
+            continue
+        previous[name] = before_tree(name, tmp / f"previous{i}")
+        built.append(previous[name])
+        print(f"building the compiled modules of {name} ...", flush=True)
+        build_tree(previous[name])
     lab: VethLab | None = None
     ceilings: dict[str, dict[str, Any]] = {}
     summary: dict[str, dict[str, Any]] = {}
@@ -516,8 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         if before is not None:
             configs.append(("before (today, MTU 1500)", 1500, before, ()))
             configs.append(("before, same frames", FABRIC_MTU, before, ()))
-        if previous is not None:
-            configs.append((f"previous ({args.previous})", FABRIC_MTU, previous, ()))
+        for name, tree in previous.items():
+            configs.append((f"previous ({name})", FABRIC_MTU, tree, ()))
         configs.append(("after", FABRIC_MTU, None, ()))
         configs.append(("after, no ICRC check", FABRIC_MTU, None, ("--no-icrc-check",)))
         for flags in args.also:
@@ -585,9 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if lab is not None:
             lab.close()
-        for tree in (before, previous):
-            if tree is not None and tree != previous_dir:
-                drop_tree(tree)
+        for tree in built if before is None else [before, *built]:
+            drop_tree(tree)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
     after = summary["after"]
     ratios: dict[str, float] = {
@@ -608,11 +614,12 @@ def main(argv: list[str] | None = None) -> int:
         ratios["after_vs_before_same_frames"] = (
             after["goodput_mbit_s"] / summary["before, same frames"]["goodput_mbit_s"]
         )
-    vs_previous: dict[str, dict[str, float]] = {}
-    if previous is not None:
-        prev = summary[f"previous ({args.previous})"]
-        ratios["after_vs_previous"] = after["goodput_mbit_s"] / prev["goodput_mbit_s"]
-        vs_previous = paired(by_label["after"], by_label[f"previous ({args.previous})"])
+    vs_previous: dict[str, dict[str, dict[str, float]]] = {}
+    for i, name in enumerate(previous):
+        prev = summary[f"previous ({name})"]
+        key = "after_vs_previous" + (f"_{i}" if i else "")
+        ratios[key] = after["goodput_mbit_s"] / prev["goodput_mbit_s"]
+        vs_previous[name] = paired(by_label["after"], by_label[f"previous ({name})"])
     doc = {
         "benchmark": "agent goodput and packets/s: before vs after vs a bare AF_PACKET loop, "
         "two namespaces, one veth",
@@ -623,13 +630,13 @@ def main(argv: list[str] | None = None) -> int:
         "load_after": os.getloadavg(),
         "transfer_bytes": size,
         "before_commit": args.before,
-        "previous_commit": args.previous,
+        "previous_commit": ", ".join(args.previous),
         "agent_flags": args.agent_flags,  # what every agent of the run was started with
         "ceilings": ceilings,
         "agent_runs": rows,
         "agent_summary": summary,
         "ratios": ratios,
-        "paired_vs_previous": vs_previous,  # after / previous, round by round
+        "paired_vs_previous": vs_previous,  # by previous: after / previous, round by round
         "decode_cost_4096": decode_cost(4096),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -644,9 +651,10 @@ def main(argv: list[str] | None = None) -> int:
               f"sender {s['sender_cpu_us_per_packet']:.2f}, receiver {s['receiver_cpu_us_per_packet']:.2f} "
               f"(= {s['cpu_fraction_of_raw']:.0%} of the raw loop's rate if CPU-bound)")  # fmt: skip
     print("ratios:", json.dumps({k: round(v, 3) for k, v in ratios.items()}))
-    for key, r in vs_previous.items():
-        print(f"after / previous, {key}: {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] "
-              f"over {r['rounds']} rounds")  # fmt: skip
+    for name, figures in vs_previous.items():
+        for key, r in figures.items():
+            print(f"after / previous ({name}), {key}: {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] "
+                  f"over {r['rounds']} rounds")  # fmt: skip
     print("decode µs (4 KiB DATA):", json.dumps({k: round(v, 2) for k, v in doc["decode_cost_4096"].items()}))
     print(f"wrote {args.out / 'agent.json'} and {args.out / 'agent.png'}")
     return 0

@@ -63,7 +63,7 @@ class Agent:
                                      group=opts.control_group)  # fmt: skip
         self.transfers = Transfers(self.peers, self.control.reply, self.counters, opts.peer_timeout_s)
         self.control.on_drop = lambda c: self.transfers.client_gone(c, time.monotonic_ns())
-        self.quiet = KernelQuiet(self.paths.nic_prefixes())
+        self.quiet = KernelQuiet(self.paths.nic_prefixes(), [p.ifname for p in self.paths.ports])
         self.sel = selectors.DefaultSelector()
         self._stop = False
         self._wake_r: socket.socket | None = None

@@ -6,16 +6,18 @@ header 41, what every MRC frame is) addressed to the host uSID alone: the kernel
 everything else (neighbour discovery, MLD, the hosts' plain traffic, which carries a host
 function uSID after the host's: mrc_fabric.addressing.HostFunction) before it is copied to the
 agent. The filter is attached before the
-socket is bound, so nothing unfiltered is ever queued. A socket bound to one EtherType does
-not see the host's own outgoing frames (only ETH_P_ALL sockets do). The socket carries packet
+socket is bound, so nothing unfiltered is ever queued. The socket is bound for every EtherType
+(ETH_P_ALL), so it takes its copy of a frame where the kernel hands frames to its taps, before
+the device's ingress hooks; ``PACKET_IGNORE_OUTGOING`` keeps the host's outgoing frames, the
+agent's own among them, from it. The socket carries packet
 rings (``rings.py``) where the kernel grants them (``open_port``), else it is read and written
 a frame per system call.
 
 ``KernelQuiet`` installs an nftables table in the host's namespace that drops inbound MRC
-traffic (IPv6-in-IPv6 to the NIC ports' MRC arrival /64s, and UDP 4791) in the prerouting
-hook at raw priority, before the IPv6 stack could answer it with an ICMPv6 error. Packet
-sockets get their copy of a frame before the IPv6 stack's hooks run, so the agent still sees
-every frame.
+traffic (IPv6-in-IPv6 to the NIC ports' MRC arrival /64s, and UDP 4791) at each NIC port's
+ingress hook (the netdev family), after the agent's socket has its copy and before the IPv6
+stack could answer it with an ICMPv6 error or spend its work on it (on a veth that work is
+charged to whoever sent the frame). The host's other IPv6 traffic goes on as before.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import json
 import socket
 import struct
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .rings import (
     RX_RING_BYTES,
@@ -46,6 +48,8 @@ SO_RCVBUFFORCE = 33
 SIOCGIFMTU = 0x8921
 SOCKET_BUFFER = 8 << 20
 SOL_PACKET = 263
+ETH_P_ALL = 0x0003
+PACKET_IGNORE_OUTGOING = 23  # (Linux 4.20)
 PACKET_STATISTICS = 6
 ETH_HLEN = 14
 
@@ -118,7 +122,8 @@ def open_port_socket(
         if ring:
             geo = RingGeometry(ring, max_frame or interface_mtu(ifname) + ETH_HLEN, rx_bytes, tx_bytes)
             setup_rings(sock, geo)
-        sock.bind((ifname, ETH_P_IPV6))
+        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        sock.bind((ifname, ETH_P_ALL))
     except BaseException:
         sock.close()
         raise
@@ -148,26 +153,26 @@ def open_port(ifname: str, ring: str = "v2") -> PortIO:
 
 @dataclass
 class KernelQuiet:
-    """The nftables table that keeps the host kernel from answering MRC traffic."""
+    """The nftables table that keeps the host kernel from answering MRC traffic: a chain on
+    the ingress hook of each of ``devices`` (the NIC ports)."""
 
     prefixes: list[str]
+    devices: list[str] = field(default_factory=list)
     table: str = "mrc_agent"
     installed: bool = False
 
     def script(self) -> str:
         nets = ", ".join(self.prefixes)
-        return "\n".join(
-            [
-                f"table inet {self.table} {{",
-                "  chain prerouting {",
-                "    type filter hook prerouting priority raw; policy accept;",
+        lines = [f"table netdev {self.table} {{"]
+        for i, dev in enumerate(self.devices):
+            lines += [
+                f"  chain port{i} {{",
+                f'    type filter hook ingress device "{dev}" priority 0; policy accept;',
                 f'    ip6 nexthdr 41 ip6 daddr {{ {nets} }} counter drop comment "mrc ipv6-in-ipv6"',
                 '    udp dport 4791 counter drop comment "mrc udp"',
                 "  }",
-                "}",
-                "",
             ]
-        )
+        return "\n".join([*lines, "}", ""])
 
     @staticmethod
     def _nft(script: str) -> None:
@@ -175,14 +180,21 @@ class KernelQuiet:
         if proc.returncode != 0:
             raise RuntimeError(f"nft refused the agent's rules: {proc.stderr.strip()}")
 
+    def _fresh(self) -> str:
+        """nft commands deleting this table, and an inet one of its name (where older agents
+        hooked prerouting)."""
+        return "".join(
+            f"add table {f} {self.table}\ndelete table {f} {self.table}\n" for f in ("inet", "netdev")
+        )
+
     def install(self) -> None:
         # add+delete first: replaces a table an earlier agent in this namespace left behind
-        self._nft(f"add table inet {self.table}\ndelete table inet {self.table}\n" + self.script())
+        self._nft(f"{self._fresh()}{self.script()}")
         self.installed = True
 
     def remove(self) -> None:
         if self.installed:
-            self._nft(f"add table inet {self.table}\ndelete table inet {self.table}\n")
+            self._nft(self._fresh())
             self.installed = False
 
     def counters(self) -> dict[str, int]:
@@ -190,7 +202,7 @@ class KernelQuiet:
         if not self.installed:
             return {}
         proc = subprocess.run(
-            ["nft", "-j", "list", "table", "inet", self.table], capture_output=True, text=True, check=False
+            ["nft", "-j", "list", "table", "netdev", self.table], capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:
             return {}
@@ -200,5 +212,6 @@ class KernelQuiet:
             if not rule:
                 continue
             packets = next((e["counter"]["packets"] for e in rule.get("expr", []) if "counter" in e), 0)
-            out[rule.get("comment", f"rule {rule.get('handle')}")] = packets
+            key = rule.get("comment", f"rule {rule.get('handle')}")
+            out[key] = out.get(key, 0) + packets  # (summed over the ports' chains)
         return out

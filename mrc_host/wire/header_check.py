@@ -24,8 +24,6 @@ except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib is
 
 __all__ = ["addresses_crc", "crc32", "header_check", "header_check_after"]
 
-_FIELDS: Final = struct.Struct(">32sHBIIQIIIHQ")
-_FIELDS_PACK: Final = _FIELDS.pack
 # the fields after the addresses, QP and AckReq/PSN word as one 64-bit field (the QP is 24 bits)
 _TAIL: Final = struct.Struct(">HBQQIIIHQ")
 _TAIL_PACK: Final = _TAIL.pack
@@ -45,11 +43,11 @@ def header_check(
     send_ts: int,
 ) -> int:
     """The check of a DATA frame with these header fields (``inner_addrs``: source then
-    destination, 32 bytes; ``ack_psn``: the BTH word with AckReq in its top bit)."""
-    return (
-        crc32(_FIELDS_PACK(inner_addrs, sport, opcode, qp, ack_psn, va, rkey, dlen, msg_id, flags, send_ts))
-        & 0xFFFF
-    )
+    destination, 32 bytes; ``ack_psn``: the BTH word with AckReq in its top bit): the CRC of
+    the addresses continued over the rest, one definition with the sender's
+    ``header_check_after`` (only trimmed frames are checked, so the second call is free)."""
+    fields = (sport, opcode, qp, ack_psn, va, rkey, dlen, msg_id, flags, send_ts)
+    return header_check_after(crc32(inner_addrs), *fields)
 
 
 def addresses_crc(inner_addrs: bytes) -> int:

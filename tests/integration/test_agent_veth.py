@@ -96,6 +96,36 @@ def test_a_transfer_over_the_veth_is_verified_and_kernel_rules_see_it(agents) ->
     assert st["kernel_drops"]["mrc ipv6-in-ipv6"] >= summary["data_packets_sent"] - summary["retransmissions"]
 
 
+def _ip6_in_receives(ns: str) -> int:
+    from bench.vethlab import in_ns
+
+    lines = in_ns(ns, "cat", "/proc/net/snmp6").stdout.splitlines()
+    return int(dict(line.split() for line in lines if line.strip())["Ip6InReceives"])
+
+
+def test_mrc_frames_stop_at_the_ports_ingress_and_plain_ipv6_still_flows(agents) -> None:
+    """The agent's socket has its copy of a frame before the port's ingress hook, where its
+    rule drops MRC frames: the IPv6 stack of the receiving host never sees the transfer's
+    frames (with the rule at prerouting it saw every one), and the hosts' own IPv6 (a ping
+    between them) is not touched."""
+    from bench.vethlab import in_ns
+    from mrc_host.agent.client import AgentClient
+
+    a, b = agents
+    before = _ip6_in_receives(b.name)
+    summary = AgentClient(a.control).send(b.name, "2M")
+    assert summary["ok"] and summary["verified"] is True
+    seen = _ip6_in_receives(b.name) - before
+    assert summary["data_packets_sent"] >= 500 and seen < 50, (seen, summary["data_packets_sent"])
+    drops = AgentClient(b.control).stats()["kernel_drops"]["mrc ipv6-in-ipv6"]
+    assert drops >= summary["data_packets_sent"] - summary["retransmissions"]
+    # (their NIC addresses are in different /48s with no route: ping b's link-local address)
+    link = in_ns(b.name, "ip", "-6", "-o", "addr", "show", "dev", b.ifname, "scope", "link").stdout.split()
+    peer = link[link.index("inet6") + 1].split("/")[0]
+    ping = in_ns(a.name, "ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", f"{peer}%{a.ifname}", check=False)
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+
+
 def test_bad_clients_get_errors_naming_the_field_and_the_agent_lives_on(agents) -> None:
     from mrc_host.agent.client import AgentClient, AgentError
 
