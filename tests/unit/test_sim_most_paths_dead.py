@@ -210,3 +210,31 @@ def test_a_resend_is_answered_on_the_path_it_came_by() -> None:
     p, _, twin = _tail_resend_twins()
     sacks = [m for m in p.sent_log if isinstance(m, Sack) and m.echo_ts == twin.send_ts]  # type: ignore[attr-defined]
     assert sacks and all(m.meta.ev >> 18 == twin.meta.ev >> 18 for m in sacks)
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_a_tail_s_lost_sacks_are_no_reordering(seed: int) -> None:
+    """1 MiB, two T1s of both planes stop at 50 us: on main 740dd0e seeds 3-5 each fired an RTO
+    (2.31-2.32 x the fault-free time). The tail's SACKs died on dead reverse paths; a later SACK
+    covered those packets, and each was measured against a resend sent 26-42 us after it as
+    that much reordering: the reorder window grew to 38-62 us and held the RACK timer of the
+    last packets past the RTO."""
+    r, over, _ = _dead_run(1, 50, seed, dead_t1=2)
+    assert r["losses"]["rto_fired"] == 0 and over <= 2.1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("seed", [6, 9])
+def test_a_message_s_last_sack_lost_is_probed_a_round_trip_after_its_packet(seed: int) -> None:
+    """2 MiB, six T1s stop at 100 us: on main 740dd0e seeds 6 and 9 took 1.44 x the fault-free
+    time: the last SACK and its spare rode T1s that died under them, and the tail probe waited
+    an SRTT and the reorder window after the SACK before it."""
+    r, over, _ = _dead_run(2, 100, seed)
+    assert r["losses"]["rto_fired"] == 0 and over <= 1.3  # type: ignore[index]
+
+
+def test_resends_avoid_the_paths_the_floor_holds() -> None:
+    """2 MiB, six T1s stop at 75 us, seed 2: on main 740dd0e 22 packets lost in one T1 (limit
+    21.1): the floor held three dead paths after the first three were retired, and the first
+    ones' resends went there until the recheck (now 15 in each T1 on every seed)."""
+    r, _, limit = _dead_run(2, 75, 2)
+    assert max(f["data_packets_lost"] for f in r["faults"]) <= limit  # type: ignore[attr-defined]
