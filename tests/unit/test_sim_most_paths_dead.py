@@ -14,7 +14,9 @@ import random
 import pytest
 
 from bench.sim_faults import MOST_DEAD_FAULTS, most_dead_shape
-from mrc_host.core import EvSet, EvState, PathSpace, TransportConfig
+from mrc_host.core import Counters, EvSet, EvState, PathSpace, TransportConfig
+from mrc_host.core.blame import LossBlame
+from mrc_host.core.recovery import Recovery
 from mrc_host.sim.fabric import DATA_OVERHEAD
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
 from mrc_host.sim.scenario import SimConfig, Simulation
@@ -238,3 +240,19 @@ def test_resends_avoid_the_paths_the_floor_holds() -> None:
     ones' resends went there until the recheck (now 15 in each T1 on every seed)."""
     r, _, limit = _dead_run(2, 75, 2)
     assert max(f["data_packets_lost"] for f in r["faults"]) <= limit  # type: ignore[attr-defined]
+
+
+def test_a_resend_skips_the_paths_the_floor_holds_and_new_data_does_not() -> None:
+    s = make(max_evs=32)
+    cfg = s.cfg
+    blame = LossBlame(cfg, s, Counters(), Recovery(cfg, s.planes, s.plane_load))
+    held = {(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)}  # every path but each plane's T1 0
+    blame.floor_held.update(dict.fromkeys(held))
+    picks = [blame.unheld_ev(s.next_data_ev(1), 1) for _ in range(20)]
+    assert all(v is not None and (v >> 28, (v >> 18) & 0x3FF) not in held for v in picks)
+    new = [s.next_data_ev() for _ in range(20)]
+    assert blame.unheld_ev(new[0], None) == new[0]  # new data: the rotation decides
+    assert any((v >> 28, (v >> 18) & 0x3FF) in held for v in new if v is not None)
+    blame.floor_held.update({(0, 0): None, (1, 0): None})  # all held: the rotation's pick stays
+    first = s.next_data_ev(1)
+    assert blame.unheld_ev(first, 1) == first
