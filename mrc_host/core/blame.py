@@ -100,6 +100,24 @@ class LossBlame:
                 self.floor_held[(e.plane, e.t1)] = None
                 return
 
+    def unheld_ev(self, ev: int | None, exclude: int | None) -> int | None:
+        """``ev``, or the next EV of the rotation off every path whose loss guess the
+        ``ev_min_active`` floor holds (``_hold``), for a resend: a held path has shown no
+        delivery since its loss, and with 6 of 8 paths dead at once the resends of the first
+        paths retired went to the three the floor held until the recheck (22 lost on one,
+        limit 21.1). New data still goes there (the floor is for diffuse loss); the first
+        ``ev`` when every usable EV is held."""
+        held = self.floor_held
+        if exclude is None or not held:
+            return ev
+        evset = self.evset
+        first = pick = ev
+        for _ in range(sum(len(lst) for lst in evset.active)):
+            if pick is None or ((pick >> PLANE_SHIFT, (pick >> T1_SHIFT) & T1_MASK) not in held):
+                return pick
+            pick = evset.next_data_ev(exclude)
+        return first
+
     def _margin(self) -> int:
         return 2 * self.recovery.reorder_window()
 
@@ -265,4 +283,20 @@ class LossBlame:
         ev = self.evset.next_data_ev(rec.ev)
         if ev is None or ev >> PLANE_SHIFT == rec.ev >> PLANE_SHIFT:
             return None
-        return ev
+        # the path of the peer's latest SACK on that plane (``EvTable.fresh_ev``), if any
+        ev = self.evset.fresh_ev(rec.prev_sent_ns, ev >> PLANE_SHIFT, rec.lost_ev) or ev
+        return None if self._owes(ev) else ev
+
+    def _owes(self, ev: int) -> bool:
+        """Whether a packet in flight was resent on a guess (a loss, the tail probe) from
+        ``ev``'s path after the latest packet the path is known to have delivered: a twin is a
+        spare, not sent where the copy given up on likely died (a fuzzed all-to-all with a T1
+        and the peer's port of one plane down: after the tail probe gave up on a packet there,
+        two tail resends twinned onto that T1 by its fresh SACKs, 3 lost against a limit of
+        2.3). A packet merely unacknowledged proves nothing: its SACK may have been lost."""
+        path = ev >> T1_SHIFT
+        here = self.evset.path_proof((ev >> PLANE_SHIFT, path & T1_MASK))[0]
+        for r in self.recovery.in_flight.values():
+            if r.gap_lost and r.lost_ev >= 0 and r.lost_ev >> T1_SHIFT == path and r.prev_sent_ns > here:
+                return True
+        return False

@@ -265,14 +265,12 @@ class Recovery:
         return out
 
     def tail_at(self, sending: bool) -> int | None:
-        """Tail loss probe time: with nothing new left to send (``sending`` False), the SACK gap
-        rule has no later packets to work with, so packets unacknowledged past the newest
-        one's SACK are resent then, not at the RTO (RACK-TLP's idea). That SACK is due an SRTT
-        plus the reorder window (which covers the delay spread) after the newest packet left,
-        plus the peer's ack delay unless it SACKs that packet at once (a resend, the last of a
-        message); RACK-TLP's 2 SRTT at most. The SRTT is given its variation (4 RTTVAR, at most
-        another SRTT): while few samples are in, that SACK may well come later (a lone 32 KiB
-        flow's first window waits at its own NIC port: 2 of its 8 packets were probed for nothing)."""
+        """Tail loss probe time (RACK-TLP's idea): with nothing new to send (``sending`` False) the
+        gap rule has no later packets to work with. The newest packet's SACK is due an SRTT (with
+        its variation, at most another SRTT: a lone 32 KiB flow's first window waits at its NIC
+        port), the reorder window and, unless SACKed at once (a resend, a message's last), the
+        peer's ack delay (2 SRTT at most) after it left or the newest SACK of new data; with
+        departures reported and no ack delay, at ``probe_due`` if sooner."""
         rtt = self.rtt
         srtt = rtt.srtt_ns
         if sending or self.cfg.go_back_n or srtt is None or not self.in_flight or self.tail_done:
@@ -280,12 +278,13 @@ class Recovery:
         wait = srtt + min(4 * rtt.rttvar_ns, srtt)
         if not self._last_acked_at_once:
             wait = max(wait, min(srtt + self.cfg.ack_delay_ns, 2 * srtt))
-        # from the newest send, or the newest SACK of new data if later: while SACKs still come
-        # the tail is draining, not lost (the NIC model knows only this queue pair's packets: on
-        # a port shared with others they leave later than it says, and were probed for nothing)
+        # (while SACKs come the tail drains: on a shared port packets leave later than the model says)
         last = self.nic.last_left
         start = last if last >= self.last_acked_ns else self.last_acked_ns
-        return start + int(wait) + self.reorder_window()
+        at = start + int(wait) + self.reorder_window()
+        if self._departures and self._last_acked_at_once:
+            at = min(at, probe_due(rtt, next(reversed(self.in_flight.values())), self.reorder_window()))
+        return at
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
         """The tail probe fired: the newest packet sent an SRTT plus the reorder window ago is
@@ -364,12 +363,13 @@ class Recovery:
         if (spurious or earlier_copy) and rec.transmissions > 1:
             self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
         else:
-            known = rec.transmissions == 1 and (own_sack or not spurious)
+            known = rec.transmissions == 1 and own_sack  # (``_measure``: a first copy's own SACK only)
             self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
         return spurious
 
     def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:
-        """A copy that left on ``plane`` was delivered (``known``: surely that copy)."""
+        """A copy that left on ``plane`` was delivered (``known``: surely that copy, and when: by
+        its own SACK, as a late copy is SACKed at once; covered by a later one, its own was lost)."""
         newest = self._newest_left[plane]
         if left_ns >= newest:
             self._newest_left[plane] = left_ns
@@ -574,3 +574,18 @@ class Recovery:
             self._plane_evidence[plane] = 0
             dead.append(plane)
         return dead
+
+
+def probe_due(rtt: RttEstimator, rec: TxRecord, window: int) -> int:
+    """When the SACK of ``rec``, the newest packet, is overdue (``Recovery.tail_at``): the peer
+    SACKs it at once, so a round trip -- the SRTT, its plane's, or the latest sample of any
+    plane if longer (a queue building at the peer's ports shows there first) -- plus the
+    reorder window after it left, however many SACKs of older packets still come; never while
+    it waits at the NIC."""
+    if rec.at_nic:
+        return 1 << 62
+    wait = max(rtt.srtt_ns or 0.0, rtt.of_plane(rec.ev >> PLANE_SHIFT))
+    for last in rtt.plane_last:
+        if last > wait:
+            wait = float(last)
+    return rec.left_ns + int(wait) + window

@@ -279,8 +279,9 @@ class Sender:
     def _choose_ev(self, exclude: int | None, since: int = -1) -> int | None:
         silent = self._retire and not self.writes and (self.recovery.tail_done or self.recovery.retries)
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
-        if ev is None:
-            ev = self.evset.next_data_ev(exclude if self.cfg.mode is not Mode.SINGLE_PATH else None)
+        if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
+            avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
+            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid), exclude)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:
@@ -298,7 +299,6 @@ class Sender:
         ev = self.blame.twin_ev(rec, now_ns)
         if ev is None:
             return
-        ev = self.evset.fresh_ev(rec.prev_sent_ns, ev >> 28, rec.lost_ev) or ev  # (ev >> 28: its plane)
         recovery.on_twin(rec, ev)
         self.acks.note_twins(rec)
         self.evset.note_sent(ev, now_ns)

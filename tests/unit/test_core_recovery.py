@@ -397,3 +397,43 @@ def test_an_earlier_copy_is_measured_as_itself_not_as_the_resend() -> None:
     r2.remove(a)
     assert r2.on_delivered(a, 40_500, earlier_copy=True)
     assert r2.reo_extent == 1_000  # left 1 us before b, already delivered: not 37 us after it
+
+
+def test_a_first_copy_covered_by_a_later_sack_measures_no_reordering() -> None:
+    """Defect (issue 45 item 5, 1 MiB with four of eight paths dead at 50 us): a packet whose own
+    SACK died on a dead reverse path was covered by the SACK of a resend sent 26-42 us after
+    it, and measured against that resend as so much reordering; the reorder window grew to
+    38-62 us and the RACK timer waited past the RTO. Its own SACK (the receiver answers a late
+    copy at once) measures it; a later one says nothing of when it arrived."""
+    r = make(reorder_window_ns=100)
+    r.rtt.sample(20_000)
+    older, later = send(r, 0, 0, 1_000), send(r, 1, 0, 30_000)
+    deliver(r, later, 50_000)
+    r.remove(older)
+    r.on_delivered(older, 50_000, earlier_copy=False, own_sack=False)
+    assert r.reo_extent == 0 and r.reorder_window() == 5_000
+    older = send(r, 2, 0, 1_000)  # its own SACK: reordered behind ``later``
+    deliver(r, older, 50_500)
+    assert r.reo_extent == 29_000
+
+
+def test_the_tail_probe_is_due_a_round_trip_after_the_newest_packet_left() -> None:
+    """Defect (issue 45 item 5, 2 MiB with six of eight paths dead at 100 us): the message's last
+    SACK died with its path, and the probe waited an SRTT and the reorder window from the SACK
+    before it (1.44 x the fault-free time). With departures reported and the newest packet
+    SACKed at once, its SACK is due a round trip plus the reorder window after it left."""
+    r = make(nic_departures=True, reorder_window_ns=100)
+    r.rtt.sample(20_000)
+    a = send(r, 0, 0, 0)
+    b = TxRecord(1, PendingWrite(1, [], 0, 0), 0, b"x" * 100, Opcode.WRITE_LAST)
+    r.on_sent(b, PLANE1, 0)
+    r.nic.on_departed(a, 500)
+    r.nic.on_departed(b, 500)
+    deliver(r, a, 21_000)
+    r.on_progress(21_000, True)
+    assert r.tail_at(False) == 500 + 20_000 + 5_000  # (from the SACK: 21 + 20 + 5 us)
+    r.rtt.sample_plane(0, 30_000)  # a queue building: the latest sample of a plane is longer
+    assert r.tail_at(False) == 500 + 30_000 + 5_000
+    c = TxRecord(2, PendingWrite(1, [], 0, 0), 0, b"x" * 100, Opcode.WRITE_LAST)
+    r.on_sent(c, 0, 22_000)  # still at the NIC: the old rule alone
+    assert r.tail_at(False) == 22_000 + 40_000 + 5_000

@@ -14,7 +14,9 @@ import random
 import pytest
 
 from bench.sim_faults import MOST_DEAD_FAULTS, most_dead_shape
-from mrc_host.core import EvSet, EvState, PathSpace, TransportConfig
+from mrc_host.core import Counters, EvSet, EvState, PathSpace, TransportConfig
+from mrc_host.core.blame import LossBlame
+from mrc_host.core.recovery import Recovery
 from mrc_host.sim.fabric import DATA_OVERHEAD
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
 from mrc_host.sim.scenario import SimConfig, Simulation
@@ -210,3 +212,47 @@ def test_a_resend_is_answered_on_the_path_it_came_by() -> None:
     p, _, twin = _tail_resend_twins()
     sacks = [m for m in p.sent_log if isinstance(m, Sack) and m.echo_ts == twin.send_ts]  # type: ignore[attr-defined]
     assert sacks and all(m.meta.ev >> 18 == twin.meta.ev >> 18 for m in sacks)
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_a_tail_s_lost_sacks_are_no_reordering(seed: int) -> None:
+    """1 MiB, two T1s of both planes stop at 50 us: on main 740dd0e seeds 3-5 each fired an RTO
+    (2.31-2.32 x the fault-free time). The tail's SACKs died on dead reverse paths; a later SACK
+    covered those packets, and each was measured against a resend sent 26-42 us after it as
+    that much reordering: the reorder window grew to 38-62 us and held the RACK timer of the
+    last packets past the RTO."""
+    r, over, _ = _dead_run(1, 50, seed, dead_t1=2)
+    assert r["losses"]["rto_fired"] == 0 and over <= 2.1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("seed", [6, 9])
+def test_a_message_s_last_sack_lost_is_probed_a_round_trip_after_its_packet(seed: int) -> None:
+    """2 MiB, six T1s stop at 100 us: on main 740dd0e seeds 6 and 9 took 1.44 x the fault-free
+    time: the last SACK and its spare rode T1s that died under them, and the tail probe waited
+    an SRTT and the reorder window after the SACK before it."""
+    r, over, _ = _dead_run(2, 100, seed)
+    assert r["losses"]["rto_fired"] == 0 and over <= 1.3  # type: ignore[index]
+
+
+def test_resends_avoid_the_paths_the_floor_holds() -> None:
+    """2 MiB, six T1s stop at 75 us, seed 2: on main 740dd0e 22 packets lost in one T1 (limit
+    21.1): the floor held three dead paths after the first three were retired, and the first
+    ones' resends went there until the recheck (now 15 in each T1 on every seed)."""
+    r, _, limit = _dead_run(2, 75, 2)
+    assert max(f["data_packets_lost"] for f in r["faults"]) <= limit  # type: ignore[attr-defined]
+
+
+def test_a_resend_skips_the_paths_the_floor_holds_and_new_data_does_not() -> None:
+    s = make(max_evs=32)
+    cfg = s.cfg
+    blame = LossBlame(cfg, s, Counters(), Recovery(cfg, s.planes, s.plane_load))
+    held = {(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)}  # every path but each plane's T1 0
+    blame.floor_held.update(dict.fromkeys(held))
+    picks = [blame.unheld_ev(s.next_data_ev(1), 1) for _ in range(20)]
+    assert all(v is not None and (v >> 28, (v >> 18) & 0x3FF) not in held for v in picks)
+    new = [s.next_data_ev() for _ in range(20)]
+    assert blame.unheld_ev(new[0], None) == new[0]  # new data: the rotation decides
+    assert any((v >> 28, (v >> 18) & 0x3FF) in held for v in new if v is not None)
+    blame.floor_held.update({(0, 0): None, (1, 0): None})  # all held: the rotation's pick stays
+    first = s.next_data_ev(1)
+    assert blame.unheld_ev(first, 1) == first
