@@ -130,7 +130,8 @@ def watched_transfer(
                 "target": f.target,
                 "id": f.fault_id,
                 "at_fraction": f.at_fraction,
-                "injected_at": f.injected_at,
+                "injected_at": f.injected_at,  # before its first table write
+                "landed_at": f.landed_at,  # every table write done
                 "acked_at_injection": f.acked_at_injection,
                 "switches": f.switches,
                 "switch_fault_drops": f.switch_drops,
@@ -277,19 +278,13 @@ def print_summary(r: dict[str, Any]) -> None:
     ]
     skips = sum(1 for e in faulted["ev_changes"] if e["new"] == "SKIP" and e["old"] != "SKIP")
     print("EV state changes (sender; seconds since the transfer started; every change is in results.json):")
-    explained: set[int] = set()
-    for f in faulted["faults"]:
-        if f["injected_at"] is None:
-            continue
-        mine = [
-            (i, e)
-            for i, e in enumerate(changes)
-            if e["ev"] in f["evs_through_it"] and e["t"] >= f["injected_at"]
-        ]
-        explained.update(i for i, _e in mine)
+    by_fault, others = changes_by_fault(changes, faulted["faults"])
+    for f, mine in by_fault:
         states = ", ".join(f"{ev} {st or '?'}" for ev, st in f.get("ev_states_at_injection", {}).items())
-        print(f"  after {f['label']} at {f['injected_at']:.2f} s (its EVs then: {states}):")
-        for _i, e in mine[:MAX_EV_LINES]:
+        landed = f.get("landed_at")
+        written = f"its tables written by {landed:.2f} s; " if landed is not None else ""
+        print(f"  after {f['label']} at {f['injected_at']:.2f} s ({written}its EVs then: {states}):")
+        for e in mine[:MAX_EV_LINES]:
             print(f"    {e['t']:6.2f} s  EV {e['ev']} (plane {e['plane']}, T1 {e['t1']})  ", end="")
             print(f"{e['old']:>11} -> {e['new']}")
         if len(mine) > MAX_EV_LINES:
@@ -298,7 +293,6 @@ def print_summary(r: dict[str, Any]) -> None:
             final = {e["ev"]: e["final_state"] for e in faulted["evs"]}
             ends = ", ".join(f"{ev} {final.get(ev, '?')}" for ev in f["evs_through_it"])
             print(f"    no change recorded after the fault (at the end: {ends})")
-    others = [e for i, e in enumerate(changes) if i not in explained]
     retired = sum(1 for e in others if e["new"] == "ASSUMED_BAD")
     print(
         f"  elsewhere: {retired} retirements and {len(others) - retired} other changes on EVs whose "
@@ -315,6 +309,26 @@ def print_summary(r: dict[str, Any]) -> None:
 
         for line in summary_lines(r["fidelity"]):
             print(line)
+
+
+def changes_by_fault(
+    changes: list[dict[str, Any]], faults: list[dict[str, Any]]
+) -> tuple[list[tuple[dict[str, Any], list[dict[str, Any]]]], list[dict[str, Any]]]:
+    """Each injected fault with the EV changes it explains, and the changes no fault explains.
+
+    A fault explains a change on an EV whose path crosses it from ``injected_at`` on: the stamp
+    taken before its first table write, since the first switch's entry acts at once and the
+    others land up to ~0.1 s later (``landed_at``); changes in between are the fault's."""
+    explained: set[int] = set()
+    by_fault = []
+    for f in faults:
+        if f["injected_at"] is None:
+            continue
+        ours = set(f["evs_through_it"])
+        mine = [(i, e) for i, e in enumerate(changes) if e["ev"] in ours and e["t"] >= f["injected_at"]]
+        explained.update(i for i, _e in mine)
+        by_fault.append((f, [e for _i, e in mine]))
+    return by_fault, [e for i, e in enumerate(changes) if i not in explained]
 
 
 def recovery_line(seconds: float | None, states: dict[str, str]) -> str:

@@ -37,7 +37,8 @@ class PlannedFault:
     at_fraction: float
     label: str = ""
     fault_id: str = ""
-    injected_at: float | None = None  # seconds since the transfer started
+    injected_at: float | None = None  # seconds since the transfer started, before the first table write
+    landed_at: float | None = None  # ... when the controller answered: every table write done
     acked_at_injection: int = 0
     switches: list[str] = field(default_factory=list)
     drops_at_injection: dict[str, int] = field(default_factory=dict)
@@ -164,8 +165,12 @@ class TransferWatch:
                 before = self._drops_at_start
                 f.evs_at_injection = send_rows(self.tb.agent(self.src).client.evs(), self.dst)
                 f.evs_sampled_unix = time.time()
+                # stamped before the first write: the first switch's entry acts at once, the
+                # others up to ~0.1 s later (BMv2), so EVs may retire before the call returns
+                requested, acked = self._now(), self._acked
                 fault = ctl.inject(f.kind, f.target)
-                f.fault_id, f.injected_at, f.acked_at_injection = fault.id, self._now(), self._acked
+                f.fault_id, f.injected_at, f.acked_at_injection = fault.id, requested, acked
+                f.landed_at = self._now()
                 # entries read "switch:table:port action"
                 f.switches = sorted({entry.split(":")[0] for entry in fault.entries})
                 f.drops_at_injection = {s: before.get(s, 0) for s in f.switches}

@@ -25,14 +25,16 @@ starts at its header's ``tp_mac``, a frame to send at ``TX_DATA[version]``.
 
 Sending. ``send`` writes the frame into the next slot and marks it ``TP_STATUS_SEND_REQUEST``;
 ``flush`` (one ``send`` call) asks the kernel to transmit every requested slot. A slot stays
-the kernel's (``TP_STATUS_SENDING``) until the last reference to its frame is gone, which on
-the emulated fabric is when the frame has crossed every switch queue: a ring can fill up. Then
-frames wait, in order, in a bounded backlog (``TX_BACKLOG``) and move into the ring as slots
-come free (``drain``; the agent asks for the socket's writability meanwhile); only beyond it is
-a frame dropped and counted, as a full socket buffer's was. ``PACKET_LOSS`` is set so a slot
-the kernel cannot send is marked ``TP_STATUS_WRONG_FORMAT`` (counted) instead of stopping the
-ring. The queueing discipline is not bypassed: a port's qdisc (a shaped host link) and its tc
-hooks see every frame, as they would from a socket.
+the kernel's (``TP_STATUS_SENDING``) until the last reference to its frame is gone, which is
+when the port's own qdisc has released it (on a shaped host link, its HTB), not when the frame
+has crossed the fabric: so it is no departure signal for the core (``pacer.py`` is), and a ring
+behind a slow link can fill up. Then frames wait, in order, in a bounded backlog
+(``TX_BACKLOG``) and move into the ring as slots come free (``drain``; the agent asks for the
+socket's writability meanwhile); only beyond it is a frame dropped and counted, as a full
+socket buffer's was. ``PACKET_LOSS`` is set so a slot the kernel cannot send is marked
+``TP_STATUS_WRONG_FORMAT`` (counted) instead of stopping the ring. The queueing discipline is
+not bypassed: a port's qdisc (a shaped host link) and its tc hooks see every frame, as they
+would from a socket.
 
 The agent reads the status words through a 32-bit view of the mapping: Python's loads and
 stores are not reordered on x86-64 (total store order), which is what the kernel's own
