@@ -194,16 +194,16 @@ class Receiver:
             if self.ack_deadline is None:
                 self.ack_deadline = now_ns + self.cfg.ack_delay_ns
             return
-        # (a spare also when this packet completes a message out of order: a resend filling
-        # its last hole, whose lost SACK cost the tail probe's wait, 1.05 x a 32 MiB transfer)
-        spare = self.c.messages_received != done or self._alone(seq, flags)
+        spare = self.c.messages_received != done or self._alone(seq, flags)  # (see ``_alone``)
         self._send_ack(pkt, now_ns, out, on_path=bool(flags & _LAST), spare=spare)
 
     def _alone(self, seq: int, flags: int) -> bool:
         """Whether the SACK for resend ``seq`` is the only report of it for a while: it lies
         above the cumulative point and more than a bitmap below the newest arrival, where the
         later SACKs' windows (each holds its own trigger, near the newest) do not reach until
-        the older hole fills. Lost, the sender resends it again (1 % loss: one in 100 resends)."""
+        the older hole fills. Lost, the sender resends it again (1 % loss: one in 100 resends).
+        (A packet that completes a message out of order gets a spare too: a resend filling its
+        last hole, whose lost SACK cost the tail probe's wait, 1.05 x a 32 MiB transfer.)"""
         return bool(flags & _RETX) and seq >= self.expected and self.highest - seq >= SACK_BITMAP_BITS
 
     def _mark(self, seq: int, out: list[Action]) -> None:
