@@ -277,7 +277,9 @@ def _held_with_holes(holes: set[int], last: int = 99) -> tuple[Pair, list[DataPa
     for k in range(last + 1):
         op = Opcode.WRITE_FIRST if k == 0 else Opcode.WRITE_LAST if k == last else Opcode.WRITE_MIDDLE
         pkts.append(
-            DataPacket(tpl.qp, tpl.psn + k, BASE + 1024 * k, RKEY, payload(1024, k), tpl.msg_id, 1_000 + k, opcode=op)
+            DataPacket(
+                tpl.qp, tpl.psn + k, BASE + 1024 * k, RKEY, payload(1024, k), tpl.msg_id, 1_000 + k, opcode=op
+            )
         )
         pkts[-1].meta = tpl.meta
     for k, d in enumerate(pkts):
