@@ -300,11 +300,8 @@ class AckBook:
         sacked.discard_below(cum)
         for start, stop in fresh:
             sacked.add(start, stop)
-        # (a message's last, or a resend the later SACKs may not reach: its SACK may come twice)
-        if any(
-            (r.opcode in _LAST_OPCODES or r.transmissions > 1) and r.is_copy(echo_ts, echo_ev) for r in newly
-        ):
-            self._last_echo = (echo_ts, echo_ev)
+        if any(r.opcode in _LAST_OPCODES and r.is_copy(echo_ts, echo_ev) for r in newly):
+            self._last_echo = (echo_ts, echo_ev)  # (a message's last: its SACK comes twice)
         rtt, ecn, port_wait = self._trigger_sample(s, newly, now_ns)
         return SackProof(cum, newly, evidence, acked_bytes, rtt, ecn, port_wait)
 

@@ -154,7 +154,7 @@ class Receiver:
                     and self.evset.ack_lost(sent.ev, now_ns)
                 ):
                     c.reverse_ev_retired += 1
-            self._send_ack(pkt, now_ns, out, duplicate=True, on_path=True, spare=self._alone(seq, flags))
+            self._send_ack(pkt, now_ns, out, duplicate=True, on_path=True)
             return
         if offset >= self.cfg.rx_window:
             c.out_of_window += 1
@@ -177,7 +177,6 @@ class Receiver:
             if pkt.opcode in (Opcode.WRITE_LAST, Opcode.WRITE_ONLY):
                 self._msg_last_seq[seq] = pkt.msg_id
         filled_hole = bool(self.out_of_order)
-        done = self.c.messages_received
         self._mark(seq, out)
         self._pending_seqs.append(seq)
         self.unacked += 1
@@ -194,17 +193,7 @@ class Receiver:
             if self.ack_deadline is None:
                 self.ack_deadline = now_ns + self.cfg.ack_delay_ns
             return
-        spare = self.c.messages_received != done or self._alone(seq, flags)  # (see ``_alone``)
-        self._send_ack(pkt, now_ns, out, on_path=bool(flags & _LAST), spare=spare)
-
-    def _alone(self, seq: int, flags: int) -> bool:
-        """Whether the SACK for resend ``seq`` is the only report of it for a while: it lies
-        above the cumulative point and more than a bitmap below the newest arrival, where the
-        later SACKs' windows (each holds its own trigger, near the newest) do not reach until
-        the older hole fills. Lost, the sender resends it again (1 % loss: one in 100 resends).
-        (A packet that completes a message out of order gets a spare too: a resend filling its
-        last hole, whose lost SACK cost the tail probe's wait, 1.05 x a 32 MiB transfer.)"""
-        return bool(flags & _RETX) and seq >= self.expected and self.highest - seq >= SACK_BITMAP_BITS
+        self._send_ack(pkt, now_ns, out, on_path=bool(flags & _LAST))
 
     def _mark(self, seq: int, out: list[Action]) -> None:
         held = self.out_of_order
@@ -245,11 +234,10 @@ class Receiver:
         out: list[Action],
         duplicate: bool = False,
         on_path: bool = False,
-        spare: bool = False,
     ) -> None:
         """The SACK for ``trigger``; ``on_path`` (a duplicate, a message's last packet: a SACK
         whose loss costs a timeout) on the path it came by, if we have an EV there, and for a
-        message's last, or with ``spare``, a spare on another path (``_send_spare``)."""
+        message's last a spare on another path (``_send_spare``)."""
         base, bitmap = self._bitmap(unwrap(trigger.psn, self.expected))
         sack = Sack(
             self.peer_qp,
@@ -271,7 +259,7 @@ class Receiver:
             sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns, path_of, fresh_of=fresh, quiet_ns=quiet
         )
         self.c.sacks_sent += 1
-        if (spare or (on_path and not duplicate)) and ev is not None and self._retire:
+        if on_path and not duplicate and ev is not None and self._retire:
             self._send_spare(sack, trigger, now_ns, out, ev)
         if ev is not None:
             sent = SackSent(ev, now_ns)  # one record for every PSN this SACK answers
@@ -293,9 +281,8 @@ class Receiver:
         """A copy of a message's last SACK (sent on ``sent_on``, the path its packet came by) on
         a control EV of another path of that plane: that path may die as the SACK rides back (three of four
         T1s of both planes dead at a 2 MiB transfer's tail: alone, its loss cost the tail
-        probe's round trip, 1.44 x the fault-free time). Also for a resend the later SACKs do
-        not reach (``_alone``) or one completing a message. Not for every resend's SACK: that
-        cost a fault-free 8 -> 1 incast 1.7 % of its time on one seed of three."""
+        probe's round trip, 1.44 x the fault-free time). Not for every resend's SACK: that cost
+        a fault-free 8 -> 1 incast 1.7 % of its time on one seed of three."""
         copy = Sack(
             self.peer_qp,
             sack.cum_psn,

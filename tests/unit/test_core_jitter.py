@@ -10,7 +10,7 @@ import pytest
 
 from mrc_host.core import EvState, NsccParams, Transmit
 from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
-from mrc_host.wire.messages import DataFlag, DataPacket, Opcode, Sack
+from mrc_host.wire.messages import DataFlag, DataPacket, Sack
 
 
 def payload(n: int, seed: int = 1) -> bytes:
@@ -264,57 +264,3 @@ def test_a_guess_shown_wrong_by_a_later_sack_alone_was_a_lost_sack_not_reorderin
     assert rec.reo_mult == 1 and rec.reo_extent == 0  # no reordering was shown
     # the same guess proven wrong by the late copy's own SACK is reordering (the window grows):
     # test_a_spurious_loss_undone_does_not_make_the_next_one
-
-
-def _held_with_holes(holes: set[int], last: int = 99) -> tuple[Pair, list[DataPacket]]:
-    """PSNs 0..``last`` of one write delivered to the receiver but ``holes``; the packets."""
-    p = make_pair(size=1 << 18, planes=2, t1=4)
-    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)
-    p.absorb(p.a, acts)
-    (tpl,) = data_sent(p)
-    p.in_flight.clear()
-    pkts = []
-    for k in range(last + 1):
-        op = Opcode.WRITE_FIRST if k == 0 else Opcode.WRITE_LAST if k == last else Opcode.WRITE_MIDDLE
-        pkts.append(
-            DataPacket(
-                tpl.qp, tpl.psn + k, BASE + 1024 * k, RKEY, payload(1024, k), tpl.msg_id, 1_000 + k, opcode=op
-            )
-        )
-        pkts[-1].meta = tpl.meta
-    for k, d in enumerate(pkts):
-        if k not in holes:
-            p.now += 50
-            p.b.receive(d, p.now)
-    return p, pkts
-
-
-def _resend(p: Pair, d: DataPacket) -> list[Sack]:
-    again = dataclasses.replace(d, send_ts=p.now, flags=DataFlag.RETRANSMISSION)
-    again.meta = d.meta
-    p.now += 50
-    return [s for s in sacks_from(p.b.receive(again, p.now)) if s.echo_ts == again.send_ts]
-
-
-def test_a_resend_below_the_newest_window_is_sacked_twice() -> None:
-    """Defect (issue 45, uniform loss): a resend filling a hole above the cumulative point and
-    more than 64 PSNs below the newest arrival is reported by its own SACK alone (the later
-    SACKs' windows hold their triggers, near the newest); that SACK lost (1 % of them), the
-    sender resent the packet again. It now goes twice, on two EVs; a resend the cumulative
-    ACK or the newest window covers goes once, and so does a plain new packet."""
-    p, pkts = _held_with_holes({10, 20, 30}, last=99)
-    two = _resend(p, pkts[20])  # 10 still missing: only its own SACK reports 20
-    assert len(two) == 2 and two[0].meta.ev != two[1].meta.ev
-    assert all(s.bitmap >> (pkts[20].psn - s.base_psn) & 1 for s in two)
-    assert len(_resend(p, pkts[10])) == 1  # the oldest hole: every later SACK's cumulative ACK
-    p, pkts = _held_with_holes({10, 60}, last=99)
-    assert len(_resend(p, pkts[60])) == 1  # within the newest 64: the next SACKs report it too
-
-
-def test_a_resend_that_completes_a_message_is_sacked_twice() -> None:
-    """The SACK that completes a write out of order (a resend filling its last hole) is its
-    sender's only news: lost, the sender waited for the tail probe (32 MiB at 1 % loss, seed
-    7: 1.05 x the time). It goes twice, as a message's last packet's SACK does."""
-    p, pkts = _held_with_holes({10}, last=20)
-    two = _resend(p, pkts[10])
-    assert len(two) == 2 and two[0].cum_psn == two[1].cum_psn == pkts[20].psn + 1
