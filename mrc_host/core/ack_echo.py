@@ -169,7 +169,7 @@ class AckEchoes:
             return  # (else confirmed already, or ambiguous)
         ev, sent_ns = got.ev, got.sent_ns
         evset = self.evset
-        e = evset.entries.get(ev)
+        e = evset.entry(ev)
         if e is None:
             return
         if sent_ns > e.ok_sent_ns:
@@ -201,7 +201,7 @@ class AckEchoes:
         later is echoed: retire its path if nothing sent on it since was echoed."""
         ev, sent_ns = sack.ev, sack.sent_ns
         evset = self.evset
-        e = evset.entries.get(ev)
+        e = evset.entry(ev)
         if e is None:
             return
         path = (e.plane, e.t1)

@@ -45,8 +45,8 @@ class EvProber:
         pending = False
         timeout = self.probe_timeout_ns()
         interval = self.cfg.probe_interval_ns
-        for plane in evset.active:
-            for e in list(plane):
+        for plane in range(evset.planes):
+            for e in evset.rotation_used(plane):
                 if e.live_probe_id is not None:
                     if now_ns - e.live_probe_ns < timeout:
                         pending = True  # a slow (jittery) round trip: give it its time
@@ -119,7 +119,7 @@ class EvProber:
         """A PROBE_ACK arrived. None: not a reply to a probe we have outstanding (ignored);
         True: the K-th success in a row (EV back to GOOD); False: accepted, not yet."""
         evset = self.evset
-        e = evset.entries.get(ev)
+        e = evset.entry(ev)
         if e is None:
             return None
         if e.live_probe_id is not None and e.live_probe_id == probe_id:

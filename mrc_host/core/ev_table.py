@@ -10,12 +10,13 @@ restore -- are ``EvSet``'s (``evset.py``), built on this table.
 from __future__ import annotations
 
 import random
+from array import array
 
 from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
 
 from .actions import EvStateChanged
 from .config import TransportConfig
-from .ev_draw import PathSpace, draw
+from .ev_draw import EvDraw, PathSpace, draw
 from .ev_state import EvEvent, EvState, next_state
 from .path_health import NicPathHealth, PathRecord
 
@@ -203,10 +204,14 @@ class EvTable:
         all_ports = (1 << paths.planes) - 1
         self.local_ports = all_ports if port_status is None else port_status & all_ports
         self.peer_ports = all_ports
-        self.entries: dict[int, EvEntry] = {}
+        # (``entries``, ``active``, ``backup``: the table; until it is built (``_build``), the
+        # EVs drawn, per plane, and in ``_entries`` only those some answer has used)
+        self._entries: dict[int, EvEntry] = {}
         self.retired: dict[int, EvEntry] = {}  # the ASSUMED_BAD ones (probed)
-        self.active: list[list[EvEntry]] = [[] for _ in range(self.planes)]
-        self.backup: list[list[EvEntry]] = [[] for _ in range(self.planes)]
+        self._active: list[list[EvEntry]] = [[] for _ in range(self.planes)]
+        self._backup: list[list[EvEntry]] = [[] for _ in range(self.planes)]
+        self._drawn_active: list[array[int]] | None = None
+        self._drawn_backup: list[array[int]] = []
         self.changes: list[EvStateChanged] = []
         # bytes in flight per plane, kept by the sender: the plane choice of the rotation
         self.plane_load: list[int] = [0] * self.planes
@@ -242,13 +247,14 @@ class EvTable:
         self.nic_changed = False
         self._nic_paths: dict[int, PathRecord] = {}  # the NIC's paths with a verdict (read per ACK)
         drawn = draw(cfg, paths, rng)
-        for plane in range(self.planes):
-            for value in drawn.active[plane]:
-                e = self._add(value, active=True)
-                self.active[plane].append(e)
-            for value in drawn.backup[plane]:
-                self.backup[plane].append(self._add(value, active=False))
-        self.quota = [len(a) for a in self.active]
+        self.quota = [len(a) for a in drawn.active]
+        if not self._defer(drawn):
+            for plane in range(self.planes):
+                for value in drawn.active[plane]:
+                    e = self._add(value, active=True)
+                    self._active[plane].append(e)
+                for value in drawn.backup[plane]:
+                    self._backup[plane].append(self._add(value, active=False))
         total = sum(self.quota)
         self.min_active = min(cfg.ev_min_active or max(1, total * 3 // 4), total)
         rules = cfg.ev_profile.deny
@@ -257,8 +263,105 @@ class EvTable:
                 self._deactivate(e)
                 self._fire(e, EvEvent.OPERATOR_DENY, "profile deny")
 
+    # ---- the table, built on first use ---------------------------------------------------
+    # A receive-only endpoint (a permutation's receivers, an incast's) sends nothing but
+    # control, on a few EVs per plane; its other ~130 entries are never read, yet they were
+    # built for every such endpoint (4.3 MB of the 128-host permutation's 44 MB). Until
+    # something needs the whole table -- the first DATA, any state change, any walk over the
+    # entries or the rotation, both of which go through the properties below -- only the
+    # values drawn are kept, and an entry is made when an answer uses its EV (``entry``,
+    # ``control_evs``, ``control_ev_on_path``). Either way every answer is the same: an entry
+    # not yet made is one nothing has changed since it was drawn, and ``_build`` puts the
+    # entries made so far where the whole table would have them.
+    def _defer(self, drawn: EvDraw) -> bool:
+        """Keep ``drawn`` as values instead of entries (False: build the table now: values
+        that are not 32-bit EVs fail at once, a list naming one EV twice stays as it was)."""
+        values = [v for plane in range(self.planes) for v in (*drawn.active[plane], *drawn.backup[plane])]
+        for v in values:
+            if v >> 32 or v < 0:
+                raise ValueError(f"EV {v:#x} is not 32 bits")
+        if len(set(values)) != len(values):
+            return False
+        self._drawn_active = [array("I", a) for a in drawn.active]
+        self._drawn_backup = [array("I", b) for b in drawn.backup]
+        return True
+
+    @property
+    def entries(self) -> dict[int, EvEntry]:
+        """Every EV of the set by value (in the order drawn), whatever its state."""
+        if self._drawn_active is not None:
+            self._build()
+        return self._entries
+
+    @property
+    def active(self) -> list[list[EvEntry]]:
+        """Per plane, the data rotation."""
+        if self._drawn_active is not None:
+            self._build()
+        return self._active
+
+    @property
+    def backup(self) -> list[list[EvEntry]]:
+        """Per plane, the backups, next to step in first."""
+        if self._drawn_active is not None:
+            self._build()
+        return self._backup
+
+    def _build(self) -> None:
+        """The whole table from the values drawn, keeping the entries made so far."""
+        drawn_active = self._drawn_active
+        if drawn_active is None:
+            return
+        self._drawn_active = None
+        made = self._entries
+        self._entries = {}
+        for plane in range(self.planes):
+            for value in drawn_active[plane]:
+                self._active[plane].append(self._adopt(made.get(value), value, True))
+            for value in self._drawn_backup[plane]:
+                self._backup[plane].append(self._adopt(made.get(value), value, False))
+        self._drawn_backup = []
+        for value, e in made.items():  # EVs not drawn (denied by the operator), after the drawn
+            if value not in self._entries:
+                self._entries[value] = e
+
+    def _adopt(self, e: EvEntry | None, value: int, active: bool) -> EvEntry:
+        if e is None:
+            return self._add(value, active)
+        self._entries[value] = e
+        return e
+
+    def entry(self, ev: int) -> EvEntry | None:
+        """``entries.get(ev)``, without building the table for it."""
+        e = self._entries.get(ev)
+        if e is None and self._drawn_active is not None:
+            return self._drawn_entry(ev)
+        return e
+
+    def _drawn_entry(self, ev: int) -> EvEntry | None:
+        """The entry of ``ev`` made now, if it was drawn (the table not built yet)."""
+        drawn_active = self._drawn_active
+        plane = ev >> PLANE_SHIFT
+        if drawn_active is None or not 0 <= plane < self.planes or ev >> 32:
+            return None
+        if ev in drawn_active[plane]:
+            return self._add(ev, active=True)
+        if ev in self._drawn_backup[plane]:
+            return self._add(ev, active=False)
+        return None
+
+    def rotation_used(self, plane: int) -> list[EvEntry]:
+        """A copy of ``plane``'s rotation for a walk over the EVs something was sent on (the
+        liveness tick's): before the table is built, the entries made so far, in rotation
+        order (no other has been used)."""
+        drawn = self._drawn_active
+        if drawn is None:
+            return list(self._active[plane])
+        made = self._entries
+        return [e for e in map(made.get, drawn[plane]) if e is not None]
+
     def state(self, ev: int) -> EvState | None:
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         return e.state if e else None
 
     def active_evs(self) -> list[int]:
@@ -290,7 +393,7 @@ class EvTable:
             raise ValueError(f"EV {value:#x} is not 32 bits")
         # the plane and T1 bits (mrc_fabric.ev's ev_plane, ev_t1) without two interpreted calls
         e = EvEntry(value, value >> PLANE_SHIFT, (value >> T1_SHIFT) & T1_MASK, active=active, member=member)
-        self.entries[value] = e
+        self._entries[value] = e
         return e
 
     def control_ev_on_path(self, ev: int) -> int | None:
@@ -304,10 +407,17 @@ class EvTable:
         paths = self._path_control
         if paths is None:
             paths = {}
-            for plane in self.active:
-                for e in plane:
-                    if e.value >> T1_SHIFT not in paths:
-                        paths[e.value >> T1_SHIFT] = e.value
+            drawn = self._drawn_active
+            if drawn is not None:  # (the table not built: the same, from the values drawn)
+                for values in drawn:
+                    for v in values:
+                        if v >> T1_SHIFT not in paths:
+                            paths[v >> T1_SHIFT] = v
+            else:
+                for plane in self._active:
+                    for e in plane:
+                        if e.value >> T1_SHIFT not in paths:
+                            paths[e.value >> T1_SHIFT] = e.value
             self._path_control = paths
         mine = paths.get(ev >> T1_SHIFT)
         if mine is None or not self.plane_up(mine >> PLANE_SHIFT):
@@ -353,8 +463,11 @@ class EvTable:
         each plane dead, some seeds lost every SACK to dead paths, and the sender could
         learn nothing but by timeout while live paths stood by."""
         n = self.cfg.control_evs_per_plane
+        drawn = self._drawn_active
+        if drawn is not None:  # (the table not built: the same pick from the values drawn)
+            return [e for e in map(self.entry, _control_values(drawn[plane], n)) if e is not None]
         picked: list[EvEntry] = []
-        rest = list(self.active[plane])
+        rest = list(self._active[plane])
         while rest and len(picked) < n:
             seen: set[int] = set()
             later: list[EvEntry] = []
@@ -511,6 +624,25 @@ class EvTable:
         if out:
             self.changes = []
         return out
+
+
+def _control_values(rotation: array[int], n: int) -> list[int]:
+    """``EvTable.control_evs``'s pick over a rotation's values: the first of each T1 in
+    order, then more in turn, ``n`` in all."""
+    picked: list[int] = []
+    rest = list(rotation)
+    while rest and len(picked) < n:
+        seen: set[int] = set()
+        later: list[int] = []
+        for v in rest:
+            t1 = (v >> T1_SHIFT) & T1_MASK
+            if t1 in seen or len(picked) >= n:
+                later.append(v)
+            else:
+                seen.add(t1)
+                picked.append(v)
+        rest = later
+    return picked
 
 
 def _spread_slot(lst: list[EvEntry], t1: int) -> int:

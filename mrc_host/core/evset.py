@@ -108,7 +108,7 @@ class EvSet(SharedEvTable):
         return None
 
     def _pick_in_plane(self, plane: int, exclude: int | None) -> int | None:
-        lst = self.active[plane]
+        lst = self._active[plane]  # (built: next_data_ev read self.active)
         n = len(lst)
         start = self._ev_cursor[plane]
         for k in range(n):
@@ -176,7 +176,7 @@ class EvSet(SharedEvTable):
         packets for lost and retired the path). In ECMP mode the switches hash the entropy
         bits, so there the siblings are other paths and only ``ev`` is penalised.
         """
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is None or not allowed(e.state, event) or not e.member:
             return False
         self._heat_up(e, now_ns)
@@ -206,7 +206,7 @@ class EvSet(SharedEvTable):
 
     def heat(self, ev: int, now_ns: int) -> float:
         """``ev``'s ECN/trim heat decayed to ``now_ns`` (0.0 for an EV not in the set)."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is None or not e.heat:
             return 0.0
         decay: float = 0.5 ** (max(0, now_ns - e.heat_ns) / max(self.cfg.penalty_halflife_ns, 1))
@@ -222,7 +222,7 @@ class EvSet(SharedEvTable):
         threshold = self.cfg.hot_path_heat
         if threshold <= 0 or self.cfg.mode is Mode.ECMP:
             return False
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is None or at_ns - e.heat_ns > 2 * self.cfg.penalty_halflife_ns:
             return False
         return self.heat(ev, at_ns) >= threshold
@@ -245,7 +245,7 @@ class EvSet(SharedEvTable):
         """A loss guess on a hot ``ev``: it and its path siblings sit out the turns their heat
         already earns, as for a mark, but the heat does not grow -- a path that has failed
         sends no more marks, cools within a few half-lives, and its next loss retires it."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         event = EvEvent.LOSS_WHILE_HOT
         if e is None or not allowed(e.state, event) or not e.member:
             return False
@@ -274,7 +274,7 @@ class EvSet(SharedEvTable):
         ``floor_holds``) when it would leave fewer than ``ev_min_active`` usable EVs --
         unless the whole plane failed or the path is dead (``path_dead``): the floor is
         for diffuse loss, and never holds traffic on a path that delivers nothing."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is None or not allowed(e.state, event) or e.state is EvState.ASSUMED_BAD:
             return False
         dead = event is EvEvent.PLANE_FAILED or self.path_dead(e, event, sent_ns, margin_ns)
@@ -389,7 +389,7 @@ class EvSet(SharedEvTable):
         come back at once, before any probe. Returns how many came back. ``sent_ns``: the send
         time of the copy delivered; only the retirement that very guess caused is undone (a
         late undo of an earlier guess brought back a path retired since for its later losses)."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is None or e.state is not EvState.ASSUMED_BAD or e.retired_for is None:
             return 0  # not retired for a loss or a plane (probes, ACK paths): not ours to undo
         if sent_ns is not None and e.retired_for[0] >= 0 and e.retired_for != (ev, sent_ns):
@@ -416,7 +416,7 @@ class EvSet(SharedEvTable):
         """A SACK we sent on ``ev`` never reached the peer (it resent data we had acked).
         One such sign can be a SACK merely delayed past the peer's timer on a jittery
         path: the EV goes on the second, and alone (not its path siblings)."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is None:
             return False
         e.ack_lost_strikes += 1
@@ -427,7 +427,7 @@ class EvSet(SharedEvTable):
 
     def deny(self, ev: int) -> None:
         """Operator: never use ``ev``. Unknown EVs are remembered so they are never drawn."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is None:
             e = self._add(ev, active=False, member=False)  # EV.decode validates the value
         self._deactivate(e)
@@ -437,7 +437,7 @@ class EvSet(SharedEvTable):
 
     def allow(self, ev: int) -> None:
         """Operator: lift a deny; the EV is GOOD again (active if its plane has room)."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is None:
             raise KeyError(f"EV {ev:#010x} is not in this connection's set")
         if e.state is not EvState.DENIED:
@@ -451,7 +451,7 @@ class EvSet(SharedEvTable):
 
     # ---- liveness of GOOD EVs -----------------------------------------------------------
     def note_sent(self, ev: int, now_ns: int) -> None:
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is not None:
             e.in_use = True
             e.sent_ns = now_ns
@@ -461,7 +461,7 @@ class EvSet(SharedEvTable):
     def note_ok(self, ev: int, now_ns: int, sent_ns: int | None = None, left_ns: int = -1) -> None:
         """Something sent on ``ev`` (at ``sent_ns``; it left its NIC port at ``left_ns``, if
         known) was acknowledged: the path works."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)
         if e is not None:
             if sent_ns is not None and sent_ns > e.ok_sent_ns:
                 e.ok_sent_ns = sent_ns
