@@ -466,16 +466,20 @@ class Recovery:
         is the surer clock."""
         plane = rec.ev >> PLANE_SHIFT
         due = rec.left_ns + self.plane_wait(plane)
+        # overtaken on other planes: their ports' queues are not its own, and may be shorter
+        # by most of a round trip (an all-to-all's short writes were resent for it: 466 of 16k
+        # packets, 8 planes); ¾ SRTT more, not a whole one: a plane that died under it must
+        # still be left within 5 RTT (two fuzz draws, 5.05 RTT with a whole)
+        others = due + int(self.rtt.of_plane(plane)) * 3 // 4
         if rec.tx_order >= self.rack_plane[plane]:
-            # overtaken on other planes only: their ports' queues are not its own, and may be
-            # shorter by most of a round trip (an all-to-all's short writes were resent for it:
-            # 466 of 16k packets, 8 planes); ¾ SRTT more, not a whole one: a plane that died
-            # under it must still be left within 5 RTT (two fuzz draws, 5.05 RTT with a whole)
-            return due + int(self.rtt.of_plane(plane)) * 3 // 4
+            return others
         if rec.overtaken_at >= 0:
             seen = rec.overtaken_at + self.reorder_window()
             if seen > due:
-                due = seen
+                # (never later than the other planes' verdict: a copy of its own plane
+                # acknowledged late is more evidence, not less -- at 1 % loss a packet whose
+                # plane carried no resend was overtaken there only by the next SACKed resend)
+                due = seen if seen < others else others
         return due
 
     def plane_wait(self, plane: int) -> int:
