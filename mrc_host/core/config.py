@@ -97,9 +97,8 @@ class NsccParams:
       between successive samples, each sample less its wait at the sender's own port) above
       half the target (the last hop, which marks nothing) -> the window sheds the excess's
       share of the round trip (``gamma``, ``max_md_jump``), at most once a round trip, both
-      of max(base_rtt, ``lasthop_delay``) plus that queue (steeper for a window holding over
-      0.15 of the line: ``Nscc._share_cut``); any standing queue below that leaves the
-      proportional increase alone (no fair or fast increase);
+      of max(base_rtt, ``lasthop_delay``) plus that queue; any standing queue below that
+      leaves the proportional increase alone (no fair or fast increase);
     the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
     (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
