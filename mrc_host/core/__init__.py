@@ -3,6 +3,7 @@
 from .actions import (
     Action,
     ConnectionFailed,
+    DataBurst,
     EvStateChanged,
     MessageReceived,
     MessageSent,
@@ -28,6 +29,7 @@ __all__ = [
     "CongestionControl",
     "ConnectionFailed",
     "Counters",
+    "DataBurst",
     "Endpoint",
     "EvCounters",
     "EvEvent",
