@@ -96,10 +96,6 @@ class Connection:
         plane, encoder, carrier = self.peer.route(msg.meta.ev)
         return plane, encoder, carrier, -1
 
-    def piece_sum(self, msg_id: int, vaddr: int, size: int) -> int:
-        """A DATA payload's checksum share where known (a sending end's ``piece_sums``), else -1."""
-        return -1
-
     def encode(self, msg: Any) -> tuple[int, bytes]:
         """(plane, frame) for a message the core asked to transmit."""
         plane, encoder, carrier, payload_sum = self.route(msg)
@@ -357,22 +353,16 @@ class SendConnection(Connection):
         """``Connection.route``, with a DATA payload's checksum share taken from ``piece_sums``."""
         plane, encoder, carrier = self.peer.route(msg.meta.ev)
         if type(msg) is DataPacket:
-            return plane, encoder, carrier, self.piece_sum(msg.msg_id, msg.vaddr, len(msg.payload))
+            entry = self.piece_sums.get(msg.msg_id)
+            if entry is not None:
+                base, length, sums = entry
+                mtu = self.mtu
+                off = msg.vaddr - base
+                k, rem = off // mtu, off % mtu  # (compiled, divmod() is a call on boxed ints: ~80 ns)
+                # only a payload that is exactly that piece (a stale or foreign id is summed anew)
+                if rem == 0 and 0 <= k < len(sums) and len(msg.payload) == min(mtu, length - k * mtu):
+                    return plane, encoder, carrier, sums[k]
         return plane, encoder, carrier, -1
-
-    def piece_sum(self, msg_id: int, vaddr: int, size: int) -> int:
-        """The checksum share of the ``size``-byte DATA payload of write ``msg_id`` at ``vaddr``
-        (``piece_sums``), -1 when unknown."""
-        entry = self.piece_sums.get(msg_id)
-        if entry is not None:
-            base, length, sums = entry
-            mtu = self.mtu
-            off = vaddr - base
-            k, rem = off // mtu, off % mtu  # (compiled, divmod() is a call on boxed ints: ~80 ns)
-            # only a payload that is exactly that piece (a stale or foreign id is summed anew)
-            if rem == 0 and 0 <= k < len(sums) and size == min(mtu, length - k * mtu):
-                return sums[k]
-        return -1
 
 
 class RecvConnection(Connection):

@@ -39,7 +39,6 @@ from mrc_fabric.ev import EV
 from mrc_host.core import (
     Action,
     ConnectionFailed,
-    DataBurst,
     EvSet,
     EvState,
     EvStateChanged,
@@ -54,19 +53,7 @@ from mrc_host.core import (
 )
 from mrc_host.core.ev_fields import EvDeny
 from mrc_host.core.psn import psn_of
-from mrc_host.core.sender import burst_packet
-from mrc_host.wire.messages import (
-    Connect,
-    ConnectAck,
-    ConnectStatus,
-    DataFlag,
-    DataPacket,
-    Dscp,
-    Ecn,
-    Frame,
-    Opcode,
-)
-from mrc_host.wire.virtual_payload import VirtualPayload
+from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Frame
 
 from .admission import reset_buckets, retry_buckets
 from .connection import Connection, HandshakeError, RecvConnection, SendConnection, control_meta
@@ -331,8 +318,7 @@ class Peers:
     # ---- connections -----------------------------------------------------------------------
     def _transport(self, mode: Mode, initial_psn: int) -> TransportConfig:
         """The connection's parameters; the operator's deny rules join the profile's."""
-        # DATA a burst at a time (``send_burst``), but the pacer takes a DataPacket at a time
-        cfg = replace(self.opts.transport(mode, initial_psn, self.mtu), data_bursts=self.pacer is None)
+        cfg = self.opts.transport(mode, initial_psn, self.mtu)
         if self.pacer is not None:  # (the pacer reports departures: the core waits for them)
             backlog = NIC_BACKLOG_PER_PLANE * len(self.ports.counters)
             cfg = replace(cfg, nic_departures=True, nic_backlog=backlog)
@@ -430,8 +416,6 @@ class Peers:
         for act in actions:
             if isinstance(act, Transmit):
                 self.transmit(conn, act.msg, now)
-            elif isinstance(act, DataBurst):
-                send_burst(self, conn, act)
             elif isinstance(act, SetTimer):
                 conn.deadline = act.at_ns
             elif isinstance(act, PathHealthChanged):
@@ -565,45 +549,6 @@ class Peers:
 
     def __iter__(self) -> Iterator[Connection]:
         return iter(list(self.conns.values()))
-
-
-_RETX_FLAG: Final = int(DataFlag.RETRANSMISSION)
-_LAST_FLAG: Final = int(DataFlag.LAST_OF_MESSAGE)
-_WRITE_LAST: Final = int(Opcode.WRITE_LAST)
-_WRITE_ONLY: Final = int(Opcode.WRITE_ONLY)
-_DSCP_DATA: Final = int(Dscp.DATA)
-_DSCP_RETX: Final = int(Dscp.RETX)
-_ECT0: Final = int(Ecn.ECT0)
-
-
-def send_burst(peers: Peers, conn: Connection, b: DataBurst) -> None:
-    """A core's ``DataBurst`` (``TransportConfig.data_bursts``: no pacer), in order: each packet
-    written from its fields straight into a slot of its plane's ring (``Ports.send_fields``),
-    or, where no slot is free (a socket port, a full ring), made as the ``DataPacket`` it
-    stands for and sent as ``transmit`` sends one. The bytes are those of the ``Transmit``s
-    the burst stands for (tests/unit/test_agent_bursts.py)."""
-    ports, route = peers.ports, conn.peer.route
-    recs, evs, bits, echoes = b.recs, b.evs, b.bits, b.echoes
-    qp, ts = b.peer_qp, b.sent_ns
-    for i in range(len(recs)):
-        rec, ev, k = recs[i], evs[i], bits[i]
-        try:
-            plane, encoder, carrier = route(ev)
-            w, payload = rec.write, rec.payload
-            if isinstance(payload, VirtualPayload):
-                raise ValueError("a virtual payload (mrc-sim) has no bytes to put in a frame")
-            op: int = rec.opcode
-            flags = _RETX_FLAG if k & 1 else 0
-            if op in (_WRITE_LAST, _WRITE_ONLY):
-                flags |= _LAST_FLAG
-            psum = conn.piece_sum(w.msg_id, rec.vaddr, len(payload))
-            fields = (qp, psn_of(rec.seq), k >> 1, ev, _DSCP_RETX if k & 1 else _DSCP_DATA, _ECT0, echoes[i],
-                      rec.vaddr, w.rkey, w.msg_id, ts, flags, op)  # fmt: skip
-            if ports.send_fields(plane, encoder, carrier, psum, payload, fields) < 0:
-                ports.send_msg(plane, encoder, burst_packet(b, i), carrier, psum)
-        except (ValueError, TypeError, IndexError) as exc:
-            peers.counters.internal_errors += 1
-            log.error("cannot encode DataPacket: %s", exc)
 
 
 def _pacer(peers: Peers) -> NicPacer | None:

@@ -186,39 +186,6 @@ class Ports:
             return True
         return self.send(plane, encoder.encode(msg, carrier, payload_sum))
 
-    def send_fields(
-        self,
-        plane: int,
-        encoder: FrameEncoder,
-        carrier: bytes,
-        payload_sum: int,
-        payload: bytes | memoryview,
-        fields: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int],
-    ) -> int:
-        """A DATA packet given by its fields (``FrameEncoder.encode_data_into``) written into the
-        next free slot of the port's ring: 1 sent, 0 not (counted, as for ``send``), -1 no slot
-        was free (nothing done: the caller sends it as a frame). ValueError/TypeError: a field
-        the codec refuses."""
-        port = self.io[plane]
-        at = port.reserve()
-        if at < 0:
-            return -1
-        n = encoder.encode_data_into(carrier, port.view, at, port.tx_room, payload_sum, payload, fields)
-        pc = self.counters[plane]
-        if n < 0:  # longer than a slot: the NIC's MTU is smaller than the frame
-            pc.tx_errors += 1
-            return 0
-        try:
-            port.commit(n)
-        except OSError as exc:
-            pc.tx_errors += 1
-            log.warning("send on %s failed: %s", pc.ifname, exc)
-            return 0
-        self.dirty = True
-        pc.frames_tx += 1
-        pc.bytes_tx += n
-        return 1
-
     def flush(self) -> None:
         """Hand every queued frame to the kernel; ask the selector for writability while a
         port's ring is full and frames wait for room (and stop asking once they are out)."""

@@ -3,7 +3,6 @@
 from .actions import (
     Action,
     ConnectionFailed,
-    DataBurst,
     EvStateChanged,
     MessageReceived,
     MessageSent,
@@ -29,7 +28,6 @@ __all__ = [
     "CongestionControl",
     "ConnectionFailed",
     "Counters",
-    "DataBurst",
     "Endpoint",
     "EvCounters",
     "EvEvent",

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from mrc_host.wire.messages import Message
 
 from .ev_state import EvEvent, EvState
-from .records import TxRecord
 
 
 # ``init=False`` + a spelled-out ``__init__``: mypyc compiles it (see mrc_host/wire/messages.py)
@@ -22,25 +21,6 @@ class Transmit:
         msg: Message,
     ) -> None:
         self.msg = msg
-
-
-class DataBurst:
-    """DATA packets to send, in order, as parallel lists instead of a ``Transmit`` each (only
-    with ``TransportConfig.data_bursts``: the agent on packet rings, which writes each straight
-    into a ring slot from these fields; no message object is made per packet). Packet i carries
-    ``recs[i]``'s payload (its PSN, address, opcode and write as the record holds them when
-    the burst is carried out, which is before the core's next input) on ``evs[i]``, echoing
-    ``echoes[i]``; ``bits[i]``: 1 a resend, 2 AckReq. All were sent at ``sent_ns`` to
-    ``peer_qp``. ``sender.burst_packet`` makes packet i's ``DataPacket``, the same as a
-    ``Transmit`` would have carried."""
-
-    def __init__(self, peer_qp: int, sent_ns: int) -> None:
-        self.peer_qp = peer_qp
-        self.sent_ns = sent_ns
-        self.recs: list[TxRecord] = []
-        self.evs: list[int] = []
-        self.bits: list[int] = []
-        self.echoes: list[int] = []
 
 
 @dataclass(slots=True, init=False)
@@ -133,7 +113,6 @@ class ConnectionFailed:
 
 Action = (
     Transmit
-    | DataBurst
     | SetTimer
     | MessageSent
     | MessageReceived

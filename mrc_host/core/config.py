@@ -218,9 +218,6 @@ class TransportConfig:
     # packets carry EVs chosen long before they leave (onto a path retired since) and wait
     # behind the window of every other queue pair of the host
     nic_backlog: int = 0
-    # DATA leaves as one ``DataBurst`` per call instead of a ``Transmit`` per packet (the agent
-    # on packet rings: no message object per packet); what is sent, and when, is the same
-    data_bursts: bool = False
     rto_initial_ns: int = 40_000
     rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
     rto_max_ns: int = 4_000_000

@@ -31,7 +31,7 @@ from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .ack_echo import EchoQueue
 from .acks import AckBook, SackProof
-from .actions import Action, ConnectionFailed, DataBurst, MessageSent, Transmit
+from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .blame import LossBlame
 from .cc_base import create_cc
 from .config import Mode, TransportConfig
@@ -62,7 +62,6 @@ class Sender:
         self._retire = cfg.retires_paths  # policy switches, read per packet
         self._gbn = cfg.go_back_n
         self._twins = cfg.retires_paths and cfg.twin_tail_resends
-        self._bursts = cfg.data_bursts
         self.evset = evset
         self.c = counters
         self.peer_qp = peer_qp
@@ -203,11 +202,19 @@ class Sender:
         ``ack_every``."""
         if self.failed:
             return
-        sent = self.c.data_packets_sent  # (``_emit`` counts every DATA packet it hands over)
+        start = len(out)
         self._fill(now_ns, out)
-        sent = self.c.data_packets_sent - sent
-        if sent and (sent >= self.cfg.ack_every or len(self.recovery.in_flight) < self.cfg.ack_each_below):
-            ask_ack(out)
+        last: DataPacket | None = None
+        sent = 0
+        for k in range(start, len(out)):
+            a = out[k]
+            if isinstance(a, Transmit) and isinstance(a.msg, DataPacket):
+                last = a.msg
+                sent += 1
+        if last is not None and (
+            sent >= self.cfg.ack_every or len(self.recovery.in_flight) < self.cfg.ack_each_below
+        ):
+            last.ack_req = True
 
     def _fill(self, now_ns: int, out: list[Action]) -> None:
         cwnd = self.cc.cwnd
@@ -316,11 +323,7 @@ class Sender:
         evc = self.c.ev(ev)
         evc.data_packets_sent += 1
         evc.data_bytes_sent += size
-        echo = self.echo.next_echo(ev)
-        if self._bursts:
-            burst_add(out, rec, ev, retx, echo, now_ns, self.peer_qp)
-        else:
-            out.append(Transmit(data_packet(rec, ev, retx, now_ns, self.peer_qp, echo)))
+        out.append(Transmit(data_packet(rec, ev, retx, now_ns, self.peer_qp, self.echo.next_echo(ev))))
         return evc
 
     # ---- what the peer's SACKs and NACKs proved (acks.py), applied -----------------------
@@ -517,40 +520,6 @@ def data_packet(rec: TxRecord, ev: int, retx: bool, now_ns: int, peer_qp: int, e
         ack_req=False,
         ack_echo=echo,
     )
-
-
-def burst_add(
-    out: list[Action], rec: TxRecord, ev: int, retx: bool, echo: int, now_ns: int, peer_qp: int
-) -> None:
-    """``rec`` on ``ev`` joins the ``DataBurst`` that ends ``out`` (a new one if none does)."""
-    b = out[-1] if out else None
-    if not isinstance(b, DataBurst) or b.sent_ns != now_ns:
-        b = DataBurst(peer_qp, now_ns)
-        out.append(b)
-    b.recs.append(rec)
-    b.evs.append(ev)
-    b.bits.append(1 if retx else 0)
-    b.echoes.append(echo)
-
-
-def ask_ack(out: list[Action]) -> None:
-    """The last DATA packet in ``out`` asks for its SACK at once (BTH AckReq)."""
-    for k in range(len(out) - 1, -1, -1):
-        a = out[k]
-        if isinstance(a, DataBurst):
-            a.bits[-1] |= 2
-            return
-        if isinstance(a, Transmit) and isinstance(a.msg, DataPacket):
-            a.msg.ack_req = True
-            return
-
-
-def burst_packet(b: DataBurst, i: int) -> DataPacket:
-    """Packet ``i`` of ``b`` as the ``Transmit`` it stands for would have carried it."""
-    bits = b.bits[i]
-    m = data_packet(b.recs[i], b.evs[i], bool(bits & 1), b.sent_ns, b.peer_qp, b.echoes[i])
-    m.ack_req = bool(bits & 2)
-    return m
 
 
 def packet_done(w: PendingWrite, c: Counters, failure: str = "") -> MessageSent | None:

@@ -394,13 +394,6 @@ def _real_payload(payload: bytes | memoryview | VirtualPayload) -> bytes | memor
     return payload
 
 
-def _vtf_of(ev: int, dscp: int, ecn: int) -> int:
-    """An IPv6 header's version, traffic class and flow label word for a frame on ``ev``."""
-    if ev >> 32 or ev < 0 or dscp >> 6 or ecn >> 2:
-        raise ValueError(f"meta out of range: ev={ev:#x} dscp={dscp} ecn={ecn}")
-    return 0x60000000 | (dscp << 22) | (ecn << 20) | (ev >> _FL_SHIFT)
-
-
 class FrameEncoder:
     """Encodes messages for one NIC port/peer; templates are scapy's (header_templates.py)."""
 
@@ -515,56 +508,22 @@ class FrameEncoder:
             hdr_sum, head = self._pack_data(m, plen, carrier16, buf, off)
         except struct.error as exc:  # (the slot is not the kernel's until committed: no harm done)
             raise ValueError(f"DataPacket field out of range: {exc}") from exc
-        return self._data_tail(buf, off, payload, hdr_sum, head, payload_sum)
-
-    def encode_data_into(
-        self,
-        carrier16: bytes,
-        buf: memoryview,
-        off: int,
-        room: int,
-        payload_sum: int,
-        payload: bytes | memoryview,
-        fields: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int],
-    ) -> int:
-        """``encode_into`` for a DATA packet given by its fields, not a ``DataPacket`` (a core's
-        ``DataBurst``: no message object per packet): ``fields`` are ``DataPacket``'s qp, psn,
-        ack_req (0/1), EV, DSCP, ECN, ack echo, vaddr, rkey, msg_id, send_ts, flags and opcode.
-        The same bytes as ``encode_into`` of that ``DataPacket``; the same refusals."""
-        if len(carrier16) != 16:
-            raise ValueError(f"carrier must be 16 bytes, got {len(carrier16)}")
-        plen = len(payload)
-        n = DATA_HDR_END + plen + ICRC_LEN
-        if n > room:
-            return -n
-        qp, psn, ack, ev, dscp, ecn, echo, va, rkey, msg_id, ts, flag_bits, op = fields
-        try:
-            hdr_sum, head = self._pack_fields(plen, carrier16, buf, off, qp, psn, ack, ev, dscp, ecn, echo,
-                                              va, rkey, msg_id, ts, flag_bits, op)  # fmt: skip
-        except struct.error as exc:
-            raise ValueError(f"DataPacket field out of range: {exc}") from exc
-        return self._data_tail(buf, off, payload, hdr_sum, head, payload_sum)
-
-    def _data_tail(
-        self, buf: memoryview, off: int, payload: bytes | memoryview, hdr_sum: int, head: int, psum: int
-    ) -> int:
-        """A DATA frame's payload, ICRC and UDP checksum written after its headers (packed at
-        ``off``): the frame's length."""
-        plen = len(payload)
-        n = DATA_HDR_END + plen + ICRC_LEN
         end = off + DATA_HDR_END + plen
         buf[off + DATA_HDR_END : end] = payload
         # the ICRC over the slot: the headers after the masked ones and the payload, in one pass
         crc = crc32(buf[off + INNER_OFF + _ICRC_MASKED : end], head)
         _ICRC_PACK_INTO(buf, end, crc)
         ulen = n - UDP_OFF
-        csum = _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, psum)
+        csum = _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum)
         _U16_PACK_INTO(buf, off + _CSUM_OFF, csum)
         return n
 
     @staticmethod
     def _vtf(meta: PathMeta) -> int:
-        return _vtf_of(meta.ev, meta.dscp, meta.ecn)
+        ev, dscp, ecn = meta.ev, meta.dscp, meta.ecn
+        if ev >> 32 or ev < 0 or dscp >> 6 or ecn >> 2:
+            raise ValueError(f"meta out of range: ev={ev:#x} dscp={dscp} ecn={ecn}")
+        return 0x60000000 | (dscp << 22) | (ecn << 20) | (ev >> _FL_SHIFT)
 
     def _encode_data(self, m: DataPacket, carrier16: bytes, payload_sum: int = -1) -> bytes:
         payload = _real_payload(m.payload)
@@ -583,32 +542,23 @@ class FrameEncoder:
         """Pack a DATA frame's headers, Ethernet's included, into ``buf`` at ``at`` (the DATA
         template, or a packet ring's slot), UDP checksum 0, for a payload of ``n`` bytes: (the
         headers' share of the UDP checksum, the CRC of the ICRC's masked headers)."""
-        meta = m.meta
+        if n > MAX_PAYLOAD:
+            raise ValueError(f"payload of {n} B exceeds {MAX_PAYLOAD} B")
+        qp, psn = m.qp, m.psn
+        if (qp | psn) >> 24:
+            raise ValueError(f"qp {qp} or psn {psn} is not 24 bits")
+        vtf = self._vtf(m.meta)
+        ulen = UDP_LEN + BTH_LEN + DATA_HDR_LEN + n + ICRC_LEN
+        sport = SPORT_BASE | (m.meta.ev & SPORT_EV_MASK)
+        psnw = psn | 0x80000000 if m.ack_req else psn
+        echo = m.ack_echo
+        if echo >> ACK_ECHO_BITS or echo < 0:
+            raise ValueError(f"ACK echo {echo} is not {ACK_ECHO_BITS} bits")
+        va, rkey, msg_id, ts = m.vaddr, m.rkey, m.msg_id, m.send_ts
         # the enums as int variables: compiled, their arithmetic is native, not a call into int
         # (int(m.flags) and op << 8 on the IntEnum cost ~100 ns a frame)
         flag_bits: int = m.flags
         op: int = m.opcode
-        dscp: int = meta.dscp
-        ecn: int = meta.ecn
-        return self._pack_fields(n, carrier16, buf, at, m.qp, m.psn, int(m.ack_req), meta.ev, dscp, ecn,
-                                 m.ack_echo, m.vaddr, m.rkey, m.msg_id, m.send_ts, flag_bits, op)  # fmt: skip
-
-    def _pack_fields(
-        self, n: int, carrier16: bytes, buf: bytearray | memoryview, at: int, qp: int, psn: int, ack: int,
-        ev: int, dscp: int, ecn: int, echo: int, va: int, rkey: int, msg_id: int, ts: int, flag_bits: int,
-        op: int,
-    ) -> tuple[int, int]:  # fmt: skip
-        """``_pack_data`` from the packet's fields (``ack``: AckReq, 0 or 1)."""
-        if n > MAX_PAYLOAD:
-            raise ValueError(f"payload of {n} B exceeds {MAX_PAYLOAD} B")
-        if (qp | psn) >> 24:
-            raise ValueError(f"qp {qp} or psn {psn} is not 24 bits")
-        vtf = _vtf_of(ev, dscp, ecn)
-        ulen = UDP_LEN + BTH_LEN + DATA_HDR_LEN + n + ICRC_LEN
-        sport = SPORT_BASE | (ev & SPORT_EV_MASK)
-        psnw = psn | 0x80000000 if ack else psn
-        if echo >> ACK_ECHO_BITS or echo < 0:
-            raise ValueError(f"ACK echo {echo} is not {ACK_ECHO_BITS} bits")
         flags = flag_bits | echo << DATA_FLAG_BITS  # the flags word (messages.data_flags_word)
         hc = header_check_after(self._addrs_crc, sport, op, qp, psnw, va, rkey, n, msg_id, flags, ts)
         _HDR_DATA_PACK_INTO(
