@@ -463,19 +463,19 @@ class Recovery:
         acknowledged. When it left is the NIC model's guess, which knows this queue pair's
         packets only: on a port whose turns are shared with other queue pairs it leaves later
         than that, but before the packet of its plane that overtook it, so that packet's SACK
-        is the surer clock."""
+        is the surer clock. Overtaken on other planes, ¾ SRTT more (their queues are not its
+        own: an all-to-all's short writes were resent for it, 466 of 16k packets, 8 planes; a
+        whole SRTT left a dead plane after 5.05 RTT in two fuzz draws), and on its own plane
+        no later (more evidence: a lost tail resend at 1 % loss waited for the next resend)."""
         plane = rec.ev >> PLANE_SHIFT
         due = rec.left_ns + self.plane_wait(plane)
+        others = due + int(self.rtt.of_plane(plane)) * 3 // 4
         if rec.tx_order >= self.rack_plane[plane]:
-            # overtaken on other planes only: their ports' queues are not its own, and may be
-            # shorter by most of a round trip (an all-to-all's short writes were resent for it:
-            # 466 of 16k packets, 8 planes); ¾ SRTT more, not a whole one: a plane that died
-            # under it must still be left within 5 RTT (two fuzz draws, 5.05 RTT with a whole)
-            return due + int(self.rtt.of_plane(plane)) * 3 // 4
+            return others
         if rec.overtaken_at >= 0:
             seen = rec.overtaken_at + self.reorder_window()
             if seen > due:
-                due = seen
+                due = min(seen, others)
         return due
 
     def plane_wait(self, plane: int) -> int:

@@ -437,3 +437,26 @@ def test_the_tail_probe_is_due_a_round_trip_after_the_newest_packet_left() -> No
     c = TxRecord(2, PendingWrite(1, [], 0, 0), 0, b"x" * 100, Opcode.WRITE_LAST)
     r.on_sent(c, 0, 22_000)  # still at the NIC: the old rule alone
     assert r.tail_at(False) == 22_000 + 40_000 + 5_000
+
+
+def test_a_late_overtaking_on_its_own_plane_never_delays_the_other_planes_verdict() -> None:
+    """Overtaken on other planes, a packet is lost ¾ of an RTT after its plane's wait; a copy
+    of its own plane acknowledged later still is more evidence, so the verdict comes no later
+    (at 1 % loss the tail's lost packet waited for the next resend SACKed on its plane)."""
+    r = make(reorder_window_ns=1_000)
+    r.rtt.sample(10_000)
+    r.rtt.sample_plane(0, 20_000)
+    victim = send(r, 0, 0, 0)
+    elsewhere = send(r, 1, PLANE1, 100)
+    deliver(r, elsewhere, 10_100)
+    r.note_rack([elsewhere])
+    window = r.reorder_window()
+    others = 20_000 + window + 15_000
+    assert r.rack_at(sending=False) == others
+    later = send(r, 2, 0, 200)  # its own plane, acknowledged long after
+    deliver(r, later, 40_000)
+    r.gap_losses([later], 40_000)
+    r.note_rack([later])
+    assert victim.overtaken_at == 40_000
+    assert r.rack_at(sending=False) == others
+    assert r.rack_losses(others, sending=False) == [victim]
