@@ -6,9 +6,10 @@ RTT before it failed. Under an incast the news of a dead packet cannot come befo
 siblings, queued behind the same last hop, show it overdue: ``bench.fault_oracle`` measures
 that instant and the packets no endpoint-driven transport could have kept off the link.
 ``sim_faults``' ``incast_fault`` row is the 8 -> 1 shape; ``--neighbours`` runs shapes around
-it (another T1, both planes, 4:1 and 16:1, the fault at 100-300 us) on seeds 1-10.
+it (another T1, both planes, 4:1 and 16:1, the fault at 100-300 us) on seeds 1-10; ``--more``
+shapes around 16:1, where each flow's window holds a packet or two.
 
-    python -m bench.sim_incast_fault [--neighbours] [--seeds 1-10] [--transport key=value ...]
+    python -m bench.sim_incast_fault [--neighbours | --more] [--seeds 1-10] [--transport key=value ...]
 """
 
 from __future__ import annotations
@@ -121,12 +122,22 @@ NEIGHBOURS: tuple[tuple[str, tuple[tuple[int, int], ...], int, int], ...] = (
     ("at_100us", ((0, 1),), 8, 100_000),
     ("at_300us", ((0, 1),), 8, 300_000),
 )
+# ``--more``: thin windows (12 to 24 senders, a packet or two in flight each) around the 16 -> 1 shape
+MORE: tuple[tuple[str, tuple[tuple[int, int], ...], int, int], ...] = (
+    ("16to1_at_100us", ((0, 1),), 16, 100_000),
+    ("16to1_at_200us", ((0, 1),), 16, 200_000),
+    ("16to1_plane1_t1_3", ((1, 3),), 16, 150_000),
+    ("16to1_both_planes", ((0, 1), (1, 1)), 16, 150_000),
+    ("12to1", ((0, 1),), 12, 150_000),
+    ("24to1", ((0, 1),), 24, 150_000),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_incast_fault", description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="1-10", help="first-last")
     ap.add_argument("--neighbours", action="store_true", help="every shape of the neighbour set")
+    ap.add_argument("--more", action="store_true", help="the thin-window shapes (MORE) instead")
     ap.add_argument("--only", help="one neighbour by name")
     ap.add_argument("--transport", action="append", default=[], help="TransportConfig key=value")
     ap.add_argument("--json", help="write the rows here")
@@ -137,9 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     for kv in args.transport:
         k, _, v = kv.partition("=")
         transport[k] = json.loads(v)
-    shapes = NEIGHBOURS if args.neighbours else NEIGHBOURS[:1]
+    shapes = MORE if args.more else NEIGHBOURS if args.neighbours else NEIGHBOURS[:1]
     if args.only:
-        shapes = tuple(s for s in NEIGHBOURS if s[0] == args.only)
+        shapes = tuple(s for s in NEIGHBOURS + MORE if s[0] == args.only)
     out: dict[str, Any] = {"transport": transport}
     for name, t1s, senders, at in shapes:
         rows = [run(seed, t1s, senders, at, transport=transport) for seed in seeds]

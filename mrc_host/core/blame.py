@@ -118,6 +118,25 @@ class LossBlame:
             pick = evset.next_data_ev(exclude)
         return first
 
+    def sending(self, writes: bool) -> bool:
+        """Whether the sender is in bulk transfer (``writes``: it has more to send), where the
+        gap rule alone finds losses, or is to be judged as at its tail (RACK and the tail
+        probe): so is a thin window, too few packets in flight for the gap rule ever to see
+        one overtaken (``sack_gap_threshold`` or fewer). A 16 -> 1 incast's flows have one or
+        two each; when the one in flight died on a failed link, or its SACK did, nothing but
+        the RTO found it (7 of 16 connections on one seed)."""
+        return writes and len(self.recovery.in_flight) > self.cfg.thin_window
+
+    def probed(self, rec: TxRecord, thin: bool, now_ns: int) -> None:
+        """The tail probe resent ``rec``. At a transfer's tail that blames no path: nothing says
+        its path failed (its SACK may be late). In a thin window (``thin``: more to send,
+        ``sending``) the probe is a loss guess like the RTO it stands in for, blamed as one:
+        unblamed, 16 -> 1 incast flows that kept their window (no RTO cut it) went on spraying
+        a dead link for a round trip more (25 -> 36 packets lost, seeds 1-4)."""
+        self.c.losses_tail += 1
+        if thin:
+            self.blame(rec, "thin window probe", now_ns)
+
     def _margin(self) -> int:
         return 2 * self.recovery.reorder_window()
 

@@ -202,6 +202,9 @@ class TransportConfig:
     max_flap_backoff: int = 6  # ... and waits 2**flaps probe intervals (capped) before probing
     plane_guard_min_ns: int = 0  # a plane is declared failed no sooner than this after its oldest packet
     sack_gap_threshold: int = 3  # a PSN is lost once this many packets sent after it are SACKed
+    # this many packets in flight or fewer, with more to send, is a thin window: judged as a tail
+    # (RACK, the tail probe), the gap rule cannot see a loss there (``LossBlame.sending``); 0: off
+    thin_window: int = 3
     reorder_window_ns: int = 1_000  # ... and one of them left this long after it
     # line rate of each NIC port (one per plane), Gb/s; 0: unknown. With it the loss rules time
     # a packet from when it leaves its port, not from when the core hands it over: a window

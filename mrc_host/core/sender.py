@@ -127,7 +127,7 @@ class Sender:
         return msg_id
 
     def deadline(self) -> int | None:
-        at = self.blame.deadline(self.recovery.deadline(bool(self.writes)))
+        at = self.blame.deadline(self.recovery.deadline(self.blame.sending(bool(self.writes))))
         if at is not None:
             return at
         if self.stalled_since is not None:
@@ -359,7 +359,7 @@ class Sender:
                 self.evset.fail_plane(plane, now_ns)
                 self.flush_plane(plane, "plane")
         # after the plane check: a dead plane is flushed whole
-        for rec in recovery.rack_losses(now_ns, bool(self.writes)):
+        for rec in recovery.rack_losses(now_ns, self.blame.sending(bool(self.writes))):
             self.lose(rec, "gap", now_ns)
         self._recheck(now_ns)
 
@@ -464,14 +464,14 @@ class Sender:
             if now_ns >= self.stalled_since + recovery.rto_ns() * (self.cfg.retry_cnt + 1):
                 self.fail("NO_USABLE_PATH", out)
             return
-        sending = bool(self.writes)
+        sending = self.blame.sending(bool(self.writes))
         for rec in recovery.rack_losses(now_ns, sending):
             self.lose(rec, "gap", now_ns)
         tail = recovery.tail_at(sending)
         if tail is not None and now_ns >= tail:
             for rec in recovery.tail_losses(now_ns):
-                self.c.losses_tail += 1
-                self._requeue(rec, True)  # no retirement: nothing says the path failed
+                self._requeue(rec, True)
+                self.blame.probed(rec, bool(self.writes) and self._retire, now_ns)
         expired = recovery.expired(now_ns)
         self._recheck(now_ns, stranded=bool(expired))  # (before the RTO retires more)
         if expired:

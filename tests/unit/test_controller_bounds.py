@@ -184,6 +184,7 @@ def test_10000_faults_keep_threads_and_memory_bounded_and_the_cap_is_resource_ex
     """Timed faults are entries in one scheduler, not a thread each; past MAX_ACTIVE_FAULTS
     an inject is RESOURCE_EXHAUSTED naming the field, and ListFaults pages stay small."""
     threads_before = _threads_but_rpc_workers()
+    names_before = {t.name for t in threading.enumerate()}
     rss_before = _rss_bytes()
     accepted: list[str] = []
     refused: list[grpc.RpcError] = []
@@ -196,7 +197,11 @@ def test_10000_faults_keep_threads_and_memory_bounded_and_the_cap_is_resource_ex
     assert len(accepted) == MAX_ACTIVE_FAULTS and len(refused) == 10_000 - MAX_ACTIVE_FAULTS
     assert {e.code() for e in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
     assert refused[0].details().startswith("spec: ") and "MAX_ACTIVE_FAULTS" in refused[0].details()
-    assert _threads_but_rpc_workers() - threads_before <= 2
+    # a thread per timed fault would add thousands; a few may come from the rest of the
+    # process (earlier tests' channels and executors on a loaded machine), so the ceiling is 16
+    added = _threads_but_rpc_workers() - threads_before
+    new_names = sorted({t.name for t in threading.enumerate()} - names_before)
+    assert added <= 16, (added, new_names)
     assert fabric.core.scheduler.pending() == MAX_ACTIVE_FAULTS
     assert _rss_bytes() - rss_before < 64 << 20
     first = fabric.stub.ListFaults(pb.ListFaultsRequest(), timeout=10)

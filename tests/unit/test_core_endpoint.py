@@ -643,3 +643,54 @@ def test_no_tail_twins_in_ecmp_mode_or_when_switched_off() -> None:
     for kw in ({"mode": Mode.ECMP}, {"twin_tail_resends": False}):
         p, copies = _resent_at_the_tail(**kw)
         assert len(copies) == 1 and p.a.counters.tail_twins == 0
+
+
+def test_a_thin_window_s_lost_packet_is_found_by_the_probe_not_the_rto() -> None:
+    """Issue 45 item 2 (a 16 -> 1 incast, a link black-holed): each flow's window held one
+    packet, and when that one died nothing later could be SACKed past it -- the gap rule and
+    RACK had nothing to work with, and 7 of 16 connections of one seed waited for their RTO
+    (whose window cut then kept them slow). With more to send and the window this thin, the
+    sender probes as at its tail, an SRTT plus the reorder window after the packet left, and
+    the probe is a loss guess that blames the path like the RTO it stands in for."""
+    p = make_pair(size=16 * 1024, nscc=NsccParams(max_cwnd=1536, min_cwnd=1024))
+    _, acts = p.a.post_write(payload(1024), BASE, RKEY, p.now)  # a first write gives an RTT sample
+    p.absorb(p.a, acts)
+    p.settle()
+    p.events.clear()
+    p.sent_log.clear()
+    _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    assert len(p.a.sender.recovery.in_flight) == 1  # the window holds one packet
+    target = (data_sent(p)[0].psn + 3) % PSN_MODULUS  # the first three go through, one at a time
+
+    def keep(m):  # type: ignore[no-untyped-def]
+        return not (isinstance(m, DataPacket) and m.psn == target and not m.flags & DataFlag.RETRANSMISSION)
+
+    p.deliver(keep)  # the fourth dies while it is the only one out: traffic stops
+    victim = data_sent(p)[-1]
+    assert victim.psn == target and not p.sent_done() and len(p.a.sender.recovery.in_flight) == 1
+    c = p.a.counters
+    for _ in range(20):  # timers in order (liveness ticks may come first), until one resends it
+        p.fire_timers()
+        if c.rto_fired or c.losses_tail:
+            break
+    assert c.rto_fired == 0 and c.losses_tail == 1  # (before: the RTO, losses_rto 1)
+    assert p.a.evset.state(victim.meta.ev) is EvState.ASSUMED_BAD  # blamed, as the RTO would
+    retx = [m for m in data_sent(p) if m.flags & DataFlag.RETRANSMISSION]
+    assert [m.psn for m in retx] == [victim.psn] and retx[0].meta.ev >> 14 != victim.meta.ev >> 14
+    p.settle()
+    assert p.sent_done()[0].ok and c.rto_fired == 0
+
+
+def test_a_thin_window_is_judged_as_a_tail_only_below_the_gap_rule_s_reach() -> None:
+    p = make_pair()
+    blame = p.a.sender.blame
+    _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
+    p.absorb(p.a, acts)
+    flight = len(p.a.sender.recovery.in_flight)
+    assert flight > p.a.cfg.thin_window and blame.sending(True)  # bulk: the gap rule decides
+    assert not blame.sending(False)  # nothing more to send: a tail
+    off = make_pair(size=16 * 1024, nscc=NsccParams(max_cwnd=1536, min_cwnd=1024), thin_window=0)
+    _, acts = off.a.post_write(payload(8 * 1024), BASE, RKEY, off.now)
+    off.absorb(off.a, acts)
+    assert len(off.a.sender.recovery.in_flight) == 1 and off.a.sender.blame.sending(True)  # (switched off)
