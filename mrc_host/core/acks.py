@@ -24,7 +24,7 @@ from mrc_fabric.ev import T1_MASK, T1_SHIFT
 from mrc_host.wire.messages import SACK_BITMAP_BITS, Nack, NackReason, Opcode, Sack
 
 from .config import TransportConfig
-from .counters import Counters
+from .counters import MARK_ECN, MARK_TRIMS, Counters
 from .evset import EvSet
 from .psn import unwrap
 from .rangeset import RangeSet, bitmap_ranges
@@ -142,10 +142,10 @@ class AckBook:
         rec.lost = False
         rec.sacked = True
         c = self.c
-        evc = rec.ev_counters  # (those of rec.ev: the sender keeps them with each copy it sends)
-        if evc is None:
-            evc = c.ev(rec.ev)
-        evc.packets_delivered += 1
+        slot = rec.ev_slot  # (that of rec.ev: the sender keeps it with each copy it sends)
+        if slot < 0:
+            slot = c.sent_slot(rec.ev)
+        c.delivered(slot)
         c.data_bytes_delivered += len(rec.payload)
         if rec.twin_ev < 0:
             self.evset.note_ok(rec.ev, now_ns, rec.sent_ns, rec.left_ns)
@@ -221,7 +221,7 @@ class AckBook:
     def _ecn_echo(self, ev: int, now_ns: int) -> None:
         c = self.c
         c.ecn_echoes_received += 1
-        c.ev(ev).ecn_echoes += 1
+        c.mark(ev, MARK_ECN)
         if self._retire:
             self.evset.ecn_echo(ev, now_ns)
 
@@ -436,13 +436,13 @@ class AckBook:
             if self._retire:
                 self._undo(rec.lost_ev, rec.prev_sent_ns, now_ns)
             if rec.lost:  # still queued for resending: only the penalty is new
-                c.ev(echo_ev).trims += 1
+                c.mark(echo_ev, MARK_TRIMS)
                 if fabric and self._retire:
                     self.evset.trimmed(echo_ev, now_ns)
         if rec.lost:
             self._drop_ack("nack_stale")
             return NackProof(rec, trimmed=True, lasthop=not fabric)
-        c.ev(echo_ev).trims += 1
+        c.mark(echo_ev, MARK_TRIMS)
         if fabric and self._retire:
             self.evset.trimmed(echo_ev, now_ns)
         if echo_ev != rec.ev:

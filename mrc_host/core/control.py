@@ -14,7 +14,7 @@ from mrc_fabric.ev import T1_SHIFT
 from mrc_host.wire.messages import Dscp, Ecn, Message
 
 from .actions import Action, Transmit
-from .counters import Counters
+from .counters import MARK_CONTROL, Counters
 from .evset import EvSet
 
 
@@ -62,7 +62,7 @@ class ControlOut:
         meta.ev = ev
         meta.dscp = Dscp.CONTROL
         meta.ecn = Ecn.NOT_ECT
-        self.c.ev(ev).control_packets_sent += 1
+        self.c.mark(ev, MARK_CONTROL)
         out.append(Transmit(msg))
         return ev
 

@@ -36,7 +36,7 @@ from mrc_host.wire.virtual_payload import VirtualPayload
 from .actions import Action, PathHealthChanged, SetTimer, Transmit
 from .config import TransportConfig
 from .control import ControlOut
-from .counters import Counters
+from .counters import MARK_CONTROL, Counters
 from .ev_draw import PathSpace
 from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState
@@ -294,7 +294,7 @@ class Endpoint:
                 probe.meta.ev = ev
                 probe.meta.dscp = Dscp.CONTROL
                 self.counters.probes_sent += 1
-                self.counters.ev(ev).control_packets_sent += 1
+                self.counters.mark(ev, MARK_CONTROL)
                 out.append(Transmit(probe))
         return self._finish(now_ns, out)
 
@@ -358,7 +358,7 @@ class Endpoint:
                 ack.meta.ev = ev
                 ack.meta.dscp = Dscp.CONTROL
                 ack.meta.ecn = Ecn.NOT_ECT
-                self.counters.ev(ev).control_packets_sent += 1
+                self.counters.mark(ev, MARK_CONTROL)
                 out.append(Transmit(ack))
                 return ev
         return self._send_control(ack, out, plane if plane < paths.planes else None)

@@ -10,8 +10,6 @@ from __future__ import annotations
 from mrc_host.wire.messages import Opcode
 from mrc_host.wire.virtual_payload import VirtualPayload
 
-from .counters import EvCounters
-
 # one piece of a write's source: bytes, a read-only byte view, or a length and check value
 # without bytes (mrc-sim's virtual payloads)
 Segment = bytes | memoryview | VirtualPayload
@@ -133,9 +131,9 @@ class TxRecord:
         self.lost_ev = -1  # the EV it was last declared lost on
         self.prev_sent_ns = -1  # send time of the copy before the latest
         self.twin_ev = -1  # the EV of a second copy sent with the latest (a tail resend), -1 if none
-        # the counters of ``ev`` (``Counters.ev``), kept by the sender when it sends the latest
-        # copy: its acknowledgement counts there without a second look-up by EV
-        self.ev_counters: EvCounters | None = None
+        # the counters' slot of ``ev`` (``Counters.sent_on``), kept by the sender when it sends
+        # the latest copy: its acknowledgement counts there without a second look-up by EV
+        self.ev_slot = -1
 
     def is_copy(self, sent_ns: int, ev: int) -> bool:
         """Whether (send time, EV) -- a SACK's echo -- names this packet's latest copy or the one before."""

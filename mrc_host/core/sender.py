@@ -35,7 +35,7 @@ from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .blame import LossBlame
 from .cc_base import create_cc
 from .config import Mode, TransportConfig
-from .counters import Counters, EvCounters
+from .counters import MARK_LOST, Counters
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, Segment, TxRecord, held
@@ -313,18 +313,16 @@ class Sender:
             self.evset.note_sent(ev, now_ns)
         if retx:
             self.c.retransmissions += 1
-        rec.ev_counters = self._emit(rec, ev, retx, now_ns, out)
+        rec.ev_slot = self._emit(rec, ev, retx, now_ns, out)
 
-    def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> EvCounters:
-        """The DATA packet carrying ``rec`` on ``ev``, counted: the counters of ``ev``."""
+    def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> int:
+        """The DATA packet carrying ``rec`` on ``ev``, counted: the counters' slot of ``ev``."""
         size = len(rec.payload)
         self.c.data_packets_sent += 1
         self.c.data_bytes_sent += size
-        evc = self.c.ev(ev)
-        evc.data_packets_sent += 1
-        evc.data_bytes_sent += size
+        slot = self.c.sent_on(ev, size)
         out.append(Transmit(data_packet(rec, ev, retx, now_ns, self.peer_qp, self.echo.next_echo(ev))))
-        return evc
+        return slot
 
     # ---- what the peer's SACKs and NACKs proved (acks.py), applied -----------------------
     def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:
@@ -434,7 +432,7 @@ class Sender:
             c.losses_gap += 1
         else:
             c.losses_rto += 1
-        c.ev(rec.ev).packets_lost += 1
+        c.mark(rec.ev, MARK_LOST)
         self.cc.on_loss(len(rec.payload), now_ns)
         if self._retire and not (cause == "rto" and self.recovery.rtt.srtt_ns is None):
             # (a timeout before any RTT sample says the RTT is unknown, not that a path died)
