@@ -29,7 +29,7 @@ from .faults import FaultSpecError, parse_fault, parse_time
 from .gc_pause import collector_paused
 from .network import PAYLOADS, FlowSpec, Network, choose_payload
 from .report import summarise_network
-from .traffic import PATTERNS, Job, background, permutation_pairs, point_to_point, ring
+from .traffic import PATTERNS, Job, all_to_all_pairs, background, permutation_pairs, point_to_point, ring
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 _SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMG]i?B?|B)?$", re.IGNORECASE)
@@ -759,7 +759,7 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
             pairs = permutation_pairs(item.hosts, random.Random(sc.seed * 31 + len(jobs)))
             point_to_point(net, job, spec, pairs, item.size, item.writes, stagger_ns=item.stagger_ns)
         elif p == "all-to-all":
-            pairs = [(a, b) for a in item.hosts for b in item.hosts if a != b]
+            pairs = all_to_all_pairs(item.hosts)
             point_to_point(net, job, spec, pairs, item.size, item.writes, stagger_ns=item.stagger_ns)
         elif p in ("ring-allreduce", "all-gather"):
             ring(net, job, spec, item.hosts, item.size, qps, allreduce=p == "ring-allreduce")
