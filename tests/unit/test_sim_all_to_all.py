@@ -7,10 +7,12 @@ windows at their own port, past the first timeout (23 timeouts and 730 resends o
 
 from __future__ import annotations
 
+import pytest
+
 from mrc_host.sim import scenario_file as sf
 from mrc_host.sim.fabric import DATA_OVERHEAD, LEAF_TO_HOST, FabricShape, PacketQueue, SimPacket
 from mrc_host.sim.network import FlowSpec, Network
-from mrc_host.sim.traffic import Job, point_to_point
+from mrc_host.sim.traffic import Job, all_to_all_pairs, point_to_point
 from mrc_host.wire.messages import DataPacket
 
 PKT = 4096 + DATA_OVERHEAD
@@ -90,3 +92,33 @@ def _peers(pairs: list[tuple[int, int]]) -> dict[int, list[int]]:
     for a, b in pairs:
         out.setdefault(a, []).append(b)
     return out
+
+
+A2A = """
+name = "a2a"
+[fabric]
+planes = 1
+t0 = 2
+t1 = 2
+hosts_per_t0 = 2
+[[traffic]]
+pattern = "all-to-all"
+size = "16KiB"
+"""
+
+
+def test_the_lockstep_all_to_all_stays_a_choice_and_a_bad_order_names_its_field() -> None:
+    """``order = "ascending"`` keeps the lockstep all-to-all (every host to the same peer at
+    once) measurable; the default is the shifted order; a bad value or one on another pattern
+    is refused naming ``order``; ``to_toml`` writes the choice back."""
+    hosts = [0, 1, 2, 3]
+    assert all_to_all_pairs(hosts, ascending=True) == [(a, b) for a in hosts for b in hosts if a != b]
+    assert [p[1] for p in all_to_all_pairs(hosts)[::3]] == [1, 2, 3, 0]  # each host's first peer differs
+    assert sf.load_text(A2A).traffic[0].order == "shifted"
+    lockstep = sf.load_text(A2A + 'order = "ascending"\n')
+    assert lockstep.traffic[0].order == "ascending"
+    assert sf.load_text(sf.to_toml(lockstep)).traffic[0].order == "ascending"
+    with pytest.raises(sf.ScenarioError, match=r"traffic\[0\]\.order: must be one of shifted, ascending"):
+        sf.load_text(A2A + 'order = "random"\n')
+    with pytest.raises(sf.ScenarioError, match=r"traffic\[0\]\.order: only for all-to-all"):
+        sf.load_text(A2A.replace('"all-to-all"', '"permutation"') + 'order = "ascending"\n')
