@@ -94,7 +94,7 @@ def _peers(pairs: list[tuple[int, int]]) -> dict[int, list[int]]:
     return out
 
 
-A2A = """
+SMALL_A2A = """
 name = "a2a"
 [fabric]
 planes = 1
@@ -114,11 +114,11 @@ def test_the_lockstep_all_to_all_stays_a_choice_and_a_bad_order_names_its_field(
     hosts = [0, 1, 2, 3]
     assert all_to_all_pairs(hosts, ascending=True) == [(a, b) for a in hosts for b in hosts if a != b]
     assert [p[1] for p in all_to_all_pairs(hosts)[::3]] == [1, 2, 3, 0]  # each host's first peer differs
-    assert sf.load_text(A2A).traffic[0].order == "shifted"
-    lockstep = sf.load_text(A2A + 'order = "ascending"\n')
+    assert sf.load_text(SMALL_A2A).traffic[0].order == "shifted"
+    lockstep = sf.load_text(SMALL_A2A + 'order = "ascending"\n')
     assert lockstep.traffic[0].order == "ascending"
     assert sf.load_text(sf.to_toml(lockstep)).traffic[0].order == "ascending"
     with pytest.raises(sf.ScenarioError, match=r"traffic\[0\]\.order: must be one of shifted, ascending"):
-        sf.load_text(A2A + 'order = "random"\n')
+        sf.load_text(SMALL_A2A + 'order = "random"\n')
     with pytest.raises(sf.ScenarioError, match=r"traffic\[0\]\.order: only for all-to-all"):
-        sf.load_text(A2A.replace('"all-to-all"', '"permutation"') + 'order = "ascending"\n')
+        sf.load_text(SMALL_A2A.replace('"all-to-all"', '"permutation"') + 'order = "ascending"\n')
