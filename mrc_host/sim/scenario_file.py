@@ -29,7 +29,16 @@ from .faults import FaultSpecError, parse_fault, parse_time
 from .gc_pause import collector_paused
 from .network import PAYLOADS, FlowSpec, Network, choose_payload
 from .report import summarise_network
-from .traffic import PATTERNS, Job, background, permutation_pairs, point_to_point, ring
+from .traffic import (
+    ALL_TO_ALL_ORDERS,
+    PATTERNS,
+    Job,
+    all_to_all_pairs,
+    background,
+    permutation_pairs,
+    point_to_point,
+    ring,
+)
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 _SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMG]i?B?|B)?$", re.IGNORECASE)
@@ -102,6 +111,7 @@ ITEM_KEYS = {
     "nscc",
     "config",
     "ev_profile",
+    "order",
 }
 RUN_KEYS = {"name", "mode", "qps_per_pair", "evs", "config"}
 TOP_KEYS = {
@@ -145,6 +155,7 @@ class TrafficItem:
     nscc: dict[str, object] = field(default_factory=dict)
     config: dict[str, object] = field(default_factory=dict)
     ev_profile: dict[str, Any] = field(default_factory=dict)  # replaces [transport] ev_profile
+    order: str = "shifted"  # all-to-all: each host's peers from the next one on, or "ascending" (lockstep)
 
     def connections(self) -> int:
         """How many queue pairs this item opens."""
@@ -561,7 +572,12 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
         cc=_checked_fields(file, r.get("cc", dict, {}), f"{path}.cc", CcParams),
         nscc=_checked_fields(file, r.get("nscc", dict, {}), f"{path}.nscc", NsccParams),
         config=_checked_fields(file, r.get("config", dict, {}), f"{path}.config", TransportConfig),
+        order=r.get("order", str, "shifted"),
     )
+    if item.order not in ALL_TO_ALL_ORDERS:
+        r.fail("order", f"must be one of {', '.join(ALL_TO_ALL_ORDERS)}, got {item.order!r}")
+    if item.order != "shifted" and pattern != "all-to-all":
+        r.fail("order", "only for all-to-all")
     if not 1 <= item.writes <= 1 << 20:
         r.fail("writes", "must be 1..1048576")
     if item.stagger_ns and pattern not in ("flow", "incast", "permutation", "all-to-all"):
@@ -698,6 +714,8 @@ def to_toml(sc: Scenario) -> str:
             lines.append(f"share_ev_with = {_toml_value(t.share_ev_with)}")
         if t.share_ev_modes is not None:
             lines.append(f"share_ev_modes = {_toml_value(t.share_ev_modes)}")
+        if t.order != "shifted":
+            lines.append(f"order = {_toml_value(t.order)}")
         if t.window_scale != 1.0:
             lines.append(f"window_scale = {t.window_scale!r}")
         if t.evs is not None:
@@ -759,7 +777,7 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
             pairs = permutation_pairs(item.hosts, random.Random(sc.seed * 31 + len(jobs)))
             point_to_point(net, job, spec, pairs, item.size, item.writes, stagger_ns=item.stagger_ns)
         elif p == "all-to-all":
-            pairs = [(a, b) for a in item.hosts for b in item.hosts if a != b]
+            pairs = all_to_all_pairs(item.hosts, ascending=item.order == "ascending")
             point_to_point(net, job, spec, pairs, item.size, item.writes, stagger_ns=item.stagger_ns)
         elif p in ("ring-allreduce", "all-gather"):
             ring(net, job, spec, item.hosts, item.size, qps, allreduce=p == "ring-allreduce")

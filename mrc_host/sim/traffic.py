@@ -118,6 +118,23 @@ def permutation_pairs(hosts: list[int], rng: random.Random) -> list[tuple[int, i
             return list(zip(hosts, dst, strict=True))
 
 
+ALL_TO_ALL_ORDERS = ("shifted", "ascending")
+
+
+def all_to_all_pairs(hosts: list[int], ascending: bool = False) -> list[tuple[int, int]]:
+    """Every host to every other, each host's peers in turn from the next one on (host i's k-th
+    write goes to host i + k, as collective libraries schedule an all-to-all). Each NIC port
+    serves its queue pairs a packet each in turn, in the order their writes were posted: in
+    ascending order (``ascending``, kept to study it) every host serves the same peer at the same
+    moment, a 31-to-1 incast that moves from receiver to receiver (last-hop queues to 199 KiB,
+    8 planes x 32 hosts), and the first packets on some planes come back 2-3 x later than on
+    the first, taken for lost."""
+    if ascending:
+        return [(a, b) for a in hosts for b in hosts if a != b]
+    n = len(hosts)
+    return [(hosts[i], hosts[(i + k) % n]) for i in range(n) for k in range(1, n)]
+
+
 def ring(
     net: Network,
     job: Job,
