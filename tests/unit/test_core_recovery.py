@@ -110,7 +110,9 @@ def test_gap_rule_judges_the_overtaking_against_the_window_now() -> None:
     assert r.gap_losses([far]) == [victim]  # 20 us later: lost after all
 
 
-def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() -> None:
+def overtaken_on_another_plane() -> tuple[Recovery, TxRecord]:
+    """A packet of plane 0 (its plane's SRTT 20 us, the connection's 10 us) overtaken by one of
+    plane 1 that was acknowledged: RACK's other-planes rule applies to it."""
     r = make(reorder_window_ns=1_000)
     r.rtt.sample(10_000)
     r.rtt.sample_plane(0, 20_000)
@@ -118,6 +120,11 @@ def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() 
     elsewhere = send(r, 1, PLANE1, 100)
     deliver(r, elsewhere, 10_100)
     r.note_rack([elsewhere])
+    return r, victim
+
+
+def test_rack_fires_one_plane_rtt_plus_window_after_the_send_only_at_the_tail() -> None:
+    r, victim = overtaken_on_another_plane()
     # a later packet on another plane: its NIC port's queue is not this one's, 3/4 of an RTT more
     window = r.reorder_window()
     assert r.rack_at(sending=False) == 20_000 + window + 15_000
@@ -443,13 +450,7 @@ def test_a_late_overtaking_on_its_own_plane_never_delays_the_other_planes_verdic
     """Overtaken on other planes, a packet is lost ¾ of an RTT after its plane's wait; a copy
     of its own plane acknowledged later still is more evidence, so the verdict comes no later
     (at 1 % loss the tail's lost packet waited for the next resend SACKed on its plane)."""
-    r = make(reorder_window_ns=1_000)
-    r.rtt.sample(10_000)
-    r.rtt.sample_plane(0, 20_000)
-    victim = send(r, 0, 0, 0)
-    elsewhere = send(r, 1, PLANE1, 100)
-    deliver(r, elsewhere, 10_100)
-    r.note_rack([elsewhere])
+    r, victim = overtaken_on_another_plane()
     window = r.reorder_window()
     others = 20_000 + window + 15_000
     assert r.rack_at(sending=False) == others
