@@ -35,6 +35,12 @@ ECHO_QUEUE_MAX: Final = 64  # SACKs a data sender holds to echo (an idle spell's
 ECHO_LOOKAHEAD: Final = 4  # how far past the oldest echo the next may be taken from
 _USABLE: Final = (EvState.GOOD, EvState.SKIP)
 _AMBIGUOUS: Final = -1  # in place of the EV of a SACK whose echo is not unique
+_KNOWN_BYTES: Final = (ACK_ECHO_MAX >> 3) + 1  # a bit per echo value
+# Shared empty stand-ins until first use (never added to: the owner swaps in its own first), so
+# an endpoint that only receives holds no echo queue and one that only sends no echo bitmap
+# (the 128-host permutation: 0.4 MB of its peak)
+_NO_PENDING: Final[deque[tuple[int, int]]] = deque(maxlen=0)
+_NO_KNOWN: Final = bytearray(_KNOWN_BYTES)
 
 
 class SackSent:
@@ -67,12 +73,16 @@ class EchoQueue:
     within the margin."""
 
     def __init__(self) -> None:
-        self._pending: deque[tuple[int, int]] = deque(maxlen=ECHO_QUEUE_MAX)  # (echo, reverse path)
+        # (echo, reverse path); made at the first SACK: an endpoint that never sends gets none
+        self._pending: deque[tuple[int, int]] = _NO_PENDING
         self._last_forward: dict[int, int] = {}  # reverse path -> forward path of its last echo
 
     def sack_received(self, echo_ts: int, echo_ev: int, reverse_ev: int) -> None:
         """A SACK answering the DATA copy (``echo_ts``, ``echo_ev``) arrived on ``reverse_ev``."""
-        self._pending.append((ack_echo_of(echo_ts, echo_ev), reverse_ev >> ENTROPY_BITS))
+        pending = self._pending
+        if pending is _NO_PENDING:
+            pending = self._pending = deque(maxlen=ECHO_QUEUE_MAX)
+        pending.append((ack_echo_of(echo_ts, echo_ev), reverse_ev >> ENTROPY_BITS))
 
     def next_echo(self, forward_ev: int) -> int:
         """The echo for a DATA packet leaving on ``forward_ev``; 0 when none is waiting."""
@@ -105,11 +115,12 @@ class AckEchoes:
         # the echoes of the SACKs remembered (``SENT_MAX``), oldest first from ``_head`` (0: a
         # slot whose echo was sent again since, and moved last), and a bit per echo value
         # remembered: only whether an echo is remembered is ever asked, so no record is kept
-        # (an ``OrderedDict`` of records was ~40 kB a receiver: 5 MB of the 128-host permutation)
+        # (an ``OrderedDict`` of records was ~40 kB a receiver: 5 MB of the 128-host permutation);
+        # the bitmap is made at the first SACK sent (shared zeros, only read, until then)
         self._order = array("H")
         self._head = 0
         self._held = 0
-        self._known = bytearray((ACK_ECHO_MAX >> 3) + 1)
+        self._known = _NO_KNOWN
         self._unconfirmed: dict[int, SackSent] = {}  # the same, not yet echoed, oldest first
         self._late: dict[int, SackSent] = {}  # unechoed SACKs of paths retired since
         # path retired here -> (send time of its lost SACK, the retirement's undo key)
@@ -120,6 +131,8 @@ class AckEchoes:
         receiver's record of it, kept here as it is)."""
         key = ack_echo_of(echo_ts, echo_ev)
         unconfirmed, late, order, known = self._unconfirmed, self._late, self._order, self._known
+        if known is _NO_KNOWN:
+            known = self._known = bytearray(_KNOWN_BYTES)
         if late:  # (nearly always empty: asked first, no method call)
             late.pop(key, None)
         order.append(key)  # (the newest)

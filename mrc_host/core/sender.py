@@ -48,6 +48,11 @@ _NEW_LAST: Final = DataFlag.LAST_OF_MESSAGE
 _RETX: Final = DataFlag.RETRANSMISSION
 _RETX_LAST: Final = DataFlag.RETRANSMISSION | DataFlag.LAST_OF_MESSAGE
 _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
+# A Sender's two queues start as these shared empty stand-ins (never added to: maxlen 0), its own
+# made at the first entry (``_own_retx``, ``_own_writes``): an endpoint that only receives, or sends
+# without loss, makes no deque for them (~0.4 MB of the 128-host permutation)
+_NO_RETX: Final[deque[int]] = deque(maxlen=0)
+_NO_WRITES: Final[deque[PendingWrite]] = deque(maxlen=0)
 
 
 class Sender:
@@ -70,8 +75,8 @@ class Sender:
         self.snd_una = cfg.initial_psn  # oldest seq not cumulatively acknowledged
         self.snd_nxt = cfg.initial_psn  # next new seq
         self.records: dict[int, TxRecord] = {}
-        self.retx: deque[int] = deque()
-        self.writes: deque[PendingWrite] = deque()  # writes with packets not yet segmented
+        self.retx: deque[int] = _NO_RETX  # resends due
+        self.writes: deque[PendingWrite] = _NO_WRITES  # writes with packets not yet segmented
         self._next_msg_id = 1
         self.blame = LossBlame(cfg, evset, counters, self.recovery)  # what a loss guess does to the EV set
         self.failed = ""  # why the connection ended in error ("" while it works)
@@ -122,7 +127,7 @@ class Sender:
             segments = [held(d) for d in data]
         w = PendingWrite(msg_id, [s for s in segments if len(s)], vaddr, rkey)
         w.remaining = max(1, -(-w.length // self.cfg.mtu))
-        self.writes.append(w)
+        _own_writes(self).append(w)
         self.c.messages_posted += 1
         return msg_id
 
@@ -377,7 +382,7 @@ class Sender:
         if proof.resend:
             self.recovery.remove(rec)
             rec.lost = True
-            self.retx.appendleft(rec.seq)
+            _own_retx(self).appendleft(rec.seq)
         elif proof.out_of_window and self._gbn:
             self.rewind(rec.seq)
         elif proof.refused:
@@ -415,7 +420,7 @@ class Sender:
         if guess:
             rec.gap_lost = True
             rec.lost_ev = rec.ev
-        self.retx.append(rec.seq)
+        _own_retx(self).append(rec.seq)
 
     def ports_down(self, bitmap: int) -> None:
         """Planes whose local or peer NIC port just went down (port-status bitmap)."""
@@ -498,6 +503,21 @@ class Sender:
             return
         for rec in expired:
             self.lose(rec, "rto", now_ns)
+
+
+def _own_retx(s: Sender) -> deque[int]:
+    """``s``'s retransmit queue, made at its first resend (the Sender's own helper: outside the
+    class for its size)."""
+    if s.retx is _NO_RETX:
+        s.retx = deque()
+    return s.retx
+
+
+def _own_writes(s: Sender) -> deque[PendingWrite]:
+    """``s``'s queue of writes, made at its first write."""
+    if s.writes is _NO_WRITES:
+        s.writes = deque()
+    return s.writes
 
 
 def data_packet(rec: TxRecord, ev: int, retx: bool, now_ns: int, peer_qp: int, echo: int) -> DataPacket:

@@ -352,6 +352,7 @@ class Network(HostSink):
         self.bytes_posted = 0  # of counted writes (progress)
         self.bytes_done = 0
         self.stop_when_idle = True  # stop the loop once no counted write is pending
+        self.keep_goodput = True  # per packet placed (``goodput_samples``); off: none kept
         self._started = False
         self._flow_names: set[str] = set()
         self.fabric.sink = self  # every packet reaching a host comes to ``deliver``
@@ -499,7 +500,7 @@ class Network(HostSink):
             before = ep.counters.data_bytes_placed
             self._apply(side, ep.receive(pkt.msg, now))
             placed = ep.counters.data_bytes_placed
-            if placed != before:
+            if placed != before and self.keep_goodput:
                 conn.placed_ns.append(now)
                 conn.placed_bytes.append(placed)
             return
