@@ -547,6 +547,16 @@ def _checked_fields(file: str, table: dict[str, Any], path: str, cls: type) -> d
     return dict(table)
 
 
+def _order(r: _Reader, pattern: str) -> str:
+    """An all-to-all's posting order (``traffic.ALL_TO_ALL_ORDERS``); no other pattern takes one."""
+    order: str = r.get("order", str, "shifted")
+    if order not in ALL_TO_ALL_ORDERS:
+        r.fail("order", f"must be one of {', '.join(ALL_TO_ALL_ORDERS)}, got {order!r}")
+    if order != "shifted" and pattern != "all-to-all":
+        r.fail("order", "only for all-to-all")
+    return order
+
+
 def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
     path = f"traffic[{i}]"
     if not isinstance(entry, dict):
@@ -572,12 +582,8 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
         cc=_checked_fields(file, r.get("cc", dict, {}), f"{path}.cc", CcParams),
         nscc=_checked_fields(file, r.get("nscc", dict, {}), f"{path}.nscc", NsccParams),
         config=_checked_fields(file, r.get("config", dict, {}), f"{path}.config", TransportConfig),
-        order=r.get("order", str, "shifted"),
+        order=_order(r, pattern),
     )
-    if item.order not in ALL_TO_ALL_ORDERS:
-        r.fail("order", f"must be one of {', '.join(ALL_TO_ALL_ORDERS)}, got {item.order!r}")
-    if item.order != "shifted" and pattern != "all-to-all":
-        r.fail("order", "only for all-to-all")
     if not 1 <= item.writes <= 1 << 20:
         r.fail("writes", "must be 1..1048576")
     if item.stagger_ns and pattern not in ("flow", "incast", "permutation", "all-to-all"):
@@ -647,6 +653,48 @@ def _toml_value(v: object) -> str:
     raise TypeError(f"cannot write {v!r} as TOML")
 
 
+def _traffic_toml(t: TrafficItem) -> list[str]:
+    """One ``[[traffic]]`` table of ``to_toml``."""
+    out: list[str] = [
+        "",
+        "[[traffic]]",
+        f"pattern = {_toml_value(t.pattern)}",
+        f"name = {_toml_value(t.name)}",
+    ]
+    out += [f"size = {t.size}", f'start = "{t.start_ns}ns"', f'stagger = "{t.stagger_ns}ns"']
+    out += [f"writes = {t.writes}", f"qps_per_pair = {t.qps_per_pair}"]
+    for key in ("src", "dst"):
+        if getattr(t, key) is not None:
+            out.append(f"{key} = {getattr(t, key)}")
+    for key in ("senders", "hosts", "pairs"):
+        values = [list(x) if isinstance(x, tuple) else x for x in getattr(t, key)]
+        if values:
+            out.append(f"{key} = {_toml_value(values)}")
+    if t.mode is not None:
+        out.append(f"mode = {_toml_value(t.mode.value)}")
+    if t.pin_path is not None:
+        out.append(f"pin_path = {_toml_value(list(t.pin_path))}")
+    if t.share_ev_with is not None:
+        out.append(f"share_ev_with = {_toml_value(t.share_ev_with)}")
+    if t.share_ev_modes is not None:
+        out.append(f"share_ev_modes = {_toml_value(t.share_ev_modes)}")
+    if t.order != "shifted":
+        out.append(f"order = {_toml_value(t.order)}")
+    if t.window_scale != 1.0:
+        out.append(f"window_scale = {t.window_scale!r}")
+    if t.evs is not None:
+        out.append(f"evs = {t.evs}")
+    if t.cc:
+        out.append(f"cc = {_toml_value(t.cc)}")
+    if t.nscc:
+        out.append(f"nscc = {_toml_value(t.nscc)}")
+    if t.config:
+        out.append(f"config = {_toml_value(t.config)}")
+    if t.ev_profile:
+        out.append(f"ev_profile = {_toml_value(t.ev_profile)}")
+    return out
+
+
 def to_toml(sc: Scenario) -> str:
     """The scenario as a TOML file that ``load`` reads back to an equal ``Scenario``."""
     shape = sc.shape
@@ -696,38 +744,7 @@ def to_toml(sc: Scenario) -> str:
     if sc.ev_profile:
         lines.append(f"ev_profile = {_toml_value(sc.ev_profile)}")
     for t in sc.traffic:
-        lines += ["", "[[traffic]]", f"pattern = {_toml_value(t.pattern)}", f"name = {_toml_value(t.name)}"]
-        lines += [f"size = {t.size}", f'start = "{t.start_ns}ns"', f'stagger = "{t.stagger_ns}ns"']
-        lines += [f"writes = {t.writes}", f"qps_per_pair = {t.qps_per_pair}"]
-        for key in ("src", "dst"):
-            if getattr(t, key) is not None:
-                lines.append(f"{key} = {getattr(t, key)}")
-        for key in ("senders", "hosts", "pairs"):
-            values = [list(x) if isinstance(x, tuple) else x for x in getattr(t, key)]
-            if values:
-                lines.append(f"{key} = {_toml_value(values)}")
-        if t.mode is not None:
-            lines.append(f"mode = {_toml_value(t.mode.value)}")
-        if t.pin_path is not None:
-            lines.append(f"pin_path = {_toml_value(list(t.pin_path))}")
-        if t.share_ev_with is not None:
-            lines.append(f"share_ev_with = {_toml_value(t.share_ev_with)}")
-        if t.share_ev_modes is not None:
-            lines.append(f"share_ev_modes = {_toml_value(t.share_ev_modes)}")
-        if t.order != "shifted":
-            lines.append(f"order = {_toml_value(t.order)}")
-        if t.window_scale != 1.0:
-            lines.append(f"window_scale = {t.window_scale!r}")
-        if t.evs is not None:
-            lines.append(f"evs = {t.evs}")
-        if t.cc:
-            lines.append(f"cc = {_toml_value(t.cc)}")
-        if t.nscc:
-            lines.append(f"nscc = {_toml_value(t.nscc)}")
-        if t.config:
-            lines.append(f"config = {_toml_value(t.config)}")
-        if t.ev_profile:
-            lines.append(f"ev_profile = {_toml_value(t.ev_profile)}")
+        lines += _traffic_toml(t)
     return "\n".join(lines) + "\n"
 
 
