@@ -339,7 +339,14 @@ def test_a_killed_shim_is_restarted_and_the_controller_resyncs_it(testbed: Any) 
     wait_until(lambda: any(e.kind == EventKind.RESTARTED for e in mine()), "the restart in events.jsonl")
     assert [(e.kind, e.pid) for e in mine()] == [(EventKind.EXITED, old_pid), (EventKind.RESTARTED, new_pid)]
     assert mine()[0].detail == "killed by SIGKILL"
-    assert any(h.name == name and h.restarts == 1 for h in read_health(testbed.run.path))
+    # health.json is written after the in-memory state changes: wait for the file, do not race it
+    wait_until(
+        lambda: any(
+            h.name == name and h.restarts == 1 and h.state == ProcessState.RUNNING and h.pid == new_pid
+            for h in read_health(testbed.run.path)
+        ),
+        "the restart in health.json",
+    )
     assert any(r.pid == new_pid and r.kind == "shim" for r in testbed.run.records())  # cleanup finds it
     # the controller reconnects and re-installs what it holds for the switch (until it has pushed
     # the pipeline, the new shim answers a Read with FAILED_PRECONDITION)
@@ -357,6 +364,12 @@ def test_a_killed_shim_is_restarted_and_the_controller_resyncs_it(testbed: Any) 
     testbed.controller.clear(f.id)
     summary = testbed.send(H0, H3, 4 << 20)
     assert summary["ok"] and summary["verified"] is True, summary
+
     # every other process is as it was; each switch of the killed process was restarted once
-    assert all(h.state == ProcessState.RUNNING for h in testbed.health())
-    assert {h.name: h.restarts for h in testbed.health() if h.restarts} == dict.fromkeys(sharing, 1)
+    # (the supervisor restarts the killed process's switches one after another: wait, do not race it)
+    def restarted() -> dict[str, int]:
+        return {h.name: h.restarts for h in testbed.health() if h.restarts}
+
+    wait_until(lambda: restarted() == dict.fromkeys(sharing, 1), f"{sorted(sharing)} restarted once each")
+    wait_until(lambda: all(h.state == ProcessState.RUNNING for h in testbed.health()), "all running")
+    assert restarted() == dict.fromkeys(sharing, 1)
