@@ -231,7 +231,9 @@ def local_cluster(workers: int | None = None, scratch: str | None = None) -> Any
 
     ``scratch``: the scheduler's and workers' scratch directory (Dask's default,
     ``dask-scratch-space`` in the system temp directory, outlives the sweep: ``run_points``
-    gives one it removes)."""
+    gives one it removes). Without a dashboard the scheduler still serves its health routes
+    over HTTP, by default on port 8787: a free loopback port instead, so that two sweeps at
+    once (a bench beside a fuzz run) neither collide nor warn."""
     import dask
     from distributed import LocalCluster
 
@@ -243,6 +245,7 @@ def local_cluster(workers: int | None = None, scratch: str | None = None) -> Any
             dashboard_address=None,
             host="127.0.0.1",
             local_directory=scratch,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},  # the health routes' server
         )
 
 

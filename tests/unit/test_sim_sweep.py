@@ -169,3 +169,18 @@ def test_same_json_on_a_scheduler_with_two_worker_processes(
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, 9)
                 p.wait()
+
+
+def test_two_embedded_clusters_at_once_serve_http_on_loopback_without_a_warning(tmp_path: Path) -> None:
+    """The scheduler's health routes take a free loopback port, not 8787 on every sweep."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Port 8787 is already in use" would fail here
+        with (
+            sweep.local_cluster(1, str(tmp_path / "a")) as one,
+            sweep.local_cluster(1, str(tmp_path / "b")) as two,
+        ):
+            servers = [c.scheduler.http_server for c in (one, two)]
+            assert [s.address for s in servers] == ["127.0.0.1", "127.0.0.1"]
+            assert servers[0].port != servers[1].port
