@@ -253,7 +253,8 @@ class Receiver:
         path_of = trigger.meta.ev if on_path else -1
         # (a resend's answer: not on a control EV of a path the peer's DATA has not taken for a
         # base RTT -- at 2 base RTTs or the ACK-lost guard, 2-3 of 10 seeds above still timed out)
-        fresh = trigger.meta.ev if trigger.flags & _RETX and self._retire else -1
+        flags: int = trigger.flags  # (typed: compiled, native; ``&`` on the IntFlag runs enum.py)
+        fresh = trigger.meta.ev if flags & _RETX and self._retire else -1
         quiet = self.cfg.cc.base_rtt_ns
         ev = self.control.send(
             sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns, path_of, fresh_of=fresh, quiet_ns=quiet
