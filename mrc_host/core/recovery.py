@@ -60,6 +60,9 @@ REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates
 # read per packet costs a static load and a check (tests/unit/test_core_recovery.py ties them)
 PLANE_SHIFT: Final = 28
 BACKOFF_MAX: Final = 64
+# delays within 1/32 of the minimum RTT are flat (``RttEstimator.flat``): 1 % loss on the
+# 2 x 4 and production shapes stayed within 1/2000 (10-25 ns), an incast's first RTT rose 1/5
+FLAT_SHARE: Final = 32
 _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 
 
@@ -122,6 +125,17 @@ class RttEstimator:
     def of_plane(self, plane: int) -> float:
         """The plane's smoothed RTT, else the connection's (0 before any sample)."""
         return self.plane_srtt[plane] or self.srtt_ns or 0.0
+
+    def flat(self, plane: int) -> bool:
+        """No queue builds: ``plane`` has its own samples and the round trips lately, and their
+        variation, stay within 1/``FLAT_SHARE`` of the minimum (no queue but the propagation
+        and a packet's serialisation: the delay of uniform random loss's fabric). An incast's
+        first round trips fail it: its last hop queues (the RTT rose 22 % in 4 us), and a plane
+        not yet sampled, or an estimate a few samples old, says nothing of its queue."""
+        low = self.min_rtt_ns
+        if low is None or self.plane_srtt[plane] is None:
+            return False
+        return self.spread * FLAT_SHARE <= low and self.rttvar_ns * FLAT_SHARE <= low
 
 
 class Recovery:
@@ -455,37 +469,20 @@ class Recovery:
                 rack_plane[plane] = order
 
     def _rack_due(self, rec: TxRecord) -> int:
-        """When a packet overtaken by a delivered one is lost: its plane's smoothed RTT (each
-        plane has its own NIC queue), or its latest sample if longer (RACK's RTT: while a queue
-        builds, as when an all-to-all starts, the smoothed RTT lags it, and packets it merely
-        delayed were resent), plus the reorder window after it left -- and, overtaken on its
-        own plane, no sooner than the reorder window after the first such packet was
-        acknowledged. When it left is the NIC model's guess, which knows this queue pair's
-        packets only: on a port whose turns are shared with other queue pairs it leaves later
-        than that, but before the packet of its plane that overtook it, so that packet's SACK
-        is the surer clock. Overtaken on other planes, ¾ SRTT more (their queues are not its
-        own: an all-to-all's short writes were resent for it, 466 of 16k packets, 8 planes; a
-        whole SRTT left a dead plane after 5.05 RTT in two fuzz draws), and on its own plane
-        no later (more evidence: a lost tail resend at 1 % loss waited for the next resend)."""
+        """When ``rec``, overtaken by a delivered packet, is lost (``rack_due``)."""
         plane = rec.ev >> PLANE_SHIFT
-        due = rec.left_ns + self.plane_wait(plane)
-        others = due + int(self.rtt.of_plane(plane)) * 3 // 4
-        if rec.tx_order >= self.rack_plane[plane]:
-            return others
-        if rec.overtaken_at >= 0:
-            seen = rec.overtaken_at + self.reorder_window()
-            if seen > due:
-                due = min(seen, others)
-        return due
+        own = rec.tx_order < self.rack_plane[plane]
+        wait = self.plane_wait(plane)
+        return rack_due(self.rtt, rec, wait, own, self.reorder_window(), self._departures)
 
     def plane_wait(self, plane: int) -> int:
-        """How long after it left a packet on ``plane`` may still be delivered (``_rack_due``)."""
+        """How long after it left a packet on ``plane`` may still be delivered (``rack_due``)."""
         rtt = self.rtt
         return int(max(rtt.of_plane(plane), float(rtt.plane_last[plane]))) + self.reorder_window()
 
     def rack_at(self, sending: bool) -> int | None:
         """RACK timer: when the oldest packet in flight that a later one overtook is lost
-        (``_rack_due``)."""
+        (``rack_due``)."""
         if sending or self.cfg.go_back_n or self.rtt.srtt_ns is None:
             return None
         at: int | None = None
@@ -589,3 +586,35 @@ def probe_due(rtt: RttEstimator, rec: TxRecord, window: int) -> int:
         if last > wait:
             wait = float(last)
     return rec.left_ns + int(wait) + window
+
+
+def rack_due(rtt: RttEstimator, rec: TxRecord, wait: int, own: bool, window: int, departures: bool) -> int:
+    """When a packet overtaken by a delivered one (``own``: one of its plane) is lost:
+    ``wait`` (``Recovery.plane_wait``: its plane's smoothed RTT, or its latest sample if
+    longer -- RACK's RTT: while a queue builds the smoothed RTT lags it -- plus the reorder
+    window) after it left. Two guards follow, for queues the sender cannot see; where the NIC
+    reports departures and the delays are flat (``RttEstimator.flat``) there are none, and
+    neither is needed: a packet not delivered a flat round trip and the window after it left
+    is lost (at 1 % loss a guard held a lost packet 2.5 us past ECMP's own-plane evidence).
+    - Overtaken on its own plane, no sooner than the window after the first such packet was
+      acknowledged: when it left is the NIC model's guess, which knows this queue pair's
+      packets only; on a port whose turns are shared with other queue pairs it leaves later
+      than that, but before the packet of its plane that overtook it, so that packet's SACK
+      is the surer clock.
+    - Overtaken on other planes only, ¾ SRTT more: their queues are not its own (an
+      all-to-all's short writes were resent for it, 466 of 16k packets, 8 planes; an incast's
+      first window, 15 fuzz draws of 200; a whole SRTT left a dead plane after 5.05 RTT in two
+      fuzz draws). On its own plane it is never later than this (more evidence: a lost tail
+      resend at 1 % loss waited for the next resend)."""
+    plane = rec.ev >> PLANE_SHIFT
+    due = rec.left_ns + wait
+    if departures and rtt.flat(plane):
+        return due
+    others = due + int(rtt.of_plane(plane)) * 3 // 4
+    if not own:
+        return others
+    if rec.overtaken_at >= 0:
+        seen = rec.overtaken_at + window
+        if seen > due:
+            due = min(seen, others)
+    return due

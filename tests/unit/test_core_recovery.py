@@ -461,3 +461,56 @@ def test_a_late_overtaking_on_its_own_plane_never_delays_the_other_planes_verdic
     assert victim.overtaken_at == 40_000
     assert r.rack_at(sending=False) == others
     assert r.rack_losses(others, sending=False) == [victim]
+
+
+def flat_fabric() -> tuple[Recovery, TxRecord]:
+    """Departures reported, both planes sampled at 10 us twenty times (the fabric of uniform
+    random loss: no queue anywhere), and a packet of plane 0 overtaken by one of plane 1."""
+    r = make(nic_departures=True, reorder_window_ns=1_000)
+    for _ in range(20):
+        r.rtt.sample(10_000)
+        r.rtt.sample_plane(0, 10_000)
+        r.rtt.sample_plane(1, 10_000)
+    victim = send(r, 0, 0, 0)
+    elsewhere = send(r, 1, PLANE1, 100)
+    r.nic.on_departed(victim, 0)
+    r.nic.on_departed(elsewhere, 100)
+    deliver(r, elsewhere, 10_100)
+    r.note_rack([elsewhere])
+    return r, victim
+
+
+def test_with_flat_delays_a_packet_overtaken_anywhere_is_lost_a_round_trip_after_it_left() -> None:
+    """Defect (issue 45 item 6, production shape at 1 % loss, seed 16): with no queue building
+    RACK's guards only delay the verdict -- ¾ SRTT more for an overtaking on another plane
+    (MRC 5 % behind ECMP), the window after a late own-plane SACK. Flat, a packet is lost its
+    plane's wait (RTT plus reorder window) after it left, whichever plane overtook it."""
+    r, victim = flat_fabric()
+    due = r.plane_wait(0)  # it left at 0
+    assert r.rack_at(sending=False) == due
+    assert r.rtt.flat(0) and r.rtt.flat(1)
+    assert r.rack_losses(due - 1, sending=False) == []
+    later = send(r, 2, 0, 200)  # its own plane, acknowledged late: no later verdict
+    r.nic.on_departed(later, 200)
+    deliver(r, later, due - 10)
+    r.gap_losses([later], due - 10)
+    r.note_rack([later])
+    assert r.rack_losses(r.plane_wait(0), sending=False) == [victim]
+
+
+def test_while_a_queue_builds_or_a_plane_is_unsampled_the_other_planes_guard_holds() -> None:
+    """An incast's first round trips (15 fuzz draws of 200 resent packets never lost without
+    this): delays rising by more than 1/32 of the minimum, or a plane with no sample of its
+    own, keep the ¾ SRTT wait for an overtaking on another plane."""
+    r, victim = flat_fabric()
+    r.rtt.sample(10_000 + 10_000 // 16)  # a queue builds: 6 % above the minimum
+    assert not r.rtt.flat(0)
+    guarded = r.plane_wait(0) + int(r.rtt.of_plane(0)) * 3 // 4
+    assert r.rack_at(sending=False) == guarded
+    assert r.rack_losses(guarded - 1, sending=False) == []
+    assert r.rack_losses(guarded, sending=False) == [victim]
+    unsampled = make(nic_departures=True, reorder_window_ns=1_000)
+    for _ in range(20):
+        unsampled.rtt.sample(10_000)
+        unsampled.rtt.sample_plane(1, 10_000)
+    assert not unsampled.rtt.flat(0) and unsampled.rtt.flat(1)
