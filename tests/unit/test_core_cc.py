@@ -421,3 +421,65 @@ def test_sender_reports_app_limited_spans_to_its_cc() -> None:
     _, acts = p.a.post_write(data, BASE, RKEY, p.now)
     p.absorb(p.a, acts)
     assert cc._app_limited_ns == p.now  # the span ended with the new data
+
+
+def test_nscc_a_flow_holding_most_of_the_line_cuts_steeper_at_the_last_hop() -> None:
+    """Defect (issue 45 item 1): every flow cut the same share at a last-hop mark, so windows
+    kept their ratio and only the additive increases closed a gap, a few per cent a round
+    trip: a flow that joined at a BDP beside seven holding BDP / 8 kept about three times
+    their rate while all ran (Jain 0.70-0.93 over seeds 1-10). A flow whose window holds
+    more than ``_SHARE_FLOOR`` of the line now sheds more (at most 1.5 x its share x the
+    mark level's share of the round trip on top), one holding less sheds what it did: the
+    ratio closes."""
+    p = replace(N, bdp=100_000)  # 10 B/ns over a 10 us base RTT
+    big, small = Nscc(replace(p, initial_cwnd=100_000)), Nscc(replace(p, initial_cwnd=8_000))
+    plain = Nscc(replace(N, initial_cwnd=8_000))  # no bdp: no share known, the cut as before
+    rtt = p.base_rtt + 4_000
+    proportional = p.gamma * (4_000 - p.target_delay / 2) / rtt
+    for cc in (big, small, plain):
+        t = 1
+        for _ in range(100):  # 4 us of a 5 us target: above half of it, steady, same for all
+            before, cuts = cc.cwnd, cc.lasthop_decreases
+            cc.on_ack(4096, rtt_ns=rtt, ecn=False, now_ns=t)
+            t += 1_000
+            if cc.lasthop_decreases > cuts:  # at most 1.5 x the mark level's share of the RTT more
+                assert cc.cwnd >= before * (1 - proportional - 1.5 * p.target_delay / 2 / rtt) - 1
+    assert big.lasthop_decreases == small.lasthop_decreases == plain.lasthop_decreases > 3
+    # about a seventh of the line (fast increase took it to 20 KB): about as before
+    assert small.cwnd == pytest.approx(plain.cwnd, rel=0.03)
+    # 101 against 19 KB when the marks began: 2.1 to 1 after six of them (the same cut for
+    # both kept 4.5 to 1)
+    assert big.cwnd / small.cwnd < 3
+
+
+def test_nscc_a_flow_trimmed_at_the_last_hop_cuts_only_its_proportional_share() -> None:
+    """While the last hop trims (an incast's first round trips) its queue sits at the trim
+    threshold, so a window's share of the line reads several times too high (8 flows at a
+    BDP each read half of it): a mark within a base RTT of a NACK TRIMMED_LASTHOP cuts the
+    proportional share alone, and the steeper cut resumes once the trims stop (the incast
+    under a black hole lost 41 packets against a floor of 10 when it did not wait)."""
+    p = replace(N, bdp=100_000)
+    trimmed, free = Nscc(p), Nscc(p)
+    rtt = p.base_rtt + 4_000
+    proportional = p.gamma * (4_000 - p.target_delay / 2) / rtt
+    shares: dict[str, list[float]] = {"trimmed": [], "free": []}
+    for name, cc in (("trimmed", trimmed), ("free", free)):
+        t = 1
+        for i in range(60):
+            if name == "trimmed" and i % 8 == 0:  # a trim every 8 us: within every base RTT
+                cc.on_trim(t - 1, lasthop=True)
+            before, cuts = cc.cwnd, cc.lasthop_decreases
+            cc.on_ack(4096, rtt_ns=rtt, ecn=False, now_ns=t)
+            t += 1_000
+            if cc.lasthop_decreases > cuts:
+                shares[name].append(1 - cc.cwnd / before)
+    assert shares["trimmed"] and shares["free"]
+    assert max(shares["trimmed"]) <= proportional + 1e-6
+    assert shares["free"][0] > 1.2 * proportional  # a BDP's window: well above 0.15 of the line
+    # the trims stop: the next mark more than a base RTT later cuts steeper again
+    t = 200_000
+    while trimmed.lasthop_decreases == len(shares["trimmed"]):
+        before = trimmed.cwnd
+        trimmed.on_ack(4096, rtt_ns=rtt, ecn=False, now_ns=t)
+        t += 1_000
+    assert 1 - trimmed.cwnd / before > proportional + 1e-6
