@@ -95,7 +95,7 @@ class SimRecorder:
     def _tick(self) -> None:
         self.sample()
         loop = self.net.loop
-        if self.truncated is None and not loop.stopped and loop.heap:
+        if self.truncated is None and not loop.stopped and loop.waiting():
             loop.at(loop.now + self.interval_ns, self._tick)
 
     def _truncate(self, t: float) -> None:

@@ -1,4 +1,5 @@
-"""The event loop's heap: events play in time order, ties in the order they were scheduled."""
+"""The event loop: events play in time order, ties in the order they were scheduled, whether
+they wait in the ring (due soon) or on the heap (due later)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import random
 
 import pytest
 
-from mrc_host.sim.engine import Event, EventLoop, pop_first
+from mrc_host.sim.engine import RING_NS, Event, EventLoop, pop_first
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -29,7 +30,93 @@ def test_pop_first_takes_the_smallest_key_from_heaps_of_every_size() -> None:
         events: list[Event] = []
         for k in keys:
             ev = Event()
-            loop.schedule(k, ev)
+            loop.schedule(RING_NS + k, ev)  # (due that late: on the heap)
             events.append(ev)
         got = [pop_first(loop.heap).key for _ in range(n)]
         assert got == sorted(e.key for e in events) and not loop.heap
+
+
+_DELAYS = (0, 1, 2, 5, 7, RING_NS - 1, RING_NS, RING_NS + 1, 3 * RING_NS)
+
+
+def _children(name: int) -> list[tuple[int, int]]:
+    """What event ``name`` schedules when it plays: (delay, child's name), up to 4 levels."""
+    if name >= 10**4:
+        return []
+    r = random.Random(name)
+    return [(r.choice(_DELAYS), name * 10 + j) for j in range(r.randrange(4))]
+
+
+def _play(loop: EventLoop, name: int, played: list[tuple[int, int]]) -> None:
+    """Event ``name`` plays: it records itself and schedules its ``_children``."""
+    played.append((loop.now, name))
+    for delay, child in _children(name):
+        loop.at(loop.now + delay, _play, loop, child, played)
+
+
+def _reference(first: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The same events played from a heap of (time, scheduling order)."""
+    import heapq
+
+    waiting = [(t, seq, name) for seq, (t, name) in enumerate(first)]
+    heapq.heapify(waiting)
+    seq = len(first)
+    played: list[tuple[int, int]] = []
+    while waiting:
+        t, _, name = heapq.heappop(waiting)
+        played.append((t, name))
+        for delay, child in _children(name):
+            heapq.heappush(waiting, (t + delay, seq, child))
+            seq += 1
+    return played
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_ring_and_heap_play_in_time_then_scheduling_order(seed: int) -> None:
+    """Events schedule others as they play, at now, within the ring, at its edge and beyond
+    (the heap), with many ties between the two: the order is a sorted heap's."""
+    rng = random.Random(seed)
+    first = [(rng.choice([0, 3, RING_NS, RING_NS + 3]), i + 1) for i in range(30)]
+    loop = EventLoop()
+    played: list[tuple[int, int]] = []
+    for t, name in first:
+        loop.at(t, _play, loop, name, played)
+    want = _reference(first)
+    loop.run(10**9)
+    assert len(want) > 200 and played == want and not loop.waiting()
+
+
+def test_near_events_due_at_one_time_take_one_heap_entry() -> None:
+    """Fails where every event is on the heap (each push and pop reading ~20 scattered keys):
+    events due soon at one nanosecond share one entry, far ones have their own."""
+    loop = EventLoop(1_000)
+    for t in (1_000, 1_500, 1_500, 1_500, 1_000 + RING_NS - 1, 1_000 + RING_NS - 1):
+        loop.at(t, lambda: None)
+    assert len(loop.heap) == 3
+    loop.at(1_000 + RING_NS, lambda: None)
+    loop.at(1_000 + RING_NS, lambda: None)
+    assert len(loop.heap) == 5 and loop.waiting()
+    loop.run(10**9)
+    assert not loop.waiting() and loop.events == 8
+
+
+def test_a_run_paused_by_its_limit_resumes_in_order() -> None:
+    """``run`` stops before an event past ``until_ns`` and resumes where it left off, with
+    events posted in between (at the pause time) played in order."""
+    loop = EventLoop()
+    played: list[tuple[int, str]] = []
+    for t in (5, 10, 10, RING_NS + 10):
+        loop.at(t, lambda t=t: played.append((loop.now, f"a{t}")))
+    loop.run(7)
+    assert played == [(5, "a5")] and loop.now == 7
+    loop.at(7, lambda: played.append((loop.now, "b")))
+    loop.at(10, lambda: played.append((loop.now, "c")))
+    loop.run(10**9)
+    assert played == [
+        (5, "a5"),
+        (7, "b"),
+        (10, "a10"),
+        (10, "a10"),
+        (10, "c"),
+        (RING_NS + 10, f"a{RING_NS + 10}"),
+    ]

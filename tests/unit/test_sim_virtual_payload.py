@@ -12,7 +12,7 @@ from mrc_host.core.records import PendingWrite, joined
 from mrc_host.core.region import RegionTable
 from mrc_host.sim import cli, jsonout
 from mrc_host.sim import scenario_file as sf
-from mrc_host.sim.engine import SEQ_LIMIT, EventLoop
+from mrc_host.sim.engine import RING_NS, SEQ_LIMIT, EventLoop
 from mrc_host.sim.fabric import FabricShape
 from mrc_host.sim.network import AUTO_REAL_BYTES, FlowSpec, Network, choose_payload, content_key
 from mrc_host.sim.report import summarise_network
@@ -158,8 +158,10 @@ def test_the_cli_takes_payload_and_reports_it(capsys: pytest.CaptureFixture[str]
 def test_renumbering_the_event_sequence_keeps_every_tie_in_order() -> None:
     loop = EventLoop()
     fired: list[int] = []
-    loop.seq = SEQ_LIMIT - 3  # three more numbers, then the waiting events are renumbered
-    for i in range(8):
-        loop.at(100 + i % 2, fired.append, i)
-    loop.run(1_000)
-    assert fired == [0, 2, 4, 6, 1, 3, 5, 7] and loop.seq < 16
+    loop.seq = SEQ_LIMIT - 3  # two more numbers, then the waiting events are renumbered
+    loop.at(100, fired.append, -1)  # due soon: its ring slot's entry on the heap keeps its number
+    loop.at(100, fired.append, -2)
+    for i in range(8):  # due a ring's span or more ahead: on the heap, numbered
+        loop.at(RING_NS + 100 + i % 2, fired.append, i)
+    loop.run(10 * RING_NS)
+    assert fired == [-1, -2, 0, 2, 4, 6, 1, 3, 5, 7] and loop.seq < 16
