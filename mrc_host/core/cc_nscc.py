@@ -16,11 +16,8 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
   queue moves little from one sample to the next. Above half the target the standing queue
   is a mark: the window sheds the excess's share of the round trip, at most once a measured
   round trip of the fabric's longest base RTT; any standing queue stops the fair and fast
-  increases, so the windows meet it with the proportional one alone. Flows cut by the same
-  share and grow by the same rate (AIMD), except that a flow holding more than
-  ``_SHARE_FLOOR`` of the line cuts steeper (``_share_cut``) unless the last hop trimmed it
-  within the last base RTT: a late joiner's lead closes in a few marks, not the 20-40 round
-  trips proportional cuts took, and an incast's first round trips cut as before. Before, only a
+  increases, so the windows meet it with the proportional one alone. All flows cut by the
+  same share and grow by the same rate (AIMD), so unequal windows converge. Before, only a
   flow trimmed there (NACK TRIMMED_LASTHOP) read its queue, for 128 periods, and held its
   window from half the target: a flow never trimmed kept its window, 80/5/5/5 Gb/s for four
   equal flows. The signal steers no EV;
@@ -50,15 +47,6 @@ _FLOOR_SAMPLES = 64
 _SCATTER_K = 8.0
 _SCATTER_GAIN = 1 / 32  # the difference is averaged over about this many samples ...
 _SCATTER_SAMPLES = 16  # ... and trusted from this many on
-# a last-hop mark cuts a flow whose window holds more than this share of the line steeper
-# (``_share_cut``): 8 equal flows hold 1/8 each, so a settled incast's flows cut as before
-_SHARE_FLOOR = 0.15
-# ... by at most this many times its share of the mark level's queue (``_share_cut``) ...
-_SHARE_GAIN = 1.5
-# ... and not within this many base RTTs of a last-hop trim: the queue then sits at the trim
-# threshold, so the window's share of the line reads several times too high (an incast's
-# first round trips: each of 8 flows at a BDP reads half the line)
-_SHARE_TRIM_RTTS = 1
 
 
 class Nscc(CongestionControl):
@@ -102,7 +90,6 @@ class Nscc(CongestionControl):
         self._scatter = 0.0
         self._scatter_n = 0
         self._now_ns = 0
-        self._lasthop_trim_ns: int | None = None  # the last NACK TRIMMED_LASTHOP (``_share_cut``)
         self.quick_adapts = 0
         self.app_limited_periods = 0  # quick adapts not made: the sender had run out of data
         self.decreases = 0
@@ -292,8 +279,6 @@ class Nscc(CongestionControl):
 
     def on_trim(self, now_ns: int = 0, lasthop: bool = False) -> None:
         self._qa_armed = True
-        if lasthop:
-            self._lasthop_trim_ns = now_ns
         # the RTT's spread came from a queue that overflowed, not from jitter: no headroom
         # for it until _FLOOR_PERIODS base RTTs pass without a trim
         self._calm_from_ns = now_ns + _FLOOR_PERIODS * self.p.base_rtt
@@ -310,38 +295,8 @@ class Nscc(CongestionControl):
         self._fi_bytes = 0
         queue = self._lh_level
         rtt = max(p.base_rtt, p.lasthop_delay) + queue
-        before = self.cwnd
         if self._decrease(queue, now_ns, p.target_delay // 2, int(rtt), rtt):
             self.lasthop_decreases += 1
-            trimmed = self._lasthop_trim_ns
-            if trimmed is None or now_ns - trimmed >= _SHARE_TRIM_RTTS * p.base_rtt:
-                self.cwnd = before * (1.0 - self._share_cut(before, queue, rtt))
-                self._clamp()
-
-    def _share_cut(self, before: float, queue: float, rtt: float) -> float:
-        """The share of ``before`` a last-hop mark takes: the proportional cut just made,
-        steeper for a flow whose window holds more than ``_SHARE_FLOOR`` of the line.
-
-        Why: proportional cuts keep the windows' ratio, and the additive increases close a
-        gap by a few per cent a round trip, so a flow that joined at a BDP beside flows
-        holding BDP / N kept about three times their rate for the 20-40 round trips they
-        shared (8 flows staggered: Jain 0.70-0.93). Its share of the port is its window over
-        what the line carries in a round trip at this queue (``bdp`` x (1 + queue / base
-        RTT)); above ``_SHARE_FLOOR`` the cut is (share / floor)^2 times the proportional
-        one, so the largest flows shed the most. The extra is at most ``_SHARE_GAIN`` x share
-        x the mark level's share of the round trip (target / 2 over the RTT): summed over the
-        flows about the mark level's queue times the sum of their squared shares, so two
-        equal flows drain it without idling the port, and a flow that marks more often than
-        a larger one (a shorter RTT) sheds no more per time than it."""
-        p = self.p
-        cut = 1.0 - self.cwnd / before
-        if not p.bdp:
-            return cut
-        share = before / p.bdp * p.base_rtt / (p.base_rtt + max(queue, 0.0))
-        if share <= _SHARE_FLOOR:
-            return cut
-        extra = min(cut * ((share / _SHARE_FLOOR) ** 2 - 1.0), _SHARE_GAIN * share * p.target_delay / 2 / rtt)
-        return min(cut + extra, p.max_md_jump)
 
     def _standing_queue(self, fabric_delay: int, now_ns: int) -> float:
         """The queueing delay the samples show beyond what their scatter explains: the
