@@ -4,8 +4,9 @@ Why: in code mypyc compiles, a module-level name that is ``Final`` (or a functio
 of a compiled module, or a ``Final`` literal it can inline) is read from a C static. Any
 other global, such as a name imported from a module that runs as Python (``zlib_ng``'s
 ``crc32``, a constant computed in ``framing.py``), or a builtin such as ``memoryview``,
-is looked up in a dict on every use: 20-40 ns each, paid per packet here. The check reads
-the sources, so it holds whether or not the extensions are built.
+is looked up on every use: about 9 ns more than a ``Final`` for a global, 18 ns for
+``memoryview`` (mypyc ``-O3``, load 10), paid per packet here. The check reads the sources,
+so it holds whether or not the extensions are built.
 """
 
 from __future__ import annotations
