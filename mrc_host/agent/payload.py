@@ -36,8 +36,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from mrc_host.wire.codec import crc32 as _crc32
-from mrc_host.wire.codec import payload_sums
+from mrc_host.wire.codec import crc32, payload_sums
+
+_crc32: Final = crc32  # (Final: compiled code reads it from a C static, not the module dict)
 
 RING_SLOTS: Final = 16
 SLOT_BYTES: Final = 1 << 20

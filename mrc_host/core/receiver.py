@@ -267,8 +267,7 @@ class Receiver:
             if self._retire:
                 self.echoes.sack_sent(trigger.send_ts, trigger.meta.ev, sent)  # (and its echo)
             by_seq = self._ack_ev_of_seq
-            for s in self._pending_seqs:
-                by_seq.set(s, sent)
+            by_seq.set_all(self._pending_seqs, sent)
             if len(by_seq) > 4 * self.cfg.rx_window:
                 by_seq.keep_from(self.expected - self.cfg.rx_window)
         self._pending_seqs.clear()

@@ -67,6 +67,14 @@ from mrc_host.wire.messages import (
 )
 from mrc_host.wire.virtual_payload import VirtualPayload
 
+# Names the per-frame paths use, bound once as Final: compiled code reads a Final module name
+# from a C static, but any other imported name (or builtin) from a dict on every use.
+_CRC32: Final = crc32
+_MAX_PAYLOAD: Final[int] = MAX_PAYLOAD
+_ECN_ECHO: Final[int] = SACK_FLAG_ECN_ECHO
+_DUPLICATE: Final[int] = SACK_FLAG_DUPLICATE
+_MEMORYVIEW: Final = memoryview
+
 __all__ = [
     "DATA_HDR_END",
     "MAX_FRAME",
@@ -109,6 +117,7 @@ CONNECT_ACK_LEN: Final = 16
 DATA_HDR_END: Final = OPHDR_OFF + DATA_HDR_LEN  # 146: where the payload starts; a trimmed frame's length
 MAX_FRAME: Final = DATA_HDR_END + MAX_PAYLOAD + ICRC_LEN
 ETHERTYPE_IPV6: Final = b"\x86\xdd"
+_ETHERTYPE_IPV6_U16: Final = 0x86DD  # (the same, as the fast paths unpack it)
 
 REASONS: Final = (
     "truncated",  # a header is cut short, or the frame ends before its IPv6/UDP length says
@@ -176,21 +185,21 @@ _INNER_UDP_BTH_UNPACK_FROM: Final = _INNER_UDP_BTH.unpack_from
 _DATA_UNPACK_FROM: Final = _DATA.unpack_from
 _SACK_UNPACK_FROM: Final = _SACK.unpack_from
 _VTF_PLEN_PACK_INTO: Final = _VTF_PLEN.pack_into
-# a DATA frame's headers from the EtherType on in one call (decode_frame's fast path): outer
-# IPv6 (its addresses skipped), inner IPv6 (its addresses as one bytes), UDP (checksum
-# skipped), BTH, RETH and the MRC data header
-_FRAME_DATA: Final = struct.Struct(">2sIHBx32xIHBx32sHHH2xBBHIIQIIIHHQ")
+# a DATA frame's headers from the EtherType (an integer: no bytes object made) on in one call
+# (decode_frame's fast path): outer IPv6 (its addresses skipped), inner IPv6 (its addresses as
+# one bytes), UDP (checksum skipped), BTH, RETH and the MRC data header
+_FRAME_DATA: Final = struct.Struct(">HIHBx32xIHBx32sHHH2xBBHIIQIIIHHQ")
 _FRAME_DATA_UNPACK_FROM: Final = _FRAME_DATA.unpack_from
 # a SACK frame's headers from the EtherType on in one call (decode_frame's fast path for the
 # sender's most frequent frame), as _FRAME_DATA, then the SACK header
-_FRAME_SACK: Final = struct.Struct(">2sIHBx32xIHBx32sHHH2xBBHIIIIQIBBHQ")
+_FRAME_SACK: Final = struct.Struct(">HIHBx32xIHBx32sHHH2xBBHIIIIQIBBHQ")
 _FRAME_SACK_UNPACK_FROM: Final = _FRAME_SACK.unpack_from
 _CARRIER_PACK_INTO: Final = _CARRIER.pack_into
 _LE16: Final = np.dtype("<u2")
 _LE32: Final = np.dtype("<u4")
 _NUMPY_MIN: Final = 256  # below this a payload's sum is cheaper as one big integer
 
-_CRC_LRH: Final = crc32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
+_CRC_LRH: Final = _CRC32(b"\xff" * 8)  # RoCEv2 ICRC pseudo-LRH
 _ICRC_MASKED: Final = IP6_LEN + UDP_LEN + 5  # inner IPv6 + UDP + BTH up to its FECN/BECN byte
 _HEAD_CRCS_MAX: Final = 4096  # (UDP length, sport, opcode) whose masked headers' CRC an encoder keeps
 _BTH_MASK_QPW: Final = 0xFF000000  # FECN, BECN and reserved bits set to one in the ICRC pseudo header
@@ -203,7 +212,7 @@ _CONNECT_STATUS: Final = {int(s): s for s in ConnectStatus}
 _FL_SHIFT: Final = SPORT_EV_BITS
 _FL_EV_MASK: Final = (1 << FLOW_LABEL_BITS) - 1  # the flow-label bits an EV sets
 _FL_RESERVED: Final = ((1 << 20) - 1) & ~((1 << FLOW_LABEL_BITS) - 1)  # flow-label bits no EV sets
-_DATA_FLAGS: Final = {int(f): DataFlag(f) for f in range(4)}
+_DATA_FLAGS: Final = tuple(DataFlag(f) for f in range(4))  # by the flag bits (a tuple: a native index)
 _TRIMMED: Final = int(Dscp.TRIMMED)
 _SACK_OP: Final = int(Opcode.SACK)
 _BTH_TVER_MASK: Final = 0x0F  # BTH byte 1: SE, M, PadCnt (2 bits), TVer (4 bits)
@@ -258,7 +267,7 @@ def _icrc_at(buf: bytes | bytearray | memoryview, off: int, end: int) -> int:
     if end - off < _ICRC_MASKED or end > len(buf):
         raise ValueError(f"{end - off} B from {off} is not a packet with the ICRC's masked headers")
     # (a control frame's headers after the masked ones: a slice is cheaper than a memoryview)
-    return crc32(buf[off + _ICRC_MASKED : end], _masked_crc(buf, off))
+    return _CRC32(buf[off + _ICRC_MASKED : end], _masked_crc(buf, off))
 
 
 def _masked_crc(buf: bytes | bytearray | memoryview, off: int) -> int:
@@ -274,7 +283,7 @@ def _masked_crc(buf: bytes | bytearray | memoryview, off: int) -> int:
     m[46] = 0xFF  # UDP checksum
     m[47] = 0xFF
     m[52] = 0xFF  # BTH FECN/BECN/reserved
-    return crc32(m, _CRC_LRH)
+    return _CRC32(m, _CRC_LRH)
 
 
 # --------------------------------------------------------------------------- encoding
@@ -511,7 +520,7 @@ class FrameEncoder:
         end = off + DATA_HDR_END + plen
         buf[off + DATA_HDR_END : end] = payload
         # the ICRC over the slot: the headers after the masked ones and the payload, in one pass
-        crc = crc32(buf[off + INNER_OFF + _ICRC_MASKED : end], head)
+        crc = _CRC32(buf[off + INNER_OFF + _ICRC_MASKED : end], head)
         _ICRC_PACK_INTO(buf, end, crc)
         ulen = n - UDP_OFF
         csum = _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum)
@@ -530,7 +539,7 @@ class FrameEncoder:
         plen = len(payload)
         hdr = self._data_hdr
         hdr_sum, head = self._pack_data(m, plen, carrier16, hdr, 0)
-        crc = crc32(payload, crc32(self._data_rest, head))
+        crc = _CRC32(payload, _CRC32(self._data_rest, head))
         ulen = UDP_LEN + BTH_LEN + DATA_HDR_LEN + plen + ICRC_LEN
         _U16_PACK_INTO(hdr, _CSUM_OFF, _udp_checksum(self._pseudo, ulen, hdr_sum, payload, crc, payload_sum))
         frame = b"".join((hdr, payload, _ICRC_PACK(crc)))
@@ -542,8 +551,8 @@ class FrameEncoder:
         """Pack a DATA frame's headers, Ethernet's included, into ``buf`` at ``at`` (the DATA
         template, or a packet ring's slot), UDP checksum 0, for a payload of ``n`` bytes: (the
         headers' share of the UDP checksum, the CRC of the ICRC's masked headers)."""
-        if n > MAX_PAYLOAD:
-            raise ValueError(f"payload of {n} B exceeds {MAX_PAYLOAD} B")
+        if n > _MAX_PAYLOAD:
+            raise ValueError(f"payload of {n} B exceeds {_MAX_PAYLOAD} B")
         qp, psn = m.qp, m.psn
         if (qp | psn) >> 24:
             raise ValueError(f"qp {qp} or psn {psn} is not 24 bits")
@@ -589,7 +598,7 @@ class FrameEncoder:
             mask = self._data_mask
             _U16_PACK_INTO(mask, 4, ulen)
             _MASKED_UDP_BTH.pack_into(mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, 0xFF)
-            crc = self._head_crcs[key] = crc32(mask[:_ICRC_MASKED], _CRC_LRH)
+            crc = self._head_crcs[key] = _CRC32(mask[:_ICRC_MASKED], _CRC_LRH)
         return crc
 
     def _encode_ctrl(
@@ -612,7 +621,7 @@ class FrameEncoder:
         st.pack_into(
             mask, IP6_LEN, sport, MRC_UDP_PORT, ulen, 0xFFFF, op, 0, 0xFFFF, qp | _BTH_MASK_QPW, psn, *fields
         )
-        crc = crc32(mask, _CRC_LRH)
+        crc = _CRC32(mask, _CRC_LRH)
         csum = _udp_checksum(
             self._pseudo, ulen, int.from_bytes(memoryview(hdr)[UDP_OFF:], "big") % 0xFFFF, b"", crc
         )
@@ -639,7 +648,7 @@ class FrameEncoder:
             raise ValueError(f"port_status {port_status} is not 16 bits")
         vtf = self._vtf(m.meta)
         sport = SPORT_BASE | (m.meta.ev & SPORT_EV_MASK)
-        flags = (SACK_FLAG_ECN_ECHO if m.ecn_echo else 0) | (SACK_FLAG_DUPLICATE if m.duplicate else 0)
+        flags = (_ECN_ECHO if m.ecn_echo else 0) | (_DUPLICATE if m.duplicate else 0)
         bitmap, echo_ev, echo_ts = m.bitmap, m.echo_ev, m.echo_ts
         op = self._sack_op
         mask = self._sack_mask
@@ -650,7 +659,7 @@ class FrameEncoder:
             mask, IP6_LEN, ports, (SACK_ULEN << 16) | 0xFFFF, op_pkey, qp | _BTH_MASK_QPW, cum,
             cum, base, bitmap, echo_ev, flags_status, echo_ts,
         )  # fmt: skip
-        crc = crc32(mask, _CRC_LRH)
+        crc = _CRC32(mask, _CRC_LRH)
         # every field sits at an even offset (a byte pair counts as its 16-bit value): see
         # _pack_data; the mask's pack above refused any value too wide for its field
         hdr_sum = (
@@ -801,7 +810,7 @@ def _fast_data(
     three, and the fields as native integers (a struct's tuple items are untyped: every
     comparison on them was a generic call), cost about half of the full path's time."""
     h = _FRAME_DATA_UNPACK_FROM(frame, OUTER_OFF - 2)
-    ethertype: bytes = h[0]
+    ethertype: int = h[0]
     vtf: int = h[1]
     plen: int = h[2]
     nh: int = h[3]
@@ -820,7 +829,7 @@ def _fast_data(
     dlen: int = h[18]
     udp_len = n - UDP_OFF
     if (
-        ethertype != ETHERTYPE_IPV6
+        ethertype != _ETHERTYPE_IPV6_U16
         or vtf >> 28 != 6
         or nh != 41
         or plen != n - INNER_OFF
@@ -835,18 +844,18 @@ def _fast_data(
         or sport >> SPORT_EV_BITS != SPORT_BASE >> SPORT_EV_BITS
         or vtf & _FL_RESERVED
         or (vtf >> 22) & 0x3F == _TRIMMED  # (a trim's own rules: the full path)
-        or dlen > MAX_PAYLOAD
+        or dlen > _MAX_PAYLOAD
         or n - DATA_HDR_END != dlen + ICRC_LEN
     ):
         return None
     data_op = _DATA_OPS[opcode]
     src, dst, crcs = _pair(addrs)
     # (as _data_payload: a view of a frame that cannot change or is borrowed, else a copy)
-    view = frame if type(frame) is memoryview else memoryview(frame)
+    view = frame if type(frame) is _MEMORYVIEW else _MEMORYVIEW(frame)
     if verify:
         head = _head_crc(frame, INNER_OFF, crcs, _head_key(ulen, sport, opcode, bth_flags, pkey))
         (want,) = _ICRC_UNPACK_FROM(frame, n - ICRC_LEN)
-        if crc32(view[INNER_OFF + _ICRC_MASKED : n - ICRC_LEN], head) != want:
+        if _CRC32(view[INNER_OFF + _ICRC_MASKED : n - ICRC_LEN], head) != want:
             return None
     payload: bytes | memoryview = view[DATA_HDR_END : DATA_HDR_END + dlen]
     if not borrow and type(frame) is not bytes:
@@ -869,7 +878,7 @@ def _fast_sack(frame: bytes | bytearray | memoryview, verify: bool) -> Sack | No
     three unpacks and generic comparisons cost about as much as the SACK's handling."""
     n = SACK_FRAME_LEN
     h = _FRAME_SACK_UNPACK_FROM(frame, OUTER_OFF - 2)
-    ethertype: bytes = h[0]
+    ethertype: int = h[0]
     vtf: int = h[1]
     plen: int = h[2]
     nh: int = h[3]
@@ -887,7 +896,7 @@ def _fast_sack(frame: bytes | bytearray | memoryview, verify: bool) -> Sack | No
     cum: int = h[16]
     base: int = h[17]
     if (
-        ethertype != ETHERTYPE_IPV6
+        ethertype != _ETHERTYPE_IPV6_U16
         or vtf >> 28 != 6
         or nh != 41
         or plen != n - INNER_OFF
@@ -908,14 +917,14 @@ def _fast_sack(frame: bytes | bytearray | memoryview, verify: bool) -> Sack | No
     if verify:
         head = _head_crc(frame, INNER_OFF, crcs, _head_key(ulen, sport, _SACK_OP, bth_flags, pkey))
         (want,) = _ICRC_UNPACK_FROM(frame, n - ICRC_LEN)
-        if crc32(frame[INNER_OFF + _ICRC_MASKED : n - ICRC_LEN], head) != want:
+        if _CRC32(frame[INNER_OFF + _ICRC_MASKED : n - ICRC_LEN], head) != want:
             return None
     sflags: int = h[20]
     ev = ((vtf & _FL_EV_MASK) << SPORT_EV_BITS) | (sport & SPORT_EV_MASK)
     meta = PathMeta(ev, (vtf >> 20) & 0x3, (vtf >> 22) & 0x3F, src, dst)
     return Sack(
-        qpw & 0xFFFFFF, cum, base, h[18], h[19], bool(sflags & SACK_FLAG_ECN_ECHO), h[23], h[22], meta,
-        bool(sflags & SACK_FLAG_DUPLICATE),
+        qpw & 0xFFFFFF, cum, base, h[18], h[19], bool(sflags & _ECN_ECHO), h[23], h[22], meta,
+        bool(sflags & _DUPLICATE),
     )  # fmt: skip
 
 
@@ -1024,7 +1033,7 @@ def _decode_data(
     if rest < DATA_HDR_LEN:
         raise MalformedPacket("truncated", "RETH/MRC data header")
     va, rkey, dlen, msg_id, flags, check, ts = _DATA_UNPACK_FROM(buf, h)
-    if dlen > MAX_PAYLOAD:
+    if dlen > _MAX_PAYLOAD:
         raise MalformedPacket("oversized", f"RETH length {dlen}")
     have = rest - DATA_HDR_LEN
     start = h + DATA_HDR_LEN
@@ -1088,7 +1097,7 @@ def _data_payload(
     view = memoryview(buf)
     if head >= 0:
         (want,) = _ICRC_UNPACK_FROM(buf, n - ICRC_LEN)
-        if crc32(view[off + _ICRC_MASKED : n - ICRC_LEN], head) != want:
+        if _CRC32(view[off + _ICRC_MASKED : n - ICRC_LEN], head) != want:
             raise MalformedPacket("bad_icrc")
     return view[start : start + dlen]
 
@@ -1108,11 +1117,11 @@ def _decode_control(
             base,
             bitmap,
             echo_ev,
-            bool(sflags & SACK_FLAG_ECN_ECHO),
+            bool(sflags & _ECN_ECHO),
             echo_ts,
             port_status,
             meta,
-            bool(sflags & SACK_FLAG_DUPLICATE),
+            bool(sflags & _DUPLICATE),
         )
     if opcode == Opcode.NACK:
         _expect(rest, NACK_LEN, "NACK")
@@ -1165,5 +1174,5 @@ def _check_icrc(buf: bytes | bytearray | memoryview, off: int, n: int, head: int
     """The ICRC of the packet at ``off`` (``n``: the frame's end; ``head``: its masked
     headers' CRC, ``_head_crc``) is the one it carries."""
     (want,) = _ICRC_UNPACK_FROM(buf, n - ICRC_LEN)
-    if crc32(buf[off + _ICRC_MASKED : n - ICRC_LEN], head) != want:
+    if _CRC32(buf[off + _ICRC_MASKED : n - ICRC_LEN], head) != want:
         raise MalformedPacket("bad_icrc")

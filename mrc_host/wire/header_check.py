@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - zlib-ng is a dependency; plain zlib is
     from zlib import crc32 as crc32
 
 __all__ = ["addresses_crc", "crc32", "header_check", "header_check_after"]
+_CRC32: Final = crc32  # (Final: compiled code reads it from a C static, not the module dict)
 
 # the fields after the addresses, QP and AckReq/PSN word as one 64-bit field (the QP is 24 bits)
 _TAIL: Final = struct.Struct(">HBQQIIIHQ")
@@ -47,13 +48,13 @@ def header_check(
     the addresses continued over the rest, one definition with the sender's
     ``header_check_after`` (only trimmed frames are checked, so the second call is free)."""
     fields = (sport, opcode, qp, ack_psn, va, rkey, dlen, msg_id, flags, send_ts)
-    return header_check_after(crc32(inner_addrs), *fields)
+    return header_check_after(_CRC32(inner_addrs), *fields)
 
 
 def addresses_crc(inner_addrs: bytes) -> int:
     """The check's CRC over the addresses alone: ``header_check_after``'s start for every frame
     between them (the CRC of a concatenation continues from its first part's)."""
-    return crc32(inner_addrs)
+    return _CRC32(inner_addrs)
 
 
 def header_check_after(
@@ -72,4 +73,4 @@ def header_check_after(
     """``header_check`` with the addresses' CRC (``addresses_crc``) worked out once: the sender
     packs 41 bytes in 9 fields a frame instead of 73 in 11."""
     tail = _TAIL_PACK(sport, opcode, (qp << 32) | ack_psn, va, rkey, dlen, msg_id, flags, send_ts)
-    return crc32(tail, addrs_crc) & 0xFFFF
+    return _CRC32(tail, addrs_crc) & 0xFFFF

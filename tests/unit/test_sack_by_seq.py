@@ -43,3 +43,38 @@ def test_it_answers_as_a_dict_of_seq_to_record_would(seed: int) -> None:
             model = {s: e for s, e in model.items() if s >= floor}
         assert len(table) == len(model)
     assert all(same(table.get(s), e) for s, e in model.items())
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_set_all_answers_as_setting_each_would(seed: int) -> None:
+    """``set_all`` (one extend per array for the usual run: the PSNs right after the last held)
+    against the dict: runs that follow on, runs with a gap or an overlap, out-of-order and
+    repeated PSNs, an empty batch, pops and trims in between."""
+    rng = random.Random(seed)
+    table, model = SackBySeq(), dict[int, SackSent]()
+    top = rng.randrange(1 << 24)  # one past the highest PSN set so far
+    for step in range(3000):
+        op = rng.random()
+        if op < 0.6:
+            sent = SackSent(rng.randrange(1 << 32), step * 1_000_003)
+            k = rng.randrange(0, 10)
+            shape = rng.random()
+            if shape < 0.6:  # the run right after the last held (or a gap / overlap before it)
+                start = top + (0 if shape < 0.4 else rng.randrange(-3, 4))
+                batch = list(range(start, start + k))
+            else:  # any order, repeats
+                batch = [top + rng.randrange(-5, 8) for _ in range(k)]
+            table.set_all(batch, sent)
+            for s in batch:
+                model[s] = sent
+            top = max([top, *(s + 1 for s in batch)])
+        elif op < 0.85:
+            s = top + rng.randrange(-300, 5)
+            assert same(table.get(s), model.get(s))
+            assert same(table.pop(s), model.pop(s, None))
+        else:
+            floor = top - rng.randrange(0, 200)
+            table.keep_from(floor)
+            model = {s: e for s, e in model.items() if s >= floor}
+        assert len(table) == len(model)
+    assert all(same(table.get(s), e) for s, e in model.items())
