@@ -3,17 +3,22 @@
 Why: an all-to-all starts every host's connections at once, and each host's NIC port is shared by
 all of them. With nothing failing it should fire no retransmission timeout and resend no more
 than the reference does. Both simulators get the same fabric and traffic (``htsim_xcheck``'s
-``XFabric``: 100 Gb/s, 1 us links, queues and ECN thresholds in packets, trimming at the queue's
-bound; here 4 T0 x 4 hosts under 4 T1, a 256 KiB write from every host to every other, 240
-connections). htsim_uec builds one plane only (its ``-planes`` option asserts in main_uec), so the
-production shape -- 8 planes x 16 T1, 16 hosts -- runs in mrc-sim alone, for the timeout count.
+``XFabric``: 100 Gb/s, queues and ECN thresholds in packets, trimming at the queue's bound; here
+one plane, 8 T0 x 4 hosts under 4 T1, 200 ns links, so a queue trims at 8 packets; a write from
+every host to every other, 992 connections, each host's peers in turn from the next one on, as
+collective libraries post them). With 1 us links (a 16-packet queue) neither simulator trimmed
+at all, and the row tested nothing. htsim_uec builds one plane only (its ``-planes`` option
+asserts in main_uec), so the production shape -- 8 planes x 16 T1, 16 hosts, 1 us links -- runs
+in mrc-sim alone, for the timeout count.
 
 Per seed (mrc-sim's seed; htsim's ``-seed``): completion against each simulator's own on-wire
 ideal, trims, resends, timeouts, and in mrc-sim the losses it guessed that proved spurious. The
 table gives the median and range over seeds; the verdict: no timeout on any seed, and the median
-trims and resends within 1.5x of htsim's (either way, counting 0 as 1).
+trims and resends at most 1.5x htsim's (counting 0 as 1). Fewer than htsim's is no failure:
+htsim's reference mode paces senders by receiver credits and runs the job at 2.2-2.5x its ideal
+(mrc-sim: about 1.3x), so it builds smaller queues by being slower.
 
-    python -m bench.htsim_a2a --out results/ [--seeds 10] [--quick]
+    python -m bench.htsim_a2a --out results/ [--seeds 10] [--size-kib 256] [--quick]
 """
 
 from __future__ import annotations
@@ -41,24 +46,27 @@ from bench.htsim_xcheck import (
 from bench.sim_bench import save_figure
 from mrc_host.sim.fabric import DATA_OVERHEAD, FabricShape
 from mrc_host.sim.network import FlowSpec, Network
-from mrc_host.sim.traffic import Job, point_to_point
+from mrc_host.sim.traffic import Job, all_to_all_pairs, point_to_point
 
-FABRIC = XFabric(t0=4, t1=4, hosts_per_t0=4)
-# the production shape of the issue that found the timeouts (mrc-sim only: 8 planes)
+FABRIC = XFabric(t0=8, t1=4, hosts_per_t0=4, link_ns=200)
+# the production shape of the issue that found the timeouts (mrc-sim only: 8 planes), 1 us links
 PLANES8 = dict(planes=8, t0=2, t1=16, hosts_per_t0=8)
+PLANES8_LINKS = XFabric(t0=4, t1=4, hosts_per_t0=4)
 METRICS = ("rto", "trims", "resends", "spurious", "over_ideal")
 LOSS_CAUSES = ("gap", "rto", "tail", "plane", "path")
 Rows = list[dict[str, Any]]
 
 
 def planes8_shape() -> FabricShape:
-    """The 8-plane shape, with the links and thresholds of ``FABRIC``."""
+    """The 8-plane shape, with the links and thresholds of ``PLANES8_LINKS``."""
     p = PLANES8
-    return replace(FABRIC.shape(), planes=p["planes"], t0=p["t0"], t1=p["t1"], hosts_per_t0=p["hosts_per_t0"])
+    return replace(
+        PLANES8_LINKS.shape(), planes=p["planes"], t0=p["t0"], t1=p["t1"], hosts_per_t0=p["hosts_per_t0"]
+    )
 
 
 def everyone(hosts: int) -> tuple[tuple[int, int], ...]:
-    return tuple((a, b) for a in range(hosts) for b in range(hosts) if a != b)
+    return tuple(all_to_all_pairs(list(range(hosts))))
 
 
 def run_mrcsim(shape: FabricShape, size: int, seed: int) -> dict[str, Any]:
@@ -116,9 +124,9 @@ def spread(rows: list[dict[str, Any]], key: str) -> dict[str, float] | None:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
-def within(a: float, b: float) -> bool:
-    """Within ``TRIM_BAR`` of each other either way, counting 0 as 1 (htsim_xcheck's rule)."""
-    return max(a, 1) <= TRIM_BAR * max(b, 1) and max(b, 1) <= TRIM_BAR * max(a, 1)
+def at_most(a: float, b: float) -> bool:
+    """``a`` at most ``TRIM_BAR`` x ``b``, counting 0 as 1 (fewer is no failure: module doc)."""
+    return max(a, 1) <= TRIM_BAR * max(b, 1)
 
 
 def verdict(mrc: Rows, ht: Rows, planes8: Rows) -> dict[str, Any]:
@@ -130,7 +138,7 @@ def verdict(mrc: Rows, ht: Rows, planes8: Rows) -> dict[str, Any]:
         for k in ("trims", "resends"):
             m, h = spread(mrc, k), spread(ht, k)
             assert m is not None and h is not None
-            out[f"{k}_within_{TRIM_BAR:g}x_htsim"] = within(m["median"], h["median"])
+            out[f"{k}_at_most_{TRIM_BAR:g}x_htsim"] = at_most(m["median"], h["median"])
     return out
 
 
@@ -180,10 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.htsim_a2a", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("results"))
     ap.add_argument("--seeds", type=int, default=10, help="seeds 1..N")
+    ap.add_argument("--size-kib", type=int, default=256, help="each write's size")
     ap.add_argument("--quick", action="store_true", help="64 KiB writes, 3 seeds")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    size = (64 << 10) if args.quick else (256 << 10)
+    size = (64 << 10) if args.quick else (args.size_kib << 10)
     seeds = list(range(1, (3 if args.quick else args.seeds) + 1))
     binary = find_htsim()
     runs: dict[str, list[dict[str, Any]]] = {"mrc-sim": [], f"htsim {REFERENCE}": [], "mrc-sim 8 planes": []}

@@ -195,6 +195,13 @@ class TransportConfig:
     # as many packets, about as long at the same rate, with 16 EVs as with 128)
     penalty_evs: int = DEFAULT_MAX_EVS
     penalty_halflife_ns: int = 16_000  # the heat of repeated ECN/trim penalties halves this often
+    # a mark makes its path sit out only once the path's heat reaches this (1.5: a second
+    # mark within a half-life; 0: every mark); a first mark on a cool path only heats it. A
+    # connection whose NIC port serves 30 others turns its rotation ~31x slower in wall time,
+    # so skipping on the first mark kept a path out for many RTTs while its queue drained in
+    # one: an all-to-all's hosts left a T0 uplink together and herded onto the other three
+    # (4x htsim's trims). ECMP mode: every mark skips (there an EV is one path of many)
+    skip_heat: float = 1.5
     # a loss guess on an EV at least this hot (its path was marked or trimmed within about a
     # half-life) is taken for a queue, not a failure: the EV sits out, no retirement; 0 = never
     hot_path_heat: float = 0.5

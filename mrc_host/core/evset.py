@@ -8,9 +8,10 @@ bookkeeping in ``ev_table.py``; ``ev_probe.py`` probes them.
 States and the events that move between them are in ``ev_state.py`` (one table). A
 retired or denied EV is replaced from the same plane's backups (preferring another T1).
 Loss retires no EV once only ``ev_min_active`` usable EVs are left (OCP's floor): below
-that, loss is more likely everywhere than on one path. The ECN/trim penalty is a number
-of rotations the EV sits out, scaled by its *heat*, which grows with every mark and
-halves every ``penalty_halflife_ns``, and by the set's size (``_turns``). An EV that
+that, loss is more likely everywhere than on one path. Every ECN/trim mark adds one to
+the *heat* of the EV and its path siblings, which halves every ``penalty_halflife_ns``;
+once the heat says the mark is a repeat (``skip_heat``) they sit out a number of
+rotations scaled by the heat and by the set's size (``_turns``). An EV that
 fails again soon after probes restored it is flapping: it waits 2**flaps probe
 intervals before it is probed again.
 
@@ -167,34 +168,33 @@ class EvSet(SharedEvTable):
     # ---- state changes ----------------------------------------------------------------
 
     def _penalize(self, ev: int, now_ns: int, event: EvEvent) -> bool:
-        """An ECN echo or a trim NACK on ``ev``: ``ev`` and the active EVs on its path sit out.
+        """An ECN echo or a trim NACK on ``ev``: its path heats up; a repeat mark makes ``ev``
+        and the active EVs on its path sit out (``skip_heat``).
 
         The EVs of one (plane, T1) differ only in entropy bits, which a source-routed fabric
         ignores: they cross the very same queues, so a mark on one is a mark on all of them.
         Penalising the echoed EV alone moved 1/16 to 1/32 of a congested path's traffic per
         echo (the live E9 run kept the queue growing until the gap rule took the delayed
         packets for lost and retired the path). In ECMP mode the switches hash the entropy
-        bits, so there the siblings are other paths and only ``ev`` is penalised.
+        bits, so there the siblings are other paths and every mark skips ``ev`` alone.
         """
         e = self.entry(ev)
         if e is None or not allowed(e.state, event) or not e.member:
             return False
-        self._heat_up(e, now_ns)
-        self._fire(e, event, event.value)
+        group = [e]
         if self.cfg.mode is not Mode.ECMP:
-            why = f"{event.value} on {e.value:08x}, same path"
-            for sib in self.active[e.plane]:
-                if sib.t1 == e.t1 and sib is not e and sib.member and allowed(sib.state, event):
-                    self._heat_up(sib, now_ns)
-                    self._fire(sib, event, why)
+            group += [s for s in self.active[e.plane] if s.t1 == e.t1 and s is not e and s.member]
+        threshold = self.cfg.skip_heat if self.cfg.mode is not Mode.ECMP else 0.0
+        why = f"{event.value} on {e.value:08x}, same path"
+        for x in group:
+            if allowed(x.state, event):
+                x.heat = self.heat(x.value, now_ns) + 1.0
+                x.heat_ns = now_ns
+                if x.heat >= threshold:
+                    turns = min(self._turns(self.cfg.skip_rotations * x.heat), self._max_turns)
+                    x.skips_left = max(x.skips_left, turns)
+                    self._fire(x, event, event.value if x is e else why)
         return True
-
-    def _heat_up(self, e: EvEntry, now_ns: int) -> None:
-        """One more penalty on ``e``: its decayed heat plus one, in SKIP turns (capped)."""
-        cfg = self.cfg
-        e.heat = self.heat(e.value, now_ns) + 1.0
-        e.heat_ns = now_ns
-        e.skips_left = max(e.skips_left, min(self._turns(cfg.skip_rotations * e.heat), self._max_turns))
 
     def ecn_echo(self, ev: int, now_ns: int) -> bool:
         """A SACK echoed CE for a packet sent on ``ev``: it sits out a few rotations."""

@@ -17,9 +17,9 @@ def payload(n: int, seed: int = 1) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
-def pair_after_write(size: int) -> Pair:
+def pair_after_write(size: int, **kw: object) -> Pair:
     """A fresh pair whose sender posted a ``size``-byte write and sent its first packets."""
-    p = make_pair()
+    p = make_pair(**kw)
     _, acts = p.a.post_write(payload(size), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
     return p
@@ -75,7 +75,7 @@ def test_bad_rkey_and_bad_address_refused_counted_and_fail_the_write() -> None:
     assert p.a.sender.idle()
 
 
-def test_trim_nack_retransmits_at_once_on_another_ev_and_only_skips() -> None:
+def test_trim_nack_retransmits_at_once_on_another_ev_and_only_penalises() -> None:
     p = pair_after_write(4096)
     victim = data_sent(p)[0]
     before = len(p.sent_log)
@@ -85,7 +85,8 @@ def test_trim_nack_retransmits_at_once_on_another_ev_and_only_skips() -> None:
     assert len(retx) == 1 and retx[0].psn == victim.psn
     assert retx[0].flags & DataFlag.RETRANSMISSION and retx[0].meta.dscp == Dscp.RETX
     assert retx[0].meta.ev != victim.meta.ev
-    assert p.a.evset.state(victim.meta.ev) is EvState.SKIP
+    # a first mark on a cool path heats it (a second within a half-life skips it: skip_heat)
+    assert p.a.evset.state(victim.meta.ev) is EvState.GOOD and p.a.evset.heat(victim.meta.ev, p.now + 10) >= 1
     assert p.a.counters.ev_retired == 0
 
 
@@ -175,7 +176,7 @@ def test_timeout_before_any_rtt_sample_retires_nothing() -> None:
 
 
 def test_ecn_echo_moves_ev_to_skip() -> None:
-    p = pair_after_write(2048)
+    p = pair_after_write(2048, skip_heat=0)  # every mark skips (default: a repeat one)
     pkt = data_sent(p)[0]
     pkt.meta.ecn = Ecn.CE
     p.deliver()
@@ -481,7 +482,9 @@ def test_trim_nack_after_a_gap_guess_undoes_the_retirement() -> None:
     """A packet the gap rule called lost, whose trim NACK arrives afterwards (the trimmed
     header waited in a congested switch while packets sent later on an idle path were
     SACKed), was congestion, not a failed path: the EV is back, with the trim penalty."""
-    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50)
+    p = make_pair(
+        size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50, skip_heat=0
+    )
     _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
     victim = data_sent(p)[0]
@@ -586,7 +589,9 @@ def test_a_loss_guess_while_the_peers_last_hop_trims_retires_only_a_path_that_de
 def test_a_late_original_that_met_a_marking_queue_echoes_its_mark_in_the_dsack() -> None:
     """The packet guessed lost was only queued, and marked CE there: when it arrives after
     its resend, the D-SACK undoes the loss and its CE echo marks the EV it took."""
-    p = make_pair(size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50)
+    p = make_pair(
+        size=1 << 16, nscc=NsccParams(max_cwnd=8192, min_cwnd=1024), reorder_window_ns=50, skip_heat=0
+    )
     _, acts = p.a.post_write(payload(1 << 16), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
     victim = data_sent(p)[0]

@@ -57,7 +57,8 @@ def test_rotation_alternates_planes_and_covers_every_ev() -> None:
 
 
 def test_skip_sits_out_rotations_then_good_again() -> None:
-    s = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_evs=4)  # first mark: 2 turns
+    # skip_heat 0: every mark skips (the rule of ECMP mode; MRC's first mark only heats)
+    s = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_evs=4, skip_heat=0)  # 2 turns
     evs = s.active_evs()
     assert s.ecn_echo(evs[1], 0)
     assert s.state(evs[1]) is EvState.SKIP
@@ -168,7 +169,7 @@ def test_every_state_change_goes_through_the_table_and_carries_enums() -> None:
     from mrc_host.core import EvTransitionError
     from mrc_host.core.ev_state import TRANSITIONS, next_state
 
-    s = make(planes=1, t1=4, max_evs=4, backup_evs_per_plane=0, ev_min_active=1)
+    s = make(planes=1, t1=4, max_evs=4, backup_evs_per_plane=0, ev_min_active=1, skip_heat=0)
     ev = s.active_evs()[0]
     s.ecn_echo(ev, 0)
     s.retire(ev, "loss", 10)
@@ -199,8 +200,8 @@ def test_penalty_lasts_as_many_packets_with_few_evs_as_with_many() -> None:
     """Defect (issue 45): the penalty was counted in turns of the rotation alone, so with 16 EVs
     (2 a plane) a mark kept an EV out for 1/8 of the packets it does with 128: about 3 us, a
     third of an RTT, and a flow pinned onto a's path got 0.64 of line rate."""
-    few = _packets_sat_out(make(planes=8, t1=16, max_evs=16))
-    many = _packets_sat_out(make(planes=8, t1=16, max_evs=128))
+    few = _packets_sat_out(make(planes=8, t1=16, max_evs=16, skip_heat=0))
+    many = _packets_sat_out(make(planes=8, t1=16, max_evs=128, skip_heat=0))
     assert 0.9 * many <= few <= 1.1 * many, (few, many)
     assert many > 4 * (128 - 8)  # skip_rotations turns of 128 EVs: each (EVs - planes) packets
     # the cap scales alike: a hot EV of the small set sits out max_skip_rotations x 15 turns
@@ -213,14 +214,14 @@ def test_penalty_lasts_as_many_packets_with_few_evs_as_with_many() -> None:
 
 def test_ecn_penalty_grows_with_repeated_marks_and_decays() -> None:
     """Defect (issue 10): the ECN reaction lasted exactly one rotation."""
-    s = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_halflife_ns=1000)
+    s = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_halflife_ns=1000, skip_heat=0)
     ev = s.active_evs()[0]
     s.ecn_echo(ev, 0)
     first = s.entries[ev].skips_left
     for t in (1, 2, 3):
         s.ecn_echo(ev, t)
     assert s.entries[ev].skips_left > 2 * first  # marks in a row: a longer penalty
-    s2 = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_halflife_ns=1000)
+    s2 = make(planes=1, t1=4, max_evs=4, skip_rotations=2, penalty_halflife_ns=1000, skip_heat=0)
     ev2 = s2.active_evs()[0]
     s2.ecn_echo(ev2, 0)
     s2.entries[ev2].skips_left = 0
@@ -343,3 +344,47 @@ def test_a_failed_plane_comes_back_path_by_path_as_its_late_packets_arrive() -> 
     assert all(s.entries[v].state is EvState.GOOD for v in by_t1[1])
     assert all(s.entries[v].state is EvState.ASSUMED_BAD for v in by_t1[0])  # T1 0 stays out
     assert s.undo_loss(by_t1[0][0], 3_000) == len(by_t1[0])  # until its own packet turns up
+
+
+def _t1s(s: EvSet, packets: int) -> set[int]:
+    picks = [s.next_data_ev() for _ in range(packets)]
+    return {EV.decode(v).t1 for v in picks if v is not None}
+
+
+def test_one_mark_on_a_cool_path_only_heats_it_and_a_short_message_keeps_every_t1() -> None:
+    """Defect (issue 45): one mark made the marked EV and its (plane, T1) siblings sit out
+    about 96 of the connection's packets. A 16-packet write of an all-to-all (its NIC port
+    shared with 30 other queue pairs, so its rotation turns 31x slower than the queue that
+    marked it drains) lost that T1 for its whole life, and the T0's hosts, marked by the same
+    uplink together, all herded onto its other three: 4x htsim's trims."""
+    s = make(planes=1, t1=4)  # one plane, 4 T1s, 32 EVs each: the all-to-all's connections
+    ev = s.active_evs()[0]
+    path_evs = [v for v in s.active_evs() if EV.decode(v).t1 == EV.decode(ev).t1]
+    assert s.ecn_echo(ev, 0)
+    assert {s.state(v) for v in path_evs} == {EvState.GOOD}
+    assert _t1s(s, 16) == {0, 1, 2, 3}
+    assert all(s.is_hot(v, 0) for v in path_evs)  # a loss on it is still taken for a queue
+
+
+def test_a_repeat_mark_within_a_half_life_skips_the_path_with_its_siblings() -> None:
+    s = make(planes=1, t1=4, penalty_halflife_ns=16_000)
+    ev = s.active_evs()[0]
+    t1 = EV.decode(ev).t1
+    path_evs = [v for v in s.active_evs() if EV.decode(v).t1 == t1]
+    s.ecn_echo(ev, 0)
+    assert s.trimmed(path_evs[5], 8_000)  # a sibling, half a half-life later: a repeat
+    assert {s.state(v) for v in path_evs} == {EvState.SKIP}
+    assert t1 not in _t1s(s, 64)
+    # a mark long after the path cooled is a first mark again
+    s2 = make(planes=1, t1=4, penalty_halflife_ns=16_000)
+    s2.ecn_echo(ev, 0)
+    s2.ecn_echo(ev, 100_000)
+    assert s2.state(ev) is EvState.GOOD
+
+
+def test_ecmp_mode_skips_on_the_first_mark_its_ev_alone() -> None:
+    """In ECMP mode an EV is one hashed path of many: a mark skips it at once, siblings not."""
+    s = make(planes=1, t1=4, mode=Mode.ECMP)
+    ev, other = s.active_evs()[:2]
+    assert s.ecn_echo(ev, 0)
+    assert s.state(ev) is EvState.SKIP and s.state(other) is EvState.GOOD

@@ -136,7 +136,7 @@ def test_trim_nack_tells_the_sender_where_it_was_cut() -> None:
     last-hop trim is remembered for judging loss guesses; only a fabric trim steers the EV."""
     seen: list[bool] = []
     for reason in (NackReason.TRIMMED_LASTHOP, NackReason.TRIMMED):
-        p = started(2048)
+        p = started(2048, skip_heat=0)  # every fabric mark skips
         a = data_sent(p)[0]
         blame = p.a.sender.blame
         cut_at = blame.lasthop_trim_ns
@@ -149,7 +149,7 @@ def test_trim_nack_tells_the_sender_where_it_was_cut() -> None:
 
 def test_trim_of_an_earlier_copy_skips_the_echoed_ev_and_keeps_the_copy_in_flight() -> None:
     """Defect (issue 10): SKIP went to the record's EV, not the EV the trimmed copy took."""
-    p = started(4096)
+    p = started(4096, skip_heat=0)  # every fabric mark skips
     a = data_sent(p)[0]
     p.absorb(p.a, p.a.receive(Nack(11, a.psn, NackReason.TRIMMED_LASTHOP, a.meta.ev), p.now))
     resent = [m for m in p.sent_log if isinstance(m, DataPacket) and m.flags & DataFlag.RETRANSMISSION]
