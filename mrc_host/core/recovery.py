@@ -423,7 +423,7 @@ class Recovery:
         return lost_ev, lost_sent
 
     # ---- loss rules -----------------------------------------------------------------------
-    def gap_losses(self, newly: list[TxRecord], now_ns: int = 0) -> list[TxRecord]:
+    def gap_losses(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
         """The SACK gap rule over the packets ``newly`` acknowledged (see module docstring);
         each packet they overtook on its plane notes when that was first seen (RACK's clock)."""
         threshold = self.cfg.sack_gap_threshold
@@ -506,14 +506,19 @@ class Recovery:
                 lost.append(rec)
         return lost
 
-    def dead_planes(self, newly: list[TxRecord]) -> list[int]:
+    def dead_planes(self, newly: list[TxRecord], now_ns: int) -> list[int]:
         """Planes that fail silently (a T0 down, a NIC link black hole), seen from the *other*
         planes: packets sent on them well after a packet still in flight on the plane were
         delivered, while the plane delivered nothing sent since. "Well after" is the plane's
         own smoothed RTT x 3/4 (at least the reorder window and the configured
         ``plane_guard_min_ns``, the base RTT), so a plane that is merely slower (deeper queue,
         lower rate) has a longer guard, and delay spikes shorter than a base RTT (a software
-        fabric, a busy host) are never taken for a dead plane."""
+        fabric, a busy host) are never taken for a dead plane. And, as RACK's timer asks, that
+        packet is older (at ``now_ns``) than its plane's latest delay plus the reorder window:
+        the send-time guard alone took planes whose queues had grown 2.5 us past an idle
+        plane's for dead (an incast on 8 planes beside a failed switch: 14 planes flushed,
+        119 of 152 resends spurious). Not the guard's floor: its longest stall lately, 18 us
+        in an incast, held a plane whose host link flapped down 13 us longer."""
         dep = self._departures  # (times from when packets left the NIC: ``on_departed``)
         newest = -1
         for r in newly:  # (a loop: compiled, max() over a generator is a generic call)
@@ -526,7 +531,8 @@ class Recovery:
         # switch descheduled for milliseconds): that is no failure. The part of the guard that
         # is the same for every plane, worked out once (this runs on every SACK); a plane that
         # delivered within it is passed over before its own part is worked out
-        floor = max(self.reorder_window(), self.cfg.plane_guard_min_ns)
+        window = self.reorder_window()
+        floor = max(window, self.cfg.plane_guard_min_ns)
         floor = max(floor, int(self.rtt.stall))
         for plane in range(self.planes):
             ok_sent = self.plane_ok_sent[plane]
@@ -568,9 +574,19 @@ class Recovery:
             oldest_sent = oldest.left_ns if dep else oldest.sent_ns
             if oldest_sent <= ok_sent or newest - oldest_sent < guard:
                 continue
+            if now_ns - oldest_sent < _plane_delay(self.rtt, plane) + window:
+                continue  # not overdue by its own plane's latest delay: slower, not silent
             self._plane_evidence[plane] = 0
             dead.append(plane)
         return dead
+
+
+def _plane_delay(rtt: RttEstimator, plane: int) -> float:
+    """``plane``'s round trip now: its smoothed RTT, or its latest sample if longer (a queue
+    building), else the connection's SRTT."""
+    last = float(rtt.plane_last[plane])
+    ps = rtt.of_plane(plane)
+    return last if last > ps else ps
 
 
 def probe_due(rtt: RttEstimator, rec: TxRecord, window: int) -> int:

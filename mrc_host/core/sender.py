@@ -359,7 +359,7 @@ class Sender:
         for rec in recovery.gap_losses(proof.evidence, now_ns):
             self.lose(rec, "gap", now_ns)  # no-op for a record already lost
         if self._retire and self.evset.planes > 1:
-            for plane in recovery.dead_planes(proof.newly):
+            for plane in recovery.dead_planes(proof.newly, now_ns):
                 self.c.planes_failed += 1
                 self.evset.fail_plane(plane, now_ns)
                 self.flush_plane(plane, "plane")

@@ -77,14 +77,14 @@ def test_gap_rule_needs_three_later_same_plane_deliveries_one_past_the_window() 
     r = make(sack_gap_threshold=3, reorder_window_ns=1_000)
     victim = send(r, 0, 0, 0)
     other_plane = [send(r, 1 + i, PLANE1, 10) for i in range(3)]
-    assert r.gap_losses([x for x in other_plane if not deliver(r, x, 50)]) == []  # another plane's
+    assert r.gap_losses([x for x in other_plane if not deliver(r, x, 50)], 50) == []  # another plane's
     early = [send(r, 4 + i, 0, 500) for i in range(3)]  # same plane, inside the window
     for x in early:
         deliver(r, x, 600)
-    assert r.gap_losses(early) == []  # counted, but none was sent a window after
+    assert r.gap_losses(early, 600) == []  # counted, but none was sent a window after
     late = send(r, 7, 0, 1_500)
     deliver(r, late, 1_600)
-    assert r.gap_losses([late]) == [victim]
+    assert r.gap_losses([late], 1_600) == [victim]
 
 
 def test_gap_rule_judges_the_overtaking_against_the_window_now() -> None:
@@ -99,15 +99,15 @@ def test_gap_rule_judges_the_overtaking_against_the_window_now() -> None:
     ahead = [send(r, 1 + i, 0, 12_000) for i in range(2)]  # 12 us later: past the window
     for x in ahead:
         deliver(r, x, 20_000)
-    assert r.gap_losses(ahead) == []  # overtaken by 12 us, but twice only
+    assert r.gap_losses(ahead, 20_000) == []  # overtaken by 12 us, but twice only
     r.on_spurious()  # another guess of the same SACK was reordering after all
     assert r.reorder_window() == 20_000
     third = send(r, 3, 0, 12_500)
     deliver(r, third, 21_000)
-    assert r.gap_losses([third]) == []  # three now, but 12.5 us is inside the window now
+    assert r.gap_losses([third], 21_000) == []  # three now, but 12.5 us is inside the window now
     far = send(r, 4, 0, 20_000)
-    deliver(r, far, 30_000)
-    assert r.gap_losses([far]) == [victim]  # 20 us later: lost after all
+    deliver(r, far, 60_000)
+    assert r.gap_losses([far], 60_000) == [victim]  # 20 us later: lost after all
 
 
 def overtaken_on_another_plane() -> tuple[Recovery, TxRecord]:
@@ -249,7 +249,7 @@ def test_a_silent_plane_is_seen_from_the_other_plane() -> None:
     others = [send(r, 2 + i, PLANE1, 5_000 + i) for i in range(3)]
     for x in others:
         deliver(r, x, 7_000)
-    assert r.dead_planes(others) == [0]
+    assert r.dead_planes(others, 7_000) == [0]
     assert stuck.seq in r.in_flight
 
 
@@ -280,7 +280,7 @@ def test_a_window_handed_over_at_once_is_timed_from_when_each_packet_leaves_its_
     later = [send(r, 30 + i, 0, 11_000 + 100 * i, size=4096) for i in range(3)]
     for x in later:
         deliver(r, x, 21_000)
-    lost = r.gap_losses(later)
+    lost = r.gap_losses(later, 21_000)
     assert burst[0] in lost and burst[-1] not in lost
     r.note_rack(later)
     assert r.rack_at(sending=False) is not None
@@ -328,11 +328,11 @@ def test_a_plane_that_never_delivered_is_judged_by_the_rto() -> None:
     early = [send(r, 1 + i, PLANE1, 5_000 + i) for i in range(3)]
     for x in early:
         deliver(r, x, 7_000)
-    assert r.dead_planes(early) == []  # 5 us behind: well past the 1.5 us guard, not 6 us
+    assert r.dead_planes(early, 7_000) == []  # 5 us behind: well past the 1.5 us guard, not 6 us
     late = [send(r, 4 + i, PLANE1, 6_500 + i) for i in range(3)]
     for x in late:
         deliver(r, x, 8_000)
-    assert r.dead_planes(late) == [0]  # 6.5 us behind: dead
+    assert r.dead_planes(late, 8_000) == [0]  # 6.5 us behind: dead
     assert stuck.seq in r.in_flight
 
 
@@ -358,11 +358,11 @@ def test_a_plane_back_from_idle_is_judged_like_one_that_never_delivered() -> Non
     early = [send(r, 3 + i, PLANE1, at + 5_000 + i) for i in range(3)]
     for x in early:
         deliver(r, x, at + 7_000)
-    assert r.dead_planes(early) == []  # 5 us behind: no longer taken for a dead plane
+    assert r.dead_planes(early, at + 7_000) == []  # 5 us behind: no longer taken for a dead plane
     late = [send(r, 6 + i, PLANE1, at + 6_500 + i) for i in range(3)]
     for x in late:
         deliver(r, x, at + 8_000)
-    assert r.dead_planes(late) == [0]  # 6.5 us behind: dead, as before
+    assert r.dead_planes(late, at + 8_000) == [0]  # 6.5 us behind: dead, as before
     assert stuck.seq in r.in_flight
 
 
@@ -374,7 +374,7 @@ def test_a_pause_shorter_than_the_rto_keeps_the_planes_evidence() -> None:
     early = [send(r, 3 + i, PLANE1, at + 5_000 + i) for i in range(3)]
     for x in early:
         deliver(r, x, at + 7_000)
-    assert r.dead_planes(early) == [0]
+    assert r.dead_planes(early, at + 7_000) == [0]
 
 
 def test_an_earlier_copy_is_measured_as_itself_not_as_the_resend() -> None:
@@ -514,3 +514,26 @@ def test_while_a_queue_builds_or_a_plane_is_unsampled_the_other_planes_guard_hol
         unsampled.rtt.sample(10_000)
         unsampled.rtt.sample_plane(1, 10_000)
     assert not unsampled.rtt.flat(0) and unsampled.rtt.flat(1)
+
+
+def test_a_plane_slower_by_its_queue_is_not_taken_for_a_silent_one() -> None:
+    """Defect (fuzz seed 16, draw 803): a plane whose queue had grown (latest round trip 6 us)
+    was declared dead because packets of an idle plane (2 us) sent a guard after its oldest
+    were delivered first; 14 planes were flushed, 119 of 152 resends spurious. Its oldest
+    packet must be older than its own plane's latest delay plus the reorder window."""
+    r = make(sack_gap_threshold=3, plane_guard_min_ns=1_000, reorder_window_ns=500)
+    r.rtt.sample(2_000)
+    deliver(r, send(r, 0, 0, 0), 2_000)
+    r.rtt.sample_plane(1, 2_000)
+    r.rtt.sample_plane(0, 2_000)
+    r.rtt.sample_plane(0, 6_000)  # plane 0's queue builds: 6 us now
+    stuck = send(r, 1, 0, 100)
+    early = [send(r, 2 + i, PLANE1, 3_000 + i) for i in range(3)]
+    for x in early:
+        deliver(r, x, 5_000)
+    assert r.dead_planes(early, 5_000) == []  # 4.9 us old: inside plane 0's 6 us + 0.5 us
+    late = [send(r, 5 + i, PLANE1, 6_000 + i) for i in range(3)]
+    for x in late:
+        deliver(r, x, 8_000)
+    assert r.dead_planes(late, 8_000) == [0]  # 7.9 us old: silent after all
+    assert stuck.seq in r.in_flight
