@@ -58,6 +58,7 @@ def run_case(n: int, planes: int, staggered: bool, seed: int, size: int) -> dict
         "gbps": [round(x, 2) for x in rates],
         "together_us": round((t1 - t0) / 1e3, 1),
         "starts_us": [s / 1e3 for s in starts],
+        "ends_us": [e / 1e3 for e in ends],
     }
 
 
