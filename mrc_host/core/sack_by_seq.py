@@ -20,6 +20,7 @@ from array import array
 from .ack_echo import SackSent
 
 _NONE = -1  # in ``_ev``: no record held for that PSN (an EV is 32 bits, never negative)
+_SHORT_GAP = 4  # a gap of up to this many PSNs is appended a PSN at a time (``set``)
 
 
 class SackBySeq:
@@ -48,8 +49,17 @@ class SackBySeq:
             evs.append(_NONE)
             ns.append(0)
         elif at > len(evs):
-            evs.extend(array("q", [_NONE]) * (at + 1 - len(evs)))
-            ns.extend(array("q", [0]) * (at + 1 - len(ns)))
+            # a few PSNs skipped (out of order: nearly half the sets of a sprayed permutation):
+            # appended one by one, where two temporary arrays cost a list, a multiply and a
+            # call each; a long gap still extends at once
+            gap = at + 1 - len(evs)
+            if gap <= _SHORT_GAP:
+                for _ in range(gap):
+                    evs.append(_NONE)
+                    ns.append(0)
+            else:
+                evs.extend(array("q", [_NONE]) * gap)
+                ns.extend(array("q", [0]) * gap)
         if evs[at] == _NONE:
             self._held += 1
         evs[at] = sent.ev
