@@ -98,25 +98,28 @@ class EvSlots:
     def slot(self, ev: int) -> int:
         """``ev``'s slot, made (its counters zero) if it has none."""
         slot = self.find(ev)
-        if slot >= 0:
-            return slot
+        return slot if slot >= 0 else self.add(ev)
+
+    def add(self, ev: int) -> int:
+        """A new slot for ``ev``, which has none (its counters zero). Why apart from ``slot``:
+        the core's counting methods have just looked ``ev`` up (``find``) and not found it."""
         slot = len(self.evs)
         self.evs.append(ev)
         self.values.extend(self._zeros)
         if 2 * (slot + 1) > self._mask + 1:
             self._grow()
         else:
-            self._place(slot)
+            self._place(slot, ev)
         return slot
 
     def get(self, ev: int, field: int) -> int:
         slot = self.find(ev)
         return 0 if slot < 0 else self.values[slot * self.stride + field]
 
-    def _place(self, slot: int) -> None:
+    def _place(self, slot: int, ev: int) -> None:
         mask = self._mask
         table = self._table
-        h = _hash(self.evs[slot]) & mask
+        h = _hash(ev) & mask
         while table[h] != 0:
             h = (h + 1) & mask
         table[h] = slot + 1
@@ -125,8 +128,8 @@ class EvSlots:
         size = max(8, 2 * (self._mask + 1))
         self._table = array("i", bytes(4 * size))
         self._mask = size - 1
-        for slot in range(len(self.evs)):
-            self._place(slot)
+        for slot, ev in enumerate(self.evs):
+            self._place(slot, ev)
 
 
 def _hash(ev: int) -> int:
@@ -338,7 +341,7 @@ class Counters:
         t = self._sent
         if t is None or (slot := t.find(ev)) < 0:
             t = self._table(0)
-            slot = t.slot(ev)
+            slot = t.add(ev)  # (not found: none made)
         i = slot * 3  # (SENT_FIELDS a slot)
         values = t.values
         values[i] += 1
@@ -355,7 +358,7 @@ class Counters:
         """Our EV ``ev``'s slot in the sent table (made if it has none)."""
         t = self._sent
         if t is None or (slot := t.find(ev)) < 0:
-            return self._table(0).slot(ev)
+            return self._table(0).add(ev)
         return slot
 
     def mark(self, ev: int, field: int, n: int = 1) -> None:
@@ -363,14 +366,14 @@ class Counters:
         t = self._marks
         if t is None or (slot := t.find(ev)) < 0:
             t = self._table(1)
-            slot = t.slot(ev)
+            slot = t.add(ev)
         t.values[slot * 4 + field] += n
 
     def recv_slot(self, ev: int) -> int:
         """The peer's EV ``ev``'s slot in the received table (made if it has none)."""
         t = self._recv
         if t is None or (slot := t.find(ev)) < 0:
-            return self._table(2).slot(ev)
+            return self._table(2).add(ev)
         return slot
 
     def recv_add(self, slot: int, field: int, n: int) -> None:

@@ -23,6 +23,7 @@ from .ack_echo import SackSent
 # (Final: compiled code reads these from C statics, any other global from the module's dict)
 _ARRAY: Final = array
 _NONE: Final = -1  # in ``_ev``: no record held for that PSN (an EV is 32 bits, never negative)
+_SHORT_GAP: Final = 4  # a gap of up to this many PSNs is appended a PSN at a time (``set``)
 
 
 class SackBySeq:
@@ -53,8 +54,17 @@ class SackBySeq:
             self._base = seq
             at = 0
         elif at > len(evs):
-            evs.extend(_ARRAY("q", [_NONE]) * (at + 1 - len(evs)))
-            ns.extend(_ARRAY("q", [0]) * (at + 1 - len(ns)))
+            # a few PSNs skipped (out of order: nearly half the sets of a sprayed permutation):
+            # appended one by one, where two temporary arrays cost a list, a multiply and a
+            # call each; a long gap still extends at once
+            gap = at + 1 - len(evs)
+            if gap <= _SHORT_GAP:
+                for _ in range(gap):
+                    evs.append(_NONE)
+                    ns.append(0)
+            else:
+                evs.extend(_ARRAY("q", [_NONE]) * gap)
+                ns.extend(_ARRAY("q", [0]) * gap)
         if evs[at] == _NONE:
             self._held += 1
         evs[at] = sent.ev

@@ -146,3 +146,21 @@ def test_a_transfers_per_ev_counters_cost_little_a_peer_ev_least() -> None:
     rows = received["per_ev"]
     assert isinstance(rows, dict)
     assert sum(v["data_packets_received"] for v in rows.values()) == received["data_packets_received"]
+
+
+def test_ev_slots_add_after_a_miss_is_slot() -> None:
+    """``add`` (the counting methods' path after ``find`` missed) makes the slot ``slot``
+    would, across every growth of the table: each EV found at its own slot afterwards, its
+    counters zero, none found twice."""
+    for draw in range(10):
+        rng = random.Random(draw)
+        by_add, by_slot = EvSlots(3), EvSlots(3)
+        evs = list(dict.fromkeys(rng.getrandbits(32) for _ in range(rng.randint(1, 600))))
+        for i, ev in enumerate(evs):
+            assert by_add.find(ev) == -1
+            assert by_add.add(ev) == by_slot.slot(ev) == i
+            by_add.values[3 * i + 2] = i + 1
+        assert list(by_add.evs) == list(by_slot.evs) == evs
+        assert by_add._table == by_slot._table  # the same placement, growth by growth
+        assert all(by_add.find(ev) == i and by_add.get(ev, 0) == 0 for i, ev in enumerate(evs))
+        assert all(by_add.get(ev, 2) == i + 1 for i, ev in enumerate(evs))

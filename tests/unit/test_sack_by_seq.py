@@ -78,3 +78,21 @@ def test_set_all_answers_as_setting_each_would(seed: int) -> None:
             model = {s: e for s, e in model.items() if s >= floor}
         assert len(table) == len(model)
     assert all(same(table.get(s), e) for s, e in model.items())
+
+
+@pytest.mark.parametrize("gap", [1, 2, 4, 5, 40])
+def test_a_gap_short_or_long_holds_nothing_until_set(gap: int) -> None:
+    """A PSN set ``gap`` past the next (out of order; short gaps are appended a PSN at a time,
+    long ones at once): the PSNs skipped hold nothing, count nothing, and are set later."""
+    table = SackBySeq()
+    table.set(100, SackSent(7, 1))
+    table.set(101 + gap, SackSent(8, 2))
+    assert len(table) == 2
+    assert all(table.get(s) is None for s in range(101, 101 + gap))
+    assert same(table.get(101 + gap), SackSent(8, 2))
+    for s in range(101, 101 + gap):
+        table.set(s, SackSent(9, s))
+    assert len(table) == 2 + gap
+    assert all(same(table.get(s), SackSent(9, s)) for s in range(101, 101 + gap))
+    table.set(103 + gap, SackSent(10, 3))  # (one more gap after the filled one)
+    assert table.get(102 + gap) is None and len(table) == 3 + gap
