@@ -372,20 +372,29 @@ def serve(
     return server, service, bound
 
 
-def wait_for_exit(pid: int, poll_s: float = 1.0) -> bool:
-    """Block until process ``pid`` exits (True), or until our parent does (False)."""
-    parent = PARENT
+def wait_for_exit(pid: int, parent: int = PARENT) -> bool:
+    """Block until process ``pid`` exits (True), or until process ``parent`` does (False).
+
+    Why a pid for the parent: the parent read from ``os.getppid()`` at import is wrong when the
+    parent exited before this interpreter finished its imports (a second or more on a busy
+    machine): the standby would then see the reaper as its parent and wait on forever. The
+    testbed passes its own pid (``--parent``); both waits are pidfds, so neither is polled."""
     try:
-        fd = os.pidfd_open(pid)
+        parent_fd = os.pidfd_open(parent)
     except ProcessLookupError:
-        return True
+        return False  # the parent went before we could watch it: nothing to take over
     try:
-        while not select.select([fd], [], [], poll_s)[0]:
-            if os.getppid() != parent:
-                return False
-        return True
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return True
+        try:
+            ready = select.select([fd, parent_fd], [], [])[0]
+            return parent_fd not in ready  # (both at once: no parent, so nobody to serve)
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(parent_fd)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,9 +421,17 @@ def main(argv: list[str] | None = None) -> int:
         help="wait, imports done, until process PID (the controller serving now) exits, then take "
         "over: a restart without an interpreter start (the testbed keeps one such standby)",
     )
+    ap.add_argument(
+        "--parent",
+        type=int,
+        metavar="PID",
+        default=PARENT,
+        help="with --standby-for: a standby whose process PID exits first takes nothing over "
+        "(default: the parent process as read at start-up, wrong if it exits sooner)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
-    if args.standby_for and not wait_for_exit(args.standby_for):
+    if args.standby_for and not wait_for_exit(args.standby_for, args.parent):
         return 0  # our parent went away first: nothing to take over
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(message)s"

@@ -394,7 +394,7 @@ class Testbed:
     def _controller_popen(self, *extra: str) -> subprocess.Popen[bytes]:
         assert self.run is not None
         cmd = [sys.executable, "-m", "controller.server", "--topology", str(self.run.path / "topology.json"),
-               "--listen", f"unix:{self.run.controller_socket}",
+               "--listen", f"unix:{self.run.controller_socket}", "--parent", str(os.getpid()),
                "--state-file", str(self.run.path / CONTROLLER_STATE), *extra]  # fmt: skip
         with open(self.run.controller_log, "ab") as log:
             proc = subprocess.Popen(

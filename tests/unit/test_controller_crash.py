@@ -223,17 +223,33 @@ def test_a_standby_takes_over_the_moment_the_controller_dies(fabric: tuple[Topol
         ctl.channel.close()
 
 
-def test_a_standby_whose_parent_goes_takes_nothing_over(tmp_path: Path) -> None:
+def _orphaned_standby_exits(tmp_path: Path, parent_lives_s: float) -> None:
+    """A shell starts a standby (``--parent`` the shell) and exits after ``parent_lives_s``: the
+    standby, waiting on a controller that lives on, must exit by itself, with nothing to say."""
     sleeper = subprocess.Popen(["sleep", "60"])
+    errors = tmp_path / "standby.err"
     try:
-        # a shell starts the standby and exits: the standby's parent is gone
         script = (f"{sys.executable} -m controller.server --topology {tmp_path}/none.json "
-                  f"--standby-for {sleeper.pid} >/dev/null 2>&1 & echo $!; sleep 1")  # fmt: skip
+                  f"--standby-for {sleeper.pid} --parent $$ >/dev/null 2>{errors} & echo $!; "
+                  f"sleep {parent_lives_s}")  # fmt: skip
         pid = int(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout)
         deadline = time.monotonic() + DEADLINE_S
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not Path(f"/proc/{pid}").exists(), "the orphaned standby still waits"
+        assert errors.read_text() == ""  # (it left because its parent went, not on an error)
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_standby_whose_parent_goes_takes_nothing_over(tmp_path: Path) -> None:
+    """The parent outlives the standby's start (on an idle machine): its exit wakes the wait."""
+    _orphaned_standby_exits(tmp_path, 1.0)
+
+
+def test_a_standby_whose_parent_went_before_its_imports_takes_nothing_over(tmp_path: Path) -> None:
+    """The parent exits at once, before the standby's interpreter has read its parent pid (on a
+    busy machine a start takes a second or more): reading ``os.getppid()`` then found the reaper
+    and waited on forever; the parent's pid given on the command line tells it apart."""
+    _orphaned_standby_exits(tmp_path, 0)
