@@ -18,10 +18,13 @@ from scapy.utils import rdpcap
 from topologies.captures import EMPTY_HEADER, Budget, start_capture
 
 FAKE_TCPDUMP = r"""
-import struct, sys, time
-frames, size, linger = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+import os, struct, sys, time
+frames, size, linger, gate = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 out = sys.stdout.buffer
 sys.stderr.write("listening on fake0, link-type EN10MB (Ethernet)\n"); sys.stderr.flush()
+deadline = time.monotonic() + 30
+while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+    time.sleep(0.01)  # (held until the test opens the gate: the frames come after every start)
 if frames:
     out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
 for i in range(frames):
@@ -33,8 +36,10 @@ time.sleep(linger)
 
 
 class FakeNode:
-    def __init__(self, frames: int, size: int, linger: float = 30.0) -> None:
-        self.args = [str(frames), str(size), str(linger)]
+    """``gate``: a path the stand-in waits for before it sends its frames (none: at once)."""
+
+    def __init__(self, frames: int, size: int, linger: float = 30.0, gate: Path | None = None) -> None:
+        self.args = [str(frames), str(size), str(linger), str(gate or "")]
 
     def popen(self, _cmd: list[str], **kw: Any) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-c", FAKE_TCPDUMP, *self.args], **kw)
@@ -53,9 +58,12 @@ def test_a_capture_stops_at_its_cap_on_a_record_boundary(tmp_path: Path) -> None
 
 
 def test_captures_sharing_a_budget_all_stop_when_it_is_full(tmp_path: Path) -> None:
-    budget = Budget(100_000)
-    busy = start_capture(FakeNode(1000, 1000), "busy", tmp_path / "busy.pcap", budget)
+    # the busy one sends once both have started: else, on a busy machine, its frames could fill
+    # the budget before the quiet one takes its header (which then refuses to start, rightly)
+    budget, gate = Budget(100_000), tmp_path / "go"
+    busy = start_capture(FakeNode(1000, 1000, gate=gate), "busy", tmp_path / "busy.pcap", budget)
     quiet = start_capture(FakeNode(0, 0), "quiet", tmp_path / "quiet.pcap", budget)
+    gate.touch()
     assert busy.proc.wait(timeout=20) is not None and quiet.proc.wait(timeout=20) is not None
     busy.stop()
     quiet.stop()
