@@ -137,7 +137,11 @@ class AckBook:
         reordered = rec.is_copy(s.echo_ts, s.echo_ev)
         spurious = self.recovery.on_delivered(rec, now_ns, earlier_copy, reordered)
         if spurious:
-            self._spurious(rec.lost_ev, rec.prev_sent_ns, now_ns, reordered)
+            # the copy before the latest left twice (a tail resend) and the SACK names neither:
+            # one arrived, but not surely the one on ``lost_ev`` -- crediting it brought a
+            # black-holed plane's EVs back while its twin on the other plane had arrived
+            proved = earlier_copy or rec.prev_twin_ev < 0
+            self._spurious(rec.lost_ev, rec.prev_sent_ns, now_ns, reordered, proved)
         rec.gap_lost = False
         rec.lost = False
         rec.sacked = True
@@ -156,16 +160,22 @@ class AckBook:
         # ev_min_active floor then kept three of them to a 1 MiB transfer's end)
         return not spurious
 
-    def _spurious(self, lost_ev: int, sent_ns: int, now_ns: int, reordered: bool = True) -> None:
+    def _spurious(
+        self, lost_ev: int, sent_ns: int, now_ns: int, reordered: bool = True, proved: bool = True
+    ) -> None:
         """A loss declared by the gap rule or a timer (of the copy sent on ``lost_ev`` at
         ``sent_ns``) was wrong: the EVs the guess retired come back, and if the copy arrived
         late (``reordered``) the reorder window grows a step. (Grown for a SACK lost at 1 %
-        loss too, it held every later loss back by a quarter RTT for a thousand packets.)"""
+        loss too, it held every later loss back by a quarter RTT for a thousand packets.)
+        Not ``proved``: another copy may have been the one that arrived; ``lost_ev`` is not
+        credited."""
         self.c.spurious_losses += 1
         if reordered:
             self.recovery.on_spurious()
         else:
             self.c.spurious_acks_lost += 1
+        if not proved:
+            return
         self.evset.note_ok(lost_ev, now_ns, sent_ns)  # the copy guessed lost arrived: its path delivers
         if self._retire:
             self._undo(lost_ev, sent_ns, now_ns)

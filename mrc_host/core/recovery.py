@@ -194,6 +194,7 @@ class Recovery:
         self._tx_order += 1
         rec.tx_order = self._tx_order
         rec.later_delivered = 0
+        rec.prev_twin_ev = rec.twin_ev
         rec.twin_ev = -1
         rec.overtaken_left = -1
         rec.overtaken_at = -1
@@ -375,7 +376,8 @@ class Recovery:
         # resent just now, the next packet measured an RTT of reordering); reordering only from a
         # first copy, not from a guess shown wrong by a later SACK alone (its own SACK was lost)
         if (spurious or earlier_copy) and rec.transmissions > 1:
-            self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
+            if earlier_copy or rec.prev_twin_ev < 0:  # (else it left twice: which copy arrived?)
+                self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
         else:
             known = rec.transmissions == 1 and own_sack  # (``_measure``: a first copy's own SACK only)
             self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
