@@ -4,9 +4,9 @@ The receiver keeps, per sequence number it placed, the ``SackSent`` of the SACK 
 it: a retransmission of that PSN arriving long after says that SACK's path lost it
 (``Receiver.on_data``). The PSNs kept are consecutive (every one placed since the window
 moved on), so two arrays from the lowest PSN held, of the SACK's EV and its send time, cost
-16 bytes a PSN: a dict cost an entry and a boxed integer key (about 100 bytes; 5 MB of the
-128-host permutation's peak), a list of records a pointer and kept every SACK's record alive
-(2.7 MB).
+16 bytes a PSN (and up to an eighth more of spare room, where a PSN is stored in place): a
+dict cost an entry and a boxed integer key (about 100 bytes; 5 MB of the 128-host
+permutation's peak), a list of records a pointer and kept every SACK's record alive (2.7 MB).
 
 It behaves exactly as that dict did: ``len`` counts the PSNs held (the receiver trims the
 table by it), ``get`` and ``pop`` answer a record with the EV and time set (a new one),
@@ -23,80 +23,94 @@ from .ack_echo import SackSent
 # (Final: compiled code reads these from C statics, any other global from the module's dict)
 _ARRAY: Final = array
 _NONE: Final = -1  # in ``_ev``: no record held for that PSN (an EV is 32 bits, never negative)
-_SHORT_GAP: Final = 4  # a gap of up to this many PSNs is appended a PSN at a time (``set``)
+_RUN: Final = 4  # ``set_all`` writes a run of this many PSNs or more at once
 
 
 class SackBySeq:
-    """seq -> (EV, send time): ``_ev[seq - base]``, ``_ns[seq - base]``."""
+    """seq -> (EV, send time): ``_ev[seq - base]``, ``_ns[seq - base]`` for the first ``_len``
+    slots; the arrays' spare tail (``_grow``) holds nothing (``_NONE``, 0) until used."""
 
     def __init__(self) -> None:
         self._ev = _ARRAY("q")
         self._ns = _ARRAY("q")
         self._base = 0  # the seq of slot 0
+        self._len = 0  # slots in use (from the base): the rest of the arrays is spare
         self._held = 0  # slots holding a record
 
     def __len__(self) -> int:
         return self._held
 
+    def _grow(self, need: int) -> None:
+        """Room for ``need`` slots: the arrays grow by an eighth (at least 16 slots) at a
+        time, so that a slot is then written in place. Why: compiled, an array's
+        ``append`` is a generic method call (looked up by name, ~700 instructions), a store
+        to an element a generic ``setitem`` (~330); a SACK's records cost two of either."""
+        cap = len(self._ev)
+        more = max(need - cap, cap // 8 + 16)
+        self._ev.extend(_ARRAY("q", [_NONE]) * more)
+        self._ns.extend(_ARRAY("q", [0]) * more)
+
     def set(self, seq: int, sent: SackSent) -> None:
-        evs, ns = self._ev, self._ns
-        if not evs:
+        if not self._len:
             self._base = seq
         at = seq - self._base
-        if at == len(evs):  # (the next PSN: nearly always; stored as it is appended)
-            evs.append(sent.ev)
-            ns.append(sent.sent_ns)
+        evs = self._ev
+        if at >= self._len:  # (the next PSN, nearly always, or a few skipped: they hold nothing)
+            if at >= len(evs):
+                self._grow(at + 1)
+            self._len = at + 1
             self._held += 1
-            return
-        if at < 0:  # (below the lowest held: room at the front)
+        elif at < 0:  # (below the lowest held: room at the front)
             evs[:0] = _ARRAY("q", [_NONE]) * -at
-            ns[:0] = _ARRAY("q", [0]) * -at
+            self._ns[:0] = _ARRAY("q", [0]) * -at
+            self._len -= at
             self._base = seq
             at = 0
-        elif at > len(evs):
-            # a few PSNs skipped (out of order: nearly half the sets of a sprayed permutation):
-            # appended one by one, where two temporary arrays cost a list, a multiply and a
-            # call each; a long gap still extends at once
-            gap = at + 1 - len(evs)
-            if gap <= _SHORT_GAP:
-                for _ in range(gap):
-                    evs.append(_NONE)
-                    ns.append(0)
-            else:
-                evs.extend(_ARRAY("q", [_NONE]) * gap)
-                ns.extend(_ARRAY("q", [0]) * gap)
-        if evs[at] == _NONE:
+            self._held += 1
+        elif evs[at] == _NONE:
             self._held += 1
         evs[at] = sent.ev
-        ns[at] = sent.sent_ns
+        self._ns[at] = sent.sent_ns
 
     def set_all(self, seqs: list[int], sent: SackSent) -> None:
         """``set`` each of ``seqs`` to ``sent``.
 
-        Why: a SACK answers the ``ack_every`` PSNs placed since the last one, nearly always
-        the next ones after the last held. The arrays' methods are generic calls from compiled
-        code (about 65 ns each, against a few for a list's); that run takes one ``extend`` per
-        array here instead of an ``append`` per PSN and array."""
+        A SACK answers the PSNs placed since the last one: on a sprayed permutation nearly
+        always one, the next; up to ``ack_every`` of them in order otherwise. A few are
+        written in place one by one (``set``); a longer run right after the last held at
+        once, a temporary array per array (dearer than a PSN's two stores, cheaper than
+        four of them), appended where no spare room was made."""
         k = len(seqs)
-        if not k:
+        if k < _RUN:
+            for seq in seqs:
+                self.set(seq, sent)
             return
-        evs = self._ev
-        if not evs:
+        if not self._len:
             self._base = seqs[0]
-        first = self._base + len(evs)
+        start = self._len
+        first = self._base + start
         for i in range(k):
             if seqs[i] != first + i:  # (not that run: one at a time)
                 for seq in seqs:
                     self.set(seq, sent)
                 return
-        evs.extend(_ARRAY("q", [sent.ev]) * k)
-        self._ns.extend(_ARRAY("q", [sent.sent_ns]) * k)
+        end = start + k
+        evs, ns = self._ev, self._ns
+        if start == len(evs):  # (no spare room: appended; runs alone never make any)
+            evs.extend(_ARRAY("q", [sent.ev]) * k)
+            ns.extend(_ARRAY("q", [sent.sent_ns]) * k)
+        else:  # (a slice store costs the run ~700 instructions more than an extend)
+            if end > len(evs):
+                self._grow(end)
+            evs[start:end] = _ARRAY("q", [sent.ev]) * k
+            ns[start:end] = _ARRAY("q", [sent.sent_ns]) * k
+        self._len = end
         self._held += k
 
     def get(self, seq: int) -> SackSent | None:
         at = seq - self._base
         evs = self._ev
-        if not 0 <= at < len(evs) or evs[at] == _NONE:
+        if not 0 <= at < self._len or evs[at] == _NONE:
             return None
         return SackSent(evs[at], self._ns[at])
 
@@ -114,8 +128,9 @@ class SackBySeq:
         if cut <= 0:
             return
         evs = self._ev
-        cut = min(cut, len(evs))
+        cut = min(cut, self._len)
         self._held -= cut - evs[:cut].count(_NONE)
         del evs[:cut]
         del self._ns[:cut]
+        self._len -= cut
         self._base = floor

@@ -47,8 +47,7 @@ def test_it_answers_as_a_dict_of_seq_to_record_would(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_set_all_answers_as_setting_each_would(seed: int) -> None:
-    """``set_all`` (one extend per array for the usual run: the PSNs right after the last held)
-    against the dict: runs that follow on, runs with a gap or an overlap, out-of-order and
+    """``set_all`` against the dict: runs that follow on, runs with a gap or an overlap, out-of-order and
     repeated PSNs, an empty batch, pops and trims in between."""
     rng = random.Random(seed)
     table, model = SackBySeq(), dict[int, SackSent]()
@@ -96,3 +95,48 @@ def test_a_gap_short_or_long_holds_nothing_until_set(gap: int) -> None:
     assert all(same(table.get(s), SackSent(9, s)) for s in range(101, 101 + gap))
     table.set(103 + gap, SackSent(10, 3))  # (one more gap after the filled one)
     assert table.get(102 + gap) is None and len(table) == 3 + gap
+
+
+@pytest.mark.parametrize("gap", [0, 1, 15, 16, 17, 200])
+def test_records_across_the_spare_tail_answer_as_the_dict(gap: int) -> None:
+    """The arrays grow ahead of use and slots are then written in place: PSNs set in order
+    (singly and in runs) across several growths, one ``gap`` past the last (inside the spare
+    tail or beyond it), a trim of everything held, and a PSN below the floor after it, each
+    answer as the dict would; a slot of the spare tail never reads as held."""
+    table, model = SackBySeq(), dict[int, SackSent]()
+    s = 1000
+    while s < 1300:  # (batches of 1 to 7 PSNs: one at a time, or a run at once)
+        batch = list(range(s, min(s + 1 + s % 7, 1300)))
+        table.set_all(batch, SackSent(s, s * 3))
+        model.update((b, SackSent(s, s * 3)) for b in batch)
+        s = batch[-1] + 1
+    far = 1300 + gap
+    table.set(far, SackSent(1, 2))
+    model[far] = SackSent(1, 2)
+    assert len(table) == len(model)
+    assert all(same(table.get(s), model.get(s)) for s in range(990, far + 300))
+    table.keep_from(far + 1)  # (everything held goes)
+    assert len(table) == 0 and table.get(far) is None
+    table.set(far - 5, SackSent(3, 4))  # (the next set, below the old floor, starts afresh)
+    table.set(far - 7, SackSent(5, 6))  # (and one below that: room at the front)
+    assert len(table) == 2
+    assert same(table.get(far - 5), SackSent(3, 4)) and same(table.get(far - 7), SackSent(5, 6))
+    assert table.get(far - 6) is None and table.get(far - 4) is None and table.get(far + 40) is None
+
+
+def test_runs_alone_then_single_psns_answer_as_the_dict() -> None:
+    """Runs of 8 alone (appended: no spare room is made), trimmed as the receiver trims, then
+    single PSNs (room made ahead) and runs again (stored in that room)."""
+    table, model = SackBySeq(), dict[int, SackSent]()
+    top = 50
+    for step in range(400):
+        k = 8 if step < 150 or step >= 300 else 1
+        batch = list(range(top, top + k))
+        table.set_all(batch, SackSent(step, step * 7))
+        model.update((s, SackSent(step, step * 7)) for s in batch)
+        top += k
+        if len(table) > 256:
+            table.keep_from(top - 64)
+            model = {s: e for s, e in model.items() if s >= top - 64}
+        assert len(table) == len(model)
+    assert all(same(table.get(s), model.get(s)) for s in range(top - 400, top + 40))
