@@ -385,7 +385,6 @@ class AckBook:
                 port_wait = trigger.left_ns - trigger.sent_ns
                 self.recovery.rtt.sample_fabric(rtt - port_wait, plane, now_ns)
         if s.ecn_echo:
-            self.recovery.rtt.marked_ns = now_ns
             self._ecn_echo(s.echo_ev, now_ns)
         return sample, s.ecn_echo, port_wait
 

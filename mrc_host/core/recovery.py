@@ -64,10 +64,6 @@ BACKOFF_MAX: Final = 64
 # 2 x 4 and production shapes stayed within 1/2000 (10-25 ns), an incast's first RTT rose 1/5
 FLAT_SHARE: Final = 32
 _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
-# a packet's RTO makes room for the queues of a connection marked (ECN) this many SRTTs
-# before the packet left, or since (``queue_slack``): 4 left 1.5 of 2 RTOs in the all-to-all
-# (marks 9-17 SRTTs old), 32 and "ever" left none on 8 seeds of 10 and 1 on two
-MARKED_SRTTS: Final = 32
 
 
 class RttEstimator:
@@ -82,7 +78,6 @@ class RttEstimator:
         self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
         self.plane_srtt: list[float | None] = [None] * planes
         self.plane_last = [0] * planes  # each plane's latest sample (RACK's RTT: a queue building)
-        self.marked_ns = -1  # when a SACK last echoed CE (``queue_slack``)
         # how much later one path may deliver than another: the largest difference lately
         # between successive samples of a plane, each less the time its packet waited for its
         # NIC port (its paths' queues differ; a queue they all end in, at the peer's port,
@@ -240,8 +235,7 @@ class Recovery:
         return [r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane]
 
     # ---- timers ---------------------------------------------------------------------------
-    def rto_ns(self, backed_off: bool = True, slack: int = 0) -> int:
-        """The RTO, with ``slack`` (``queue_slack``) added to its floored estimate before backoff."""
+    def rto_ns(self, backed_off: bool = True) -> int:
         cfg = self.cfg
         if cfg.local_ack_timeout:
             # RoCE: a fixed per-QP timer of 4.096 us x 2**timeout, no RTT estimate, no backoff
@@ -256,7 +250,7 @@ class Recovery:
                 var = rtt.spread
             floor = cfg.cc.base_rtt_ns / 4
             base = int(rtt.srtt_ns + (var if var >= floor else floor))
-        return min((max(base, cfg.rto_min_ns) + slack) * (self.backoff if backed_off else 1), cfg.rto_max_ns)
+        return min(max(base, cfg.rto_min_ns) * (self.backoff if backed_off else 1), cfg.rto_max_ns)
 
     def on_progress(self, now_ns: int, acked: bool) -> None:
         """A SACK was believed (``acked``: it acknowledged something new): the RTO backs off no
@@ -275,7 +269,7 @@ class Recovery:
 
     def expired(self, now_ns: int) -> list[TxRecord]:
         """Packets in flight for longer than the RTO (transmission order = send-time order)."""
-        rto = self.rto_ns(slack=queue_slack(self))
+        rto = self.rto_ns()
         out = []
         if self._departures:
             return expired_since_left(self.in_flight, now_ns, rto, self.rto_ns(backed_off=False) // 2)
@@ -323,7 +317,7 @@ class Recovery:
     def deadline(self, sending: bool) -> int | None:
         """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""
         for rec in self.in_flight.values():
-            at = (rec.left_ns if self._departures else rec.sent_ns) + self.rto_ns(slack=queue_slack(self))
+            at = (rec.left_ns if self._departures else rec.sent_ns) + self.rto_ns()
             tail = self.tail_at(sending)
             if tail is not None and tail < at:
                 at = tail
@@ -642,24 +636,3 @@ def rack_due(rtt: RttEstimator, rec: TxRecord, wait: int, own: bool, window: int
         if seen > due:
             due = min(seen, others)
     return due
-
-
-def queue_slack(r: Recovery) -> int:
-    """What the RTO of the oldest packet in flight adds while the connection is marked: the
-    largest queueing its RTT samples saw lately (``RttEstimator.spread``, which forgets), if a
-    SACK echoed CE up to ``MARKED_SRTTS`` SRTTs before the packet left, or since. Its queues may
-    then be full at every hop, and a thin window samples them seldom: in an all-to-all trimming
-    at 8 packets, windows of 1-3 packets took 12.0-12.7 us for a round trip behind three full
-    queues while their 7-13 samples, the newest 10-25 us older than the packet, never passed
-    9.5 us, and the RTO, at its 12 us floor, fired spuriously. The connection's marks, not the
-    packet's path's: every path of a connection ends in the receiver's port, where an
-    all-to-all queues (the packets timed out had paths unmarked for 58 us). Not a static
-    bound: a floor from the fabric's queues (3 x the trim threshold) also ended these RTOs, but
-    on fabrics trimming at 256 KiB it kept dead paths in use for many RTTs."""
-    rtt = r.rtt
-    if rtt.marked_ns < 0 or rtt.srtt_ns is None:
-        return 0
-    for rec in r.in_flight.values():
-        start = rec.left_ns if r._departures else rec.sent_ns
-        return int(rtt.spread) if start - rtt.marked_ns <= MARKED_SRTTS * rtt.srtt_ns else 0
-    return 0
