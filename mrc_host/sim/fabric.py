@@ -698,18 +698,7 @@ class Fabric:
                         killed = []
                     killed.append(pkt)  # (it leaves the NIC too, to nowhere)
                 continue
-            if port.passive_faults:
-                self._transmit(port, pkt, now)
-            else:  # (``_transmit`` without rate, jitter or stall: inlined, as in ``enqueue``)
-                end = now + int(size * port.ns_per_byte)
-                port.busy_until = end
-                port.tx_packets += 1
-                port.tx_bytes += size
-                if pkt.data:
-                    port.tx_data_bytes += size - DATA_OVERHEAD
-                pkt.tx_start = now
-                pkt.wire = port
-                loop.schedule(end + port.delay_ns, pkt)
+            self._transmit(port, pkt, now)
             if hi.waiting() or (not port.paused and lo.waiting()):
                 port.waking = True
                 loop.schedule(port.busy_until, port.waker)
