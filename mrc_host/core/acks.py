@@ -146,10 +146,10 @@ class AckBook:
         rec.lost = False
         rec.sacked = True
         c = self.c
-        slot = rec.ev_slot  # (that of rec.ev: the sender keeps it with each copy it sends)
-        if slot < 0:
-            slot = c.sent_slot(rec.ev)
-        c.delivered(slot)
+        row = rec.ev_row  # (that of rec.ev: the sender keeps it with each copy it sends)
+        if row is None:
+            row = c.sent_row(rec.ev)
+        row.delivered += 1
         c.data_bytes_delivered += len(rec.payload)
         if rec.twin_ev < 0:
             self.evset.note_ok(rec.ev, now_ns, rec.sent_ns, rec.left_ns)

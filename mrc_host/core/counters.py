@@ -4,22 +4,25 @@ Plain classes, each counter declared once, in its ``__init__``: as dataclasses t
 fields cost every ``mrc-sim`` start about 2 ms to build, and nothing needs their methods.
 ``as_dict`` lists the counters in that order.
 
-Per-EV counters are slots of machine integers in arrays, in three tables by EV
-(``EvSlots``): what DATA we sent on our EV carried (``SENT_FIELDS``), the rarer marks on our
-EV (``MARK_FIELDS``: control packets, losses, ECN echoes, trims) and what arrived on the
-peer's (``RECV_FIELDS``). Why: an object of all nine an EV, in a dict by EV, was ~170 bytes
-with its key and entry, and every EV of a permutation has one at each end (33,800 on the
-128-host one), while a sender moves three counters of most EVs and a receiver two of the
-peer's. An EV's slot is 24 + 32 + 16 bytes at most, found with no dict and no boxed key.
-The core counts by slot (``sent_on``, ``delivered``, ``recv_slot``, ``recv_add``) or by EV
-(``mark``); ``ev`` and ``per_ev`` give ``EvCounters`` views to readers.
+Per-EV counters are rows in three tables by EV (``EvRows``): what DATA we sent on our EV
+carried (``SentRow``), the rarer marks on our EV (``MarkRow``: control packets, losses, ECN
+echoes, trims) and what arrived on the peer's (``RecvRow``). Why three: every EV of a
+permutation is counted at each end (33,800 on the 128-host one), while a sender moves three
+counters of most EVs and a receiver two of the peer's; one row of all nine, in a dict by EV,
+was ~170 bytes with its key and entry. Compiled, a row is 48-64 bytes (no garbage-collector
+header) and its table entry 12-24: ~70 bytes an EV, against ~50 in ``array`` slots, where every
+read or write of a counter is a generic call.
+The core counts into a row's native attributes (``sent_on``, ``recv_row``, ``mark``; a
+sent packet's record keeps its EV's row for its acknowledgement); ``ev`` and ``per_ev`` give
+``EvCounters`` views to readers.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
-from typing import Final
+from typing import Final, cast, final
+
+from mypy_extensions import mypyc_attr
 
 
 def _attribute_names(obj: object) -> tuple[str, ...]:
@@ -43,93 +46,154 @@ EV_COUNTER_FIELDS: Final = (
     "data_packets_received",  # DATA that arrived carrying this EV
     "data_bytes_received",
 )
-# the three tables' fields, each a field's offset in its slot
+# the three tables' fields, each a field's number in its table
 SENT_FIELDS: Final = ("data_packets_sent", "data_bytes_sent", "packets_delivered")
 MARK_FIELDS: Final = ("control_packets_sent", "packets_lost", "ecn_echoes", "trims")
 RECV_FIELDS: Final = ("data_packets_received", "data_bytes_received")
-SENT_PACKETS: Final = 0
-SENT_BYTES: Final = 1
-SENT_DELIVERED: Final = 2
 MARK_CONTROL: Final = 0
 MARK_LOST: Final = 1
 MARK_ECN: Final = 2
 MARK_TRIMS: Final = 3
-RECV_PACKETS: Final = 0
-RECV_BYTES: Final = 1
-# where each of EV_COUNTER_FIELDS lives: table (0 sent, 1 marks, 2 received) and offset
-_WHERE: Final = ((0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2), (1, 3), (2, 0), (2, 1))
+# where each of EV_COUNTER_FIELDS lives: table (0 sent, 1 marks, 2 received) and the row's attribute
+_WHERE: Final = (
+    (0, "packets"),
+    (0, "bytes"),
+    (1, "control"),
+    (0, "delivered"),
+    (1, "lost"),
+    (1, "ecn"),
+    (1, "trims"),
+    (2, "packets"),
+    (2, "bytes"),
+)
 
 
-class EvSlots:
-    """Counters in slots by EV value: slot numbers 0, 1, 2, ... in the order EVs are first
-    counted, ``stride`` counters a slot in ``values``.
+@mypyc_attr(acyclic=True)
+class EvRow:
+    """One EV's counters in one table: the base of the three kinds of row, which the core
+    counts into in place (compiled, a native attribute: no look-up, no boxed integer).
+    Acyclic (it holds integers only): compiled, no garbage-collector header, 16 bytes a row;
+    slots: run as Python, no instance dict."""
 
-    Why not a dict: an entry and the boxed key of a 32-bit EV cost ~70 bytes, an EV here
-    8 + 4-8 bytes besides its counters: the EVs in an array by slot, and an open-addressing
-    table (linear probing, at most half full) of slot + 1 by the EV's hash (0: empty).
+    __slots__ = ("ev",)
+
+    def __init__(self, ev: int) -> None:
+        self.ev = ev
+
+
+@final
+@mypyc_attr(acyclic=True)
+class SentRow(EvRow):
+    """What DATA we sent on our EV carried (``SENT_FIELDS``)."""
+
+    __slots__ = ("bytes", "delivered", "packets")
+
+    def __init__(self, ev: int) -> None:
+        super().__init__(ev)
+        self.packets = 0
+        self.bytes = 0
+        self.delivered = 0
+
+
+@final
+@mypyc_attr(acyclic=True)
+class MarkRow(EvRow):
+    """The rarer marks on our EV (``MARK_FIELDS``): control packets, losses, ECN echoes, trims."""
+
+    __slots__ = ("control", "ecn", "lost", "trims")
+
+    def __init__(self, ev: int) -> None:
+        super().__init__(ev)
+        self.control = 0
+        self.lost = 0
+        self.ecn = 0
+        self.trims = 0
+
+
+@final
+@mypyc_attr(acyclic=True)
+class RecvRow(EvRow):
+    """What arrived carrying the peer's EV (``RECV_FIELDS``)."""
+
+    __slots__ = ("bytes", "packets")
+
+    def __init__(self, ev: int) -> None:
+        super().__init__(ev)
+        self.packets = 0
+        self.bytes = 0
+
+
+class EvRows:
+    """One kind of row by EV value: an open-addressing table (linear probing, at most two
+    thirds full) of the rows themselves, found by the EV's hash.
+
+    Why not a dict: an entry and the boxed key of a 32-bit EV cost ~70 bytes, and every
+    look-up boxes the EV; here a row holds its EV and a table entry is a pointer. Why rows
+    and not counters in ``array`` slots: compiled, every read or write of an ``array``
+    element is a generic call that boxes the index and the value (~800 instructions a
+    ``+=``, ~700 a probe); a row's counter is a native attribute. What it costs is memory:
+    a row is an object (40 bytes of header, 8 a counter).
     """
 
-    def __init__(self, stride: int) -> None:
-        self.stride = stride
-        self.evs: array[int] = array("q")  # by slot
-        self.values: array[int] = array("q")  # by slot * stride + field
-        self._zeros: array[int] = array("q", bytes(8 * stride))
-        self._table: array[int] = array("i")
-        self._mask = -1  # len(self._table) - 1; no table yet
+    def __init__(self) -> None:
+        self._table: list[EvRow | None] = _NO_ROWS  # (shared and empty until the first row)
+        self._mask = -1  # len(self._table) - 1
+        self._n = 0
 
     def __len__(self) -> int:
-        return len(self.evs)
+        return self._n
 
-    def find(self, ev: int) -> int:
-        """``ev``'s slot, or -1."""
+    def find(self, ev: int) -> EvRow | None:
+        """``ev``'s row, or None."""
         mask = self._mask
         if mask < 0:
-            return -1
+            return None
         table = self._table
         h = _hash(ev) & mask
         while True:
-            s = table[h]
-            if s == 0:
-                return -1
-            if self.evs[s - 1] == ev:
-                return s - 1
+            row = table[h]
+            if row is None or row.ev == ev:
+                return row
             h = (h + 1) & mask
 
-    def slot(self, ev: int) -> int:
-        """``ev``'s slot, made (its counters zero) if it has none."""
-        slot = self.find(ev)
-        return slot if slot >= 0 else self.add(ev)
-
-    def add(self, ev: int) -> int:
-        """A new slot for ``ev``, which has none (its counters zero). Why apart from ``slot``:
-        the core's counting methods have just looked ``ev`` up (``find``) and not found it."""
-        slot = len(self.evs)
-        self.evs.append(ev)
-        self.values.extend(self._zeros)
-        if 2 * (slot + 1) > self._mask + 1:
+    def add(self, row: EvRow) -> None:
+        """``row``, of an EV that has none (``find`` just missed it)."""
+        self._n += 1
+        if 3 * self._n > 2 * (self._mask + 1):
             self._grow()
-        else:
-            self._place(slot, ev)
-        return slot
+        self._place(row)
 
-    def get(self, ev: int, field: int) -> int:
-        slot = self.find(ev)
-        return 0 if slot < 0 else self.values[slot * self.stride + field]
+    def rows(self) -> list[EvRow]:
+        """Every row, in no particular order."""
+        return [row for row in self._table if row is not None]
 
-    def _place(self, slot: int, ev: int) -> None:
+    def get(self, ev: int, name: str) -> int:
+        """Counter ``name`` of ``ev``'s row, 0 if it has none (for readers: by name)."""
+        row = self.find(ev)
+        if row is None:
+            return 0
+        value = getattr(row, name)
+        assert isinstance(value, int)
+        return value
+
+    def _place(self, row: EvRow) -> None:
         mask = self._mask
         table = self._table
-        h = _hash(ev) & mask
-        while table[h] != 0:
+        h = _hash(row.ev) & mask
+        while table[h] is not None:
             h = (h + 1) & mask
-        table[h] = slot + 1
+        table[h] = row
 
     def _grow(self) -> None:
+        rows = self.rows()
         size = max(8, 2 * (self._mask + 1))
-        self._table = array("i", bytes(4 * size))
+        self._table = [None] * size
         self._mask = size - 1
-        for slot, ev in enumerate(self.evs):
-            self._place(slot, ev)
+        for row in rows:
+            self._place(row)
+
+
+_NO_ROWS: Final[list[EvRow | None]] = []
 
 
 def _hash(ev: int) -> int:
@@ -140,21 +204,20 @@ def _hash(ev: int) -> int:
 
 
 class EvCounters:
-    """What one EV carried, both ways: a live view of its slots in ``Counters``' tables (read
-    and write). The core counts through ``Counters``' slot methods; this is for readers."""
+    """What one EV carried, both ways: a live view of its rows in ``Counters``' tables (read
+    and write). The core counts into the rows; this is for readers."""
 
     def __init__(self, counters: Counters, ev: int) -> None:
         self._c = counters
         self._ev = ev
 
     def _get(self, i: int) -> int:
-        table, field = _WHERE[i]
-        return self._c.tables[table].get(self._ev, field)
+        table, name = _WHERE[i]
+        return self._c.tables[table].get(self._ev, name)
 
     def _set(self, i: int, value: int) -> None:
-        table, field = _WHERE[i]
-        t = self._c._table(table)
-        t.values[t.slot(self._ev) * t.stride + field] = value
+        table, name = _WHERE[i]
+        setattr(self._c.row(table, self._ev), name, value)
 
     @property
     def data_packets_sent(self) -> int:
@@ -303,15 +366,15 @@ class Counters:
         self.reverse_paths_retired = 0  # ack paths retired: their SACKs went unechoed (ack_echo.py)
         self.reverse_retire_refused = 0  # ... not retired: the plane's last path
         self.ack_echo_unmatched = 0  # DATA echoing no SACK sent lately (forged or old): ignored
-        # per EV: slots in three tables (module docstring), made on first use
-        self._sent: EvSlots | None = None
-        self._marks: EvSlots | None = None
-        self._recv: EvSlots | None = None
+        # per EV: rows in three tables (``EvRows``), each made on first use
+        self._sent: EvRows | None = None
+        self._marks: EvRows | None = None
+        self._recv: EvRows | None = None
         self._views: dict[int, EvCounters] | None = None
 
     # ---- per EV --------------------------------------------------------------------------
     @property
-    def tables(self) -> tuple[EvSlots, EvSlots, EvSlots]:
+    def tables(self) -> tuple[EvRows, EvRows, EvRows]:
         """The sent, marks and received tables, to read (shared empty ones for those not made)."""
         sent, marks, recv = self._sent, self._marks, self._recv
         return (
@@ -320,90 +383,104 @@ class Counters:
             _EMPTY[2] if recv is None else recv,
         )
 
-    def _table(self, which: int) -> EvSlots:
+    def _table(self, which: int) -> EvRows:
         """Table ``which`` (0 sent, 1 marks, 2 received), made if it is not yet."""
-        self._views = None  # (a slot may be made: the views' dict is made again)
+        self._views = None  # (a row is made: the views' dict is made again)
         if which == 0:
             if self._sent is None:
-                self._sent = EvSlots(len(SENT_FIELDS))
+                self._sent = EvRows()
             return self._sent
         if which == 1:
             if self._marks is None:
-                self._marks = EvSlots(len(MARK_FIELDS))
+                self._marks = EvRows()
             return self._marks
         if self._recv is None:
-            self._recv = EvSlots(len(RECV_FIELDS))
+            self._recv = EvRows()
         return self._recv
 
-    def sent_on(self, ev: int, size: int) -> int:
-        """A DATA packet of ``size`` payload bytes sent on our EV ``ev``, counted; its slot
-        in the sent table (for ``delivered``)."""
-        t = self._sent
-        if t is None or (slot := t.find(ev)) < 0:
-            t = self._table(0)
-            slot = t.add(ev)  # (not found: none made)
-        i = slot * 3  # (SENT_FIELDS a slot)
-        values = t.values
-        values[i] += 1
-        values[i + SENT_BYTES] += size
-        return slot
+    def row(self, which: int, ev: int) -> EvRow:
+        """``ev``'s row in table ``which`` (0 sent, 1 marks, 2 received), made if it has none."""
+        if which == 0:
+            return self.sent_row(ev)
+        if which == 1:
+            return self._mark_row(ev)
+        return self.recv_row(ev)
 
-    def delivered(self, slot: int) -> None:
-        """A DATA packet sent on the EV of ``slot`` (``sent_on``) acknowledged."""
-        t = self._sent
-        assert t is not None
-        t.values[slot * 3 + SENT_DELIVERED] += 1
+    def sent_on(self, ev: int, size: int) -> SentRow:
+        """A DATA packet of ``size`` payload bytes sent on our EV ``ev``, counted; the EV's row,
+        where the packet's acknowledgement counts (``SentRow.delivered``)."""
+        row = self.sent_row(ev)
+        row.packets += 1
+        row.bytes += size
+        return row
 
-    def sent_slot(self, ev: int) -> int:
-        """Our EV ``ev``'s slot in the sent table (made if it has none)."""
+    def sent_row(self, ev: int) -> SentRow:
+        """Our EV ``ev``'s row in the sent table (made if it has none)."""
         t = self._sent
-        if t is None or (slot := t.find(ev)) < 0:
-            return self._table(0).add(ev)
-        return slot
+        if t is not None:
+            found = t.find(ev)
+            if found is not None:
+                return cast(SentRow, found)
+        row = SentRow(ev)
+        self._table(0).add(row)
+        return row
 
     def mark(self, ev: int, field: int, n: int = 1) -> None:
         """Add ``n`` to our EV ``ev``'s ``MARK_*`` counter ``field``."""
+        row = self._mark_row(ev)
+        if field == MARK_CONTROL:
+            row.control += n
+        elif field == MARK_LOST:
+            row.lost += n
+        elif field == MARK_ECN:
+            row.ecn += n
+        else:
+            row.trims += n
+
+    def _mark_row(self, ev: int) -> MarkRow:
         t = self._marks
-        if t is None or (slot := t.find(ev)) < 0:
-            t = self._table(1)
-            slot = t.add(ev)
-        t.values[slot * 4 + field] += n
+        if t is not None:
+            found = t.find(ev)
+            if found is not None:
+                return cast(MarkRow, found)
+        row = MarkRow(ev)
+        self._table(1).add(row)
+        return row
 
-    def recv_slot(self, ev: int) -> int:
-        """The peer's EV ``ev``'s slot in the received table (made if it has none)."""
+    def recv_row(self, ev: int) -> RecvRow:
+        """The peer's EV ``ev``'s row in the received table (made if it has none): the receiver
+        counts each DATA packet into it (``packets``, ``bytes``)."""
         t = self._recv
-        if t is None or (slot := t.find(ev)) < 0:
-            return self._table(2).add(ev)
-        return slot
-
-    def recv_add(self, slot: int, field: int, n: int) -> None:
-        """Add ``n`` to received counter ``field`` (``RECV_*``) of ``slot`` (``recv_slot``)."""
-        t = self._recv
-        assert t is not None
-        t.values[slot * 2 + field] += n
+        if t is not None:
+            found = t.find(ev)
+            if found is not None:
+                return cast(RecvRow, found)
+        row = RecvRow(ev)
+        self._table(2).add(row)
+        return row
 
     def ev(self, ev: int) -> EvCounters:
         """``ev``'s counters (a live view), counted from now on as an EV of ours if it is not
         counted yet: it is in ``per_ev`` from now on, as an EV any counter was added to."""
-        if all(t.find(ev) < 0 for t in self.tables):
-            self.sent_slot(ev)
+        if all(t.find(ev) is None for t in self.tables):
+            self.sent_row(ev)
         return EvCounters(self, ev)
 
     def _counted(self) -> list[int]:
         """Every EV counted, ascending."""
-        return sorted({ev for t in self.tables for ev in t.evs})
+        return sorted({row.ev for t in self.tables for row in t.rows()})
 
     @property
     def per_ev(self) -> dict[int, EvCounters]:
         """Every EV counted, by EV value in ascending order, as live views (the dict is made
-        again only after a slot is made). Read it, do not store into it."""
+        again only after a row is made). Read it, do not store into it."""
         views = self._views
         if views is None:
             views = self._views = {ev: EvCounters(self, ev) for ev in self._counted()}
         return views
 
-    def _ev_row(self, ev: int, tables: tuple[EvSlots, EvSlots, EvSlots]) -> dict[str, object]:
-        return {name: tables[t].get(ev, f) for name, (t, f) in zip(EV_COUNTER_FIELDS, _WHERE, strict=True)}
+    def _ev_row(self, ev: int, tables: tuple[EvRows, EvRows, EvRows]) -> dict[str, object]:
+        return {name: tables[t].get(ev, a) for name, (t, a) in zip(EV_COUNTER_FIELDS, _WHERE, strict=True)}
 
     def as_dict(self) -> dict[str, object]:
         """Every counter in the order ``__init__`` sets them, the counters of reasons and EVs as
@@ -426,4 +503,4 @@ class Counters:
 
 # (the per-EV tables' private names aside: ``per_ev`` goes last, where it was an attribute)
 COUNTER_FIELDS: tuple[str, ...] = tuple(n for n in _attribute_names(Counters()) if not n.startswith("_"))
-_EMPTY: Final = (EvSlots(len(SENT_FIELDS)), EvSlots(len(MARK_FIELDS)), EvSlots(len(RECV_FIELDS)))
+_EMPTY: Final = (EvRows(), EvRows(), EvRows())

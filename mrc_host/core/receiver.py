@@ -40,7 +40,7 @@ from .ack_echo import AckEchoes, SackSent
 from .actions import Action, MessageReceived
 from .config import TransportConfig
 from .control import ControlOut
-from .counters import RECV_BYTES, RECV_PACKETS, Counters
+from .counters import Counters
 from .evset import EvSet
 from .psn import psn_of, unwrap
 from .rangeset import RangeSet
@@ -121,9 +121,9 @@ class Receiver:
         c = self.c
         ev = pkt.meta.ev
         seq = unwrap(pkt.psn, self.expected)
-        slot = c.recv_slot(ev)
+        row = c.recv_row(ev)
         self.control.seen_ns[ev >> T1_SHIFT] = now_ns  # (its path carries the peer's DATA)
-        c.recv_add(slot, RECV_PACKETS, 1)
+        row.packets += 1
         c.data_packets_received += 1
         ce = pkt.meta.ecn == _CE
         flags: int = pkt.flags  # (typed, not int(): compiled, no call into int)
@@ -173,7 +173,7 @@ class Receiver:
         else:
             n = len(pkt.payload)
             c.data_bytes_placed += n
-            c.recv_add(slot, RECV_BYTES, n)
+            row.bytes += n
             if pkt.opcode in (Opcode.WRITE_LAST, Opcode.WRITE_ONLY):
                 self._msg_last_seq[seq] = pkt.msg_id
         filled_hole = bool(self.out_of_order)

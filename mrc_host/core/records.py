@@ -10,6 +10,8 @@ from __future__ import annotations
 from mrc_host.wire.messages import Opcode
 from mrc_host.wire.virtual_payload import VirtualPayload
 
+from .counters import SentRow
+
 # one piece of a write's source: bytes, a read-only byte view, or a length and check value
 # without bytes (mrc-sim's virtual payloads)
 Segment = bytes | memoryview | VirtualPayload
@@ -132,9 +134,9 @@ class TxRecord:
         self.prev_sent_ns = -1  # send time of the copy before the latest
         self.twin_ev = -1  # the EV of a second copy sent with the latest (a tail resend), -1 if none
         self.prev_twin_ev = -1  # ``twin_ev`` of the copy before the latest
-        # the counters' slot of ``ev`` (``Counters.sent_on``), kept by the sender when it sends
+        # the counters' row of ``ev`` (``Counters.sent_on``), kept by the sender when it sends
         # the latest copy: its acknowledgement counts there without a second look-up by EV
-        self.ev_slot = -1
+        self.ev_row: SentRow | None = None
 
     def is_copy(self, sent_ns: int, ev: int) -> bool:
         """Whether (send time, EV) -- a SACK's echo -- names this packet's latest copy or the one before."""

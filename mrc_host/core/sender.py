@@ -35,7 +35,7 @@ from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .blame import LossBlame
 from .cc_base import create_cc
 from .config import Mode, TransportConfig
-from .counters import MARK_LOST, Counters
+from .counters import MARK_LOST, Counters, SentRow
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, Segment, TxRecord, held
@@ -318,16 +318,16 @@ class Sender:
             self.evset.note_sent(ev, now_ns)
         if retx:
             self.c.retransmissions += 1
-        rec.ev_slot = self._emit(rec, ev, retx, now_ns, out)
+        rec.ev_row = self._emit(rec, ev, retx, now_ns, out)
 
-    def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> int:
-        """The DATA packet carrying ``rec`` on ``ev``, counted: the counters' slot of ``ev``."""
+    def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> SentRow:
+        """The DATA packet carrying ``rec`` on ``ev``, counted: the counters' row of ``ev``."""
         size = len(rec.payload)
         self.c.data_packets_sent += 1
         self.c.data_bytes_sent += size
-        slot = self.c.sent_on(ev, size)
+        row = self.c.sent_on(ev, size)
         out.append(Transmit(data_packet(rec, ev, retx, now_ns, self.peer_qp, self.echo.next_echo(ev))))
-        return slot
+        return row
 
     # ---- what the peer's SACKs and NACKs proved (acks.py), applied -----------------------
     def on_sack(self, s: Sack, now_ns: int, out: list[Action]) -> None:

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from bench.sim_transport import link_delay_for_rtt
-from mrc_fabric.ev import ev_compose, ev_plane, ev_t1
+from mrc_fabric.ev import ENTROPY_BITS, ev_compose, ev_plane, ev_t1
 from mrc_host.core import EvState, Transmit
 from mrc_host.core.ack_echo import EchoQueue, SackSent
 from mrc_host.sim.fabric import FabricShape
@@ -214,3 +214,56 @@ def test_the_echo_book_remembers_as_an_ordered_dict_of_echoes_would(seed: int) -
     rx.echoed(forgotten, 10**9)
     rx.echoed(next(k for k, alone in model.items() if not alone), 10**9)  # ambiguous: silent
     assert p.b.counters.ack_echo_unmatched == unmatched + 1
+
+
+class _DequeEchoQueue:
+    """The echo queue as it was written first (a deque of (echo, reverse path) tuples): the
+    reference the packed list must pick exactly as."""
+
+    def __init__(self) -> None:
+        from collections import deque
+
+        from mrc_host.core.ack_echo import ECHO_QUEUE_MAX
+
+        self.pending: deque[tuple[int, int]] = deque(maxlen=ECHO_QUEUE_MAX)
+        self.last: dict[int, int] = {}
+
+    def sack_received(self, echo_ts: int, echo_ev: int, reverse_ev: int) -> None:
+        self.pending.append((ack_echo_of(echo_ts, echo_ev), reverse_ev >> ENTROPY_BITS))
+
+    def next_echo(self, forward_ev: int) -> int:
+        from mrc_host.core.ack_echo import ECHO_LOOKAHEAD, ECHO_QUEUE_MAX
+
+        pending = self.pending
+        if not pending:
+            return 0
+        forward = forward_ev >> ENTROPY_BITS
+        ahead = range(min(len(pending), ECHO_LOOKAHEAD))
+        pick = next((k for k in ahead if self.last.get(pending[k][1], -1) != forward), -1)
+        if pick < 0:
+            if len(pending) < ECHO_QUEUE_MAX // 2:
+                return 0
+            pick = 0
+        echo, reverse = pending[pick]
+        del pending[pick]
+        self.last[reverse] = forward
+        return echo
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_echo_queue_picks_as_a_deque_of_pairs_would(seed: int) -> None:
+    """The queue holds each echo packed with its reverse path in one integer: bursts of SACKs
+    past the queue's cap (the oldest dropped), few and many paths each way, every pick the
+    same as the first version's."""
+    rng = random.Random(seed)
+    q, model = EchoQueue(), _DequeEchoQueue()
+    paths = rng.choice([2, 4, 16])
+    evs = [ev_compose(rng.randrange(2), rng.randrange(paths), rng.getrandbits(18)) for _ in range(3 * paths)]
+    for _ in range(3000):
+        if rng.random() < rng.choice([0.3, 0.5, 0.9]):
+            for _ in range(rng.choice([1, 1, 2, 40, 90])):
+                ts, echo_ev, rev = rng.getrandbits(40), rng.choice(evs), rng.choice(evs)
+                q.sack_received(ts, echo_ev, rev)
+                model.sack_received(ts, echo_ev, rev)
+        fwd = rng.choice(evs)
+        assert q.next_echo(fwd) == model.next_echo(fwd)

@@ -38,6 +38,7 @@ def test_the_unused_ends_share_one_empty_queue_each_and_the_used_ends_own_theirs
     assert b.conn.sender.counters.retransmissions > 0
     assert b.conn.sender.sender.retx is not b.conn.receiver.sender.retx
     assert a.conn.sender.sender.echo._pending is not a.conn.receiver.sender.echo._pending
-    # and nothing was ever added to the shared ones (maxlen 0 would drop it: must stay unused)
+    # and nothing was ever added to the shared ones (maxlen 0 would drop it: must stay unused;
+    # the echo queue's is a list, which must stay empty)
     shared = a.conn.receiver.sender
-    assert shared.writes.maxlen == 0 and shared.retx.maxlen == 0 and shared.echo._pending.maxlen == 0
+    assert shared.writes.maxlen == 0 and shared.retx.maxlen == 0 and shared.echo._pending == []
