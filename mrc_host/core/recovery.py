@@ -665,9 +665,10 @@ def rack_due(rtt: RttEstimator, rec: TxRecord, wait: int, own: bool, window: int
     - Overtaken on other planes only, with departures reported, never before ``queue_floor``
       either: while its plane still SACKs, its queue is draining. Not on its own plane's
       evidence: the last hop is one FIFO per plane, so a later packet of the plane delivered
-      first says this one is not waiting there (a T1 down in a live plane: the plane kept
-      SACKing on its other paths, and the floor held the dead path's packets 9.4 us longer,
-      fuzz seed 18, draws 32 and 154, one more connection over the floor invariant each)."""
+      first says this one is not waiting there (a fabric link or a T1 down inside a live
+      plane: the plane kept SACKing on its other paths, and the floor held the dead path's
+      packets 9.4 us longer, fuzz seed 18, draws 32 and 154, one more connection over the
+      floor invariant each)."""
     plane = rec.ev >> PLANE_SHIFT
     due = rec.left_ns + wait
     if departures and rtt.flat(plane):
