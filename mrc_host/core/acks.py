@@ -380,7 +380,7 @@ class AckBook:
                     timed = now_ns - left
             self._rtt_sample(timed)
             plane = s.echo_ev >> PLANE_SHIFT
-            self.recovery.rtt.sample_plane(plane, timed)
+            self.recovery.rtt.sample_plane(plane, timed, now_ns)
             if trigger.sent_ns == s.echo_ts and trigger.ev == s.echo_ev:  # (its port wait is known)
                 port_wait = trigger.left_ns - trigger.sent_ns
                 self.recovery.rtt.sample_fabric(rtt - port_wait, plane, now_ns)
