@@ -142,6 +142,10 @@ class AckBook:
             # black-holed plane's EVs back while its twin on the other plane had arrived
             proved = earlier_copy or rec.prev_twin_ev < 0
             self._spurious(rec.lost_ev, rec.prev_sent_ns, now_ns, reordered, proved)
+        elif rec.suspect_sent == rec.sent_ns and rec.twin_ev < 0 and self._retire:
+            # the RTO blamed its path and it arrived within the slack (``rto_slack``): as a late
+            # packet whose loss was guessed, the path comes back unless it died since
+            self._undo(rec.ev, rec.sent_ns, now_ns)
         rec.gap_lost = False
         rec.lost = False
         rec.sacked = True

@@ -134,6 +134,7 @@ class TxRecord:
         self.prev_sent_ns = -1  # send time of the copy before the latest
         self.twin_ev = -1  # the EV of a second copy sent with the latest (a tail resend), -1 if none
         self.prev_twin_ev = -1  # ``twin_ev`` of the copy before the latest
+        self.suspect_sent = -1  # ``sent_ns`` of the copy whose path the RTO blamed (``rto_slack``)
         # the counters' row of ``ev`` (``Counters.sent_on``), kept by the sender when it sends
         # the latest copy: its acknowledgement counts there without a second look-up by EV
         self.ev_row: SentRow | None = None

@@ -66,6 +66,7 @@ BACKOFF_MAX: Final = 64
 # 2 x 4 and production shapes stayed within 1/2000 (10-25 ns), an incast's first RTT rose 1/5
 FLAT_SHARE: Final = 32
 _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
+RTO_SLACK_SHARE: Final = 8  # the RTO's slack is at least the RTO over this (``rto_slack``)
 
 
 class RttEstimator:
@@ -271,17 +272,17 @@ class Recovery:
         if not self.cfg.local_ack_timeout:
             self.backoff = min(self.backoff * 2, BACKOFF_MAX)
 
-    def expired(self, now_ns: int) -> list[TxRecord]:
-        """Packets in flight for longer than the RTO (transmission order = send-time order)."""
-        rto = self.rto_ns()
-        out = []
-        if self._departures:
-            return expired_since_left(self.in_flight, now_ns, rto, self.rto_ns(backed_off=False) // 2)
-        for rec in self.in_flight.values():
-            if rec.sent_ns + rto > now_ns:
-                break
-            out.append(rec)
+    def suspects(self, now_ns: int) -> list[TxRecord]:
+        """Packets in flight past the RTO not judged yet, now marked judged: the sender blames
+        their paths (a guess their delivery undoes); the timeout proper waits ``rto_slack`` more."""
+        out = [r for r in past_rto(self, now_ns, self.rto_ns()) if r.suspect_sent != r.sent_ns]
+        for rec in out:
+            rec.suspect_sent = rec.sent_ns
         return out
+
+    def expired(self, now_ns: int) -> list[TxRecord]:
+        """Packets in flight past the RTO and its slack (``rto_slack``)."""
+        return past_rto(self, now_ns, self.rto_ns() + rto_slack(self))
 
     def tail_at(self, sending: bool) -> int | None:
         """Tail loss probe time (RACK-TLP's idea): with nothing new to send (``sending`` False) the
@@ -323,6 +324,7 @@ class Recovery:
         """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""
         for rec in self.in_flight.values():
             at = (rec.left_ns if self._departures else rec.sent_ns) + self.rto_ns()
+            at += rto_slack(self) if rec.suspect_sent == rec.sent_ns else 0
             tail = self.tail_at(sending)
             if tail is not None and tail < at:
                 at = tail
@@ -586,6 +588,39 @@ class Recovery:
             self._plane_evidence[plane] = 0
             dead.append(plane)
         return dead
+
+
+def past_rto(recovery: Recovery, now_ns: int, rto: int) -> list[TxRecord]:
+    """Packets in flight for longer than ``rto`` (transmission order = send-time order)."""
+    out = []
+    if recovery.cfg.nic_departures:
+        base = recovery.rto_ns(backed_off=False) // 2
+        return expired_since_left(recovery.in_flight, now_ns, rto, base)
+    for rec in recovery.in_flight.values():
+        if rec.sent_ns + rto > now_ns:
+            break
+        out.append(rec)
+    return out
+
+
+def rto_slack(recovery: Recovery) -> int:
+    """How much longer than the RTO the timeout proper waits (the resend, the backoff, the
+    window cut, ``rto_fired``). The RTO blames the path of a silent packet at once
+    (``Recovery.suspects``): a path that died stops carrying data as soon as before. Only
+    the resend waits -- and a packet that arrives meanwhile undoes the blame as any late
+    packet does. In a fault-free all-to-all the connections sample their RTT rarely (7-13
+    samples in a life) and never see the queue that builds at its end: thin windows whose
+    packet crossed three queues full to the trim threshold took 12.0-12.7 us against an RTO
+    at its floor, 12.0 us. The slack is the RTT spread the connection saw lately, at least
+    ``1/RTO_SLACK_SHARE`` of the RTO before its backoff (a connection that never saw the
+    queue: its packet came 29 ns past the RTO). None where the RTO blames no path (ECMP, the
+    RoCE fixed timer: one job, no split) or before any RTT sample (the RTO is only a probe)."""
+    rtt = recovery.rtt
+    cfg = recovery.cfg
+    if rtt.srtt_ns is None or not cfg.retires_paths or cfg.local_ack_timeout:
+        return 0
+    least = recovery.rto_ns(backed_off=False) // RTO_SLACK_SHARE
+    return int(rtt.spread) if rtt.spread > least else least
 
 
 def _plane_delay(rtt: RttEstimator, plane: int) -> float:

@@ -439,8 +439,7 @@ class Sender:
             c.losses_rto += 1
         c.mark(rec.ev, MARK_LOST)
         self.cc.on_loss(len(rec.payload), now_ns)
-        if self._retire and not (cause == "rto" and self.recovery.rtt.srtt_ns is None):
-            # (a timeout before any RTT sample says the RTT is unknown, not that a path died)
+        if self._retire and cause != "rto":  # (the RTO blamed its path already: _blame_suspects)
             self.blame.blame(rec, cause, now_ns)
 
     def _recheck(self, now_ns: int, stranded: bool = False) -> None:
@@ -477,8 +476,10 @@ class Sender:
             for rec in recovery.tail_losses(now_ns):
                 self._requeue(rec, True)
                 self.blame.probed(rec, bool(self.writes) and self._retire, now_ns)
+        suspects = recovery.suspects(now_ns)
+        self._recheck(now_ns, stranded=bool(suspects))  # (before the RTO retires more)
+        _blame_suspects(self, suspects, now_ns)
         expired = recovery.expired(now_ns)
-        self._recheck(now_ns, stranded=bool(expired))  # (before the RTO retires more)
         if expired:
             self._on_rto(expired, now_ns, out)
 
@@ -503,6 +504,16 @@ class Sender:
             return
         for rec in expired:
             self.lose(rec, "rto", now_ns)
+
+
+def _blame_suspects(s: Sender, suspects: list[TxRecord], now_ns: int) -> None:
+    """The RTO ran out on ``suspects`` (``Recovery.suspects``): their paths are blamed now, the
+    packets resent only a slack later (``rto_slack``); one that arrives meanwhile undoes the
+    blame (``AckBook._deliver``). Not before any RTT sample: a timeout then says the RTT is
+    unknown, not that a path died."""
+    if s._retire and s.recovery.rtt.srtt_ns is not None:
+        for rec in suspects:
+            s.blame.blame(rec, "rto", now_ns)
 
 
 def _own_retx(s: Sender) -> deque[int]:
