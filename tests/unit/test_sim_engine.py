@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mrc_host.sim.engine import RING_NS, Event, EventLoop, pop_first
+from mrc_host.sim.engine import RING_NS, SEQ_BITS, Event, EventLoop, pop_first
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -27,13 +27,12 @@ def test_pop_first_takes_the_smallest_key_from_heaps_of_every_size() -> None:
     for n in range(1, 70):
         keys = [rng.randrange(1000) for _ in range(n)]
         loop = EventLoop()
-        events: list[Event] = []
         for k in keys:
-            ev = Event()
-            loop.schedule(RING_NS + k, ev)  # (due that late: on the heap)
-            events.append(ev)
+            loop.schedule(RING_NS + k, Event())  # (due that late: a bucket of its own on the heap)
+        want = sorted(b.key for b in loop.heap)
         got = [pop_first(loop.heap).key for _ in range(n)]
-        assert got == sorted(e.key for e in events) and not loop.heap
+        assert got == want and [k >> SEQ_BITS for k in got] == sorted(RING_NS + k for k in keys)
+        assert not loop.heap
 
 
 _DELAYS = (0, 1, 2, 5, 7, RING_NS - 1, RING_NS, RING_NS + 1, 3 * RING_NS)
