@@ -4,25 +4,25 @@ Events play in time order, ties in the order they were scheduled, so a run is a 
 of its inputs. Playing an event calls its ``fire()``.
 
 Where events wait: in ``Bucket``s, each the events due at one time, first in first out,
-linked through the events' own ``nxt`` (an event waits at most once at a time). A binary
-heap of buckets, ordered by one integer ``key`` (the time shifted left by ``SEQ_BITS`` plus a
-sequence number), says which plays next. Most of a packet simulation's events (a packet
-reaching the far end of its wire, a wire coming free) fall due within a couple of
-microseconds, many at the same nanosecond: those go into a ring of ``RING_NS`` buckets, one
-per nanosecond modulo the ring, made once; a ring bucket is on the heap while it holds
-events, once for all of them. An event due ``RING_NS`` or more ahead (timers, later posts)
-gets a bucket of its own. Why: a heap push and pop read the keys of ~20 entries scattered in
-memory; the 128-host permutation has ~9 events due at each nanosecond it plays. Why linked
-events and a final bucket class: compiled, appending an event to a list, reading it back and
-emptying the list were a list call, a type check walking the event subclass's MRO and a
-slice deletion each (a third of the loop's own cost); a native attribute is a load and a
-store, and a final class's type check one compare.
+linked through the events' own ``nxt`` (an event waits at most once at a time). Most of a
+packet simulation's events (a packet reaching the far end of its wire, a wire coming free)
+fall due within a couple of microseconds, many at the same nanosecond: those go into a ring
+of ``RING_NS`` buckets, one per nanosecond modulo the ring, made once. The next of them is
+found by scanning the ring from the last time found (``_next_ring``), past blocks of 64
+buckets that hold none (a count per block), so a sparse ring costs at most 128 reads. An
+event due ``RING_NS`` or more ahead (timers, later posts) gets a bucket of its own on a
+binary heap, ordered by one integer ``key`` (the time shifted left by ``SEQ_BITS`` plus a
+sequence number). Why: the 128-host permutation has a ring bucket due every ~2.4 ns and ~9
+events in each; a heap entry per bucket cost ~1,400 instructions a pop (~10 levels of
+scattered reads), the scan a few reads. Why linked events and a final bucket class:
+compiled, appending an event to a list, reading it back and emptying the list were a list
+call, a type check walking the event subclass's MRO and a slice deletion each; a native
+attribute is a load and a store.
 
-A ring bucket's key carries the largest sequence number (``_FIRST``), so far events due at
-the same time play before it: they were scheduled at least ``RING_NS`` before any of its
-events. The ring's events all fall due within ``RING_NS`` of now, so a bucket never holds two
-times; it is free again once played. Events scheduled for now while its bucket plays join
-that bucket and play in the same pass.
+Far events due at a ring bucket's time play before it: they were scheduled at least
+``RING_NS`` before any of its events. The ring's events all fall due within ``RING_NS`` of
+now, so a bucket never holds two times; it is free again once played. Events scheduled for
+now while its bucket plays join that bucket and play in the same pass.
 
 The fabric's per-packet events are objects it keeps: a packet on a wire is itself the event
 of its arrival at the far end (``fabric.SimPacket``), a port's wire coming free is the
@@ -30,7 +30,7 @@ port's one ``waker``; so an event allocates nothing. ``at(t, fn, *args)`` wraps 
 callable, ``push(t, handler, arg)`` any ``Handler`` (timers, pause frames).
 
 Keys stay below 2**62 (mypyc's fast integers) for times below 2**36 ns (68 s); when the
-sequence numbers run out, the far buckets on the heap are renumbered in their order
+sequence numbers run out, the buckets on the heap are renumbered in their order
 (``_renumber``), which keeps every tie as it was. The loop stops when nothing waits, when the
 next event lies past ``until_ns``, when ``stopped`` is set (by a callback: "everything I was
 waiting for is done"), when an optional ``stop()`` predicate holds, or after ``max_events``
@@ -46,7 +46,9 @@ SEQ_BITS: Final = 26
 SEQ_LIMIT: Final = 1 << SEQ_BITS
 RING_NS: Final = 4096  # events due sooner than this wait in the ring (a power of two)
 _RING_MASK: Final = RING_NS - 1
-_FIRST: Final = SEQ_LIMIT - 1  # the sequence number of a ring bucket on the heap
+_SEQ_MAX: Final = SEQ_LIMIT - 1  # sequence numbers run below it
+_BLOCK_BITS: Final = 6  # the ring's buckets counted in blocks of 64 (``_next_ring``)
+_BLOCK: Final = 1 << _BLOCK_BITS
 
 
 class Event:
@@ -65,15 +67,16 @@ class Event:
 @final
 class Bucket:
     """The events due at one time, first in first out (``head`` to ``tail`` through ``nxt``);
-    ``key`` orders it on the heap, ``busy``: on the heap or playing."""
+    ``key`` orders a far one on the heap; ``busy``: a ring bucket holding events or playing."""
 
-    __slots__ = ("busy", "head", "key", "tail")
+    __slots__ = ("busy", "head", "key", "ring", "tail")
 
-    def __init__(self) -> None:
+    def __init__(self, ring: bool = False) -> None:
         self.key = 0
         self.head: Event | None = None
         self.tail: Event | None = None
         self.busy = False
+        self.ring = ring
 
     @property
     def time(self) -> int:
@@ -159,15 +162,18 @@ def pop_first(heap: list[Bucket]) -> Bucket:
 
 
 class EventLoop:
-    __slots__ = ("_cur", "_ring", "events", "heap", "now", "seq", "stopped")
+    __slots__ = ("_blocks", "_cur", "_ring", "_ring_n", "_scan", "events", "heap", "now", "seq", "stopped")
 
     def __init__(self, start_ns: int = 0) -> None:
         self.now = start_ns
-        self.heap: list[Bucket] = []  # far events' buckets, and the ring's that hold events
+        self.heap: list[Bucket] = []  # far events' buckets
         self.seq = 0
         self.events = 0
         self.stopped = False
-        self._ring = [Bucket() for _ in range(RING_NS)]
+        self._ring = [Bucket(ring=True) for _ in range(RING_NS)]
+        self._ring_n = 0  # ring buckets busy
+        self._blocks = [0] * (RING_NS >> _BLOCK_BITS)  # per block of the ring: its buckets busy
+        self._scan = start_ns  # no ring bucket is due from now until this time
         self._cur: Bucket | None = None  # the bucket playing (its time is now)
 
     def schedule(self, t_ns: int, event: Event) -> None:
@@ -176,7 +182,8 @@ class EventLoop:
         now = self.now
         t = t_ns if t_ns > now else now
         if t - now < RING_NS:
-            b = self._ring[t & _RING_MASK]
+            i = t & _RING_MASK
+            b = self._ring[i]
             tail = b.tail
             if tail is not None:
                 tail.nxt = event
@@ -187,17 +194,19 @@ class EventLoop:
             if b.busy:
                 return  # the bucket playing, drained: the loop plays this next
             b.busy = True
-            b.key = (t << SEQ_BITS) | _FIRST  # after far events due at t
-        else:
-            seq = self.seq
-            if seq >= _FIRST:
-                seq = self._renumber()
-            self.seq = seq + 1
-            b = Bucket()
-            b.head = event
-            b.tail = event
-            b.busy = True
-            b.key = (t << SEQ_BITS) | seq
+            self._ring_n += 1
+            self._blocks[i >> _BLOCK_BITS] += 1
+            if t < self._scan:
+                self._scan = t
+            return
+        seq = self.seq
+        if seq >= _SEQ_MAX:
+            seq = self._renumber()
+        self.seq = seq + 1
+        b = Bucket()
+        b.head = event
+        b.tail = event
+        b.key = (t << SEQ_BITS) | seq
         heap = self.heap
         heap.append(b)
         sift_up(heap, len(heap) - 1)
@@ -212,39 +221,80 @@ class EventLoop:
     def waiting(self) -> bool:
         """Whether any event waits."""
         cur = self._cur
-        return bool(self.heap) or (cur is not None and cur.head is not None)
+        if cur is None:
+            return bool(self.heap) or self._ring_n > 0
+        playing = 1 if cur.ring else 0  # (counted busy until closed)
+        return cur.head is not None or bool(self.heap) or self._ring_n > playing
 
     def _renumber(self) -> int:
-        """Give the far buckets on the heap sequence numbers 0, 1, ... in their order (the
-        times and every tie kept; a ring bucket keeps ``_FIRST``): the next free number.
-        A sorted list is a heap."""
+        """Give the buckets on the heap sequence numbers 0, 1, ... in their order (the times
+        and every tie kept): the next free number. A sorted list is a heap."""
         heap = self.heap
         heap.sort(key=_key)
-        i = 0
-        for b in heap:
-            if b.key & _FIRST != _FIRST:
-                b.key = (b.key >> SEQ_BITS << SEQ_BITS) | i
-                i += 1
-        return i
+        for i, b in enumerate(heap):
+            b.key = (b.key >> SEQ_BITS << SEQ_BITS) | i
+        return len(heap)
+
+    def _next_ring(self) -> int:
+        """The time of the next busy ring bucket (one must be): scanned from ``_scan``, a
+        block of 64 at a time where the block's count is 0."""
+        now = self.now
+        t = self._scan if self._scan > now else now
+        ring = self._ring
+        blocks = self._blocks
+        i = t & _RING_MASK
+        while True:
+            end = (i | (_BLOCK - 1)) + 1  # the end of i's block
+            if blocks[i >> _BLOCK_BITS]:
+                while i < end:
+                    if ring[i].busy:
+                        self._scan = t
+                        return t
+                    i += 1
+                    t += 1
+            else:
+                t += end - i
+                i = end
+            if i == RING_NS:
+                i = 0
+
+    def _close(self, cur: Bucket) -> None:
+        """The bucket playing is played: free it (nothing more can fall due at its time)."""
+        self._cur = None
+        if cur.ring:
+            cur.busy = False
+            self._ring_n -= 1
+            self._blocks[(self.now & _RING_MASK) >> _BLOCK_BITS] -= 1
+
+    def _next(self) -> Bucket | None:
+        """The bucket that plays next (not taken), or None when nothing waits; far events
+        due at a ring bucket's time play before it."""
+        heap = self.heap
+        if self._ring_n:
+            t = self._next_ring()
+            if heap and heap[0].key >> SEQ_BITS <= t:
+                return heap[0]
+            return self._ring[t & _RING_MASK]
+        return heap[0] if heap else None
 
     def run(self, until_ns: int, stop: Callable[[], bool] | None = None, max_events: int = 0) -> bool:
         """Play events; True when the run is over (not just paused by ``max_events``)."""
-        heap = self.heap
         budget = max_events or -1
         n = 0
         try:
             while not self.stopped:
                 cur = self._cur
                 event = cur.head if cur is not None else None
+                nxt_b: Bucket | None = None
                 if event is not None:
                     t = self.now
                 else:
                     if cur is not None:
-                        cur.busy = False  # played: free (nothing more can fall due at its time)
-                        self._cur = cur = None
-                    if not heap:
+                        self._close(cur)
+                    nxt_b = self._next()
+                    if nxt_b is None:
                         break
-                    t = heap[0].key >> SEQ_BITS
+                    t = self._scan if nxt_b.ring else nxt_b.key >> SEQ_BITS
                 if stop is not None and stop():
                     return True
                 if n == budget:
@@ -252,10 +302,10 @@ class EventLoop:
                 if t > until_ns:
                     self.now = until_ns
                     return True
-                if cur is None:
-                    cur = self._cur = pop_first(heap)
-                    event = cur.head
-                assert event is not None  # (a bucket on the heap holds an event)
+                if nxt_b is not None:
+                    cur = self._cur = nxt_b if nxt_b.ring else pop_first(self.heap)
+                    event = nxt_b.head
+                assert cur is not None and event is not None  # (a waiting bucket holds an event)
                 nxt = event.nxt
                 cur.head = nxt
                 if nxt is None:
