@@ -27,7 +27,7 @@ import dataclasses
 import random
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, cast, final
 
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message, Nack, Sack
@@ -95,8 +95,6 @@ class SimPacket(Event):
     ingress: Port | None = None  # PFC: the port it came in through (its bytes count there)
     draw: int = 0  # the packet copy's name for loss and trim draws (draws.packet_key)
     wire: Port | None = None  # the port whose wire it is on (its arrival is at that port's far end)
-    # the packet behind it in the egress queue it waits in (``PacketQueue``)
-    behind: SimPacket | None = field(default=None, compare=False, repr=False)
 
     def __init__(
         self,
@@ -124,7 +122,6 @@ class SimPacket(Event):
         self.ingress = ingress
         self.draw = draw
         self.wire = wire
-        self.behind = None
 
     def fire(self) -> None:
         """It reached the far end of its wire."""
@@ -136,10 +133,11 @@ class SimPacket(Event):
 class PacketQueue:
     """One class of a port's egress queue: packets first in, first out.
 
-    The packets are linked through their own ``behind`` (a packet waits in one queue at a
-    time), not held in a list or a ``deque``: compiled, a list's append, its read-back (a type
-    check) and emptying it when the queue drains (a slice deletion) were generic calls, one
-    of each per packet per hop; a native attribute is a load and a store.
+    The packets are linked through their own ``nxt``, the link of the event loop's buckets (a
+    packet waits in one queue, or on the loop, at a time), not held in a list or a ``deque``:
+    compiled, a list's append, its read-back (a type check) and emptying it when the queue
+    drains (a slice deletion) were generic calls, one of each per packet per hop; a native
+    attribute is a load and a store.
 
     ``per_qp`` (a NIC port's data queue): one such queue per queue pair, served a packet each
     in turn, as a NIC's transmit scheduler (and htsim's UEC NIC) arbitrates between its queue
@@ -185,7 +183,8 @@ class PacketQueue:
         if tail_pkt is None:
             self._head = pkt
         else:
-            tail_pkt.behind = pkt
+            last: Event = tail_pkt  # (``nxt`` is Event's slot: mypy reads a dataclass's own)
+            last.nxt = pkt
         self._tail = pkt
 
     def waiting(self) -> bool:
@@ -217,12 +216,13 @@ class PacketQueue:
             return got
         pkt = self._head
         assert pkt is not None
-        behind = pkt.behind
+        behind = cast(SimPacket | None, pkt.nxt)
         self._head = behind
         if behind is None:
             self._tail = None
         else:
-            pkt.behind = None
+            taken: Event = pkt
+            taken.nxt = None
         return pkt
 
     def bytes_of(self, pkt: SimPacket, total: int) -> int:
@@ -248,7 +248,7 @@ class PacketQueue:
         pkt = self._head
         while pkt is not None:
             yield pkt
-            pkt = pkt.behind
+            pkt = cast(SimPacket | None, pkt.nxt)
 
 
 _NO_QUEUES: Final[dict[int, PacketQueue]] = {}
