@@ -3,21 +3,26 @@
 Events play in time order, ties in the order they were scheduled, so a run is a pure function
 of its inputs. Playing an event calls its ``fire()``.
 
-Where events wait: most of a packet simulation's events (a packet reaching the far end of its
-wire, a wire coming free) fall due within a couple of microseconds, many at the same
-nanosecond. Those go into a ring of ``RING_NS`` slots, one per nanosecond modulo the ring. The
-first event due at a time goes on the binary heap of ``Event`` objects, ordered by one integer
-``key`` (the time shifted left by ``SEQ_BITS`` plus a sequence number), and into its slot;
-those due after it at that time are appended to the slot's list, and play when it comes off
-the heap. Events due ``RING_NS`` or more ahead (timers, later posts) go on the heap
-themselves. Why: a push and a pop on the heap read the keys of ~20 events scattered in memory,
-a cache miss each (a tenth of the 128-host permutation's CPU), and that run has ~4 events due
-at each nanosecond it plays; an event alone at its time costs what it did.
+Where events wait: in ``Bucket``s, each the events due at one time, first in first out,
+linked through the events' own ``nxt`` (an event waits at most once at a time). Most of a
+packet simulation's events (a packet reaching the far end of its wire, a wire coming free)
+fall due within a couple of microseconds, many at the same nanosecond: those go into a ring
+of ``RING_NS`` buckets, one per nanosecond modulo the ring (each made at its first use).
+The next of them is found by scanning the ring from the last time found (``_next_ring``),
+past blocks of 64 buckets that hold none (a count per block), so a sparse ring costs at most
+128 reads. An event due ``RING_NS`` or more ahead (timers, later posts) gets a bucket of its
+own on a binary heap, ordered by one integer ``key`` (the time shifted left by ``SEQ_BITS``
+plus a sequence number). Why: the 128-host permutation has a ring bucket due every ~2.4 ns
+and ~9 events in each; a heap entry per bucket cost ~1,400 instructions a pop (~10 levels of
+scattered reads), the scan a few reads. Why linked events and a final bucket class:
+compiled, appending an event to a list, reading it back and emptying the list were a list
+call, a type check walking the event subclass's MRO and a slice deletion each; a native
+attribute is a load and a store.
 
-A slot's first event carries the largest sequence number (``_FIRST``), so far events due at
-the same time play before it: they were scheduled at least ``RING_NS`` before it, the slot's
-less than that. The ring's events all fall due within ``RING_NS`` of now, so a slot never
-holds two times; a slot is freed once played.
+Far events due at a ring bucket's time play before it: they were scheduled at least
+``RING_NS`` before any of its events. The ring's events all fall due within ``RING_NS`` of
+now, so a bucket never holds two times; it is free again once played. Events scheduled for
+now while its bucket plays join that bucket and play in the same pass.
 
 The fabric's per-packet events are objects it keeps: a packet on a wire is itself the event
 of its arrival at the far end (``fabric.SimPacket``), a port's wire coming free is the
@@ -25,7 +30,7 @@ port's one ``waker``; so an event allocates nothing. ``at(t, fn, *args)`` wraps 
 callable, ``push(t, handler, arg)`` any ``Handler`` (timers, pause frames).
 
 Keys stay below 2**62 (mypyc's fast integers) for times below 2**36 ns (68 s); when the
-sequence numbers run out, the events on the heap are renumbered in their order
+sequence numbers run out, the buckets on the heap are renumbered in their order
 (``_renumber``), which keeps every tie as it was. The loop stops when nothing waits, when the
 next event lies past ``until_ns``, when ``stopped`` is set (by a callback: "everything I was
 waiting for is done"), when an optional ``stop()`` predicate holds, or after ``max_events``
@@ -35,25 +40,43 @@ waiting for is done"), when an optional ``stop()`` predicate holds, or after ``m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, final
 
 SEQ_BITS: Final = 26
 SEQ_LIMIT: Final = 1 << SEQ_BITS
 RING_NS: Final = 4096  # events due sooner than this wait in the ring (a power of two)
 _RING_MASK: Final = RING_NS - 1
-_FIRST: Final = SEQ_LIMIT - 1  # the sequence number of a ring list's first event on the heap
+_SEQ_MAX: Final = SEQ_LIMIT - 1  # sequence numbers run below it
+_BLOCK_BITS: Final = 6  # the ring's buckets counted in blocks of 64 (``_next_ring``)
+_BLOCK: Final = 1 << _BLOCK_BITS
 
 
 class Event:
-    """Something that happens at a time: ``key`` orders it (``EventLoop.schedule`` sets it)."""
+    """Something that happens at a time; ``nxt`` links it to the next event of its bucket
+    while it waits (``EventLoop.schedule`` sets it)."""
 
-    __slots__ = ("key",)
+    __slots__ = ("nxt",)
 
     def __init__(self) -> None:
-        self.key = 0
+        self.nxt: Event | None = None
 
     def fire(self) -> None:
         raise NotImplementedError
+
+
+@final
+class Bucket:
+    """The events due at one time, first in first out (``head`` to ``tail`` through ``nxt``);
+    ``key`` orders a far one on the heap; ``busy``: a ring bucket holding events or playing."""
+
+    __slots__ = ("busy", "head", "key", "ring", "tail")
+
+    def __init__(self, ring: bool = False) -> None:
+        self.key = 0
+        self.head: Event | None = None
+        self.tail: Event | None = None
+        self.busy = False
+        self.ring = ring
 
     @property
     def time(self) -> int:
@@ -75,7 +98,7 @@ class Pushed(Event):
     __slots__ = ("arg", "handler")
 
     def __init__(self, handler: Handler, arg: object) -> None:
-        self.key = 0
+        self.nxt = None
         self.handler = handler
         self.arg = arg
 
@@ -89,7 +112,7 @@ class Call(Event):
     __slots__ = ("args", "fn")
 
     def __init__(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
-        self.key = 0
+        self.nxt = None
         self.fn = fn
         self.args = args
 
@@ -97,7 +120,7 @@ class Call(Event):
         self.fn(*self.args)
 
 
-def sift_up(heap: list[Event], pos: int) -> None:
+def sift_up(heap: list[Bucket], pos: int) -> None:
     """Move ``heap[pos]`` towards the root while its key is the smaller (heapq's _siftdown)."""
     item = heap[pos]
     key = item.key
@@ -112,8 +135,8 @@ def sift_up(heap: list[Event], pos: int) -> None:
     heap[pos] = item
 
 
-def pop_first(heap: list[Event]) -> Event:
-    """Remove and return the event of the smallest key (heapq's heappop: the last item goes
+def pop_first(heap: list[Bucket]) -> Bucket:
+    """Remove and return the bucket of the smallest key (heapq's heappop: the last item goes
     down the path of smaller children to a leaf, then up to its place)."""
     last = heap.pop()
     n = len(heap)
@@ -123,8 +146,6 @@ def pop_first(heap: list[Event]) -> Event:
     pos = 0
     child = 1
     while child < n:
-        # each item read once (compiled, a read of a list of events checks the item's type:
-        # a subclass's walks its MRO, a third of this loop when the moved child was read twice)
         smaller = heap[child]
         right = child + 1
         if right < n:
@@ -141,34 +162,20 @@ def pop_first(heap: list[Event]) -> Event:
 
 
 class EventLoop:
-    __slots__ = (
-        "_firsts",
-        "_more",
-        "_open",
-        "_pos",
-        "_spare",
-        "_t_cur",
-        "events",
-        "heap",
-        "now",
-        "seq",
-        "stopped",
-    )
+    __slots__ = ("_blocks", "_cur", "_ring", "_ring_n", "_scan", "events", "heap", "now", "seq", "stopped")
 
     def __init__(self, start_ns: int = 0) -> None:
         self.now = start_ns
-        self.heap: list[Event] = []  # far events, and the first event due at each ring time
+        self.heap: list[Bucket] = []  # far events' buckets
         self.seq = 0
         self.events = 0
         self.stopped = False
-        # per ring slot: its first event (also on the heap), and a list of those due after it
-        # at the same time (made only then, and back to ``_spare`` when played)
-        self._firsts: list[Event | None] = [None] * RING_NS
-        self._more: list[list[Event] | None] = [None] * RING_NS
-        self._spare: list[list[Event]] = []
-        self._open = False  # the slot of time ``_t_cur`` is playing
-        self._pos = 0  # the next of its ``_more`` to play
-        self._t_cur = 0
+        # (each made at its first use: 4,096 at once were ~1.5 M instructions, 0.5 % of a small run)
+        self._ring: list[Bucket | None] = [None] * RING_NS
+        self._ring_n = 0  # ring buckets busy
+        self._blocks = [0] * (RING_NS >> _BLOCK_BITS)  # per block of the ring: its buckets busy
+        self._scan = start_ns  # no ring bucket is due from now until this time
+        self._cur: Bucket | None = None  # the bucket playing (its time is now)
 
     def schedule(self, t_ns: int, event: Event) -> None:
         """Play ``event.fire()`` at ``t_ns`` (not before now), after every event already
@@ -177,24 +184,34 @@ class EventLoop:
         t = t_ns if t_ns > now else now
         if t - now < RING_NS:
             i = t & _RING_MASK
-            if self._firsts[i] is not None:
-                event.key = t << SEQ_BITS
-                more = self._more[i]
-                if more is None:
-                    spare = self._spare
-                    more = self._more[i] = spare.pop() if spare else []
-                more.append(event)
+            b = self._ring[i]
+            if b is None:
+                b = self._ring[i] = Bucket(ring=True)
+            tail = b.tail
+            if tail is not None:
+                tail.nxt = event
+                b.tail = event
                 return
-            self._firsts[i] = event
-            event.key = (t << SEQ_BITS) | _FIRST  # after far events due at t
-        else:
-            seq = self.seq
-            if seq >= _FIRST:
-                seq = self._renumber()
-            self.seq = seq + 1
-            event.key = (t << SEQ_BITS) | seq
+            b.head = event
+            b.tail = event
+            if b.busy:
+                return  # the bucket playing, drained: the loop plays this next
+            b.busy = True
+            self._ring_n += 1
+            self._blocks[i >> _BLOCK_BITS] += 1
+            if t < self._scan:
+                self._scan = t
+            return
+        seq = self.seq
+        if seq >= _SEQ_MAX:
+            seq = self._renumber()
+        self.seq = seq + 1
+        b = Bucket()
+        b.head = event
+        b.tail = event
+        b.key = (t << SEQ_BITS) | seq
         heap = self.heap
-        heap.append(event)
+        heap.append(b)
         sift_up(heap, len(heap) - 1)
 
     def at(self, t_ns: int, fn: Callable[..., None], *args: Any) -> None:
@@ -206,58 +223,82 @@ class EventLoop:
 
     def waiting(self) -> bool:
         """Whether any event waits."""
-        return bool(self.heap) or self._next_more() is not None
+        cur = self._cur
+        if cur is None:
+            return bool(self.heap) or self._ring_n > 0
+        playing = 1 if cur.ring else 0  # (counted busy until closed)
+        return cur.head is not None or bool(self.heap) or self._ring_n > playing
 
     def _renumber(self) -> int:
-        """Give the far events on the heap sequence numbers 0, 1, ... in their order (the
-        times and every tie kept; a slot's first keeps ``_FIRST``): the next free number.
-        A sorted list is a heap."""
+        """Give the buckets on the heap sequence numbers 0, 1, ... in their order (the times
+        and every tie kept): the next free number. A sorted list is a heap."""
         heap = self.heap
         heap.sort(key=_key)
-        i = 0
-        for event in heap:
-            if event.key & _FIRST != _FIRST:
-                event.key = (event.key >> SEQ_BITS << SEQ_BITS) | i
-                i += 1
-        return i
+        for i, b in enumerate(heap):
+            b.key = (b.key >> SEQ_BITS << SEQ_BITS) | i
+        return len(heap)
 
-    def _next_more(self) -> Event | None:
-        """The next event of the slot playing, if one is left (not taken)."""
-        if not self._open:
-            return None
-        more = self._more[self._t_cur & _RING_MASK]
-        if more is None or self._pos >= len(more):
-            return None
-        return more[self._pos]
+    def _next_ring(self) -> int:
+        """The time of the next busy ring bucket (one must be): scanned from ``_scan``, a
+        block of 64 at a time where the block's count is 0."""
+        now = self.now
+        t = self._scan if self._scan > now else now
+        ring = self._ring
+        blocks = self._blocks
+        i = t & _RING_MASK
+        while True:
+            end = (i | (_BLOCK - 1)) + 1  # the end of i's block
+            if blocks[i >> _BLOCK_BITS]:
+                while i < end:
+                    b = ring[i]
+                    if b is not None and b.busy:
+                        self._scan = t
+                        return t
+                    i += 1
+                    t += 1
+            else:
+                t += end - i
+                i = end
+            if i == RING_NS:
+                i = 0
 
-    def _close(self) -> None:
-        """The slot playing is played: free it (nothing more can fall due at its time)."""
-        i = self._t_cur & _RING_MASK
-        self._firsts[i] = None
-        more = self._more[i]
-        if more is not None:
-            more.clear()
-            self._more[i] = None
-            self._spare.append(more)
-        self._open = False
-        self._pos = 0
+    def _close(self, cur: Bucket) -> None:
+        """The bucket playing is played: free it (nothing more can fall due at its time)."""
+        self._cur = None
+        if cur.ring:
+            cur.busy = False
+            self._ring_n -= 1
+            self._blocks[(self.now & _RING_MASK) >> _BLOCK_BITS] -= 1
+
+    def _next(self) -> Bucket | None:
+        """The bucket that plays next (not taken), or None when nothing waits; far events
+        due at a ring bucket's time play before it."""
+        heap = self.heap
+        if self._ring_n:
+            t = self._next_ring()
+            if heap and heap[0].key >> SEQ_BITS <= t:
+                return heap[0]
+            return self._ring[t & _RING_MASK]  # (busy: made)
+        return heap[0] if heap else None
 
     def run(self, until_ns: int, stop: Callable[[], bool] | None = None, max_events: int = 0) -> bool:
         """Play events; True when the run is over (not just paused by ``max_events``)."""
-        heap = self.heap
         budget = max_events or -1
         n = 0
         try:
             while not self.stopped:
-                event = self._next_more()
+                cur = self._cur
+                event = cur.head if cur is not None else None
+                nxt_b: Bucket | None = None
                 if event is not None:
-                    t = self._t_cur
+                    t = self.now
                 else:
-                    if self._open:
-                        self._close()
-                    if not heap:
+                    if cur is not None:
+                        self._close(cur)
+                    nxt_b = self._next()
+                    if nxt_b is None:
                         break
-                    t = heap[0].key >> SEQ_BITS
+                    t = self._scan if nxt_b.ring else nxt_b.key >> SEQ_BITS
                 if stop is not None and stop():
                     return True
                 if n == budget:
@@ -265,13 +306,16 @@ class EventLoop:
                 if t > until_ns:
                     self.now = until_ns
                     return True
-                if event is not None:
-                    self._pos += 1
+                if nxt_b is not None:
+                    cur = self._cur = nxt_b if nxt_b.ring else pop_first(self.heap)
+                    event = nxt_b.head
+                assert cur is not None and event is not None  # (a waiting bucket holds an event)
+                nxt = event.nxt
+                cur.head = nxt
+                if nxt is None:
+                    cur.tail = None
                 else:
-                    event = pop_first(heap)
-                    if event.key & _FIRST == _FIRST:  # a slot's first: its others play next
-                        self._open = True
-                        self._t_cur = t
+                    event.nxt = None
                 self.now = t
                 n += 1
                 event.fire()
@@ -280,5 +324,5 @@ class EventLoop:
         return True
 
 
-def _key(event: Event) -> int:
-    return event.key
+def _key(b: Bucket) -> int:
+    return b.key

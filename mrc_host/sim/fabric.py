@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import random
 import zlib
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final, cast, final
@@ -134,86 +133,111 @@ class SimPacket(Event):
 class PacketQueue:
     """One class of a port's egress queue: packets first in, first out.
 
-    A list and the index of its head, not a ``deque``: compiled, ``deque.append`` and
-    ``popleft`` are generic method calls, one of each per packet per hop; these are native.
-    A slot taken is cleared at once (a packet is freed when it leaves, as from a deque) and
-    the list is emptied when the queue drains, or cut when most of it is taken slots.
+    The packets are linked through their own ``nxt``, the link of the event loop's buckets (a
+    packet waits in one queue, or on the loop, at a time), not held in a list or a ``deque``:
+    compiled, a list's append, its read-back (a type check) and emptying it when the queue
+    drains (a slice deletion) were generic calls, one of each per packet per hop; a native
+    attribute is a load and a store.
 
     ``per_qp`` (a NIC port's data queue): one such queue per queue pair, served a packet each
     in turn, as a NIC's transmit scheduler (and htsim's UEC NIC) arbitrates between its queue
     pairs. One FIFO for all of them sent each connection's window whole, one after another: an
     all-to-all's hosts all began with the same peer (a 15-to-1 incast), and the last queue
-    pairs' first packets waited 15 windows, past the first timeout. (One class with a flag,
-    not a subclass: compiled, a final class's methods are direct calls on every port.)"""
+    pairs' first packets waited 15 windows, past the first timeout. The queue pairs waiting
+    are linked in turn through their queues' ``_turn``. (One class with a flag, not a
+    subclass: compiled, a final class's methods are direct calls on every port.)"""
+
+    __slots__ = ("_head", "_n", "_queues", "_tail", "_turn", "_turns", "_turns_tail", "bytes", "per_qp")
 
     def __init__(self, per_qp: bool = False) -> None:
-        self._items: list[SimPacket | None] = []
-        self._head = 0
+        self._head: SimPacket | None = None
+        self._tail: SimPacket | None = None
+        self._n = 0  # packets waiting
+        self.bytes = 0  # a queue pair's queue: its bytes waiting
         self.per_qp = per_qp
-        # per_qp only (else shared empty ones: a queue pair's own queue allocates nothing more)
-        self._queues: dict[int, PacketQueue] = {} if per_qp else _NO_QUEUES  # its packets
-        self._bytes: dict[int, int] = {} if per_qp else _NO_BYTES  # its bytes waiting
-        self._turns: deque[int] = deque() if per_qp else _NO_TURNS  # those waiting, in turn
-        self._n = 0  # per_qp: packets waiting
+        # per_qp: each queue pair's queue (else a shared empty dict: a queue pair's own
+        # queue allocates nothing more), and those with packets waiting, in turn
+        self._queues: dict[int, PacketQueue] = {} if per_qp else _NO_QUEUES
+        self._turns: PacketQueue | None = None
+        self._turns_tail: PacketQueue | None = None
+        self._turn: PacketQueue | None = None  # a queue pair's queue: the next in turn after it
 
     def push(self, pkt: SimPacket) -> None:
-        if not self.per_qp:
-            self._items.append(pkt)
-            return
-        qp = pkt.msg.qp
-        q = self._queues.get(qp)
-        if q is None:
-            q = self._queues[qp] = PacketQueue()
-            self._bytes[qp] = 0
-        if not q.waiting():
-            self._turns.append(qp)
-        q.push(pkt)
-        self._bytes[qp] += pkt.size
         self._n += 1
+        if self.per_qp:
+            qp = pkt.msg.qp
+            q = self._queues.get(qp)
+            if q is None:
+                q = self._queues[qp] = PacketQueue()
+            if not q._n:
+                tail = self._turns_tail
+                if tail is None:
+                    self._turns = q
+                else:
+                    tail._turn = q
+                self._turns_tail = q
+            q.push(pkt)
+            q.bytes += pkt.size
+            return
+        tail_pkt = self._tail
+        if tail_pkt is None:
+            self._head = pkt
+        else:
+            last: Event = tail_pkt  # (``nxt`` is Event's slot: mypy reads a dataclass's own)
+            last.nxt = pkt
+        self._tail = pkt
 
     def waiting(self) -> bool:
         """Whether a packet waits (``bool(queue)``, as a native call)."""
-        if self.per_qp:
-            return self._n > 0
-        return self._head < len(self._items)
+        return self._n > 0
 
     def take(self) -> SimPacket:
         """The oldest packet (per_qp: of the queue pair whose turn it is), removed (the queue
         must not be empty)."""
+        self._n -= 1
         if self.per_qp:
-            qp = self._turns.popleft()
-            q = self._queues[qp]
+            q = self._turns
+            assert q is not None
+            nxt = q._turn
+            self._turns = nxt
+            if nxt is None:
+                self._turns_tail = None
+            else:
+                q._turn = None
             got = q.take()
-            self._bytes[qp] -= got.size
-            self._n -= 1
-            if q.waiting():
-                self._turns.append(qp)
+            q.bytes -= got.size
+            if q._n:  # its next turn: after every other queue pair waiting
+                tail = self._turns_tail
+                if tail is None:
+                    self._turns = q
+                else:
+                    tail._turn = q
+                self._turns_tail = q
             return got
-        items = self._items
-        head = self._head
-        pkt = items[head]
+        pkt = self._head
         assert pkt is not None
-        items[head] = None
-        head += 1
-        if head == len(items):
-            items.clear()
-            head = 0
-        elif head >= 1024 and 2 * head >= len(items):
-            del items[:head]
-            head = 0
-        self._head = head
+        behind = cast(SimPacket | None, pkt.nxt)
+        self._head = behind
+        if behind is None:
+            self._tail = None
+        else:
+            taken: Event = pkt
+            taken.nxt = None
         return pkt
 
     def bytes_of(self, pkt: SimPacket, total: int) -> int:
         """The bytes waiting that count against ``pkt``'s bound: per_qp, its queue pair's own;
         else all of them (``total``)."""
-        return self._bytes.get(pkt.msg.qp, 0) if self.per_qp else total
+        if not self.per_qp:
+            return total
+        q = self._queues.get(pkt.msg.qp)
+        return 0 if q is None else q.bytes
 
     def __len__(self) -> int:
-        return self._n if self.per_qp else len(self._items) - self._head
+        return self._n
 
     def __bool__(self) -> bool:
-        return self.waiting()
+        return self._n > 0
 
     def __iter__(self) -> Iterator[SimPacket]:
         """The packets waiting, oldest first (per_qp: each queue pair's in turn)."""
@@ -221,14 +245,13 @@ class PacketQueue:
             for q in self._queues.values():
                 yield from q
             return
-        for pkt in self._items[self._head :]:
-            if pkt is not None:
-                yield pkt
+        pkt = self._head
+        while pkt is not None:
+            yield pkt
+            pkt = cast(SimPacket | None, pkt.nxt)
 
 
 _NO_QUEUES: Final[dict[int, PacketQueue]] = {}
-_NO_BYTES: Final[dict[int, int]] = {}
-_NO_TURNS: Final[deque[int]] = deque()
 
 
 class Port:
@@ -307,7 +330,8 @@ class Port:
         self.ns_per_byte = 8 / shape.link_gbps
         self.delay_ns = shape.link_delay_ns
         # a NIC never drops its own packets: past its bound it trims them (the core backs off)
-        self.buffer_bytes = 1 << 62 if self.nic else shape.buffer_bytes
+        # (below 2**62: compiled, a compare with a larger int leaves the fast path)
+        self.buffer_bytes = 1 << 60 if self.nic else shape.buffer_bytes
         # ECN is off on the last hop (and at the NIC): a mark means in-fabric imbalance
         self.ecn_bytes = None if kind in (NIC_TO_LEAF, LEAF_TO_HOST) else shape.ecn_bytes
         self.trim_bytes = shape.nic_buffer_bytes if self.nic else shape.trim_bytes
@@ -347,7 +371,7 @@ class _PortWake(Event):
     __slots__ = ("port",)
 
     def __init__(self, port: Port) -> None:
-        self.key = 0
+        self.nxt = None
         self.port = port
 
     def fire(self) -> None:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mrc_host.sim.engine import RING_NS, Event, EventLoop, pop_first
+from mrc_host.sim.engine import RING_NS, SEQ_BITS, Event, EventLoop, pop_first
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -27,13 +27,12 @@ def test_pop_first_takes_the_smallest_key_from_heaps_of_every_size() -> None:
     for n in range(1, 70):
         keys = [rng.randrange(1000) for _ in range(n)]
         loop = EventLoop()
-        events: list[Event] = []
         for k in keys:
-            ev = Event()
-            loop.schedule(RING_NS + k, ev)  # (due that late: on the heap)
-            events.append(ev)
+            loop.schedule(RING_NS + k, Event())  # (due that late: a bucket of its own on the heap)
+        want = sorted(b.key for b in loop.heap)
         got = [pop_first(loop.heap).key for _ in range(n)]
-        assert got == sorted(e.key for e in events) and not loop.heap
+        assert got == want and [k >> SEQ_BITS for k in got] == sorted(RING_NS + k for k in keys)
+        assert not loop.heap
 
 
 _DELAYS = (0, 1, 2, 5, 7, RING_NS - 1, RING_NS, RING_NS + 1, 3 * RING_NS)
@@ -86,16 +85,16 @@ def test_ring_and_heap_play_in_time_then_scheduling_order(seed: int) -> None:
     assert len(want) > 200 and played == want and not loop.waiting()
 
 
-def test_near_events_due_at_one_time_take_one_heap_entry() -> None:
+def test_near_events_wait_in_the_ring_and_only_far_ones_on_the_heap() -> None:
     """Fails where every event is on the heap (each push and pop reading ~20 scattered keys):
-    events due soon at one nanosecond share one entry, far ones have their own."""
+    events due soon wait in the ring, far ones have a heap entry each."""
     loop = EventLoop(1_000)
     for t in (1_000, 1_500, 1_500, 1_500, 1_000 + RING_NS - 1, 1_000 + RING_NS - 1):
         loop.at(t, lambda: None)
-    assert len(loop.heap) == 3
+    assert len(loop.heap) == 0 and loop.waiting()
     loop.at(1_000 + RING_NS, lambda: None)
     loop.at(1_000 + RING_NS, lambda: None)
-    assert len(loop.heap) == 5 and loop.waiting()
+    assert len(loop.heap) == 2 and loop.waiting()
     loop.run(10**9)
     assert not loop.waiting() and loop.events == 8
 
@@ -120,3 +119,49 @@ def test_a_run_paused_by_its_limit_resumes_in_order() -> None:
         (10, "c"),
         (RING_NS + 10, f"a{RING_NS + 10}"),
     ]
+
+
+def _spread_children(name: int) -> list[tuple[int, int]]:
+    """``_children`` with delays anywhere in and past the ring: sparse blocks, the ring's
+    wrap, far events landing before the next ring time found."""
+    if name >= 10**4:
+        return []
+    r = random.Random(name * 7 + 3)
+    delays = (0, 1, 63, 64, 65, r.randrange(RING_NS), RING_NS - 1, RING_NS, r.randrange(3 * RING_NS))
+    return [(r.choice(delays), name * 10 + j) for j in range(r.randrange(4))]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_sparse_ring_and_paused_runs_keep_the_heaps_order(seed: int) -> None:
+    """Events spread over the whole ring and beyond, played in runs paused at random times
+    and event counts: the order is a sorted heap's, and the loop ends empty."""
+    import heapq
+
+    rng = random.Random(seed)
+    first = [(rng.randrange(2 * RING_NS), i + 1) for i in range(20)]
+    waiting = [(t, seq, name) for seq, (t, name) in enumerate(first)]
+    heapq.heapify(waiting)
+    want: list[tuple[int, int]] = []
+    seq = len(first)
+    while waiting:
+        t, _, name = heapq.heappop(waiting)
+        want.append((t, name))
+        for delay, child in _spread_children(name):
+            heapq.heappush(waiting, (t + delay, seq, child))
+            seq += 1
+
+    loop = EventLoop()
+    played: list[tuple[int, int]] = []
+
+    def play(name: int) -> None:
+        played.append((loop.now, name))
+        for delay, child in _spread_children(name):
+            loop.at(loop.now + delay, play, child)
+
+    for t, name in first:
+        loop.at(t, play, name)
+    until = 0
+    while loop.waiting():
+        until += rng.randrange(1, RING_NS)
+        loop.run(until, max_events=rng.randrange(0, 40))
+    assert len(want) > 100 and played == want and loop.events == len(want)
