@@ -185,12 +185,20 @@ class EvRows:
         table[h] = row
 
     def _grow(self) -> None:
-        rows = self.rows()
+        """Twice the room, the rows placed again (walked in the old table as they are: a table
+        of 128 EVs grows five times, and a list of its rows and a call a row were half of it)."""
+        old = self._table
         size = max(8, 2 * (self._mask + 1))
-        self._table = [None] * size
-        self._mask = size - 1
-        for row in rows:
-            self._place(row)
+        mask = size - 1
+        table: list[EvRow | None] = [None] * size
+        for row in old:
+            if row is not None:
+                h = _hash(row.ev) & mask
+                while table[h] is not None:
+                    h = (h + 1) & mask
+                table[h] = row
+        self._table = table
+        self._mask = mask
 
 
 _NO_ROWS: Final[list[EvRow | None]] = []
