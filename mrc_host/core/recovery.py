@@ -603,6 +603,36 @@ def past_rto(recovery: Recovery, now_ns: int, rto: int) -> list[TxRecord]:
     return out
 
 
+def rto_dead_planes(recovery: Recovery, suspects: list[TxRecord]) -> list[int]:
+    """Planes the RTO shows dead (``Recovery.suspects``, found for the sender to fail): two
+    paths or more of the plane went silent past the RTO, while the other planes delivered
+    ``sack_gap_threshold`` packets sent well after the plane's last delivery (the evidence
+    ``dead_planes`` counts), and the plane delivered nothing sent since its oldest packet left.
+    ``dead_planes`` runs only on a SACK and waits for its own plane's delay: in an incast whose
+    SACKs stopped (the window full of the dead plane's packets) it judged a black-holed NIC link
+    46 us after the RTO had blamed its 9 paths, while 4 more packets went onto the plane's
+    paths not yet blamed. The RTO's wait is proof the packets are overdue; the evidence
+    says the plane, not the paths, is silent."""
+    if recovery.planes < 2:
+        return []
+    paths: dict[int, set[int]] = {}
+    for rec in suspects:
+        paths.setdefault(rec.ev >> PLANE_SHIFT, set()).add(rec.ev)
+    dead: list[int] = []
+    dep = recovery.cfg.nic_departures
+    for plane, evs in paths.items():
+        if len(evs) < 2 or recovery._plane_evidence[plane] < recovery.cfg.sack_gap_threshold:
+            continue
+        oldest = next((r for r in recovery.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
+        if oldest is None or oldest.at_nic:
+            continue
+        if (oldest.left_ns if dep else oldest.sent_ns) <= recovery.plane_ok_sent[plane]:
+            continue
+        recovery._plane_evidence[plane] = 0
+        dead.append(plane)
+    return dead
+
+
 def rto_slack(recovery: Recovery) -> int:
     """How much longer than the RTO the timeout proper waits (the resend, the backoff, the
     window cut, ``rto_fired``). The RTO blames the path of a silent packet at once
