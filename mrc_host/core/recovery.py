@@ -603,16 +603,16 @@ def past_rto(recovery: Recovery, now_ns: int, rto: int) -> list[TxRecord]:
     return out
 
 
-def rto_dead_planes(recovery: Recovery, suspects: list[TxRecord]) -> list[int]:
+def rto_dead_planes(recovery: Recovery, suspects: list[TxRecord], now_ns: int) -> list[int]:
     """Planes the RTO shows dead (``Recovery.suspects``, found for the sender to fail): two
     paths or more of the plane went silent past the RTO, while the other planes delivered
     ``sack_gap_threshold`` packets sent well after the plane's last delivery (the evidence
-    ``dead_planes`` counts), and the plane delivered nothing sent since its oldest packet left.
-    ``dead_planes`` runs only on a SACK and waits for its own plane's delay: in an incast whose
-    SACKs stopped (the window full of the dead plane's packets) it judged a black-holed NIC link
-    46 us after the RTO had blamed its 9 paths, while 4 more packets went onto the plane's
-    paths not yet blamed. The RTO's wait is proof the packets are overdue; the evidence
-    says the plane, not the paths, is silent."""
+    ``dead_planes`` counts), the plane delivered nothing sent since its oldest packet left, and
+    that packet is overdue by its plane's latest delay (as there). ``dead_planes`` runs only on
+    a SACK: in an incast whose SACKs stopped (the window full of the dead plane's packets) it
+    judged a black-holed NIC link 46 us after the RTO had blamed its 9 paths, while 4 more
+    packets went onto the plane's paths not yet blamed. The RTO stands in for the SACK; the
+    evidence says the plane, not the paths, is silent."""
     if recovery.planes < 2:
         return []
     paths: dict[int, set[int]] = {}
@@ -626,8 +626,11 @@ def rto_dead_planes(recovery: Recovery, suspects: list[TxRecord]) -> list[int]:
         oldest = next((r for r in recovery.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
         if oldest is None or oldest.at_nic:
             continue
-        if (oldest.left_ns if dep else oldest.sent_ns) <= recovery.plane_ok_sent[plane]:
+        oldest_sent = oldest.left_ns if dep else oldest.sent_ns
+        if oldest_sent <= recovery.plane_ok_sent[plane]:
             continue
+        if now_ns - oldest_sent < _plane_delay(recovery.rtt, plane) + recovery.reorder_window():
+            continue  # (as ``dead_planes``: not overdue by its own plane's latest delay)
         recovery._plane_evidence[plane] = 0
         dead.append(plane)
     return dead

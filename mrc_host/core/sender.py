@@ -514,7 +514,7 @@ def _blame_suspects(s: Sender, suspects: list[TxRecord], now_ns: int) -> None:
     if s._retire and s.recovery.rtt.srtt_ns is not None:
         for rec in suspects:
             s.blame.blame(rec, "rto", now_ns)
-        for plane in rto_dead_planes(s.recovery, suspects):  # (a plane's paths not yet blamed go too)
+        for plane in rto_dead_planes(s.recovery, suspects, now_ns):  # (a plane's paths not yet blamed go too)
             s.c.planes_failed += 1
             s.evset.fail_plane(plane, now_ns)
             s.flush_plane(plane, "plane")
