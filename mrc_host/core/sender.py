@@ -39,7 +39,7 @@ from .counters import MARK_LOST, Counters, SentRow
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, Segment, TxRecord, held
-from .recovery import Recovery
+from .recovery import Recovery, rto_dead_planes
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit. Four
 # names, not a table: compiled, indexing a Final tuple of tuples builds the tuples anew each time
@@ -514,6 +514,10 @@ def _blame_suspects(s: Sender, suspects: list[TxRecord], now_ns: int) -> None:
     if s._retire and s.recovery.rtt.srtt_ns is not None:
         for rec in suspects:
             s.blame.blame(rec, "rto", now_ns)
+        for plane in rto_dead_planes(s.recovery, suspects, now_ns):  # (a plane's paths not yet blamed go too)
+            s.c.planes_failed += 1
+            s.evset.fail_plane(plane, now_ns)
+            s.flush_plane(plane, "plane")
 
 
 def _own_retx(s: Sender) -> deque[int]:
