@@ -170,12 +170,7 @@ class PacketQueue:
             if q is None:
                 q = self._queues[qp] = PacketQueue()
             if not q._n:
-                tail = self._turns_tail
-                if tail is None:
-                    self._turns = q
-                else:
-                    tail._turn = q
-                self._turns_tail = q
+                self._last_turn(q)
             q.push(pkt)
             q.bytes += pkt.size
             return
@@ -186,6 +181,15 @@ class PacketQueue:
             last: Event = tail_pkt  # (``nxt`` is Event's slot: mypy reads a dataclass's own)
             last.nxt = pkt
         self._tail = pkt
+
+    def _last_turn(self, q: PacketQueue) -> None:
+        """Queue pair ``q`` takes the last turn, after every other one waiting."""
+        tail = self._turns_tail
+        if tail is None:
+            self._turns = q
+        else:
+            tail._turn = q
+        self._turns_tail = q
 
     def waiting(self) -> bool:
         """Whether a packet waits (``bool(queue)``, as a native call)."""
@@ -207,12 +211,7 @@ class PacketQueue:
             got = q.take()
             q.bytes -= got.size
             if q._n:  # its next turn: after every other queue pair waiting
-                tail = self._turns_tail
-                if tail is None:
-                    self._turns = q
-                else:
-                    tail._turn = q
-                self._turns_tail = q
+                self._last_turn(q)
             return got
         pkt = self._head
         assert pkt is not None
