@@ -121,7 +121,7 @@ class RttEstimator:
         self._fabric_at = now_ns
         self.fabric_spread = max(jump, spread)
 
-    def sample_plane(self, plane: int, rtt: int, now_ns: int = 0) -> None:
+    def sample_plane(self, plane: int, rtt: int, now_ns: int) -> None:
         self.plane_last[plane] = rtt
         self.plane_at[plane] = now_ns
         ps = self.plane_srtt[plane]

@@ -43,8 +43,8 @@ def test_rtt_estimator_follows_rfc6298_and_keeps_min_spread_and_plane_srtt() -> 
     e.sample(6_000)  # a new floor: the slow samples sit further above it
     assert e.min_rtt_ns == 6_000 and e.spread == 12_000 * (1 - 1 / 256)  # then decays per sample
     assert e.of_plane(1) == e.srtt_ns  # no sample of its own yet
-    e.sample_plane(1, 40_000)
-    e.sample_plane(1, 48_000)
+    e.sample_plane(1, 40_000, 0)
+    e.sample_plane(1, 48_000, 0)
     assert e.of_plane(1) == 41_000 and e.of_plane(0) == e.srtt_ns
 
 
@@ -115,7 +115,7 @@ def overtaken_on_another_plane() -> tuple[Recovery, TxRecord]:
     plane 1 that was acknowledged: RACK's other-planes rule applies to it."""
     r = make(reorder_window_ns=1_000)
     r.rtt.sample(10_000)
-    r.rtt.sample_plane(0, 20_000)
+    r.rtt.sample_plane(0, 20_000, 0)
     victim = send(r, 0, 0, 0)
     elsewhere = send(r, 1, PLANE1, 100)
     deliver(r, elsewhere, 10_100)
@@ -439,7 +439,7 @@ def test_the_tail_probe_is_due_a_round_trip_after_the_newest_packet_left() -> No
     deliver(r, a, 21_000)
     r.on_progress(21_000, True)
     assert r.tail_at(False) == 500 + 20_000 + 5_000  # (from the SACK: 21 + 20 + 5 us)
-    r.rtt.sample_plane(0, 30_000)  # a queue building: the latest sample of a plane is longer
+    r.rtt.sample_plane(0, 30_000, 0)  # a queue building: the latest sample of a plane is longer
     assert r.tail_at(False) == 500 + 30_000 + 5_000
     c = TxRecord(2, PendingWrite(1, [], 0, 0), 0, b"x" * 100, Opcode.WRITE_LAST)
     r.on_sent(c, 0, 22_000)  # still at the NIC: the old rule alone
@@ -469,8 +469,8 @@ def flat_fabric() -> tuple[Recovery, TxRecord]:
     r = make(nic_departures=True, reorder_window_ns=1_000)
     for _ in range(20):
         r.rtt.sample(10_000)
-        r.rtt.sample_plane(0, 10_000)
-        r.rtt.sample_plane(1, 10_000)
+        r.rtt.sample_plane(0, 10_000, 0)
+        r.rtt.sample_plane(1, 10_000, 0)
     victim = send(r, 0, 0, 0)
     elsewhere = send(r, 1, PLANE1, 100)
     r.nic.on_departed(victim, 0)
@@ -512,7 +512,7 @@ def test_while_a_queue_builds_or_a_plane_is_unsampled_the_other_planes_guard_hol
     unsampled = make(nic_departures=True, reorder_window_ns=1_000)
     for _ in range(20):
         unsampled.rtt.sample(10_000)
-        unsampled.rtt.sample_plane(1, 10_000)
+        unsampled.rtt.sample_plane(1, 10_000, 0)
     assert not unsampled.rtt.flat(0) and unsampled.rtt.flat(1)
 
 
@@ -524,9 +524,9 @@ def test_a_plane_slower_by_its_queue_is_not_taken_for_a_silent_one() -> None:
     r = make(sack_gap_threshold=3, plane_guard_min_ns=1_000, reorder_window_ns=500)
     r.rtt.sample(2_000)
     deliver(r, send(r, 0, 0, 0), 2_000)
-    r.rtt.sample_plane(1, 2_000)
-    r.rtt.sample_plane(0, 2_000)
-    r.rtt.sample_plane(0, 6_000)  # plane 0's queue builds: 6 us now
+    r.rtt.sample_plane(1, 2_000, 0)
+    r.rtt.sample_plane(0, 2_000, 0)
+    r.rtt.sample_plane(0, 6_000, 0)  # plane 0's queue builds: 6 us now
     stuck = send(r, 1, 0, 100)
     early = [send(r, 2 + i, PLANE1, 3_000 + i) for i in range(3)]
     for x in early:
