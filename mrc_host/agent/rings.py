@@ -305,6 +305,9 @@ class RingPort(PortIO):
         if not self.block_left:
             if not words[(base + 8) >> 2] & TP_STATUS_USER:  # block_status
                 return -1
+            read = self.blocks_read
+            if read and read[0] == self.block:  # round the ring to a block not released yet
+                return -1
             self.block_left = words[(base + 12) >> 2]  # num_pkts
             self.block_next = base + words[(base + 16) >> 2]  # offset_to_first_pkt
             if not self.block_left:

@@ -196,6 +196,62 @@ def test_frames_taken_as_a_batch_stay_intact_until_released_as_rings_wrap(veth: 
         rx.close()
 
 
+def _until(done: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    """Poll ``done`` until it holds (True) or ``timeout_s`` runs out (False)."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def test_a_v3_ring_whose_every_block_the_agent_holds_drops_and_counts(veth: None) -> None:
+    """Why the batch test keeps fewer frames in flight than blocks: once its timer runs out, a
+    v3 block goes to the agent with a single frame in it, so an agent that holds every block
+    freezes the ring; the kernel drops and counts what arrives then (``socket_drops``) and
+    resumes once a block comes back."""
+    from mrc_host.agent.netio import socket_drops
+    from mrc_host.agent.rings import TP_STATUS_USER
+
+    tx, rx = ring_port(0, 2), ring_port(1, 2, rx_bytes=1 << 18)
+    dropped = 0
+
+    def handed_over(block: int) -> bool:
+        return bool(rx.words[(block * rx.geo.rx_block + 8) >> 2] & TP_STATUS_USER)
+
+    def counted() -> bool:
+        nonlocal dropped
+        dropped += socket_drops(rx.sock)
+        return dropped > 0
+
+    try:
+        blocks = rx.geo.rx_blocks
+        assert blocks == 4
+        for b in range(blocks):  # a frame, then the block's timer: every block the agent's
+            assert tx.send(frame(b)) == 1
+            tx.flush()
+            assert _until(lambda b=b: handed_over(b)), f"block {b} never handed over"
+        assert not counted()
+        tx.send(frame(blocks))  # no block left: dropped, counted
+        tx.flush()
+        assert _until(counted) and dropped == 1
+        views: list[Any] = []
+        for _ in range(2 * blocks):  # each block once: no block read again before its release
+            if rx.take(views) < 0:
+                break
+        got = [bytes(f) for f in views]
+        rx.release()  # every block back: the ring thaws
+        tx.send(frame(blocks + 1))
+        tx.flush()
+        drain(rx, got, blocks + 1)
+        assert [seq_of(f) for f in got] == [*range(blocks), blocks + 1]
+        assert socket_drops(rx.sock) == 0
+    finally:
+        tx.close()
+        rx.close()
+
+
 def test_a_frame_longer_than_a_receive_slot_arrives_whole_through_the_socket(veth: None) -> None:
     tx, rx = ring_port(0), ring_port(1, max_frame=1514)  # slots for MTU 1500, the link's is 4232
     try:
