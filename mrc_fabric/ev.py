@@ -31,6 +31,16 @@ SPORT_BASE: Final = 0xC000  # every MRC source port is in 0xC000..0xFFFF
 FLOW_LABEL_BITS: Final = 32 - SPORT_EV_BITS  # 18 high EV bits in the 20-bit flow label
 FLOW_LABEL_EV_MASK: Final = (1 << FLOW_LABEL_BITS) - 1
 
+MAX_PEER_EV_ROWS: Final = 131_072
+"""Rows a receiver keeps of the peer's EVs it has seen DATA on (its per-EV counters); DATA on
+any further EV is still placed, counted only in one overflow counter. An EV arrives from the
+wire, where 2**32 values pass the ICRC: without a cap a forged stream grows one connection's
+counters without bound. A peer's EV set is drawn once and never grows: retired EVs are
+replaced from backups drawn with it, and restored ones come back as the same values. Its
+largest is OCP's largest profile, 65,536 EVs, plus the most backups a host is configured
+with, 256 for each of 16 planes: 69,632 values over the whole life of a connection. The cap
+is about twice that: at most 8.4 MB of rows and table a connection (compiled)."""
+
 
 class EvWireError(ValueError):
     """A UDP source port / flow label pair that no EV produces."""

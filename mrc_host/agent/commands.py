@@ -32,7 +32,7 @@ Handler = Callable[[protocol.Request, ControlClient | None], "dict[str, Any] | N
 TOTALS = (
     "data_packets_sent", "data_bytes_sent", "retransmissions", "data_packets_received", "data_bytes_placed",
     "sacks_sent", "sacks_received", "probes_sent", "probe_acks_received", "ev_retired", "ev_restored",
-    "ecn_echoes_received", "losses_gap", "losses_rto", "messages_abandoned",
+    "ecn_echoes_received", "losses_gap", "losses_rto", "messages_abandoned", "recv_ev_overflow",
 )  # fmt: skip
 
 

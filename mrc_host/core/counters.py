@@ -14,7 +14,8 @@ header) and its table entry 12-24: ~70 bytes an EV, against ~50 in ``array`` slo
 read or write of a counter is a generic call.
 The core counts into a row's native attributes (``sent_on``, ``recv_row``, ``mark``; a
 sent packet's record keeps its EV's row for its acknowledgement); ``ev`` and ``per_ev`` give
-``EvCounters`` views to readers.
+``EvCounters`` views to readers. The received table's EVs are the peer's, off the wire: it stops
+at ``MAX_PEER_EV_ROWS`` rows (``recv_row``), where our own tables are bounded by our EV set.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections import Counter
 from typing import Final, cast, final
 
 from mypy_extensions import mypyc_attr
+
+from mrc_fabric.ev import MAX_PEER_EV_ROWS
 
 
 def _attribute_names(obj: object) -> tuple[str, ...]:
@@ -355,6 +358,7 @@ class Counters:
         self.sacks_sent = 0
         self.nacks_sent: Counter[str] = Counter()
         self.refused_writes: Counter[str] = Counter()  # BAD_RKEY / BAD_ADDRESS
+        self.recv_ev_overflow = 0  # DATA on a peer EV beyond MAX_PEER_EV_ROWS rows: placed, no row
         # both
         self.malformed: Counter[str] = Counter()  # codec reasons + core checks
         self.wrong_qp = 0
@@ -379,6 +383,7 @@ class Counters:
         self._marks: EvRows | None = None
         self._recv: EvRows | None = None
         self._views: dict[int, EvCounters] | None = None
+        self._spill: RecvRow | None = None  # counts into nothing read: beyond the cap
 
     # ---- per EV --------------------------------------------------------------------------
     @property
@@ -463,6 +468,20 @@ class Counters:
             found = t.find(ev)
             if found is not None:
                 return cast(RecvRow, found)
+        return self._new_recv_row(ev)
+
+    def _new_recv_row(self, ev: int) -> RecvRow:
+        """A row for the peer's EV ``ev``, which has none (apart: ``recv_row``, run per DATA
+        packet, stays as short as it was). The peer's EVs come off the wire: past
+        ``MAX_PEER_EV_ROWS`` rows a new EV gets none, its packet is counted in
+        ``recv_ev_overflow`` and a spare row no reader sees takes its counts."""
+        t = self._recv
+        if t is not None and len(t) >= MAX_PEER_EV_ROWS:
+            self.recv_ev_overflow += 1
+            spill = self._spill
+            if spill is None:
+                spill = self._spill = RecvRow(-1)
+            return spill
         row = RecvRow(ev)
         self._table(2).add(row)
         return row
