@@ -18,10 +18,11 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
   round trip of the fabric's longest base RTT; any standing queue stops the fair and fast
   increases, so the windows meet it with the proportional one alone. A cut by the same
   share for every flow keeps the windows' ratio (a newcomer that starts at line rate held
-  about 4x its share for 25 RTT), so the mark starts lower for a larger window
-  (``_share_scale``, Swift's flow scaling of its target): the larger windows cut while the
-  smaller still grow, and they meet. Before, only a flow trimmed there (NACK TRIMMED_LASTHOP)
-  read its queue, for 128 periods: 80/5/5/5 Gb/s for four equal flows. The signal steers no EV;
+  about 4x its share for 25 RTT); ``lasthop_share_scale`` (off by default) starts the mark
+  lower for a larger window (``_share_scale``, Swift's flow scaling of its target), so the
+  larger windows cut while the smaller still grow. Before, only a flow trimmed there (NACK
+  TRIMMED_LASTHOP) read its queue, for 128 periods: 80/5/5/5 Gb/s for four equal flows. The
+  signal steers no EV;
 - the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
   (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
   longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
