@@ -8,7 +8,8 @@ the last one started, so all have about as much left when the last joins. The fi
 trips count: unequal windows left by the receiver port's first trims
 must converge within a few round trips, not keep their ratio.
 
-Run: ``python -m bench.sim_fair [--seeds N] [--only together|staggered] [--flows 2 4 8]``.
+Run: ``python -m bench.sim_fair [--seeds N] [--only together|staggered] [--flows 2 4 8]
+[--share-scale 0.35]``.
 """
 
 from __future__ import annotations
@@ -39,14 +40,19 @@ def fair_sent(starts: list[int], gbps: float) -> list[int]:
     return [int(x) for x in sent]
 
 
-def run_case(n: int, planes: int, staggered: bool, seed: int, size: int) -> dict[str, Any]:
-    """N flows into host 0 of a fabric whose other leaves hold one sender each."""
+def run_case(
+    n: int, planes: int, staggered: bool, seed: int, size: int, share_scale: float = 0.0
+) -> dict[str, Any]:
+    """N flows into host 0 of a fabric whose other leaves hold one sender each (``share_scale``:
+    ``NsccParams.lasthop_share_scale``)."""
     shape = FabricShape(planes=planes, t0=n + 1, t1=4, link_delay_ns=LINK_DELAY_NS)
     net = Network(shape, seed)
     rng = random.Random(seed * 1000 + n * 10 + planes)
     starts = sorted(rng.randrange(STAGGER_NS) for _ in range(n)) if staggered else [0] * n
     sizes = [size * planes + x for x in fair_sent(starts, planes * shape.link_gbps)]
-    conns = [net.add_flow(FlowSpec(f"f{i}", i + 1, 0, max_evs=128), b) for i, b in enumerate(sizes)]
+    nscc: dict[str, object] = {"lasthop_share_scale": share_scale} if share_scale else {}
+    specs = [FlowSpec(f"f{i}", i + 1, 0, max_evs=128, nscc=nscc) for i in range(n)]
+    conns = [net.add_flow(spec, b) for spec, b in zip(specs, sizes, strict=True)]
     for c, at, b in zip(conns, starts, sizes, strict=True):
         net.post(c, b, at_ns=at)
     net.run(1_000_000_000)
@@ -70,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--planes", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--only", choices=("together", "staggered"), action="append")
     ap.add_argument("--size", type=int, default=3 << 19, help="bytes a flow sends a plane")
+    ap.add_argument("--share-scale", type=float, default=0.0, help="NSCC's lasthop_share_scale (0: off)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(1, args.seeds + 1))
@@ -79,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         for planes in args.planes:
             for n in args.flows:
-                runs = [run_case(n, planes, mode == "staggered", s, args.size) for s in seeds]
+                stag = mode == "staggered"
+                runs = [run_case(n, planes, stag, s, args.size, args.share_scale) for s in seeds]
                 js = [r["jain"] for r in runs if r["jain"] is not None]
                 key = f"{mode}_n{n}_p{planes}"
                 data[key] = {"runs": runs, **(summary(js) if js else {})}

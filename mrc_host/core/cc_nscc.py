@@ -16,11 +16,13 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
   queue moves little from one sample to the next. Above half the target the standing queue
   is a mark: the window sheds the excess's share of the round trip, at most once a measured
   round trip of the fabric's longest base RTT; any standing queue stops the fair and fast
-  increases, so the windows meet it with the proportional one alone. All flows cut by the
-  same share and grow by the same rate (AIMD), so unequal windows converge. Before, only a
-  flow trimmed there (NACK TRIMMED_LASTHOP) read its queue, for 128 periods, and held its
-  window from half the target: a flow never trimmed kept its window, 80/5/5/5 Gb/s for four
-  equal flows. The signal steers no EV;
+  increases, so the windows meet it with the proportional one alone. A cut by the same
+  share for every flow keeps the windows' ratio (a newcomer that starts at line rate held
+  about 4x its share for 25 RTT); ``lasthop_share_scale`` (off by default) starts the mark
+  lower for a larger window (``_share_scale``, Swift's flow scaling of its target), so the
+  larger windows cut while the smaller still grow. Before, only a flow trimmed there (NACK
+  TRIMMED_LASTHOP) read its queue, for 128 periods: 80/5/5/5 Gb/s for four equal flows. The
+  signal steers no EV;
 - the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
   (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
   longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
@@ -31,6 +33,8 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
 """
 
 from __future__ import annotations
+
+import math
 
 from .cc_base import CongestionControl, register_cc
 from .config import NsccParams, TransportConfig
@@ -233,7 +237,7 @@ class Nscc(CongestionControl):
             if delay > target:
                 self._decrease(avg, now_ns, target, p.base_rtt)
             return
-        if 2 * standing > target:
+        if 2 * standing > target * self._share_scale():
             self._lasthop_mark(now_ns)
             return
         if standing > 0:
@@ -285,6 +289,18 @@ class Nscc(CongestionControl):
         self.cwnd -= self.p.min_cwnd
         self._clamp()
 
+    def _share_scale(self) -> float:
+        """How far below half the target this window's last-hop mark starts: 1 for a window of
+        up to (``lasthop_share_scale``)^2 of the BDP, less for a larger one (``NsccParams``).
+        Every flow into a port reads the same standing queue; a mark that starts lower for a
+        larger window makes unequal windows cut at different queues, so they meet, where a cut
+        by the same share for all keeps their ratio."""
+        p = self.p
+        c = p.lasthop_share_scale
+        if c <= 0.0 or p.bdp <= 0:
+            return 1.0
+        return min(1.0, c / math.sqrt(max(self.cwnd, 1.0) / p.bdp))
+
     def _lasthop_mark(self, now_ns: int) -> None:
         """The last hop's standing queue above half the target (where a switch's ECN would
         mark): the window sheds the excess's share of the round trip, at most once a round
@@ -295,7 +311,7 @@ class Nscc(CongestionControl):
         self._fi_bytes = 0
         queue = self._lh_level
         rtt = max(p.base_rtt, p.lasthop_delay) + queue
-        if self._decrease(queue, now_ns, p.target_delay // 2, int(rtt), rtt):
+        if self._decrease(queue, now_ns, int(p.target_delay // 2 * self._share_scale()), int(rtt), rtt):
             self.lasthop_decreases += 1
 
     def _standing_queue(self, fabric_delay: int, now_ns: int) -> float:

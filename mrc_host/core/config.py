@@ -98,7 +98,8 @@ class NsccParams:
       half the target (the last hop, which marks nothing) -> the window sheds the excess's
       share of the round trip (``gamma``, ``max_md_jump``), at most once a round trip, both
       of max(base_rtt, ``lasthop_delay``) plus that queue; any standing queue below that
-      leaves the proportional increase alone (no fair or fast increase);
+      leaves the proportional increase alone (no fair or fast increase); with
+      ``lasthop_share_scale`` a larger window is marked from a lower queue;
     the window cap is ``bdp`` + 2 ``min_cwnd`` plus the line rate times the RTT's spread
     (average - floor delay), at most ``max_cwnd`` (``bdp`` 0: ``max_cwnd`` alone);
     increases are gathered and applied every ``adjust_bytes_threshold`` acked bytes or
@@ -123,6 +124,13 @@ class NsccParams:
     # not in the OCP profile: a standing queue where nothing marks (the last hop) counts as a
     # mark from half the target (False: UET's rules alone)
     lasthop_signal: bool = True
+    # not in the OCP profile, off (0) by default: that mark's threshold scaled by the flow's
+    # window, as Swift scales its target: half the target x min(1, this / sqrt(cwnd / bdp)).
+    # At 0.35 a window of a whole BDP is marked from 0.35 x half the target, one of an eighth of
+    # it (eight equal flows) from half the target: unequal windows cut at different queues and
+    # meet (staggered equal flows fairer), but an incast under a black hole loses more against
+    # its floor (CHANGELOG, round 20), so it is a researcher's switch, not the default
+    lasthop_share_scale: float = 0.0
     qa_gate: int = 2
     qa_threshold: float = 4.0
     adjust_bytes_threshold: int = 16 * 1024
