@@ -20,11 +20,18 @@ _K1: Final = 0x9E37_79B9
 _K2: Final = 0x85EB_CA77
 
 
+def _times(x: int, k: int) -> int:
+    """``x * k`` for ``x`` below 2**30 and ``k`` below 2**32, in halves of ``k``: compiled, a
+    factor of 2**30 or more takes the big-integer multiply (~700 instructions), which was
+    ~3 % of an 8->1 incast's simulated instructions with virtual payloads."""
+    return ((x * (k >> 16)) << 16) + x * (k & 0xFFFF)
+
+
 def content_check(key: int, offset: int, length: int) -> int:
     """The check value of ``length`` bytes at ``offset`` of the content named ``key``."""
     # every product stays below 2**58; each term is a bijection of its field, so two pieces
     # of one content that differ in offset alone (or in length alone) never share a check
-    h = (key & 0x3FF_FFFF) * _K1 ^ (offset & 0xFF_FFFF_FFFF) * 0x2F ^ (length & 0xFFFF) * _K2
+    h = _times(key & 0x3FF_FFFF, _K1) ^ (offset & 0xFF_FFFF_FFFF) * 0x2F ^ _times(length & 0xFFFF, _K2)
     return (h ^ (h >> 29)) & _MASK
 
 

@@ -165,3 +165,42 @@ def test_a_sparse_ring_and_paused_runs_keep_the_heaps_order(seed: int) -> None:
         until += rng.randrange(1, RING_NS)
         loop.run(until, max_events=rng.randrange(0, 40))
     assert len(want) > 100 and played == want and loop.events == len(want)
+
+
+def _busy_masks(loop: EventLoop) -> list[int]:
+    """What each block's mask must be: bit k set where the block's bucket k holds events
+    (or plays), read from the buckets themselves."""
+    ring = loop._ring
+    width = RING_NS // len(loop._blocks)
+    return [
+        sum(1 << k for k in range(width) if (b := ring[block * width + k]) is not None and b.busy)
+        for block in range(len(loop._blocks))
+    ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_ring_masks_mark_exactly_the_busy_buckets(seed: int) -> None:
+    """Fails on a count per block (the scan it served read each bucket after a busy one): the
+    next ring time comes from these masks alone, so every busy bucket, and only those, has its
+    bit, in 32-bit masks (fast integers compiled), through schedules, plays and the ring's wrap."""
+    rng = random.Random(seed)
+    loop = EventLoop()
+    checked = 0
+
+    def play() -> None:
+        nonlocal checked
+        for _ in range(rng.randrange(3)):
+            loop.at(loop.now + rng.choice((0, 1, 31, 32, 33, rng.randrange(RING_NS + 50))), play)
+        if rng.randrange(4) == 0:
+            assert [b.mask for b in loop._blocks] == _busy_masks(loop)
+            checked += 1
+
+    for _ in range(30):
+        loop.at(rng.randrange(3 * RING_NS), play)
+    until = 0
+    while loop.waiting() and loop.events < 3_000:
+        until += rng.randrange(1, RING_NS // 2)
+        loop.run(until, max_events=rng.randrange(1, 60))
+        assert [b.mask for b in loop._blocks] == _busy_masks(loop)
+        checked += 1
+    assert checked > 50 and all(b.mask < 1 << 32 for b in loop._blocks) and len(loop._blocks) == RING_NS // 32

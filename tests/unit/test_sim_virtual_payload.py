@@ -4,6 +4,7 @@ without memory, and every result but memory the same as with real bytes."""
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import pytest
@@ -165,3 +166,21 @@ def test_renumbering_the_event_sequence_keeps_every_tie_in_order() -> None:
         loop.at(RING_NS + 100 + i % 2, fired.append, i)
     loop.run(10 * RING_NS)
     assert fired == [-1, -2, 0, 2, 4, 6, 1, 3, 5, 7] and loop.seq < 16
+
+
+def test_the_check_is_the_products_in_full() -> None:
+    """The check applies its 32-bit constants in 16-bit halves (compiled, a factor of 2**30
+    or more is a big-integer multiply): the value is the plain formula's, for every field
+    at and past its mask."""
+    from mrc_host.wire.virtual_payload import _K1, _K2, _MASK, _times
+
+    def plain(key: int, offset: int, length: int) -> int:
+        h = (key & 0x3FF_FFFF) * _K1 ^ (offset & 0xFF_FFFF_FFFF) * 0x2F ^ (length & 0xFFFF) * _K2
+        return (h ^ (h >> 29)) & _MASK
+
+    rng = random.Random(3)
+    cases = [(0, 0, 0), ((1 << 26) - 1, (1 << 40) - 1, 0xFFFF), ((1 << 70) - 1, 1 << 45, 1 << 17)]
+    cases += [tuple(rng.randrange(1 << rng.randrange(1, 64)) for _ in range(3)) for _ in range(20_000)]
+    for key, offset, length in cases:
+        assert content_check(key, offset, length) == plain(key, offset, length)
+    assert _times((1 << 30) - 1, (1 << 32) - 1) == ((1 << 30) - 1) * ((1 << 32) - 1)
