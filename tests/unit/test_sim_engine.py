@@ -4,6 +4,7 @@ they wait in the ring (due soon) or on the heap (due later)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -53,8 +54,11 @@ def _play(loop: EventLoop, name: int, played: list[tuple[int, int]]) -> None:
         loop.at(loop.now + delay, _play, loop, child, played)
 
 
-def _reference(first: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The same events played from a heap of (time, scheduling order)."""
+def _reference(
+    first: list[tuple[int, int]], children: Callable[[int], list[tuple[int, int]]] | None = None
+) -> list[tuple[int, int]]:
+    """The same events played from a heap of (time, scheduling order); each schedules its
+    ``children`` (``_children`` unless given)."""
     import heapq
 
     waiting = [(t, seq, name) for seq, (t, name) in enumerate(first)]
@@ -64,7 +68,7 @@ def _reference(first: list[tuple[int, int]]) -> list[tuple[int, int]]:
     while waiting:
         t, _, name = heapq.heappop(waiting)
         played.append((t, name))
-        for delay, child in _children(name):
+        for delay, child in (children or _children)(name):
             heapq.heappush(waiting, (t + delay, seq, child))
             seq += 1
     return played
@@ -135,21 +139,9 @@ def _spread_children(name: int) -> list[tuple[int, int]]:
 def test_a_sparse_ring_and_paused_runs_keep_the_heaps_order(seed: int) -> None:
     """Events spread over the whole ring and beyond, played in runs paused at random times
     and event counts: the order is a sorted heap's, and the loop ends empty."""
-    import heapq
-
     rng = random.Random(seed)
     first = [(rng.randrange(2 * RING_NS), i + 1) for i in range(20)]
-    waiting = [(t, seq, name) for seq, (t, name) in enumerate(first)]
-    heapq.heapify(waiting)
-    want: list[tuple[int, int]] = []
-    seq = len(first)
-    while waiting:
-        t, _, name = heapq.heappop(waiting)
-        want.append((t, name))
-        for delay, child in _spread_children(name):
-            heapq.heappush(waiting, (t + delay, seq, child))
-            seq += 1
-
+    want = _reference(first, _spread_children)
     loop = EventLoop()
     played: list[tuple[int, int]] = []
 
