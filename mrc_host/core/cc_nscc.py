@@ -237,10 +237,11 @@ class Nscc(CongestionControl):
             if delay > target:
                 self._decrease(avg, now_ns, target, p.base_rtt)
             return
-        if 2 * standing > target * self._share_scale():
-            self._lasthop_mark(now_ns)
-            return
         if standing > 0:
+            scale = self._share_scale()  # (only where a queue stands: this runs per ACK)
+            if 2 * standing > target * scale:
+                self._lasthop_mark(now_ns, scale)
+                return
             # some queue stands (below half the target): the windows meet it growing by the
             # proportional increase alone -- with the fair or fast one the flows of an incast
             # refilled it to the trim threshold between decreases
@@ -301,17 +302,18 @@ class Nscc(CongestionControl):
             return 1.0
         return min(1.0, c / math.sqrt(max(self.cwnd, 1.0) / p.bdp))
 
-    def _lasthop_mark(self, now_ns: int) -> None:
+    def _lasthop_mark(self, now_ns: int, scale: float) -> None:
         """The last hop's standing queue above half the target (where a switch's ECN would
         mark): the window sheds the excess's share of the round trip, at most once a round
         trip -- both of the fabric's longest base RTT (``lasthop_delay``) plus the queue, so
-        that flows of every RTT cut alike and a cut shows before the next."""
+        that flows of every RTT cut alike and a cut shows before the next. Half the target
+        times ``scale`` (``_share_scale``, 1 unless ``lasthop_share_scale`` is set)."""
         p = self.p
         self._fast = False
         self._fi_bytes = 0
         queue = self._lh_level
         rtt = max(p.base_rtt, p.lasthop_delay) + queue
-        if self._decrease(queue, now_ns, int(p.target_delay // 2 * self._share_scale()), int(rtt), rtt):
+        if self._decrease(queue, now_ns, int(p.target_delay // 2 * scale), int(rtt), rtt):
             self.lasthop_decreases += 1
 
     def _standing_queue(self, fabric_delay: int, now_ns: int) -> float:
