@@ -51,6 +51,14 @@ _FLOOR_SAMPLES = 64
 _SCATTER_K = 8.0
 _SCATTER_GAIN = 1 / 32  # the difference is averaged over about this many samples ...
 _SCATTER_SAMPLES = 16  # ... and trusted from this many on
+# ``lasthop_queue_share``'s update: the share of the gap to its aim a window closes in one round
+# trip, downwards and upwards (upwards less: the windows of all flows into the port move
+# together, and a full step each refilled the queue past the aim), and how many periods
+# (``lasthop_delay``) after the last standing queue the rule still holds the window: the queue
+# it drained shows first as no queue, and the usual increases then grew every window alike
+_QUEUE_GAIN_DOWN = 1.0
+_QUEUE_GAIN_UP = 0.75
+_QUEUE_HOLD_PERIODS = 4
 
 
 class Nscc(CongestionControl):
@@ -91,6 +99,7 @@ class Nscc(CongestionControl):
         self._last_fabric = -1
         self._lh_level = -1.0  # the fabric delay averaged over time (``_standing_queue``)
         self._lh_at = 0
+        self._lh_hold_ns = 0  # ``lasthop_queue_share``: its rule holds the window until then
         self._scatter = 0.0
         self._scatter_n = 0
         self._now_ns = 0
@@ -237,6 +246,15 @@ class Nscc(CongestionControl):
             if delay > target:
                 self._decrease(avg, now_ns, target, p.base_rtt)
             return
+        if p.lasthop_queue_share > 0.0 and p.bdp > 0:
+            period = max(p.base_rtt, p.lasthop_delay)
+            if standing > 0:
+                self._lh_hold_ns = now_ns + _QUEUE_HOLD_PERIODS * period
+            if now_ns < self._lh_hold_ns:
+                self._fast = False
+                self._fi_bytes = 0
+                self._lasthop_own_queue(now_ns, max(self._lh_level, 0.0), period)
+                return
         if standing > 0:
             scale = self._share_scale()  # (only where a queue stands: this runs per ACK)
             if 2 * standing > target * scale:
@@ -315,6 +333,34 @@ class Nscc(CongestionControl):
         rtt = max(p.base_rtt, p.lasthop_delay) + queue
         if self._decrease(queue, now_ns, int(p.target_delay // 2 * scale), int(rtt), rtt):
             self.lasthop_decreases += 1
+
+    def _lasthop_own_queue(self, now_ns: int, queue: float, period: int) -> None:
+        """``lasthop_queue_share``: FAST TCP's window update on the last hop's queue, at most
+        once a round trip (``period`` plus ``queue``, the time-averaged delay).
+
+        The window's own bytes in that queue are cwnd x queue / RTT; the window moves towards
+        keeping ``alpha`` bytes there. Every flow into the port sees the same queue and aims at
+        the same ``alpha``, so the one fixed point is equal windows, and the gap between two
+        windows shrinks by queue / RTT each round trip whichever way they started -- the mark
+        (``_lasthop_mark``) cuts every window by the same share and keeps their ratio.
+        ``alpha`` falls as the queue grows past half the target, so N flows settle near
+        sqrt(N x share) halves of the target, not N x share."""
+        p = self.p
+        rtt = period + queue
+        if self._last_md_ns is not None and now_ns - self._last_md_ns < rtt:
+            return
+        half = p.target_delay / 2
+        alpha = p.lasthop_queue_share * half * p.bdp / max(p.base_rtt, 1) * min(1.0, half / max(queue, 1.0))
+        own = self.cwnd * queue / rtt
+        if own > alpha:
+            self.cwnd -= min(_QUEUE_GAIN_DOWN * (own - alpha), p.max_md_jump * self.cwnd)
+            self.decreases += 1
+            self.lasthop_decreases += 1
+        else:
+            self.cwnd += _QUEUE_GAIN_UP * (alpha - own)
+        self._inc = 0.0
+        self._last_md_ns = now_ns
+        self._clamp()
 
     def _standing_queue(self, fabric_delay: int, now_ns: int) -> float:
         """The queueing delay the samples show beyond what their scatter explains: the
