@@ -9,7 +9,8 @@ trips count: unequal windows left by the receiver port's first trims
 must converge within a few round trips, not keep their ratio.
 
 Run: ``python -m bench.sim_fair [--seeds N] [--only together|staggered] [--flows 2 4 8]
-[--share-scale 0.35]``.
+[--share-scale 0.35 | --queue-share 1.0]`` (``NsccParams.lasthop_share_scale`` or
+``lasthop_queue_share``; both off by default).
 """
 
 from __future__ import annotations
@@ -41,16 +42,24 @@ def fair_sent(starts: list[int], gbps: float) -> list[int]:
 
 
 def run_case(
-    n: int, planes: int, staggered: bool, seed: int, size: int, share_scale: float = 0.0
+    n: int,
+    planes: int,
+    staggered: bool,
+    seed: int,
+    size: int,
+    share_scale: float = 0.0,
+    queue_share: float = 0.0,
 ) -> dict[str, Any]:
-    """N flows into host 0 of a fabric whose other leaves hold one sender each (``share_scale``:
-    ``NsccParams.lasthop_share_scale``)."""
+    """N flows into host 0 of a fabric whose other leaves hold one sender each (``share_scale``,
+    ``queue_share``: ``NsccParams.lasthop_share_scale``, ``lasthop_queue_share``)."""
     shape = FabricShape(planes=planes, t0=n + 1, t1=4, link_delay_ns=LINK_DELAY_NS)
     net = Network(shape, seed)
     rng = random.Random(seed * 1000 + n * 10 + planes)
     starts = sorted(rng.randrange(STAGGER_NS) for _ in range(n)) if staggered else [0] * n
     sizes = [size * planes + x for x in fair_sent(starts, planes * shape.link_gbps)]
     nscc: dict[str, object] = {"lasthop_share_scale": share_scale} if share_scale else {}
+    if queue_share:
+        nscc["lasthop_queue_share"] = queue_share
     specs = [FlowSpec(f"f{i}", i + 1, 0, max_evs=128, nscc=nscc) for i in range(n)]
     conns = [net.add_flow(spec, b) for spec, b in zip(specs, sizes, strict=True)]
     for c, at, b in zip(conns, starts, sizes, strict=True):
@@ -77,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", choices=("together", "staggered"), action="append")
     ap.add_argument("--size", type=int, default=3 << 19, help="bytes a flow sends a plane")
     ap.add_argument("--share-scale", type=float, default=0.0, help="NSCC's lasthop_share_scale (0: off)")
+    ap.add_argument("--queue-share", type=float, default=0.0, help="NSCC's lasthop_queue_share (0: off)")
+    ap.add_argument("--first-seed", type=int, default=1, help="seeds first-seed .. first-seed + seeds - 1")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    seeds = list(range(1, args.seeds + 1))
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     modes = args.only or ["together", "staggered"]
     data: dict[str, Any] = {"seeds": seeds, "bar": JAIN_BAR, "link_delay_ns": LINK_DELAY_NS}
     targets: dict[str, bool] = {}
@@ -87,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         for planes in args.planes:
             for n in args.flows:
                 stag = mode == "staggered"
-                runs = [run_case(n, planes, stag, s, args.size, args.share_scale) for s in seeds]
+                runs = [
+                    run_case(n, planes, stag, s, args.size, args.share_scale, args.queue_share) for s in seeds
+                ]
                 js = [r["jain"] for r in runs if r["jain"] is not None]
                 key = f"{mode}_n{n}_p{planes}"
                 data[key] = {"runs": runs, **(summary(js) if js else {})}

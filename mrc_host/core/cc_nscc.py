@@ -248,7 +248,7 @@ class Nscc(CongestionControl):
             return
         if p.lasthop_queue_share > 0.0 and p.bdp > 0:
             period = max(p.base_rtt, p.lasthop_delay)
-            if standing > 0:
+            if 2 * standing > target:  # where the mark would cut
                 self._lh_hold_ns = now_ns + _QUEUE_HOLD_PERIODS * period
             if now_ns < self._lh_hold_ns:
                 self._fast = False
@@ -351,7 +351,7 @@ class Nscc(CongestionControl):
             return
         half = p.target_delay / 2
         alpha = p.lasthop_queue_share * half * p.bdp / max(p.base_rtt, 1) * min(1.0, half / max(queue, 1.0))
-        own = self.cwnd * queue / rtt
+        own = self.cwnd * queue / (p.base_rtt + queue)
         if own > alpha:
             self.cwnd -= min(_QUEUE_GAIN_DOWN * (own - alpha), p.max_md_jump * self.cwnd)
             self.decreases += 1
