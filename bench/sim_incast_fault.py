@@ -10,6 +10,7 @@ it (another T1, both planes, 4:1 and 16:1, the fault at 100-300 us) on seeds 1-1
 shapes around 16:1, where each flow's window holds a packet or two.
 
     python -m bench.sim_incast_fault [--neighbours | --more] [--seeds 1-10] [--transport key=value ...]
+        [--nscc key=value ...]
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def run(
     size: int = SIZE,
     transport: dict[str, object] | None = None,
     watch: bool = True,
+    nscc: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """``senders`` -> host 0 (2 planes x 4 T1, 3 T0s, 21 us), the links from each (plane, T1)
     of ``t1s`` to the receiver's T0 black-holed at ``at_ns``: per fault its loss, floor and
@@ -51,7 +53,7 @@ def run(
     per_t0 = max(4, -(-senders // 2))
     shape = FabricShape(planes=2, t0=3, t1=4, hosts_per_t0=per_t0, link_delay_ns=link_delay_for_rtt(RTT_US))
     net = Network(shape, seed)
-    base = FlowSpec("x", 0, 0, transport=dict(transport or {}))
+    base = FlowSpec("x", 0, 0, transport=dict(transport or {}), nscc=dict(nscc or {}))
     pairs = [(s, 0) for s in range(per_t0, per_t0 + senders)]
     job = point_to_point(net, Job("incast", "incast", 0), base, pairs, size)
     rtt = job.connections[0].base_rtt_ns
@@ -140,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--more", action="store_true", help="the thin-window shapes (MORE) instead")
     ap.add_argument("--only", help="one neighbour by name")
     ap.add_argument("--transport", action="append", default=[], help="TransportConfig key=value")
+    ap.add_argument("--nscc", action="append", default=[], help="NsccParams key=value")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     lo, _, hi = args.seeds.partition("-")
@@ -148,12 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     for kv in args.transport:
         k, _, v = kv.partition("=")
         transport[k] = json.loads(v)
+    nscc: dict[str, object] = {}
+    for kv in args.nscc:
+        k, _, v = kv.partition("=")
+        nscc[k] = json.loads(v)
     shapes = MORE if args.more else NEIGHBOURS if args.neighbours else NEIGHBOURS[:1]
     if args.only:
         shapes = tuple(s for s in NEIGHBOURS + MORE if s[0] == args.only)
-    out: dict[str, Any] = {"transport": transport}
+    out: dict[str, Any] = {"transport": transport, "nscc": nscc}
     for name, t1s, senders, at in shapes:
-        rows = [run(seed, t1s, senders, at, transport=transport) for seed in seeds]
+        rows = [run(seed, t1s, senders, at, transport=transport, nscc=nscc) for seed in seeds]
         for r in rows:
             f = r["faults"]
             print(

@@ -20,9 +20,11 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
   share for every flow keeps the windows' ratio (a newcomer that starts at line rate held
   about 4x its share for 25 RTT); ``lasthop_share_scale`` (off by default) starts the mark
   lower for a larger window (``_share_scale``, Swift's flow scaling of its target), so the
-  larger windows cut while the smaller still grow. Before, only a flow trimmed there (NACK
-  TRIMMED_LASTHOP) read its queue, for 128 periods: 80/5/5/5 Gb/s for four equal flows. The
-  signal steers no EV;
+  larger windows cut while the smaller still grow; ``lasthop_queue_share`` (off by default)
+  replaces the mark there by FAST TCP's update (``_lasthop_own_queue``): every window aims
+  at the same bytes of its own in the queue, so unequal windows meet within a few round
+  trips. Before, only a flow trimmed there (NACK TRIMMED_LASTHOP) read its queue, for 128
+  periods: 80/5/5/5 Gb/s for four equal flows. The signal steers no EV;
 - the window cap follows the RTT's spread: ``bdp`` + 2 MTU plus the line rate times
   (average delay - floor delay), up to ``max_cwnd``. A jittery fabric gets the window its
   longer RTT needs; a calm one keeps about a BDP in flight, which is what a path that dies
@@ -246,15 +248,8 @@ class Nscc(CongestionControl):
             if delay > target:
                 self._decrease(avg, now_ns, target, p.base_rtt)
             return
-        if p.lasthop_queue_share > 0.0 and p.bdp > 0:
-            period = max(p.base_rtt, p.lasthop_delay)
-            if 2 * standing > target:  # where the mark would cut
-                self._lh_hold_ns = now_ns + _QUEUE_HOLD_PERIODS * period
-            if now_ns < self._lh_hold_ns:
-                self._fast = False
-                self._fi_bytes = 0
-                self._lasthop_own_queue(now_ns, max(self._lh_level, 0.0), period)
-                return
+        if p.lasthop_queue_share > 0.0 and p.bdp > 0 and self._holds_for_the_queue(now_ns, standing, target):
+            return
         if standing > 0:
             scale = self._share_scale()  # (only where a queue stands: this runs per ACK)
             if 2 * standing > target * scale:
@@ -333,6 +328,20 @@ class Nscc(CongestionControl):
         rtt = max(p.base_rtt, p.lasthop_delay) + queue
         if self._decrease(queue, now_ns, int(p.target_delay // 2 * scale), int(rtt), rtt):
             self.lasthop_decreases += 1
+
+    def _holds_for_the_queue(self, now_ns: int, standing: float, target: int) -> bool:
+        """``lasthop_queue_share``: from where the mark would cut (the standing queue above half
+        the target) until ``_QUEUE_HOLD_PERIODS`` after the last such sample, the window is
+        ``_lasthop_own_queue``'s alone (True: no other rule runs for this acknowledgement)."""
+        period = max(self.p.base_rtt, self.p.lasthop_delay)
+        if 2 * standing > target:
+            self._lh_hold_ns = now_ns + _QUEUE_HOLD_PERIODS * period
+        if now_ns >= self._lh_hold_ns:
+            return False
+        self._fast = False
+        self._fi_bytes = 0
+        self._lasthop_own_queue(now_ns, max(self._lh_level, 0.0), period)
+        return True
 
     def _lasthop_own_queue(self, now_ns: int, queue: float, period: int) -> None:
         """``lasthop_queue_share``: FAST TCP's window update on the last hop's queue, at most

@@ -54,9 +54,12 @@ def test_with_the_window_scaled_mark_a_late_flow_meets_the_others_share(seed: in
 
 
 @pytest.mark.parametrize(
-    ("n", "planes", "staggered", "seed"), [(8, 1, True, 7), (8, 2, True, 9), (4, 2, False, 7), (4, 1, True, 4)]
+    ("n", "planes", "staggered", "seed"),
+    [(8, 1, True, 7), (8, 2, True, 9), (4, 2, False, 7), (4, 1, True, 4)],
 )
-def test_with_the_queue_share_equal_flows_meet_their_share(n: int, planes: int, staggered: bool, seed: int) -> None:
+def test_with_the_queue_share_equal_flows_meet_their_share(
+    n: int, planes: int, staggered: bool, seed: int
+) -> None:
     """The four worst of ``bench.sim_fair``'s cells on seeds 1-10 without an option (Jain 0.70,
     0.64, 0.90, 0.88). With ``NsccParams.lasthop_queue_share`` every window aims at the same
     bytes of its own in the last hop's queue, and equal flows, started together or staggered,
