@@ -19,7 +19,10 @@ from typing import IO, Any
 
 from topologies.procs import terminate
 
-READY_TIMEOUT_S = 5.0
+# how long ``start_capture`` waits for tcpdump to say it listens: it returns the moment it does
+# (or exits), so this only bounds a machine too busy to start it (5 s proved too short under a
+# loaded CI run: the traffic went by before tcpdump listened, 18 of ~500 frames caught)
+READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
 MB = 1 << 20
 GLOBAL_HEADER = 24

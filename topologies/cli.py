@@ -332,6 +332,8 @@ class MrcCommands:
             raise CommandError(str(exc)) from None
         cap_mb = cap.budget.limit / (1 << 20)
         self.out.print(f"capturing {cap.ifname} for {seconds:g}s (at most {cap_mb:g} MB) into {cap.path}")
+        if not cap.listening:
+            self.out.print(f"tcpdump on {cap.ifname} not listening yet (or gone): frames until then are lost")
         return cap
 
 

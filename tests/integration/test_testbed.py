@@ -202,10 +202,14 @@ def test_cli_capture_writes_a_pcap_of_the_traffic(testbed: Any, verbs: tuple[Any
 
     cmd, _out = verbs
     cap = cmd.capture(f"{H0}:0 30")  # tbh0's plane-0 NIC port
-    # tcpdump is running once it holds the interface; then traffic, then stop it
-    wait_until(lambda: cap.path.exists(), "tcpdump to open its file")
+    # the command returns once tcpdump listens (the file exists earlier: the copier opens it;
+    # waiting for that alone let a loaded CI run send before tcpdump listened: 18 frames caught)
+    assert cap.listening
     s = testbed.send(H0, H3, 4 << 20)  # 1,024 DATA frames of 4 KiB, about half on plane 0
     assert s["ok"], s
+    # what tcpdump took in is copied into the file as it writes it: stopping it at once would
+    # drop what it still holds in its kernel buffer on a busy machine
+    wait_until(lambda: cap.packets > 100, "the capture to hold the transfer's frames")
     cap.stop()
     assert cap.proc.poll() is not None
     packets = rdpcap(str(cap.path))
