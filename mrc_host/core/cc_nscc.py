@@ -347,7 +347,8 @@ class Nscc(CongestionControl):
         """``lasthop_queue_share``: FAST TCP's window update on the last hop's queue, at most
         once a round trip (``period`` plus ``queue``, the time-averaged delay).
 
-        The window's own bytes in that queue are cwnd x queue / RTT; the window moves towards
+        The window's own bytes in that queue are cwnd x queue / (its base RTT + queue: over the
+        fabric's longest, a nearer flow undercounts them and takes more); the window moves towards
         keeping ``alpha`` bytes there. Every flow into the port sees the same queue and aims at
         the same ``alpha``, so the one fixed point is equal windows, and the gap between two
         windows shrinks by queue / RTT each round trip whichever way they started -- the mark

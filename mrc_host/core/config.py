@@ -135,7 +135,7 @@ class NsccParams:
     # FAST TCP's update instead of the mark (``Nscc._lasthop_own_queue``): each flow aims to keep
     # this share of half the target's line-rate bytes queued there (less above half the target),
     # so equal flows meet at equal windows however they started. At 1.0 equal flows, together or
-    # staggered, 2-8 of them on 1 or 2 planes, share at Jain >= 0.95 on every seed measured, but
+    # staggered, 2-8 of them on 1 or 2 planes, share at Jain >= 0.95 (``bench.sim_fair``), but
     # the queue an incast holds is deeper and a path that dies under it loses more (CHANGELOG,
     # round 21): a researcher's switch, not the default. It takes precedence over the share scale
     lasthop_queue_share: float = 0.0
