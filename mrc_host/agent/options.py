@@ -91,6 +91,9 @@ class AgentOptions:
             # frames can wait several ms behind the other's in a busy Python receiver or behind
             # neighbour discovery on a path's first packets (the core's default is 1 base RTT)
             plane_guard_min_ns=2 * rtt,
+            # software switches and kernels (BMv2, veths) promise no order between a path's EVs
+            # (their UDP source ports differ): the gap rule keeps its time guard on every path
+            path_order_losses=False,
             rx_window=self.psn_window,
             initial_psn=initial_psn,
             ack_every=self.ack_every,

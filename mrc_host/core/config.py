@@ -229,6 +229,9 @@ class TransportConfig:
     # (RACK, the tail probe), the gap rule cannot see a loss there (``LossBlame.sending``); 0: off
     thin_window: int = 3
     reorder_window_ns: int = 1_000  # ... and one of them left this long after it
+    # MRC: a packet overtaken by ``sack_gap_threshold`` later packets of its own path (plane and
+    # T1, one FIFO) is lost without the time guard, until a reordering is proven (recovery.py)
+    path_order_losses: bool = True
     # line rate of each NIC port (one per plane), Gb/s; 0: unknown. With it the loss rules time
     # a packet from when it leaves its port, not from when the core hands it over: a window
     # handed over at once leaves over a window's serialisation, and the last of it would

@@ -119,6 +119,7 @@ class TxRecord:
         self.tx_order = 0
         self.transmissions = 0
         self.later_delivered = 0
+        self.later_on_path = 0  # of those, sent on its own path (plane and T1: one FIFO end to end)
         # when it left its NIC port: reported by the NIC (``Endpoint.departed``), else the NIC
         # model's guess (recovery.py; ``sent_ns`` without one). While ``at_nic`` (reported
         # departures only) it has not left yet and this is a lower bound

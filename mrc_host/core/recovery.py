@@ -8,7 +8,8 @@ in flight and decides which of them are lost, and when. Loss is found four ways:
   (each plane has its own NIC queue, whose depths differ) and the time guard keep the
   reordering that spraying and a jittery fabric cause from passing for loss; the guard
   adapts as RACK's does, to the reordering measured on deliveries, to the fabric's delay
-  spread and to spurious losses;
+  spread and to spurious losses. MRC knows each packet's path, one FIFO: later packets of
+  its own path SACKed prove it lost without the time guard (``path_overtaken``);
 - at the tail (nothing new left to send), the RACK timer: a packet still unacknowledged its
   plane's SRTT plus the reorder window after it left, while a copy sent after it (on any
   plane, a resend too) was delivered, is lost. The gap rule cannot see a loss among the last packets
@@ -61,6 +62,7 @@ REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates
 # mrc_fabric.ev.PLANE_SHIFT as a literal: compiled, a literal shift is one instruction, a name
 # read per packet costs a static load and a check (tests/unit/test_core_recovery.py ties them)
 PLANE_SHIFT: Final = 28
+PATH_SHIFT: Final = 18  # mrc_fabric.ev.T1_SHIFT: above it an EV's plane and T1, its path
 BACKOFF_MAX: Final = 64
 # delays within 1/32 of the minimum RTT are flat (``RttEstimator.flat``): 1 % loss on the
 # 2 x 4 and production shapes stayed within 1/2000 (10-25 ns), an incast's first RTT rose 1/5
@@ -155,9 +157,9 @@ class Recovery:
         self.plane_load = plane_load  # bytes in flight per plane (the EV rotation reads it)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
-        # RACK-style reordering window: SRTT/4 times this, raised by every spurious loss
-        # (the "lost" packet was SACKed after all), lowered again after a clean stretch.
+        # RACK's reordering window: SRTT/4 times this, up per spurious loss, down after a clean stretch
         self.reo_mult = 1
+        self._path_rule = cfg.path_order_losses and cfg.retires_paths  # (off for good: ``on_spurious``)
         # reordering actually seen, measured without waiting for a spurious loss: how much
         # earlier than the newest packet already delivered on its plane a delivered packet
         # was sent (decaying max); the gap rule's time guard never goes below it
@@ -198,7 +200,7 @@ class Recovery:
         rec.sent_ns = now_ns
         self._tx_order += 1
         rec.tx_order = self._tx_order
-        rec.later_delivered = 0
+        rec.later_delivered = rec.later_on_path = 0
         rec.prev_twin_ev = rec.twin_ev
         rec.twin_ev = -1
         rec.overtaken_left = -1
@@ -352,6 +354,7 @@ class Recovery:
     def on_spurious(self) -> None:
         """A loss guess was reordering after all: the reorder window grows a step."""
         self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
+        self._path_rule = False
         self._clean_deliveries = 0
 
     def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool, own_sack: bool = True) -> bool:
@@ -444,12 +447,16 @@ class Recovery:
             order = delivered.tx_order
             left = delivered.left_ns
             plane = delivered.ev >> PLANE_SHIFT
+            path_rule = self._path_rule and self.rtt.flat(plane)  # (``path_overtaken``)
             for rec in self.in_flight.values():
                 if rec.tx_order >= order:
                     break
                 if rec.ev >> PLANE_SHIFT != plane:
                     continue
                 rec.later_delivered += 1
+                if path_rule and path_overtaken(rec, delivered, threshold):
+                    lost.append(rec)
+                    continue
                 if rec.overtaken_at < 0:
                     rec.overtaken_at = now_ns
                 if left > rec.overtaken_left:
@@ -588,6 +595,25 @@ class Recovery:
             self._plane_evidence[plane] = 0
             dead.append(plane)
         return dead
+
+
+def path_overtaken(rec: TxRecord, delivered: TxRecord, threshold: int) -> bool:
+    """Whether ``rec`` is lost now that ``delivered``, sent after it, was acknowledged: MRC
+    knows each EV's path (plane and T1), and a path is one FIFO from the sender's port to the
+    peer's, so ``threshold`` later packets of its own path delivered before it prove it lost,
+    with no time guard (RFC 8985's reorder window of 0 while no reordering is seen). The guard
+    exists for the reordering between paths that spraying causes; within a path there is none
+    to wait for. At 1 % loss on every link (2 planes x 4 T1, 41 us RTT) that guard held every
+    lost packet the reorder window (SRTT/4, 10 us) past the evidence, and the message's tail
+    with it. Only while the delays are flat (``RttEstimator.flat``: what varies them, link
+    jitter or a software switch, may reorder a path too; 3 us of jitter per link took 4 gap
+    losses where the time guard takes at most 1), and never again once a loss guess of the
+    connection proved to be reordering. Not while it waits at the NIC, nor on a tail resend
+    sent twice (which of its two paths delivered it is not known)."""
+    if (rec.ev ^ delivered.ev) >> PATH_SHIFT or delivered.twin_ev >= 0:
+        return False
+    rec.later_on_path += 1
+    return rec.later_on_path >= threshold and not rec.at_nic
 
 
 def past_rto(recovery: Recovery, now_ns: int, rto: int) -> list[TxRecord]:

@@ -644,6 +644,21 @@ def test_both_tail_twins_arriving_prove_no_loss_spurious() -> None:
     assert p.a.sender.recovery.reo_mult == 1
 
 
+def test_a_tail_resend_is_twinned_even_where_the_rotation_stands_on_its_own_plane() -> None:
+    """Defect (issue 45 item 6): the twin's plane was the rotation's next pick, and where that
+    was the resend's own plane no twin went at all -- at 1 % loss (2 x 4, 41 us RTT) half the
+    tail resends left single, and one lost again cost the message a round trip (seed 20: 3.2 %
+    behind ECMP). The twin goes to the other plane heard from last. Fails on main: None."""
+    p, _ = _resent_at_the_tail(twin_tail_resends=False)
+    s = p.a.sender
+    rec = next(r for r in s.records.values() if r.transmissions == 2)
+    own = rec.ev >> 28
+    s.recovery.plane_load[1 - own] += 1 << 30  # the other plane looks loaded: the rotation stays
+    assert s.evset.next_data_ev(rec.ev) >> 28 == own
+    ev = s.blame.twin_ev(rec, p.now)
+    assert ev is not None and ev >> 28 == 1 - own
+
+
 def test_no_tail_twins_in_ecmp_mode_or_when_switched_off() -> None:
     for kw in ({"mode": Mode.ECMP}, {"twin_tail_resends": False}):
         p, copies = _resent_at_the_tail(**kw)
