@@ -308,11 +308,12 @@ class LossBlame:
         if ev is None:
             return None
         if ev >> PLANE_SHIFT == rec.ev >> PLANE_SHIFT:
-            ev = twin_elsewhere(self.evset, rec)
+            ev = twin_elsewhere(self.evset, rec)  # (already the path of that plane's latest SACK)
             if ev is None:
                 return None
-        # the path of the peer's latest SACK on that plane (``EvTable.fresh_ev``), if any
-        ev = self.evset.fresh_ev(rec.prev_sent_ns, ev >> PLANE_SHIFT, rec.lost_ev) or ev
+        else:
+            # the path of the peer's latest SACK on that plane (``EvTable.fresh_ev``), if any
+            ev = self.evset.fresh_ev(rec.prev_sent_ns, ev >> PLANE_SHIFT, rec.lost_ev) or ev
         return None if self._owes(ev) else ev
 
     def _owes(self, ev: int) -> bool:

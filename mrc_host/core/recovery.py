@@ -447,7 +447,8 @@ class Recovery:
             order = delivered.tx_order
             left = delivered.left_ns
             plane = delivered.ev >> PLANE_SHIFT
-            path_rule = self._path_rule and self.rtt.flat(plane)  # (``path_overtaken``)
+            # (``path_overtaken``; not on a tail resend sent twice: which path delivered it is unknown)
+            path_rule = self._path_rule and delivered.twin_ev < 0 and self.rtt.flat(plane)
             for rec in self.in_flight.values():
                 if rec.tx_order >= order:
                     break
@@ -608,9 +609,9 @@ def path_overtaken(rec: TxRecord, delivered: TxRecord, threshold: int) -> bool:
     with it. Only while the delays are flat (``RttEstimator.flat``: what varies them, link
     jitter or a software switch, may reorder a path too; 3 us of jitter per link took 4 gap
     losses where the time guard takes at most 1), and never again once a loss guess of the
-    connection proved to be reordering. Not while it waits at the NIC, nor on a tail resend
-    sent twice (which of its two paths delivered it is not known)."""
-    if (rec.ev ^ delivered.ev) >> PATH_SHIFT or delivered.twin_ev >= 0:
+    connection proved to be reordering. Not while it waits at the NIC (the caller skips a
+    ``delivered`` tail resend sent twice: which of its two paths delivered it is not known)."""
+    if (rec.ev ^ delivered.ev) >> PATH_SHIFT:
         return False
     rec.later_on_path += 1
     return rec.later_on_path >= threshold and not rec.at_nic
