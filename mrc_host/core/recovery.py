@@ -447,8 +447,7 @@ class Recovery:
             order = delivered.tx_order
             left = delivered.left_ns
             plane = delivered.ev >> PLANE_SHIFT
-            # (``path_overtaken``; not on a tail resend sent twice: which path delivered it is unknown)
-            path_rule = self._path_rule and delivered.twin_ev < 0 and self.rtt.flat(plane)
+            path_rule = self._path_rule and delivered.twin_ev < 0 and self.rtt.flat(plane)  # (path_overtaken)
             for rec in self.in_flight.values():
                 if rec.tx_order >= order:
                     break
