@@ -23,7 +23,7 @@ from mrc_host.core.cc_base import cc_names
 
 from . import faults as faults_mod
 from . import jsonout
-from .fabric import FabricShape
+from .fabric import CONTROL_BYTES, FabricShape
 from .report import human, summarise
 from .scenario import SimConfig, Simulation
 
@@ -81,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buffer-kib", type=int, default=1024, help="switch egress buffer (drop tail)")
     p.add_argument("--ecn-kib", type=int, default=64, help="ECN marking threshold (not on last hop)")
     p.add_argument("--trim-kib", type=int, default=256, help="trimming threshold")
+    p.add_argument(
+        "--probe-bytes",
+        type=int,
+        default=CONTROL_BYTES,
+        help=f"wire size of a PROBE or PROBE_ACK (default {CONTROL_BYTES}, a control packet's); 0 prices "
+        "path probing out of a run, to see what it costs",
+    )
     p.add_argument("--size", type=parse_size, default=parse_size("1MiB"), help="bytes to write (e.g. 8MiB)")
     p.add_argument("--mtu", type=int, default=4096, help="payload bytes per packet")
     p.add_argument(
@@ -299,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--planes <= 16, --t0/--t1/--hosts-per-t0 <= 1024, --mtu <= 9000")
     if args.t0 * args.hosts_per_t0 > 4096:
         parser.error("--t0 x --hosts-per-t0 must be at most 4096 hosts")
+    if not 0 <= args.probe_bytes <= 9000:
+        parser.error(f"--probe-bytes must be 0..9000, got {args.probe_bytes}")
     shape = FabricShape(
         planes=args.planes,
         t0=args.t0,
@@ -309,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         buffer_bytes=args.buffer_kib * 1024,
         ecn_bytes=args.ecn_kib * 1024,
         trim_bytes=args.trim_kib * 1024,
+        probe_bytes=args.probe_bytes,
     )
     cfg = SimConfig(
         shape=shape,

@@ -70,6 +70,10 @@ class FabricShape:
     pfc_xoff_bytes: int = 96 * 1024
     pfc_xon_bytes: int = 64 * 1024
     pfc_headroom_bytes: int = 64 * 1024  # above XOFF for what is in flight; past it: a counted drop
+    # what a PROBE or PROBE_ACK takes on the wire: a what-if knob. Probes ride the control class,
+    # ahead of queued data, so each one delays the data behind it by its own wire time; 0
+    # prices probing out of a run and shows what MRC's path probing costs (bench.sim_transport)
+    probe_bytes: int = CONTROL_BYTES
 
     @property
     def hosts(self) -> int:

@@ -15,7 +15,9 @@ After the run ``observations()`` returns one JSON-able dict that ``invariants.py
   (``_failure`` says how young connections and sparse ones are counted).
 - ``dead_paths``: per (failure, connection, path) that lost DATA there, when it first did,
   the connection's RTT then (its smoothed RTT, at least the base RTT), and what the
-  connection's EVs on that path did afterwards (from its EV timeline: when one was GOOD).
+  connection's EVs on that path did afterwards (from its EV timeline: when one was GOOD);
+  for the report, how long after the failure the connection began and its RTT 5 of those
+  RTTs on.
 - ``fair_groups``: connections into one host with one base RTT, and their goodput over the
   time all of them were running, with the reason when the group cannot be judged.
 """
@@ -217,6 +219,8 @@ class Observer:
         for (qp, plane, t1), t in sorted(first.items(), key=lambda kv: (kv[1], kv[0])):
             c = self.by_rx_qp[qp]
             rtt = max(c.base_rtt_ns, int(self._srtt_at(c, t) or 0))
+            late = max(c.base_rtt_ns, int(self._srtt_at(c, t + 5 * rtt) or 0))
+            born = min((wr.posted_ns for wr in c.writes), default=t)
             done = _sent_ns(c)
             until = min(x for x in (w.end, done, self.net.loop.now) if x is not None)
             rows.append(
@@ -228,6 +232,10 @@ class Observer:
                     "first_loss_ns": t,
                     "base_rtt_ns": c.base_rtt_ns,
                     "rtt_ns": rtt,
+                    # read only for the report: a connection that began after the failure
+                    # knew nothing of it, and an incast's first round trips can triple its RTT
+                    "born_after_ns": born - w.start,
+                    "rtt_late_ns": late,
                     "until_ns": until,
                     **_path_evs(c, plane, t1, t, until),
                 }

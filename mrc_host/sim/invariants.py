@@ -134,11 +134,26 @@ def check_dead_ev(obs: dict[str, Any]) -> Verdict:
             f"GOOD {[[round((a - lost) / rtt, 1), round((b - lost) / rtt, 1)] for a, b in bad]} RTT "
             f"after its first loss (RTT {rtt / 1e3:.1f} us, base {p['base_rtt_ns'] / 1e3:.1f} us)"
             + (", back while dead" if back else "")
+            + _dead_ev_context(p)
             if bad
             else ""
         )
         v.judge(Case(subject, round(value, 2), float(DEAD_EV_RTTS), bool(bad), detail), value)
     return v
+
+
+def _dead_ev_context(p: dict[str, Any]) -> str:
+    """What the judgement does not weigh but a reader of a failing draw needs: a connection that
+    began after the failure had nothing to learn it from, and an RTT that grew since the loss
+    (an incast's queue building) makes 5 RTTs at the loss fewer round trips of its own."""
+    out = ""
+    born = p.get("born_after_ns")
+    if born is not None and born > 0:
+        out += f"; began {born / 1e3:.1f} us after the failure"
+    late = p.get("rtt_late_ns")
+    if late is not None and late > 1.25 * p["rtt_ns"]:
+        out += f"; RTT {late / 1e3:.1f} us at the deadline"
+    return out
 
 
 def check_jain(obs: dict[str, Any]) -> Verdict:

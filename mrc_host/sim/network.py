@@ -44,7 +44,7 @@ from mrc_host.core import (
     TransportConfig,
 )
 from mrc_host.core.records import Segment
-from mrc_host.wire.messages import DataFlag, DataPacket, Message
+from mrc_host.wire.messages import DataFlag, DataPacket, Message, Probe, ProbeAck
 from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .draws import packet_key, seed_salt
@@ -341,6 +341,7 @@ class Network(HostSink):
         self.faults: list[Fault] = []
         self._draws = False  # a fault draws per packet (loss, trim): name each packet copy
         self._salt = seed_salt(seed)
+        self._probe_bytes = shape.probe_bytes  # (read once a control packet)
         self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
         self._on_host: list[list[Side]] = [[] for _ in range(shape.hosts)]  # (NIC verdicts' wakes)
         # [local qp] -> its side (a list, not a dict per host: a native index per packet
@@ -535,6 +536,8 @@ class Network(HostSink):
                     plane, t1 = side.pin
                 if isinstance(msg, DataPacket):
                     size, is_data = DATA_OVERHEAD + len(msg.payload), True
+                elif type(msg) is Probe or type(msg) is ProbeAck:
+                    size, is_data = self._probe_bytes, False
                 else:
                     size, is_data = CONTROL_BYTES, False
                 pkt = SimPacket(

@@ -24,7 +24,7 @@ from typing import Any
 from mrc_host.core import DEFAULT_MAX_EVS, CcParams, Mode, NsccParams, TransportConfig
 from mrc_host.core.ev_fields import MAX_PROFILE_EVS
 
-from .fabric import FabricShape
+from .fabric import CONTROL_BYTES, FabricShape
 from .faults import FaultSpecError, parse_fault, parse_time
 from .gc_pause import collector_paused
 from .network import PAYLOADS, FlowSpec, Network, choose_payload
@@ -86,6 +86,7 @@ FABRIC_KEYS = {
     "pfc_xoff": "size",
     "pfc_xon": "size",
     "pfc_headroom": "size",
+    "probe_bytes": int,
 }
 TRANSPORT_KEYS = {"mtu", "evs", "backups", "config", "cc", "nscc", "ev_profile"}
 ITEM_KEYS = {
@@ -396,6 +397,8 @@ def _fabric(file: str, top: _Reader) -> FabricShape:
             fab.fail(key, f"must be {lo}..{hi}, got {getattr(shape, key)}")
     if shape.link_gbps <= 0:
         fab.fail("link_gbps", "must be above 0")
+    if not 0 <= shape.probe_bytes <= 9000:
+        fab.fail("probe_bytes", f"must be 0..9000, got {shape.probe_bytes}")
     if not 0 < shape.pfc_xon_bytes <= shape.pfc_xoff_bytes:
         fab.fail("pfc_xon", "must be above 0 and at most pfc_xoff")
     if shape.hosts > MAX_HOSTS:
@@ -732,6 +735,7 @@ def to_toml(sc: Scenario) -> str:
         f"pfc_xoff = {shape.pfc_xoff_bytes}",
         f"pfc_xon = {shape.pfc_xon_bytes}",
         f"pfc_headroom = {shape.pfc_headroom_bytes}",
+        *([f"probe_bytes = {shape.probe_bytes}"] if shape.probe_bytes != CONTROL_BYTES else []),
         "",
         "[transport]",
         f"mtu = {sc.mtu}",

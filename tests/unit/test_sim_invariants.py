@@ -152,6 +152,25 @@ def test_dead_ev_breaks_when_alive_past_five_rtts_or_back_before_the_path_is() -
     assert slow.checked == 1 and not slow.violations
 
 
+def test_dead_ev_names_a_connection_born_into_the_failure_and_an_rtt_that_grew() -> None:
+    lost = 52_000
+    late = [[lost, lost + 8 * RTT]]
+    plain = inv.check_dead_ev(
+        obs(dead_paths=[dead_path(late) | {"born_after_ns": -10_000, "rtt_late_ns": RTT}])
+    )
+    assert len(plain.violations) == 1 and "began" not in plain.violations[0].detail
+    assert "at the deadline" not in plain.violations[0].detail
+    born = dead_path(late) | {"born_after_ns": 300_000, "rtt_late_ns": 3 * RTT}
+    v = inv.check_dead_ev(obs(dead_paths=[born]))
+    # reported, not excused: the verdict is the same
+    assert len(v.violations) == 1 and v.violations[0].value == plain.violations[0].value
+    detail = v.violations[0].detail
+    assert (
+        "began 300.0 us after the failure" in detail
+        and f"RTT {3 * RTT / 1e3:.1f} us at the deadline" in detail
+    )
+
+
 def test_jain_breaks_below_0_9_and_skipped_groups_are_not_judged() -> None:
     v = inv.check_jain(obs(fair_groups=[group(0.6), group(0.95), group(None, "ran together less than 10")]))
     assert v.checked == 2 and len(v.violations) == 1 and v.violations[0].value == 0.6

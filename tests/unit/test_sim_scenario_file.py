@@ -65,6 +65,11 @@ def test_round_trip(tmp_path: Path) -> None:
     assert [t.pattern for t in again.traffic] == ["incast", "flow", "background"]
     assert again.cc == {"md_gain": 0.4} and again.shape.link_delay_ns == 500
     assert again.nscc == {"max_md_jump": 0.3}
+    assert "probe_bytes" not in sf.to_toml(sc)  # (the default is not written: files stay as they were)
+    free_text = SMALL.replace("planes = 2", "planes = 2\nprobe_bytes = 0", 1)
+    free = sf.load(write(tmp_path, free_text, "free.toml"))
+    assert free.shape.probe_bytes == 0
+    assert sf.load(write(tmp_path, sf.to_toml(free), "free2.toml")) == free
 
 
 @pytest.mark.parametrize(
@@ -72,6 +77,7 @@ def test_round_trip(tmp_path: Path) -> None:
     [
         (("planes = 2", "planes = 0"), "fabric.planes", "must be 1..16"),
         (("planes = 2", "planez = 2"), "fabric.planez", "unknown key"),
+        (("planes = 2", "planes = 2\nprobe_bytes = -1"), "fabric.probe_bytes", "must be 0..9000, got -1"),
         (('link_delay = "500ns"', "link_delay = 500"), "fabric.link_delay", "needs a unit"),
         (('size = "256KiB"', 'size = "lots"'), "traffic[0].size", "use bytes or a unit"),
         (("dst = 0", "dst = 99"), "traffic[0].dst", "host 99 is not one of 0..5"),
