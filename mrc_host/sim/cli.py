@@ -63,15 +63,15 @@ def _at_least_one(text: str) -> int:
     return n
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="mrc-sim",
-        description="Deterministic discrete-event simulator of a multi-plane two-tier Clos running the real "
-        "MRC transport core (mrc_host.core). One RDMA WRITE from --src to --dst.",
-        epilog="FAULTS (--fault SPEC, repeatable): kind[=value]:target@start[-end]\n"
-        + (faults_mod.__doc__ or "").split("\n", 2)[2],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _probe_bytes(text: str) -> int:
+    n = int(text)
+    if not 0 <= n <= 9000:
+        raise argparse.ArgumentTypeError(f"must be 0..9000, not {n}")
+    return n
+
+
+def _add_fabric_arguments(p: argparse.ArgumentParser) -> None:
+    """The fabric's shape: its size, its links and queues, and what a probe weighs."""
     p.add_argument("--planes", type=int, default=2, help="planes = NIC ports per host (default 2)")
     p.add_argument("--t0", type=int, default=2, help="T0 (leaf) switches per plane (default 2)")
     p.add_argument("--t1", type=int, default=2, help="T1 (spine) switches per plane (default 2)")
@@ -81,13 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buffer-kib", type=int, default=1024, help="switch egress buffer (drop tail)")
     p.add_argument("--ecn-kib", type=int, default=64, help="ECN marking threshold (not on last hop)")
     p.add_argument("--trim-kib", type=int, default=256, help="trimming threshold")
-    p.add_argument(
-        "--probe-bytes",
-        type=int,
-        default=CONTROL_BYTES,
-        help=f"wire size of a PROBE or PROBE_ACK (default {CONTROL_BYTES}, a control packet's); 0 prices "
-        "path probing out of a run, to see what it costs",
+    probe = f"wire bytes of a PROBE or PROBE_ACK (default {CONTROL_BYTES}); 0: probing takes no wire time"
+    p.add_argument("--probe-bytes", type=_probe_bytes, default=CONTROL_BYTES, help=probe)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mrc-sim",
+        description="Deterministic discrete-event simulator of a multi-plane two-tier Clos running the real "
+        "MRC transport core (mrc_host.core). One RDMA WRITE from --src to --dst.",
+        epilog="FAULTS (--fault SPEC, repeatable): kind[=value]:target@start[-end]\n"
+        + (faults_mod.__doc__ or "").split("\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_fabric_arguments(p)
     p.add_argument("--size", type=parse_size, default=parse_size("1MiB"), help="bytes to write (e.g. 8MiB)")
     p.add_argument("--mtu", type=int, default=4096, help="payload bytes per packet")
     p.add_argument(
@@ -306,8 +313,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--planes <= 16, --t0/--t1/--hosts-per-t0 <= 1024, --mtu <= 9000")
     if args.t0 * args.hosts_per_t0 > 4096:
         parser.error("--t0 x --hosts-per-t0 must be at most 4096 hosts")
-    if not 0 <= args.probe_bytes <= 9000:
-        parser.error(f"--probe-bytes must be 0..9000, got {args.probe_bytes}")
     shape = FabricShape(
         planes=args.planes,
         t0=args.t0,

@@ -54,3 +54,12 @@ def test_probe_bytes_sizes_probes_and_probe_replies_only(probe_bytes: int) -> No
     sent = sum(port.tx_bytes for port in sim.fabric.nic_up[0])
     data = c.data_bytes_sent + DATA_OVERHEAD * c.data_packets_sent
     assert sent == data + probe_bytes * (c.probes_sent + c.probe_acks_sent)
+
+
+def test_cli_refuses_a_probe_size_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    from mrc_host.sim.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--probe-bytes", "-1"])
+    assert exc.value.code == 2
+    assert "--probe-bytes: must be 0..9000, not -1" in capsys.readouterr().err
