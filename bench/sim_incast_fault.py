@@ -135,6 +135,15 @@ MORE: tuple[tuple[str, tuple[tuple[int, int], ...], int, int], ...] = (
 )
 
 
+def key_values(items: list[str]) -> dict[str, object]:
+    """``key=value`` arguments, each value JSON (``lasthop_queue_share=1.0``, ``ev_min_active=0``)."""
+    out: dict[str, object] = {}
+    for kv in items:
+        k, _, v = kv.partition("=")
+        out[k] = json.loads(v)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_incast_fault", description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="1-10", help="first-last")
@@ -147,14 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lo, _, hi = args.seeds.partition("-")
     seeds = range(int(lo), int(hi or lo) + 1)
-    transport: dict[str, object] = {}
-    for kv in args.transport:
-        k, _, v = kv.partition("=")
-        transport[k] = json.loads(v)
-    nscc: dict[str, object] = {}
-    for kv in args.nscc:
-        k, _, v = kv.partition("=")
-        nscc[k] = json.loads(v)
+    transport, nscc = key_values(args.transport), key_values(args.nscc)
     shapes = MORE if args.more else NEIGHBOURS if args.neighbours else NEIGHBOURS[:1]
     if args.only:
         shapes = tuple(s for s in NEIGHBOURS + MORE if s[0] == args.only)

@@ -23,7 +23,7 @@ from mrc_host.core.cc_base import cc_names
 
 from . import faults as faults_mod
 from . import jsonout
-from .fabric import CONTROL_BYTES, FabricShape
+from .fabric import CONTROL_BYTES, PROBE_BYTES_MAX, FabricShape
 from .report import human, summarise
 from .scenario import SimConfig, Simulation
 
@@ -65,8 +65,8 @@ def _at_least_one(text: str) -> int:
 
 def _probe_bytes(text: str) -> int:
     n = int(text)
-    if not 0 <= n <= 9000:
-        raise argparse.ArgumentTypeError(f"must be 0..9000, not {n}")
+    if not 0 <= n <= PROBE_BYTES_MAX:
+        raise argparse.ArgumentTypeError(f"must be 0..{PROBE_BYTES_MAX}, not {n}")
     return n
 
 

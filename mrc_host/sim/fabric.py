@@ -39,6 +39,7 @@ from .faults import KILLING_KINDS, PASSIVE, rate_hits
 
 DATA_OVERHEAD: Final = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
 CONTROL_BYTES: Final = 150
+PROBE_BYTES_MAX: Final = 9000  # ``FabricShape.probe_bytes`` at most (a jumbo frame)
 # ECN-capable code points as plain ints: compiled, ``ecn == _ECT0`` is a native compare
 _ECT0: Final = int(Ecn.ECT0)
 _ECT1: Final = int(Ecn.ECT1)

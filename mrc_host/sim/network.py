@@ -341,7 +341,9 @@ class Network(HostSink):
         self.faults: list[Fault] = []
         self._draws = False  # a fault draws per packet (loss, trim): name each packet copy
         self._salt = seed_salt(seed)
-        self._probe_bytes = shape.probe_bytes  # (read once a control packet)
+        # a probe's wire size where it is not a control packet's (``FabricShape.probe_bytes``);
+        # -1: it is, and a control packet's type is not looked at
+        self._probe_bytes = -1 if shape.probe_bytes == CONTROL_BYTES else shape.probe_bytes
         self._sides: dict[tuple[int, int], Side] = {}  # (host, local qp) -> side
         self._on_host: list[list[Side]] = [[] for _ in range(shape.hosts)]  # (NIC verdicts' wakes)
         # [local qp] -> its side (a list, not a dict per host: a native index per packet
@@ -536,7 +538,7 @@ class Network(HostSink):
                     plane, t1 = side.pin
                 if isinstance(msg, DataPacket):
                     size, is_data = DATA_OVERHEAD + len(msg.payload), True
-                elif type(msg) is Probe or type(msg) is ProbeAck:
+                elif self._probe_bytes >= 0 and (type(msg) is Probe or type(msg) is ProbeAck):
                     size, is_data = self._probe_bytes, False
                 else:
                     size, is_data = CONTROL_BYTES, False

@@ -24,7 +24,7 @@ from typing import Any
 from mrc_host.core import DEFAULT_MAX_EVS, CcParams, Mode, NsccParams, TransportConfig
 from mrc_host.core.ev_fields import MAX_PROFILE_EVS
 
-from .fabric import CONTROL_BYTES, FabricShape
+from .fabric import CONTROL_BYTES, PROBE_BYTES_MAX, FabricShape
 from .faults import FaultSpecError, parse_fault, parse_time
 from .gc_pause import collector_paused
 from .network import PAYLOADS, FlowSpec, Network, choose_payload
@@ -397,8 +397,8 @@ def _fabric(file: str, top: _Reader) -> FabricShape:
             fab.fail(key, f"must be {lo}..{hi}, got {getattr(shape, key)}")
     if shape.link_gbps <= 0:
         fab.fail("link_gbps", "must be above 0")
-    if not 0 <= shape.probe_bytes <= 9000:
-        fab.fail("probe_bytes", f"must be 0..9000, got {shape.probe_bytes}")
+    if not 0 <= shape.probe_bytes <= PROBE_BYTES_MAX:
+        fab.fail("probe_bytes", f"must be 0..{PROBE_BYTES_MAX}, got {shape.probe_bytes}")
     if not 0 < shape.pfc_xon_bytes <= shape.pfc_xoff_bytes:
         fab.fail("pfc_xon", "must be above 0 and at most pfc_xoff")
     if shape.hosts > MAX_HOSTS:
