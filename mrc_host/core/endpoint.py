@@ -298,15 +298,16 @@ class Endpoint:
                 out.append(Transmit(probe))
         return self._finish(now_ns, out)
 
-    def departed(self, psn: int, send_ts: int, at_ns: int) -> bool:
-        """Our DATA packet ``psn``, sent at ``send_ts``, left the NIC's port at ``at_ns`` (a NIC
-        that reports it: ``TransportConfig.nic_departures``). No actions, no timer change: it
-        only moves a packet's departure later than the deadlines already armed assumed. True
-        when ``nic_backlog`` held packets back that may go now: call ``nic_ready``."""
+    def departed(self, psn: int, send_ts: int, at_ns: int, plane: int = -1) -> bool:
+        """Our DATA packet ``psn``, sent at ``send_ts``, left the NIC's port of ``plane`` (-1:
+        not said) at ``at_ns`` (a NIC that reports it: ``TransportConfig.nic_departures``). No
+        actions, no timer change: it only moves a packet's departure later than the deadlines
+        already armed assumed. True when ``nic_backlog`` held packets back that may go now:
+        call ``nic_ready``."""
         sender = self.sender
         rec = sender.records.get(unwrap(psn, sender.snd_una))
         ok = rec is not None and rec.sent_ns == send_ts  # (not a copy resent since)
-        return sender.recovery.nic.on_departed(rec if ok else None, at_ns) and not sender.failed
+        return sender.recovery.nic.on_departed(rec if ok else None, at_ns, plane) and not sender.failed
 
     def nic_ready(self, now_ns: int) -> list[Action]:
         """The NIC has room for more of our packets (``departed`` said so): send them."""

@@ -16,9 +16,9 @@ fails again soon after probes restored it is flapping: it waits 2**flaps probe
 intervals before it is probed again.
 
 The data rotation picks a plane first -- the up plane with the fewest bytes in flight,
-which is how planes get traffic in proportion to what they deliver (a slow or congested
-plane's packets stay in flight longer) and equally while they are healthy -- and then
-the next EV of that plane round-robin.
+which is how planes get traffic equally while they are healthy, passing over a plane that
+holds a queue the others do not (``plane_rates.py``: a slower plane is kept as busy as its
+rate allows, no busier) -- and then the next EV of that plane round-robin.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from .ev_draw import PathSpace
 from .ev_shared import NIC_KEY_BASE, SharedEvTable
 from .ev_state import EvEvent, EvState, allowed
 from .ev_table import EvEntry
+from .plane_rates import queued_ns
 
 __all__ = ["NIC_KEY_BASE", "EvEntry", "EvEvent", "EvSet", "EvState", "PathSpace"]
 
@@ -56,6 +57,8 @@ class EvSet(SharedEvTable):
         ref = cfg.penalty_evs - self.planes
         self._turn_scale = max(1, ref) / max(1, others) if cfg.penalty_evs else 1.0
         self._max_turns = self._turns(float(cfg.max_skip_rotations))
+        # how much more queue one plane may hold than the least queued (``queued_planes``)
+        self._plane_margin = cfg.cc.base_rtt_ns / 4
 
     def _turns(self, rotations: float) -> int:
         """``rotations`` of a set of ``penalty_evs`` EVs in turns of this set's rotation, so
@@ -68,23 +71,28 @@ class EvSet(SharedEvTable):
         return math.ceil(rotations * self._turn_scale - 1e-9)
 
     # ---- rotation ---------------------------------------------------------------------
-    def next_data_ev(self, exclude: int | None = None) -> int | None:
+    def next_data_ev(self, exclude: int | None = None, busy: int = 0) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
-        only usable one. With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
+        only usable one; the planes of ``busy`` (a bit mask: their NIC ports hold their part
+        of the sender's backlog) and those queued above the others (``queued_planes``) only
+        when no other plane can take the packet. With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
         EV of an up plane (counted by the caller as a last-resort send).
         """
         planes = self.planes
         load = self.plane_load
         active = self.active
+        down = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
+        queued = (self.queued_planes(down) | busy) & ~down if planes > 1 else 0
         # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
         # they serve some, so a connection whose every usable EV sits out (one path, or
         # every path marked) sends on the least penalised one instead of stalling.
         for _ in range(self._max_turns + 1):
             served = self._skips_served
-            # the planes tried, counting those down from the start (``plane_up``, once a packet)
-            tried = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
+            # the planes tried, counting those down from the start (``plane_up``, once a packet),
+            # and at first those queued above the others (``queued_planes``)
+            tried = down | queued
             while True:
                 best = -1
                 best_load = 0
@@ -96,6 +104,9 @@ class EvSet(SharedEvTable):
                     if best < 0 or load[plane] < best_load:
                         best, best_load = plane, load[plane]
                 if best < 0:
+                    if queued:  # (no EV on the others: the queued planes after all)
+                        tried, queued = tried & ~queued, 0
+                        continue
                     break
                 tried |= 1 << best
                 ev = self._pick_in_plane(best, exclude)
@@ -105,8 +116,35 @@ class EvSet(SharedEvTable):
             if self._skips_served == served:
                 break
         if exclude is not None:
-            return self.next_data_ev(None)
+            return self.next_data_ev(None, busy)
         return None
+
+    def queued_planes(self, down: int) -> int:
+        """The up planes (a bit mask) whose queue -- bytes in flight over what the plane
+        delivers, less its shortest round trip (``plane_rates.py``) -- stands more than
+        ``_plane_margin`` above the least queued up plane's: the rotation passes them over
+        while others can take the packet, so a slower plane holds no queue the others do not."""
+        load = self.plane_load
+        rate = self.plane_rate
+        base = self.plane_base
+        least = -1.0
+        q = [0.0] * self.planes
+        for p in range(self.planes):
+            if down >> p & 1:
+                q[p] = -1.0
+                continue
+            v = queued_ns(load[p], rate[p], base[p])
+            q[p] = v
+            if v >= 0 and (least < 0 or v < least):
+                least = v
+        if least < 0:
+            return 0
+        bound = least + self._plane_margin
+        mask = 0
+        for p in range(self.planes):
+            if q[p] > bound:
+                mask |= 1 << p
+        return mask
 
     def _pick_in_plane(self, plane: int, exclude: int | None) -> int | None:
         lst = self._active[plane]  # (built: next_data_ev read self.active)

@@ -30,6 +30,13 @@ class NicClock:
         self.backlog = cfg.nic_backlog if cfg.nic_departures else 0
         self.waiting = 0
         self.blocked = False
+        # and per plane: a plane holding its part of the backlog (``backlog / planes``) is
+        # ``busy`` (a bit mask the rotation passes over while another plane can take the
+        # packet): a NIC port slower than the others would otherwise hold the whole backlog
+        # and the sender, stopped at the bound, would feed every fast port at its pace
+        self._per_plane = max(1, self.backlog // planes) if self.backlog else 0
+        self._waiting_on = [0] * planes
+        self.busy = 0
 
     def on_sent(self, rec: TxRecord, plane: int, size: int, now_ns: int) -> None:
         """``rec`` is handed over now: when the model says it leaves (after what its port
@@ -44,8 +51,20 @@ class NicClock:
             return
         rec.at_nic = True
         self.waiting += 1
+        self._wait_on(plane, 1)
         if left > self.last_left:
             self.last_left = left
+
+    def _wait_on(self, plane: int, n: int) -> None:
+        """``n`` more (or fewer) of our copies wait at ``plane``'s port."""
+        if not self._per_plane or not 0 <= plane < len(self._waiting_on):
+            return
+        w = self._waiting_on[plane] + n
+        self._waiting_on[plane] = w if w > 0 else 0
+        if w >= self._per_plane:
+            self.busy |= 1 << plane
+        else:
+            self.busy &= ~(1 << plane)
 
     def on_twin(self, rec: TxRecord, plane: int) -> None:
         """A second copy of ``rec`` is handed over with it (the model's port holds it too)."""
@@ -54,16 +73,19 @@ class NicClock:
             self._port_free[plane] = left + int((len(rec.payload) + DATA_OVERHEAD) * self._ns_per_byte)
         if self.reported:
             self.waiting += 1
+            self._wait_on(plane, 1)
 
-    def on_departed(self, rec: TxRecord | None, at_ns: int) -> bool:
-        """One of our copies left the NIC at ``at_ns``; ``rec`` if it is a packet's latest copy.
-        True when the sender stopped at the backlog bound and may hand over more now."""
+    def on_departed(self, rec: TxRecord | None, at_ns: int, plane: int = -1) -> bool:
+        """One of our copies left ``plane``'s port (-1: not said) at ``at_ns``; ``rec`` if it is a
+        packet's latest copy. True when the sender stopped at the backlog bound and may hand
+        over more now."""
         if rec is not None and rec.at_nic:
             rec.at_nic = False
             rec.left_ns = at_ns
             if at_ns > self.last_left:
                 self.last_left = at_ns
         self.waiting -= 1
+        self._wait_on(plane, -1)
         if self.blocked and self.waiting < self.backlog:
             self.blocked = False  # (said once: the caller pumps)
             return True

@@ -46,6 +46,7 @@ from mrc_host.wire.messages import Opcode
 
 from .config import TransportConfig
 from .nic_clock import NicClock, expired_since_left
+from .plane_rates import PlaneRates
 from .records import TxRecord
 
 ROCE_TIMEOUT_UNIT_NS: Final = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
@@ -148,13 +149,21 @@ class RttEstimator:
 class Recovery:
     """The packets in flight of one sender and the rules that declare them lost."""
 
-    def __init__(self, cfg: TransportConfig, planes: int, plane_load: list[int]) -> None:
+    def __init__(
+        self,
+        cfg: TransportConfig,
+        planes: int,
+        plane_load: list[int],
+        plane_rates: tuple[list[float], list[int]] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.planes = planes
         self.rtt = RttEstimator(planes)
         self.in_flight: dict[int, TxRecord] = {}  # seq -> record, in transmission order
         self.inflight_bytes = 0
         self.plane_load = plane_load  # bytes in flight per plane (the EV rotation reads it)
+        rate, base = plane_rates if plane_rates is not None else ([0.0] * planes, [0] * planes)
+        self.rates = PlaneRates(planes, rate, base)  # what each delivers (the rotation reads it)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         # RACK's reordering window: SRTT/4 times this, up per spurious loss, down after a clean stretch
@@ -391,6 +400,9 @@ class Recovery:
         else:
             known = rec.transmissions == 1 and own_sack  # (``_measure``: a first copy's own SACK only)
             self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
+            interval = self.rtt.srtt_ns or self.cfg.nscc.base_rtt
+            rtt = now_ns - rec.sent_ns if known else -1
+            self.rates.delivered(rec.ev >> PLANE_SHIFT, len(rec.payload), rtt, now_ns, interval)
         return spurious
 
     def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:

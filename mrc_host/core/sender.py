@@ -71,7 +71,7 @@ class Sender:
         self.c = counters
         self.peer_qp = peer_qp
         self.cc = create_cc(cfg)
-        self.recovery = Recovery(cfg, evset.planes, evset.plane_load)
+        self.recovery = Recovery(cfg, evset.planes, evset.plane_load, (evset.plane_rate, evset.plane_base))
         self.snd_una = cfg.initial_psn  # oldest seq not cumulatively acknowledged
         self.snd_nxt = cfg.initial_psn  # next new seq
         self.records: dict[int, TxRecord] = {}
@@ -286,7 +286,7 @@ class Sender:
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid), exclude)
+            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, self.recovery.nic.busy), exclude)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:

@@ -1,0 +1,68 @@
+"""What each plane delivers, so that no plane holds a queue the others do not.
+
+Why: the rotation gives each packet to the up plane with the fewest bytes in flight. Equal
+bytes on unequal planes leave a plane slower than the others (a NIC port or an optic at a
+lower rate, slower T1s) a standing queue of the difference: the connection's delay and
+marks rise, its window shrinks, and every fast plane runs at about the slow one's rate (8
+planes, one at 25 Gb/s: 0.52 of the capacity, slower than with that plane dead).
+
+So a plane is passed over while its *queue* -- its bytes in flight over what it delivers
+per nanosecond (by Little's law the round trip a packet sent there now would see) less its
+own shortest round trip -- stands more than a margin above the least queued plane's. A
+plane below that bound takes its equal share of bytes, which more than fills a slow plane,
+so it stays busy at its own rate with at most the margin queued; equal planes, queued alike
+(an incast's last hops), are balanced by bytes as before. Subtracting each plane's own
+shortest round trip matters: a plane slower per hop has a longer round trip even empty, and
+judged by round trips alone it would be starved.
+
+Each plane's rate is the bytes acknowledged on it over the last interval (about an SRTT),
+smoothed over a few; a plane that delivered nothing in an interval keeps its last rate, so
+a plane that stopped delivering shows its packets piling up and is passed over too (the
+loss rules still find it dead: they read other planes' deliveries, not its own).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+RATE_GAIN: Final = 0.5  # each interval's rate counts this much against the last estimate
+
+
+class PlaneRates:
+    """Per plane: bytes delivered per nanosecond (``rate``) and the shortest round trip from
+    the hand-over (``base``); both lists are read by the rotation (``EvSet.slow_planes``)."""
+
+    def __init__(self, planes: int, rate: list[float], base: list[int]) -> None:
+        self.rate = rate  # (shared with the EV set's rotation: written here only)
+        self.base = base  # (the same; 0: no sample yet)
+        self._bytes = [0] * planes  # delivered on each plane since ``_since``
+        self._since = -1
+
+    def delivered(self, plane: int, size: int, rtt_ns: int, now_ns: int, interval_ns: float) -> None:
+        """``size`` bytes were acknowledged on ``plane`` now, ``rtt_ns`` after their copy was
+        handed over (-1: unknown); every ``interval_ns`` (an SRTT) the counts since become each
+        plane's rate."""
+        if rtt_ns > 0 and (self.base[plane] <= 0 or rtt_ns < self.base[plane]):
+            self.base[plane] = rtt_ns
+        if self._since < 0:
+            self._since = now_ns
+        self._bytes[plane] += size
+        span = now_ns - self._since
+        if span < interval_ns or span <= 0:
+            return
+        rate = self.rate
+        counts = self._bytes
+        for p in range(len(counts)):
+            got = counts[p] / span
+            if got > 0:
+                rate[p] = got if rate[p] <= 0 else rate[p] + RATE_GAIN * (got - rate[p])
+            counts[p] = 0
+        self._since = now_ns
+
+
+def queued_ns(load: int, rate: float, base: int) -> float:
+    """A plane's queue: its ``load`` bytes in flight at ``rate`` bytes/ns, less its shortest
+    round trip ``base``; -1 when not measured yet (never passed over)."""
+    if rate <= 0 or base <= 0:
+        return -1.0
+    return load / rate - base
