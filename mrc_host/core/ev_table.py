@@ -265,8 +265,6 @@ class EvTable:
         # recovery (``plane_rates.py``)
         self.plane_rate: list[float] = [0.0] * self.planes
         self.plane_base: list[int] = [0] * self.planes
-        # and what each delivers per ns, kept by the sender's recovery (``plane_rates.py``)
-        self.plane_rate: list[float] = [0.0] * self.planes
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._joins = 0  # EVs (re)joined a rotation so far: ``EvEntry.placed``
@@ -275,6 +273,14 @@ class EvTable:
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
         self._control_cache: list[list[EvEntry]] | None = None  # (``next_control_ev``)
         self._path_control: dict[int, int] | None = None  # path -> EV (``control_ev_on_path``)
+        # paths (plane and T1, ``ev >> T1_SHIFT``) back from SKIP and not proven since: the
+        # send time of the one packet they may carry until it is delivered (-1: none sent
+        # yet). A penalty stops a path carrying packets, so nothing shows it dying meanwhile:
+        # a T0-T1 link that went down just after its ECN mark came back from its 6-RTT
+        # penalty at a full share and lost 60 packets in a round trip. Proven, it carries
+        # its share again; lost, the loss rules retire it.
+        self.scouts: dict[int, int] = {}
+        self._scouting = cfg.retires_paths  # (MRC: an ECMP EV names no one path)
         self.heard = [-1] * self.planes  # per plane, the peer's EV of its latest SACK (``fresh_ev``)
         self.heard_ns = [0] * self.planes  # and when it came
         self._heard_plane = -1  # the plane of the latest one
@@ -572,6 +578,12 @@ class EvTable:
             self.retired[e.value] = e
         else:
             self.retired.pop(e.value, None)
+        scouts = self.scouts
+        if event is EvEvent.PENALTY_SERVED and self._scouting:
+            if e.value >> T1_SHIFT not in scouts:
+                scouts[e.value >> T1_SHIFT] = -1  # back from SKIP: proven first (``scouts``)
+        elif scouts and new is not _GOOD:
+            scouts.pop(e.value >> T1_SHIFT, None)
 
     def _deactivate(self, e: EvEntry) -> None:
         """Take ``e`` out of the rotation or the backups; promote a backup of its plane

@@ -150,6 +150,7 @@ class EvSet(SharedEvTable):
         lst = self._active[plane]  # (built: next_data_ev read self.active)
         n = len(lst)
         start = self._ev_cursor[plane]
+        scouts = self.scouts
         for k in range(n):
             idx = (start + k) % n
             e = lst[idx]
@@ -161,6 +162,8 @@ class EvSet(SharedEvTable):
                 if e.skips_left <= 0:
                     self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
                 continue
+            if scouts and scouts.get(e.value >> T1_SHIFT, -1) >= 0:
+                continue  # its path's scout is out, not proven yet
             self._ev_cursor[plane] = idx + 1
             return e.value
         return None
@@ -493,6 +496,9 @@ class EvSet(SharedEvTable):
         if e is not None:
             e.in_use = True
             e.sent_ns = now_ns
+            scouts = self.scouts
+            if scouts and scouts.get(ev >> T1_SHIFT, 0) < 0:
+                scouts[ev >> T1_SHIFT] = now_ns  # the scout of a path back from SKIP
             if self.next_liveness_ns is None:
                 self.next_liveness_ns = now_ns + self.cfg.probe_interval_ns
 
@@ -503,6 +509,9 @@ class EvSet(SharedEvTable):
         if e is not None:
             if sent_ns is not None and sent_ns > e.ok_sent_ns:
                 e.ok_sent_ns = sent_ns
+            scouts = self.scouts
+            if scouts and sent_ns is not None and 0 <= scouts.get(ev >> T1_SHIFT, -1) <= sent_ns:
+                del scouts[ev >> T1_SHIFT]  # the path is proven again: its full share
             e.in_use = False
             e.live_probe_id = None
             e.last_ok_ns = now_ns

@@ -155,9 +155,12 @@ class Recovery:
         planes: int,
         plane_load: list[int],
         plane_rates: tuple[list[float], list[int]] | None = None,
+        t1_count: int = 1,
     ) -> None:
         self.cfg = cfg
         self.planes = planes
+        # paths per plane: a plane is judged failed only with two of them silent (``_silent_paths``)
+        self.t1_count = t1_count
         self.rtt = RttEstimator(planes)
         self.in_flight: dict[int, TxRecord] = {}  # seq -> record, in transmission order
         self.inflight_bytes = 0
@@ -604,9 +607,28 @@ class Recovery:
                 continue
             if now_ns - oldest_sent < _plane_delay(self.rtt, plane) + window:
                 continue  # not overdue by its own plane's latest delay: slower, not silent
+            if not self._silent_paths(plane, ok_sent):
+                continue
             self._plane_evidence[plane] = 0
             dead.append(plane)
         return dead
+
+    def _silent_paths(self, plane: int, ok_sent: int) -> bool:
+        """Whether packets sent on ``plane`` after its latest delivery (sent at ``ok_sent``) are
+        in flight on two of its paths (plane and T1) or more -- on its only one, if it has
+        one: one dead path is the path rules' to retire, not a failed plane. A flapping T0-T1
+        link, whose plane's other paths sat out ECN penalties, took the whole plane out for
+        its every down phase (51 EVs of one connection, all their packets resent)."""
+        dep = self._departures
+        first = -1
+        for r in self.in_flight.values():
+            if r.ev >> PLANE_SHIFT != plane or (r.left_ns if dep else r.sent_ns) <= ok_sent:
+                continue
+            path = r.ev >> PATH_SHIFT
+            if self.t1_count < 2 or (first >= 0 and path != first):
+                return True
+            first = path
+        return False
 
 
 def path_overtaken(rec: TxRecord, delivered: TxRecord, threshold: int) -> bool:
@@ -655,11 +677,11 @@ def rto_dead_planes(recovery: Recovery, suspects: list[TxRecord], now_ns: int) -
         return []
     paths: dict[int, set[int]] = {}
     for rec in suspects:
-        paths.setdefault(rec.ev >> PLANE_SHIFT, set()).add(rec.ev)
+        paths.setdefault(rec.ev >> PLANE_SHIFT, set()).add(rec.ev >> PATH_SHIFT)
     dead: list[int] = []
     dep = recovery.cfg.nic_departures
-    for plane, evs in paths.items():
-        if len(evs) < 2 or recovery._plane_evidence[plane] < recovery.cfg.sack_gap_threshold:
+    for plane, silent in paths.items():
+        if len(silent) < min(2, recovery.t1_count) or recovery._plane_evidence[plane] < recovery.cfg.sack_gap_threshold:
             continue
         oldest = next((r for r in recovery.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
         if oldest is None or oldest.at_nic:
