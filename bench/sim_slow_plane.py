@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from typing import Any
 
 from mrc_host.sim.fabric import FabricShape
 from mrc_host.sim.faults import parse_fault
-from mrc_host.sim.network import START_NS, FlowSpec, Network
+from mrc_host.sim.network import FlowSpec, Network
 from mrc_host.sim.traffic import Job, point_to_point
 
 from .sim_incast_fault import key_values, spread
@@ -79,7 +78,11 @@ def slow_faults(rates: tuple[float, ...], where: str, src: int, dst: int, shape:
 
 
 def run(
-    rates: tuple[float, ...], where: str, seed: int, variant: str = "slow", transport: dict[str, object] | None = None
+    rates: tuple[float, ...],
+    where: str,
+    seed: int,
+    variant: str = "slow",
+    transport: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """One transfer; ``variant``: ``slow`` (as drawn), ``dead`` (slow planes dead), ``clean``."""
     planes = len(rates)
@@ -88,7 +91,9 @@ def run(
     size = int(capacity * 1e9 / 8 * RTTS * RTT_US * 1e-6) // 4096 * 4096
     net = Network(shape, seed, payload="virtual")
     src, dst = 0, 1
-    job = point_to_point(net, Job("flow", "flow", 0), FlowSpec("x", 0, 0, transport=dict(transport or {})), [(0, 1)], size)
+    job = point_to_point(
+        net, Job("flow", "flow", 0), FlowSpec("x", 0, 0, transport=dict(transport or {})), [(0, 1)], size
+    )
     if variant == "slow":
         specs = slow_faults(rates, where, src, dst, shape)
     elif variant == "dead":
@@ -103,7 +108,7 @@ def run(
     ports = net.fabric.nic_up[src]
     sent = [p.tx_data_bytes for p in ports]
     total = sum(sent) or 1
-    elapsed = (done - START_NS) if done else 0
+    elapsed = done or 0
     goodput = size * 8 / elapsed if elapsed else 0.0
     cap = capacity if variant != "clean" else LINE_GBPS * planes
     if variant == "dead":
@@ -123,7 +128,9 @@ def run(
     }
 
 
-def case(name: str, rates: tuple[float, ...], where: str, seed: int, transport: dict[str, object]) -> dict[str, Any]:
+def case(
+    name: str, rates: tuple[float, ...], where: str, seed: int, transport: dict[str, object]
+) -> dict[str, Any]:
     slow = run(rates, where, seed, "slow", transport)
     dead = run(rates, where, seed, "dead", transport)
     clean = run(rates, where, seed, "clean", transport)

@@ -77,8 +77,8 @@ class EvSet(SharedEvTable):
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
         only usable one; the planes of ``busy`` (a bit mask: their NIC ports hold their part
         of the sender's backlog) and those queued above the others (``queued_planes``) only
-        when no other plane can take the packet. With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
-        EV of an up plane (counted by the caller as a last-resort send).
+        when no other plane can take the packet. With no GOOD EV anywhere, the least bad
+        option is an ASSUMED_BAD EV of an up plane (counted by the caller as a last-resort send).
         """
         planes = self.planes
         load = self.plane_load

@@ -607,28 +607,29 @@ class Recovery:
                 continue
             if now_ns - oldest_sent < _plane_delay(self.rtt, plane) + window:
                 continue  # not overdue by its own plane's latest delay: slower, not silent
-            if not self._silent_paths(plane, ok_sent):
-                continue
             self._plane_evidence[plane] = 0
             dead.append(plane)
         return dead
 
-    def _silent_paths(self, plane: int, ok_sent: int) -> bool:
-        """Whether packets sent on ``plane`` after its latest delivery (sent at ``ok_sent``) are
-        in flight on two of its paths (plane and T1) or more -- on its only one, if it has
-        one: one dead path is the path rules' to retire, not a failed plane. A flapping T0-T1
-        link, whose plane's other paths sat out ECN penalties, took the whole plane out for
-        its every down phase (51 EVs of one connection, all their packets resent)."""
+    def silent_path(self, plane: int) -> int:
+        """The one path (``ev >> PATH_SHIFT``) of a silent ``plane`` (``dead_planes``) its
+        packets sent since its latest delivery are all in flight on, or -1 when they are on
+        two paths or more (or it has but one): a single silent path is that path's failure,
+        not the plane's. A flapping T0-T1 link, whose plane's other paths sat out ECN
+        penalties, took the whole plane out in every down phase (51 EVs of one connection)."""
+        if self.t1_count < 2:
+            return -1
         dep = self._departures
+        ok_sent = self.plane_ok_sent[plane]
         first = -1
         for r in self.in_flight.values():
             if r.ev >> PLANE_SHIFT != plane or (r.left_ns if dep else r.sent_ns) <= ok_sent:
                 continue
             path = r.ev >> PATH_SHIFT
-            if self.t1_count < 2 or (first >= 0 and path != first):
-                return True
+            if first >= 0 and path != first:
+                return -1
             first = path
-        return False
+        return first
 
 
 def path_overtaken(rec: TxRecord, delivered: TxRecord, threshold: int) -> bool:
@@ -681,7 +682,10 @@ def rto_dead_planes(recovery: Recovery, suspects: list[TxRecord], now_ns: int) -
     dead: list[int] = []
     dep = recovery.cfg.nic_departures
     for plane, silent in paths.items():
-        if len(silent) < min(2, recovery.t1_count) or recovery._plane_evidence[plane] < recovery.cfg.sack_gap_threshold:
+        if (
+            len(silent) < min(2, recovery.t1_count)
+            or recovery._plane_evidence[plane] < recovery.cfg.sack_gap_threshold
+        ):
             continue
         oldest = next((r for r in recovery.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
         if oldest is None or oldest.at_nic:

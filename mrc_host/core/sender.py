@@ -39,7 +39,8 @@ from .counters import MARK_LOST, Counters, SentRow
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, Segment, TxRecord, held
-from .recovery import Recovery, rto_dead_planes
+from .ev_state import EvEvent
+from .recovery import PATH_SHIFT, Recovery, rto_dead_planes
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit. Four
 # names, not a table: compiled, indexing a Final tuple of tuples builds the tuples anew each time
@@ -362,6 +363,10 @@ class Sender:
             self.lose(rec, "gap", now_ns)  # no-op for a record already lost
         if self._retire and self.evset.planes > 1:
             for plane in recovery.dead_planes(proof.newly, now_ns):
+                path = recovery.silent_path(plane)
+                if path >= 0:
+                    self._path_silent(plane, path, now_ns)
+                    continue
                 self.c.planes_failed += 1
                 self.evset.fail_plane(plane, now_ns)
                 self.flush_plane(plane, "plane")
@@ -399,6 +404,26 @@ class Sender:
             out.append(done)
 
     # ---- losses -------------------------------------------------------------------------
+    def _path_silent(self, plane: int, path: int, now_ns: int) -> None:
+        """A silent plane's packets since its latest delivery are all on ``path``: that path is
+        retired (whatever the ``ev_min_active`` floor: it delivers nothing while the other
+        planes deliver) and its packets in flight resent, as a guess its delivery may undo."""
+        on_path = [r for r in self.recovery.on_plane(plane) if r.ev >> PATH_SHIFT == path]
+        if not on_path:
+            return
+        oldest = on_path[0]
+        self.evset.retire(
+            oldest.ev,
+            f"path silent, psn {psn_of(oldest.seq)}",
+            now_ns,
+            EvEvent.LOSS,
+            sent_ns=oldest.sent_ns,
+            margin_ns=0,
+        )
+        for rec in on_path:
+            self._requeue(rec, True)
+        self.c.losses_plane += len(on_path)
+
     def flush_plane(self, plane: int, cause: str) -> int:
         """Every packet in flight on ``plane`` is resent elsewhere now (its port is down,
         or the plane stopped delivering): no timer, no SACK gap needed."""
