@@ -36,10 +36,10 @@ from .blame import LossBlame
 from .cc_base import create_cc
 from .config import Mode, TransportConfig
 from .counters import MARK_LOST, Counters, SentRow
+from .ev_state import EvEvent
 from .evset import EvSet
 from .psn import PSN_HALF, psn_of
 from .records import PendingWrite, Segment, TxRecord, held
-from .ev_state import EvEvent
 from .recovery import PATH_SHIFT, Recovery, rto_dead_planes
 
 # flags built once: IntFlag arithmetic per packet costs more than the rest of _transmit. Four
