@@ -42,6 +42,7 @@ class EvSpells:
         self.live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
         self.live_probe_ns: int = 0  # when it left
         self.skips_left: int = 0  # rotations still to sit out while SKIP
+        self.skip_until: int = 0  # and when it ends in any case (0: turns only; ``EvSet._penalize``)
         self.restored_ns: int | None = None  # when probes last brought it back
         self.flaps: int = 0  # quick re-failures after restores in a row
         self.retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
@@ -146,6 +147,16 @@ class EvEntry:
     def skips_left(self, v: int) -> None:
         if v != 0 or self._spells is not None:
             self._spelled().skips_left = v
+
+    @property
+    def skip_until(self) -> int:
+        s = self._spells
+        return 0 if s is None else s.skip_until
+
+    @skip_until.setter
+    def skip_until(self, v: int) -> None:
+        if v != 0 or self._spells is not None:
+            self._spelled().skip_until = v
 
     @property
     def restored_ns(self) -> int | None:
@@ -658,6 +669,7 @@ class EvTable:
         e.in_use = False
         e.probe_successes = 0
         e.skips_left = 0
+        e.skip_until = 0
         if e.restored_ns is not None and now_ns - e.restored_ns < self.cfg.flap_window_ns:
             e.flaps = min(e.flaps + 1, self.cfg.max_flap_backoff)
         else:

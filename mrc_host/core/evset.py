@@ -71,7 +71,7 @@ class EvSet(SharedEvTable):
         return math.ceil(rotations * self._turn_scale - 1e-9)
 
     # ---- rotation ---------------------------------------------------------------------
-    def next_data_ev(self, exclude: int | None = None, busy: int = 0) -> int | None:
+    def next_data_ev(self, exclude: int | None = None, busy: int = 0, now_ns: int = -1) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
@@ -109,14 +109,14 @@ class EvSet(SharedEvTable):
                         continue
                     break
                 tried |= 1 << best
-                ev = self._pick_in_plane(best, exclude)
+                ev = self._pick_in_plane(best, exclude, now_ns)
                 if ev is not None:
                     self._plane_cursor = (best + 1) % planes
                     return ev
             if self._skips_served == served:
                 break
         if exclude is not None:
-            return self.next_data_ev(None, busy)
+            return self.next_data_ev(None, busy, now_ns)
         return None
 
     def queued_planes(self, down: int) -> int:
@@ -146,7 +146,7 @@ class EvSet(SharedEvTable):
                 mask |= 1 << p
         return mask
 
-    def _pick_in_plane(self, plane: int, exclude: int | None) -> int | None:
+    def _pick_in_plane(self, plane: int, exclude: int | None, now_ns: int = -1) -> int | None:
         lst = self._active[plane]  # (built: next_data_ev read self.active)
         n = len(lst)
         start = self._ev_cursor[plane]
@@ -157,10 +157,13 @@ class EvSet(SharedEvTable):
             if e.value == exclude:
                 continue
             if e.state is _SKIP:
-                self._skips_served += 1
-                e.skips_left -= 1
-                if e.skips_left <= 0:
-                    self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
+                until = e.skip_until
+                if until <= 0 or now_ns < until:
+                    self._skips_served += 1
+                    e.skips_left -= 1
+                    if e.skips_left > 0:
+                        continue
+                self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
                 continue
             if scouts and scouts.get(e.value >> T1_SHIFT, -1) >= 0:
                 continue  # its path's scout is out, not proven yet
@@ -234,8 +237,18 @@ class EvSet(SharedEvTable):
                 if x.heat >= threshold:
                     turns = min(self._turns(self.cfg.skip_rotations * x.heat), self._max_turns)
                     x.skips_left = max(x.skips_left, turns)
+                    x.skip_until = max(x.skip_until, self._skip_end(x.heat, now_ns))
                     self._fire(x, event, event.value if x is e else why)
         return True
+
+    def _skip_end(self, heat: float, now_ns: int) -> int:
+        """When a penalty of ``heat`` ends whatever the turns served: after as long as its
+        turns last a sender at line rate (a turn of ``penalty_evs`` EVs, about a base RTT).
+        A queue drains in time, not in the packets of one sender: counted in turns alone, an
+        incast's flows (an eighth of the rate each) sat out their first marks for hundreds of
+        round trips, and a link that healed took twice its siblings' share for 20 RTT."""
+        rotations = min(self.cfg.skip_rotations * heat, float(self.cfg.max_skip_rotations))
+        return now_ns + max(1, int(rotations * self.cfg.cc.base_rtt_ns))
 
     def ecn_echo(self, ev: int, now_ns: int) -> bool:
         """A SACK echoed CE for a packet sent on ``ev``: it sits out a few rotations."""
@@ -293,8 +306,10 @@ class EvSet(SharedEvTable):
         why = f"{event.value} on {e.value:08x}, same path"
         for x in (e, *(sib for sib in self.active[e.plane] if sib.t1 == e.t1 and sib is not e)):
             if x.member and allowed(x.state, event):
-                turns = self._turns(self.cfg.skip_rotations * self.heat(x.value, now_ns))
+                heat = self.heat(x.value, now_ns)
+                turns = self._turns(self.cfg.skip_rotations * heat)
                 x.skips_left = max(x.skips_left, min(turns, self._max_turns))
+                x.skip_until = max(x.skip_until, self._skip_end(heat, now_ns))
                 self._fire(x, event, event.value if x is e else why)
         return True
 

@@ -235,7 +235,7 @@ class Sender:
                     continue
                 if recovery.inflight_bytes and recovery.inflight_bytes + len(rec.payload) > cwnd:
                     return
-                ev = self._choose_ev(rec.ev, rec.sent_ns)
+                ev = self._choose_ev(rec.ev, rec.sent_ns, now_ns)
                 if ev is None:
                     self._stall(now_ns)
                     return
@@ -256,7 +256,7 @@ class Sender:
             size = min(self.cfg.mtu, w.length - w.offset)
             if recovery.inflight_bytes and recovery.inflight_bytes + size > cwnd:
                 return
-            ev = self._choose_ev(exclude=None)
+            ev = self._choose_ev(None, -1, now_ns)
             if ev is None:
                 self._stall(now_ns)
                 return
@@ -284,12 +284,13 @@ class Sender:
         if self.stalled_since is None:
             self.stalled_since = now_ns
 
-    def _choose_ev(self, exclude: int | None, since: int = -1) -> int | None:
+    def _choose_ev(self, exclude: int | None, since: int = -1, now_ns: int = -1) -> int | None:
         silent = self._retire and not self.writes and (self.recovery.tail_done or self.recovery.retries)
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, self.recovery.nic.busy), exclude)
+            ev = self.evset.next_data_ev(avoid, self.recovery.nic.busy, now_ns)
+            ev = self.blame.unheld_ev(ev, exclude)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:
