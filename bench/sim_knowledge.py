@@ -21,6 +21,7 @@ Two shapes, the incast of ``bench.sim_incast_fault`` (2 planes x 4 T1, 3 T0s, 21
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from typing import Any
 
@@ -66,7 +67,7 @@ def heal(seed: int, heal_us: int, transport: dict[str, object]) -> dict[str, Any
     net.loop.at(START_NS + heal_us * 1000, sample)
     net.run(200_000_000)
     shares = []
-    for a, b in zip(samples, samples[1:], strict=False):
+    for a, b in itertools.pairwise(samples):
         d = [y - x for x, y in zip(a, b, strict=True)]
         sib = [d[t] for t in (0, 2, 3)]
         mean = sum(sib) / len(sib)
