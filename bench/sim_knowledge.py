@@ -9,10 +9,12 @@ Two shapes, the incast of ``bench.sim_incast_fault`` (2 planes x 4 T1, 3 T0s, 21
 
 - ``heal``: 8 -> 1, the link from plane 0's T1 1 to the receiver's T0 black-holed from 150 us
   to ``heal`` us. Per base RTT after the heal, the bytes that link carried over the mean of
-  its live siblings' (the other T1s' links into that T0): the first RTT from which it stays
-  within 0.8-1.25 (``back_rtts``), and its share over the 20 RTT after that;
-- ``skip``: 15 -> 1, the same link black-holed at 150 us for good: DATA lost on it more than
-  5 RTT after the fault (an EV back from SKIP, or from a probe, onto the dead link).
+  its siblings' (the other T1s' links into that T0); averaged over 3 RTTs (a bin holds a
+  handful of packets), the first RTT from which it stays within 0.8-1.25 for 20 RTTs
+  (``back_rtts``), and its share over those 20;
+- ``skip``: 15 -> 1, the same link black-holed at 150 us for good: DATA each connection lost
+  on it after it knew (had retired an EV of the path): an EV back from SKIP, or from a probe,
+  onto the dead link.
 
     python -m bench.sim_knowledge [--seeds 1-10] [--only heal|skip] [--heal-us 300] [--json FILE]
         [--transport key=value ...]
@@ -74,11 +76,13 @@ def heal(seed: int, heal_us: int, transport: dict[str, object]) -> dict[str, Any
         if mean <= 0:
             break  # (the incast is over)
         shares.append(round(d[1] / mean, 3))
+    # a round trip's bins are a handful of packets each: judged on 3-RTT means
+    means = [sum(shares[k : k + 3]) / 3 for k in range(max(0, len(shares) - 2))]
     back = next(
-        (k for k in range(len(shares)) if all(SHARE_LO <= s <= SHARE_HI for s in shares[k : k + HOLD_RTTS])),
+        (k for k in range(len(means)) if all(SHARE_LO <= m <= SHARE_HI for m in means[k : k + HOLD_RTTS])),
         None,
     )
-    later = shares[back : back + HOLD_RTTS] if back is not None else []
+    later = means[back : back + HOLD_RTTS] if back is not None else []
     conns = job.connections
     return {
         "seed": seed,
@@ -91,25 +95,40 @@ def heal(seed: int, heal_us: int, transport: dict[str, object]) -> dict[str, Any
 
 
 def skip(seed: int, transport: dict[str, object]) -> dict[str, Any]:
-    """The 15 -> 1 incast with the link dead from 150 us on: DATA lost on it 5 RTT after."""
+    """The 15 -> 1 incast with the link dead from 150 us on: DATA each connection lost on it
+    once it knew (its first EV of the path retired, plus the two hops a packet sent then takes
+    to the link): an EV back from SKIP or a probe unproven (``lost_known``)."""
     net, job = _net(seed, 15, transport)
     net.add_fault(parse_fault(f"blackhole:p0-t0_0-t1_1@{FAULT_US}us", 0))
     net.run(200_000_000)
     fault = net.faults[0]
-    rtt = job.connections[0].base_rtt_ns
-    late = START_NS + FAULT_US * 1000 + 5 * rtt
-    lost_late = [
-        round((t - START_NS) / 1e3 - FAULT_US, 1) for t, _, data, _, _ in fault.drops if data and t >= late
-    ]
+    at = START_NS + FAULT_US * 1000
+    hops = 2 * (net.shape.link_delay_ns + 350)
+    known: list[float] = []
+    for c in job.connections:
+        retired = [
+            START_NS + round(float(e["t_us"]) * 1000)  # type: ignore[arg-type]
+            for e in c.ev_timeline
+            if e["side"] == "sender" and int(str(e["ev"]), 16) >> 18 == 1 and str(e["new"]) == "ASSUMED_BAD"
+        ]
+        first = min((t for t in retired if t >= at), default=None)
+        if first is None:
+            continue
+        qp = c.receiver.local_qp
+        known += [
+            round((t - at) / 1e3, 1)
+            for t, q, data, _, _ in fault.drops
+            if data and q == qp and t > first + hops
+        ]
     conns = job.connections
     return {
         "seed": seed,
         "completed": job.completion_ns is not None and all(c.data_ok for c in conns),
         "lost": fault.data_dropped,
-        "lost_late": len(lost_late),
-        "lost_late_us": lost_late[:20],
+        "lost_known": len(known),
+        "lost_known_us": sorted(known)[:20],
         "rtos": sum(c.sender.counters.rto_fired for c in conns),
-        "holds": not lost_late,
+        "holds": not known,
     }
 
 
@@ -139,12 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = [skip(s, transport) for s in seeds]
         for r in rows:
             print(
-                f"skip seed {r['seed']}: lost {r['lost']}, {r['lost_late']} of them 5 RTT after the fault "
-                f"{r['lost_late_us']} us, rto {r['rtos']}",
+                f"skip seed {r['seed']}: lost {r['lost']}, {r['lost_known']} of them once known "
+                f"{r['lost_known_us']} us after the fault, rto {r['rtos']}",
                 flush=True,
             )
         out["skip"] = {
-            "lost_late": spread([r["lost_late"] for r in rows]),
+            "lost_known": spread([r["lost_known"] for r in rows]),
             "holding": sum(r["holds"] for r in rows),
             "seeds": rows,
         }

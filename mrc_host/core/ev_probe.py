@@ -3,8 +3,8 @@
 
 A retired path is probed every ``retired_probe_interval_ns`` (a flapping one first waits
 2**flaps ``probe_interval_ns``: see ``EvSet``); ``probe_successes_to_restore`` answers in a
-row bring it and its path siblings back, probed one after the other so K answers take K
-round trips. A GOOD EV that carried something and has not proved to work within an
+row bring it and its path siblings back, K probes at once (each on its own EV of the path),
+so K answers take one round trip. A GOOD EV that carried something and has not proved to work within an
 interval gets a liveness probe; one left
 unanswered for the probe timeout retires it. That is how an endpoint that only sends SACKs
 (no data of its own, so no acknowledgements to learn from) finds a dead reverse path when
@@ -72,25 +72,36 @@ class EvProber:
         unanswered at that point counts as a failure and resets the success streak."""
         evset = self.evset
         out = []
-        # one probe per (plane, T1) path: EVs that differ only in entropy share its fate,
-        # and come back with the one probed (probing each would multiply probe traffic)
-        probing = {(e.plane, e.t1) for e in evset.retired.values() if e.probe_id is not None}
+        # K probes per (plane, T1) path at once, each on its own EV: EVs that differ only in
+        # entropy share its fate and come back together (``_answered``). One at a time, a
+        # path that healed waited K round trips more (an incast's: 4.3 RTT to come back)
+        k = max(1, self.cfg.probe_successes_to_restore)
+        probing: dict[tuple[int, int], int] = {}
+        for e in evset.retired.values():
+            if e.probe_id is not None:
+                probing[(e.plane, e.t1)] = probing.get((e.plane, e.t1), 0) + 1
         interval = self.retired_interval_ns()
         for e in list(evset.retired.values()):
             if not evset.plane_up(e.plane) or e.next_probe_ns > now_ns:
                 continue
             path = (e.plane, e.t1)
-            if e.probe_id is None and path in probing:
+            if e.probe_id is None and probing.get(path, 0) >= k:
                 evset.schedule_probe(e, now_ns + interval)  # its path is being probed
                 continue
-            probing.add(path)
-            if e.probe_id is not None:
-                e.probe_successes = 0
+            if e.probe_id is None:
+                probing[path] = probing.get(path, 0) + 1
+            else:  # unanswered: the path's streak starts again
+                self._reset_path(e)
                 evset.probe_timed_out(e)
             e.probe_id = self._next_id()
             evset.schedule_probe(e, now_ns + interval)
             out.append((e.value, e.probe_id))
         return out
+
+    def _reset_path(self, e: EvEntry) -> None:
+        for x in self.evset.retired.values():
+            if x.plane == e.plane and x.t1 == e.t1:
+                x.probe_successes = 0
 
     def retired_interval_ns(self) -> int:
         """How often a retired path is probed, which is also how long its probe may stay
@@ -135,12 +146,17 @@ class EvProber:
         return self._answered(e, now_ns)
 
     def _answered(self, e: EvEntry, now_ns: int) -> bool:
+        """A probe of ``e`` came back: its path is restored once K of its probes have, since
+        the path's last one went unanswered (on any of its EVs)."""
         e.probe_id = None
         e.probe_successes += 1
-        if e.probe_successes >= self.cfg.probe_successes_to_restore:
+        got = sum(
+            x.probe_successes for x in self.evset.retired.values() if x.plane == e.plane and x.t1 == e.t1
+        )
+        if got >= self.cfg.probe_successes_to_restore:
             self.evset.restore_path(e, now_ns)
             return True
-        self.evset.schedule_probe(e, now_ns)  # next probe right away: K successes take K RTTs
+        self.evset.schedule_probe(e, now_ns)  # probed again right away
         return False
 
     def next_deadline(self) -> int | None:

@@ -119,6 +119,13 @@ class EvSet(SharedEvTable):
             return self.next_data_ev(None, busy, now_ns)
         return None
 
+    def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
+        """``e``'s penalty is over in time (``_skip_end``): it and every EV of its path in the
+        rotation whose penalty is over too are GOOD again."""
+        for x in lst:
+            if x.t1 == e.t1 and x.state is _SKIP and 0 < x.skip_until <= now_ns:
+                self._fire(x, EvEvent.PENALTY_SERVED, "skip served")
+
     def queued_planes(self, down: int) -> int:
         """The up planes (a bit mask) whose queue -- bytes in flight over what the plane
         delivers, less its shortest round trip (``plane_rates.py``) -- stands more than
@@ -163,7 +170,9 @@ class EvSet(SharedEvTable):
                     e.skips_left -= 1
                     if e.skips_left > 0:
                         continue
-                self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
+                    self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
+                else:  # its time is up: so is its path siblings' (a slow sender passes each rarely)
+                    self._skip_over(lst, e, now_ns)
                 continue
             if scouts and scouts.get(e.value >> T1_SHIFT, -1) >= 0:
                 continue  # its path's scout is out, not proven yet
@@ -243,11 +252,13 @@ class EvSet(SharedEvTable):
 
     def _skip_end(self, heat: float, now_ns: int) -> int:
         """When a penalty of ``heat`` ends whatever the turns served: after as long as its
-        turns last a sender at line rate (a turn of ``penalty_evs`` EVs, about a base RTT).
-        A queue drains in time, not in the packets of one sender: counted in turns alone, an
-        incast's flows (an eighth of the rate each) sat out their first marks for hundreds of
-        round trips, and a link that healed took twice its siblings' share for 20 RTT."""
-        rotations = min(self.cfg.skip_rotations * heat, float(self.cfg.max_skip_rotations))
+        turns last a sender at line rate (a turn of ``penalty_evs`` EVs, about a base RTT), at
+        most ``skip_rotations`` base RTTs -- a queue drains within a round trip or two of its
+        senders backing off, and a hotter path is penalised by more turns, not for longer.
+        Counted in turns alone, an incast's flows (an eighth of the rate each, their paths hot
+        from the marks of its first round trips) sat out their penalties for hundreds of round
+        trips, and a link that healed took twice its siblings' share for 20 RTT."""
+        rotations = min(self.cfg.skip_rotations * heat, float(self.cfg.skip_rotations))
         return now_ns + max(1, int(rotations * self.cfg.cc.base_rtt_ns))
 
     def ecn_echo(self, ev: int, now_ns: int) -> bool:

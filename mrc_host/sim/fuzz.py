@@ -381,7 +381,7 @@ def report_draw(r: dict[str, Any], label: str) -> str:
     for name, v in r["verdicts"].items():
         w = v["worst"]
         worst = f"; worst {w['subject']}: {w['value']} (limit {w['limit']})" if w else ""
-        lines.append(f"  {name:8} {v['checked']:5} judged, {len(v['violations'])} violations{worst}")
+        lines.append(f"  {name:10} {v['checked']:5} judged, {len(v['violations'])} violations{worst}")
         for case in v["violations"][:8]:
             lines.append(f"    {case['subject']}: {case['value']} (limit {case['limit']}) {case['detail']}")
     return "\n".join(lines)
@@ -397,7 +397,7 @@ def report(result: dict[str, Any], written: list[Path]) -> str:
             else ""
         )
         lines.append(
-            f"  {name:8} {row['checked']:6} judged, {len(row['failing_draws']):4} failing draws, "
+            f"  {name:10} {row['checked']:6} judged, {len(row['failing_draws']):4} failing draws, "
             f"{row['violations']:5} violations. {worst}"
         )
     for name, r in sorted(result["shrunk"].items()):
