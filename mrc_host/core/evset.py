@@ -71,7 +71,9 @@ class EvSet(SharedEvTable):
         return math.ceil(rotations * self._turn_scale - 1e-9)
 
     # ---- rotation ---------------------------------------------------------------------
-    def next_data_ev(self, exclude: int | None = None, busy: int = 0, now_ns: int = -1) -> int | None:
+    def next_data_ev(
+        self, exclude: int | None = None, busy: int = 0, now_ns: int = -1, tail: bool = False
+    ) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
@@ -84,39 +86,44 @@ class EvSet(SharedEvTable):
         load = self.plane_load
         active = self.active
         down = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
-        queued = (self.queued_planes(down) | busy) & ~down if planes > 1 else 0
+        queued = self.queued_planes(down, tail) & ~down if planes > 1 else 0
+        busy &= ~down
+        # the planes passed over at first, then only the queued ones (a busy port drains in a
+        # packet time; a queued plane holds a queue the others do not), then none
+        stages = (queued | busy, queued, 0) if queued | busy else (0,)
         # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
         # they serve some, so a connection whose every usable EV sits out (one path, or
         # every path marked) sends on the least penalised one instead of stalling.
         for _ in range(self._max_turns + 1):
             served = self._skips_served
-            # the planes tried, counting those down from the start (``plane_up``, once a packet),
-            # and at first those queued above the others (``queued_planes``)
-            tried = down | queued
-            while True:
-                best = -1
-                best_load = 0
-                cursor = self._plane_cursor
-                for k in range(planes):
-                    plane = (cursor + k) % planes
-                    if tried >> plane & 1 or not active[plane]:
-                        continue
-                    if best < 0 or load[plane] < best_load:
-                        best, best_load = plane, load[plane]
-                if best < 0:
-                    if queued:  # (no EV on the others: the queued planes after all)
-                        tried, queued = tried & ~queued, 0
-                        continue
-                    break
-                tried |= 1 << best
-                ev = self._pick_in_plane(best, exclude, now_ns)
-                if ev is not None:
-                    self._plane_cursor = (best + 1) % planes
-                    return ev
+            last = -1
+            for avoid in stages:
+                if avoid == last:
+                    continue
+                last = avoid
+                # the planes tried, counting those down from the start (``plane_up``, once a packet)
+                tried = down | avoid
+                while True:
+                    best = -1
+                    best_load = 0
+                    cursor = self._plane_cursor
+                    for k in range(planes):
+                        plane = (cursor + k) % planes
+                        if tried >> plane & 1 or not active[plane]:
+                            continue
+                        if best < 0 or load[plane] < best_load:
+                            best, best_load = plane, load[plane]
+                    if best < 0:
+                        break
+                    tried |= 1 << best
+                    ev = self._pick_in_plane(best, exclude, now_ns)
+                    if ev is not None:
+                        self._plane_cursor = (best + 1) % planes
+                        return ev
             if self._skips_served == served:
                 break
         if exclude is not None:
-            return self.next_data_ev(None, busy, now_ns)
+            return self.next_data_ev(None, busy, now_ns, tail)
         return None
 
     def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
@@ -126,23 +133,29 @@ class EvSet(SharedEvTable):
             if x.t1 == e.t1 and x.state is _SKIP and 0 < x.skip_until <= now_ns:
                 self._fire(x, EvEvent.PENALTY_SERVED, "skip served")
 
-    def queued_planes(self, down: int) -> int:
+    def queued_planes(self, down: int, tail: bool = False) -> int:
         """The up planes (a bit mask) whose queue -- bytes in flight over what the plane
         delivers, less its shortest round trip (``plane_rates.py``) -- stands more than
         ``_plane_margin`` above the least queued up plane's: the rotation passes them over
-        while others can take the packet, so a slower plane holds no queue the others do not."""
+        while others can take the packet, so a slower plane holds no queue the others do not.
+        At a message's ``tail`` its shortest round trip counts too: its last packets go where
+        they arrive soonest (a plane at 5 Gb/s delivered its last ones 26 us after the rest,
+        and the transfer took longer than with that plane dead)."""
         load = self.plane_load
         rate = self.plane_rate
         base = self.plane_base
         least = -1.0
-        q = [0.0] * self.planes
+        q = [-1.0] * self.planes
         for p in range(self.planes):
             if down >> p & 1:
-                q[p] = -1.0
                 continue
             v = queued_ns(load[p], rate[p], base[p])
+            if v is None:
+                continue  # (not measured yet: never passed over)
+            if tail:
+                v += base[p]
             q[p] = v
-            if v >= 0 and (least < 0 or v < least):
+            if least < 0 or v < least:
                 least = v
         if least < 0:
             return 0

@@ -38,12 +38,14 @@ class PlaneRates:
         self._bytes = [0] * planes  # delivered on each plane since ``_since``
         self._since = -1
 
-    def delivered(self, plane: int, size: int, rtt_ns: int, now_ns: int, interval_ns: float) -> None:
-        """``size`` bytes were acknowledged on ``plane`` now, ``rtt_ns`` after their copy was
-        handed over (-1: unknown); every ``interval_ns`` (an SRTT) the counts since become each
-        plane's rate."""
+    def sampled(self, plane: int, rtt_ns: int) -> None:
+        """A round trip on ``plane`` from the hand-over (the copy its SACK echoes)."""
         if rtt_ns > 0 and (self.base[plane] <= 0 or rtt_ns < self.base[plane]):
             self.base[plane] = rtt_ns
+
+    def delivered(self, plane: int, size: int, now_ns: int, interval_ns: float) -> None:
+        """``size`` bytes were acknowledged on ``plane`` now; every ``interval_ns`` (an SRTT)
+        the counts since become each plane's rate."""
         if self._since < 0:
             self._since = now_ns
         self._bytes[plane] += size
@@ -60,9 +62,10 @@ class PlaneRates:
         self._since = now_ns
 
 
-def queued_ns(load: int, rate: float, base: int) -> float:
+def queued_ns(load: int, rate: float, base: int) -> float | None:
     """A plane's queue: its ``load`` bytes in flight at ``rate`` bytes/ns, less its shortest
-    round trip ``base``; -1 when not measured yet (never passed over)."""
+    round trip ``base`` (0 when it is not full); None when not measured yet."""
     if rate <= 0 or base <= 0:
-        return -1.0
-    return load / rate - base
+        return None
+    v = load / rate - base
+    return v if v > 0 else 0.0

@@ -404,8 +404,12 @@ class Recovery:
             known = rec.transmissions == 1 and own_sack  # (``_measure``: a first copy's own SACK only)
             self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
             interval = self.rtt.srtt_ns or self.cfg.nscc.base_rtt
-            rtt = now_ns - rec.sent_ns if known else -1
-            self.rates.delivered(rec.ev >> PLANE_SHIFT, len(rec.payload), rtt, now_ns, interval)
+            plane = rec.ev >> PLANE_SHIFT
+            self.rates.delivered(plane, len(rec.payload), now_ns, interval)
+            if rec.transmissions == 1:
+                # (covered by another SACK or not: a slow plane's own SACKs come after the
+                # cumulative point others carry, and it would never be sampled)
+                self.rates.sampled(plane, now_ns - rec.sent_ns)
         return spurious
 
     def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:

@@ -289,13 +289,23 @@ class Sender:
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            ev = self.evset.next_data_ev(avoid, self.recovery.nic.busy, now_ns)
+            ev = self.evset.next_data_ev(avoid, self.recovery.nic.busy, now_ns, self._at_tail())
             ev = self.blame.unheld_ev(ev, exclude)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:
                 self.c.last_resort_sends += 1
         return ev
+
+    def _at_tail(self) -> bool:
+        """What is left to send fits the window: the last packets of the writes posted."""
+        writes = self.writes
+        if not writes:
+            return True
+        if len(writes) > 1:
+            return False
+        w = writes[0]
+        return w.length - w.offset <= self.cc.cwnd
 
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
         """At the tail a resend goes twice, the second on another plane (``EvTable.fresh_ev``) if the
