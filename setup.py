@@ -47,6 +47,7 @@ COMPILED = [
     "mrc_host/core/nic_clock.py",
     "mrc_host/core/evset.py",
     "mrc_host/core/path_health.py",
+    "mrc_host/core/plane_rates.py",
     "mrc_host/core/psn.py",
     "mrc_host/core/rangeset.py",
     "mrc_host/core/receiver.py",
