@@ -126,6 +126,18 @@ class EvSet(SharedEvTable):
             return self.next_data_ev(None, busy, now_ns, tail)
         return None
 
+    def scout_plane(self, plane: int, now_ns: int) -> None:
+        """Every GOOD path of ``plane`` not proven since ``now_ns`` carries one packet before
+        it carries more (``scouts``): the plane went silent with packets on one path only, so
+        nothing shows whether that path or the whole plane (its T0) failed."""
+        if not self._scouting:
+            return
+        scouts = self.scouts
+        for e in self.active[plane]:
+            key = e.value >> T1_SHIFT
+            if e.state is EvState.GOOD and key not in scouts:
+                scouts[key] = -1
+
     def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
         """``e``'s penalty is over in time (``_skip_end``): it and every EV of its path in the
         rotation whose penalty is over too are GOOD again."""

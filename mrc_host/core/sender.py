@@ -434,6 +434,9 @@ class Sender:
         for rec in on_path:
             self._requeue(rec, True)
         self.c.losses_plane += len(on_path)
+        # the plane's other paths carried nothing since: the T0 may be what died -- each
+        # proves itself with one packet before it carries more (``EvTable.scouts``)
+        self.evset.scout_plane(plane, now_ns)
 
     def flush_plane(self, plane: int, cause: str) -> int:
         """Every packet in flight on ``plane`` is resent elsewhere now (its port is down,
