@@ -21,6 +21,7 @@ from .config import TransportConfig
 from .ev_draw import EvDraw, PathSpace, draw
 from .ev_state import EvEvent, EvState, next_state
 from .path_health import NicPathHealth, PathRecord
+from .plane_rates import PlaneRates
 
 __all__ = ["EvEntry", "EvSpells", "EvTable"]
 
@@ -272,10 +273,8 @@ class EvTable:
         self.changes: list[EvStateChanged] = []
         # bytes in flight per plane, kept by the sender: the plane choice of the rotation
         self.plane_load: list[int] = [0] * self.planes
-        # and what each delivers per ns, and its shortest round trip, kept by the sender's
-        # recovery (``plane_rates.py``)
-        self.plane_rate: list[float] = [0.0] * self.planes
-        self.plane_base: list[int] = [0] * self.planes
+        # and what each delivers, kept by the sender's recovery (``plane_rates.py``)
+        self.plane_rates = PlaneRates(self.planes)
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._joins = 0  # EVs (re)joined a rotation so far: ``EvEntry.placed``

@@ -35,7 +35,6 @@ from .ev_draw import PathSpace
 from .ev_shared import NIC_KEY_BASE, SharedEvTable
 from .ev_state import EvEvent, EvState, allowed
 from .ev_table import EvEntry
-from .plane_rates import queued_ns
 
 __all__ = ["NIC_KEY_BASE", "EvEntry", "EvEvent", "EvSet", "EvState", "PathSpace"]
 
@@ -154,18 +153,17 @@ class EvSet(SharedEvTable):
         they arrive soonest (a plane at 5 Gb/s delivered its last ones 26 us after the rest,
         and the transfer took longer than with that plane dead)."""
         load = self.plane_load
-        rate = self.plane_rate
-        base = self.plane_base
+        rates = self.plane_rates
         least = -1.0
         q = [-1.0] * self.planes
         for p in range(self.planes):
             if down >> p & 1:
                 continue
-            v = queued_ns(load[p], rate[p], base[p])
+            v = rates.queued_ns(p, load[p])
             if v is None:
                 continue  # (not measured yet: never passed over)
             if tail:
-                v += base[p]
+                v += rates.base[p]
             q[p] = v
             if least < 0 or v < least:
                 least = v

@@ -16,9 +16,7 @@ shortest round trip matters: a plane slower per hop has a longer round trip even
 judged by round trips alone it would be starved.
 
 Each plane's rate is the bytes acknowledged on it over the last interval (about an SRTT),
-smoothed over a few; a plane that delivered nothing in an interval keeps its last rate, so
-a plane that stopped delivering shows its packets piling up and is passed over too (the
-loss rules still find it dead: they read other planes' deliveries, not its own).
+smoothed over a few; a plane that delivered nothing in an interval keeps its last rate.
 """
 
 from __future__ import annotations
@@ -30,17 +28,22 @@ RATE_GAIN: Final = 0.5  # each interval's rate counts this much against the last
 
 class PlaneRates:
     """Per plane: bytes delivered per nanosecond (``rate``) and the shortest round trip from
-    the hand-over (``base``); both lists are read by the rotation (``EvSet.slow_planes``)."""
+    the hand-over (``base``; 0: no sample yet), kept by the sender's recovery, read by the
+    rotation (``EvSet.queued_planes``)."""
 
-    def __init__(self, planes: int, rate: list[float], base: list[int]) -> None:
-        self.rate = rate  # (shared with the EV set's rotation: written here only)
-        self.base = base  # (the same; 0: no sample yet)
+    def __init__(self, planes: int) -> None:
+        self.rate = [0.0] * planes
+        self.base = [0] * planes
         self._bytes = [0] * planes  # delivered on each plane since ``_since``
         self._since = -1
 
     def sampled(self, plane: int, rtt_ns: int) -> None:
-        """A round trip on ``plane`` from the hand-over (the copy its SACK echoes)."""
-        if rtt_ns > 0 and (self.base[plane] <= 0 or rtt_ns < self.base[plane]):
+        """A first copy sent on ``plane`` was delivered ``rtt_ns`` after its hand-over (an upper
+        bound when another SACK covered it: a slow plane's own SACKs come after the cumulative
+        point the others carry, and it would never be sampled)."""
+        if rtt_ns <= 0:
+            return
+        if self.base[plane] <= 0 or rtt_ns < self.base[plane]:
             self.base[plane] = rtt_ns
 
     def delivered(self, plane: int, size: int, now_ns: int, interval_ns: float) -> None:
@@ -61,11 +64,15 @@ class PlaneRates:
             counts[p] = 0
         self._since = now_ns
 
-
-def queued_ns(load: int, rate: float, base: int) -> float | None:
-    """A plane's queue: its ``load`` bytes in flight at ``rate`` bytes/ns, less its shortest
-    round trip ``base`` (0 when it is not full); None when not measured yet."""
-    if rate <= 0 or base <= 0:
-        return None
-    v = load / rate - base
-    return v if v > 0 else 0.0
+    def queued_ns(self, plane: int, load: int) -> float | None:
+        """``plane``'s queue with ``load`` bytes in flight: the round trip a packet sent now
+        would see by Little's law (those bytes over its rate) less its shortest; 0 when it is
+        not full; None when not measured yet. Packets lost on a dead path count too until
+        found lost: a dead plane is passed over sooner (capped by the recent round trip, a
+        plane whose T0 died kept its share and lost 55 packets against a floor of 8)."""
+        rate = self.rate[plane]
+        base = self.base[plane]
+        if rate <= 0 or base <= 0:
+            return None
+        v = load / rate - base
+        return v if v > 0 else 0.0

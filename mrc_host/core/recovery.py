@@ -154,7 +154,7 @@ class Recovery:
         cfg: TransportConfig,
         planes: int,
         plane_load: list[int],
-        plane_rates: tuple[list[float], list[int]] | None = None,
+        plane_rates: PlaneRates | None = None,
         t1_count: int = 1,
     ) -> None:
         self.cfg = cfg
@@ -165,8 +165,8 @@ class Recovery:
         self.in_flight: dict[int, TxRecord] = {}  # seq -> record, in transmission order
         self.inflight_bytes = 0
         self.plane_load = plane_load  # bytes in flight per plane (the EV rotation reads it)
-        rate, base = plane_rates if plane_rates is not None else ([0.0] * planes, [0] * planes)
-        self.rates = PlaneRates(planes, rate, base)  # what each delivers (the rotation reads it)
+        # what each plane delivers (the EV set's; the rotation reads it)
+        self.rates = plane_rates if plane_rates is not None else PlaneRates(planes)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         # RACK's reordering window: SRTT/4 times this, up per spurious loss, down after a clean stretch

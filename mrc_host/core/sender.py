@@ -72,9 +72,7 @@ class Sender:
         self.c = counters
         self.peer_qp = peer_qp
         self.cc = create_cc(cfg)
-        self.recovery = Recovery(
-            cfg, evset.planes, evset.plane_load, (evset.plane_rate, evset.plane_base), evset.paths.t1_count
-        )
+        self.recovery = Recovery(cfg, evset.planes, evset.plane_load, evset.plane_rates, evset.paths.t1_count)
         self.snd_una = cfg.initial_psn  # oldest seq not cumulatively acknowledged
         self.snd_nxt = cfg.initial_psn  # next new seq
         self.records: dict[int, TxRecord] = {}
