@@ -252,8 +252,8 @@ def _faults(d: Drawer, fab: _Fabric, items: list[dict[str, Any]]) -> list[str]:
 def _slow(d: Drawer, fab: _Fabric, items: list[dict[str, Any]]) -> list[str]:
     """A gray failure one time in three (with two planes or more): from the start, one or two
     planes slower than the rest -- every link of the plane, only the NIC links of the hosts
-    the traffic uses, or only its T1s (each at the plane's rate over the T1 count, so that
-    the spine layer carries the plane's rate in all)."""
+    the traffic uses, or only its T1s' links (the plane then carries the T1 count times that
+    rate across the spine, at most its NIC links' 100 Gb/s)."""
     s = fab.shape
     if s.planes < 2 or d.integer(0, 2) != 0:
         return []
@@ -267,7 +267,7 @@ def _slow(d: Drawer, fab: _Fabric, items: list[dict[str, Any]]) -> list[str]:
         elif where == "nic":
             out += [f"rate={gbps}:h{h}-p{p}@0" for h in used]
         else:
-            out += [f"rate={gbps / s.t1:g}:p{p}-t1_{j}@0" for j in range(s.t1)]
+            out += [f"rate={gbps}:p{p}-t1_{j}@0" for j in range(s.t1)]
     return out
 
 

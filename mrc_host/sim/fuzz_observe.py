@@ -206,11 +206,11 @@ class Observer:
             x["under_queue"] = wait * QUEUE_RTT_SHARE >= c.base_rtt_ns
 
     def _slow_planes(self) -> list[dict[str, Any]]:
-        """Per connection alone in its time (no other connection had a write outstanding then)
-        on a fabric with planes slowed (``rate`` faults): its DATA bytes per plane against
-        each plane's capacity between its hosts (the slowest of its NIC links and of the sum
-        over its T1s, each the slowest of its hops), and how long it ran against the time its
-        bytes take at the summed capacity."""
+        """Per connection alone in its time (no other connection had a write outstanding then,
+        no other fault acted) on a fabric with planes slowed (``rate`` faults): its DATA bytes
+        per plane against each plane's capacity between its hosts (the slowest of its NIC
+        links and of the sum over its T1s, each the slowest of its hops), and how long it ran
+        against the time its bytes take at the summed capacity."""
         net = self.net
         if not any(f.kind == "rate" for f in net.faults):
             return []
@@ -224,6 +224,8 @@ class Observer:
                 or any(o is not c and _overlaps(o, posted, done) for o in net.connections)
             ):
                 continue
+            if any(f.kind != "rate" and f.down_between(posted, done) for f in net.faults):
+                continue  # (a failure or loss meanwhile: its capacity is not the planes' rates)
             cap = _plane_capacity(net, c.spec.src, c.spec.dst, (posted + done) // 2)
             sent = [0] * net.shape.planes
             for ev, row in c.sender.counters.per_ev.items():
