@@ -72,27 +72,34 @@ class EvProber:
         unanswered at that point counts as a failure and resets the success streak."""
         evset = self.evset
         out = []
-        # K probes per (plane, T1) path at once, each on its own EV: EVs that differ only in
-        # entropy share its fate and come back together (``_answered``). One at a time, a
-        # path that healed waited K round trips more (an incast's: 4.3 RTT to come back)
+        # one probe per (plane, T1) path: EVs that differ only in entropy share its fate, and
+        # come back with it (probing each would multiply probe traffic: on a plane at 10 Gb/s
+        # the probes of 30 connections crowded out their data); once one is answered, the
+        # rest of the K at once (``_answered``), each on its own EV of the path
         k = max(1, self.cfg.probe_successes_to_restore)
-        probing: dict[tuple[int, int], int] = {}
+        probing: dict[tuple[int, int], int] = {}  # per path, the probes out (not due yet)
+        streak: dict[tuple[int, int], int] = {}  # and its answers so far
         for e in evset.retired.values():
-            if e.probe_id is not None:
-                probing[(e.plane, e.t1)] = probing.get((e.plane, e.t1), 0) + 1
+            path = (e.plane, e.t1)
+            if e.probe_id is not None and e.next_probe_ns > now_ns:
+                probing[path] = probing.get(path, 0) + 1
+            if e.probe_successes:
+                streak[path] = streak.get(path, 0) + e.probe_successes
         interval = self.retired_interval_ns()
         for e in list(evset.retired.values()):
             if not evset.plane_up(e.plane) or e.next_probe_ns > now_ns:
                 continue
             path = (e.plane, e.t1)
-            if e.probe_id is None and probing.get(path, 0) >= k:
+            if e.probe_id is not None:  # unanswered: the path's streak starts again
+                e.probe_id = None
+                self._reset_path(e)
+                streak[path] = 0
+                evset.probe_timed_out(e)
+            allowed = k - streak.get(path, 0) if streak.get(path, 0) else 1
+            if probing.get(path, 0) >= allowed:
                 evset.schedule_probe(e, now_ns + interval)  # its path is being probed
                 continue
-            if e.probe_id is None:
-                probing[path] = probing.get(path, 0) + 1
-            else:  # unanswered: the path's streak starts again
-                self._reset_path(e)
-                evset.probe_timed_out(e)
+            probing[path] = probing.get(path, 0) + 1
             e.probe_id = self._next_id()
             evset.schedule_probe(e, now_ns + interval)
             out.append((e.value, e.probe_id))
@@ -154,9 +161,15 @@ class EvProber:
             x.probe_successes for x in self.evset.retired.values() if x.plane == e.plane and x.t1 == e.t1
         )
         if got >= self.cfg.probe_successes_to_restore:
-            self.evset.restore_path(e, now_ns)
+            self.evset.restore_path(e, now_ns, got)
             return True
-        self.evset.schedule_probe(e, now_ns)  # probed again right away
+        # the rest of the K at once, each on an EV of the path (this one first) not probed now
+        left = self.cfg.probe_successes_to_restore - got
+        for x in self.evset.retired.values():
+            if left > 1 and x is not e and x.plane == e.plane and x.t1 == e.t1 and x.probe_id is None:
+                self.evset.schedule_probe(x, now_ns)
+                left -= 1
+        self.evset.schedule_probe(e, now_ns)
         return False
 
     def next_deadline(self) -> int | None:

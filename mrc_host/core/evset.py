@@ -71,7 +71,12 @@ class EvSet(SharedEvTable):
 
     # ---- rotation ---------------------------------------------------------------------
     def next_data_ev(
-        self, exclude: int | None = None, busy: int = 0, now_ns: int = -1, tail: bool = False
+        self,
+        exclude: int | None = None,
+        busy: int = 0,
+        now_ns: int = -1,
+        tail: bool = False,
+        scouting: bool = True,
     ) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
@@ -115,15 +120,28 @@ class EvSet(SharedEvTable):
                     if best < 0:
                         break
                     tried |= 1 << best
-                    ev = self._pick_in_plane(best, exclude, now_ns)
+                    ev = self._pick_in_plane(best, exclude, now_ns, scouting)
                     if ev is not None:
                         self._plane_cursor = (best + 1) % planes
                         return ev
             if self._skips_served == served:
                 break
         if exclude is not None:
-            return self.next_data_ev(None, busy, now_ns, tail)
+            return self.next_data_ev(None, busy, now_ns, tail, scouting)
+        if scouting and self.scouts:  # (every path left waits for its scout: one goes anyway)
+            return self.next_data_ev(None, busy, now_ns, tail, False)
         return None
+
+    def _scout_out(self, key: int, now_ns: int) -> bool:
+        """Whether path ``key``'s scout is out and not proven; one out longer than the RTO floor
+        (its loss judged without retiring the path, or its SACK lost) lets another go."""
+        sent = self.scouts.get(key, -1)
+        if sent < 0:
+            return False
+        if now_ns >= 0 and now_ns - sent > self.cfg.rto_min_ns:
+            self.scouts[key] = -1
+            return False
+        return True
 
     def scout_plane(self, plane: int, now_ns: int) -> None:
         """Every GOOD path of ``plane`` not proven since ``now_ns`` carries one packet before
@@ -176,7 +194,9 @@ class EvSet(SharedEvTable):
                 mask |= 1 << p
         return mask
 
-    def _pick_in_plane(self, plane: int, exclude: int | None, now_ns: int = -1) -> int | None:
+    def _pick_in_plane(
+        self, plane: int, exclude: int | None, now_ns: int = -1, scouting: bool = True
+    ) -> int | None:
         lst = self._active[plane]  # (built: next_data_ev read self.active)
         n = len(lst)
         start = self._ev_cursor[plane]
@@ -197,7 +217,7 @@ class EvSet(SharedEvTable):
                 else:  # its time is up: so is its path siblings' (a slow sender passes each rarely)
                     self._skip_over(lst, e, now_ns)
                 continue
-            if scouts and scouts.get(e.value >> T1_SHIFT, -1) >= 0:
+            if scouting and scouts and self._scout_out(e.value >> T1_SHIFT, now_ns):
                 continue  # its path's scout is out, not proven yet
             self._ev_cursor[plane] = idx + 1
             return e.value
@@ -574,10 +594,10 @@ class EvSet(SharedEvTable):
         """A probe of the retired ``e`` went unanswered (reported, state unchanged)."""
         self._fire(e, EvEvent.PROBE_TIMEOUT, "probe timeout")
 
-    def restore_path(self, e: EvEntry, now_ns: int) -> None:
-        """Enough probes of ``e`` came back: it and the retired EVs of its path are GOOD again."""
+    def restore_path(self, e: EvEntry, now_ns: int, answered: int = 0) -> None:
+        """Enough probes of ``e``'s path came back: it and the retired EVs of its path are GOOD again."""
         path = (e.plane, e.t1)
-        why = f"{e.probe_successes} probes answered"
+        why = f"{answered or e.probe_successes} probes answered"
         sibling_why = f"{why} on {e.value:08x}, same path"
         for x in [e, *(x for x in self.retired.values() if (x.plane, x.t1) == path and x is not e)]:
             self._fire(x, EvEvent.PROBES_ANSWERED, why if x is e else sibling_why)
