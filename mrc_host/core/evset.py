@@ -91,7 +91,12 @@ class EvSet(SharedEvTable):
         active = self.active
         down = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
         queued = self.queued_planes(down, tail) & ~down if planes > 1 else 0
+        # a busy port is passed over for another plane only if that one has delivered: a
+        # plane dead beyond the NIC leaves its port idle (a young connection into a host
+        # whose link there had died sent it 20 packets, the limit 10)
         busy &= ~down
+        if busy:
+            busy |= self.plane_rates.silent() & ~down
         # the planes passed over at first, then only the queued ones (a busy port drains in a
         # packet time; a queued plane holds a queue the others do not), then none
         stages = (queued | busy, queued, 0) if queued | busy else (0,)
@@ -143,17 +148,12 @@ class EvSet(SharedEvTable):
             return False
         return True
 
-    def scout_plane(self, plane: int, now_ns: int) -> None:
-        """Every GOOD path of ``plane`` not proven since ``now_ns`` carries one packet before
-        it carries more (``scouts``): the plane went silent with packets on one path only, so
-        nothing shows whether that path or the whole plane (its T0) failed."""
-        if not self._scouting:
-            return
-        scouts = self.scouts
+    def carries_elsewhere(self, plane: int, path: int) -> bool:
+        """Whether ``plane`` has a GOOD path in its rotation besides ``path`` (``ev >> T1_SHIFT``)."""
         for e in self.active[plane]:
-            key = e.value >> T1_SHIFT
-            if e.state is EvState.GOOD and key not in scouts:
-                scouts[key] = -1
+            if e.state is EvState.GOOD and e.value >> T1_SHIFT != path:
+                return True
+        return False
 
     def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
         """``e``'s penalty is over in time (``_skip_end``): it and every EV of its path in the

@@ -34,6 +34,7 @@ class PlaneRates:
     def __init__(self, planes: int) -> None:
         self.rate = [0.0] * planes
         self.base = [0] * planes
+        self.last_ns = [-(1 << 62)] * planes  # when each last delivered something
         self._bytes = [0] * planes  # delivered on each plane since ``_since``
         self._since = -1
 
@@ -49,6 +50,7 @@ class PlaneRates:
     def delivered(self, plane: int, size: int, now_ns: int, interval_ns: float) -> None:
         """``size`` bytes were acknowledged on ``plane`` now; every ``interval_ns`` (an SRTT)
         the counts since become each plane's rate."""
+        self.last_ns[plane] = now_ns
         if self._since < 0:
             self._since = now_ns
         self._bytes[plane] += size
@@ -63,6 +65,17 @@ class PlaneRates:
                 rate[p] = got if rate[p] <= 0 else rate[p] + RATE_GAIN * (got - rate[p])
             counts[p] = 0
         self._since = now_ns
+
+    def silent(self) -> int:
+        """The planes (a bit mask) that have delivered nothing yet, once some other has."""
+        out = 0
+        seen = False
+        for p, r in enumerate(self.rate):
+            if r > 0 or self.last_ns[p] >= 0:
+                seen = True
+            else:
+                out |= 1 << p
+        return out if seen else 0
 
     def queued_ns(self, plane: int, load: int) -> float | None:
         """``plane``'s queue with ``load`` bytes in flight: the round trip a packet sent now

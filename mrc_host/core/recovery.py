@@ -611,6 +611,8 @@ class Recovery:
                 continue
             if now_ns - oldest_sent < _plane_delay(self.rtt, plane) + window:
                 continue  # not overdue by its own plane's latest delay: slower, not silent
+            if now_ns - self.rates.last_ns[plane] < guard:
+                continue  # it delivered lately: slower (a plane at a quarter rate), not silent
             self._plane_evidence[plane] = 0
             dead.append(plane)
         return dead

@@ -373,7 +373,7 @@ class Sender:
         if self._retire and self.evset.planes > 1:
             for plane in recovery.dead_planes(proof.newly, now_ns):
                 path = recovery.silent_path(plane)
-                if path >= 0:
+                if path >= 0 and not self.evset.carries_elsewhere(plane, path):
                     self._path_silent(plane, path, now_ns)
                     continue
                 self.c.planes_failed += 1
@@ -414,9 +414,11 @@ class Sender:
 
     # ---- losses -------------------------------------------------------------------------
     def _path_silent(self, plane: int, path: int, now_ns: int) -> None:
-        """A silent plane's packets since its latest delivery are all on ``path``: that path is
-        retired (whatever the ``ev_min_active`` floor: it delivers nothing while the other
-        planes deliver) and its packets in flight resent, as a guess its delivery may undo."""
+        """A silent plane's packets since its latest delivery are all on ``path``, its only path
+        in use (the others sit out penalties or are retired): that path is retired (whatever
+        the ``ev_min_active`` floor: it delivers nothing while the other planes deliver) and
+        its packets in flight resent, as a guess its delivery may undo. (With other paths in
+        use, one packet silent says as much of the plane: a T0 or NIC link that died.)"""
         on_path = [r for r in self.recovery.on_plane(plane) if r.ev >> PATH_SHIFT == path]
         if not on_path:
             return
@@ -432,9 +434,6 @@ class Sender:
         for rec in on_path:
             self._requeue(rec, True)
         self.c.losses_plane += len(on_path)
-        # the plane's other paths carried nothing since: the T0 may be what died -- each
-        # proves itself with one packet before it carries more (``EvTable.scouts``)
-        self.evset.scout_plane(plane, now_ns)
 
     def flush_plane(self, plane: int, cause: str) -> int:
         """Every packet in flight on ``plane`` is resent elsewhere now (its port is down,
