@@ -150,10 +150,7 @@ class EvSet(SharedEvTable):
 
     def carries_elsewhere(self, plane: int, path: int) -> bool:
         """Whether ``plane`` has a GOOD path in its rotation besides ``path`` (``ev >> T1_SHIFT``)."""
-        for e in self.active[plane]:
-            if e.state is EvState.GOOD and e.value >> T1_SHIFT != path:
-                return True
-        return False
+        return any(e.state is EvState.GOOD and e.value >> T1_SHIFT != path for e in self.active[plane])
 
     def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
         """``e``'s penalty is over in time (``_skip_end``): it and every EV of its path in the
