@@ -73,7 +73,6 @@ class EvSet(SharedEvTable):
     def next_data_ev(
         self,
         exclude: int | None = None,
-        busy: int = 0,
         now_ns: int = -1,
         tail: bool = False,
         scouting: bool = True,
@@ -81,9 +80,8 @@ class EvSet(SharedEvTable):
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
-        only usable one; the planes of ``busy`` (a bit mask: their NIC ports hold their part
-        of the sender's backlog) and those queued above the others (``queued_planes``) only
-        when no other plane can take the packet. With no GOOD EV anywhere, the least bad
+        only usable one; the planes queued above the others (``queued_planes``) only when no
+        other plane can take the packet. With no GOOD EV anywhere, the least bad
         option is an ASSUMED_BAD EV of an up plane (counted by the caller as a last-resort send).
         """
         planes = self.planes
@@ -91,15 +89,8 @@ class EvSet(SharedEvTable):
         active = self.active
         down = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
         queued = self.queued_planes(down, tail) & ~down if planes > 1 else 0
-        # a busy port is passed over for another plane only if that one has delivered: a
-        # plane dead beyond the NIC leaves its port idle (a young connection into a host
-        # whose link there had died sent it 20 packets, the limit 10)
-        busy &= ~down
-        if busy:
-            busy |= self.plane_rates.silent() & ~down
-        # the planes passed over at first, then only the queued ones (a busy port drains in a
-        # packet time; a queued plane holds a queue the others do not), then none
-        stages = (queued | busy, queued, 0) if queued | busy else (0,)
+        # the queued planes passed over at first, then none
+        stages = (queued, 0) if queued else (0,)
         # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
         # they serve some, so a connection whose every usable EV sits out (one path, or
         # every path marked) sends on the least penalised one instead of stalling.
@@ -132,9 +123,9 @@ class EvSet(SharedEvTable):
             if self._skips_served == served:
                 break
         if exclude is not None:
-            return self.next_data_ev(None, busy, now_ns, tail, scouting)
+            return self.next_data_ev(None, now_ns, tail, scouting)
         if scouting and self.scouts:  # (every path left waits for its scout: one goes anyway)
-            return self.next_data_ev(None, busy, now_ns, tail, False)
+            return self.next_data_ev(None, now_ns, tail, False)
         return None
 
     def _scout_out(self, key: int, now_ns: int) -> bool:

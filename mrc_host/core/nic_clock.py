@@ -30,13 +30,14 @@ class NicClock:
         self.backlog = cfg.nic_backlog if cfg.nic_departures else 0
         self.waiting = 0
         self.blocked = False
-        # and per plane: a plane holding its part of the backlog (``backlog / planes``) is
-        # ``busy`` (a bit mask the rotation passes over while another plane can take the
-        # packet): a NIC port slower than the others would otherwise hold the whole backlog
-        # and the sender, stopped at the bound, would feed every fast port at its pace
+        # and per plane: the bound counts each plane's copies up to its part of the backlog
+        # (``backlog / planes``) only: a NIC port slower than the others would otherwise hold
+        # the whole backlog, and the sender, stopped at the bound, feed every fast port at its
+        # pace (2 planes, one at 50 Gb/s: 0.67 of their capacity). What the slow port holds
+        # beyond its part is the rotation's to bound (``EvSet.queued_planes``: its queue)
         self._per_plane = max(1, self.backlog // planes) if self.backlog else 0
         self._waiting_on = [0] * planes
-        self.busy = 0
+        self.counted = 0  # the copies waiting, each plane's at most its part
 
     def on_sent(self, rec: TxRecord, plane: int, size: int, now_ns: int) -> None:
         """``rec`` is handed over now: when the model says it leaves (after what its port
@@ -56,15 +57,17 @@ class NicClock:
             self.last_left = left
 
     def _wait_on(self, plane: int, n: int) -> None:
-        """``n`` more (or fewer) of our copies wait at ``plane``'s port."""
-        if not self._per_plane or not 0 <= plane < len(self._waiting_on):
+        """``n`` more (or fewer) of our copies wait at ``plane``'s port (-1: a port not said)."""
+        per = self._per_plane
+        if not per:
             return
-        w = self._waiting_on[plane] + n
-        self._waiting_on[plane] = w if w > 0 else 0
-        if w >= self._per_plane:
-            self.busy |= 1 << plane
-        else:
-            self.busy &= ~(1 << plane)
+        if not 0 <= plane < len(self._waiting_on):
+            self.counted = max(0, self.counted + n)  # (a NIC that does not say: the total)
+            return
+        old = self._waiting_on[plane]
+        new = old + n if old + n > 0 else 0
+        self._waiting_on[plane] = new
+        self.counted += min(new, per) - min(old, per)
 
     def on_twin(self, rec: TxRecord, plane: int) -> None:
         """A second copy of ``rec`` is handed over with it (the model's port holds it too)."""
@@ -86,14 +89,15 @@ class NicClock:
                 self.last_left = at_ns
         self.waiting -= 1
         self._wait_on(plane, -1)
-        if self.blocked and self.waiting < self.backlog:
+        if self.blocked and self.counted < self.backlog:
             self.blocked = False  # (said once: the caller pumps)
             return True
         return False
 
     def full(self) -> bool:
-        """The sender may hand over nothing more now (``nic_backlog`` copies wait at the NIC)."""
-        if self.backlog and self.waiting >= self.backlog:
+        """The sender may hand over nothing more now (``nic_backlog`` copies wait at the NIC,
+        each plane's counted up to its part)."""
+        if self.backlog and self.counted >= self.backlog:
             self.blocked = True
             return True
         return False

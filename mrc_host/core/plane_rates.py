@@ -66,17 +66,6 @@ class PlaneRates:
             counts[p] = 0
         self._since = now_ns
 
-    def silent(self) -> int:
-        """The planes (a bit mask) that have delivered nothing yet, once some other has."""
-        out = 0
-        seen = False
-        for p, r in enumerate(self.rate):
-            if r > 0 or self.last_ns[p] >= 0:
-                seen = True
-            else:
-                out |= 1 << p
-        return out if seen else 0
-
     def queued_ns(self, plane: int, load: int) -> float | None:
         """``plane``'s queue with ``load`` bytes in flight: the round trip a packet sent now
         would see by Little's law (those bytes over its rate) less its shortest; 0 when it is
