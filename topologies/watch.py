@@ -22,9 +22,10 @@ from typing import Any
 
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import EV
+from mrc_fabric.p4names import Counter
 
 EV_POLL_S = 0.05
-FAULT_DROP = "drop_reason"
+FAULT_DROP = Counter.DROP_REASON
 FAULT_DROP_INDEX = DropReason.FAULT
 
 
