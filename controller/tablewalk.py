@@ -14,7 +14,6 @@ modelled bit for bit; the walker picks member ``entropy mod size`` unless told o
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address
@@ -22,23 +21,13 @@ from ipaddress import IPv6Address
 from controller.compiler import int_to_mac
 from controller.entries import Exact, Lpm, SwitchEntries, TableEntry
 from mrc_fabric.addressing import shift, top48
+from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import ENTROPY_MASK
 from mrc_fabric.fault_tables import FAULT_KEY, FAULT_TABLES, Hook, PortFault
 from mrc_fabric.p4names import Action, Field, Table
 from mrc_fabric.topology import Topology
 
 DEFAULT_HOP_LIMIT = 64
-
-
-class DropReason(enum.StrEnum):
-    INGRESS_FAULT = "ingress_fault"
-    EGRESS_FAULT = "egress_fault"
-    NO_ROUTE = "no_route"
-    HOP_LIMIT = "hop_limit"
-    NOT_CABLED = "not_cabled"
-    WRONG_MAC = "wrong_mac"
-    LOOP = "loop"
-    NOT_A_SWITCH = "not_a_switch"
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,11 @@ from mrc_fabric.p4names import Counter
 from .egress import PortState
 from .netlink_backend import LinkStats
 
-DROP_NO_ROUTE = DropReason.NO_ROUTE
-DROP_HOP_LIMIT = DropReason.HOP_LIMIT
-DROP_FAULT = DropReason.FAULT
-DROP_TRIMMED = DropReason.TRIMMED
-DROP_QUEUE_FULL = DropReason.QUEUE_FULL
+DROP_NO_ROUTE = DropReason.NO_ROUTE.cell
+DROP_HOP_LIMIT = DropReason.HOP_LIMIT.cell
+DROP_FAULT = DropReason.FAULT.cell
+DROP_TRIMMED = DropReason.TRIMMED.cell
+DROP_QUEUE_FULL = DropReason.QUEUE_FULL.cell
 
 
 class CounterReader:

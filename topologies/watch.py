@@ -26,7 +26,7 @@ from mrc_fabric.p4names import Counter
 
 EV_POLL_S = 0.05
 FAULT_DROP = Counter.DROP_REASON
-FAULT_DROP_INDEX = DropReason.FAULT
+FAULT_DROP_INDEX = DropReason.FAULT.cell
 
 
 @dataclass

@@ -23,7 +23,7 @@ SPEAKERS = ("mrc_fabric", "mrc_p4rt", "controller", "linux_target", "topologies"
 HOME = ROOT / "mrc_fabric" / "p4names.py"
 KINDS = {"Table": Table, "Action": Action, "Field": Field, "Counter": Counter, "Register": Register}
 # A drop reason's label that happens to equal a table name: it names the side, like "egress_fault".
-LABELS = {("controller/tablewalk.py", "ingress_fault")}
+LABELS = {("mrc_fabric/drop_reasons.py", "ingress_fault")}
 ENTRY_BUILDERS = {"TableEntry", "build_entry", "port_entry"}
 FIELD_READERS = {"field", "param"}  # TableEntry.field("port"), .param("prob"), TableRow.field(...)
 FIELD_MAPS = {"match_fields", "params"}  # TableInfo.match_fields["port"], ActionCall.params["port"]

@@ -15,13 +15,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from mrc_fabric.drop_reasons import DropReason
+from mrc_fabric.drop_reasons import COUNTED, DropReason
 from mrc_fabric.p4names import Counter
 from topologies.fidelity.figures import RawSample
 from topologies.fidelity.judge import Drops
 
 # drop_reason cells that lose the frame (TRIMMED forwards its headers: port_tx counts it)
-DESIGN_DROPS = {r.value for r in DropReason if r != DropReason.TRIMMED}
+DESIGN_DROPS = {r.cell for r in COUNTED if r != DropReason.TRIMMED}
 # an agent's refused sends (tx_errors) are not here: the qdisc that refused them counts them
 AGENT_DROP_FIELDS = {"socket_drops": "agent_socket", "ring_drops": "agent_socket"}
 
