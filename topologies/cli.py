@@ -71,7 +71,7 @@ class MrcCommands:
     """The verbs, bound to a running :class:`topologies.testbed.Testbed`."""
 
     def __init__(self, testbed: Any, console: Console | None = None, view: Any = None) -> None:
-        self.tb = testbed
+        self.testbed = testbed
         self.view = view  # the web view (mrc_view.server.ViewServer) once `view` started it
         self._own_view = False
         # piped output (scripts, logs) gets wide tables instead of rich's 80-column default
@@ -79,15 +79,15 @@ class MrcCommands:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _host(self, name: str) -> str:
-        hosts = self.tb.host_names()
+        hosts = self.testbed.host_names()
         if name not in hosts:
             raise CommandError(f"no host {name!r}; hosts: {' '.join(hosts)}")
         return name
 
     def _controller(self) -> Any:
-        if self.tb.controller is None:
+        if self.testbed.controller is None:
             raise CommandError("no controller in this run")
-        return self.tb.controller
+        return self.testbed.controller
 
     # -- mrc -----------------------------------------------------------------------------------------
     def mrc(self, line: str) -> dict[str, Any]:
@@ -100,7 +100,7 @@ class MrcCommands:
         src, dst, size = self._host(a.src), self._host(a.dst), parse_size(a.size)
         if src == dst:
             raise CommandError("mrc: source and destination are the same host")
-        agent = self.tb.agent(src)
+        agent = self.testbed.agent(src)
         columns = (
             TextColumn(f"{src} → {dst} [{a.mode}]"),
             BarColumn(),
@@ -204,7 +204,7 @@ class MrcCommands:
     def _agent_rows(self, host: str) -> list[dict[str, Any]]:
         """The host agent's EV rows, or none when it has no agent (the walk is shown anyway)."""
         try:
-            evs = self.tb.agent(host).client.evs()
+            evs = self.testbed.agent(host).client.evs()
         except (KeyError, OSError):
             return []
         return list(evs.get("evs", []) if isinstance(evs, dict) else evs or [])
@@ -223,9 +223,9 @@ class MrcCommands:
 
         if line.strip():
             raise CommandError("usage: fidelity")
-        if getattr(self.tb, "fidelity", None) is None:
+        if getattr(self.testbed, "fidelity", None) is None:
             raise CommandError("no fidelity monitor in this run")
-        verdict = self.tb.fidelity.verdict().as_dict()
+        verdict = self.testbed.fidelity.verdict().as_dict()
         for text in summary_lines(verdict):
             self.out.print(text, highlight=False, markup=False)
         return verdict
@@ -236,7 +236,7 @@ class MrcCommands:
         p.add_argument("--all", action="store_true", help="one row per EV instead of one per path")
         a = p.parse_args(shlex.split(line))
         host = self._host(a.host)
-        evs = self.tb.agent(host).client.evs()
+        evs = self.testbed.agent(host).client.evs()
         self.out.print(evs_table(host, evs) if a.all else path_table(evs, f"EVs of {host}"))
         return evs
 
@@ -245,7 +245,7 @@ class MrcCommands:
         p.add_argument("switches", nargs="*")
         p.add_argument("--all", action="store_true", help="also the cells that read zero")
         a = p.parse_args(shlex.split(line))
-        topo = self.tb.topology
+        topo = self.testbed.topology
         for s in a.switches:
             if not topo.has_switch(s):
                 raise CommandError(f"no switch {s!r}; switches: {' '.join(x.name for x in topo.switches)}")
@@ -274,7 +274,7 @@ class MrcCommands:
         if self.view is None:
             from mrc_view.cli import start_live
 
-            self.view, self._own_view = start_live(self.tb.run.path), True
+            self.view, self._own_view = start_live(self.testbed.run.path), True
         self.out.print(f"web view: {self.view.url}", highlight=False, soft_wrap=True)
         return self.view
 
@@ -296,7 +296,7 @@ class MrcCommands:
         except ValueError:
             raise CommandError(f"seconds: {a.seconds!r} is not a number") from None
         try:
-            cap = self.tb.capture(a.link, seconds, a.max_mb)
+            cap = self.testbed.capture(a.link, seconds, a.max_mb)
         except KeyError as exc:
             raise CommandError(str(exc.args[0] if exc.args else exc)) from None
         except ValueError as exc:
@@ -434,7 +434,7 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         return self.mn[names[0]], self.mn[names[1]]
 
     def _record(self, host: Any) -> Callable[[int], None] | None:
-        run = getattr(self.commands.tb, "run", None)
+        run = getattr(self.commands.testbed, "run", None)
         return None if run is None else lambda pid: run.record(pid, "iperf", host.name)
 
     def do_iperf(self, line: str) -> None:
