@@ -4,7 +4,7 @@ Why: the host agent is Python on raw sockets, so its packets/s are bounded by wh
 AF_PACKET loop can move between two namespaces. This benchmark builds two namespaces
 joined by one veth (``bench.vethlab``, prefix ``agb``) and measures, in order:
 
-1. with the veth at MTU 1500 (the fabric's MTU before issue 13): the bare ``send()`` /
+1. with the veth at MTU 1500 (the fabric's MTU in older commits): the bare ``send()`` /
    ``recv`` loops with 1364-byte payload frames, and the *before* agent (``--before``, a
    ``git worktree`` of an older commit, default fbde7b5) -- "today's goodput";
 2. with the veth at the fabric MTU (mrc_fabric.frames.FABRIC_MTU, 4096-byte payloads):
