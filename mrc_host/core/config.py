@@ -128,16 +128,16 @@ class NsccParams:
     # window, as Swift scales its target: half the target x min(1, this / sqrt(cwnd / bdp)).
     # At 0.35 a window of a whole BDP is marked from 0.35 x half the target, one of an eighth of
     # it (eight equal flows) from half the target: unequal windows cut at different queues and
-    # meet (staggered equal flows fairer), but an incast under a black hole loses more against
-    # its floor (CHANGELOG, round 20), so it is a researcher's switch, not the default
+    # meet (staggered equal flows fairer), but less data queues at the last hop, so an incast
+    # under a black hole loses more against its floor: a researcher's switch, not the default
     lasthop_share_scale: float = 0.0
     # not in the OCP profile, off (0) by default: on a standing last-hop queue the window follows
     # FAST TCP's update instead of the mark (``Nscc._lasthop_own_queue``): each flow aims to keep
     # this share of half the target's line-rate bytes queued there (less above half the target),
     # so equal flows meet at equal windows however they started. At 1.0 equal flows, together or
     # staggered, 2-8 of them on 1 or 2 planes, share at Jain >= 0.95 (``bench.sim_fair``), but
-    # the queue an incast holds is deeper and a path that dies under it loses more (CHANGELOG,
-    # round 21): a researcher's switch, not the default. It takes precedence over the share scale
+    # the queue an incast holds is deeper and a path that dies under it loses 25-40 % more
+    # packets: a researcher's switch, not the default. It takes precedence over the share scale
     lasthop_queue_share: float = 0.0
     qa_gate: int = 2
     qa_threshold: float = 4.0
