@@ -40,8 +40,11 @@ from controller.faults import (
 from controller.p4rt_client import SwitchError, SwitchUnavailable
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+from mrc_fabric.p4_contract import contract_gaps
+from mrc_fabric.p4info import P4InfoIndex, load_p4info
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Topology, TopologyError
+from mrc_p4rt.channel import CONTROLLER_ELECTION_ID
 
 log = logging.getLogger("mrc-controller")
 PARENT = os.getppid()  # as early as may be: a standby whose parent is gone takes nothing over
@@ -397,6 +400,24 @@ def wait_for_exit(pid: int, parent: int = PARENT) -> bool:
         os.close(parent_fd)
 
 
+def pipeline_options(p4info: Path | None, bmv2_json: Path | None) -> dict[str, Any]:
+    """ControllerCore's index and BMv2 JSON for a user's program; ValueError naming every gap
+    of its P4Info against the MRC contract (mrc_fabric.p4_contract)."""
+    out: dict[str, Any] = {}
+    if bmv2_json is not None:
+        out["bmv2_json"] = bmv2_json
+    if p4info is not None:
+        try:
+            info = load_p4info(p4info)
+        except Exception as exc:  # a text-format parse error names line and column
+            raise ValueError(f"--p4info {p4info}: {exc}") from None
+        gaps = contract_gaps(info)
+        if gaps:
+            raise ValueError(f"--p4info {p4info} does not keep the MRC contract: " + "; ".join(gaps))
+        out["index"] = P4InfoIndex(info)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mrc-controller", description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -407,7 +428,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--wait", type=float, default=30.0, help="seconds to wait for the switches with --install"
     )
-    ap.add_argument("--election-id", type=int, default=1)
+    ap.add_argument(
+        "--election-id",
+        type=int,
+        default=CONTROLLER_ELECTION_ID,
+        help="its P4Runtime election id (default (2,0) = 2**65: above p4runtime-shell's default (1,0))",
+    )
+    ap.add_argument(
+        "--p4info",
+        type=Path,
+        help="P4Info text file of the program the BMv2 switches run (default: the committed one); "
+        "it must keep the MRC contract (mrc_fabric.p4_contract); its other tables stay the user's",
+    )
+    ap.add_argument(
+        "--bmv2-json", type=Path, help="the BMv2 JSON of that program (default: p4src/build/mrc_switch.json)"
+    )
     ap.add_argument(
         "--state-file",
         type=Path,
@@ -449,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir=args.topology.resolve().parent,
             election_id=args.election_id,
             state_file=args.state_file,
+            **pipeline_options(args.p4info, args.bmv2_json),
         )
         core.start()
         server, service, bound = serve(core, listen)

@@ -32,6 +32,7 @@ from rich.table import Table
 from controller.cli import health_tables, path_row
 from controller.northbound import DIRECTIONS, KINDS, direction_name, kind_name
 from mrc_host.agent.ev_summary import STATE_COLOURS, path_table
+from topologies import cli_switches
 from topologies.mn_commands import REFUSED, iperf
 
 SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
@@ -577,10 +578,14 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         with the access token. `view stop` stops it; leaving the CLI stops it too.""",
     )
 
+    do_switches = cli_switches.do_switches  # the switches to the usual P4 tools (cli_switches.py)
+    do_p4 = cli_switches.do_p4
+    do_p4rt = cli_switches.do_p4rt
+
     def do_help(self, line: str) -> None:
         super().do_help(line)
         if not line.strip():
             self.commands.out.print(
-                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, health, fidelity, capture, view "
-                "(help <verb>)"
+                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, health, fidelity, capture, "
+                "view; P4 tools: switches, p4, p4rt (help <verb>)"
             )

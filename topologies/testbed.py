@@ -43,14 +43,17 @@ from mrc_fabric.health import EventKind, ProcessEvent, ProcessHealth, ProcessKin
 from mrc_fabric.thread_errors import ThreadErrors
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
+from topologies import user_p4
 from topologies.agents import AgentProcess, agent_available
 from topologies.captures import MB, Budget, Capture, start_capture
 from topologies.fidelity.rates import link_rate_arg
 from topologies.prune import keep_runs_from_env, prune_runs, runs_max_bytes_from_env
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.supervisor import Supervisor
+from topologies.switch_records import SWITCHES_FILE, write_switch_records
 from topologies.target import TargetChoice, choose_target
 from topologies.teardown import stop_fabric
+from topologies.user_p4 import UserPipeline
 
 CONTROLLER_START_TIMEOUT = 30.0
 CONTROLLER_STATE = "controller-state.json"  # routes and faults a restarted controller takes up
@@ -116,6 +119,8 @@ class TestbedConfig:
     placement: str | None = (
         None  # CPU placement policy (topologies.placement); None: $MRC_PLACEMENT or default
     )
+    # a P4 program of your own for every BMv2 switch, compiled into <run>/p4/ (topologies.user_p4)
+    p4: Path | None = None
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -170,6 +175,7 @@ class Testbed:
         self._stopped = False
         self._thread_errors: ThreadErrors | None = None
         self.teardown_ticks: int | None = None
+        self.pipeline: UserPipeline | None = None  # TestbedConfig.p4 compiled (topologies.user_p4)
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> Testbed:
@@ -189,7 +195,8 @@ class Testbed:
 
         cfg = self.config
         self._install_signal_handlers()
-        self.choice = choose_target(cfg.target)
+        p4 = cfg.p4
+        self.choice = choose_target(cfg.target) if p4 is None else user_p4.choose_target(cfg.target, p4)
         self.progress(self.choice.banner())
         self._resolve_link_rate()
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
@@ -197,6 +204,9 @@ class Testbed:
         self._report_thread_errors()
         self._write_run_info()
         self._prune_runs()
+        if cfg.p4 is not None:
+            self.pipeline = user_p4.compile_program(cfg.p4, self.run.sub("p4"))
+            self.progress(f"P4 program: {cfg.p4}, compiled into {self.pipeline.bmv2_json.parent}")
         link_opts = None
         if cfg.link_rate:
             from mininet.link import TCLink
@@ -282,6 +292,7 @@ class Testbed:
         info = asdict(self.config)
         info["runs_root"] = str(self.config.runs_root)
         info["calibration"] = None if self.config.calibration is None else str(self.config.calibration)
+        info["p4"] = None if self.config.p4 is None else str(self.config.p4)
         self.run.write_run_info(
             {
                 "config": info,
@@ -310,6 +321,7 @@ class Testbed:
             process = getattr(node, "process", None)
             if process is not None and getattr(process, "proc", None) is not None:
                 self.run.record(process.proc.pid, "bmv2", node.name)
+        write_switch_records(self)  # how simple_switch_CLI and p4runtime-shell reach each switch
 
     def start_services(self) -> None:
         self.route_plain_traffic()
@@ -395,7 +407,8 @@ class Testbed:
         assert self.run is not None
         cmd = [sys.executable, "-m", "controller.server", "--topology", str(self.run.path / "topology.json"),
                "--listen", f"unix:{self.run.controller_socket}", "--parent", str(os.getpid()),
-               "--state-file", str(self.run.path / CONTROLLER_STATE), *extra]  # fmt: skip
+               "--state-file", str(self.run.path / CONTROLLER_STATE), *extra,
+               *(self.pipeline.controller_args() if self.pipeline else [])]  # fmt: skip
         with open(self.run.controller_log, "ab") as log:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -630,6 +643,14 @@ def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--prefix", default="", help="node name prefix (keeps parallel runs apart)")
     ap.add_argument(
+        "--p4",
+        type=Path,
+        default=None,
+        metavar="PROGRAM.p4",
+        help="run your own P4 program on every BMv2 switch (compiled with p4c; it must keep the MRC "
+        "tables: docs/mininet-p4.md)",
+    )
+    ap.add_argument(
         "--switches-per-shim",
         type=int,
         default=None,
@@ -654,6 +675,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
         pcap_limit_mb=args.pcap if args.pcap is not None else TestbedConfig.pcap_limit_mb,
         calibration=args.calibration,
         nic_pacing=getattr(args, "nic_pacing", "on") == "on",
+        p4=getattr(args, "p4", None),
         **extra,
     )
 
@@ -666,8 +688,11 @@ def summary(tb: Testbed) -> str:
         f"fabric: {t.planes} planes x ({t.t0_per_plane} T0, {t.t1_per_plane} T1), "
         f"{len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links",
         tb.choice.banner(),
-        f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({tb.rate_source})",
+        f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'}"
+        + (f" ({tb.rate_source})" if tb.rate_source else ""),
+        *([f"P4 program: {tb.pipeline.source} (its P4Info: {tb.pipeline.p4info})"] if tb.pipeline else []),
         f"run directory: {tb.run.path}",
+        f"switches: {tb.run.path / SWITCHES_FILE} (Thrift, P4Runtime; CLI: switches, p4 SWITCH ...)",
         f"hosts: {' '.join(h.name for h in t.hosts)}",
         f"agents: {tb.agents_note or 'not started'}",
         f"plain IPv6/IPv4 between hosts: {tb.plain_note or 'not routed'}",
