@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -98,6 +100,36 @@ def thrift(sw: SwitchRecord, commands: list[str], timeout_s: float = THRIFT_TIME
     if res.returncode == 0 and "Could not connect" in text:
         bad.append(text)
     return res.returncode == 0 and not bad, text
+
+
+def thrift_ok(sw: SwitchRecord, command: str) -> str:
+    """One simple_switch_CLI command that must succeed; its output (SwitchToolError if it failed)."""
+    ok, text = thrift(sw, [command])
+    if not ok:
+        raise SwitchToolError(
+            f"{sw.name}: {command}: {text.strip().splitlines()[-1] if text.strip() else 'failed'}"
+        )
+    return text
+
+
+def table_add(
+    sw: SwitchRecord, table: str, action: str, keys: Sequence[object], params: Sequence[object] = ()
+) -> int:
+    """``table_add TABLE ACTION KEYS => PARAMS`` over Thrift; the new entry's handle."""
+    text = thrift_ok(sw, " ".join([f"table_add {table} {action}", *map(str, keys), "=>", *map(str, params)]))
+    m = re.search(r"added with handle (\d+)", text)
+    if m is None:
+        raise SwitchToolError(f"{sw.name}: table_add {table}: no entry handle in {text!r}")
+    return int(m.group(1))
+
+
+def counter_read(sw: SwitchRecord, counter: str, index: int) -> tuple[int, int]:
+    """(packets, bytes) of one cell of a counter; of a direct counter, ``index`` is the entry handle."""
+    text = thrift_ok(sw, f"counter_read {counter} {index}")
+    m = re.search(r"\((\d+) bytes, (\d+) packets\)", text)
+    if m is None:
+        raise SwitchToolError(f"{sw.name}: counter_read {counter} {index}: no value in {text!r}")
+    return int(m.group(2)), int(m.group(1))
 
 
 def interactive(argv: list[str], env: dict[str, str]) -> int:
