@@ -42,7 +42,7 @@ from topologies.watch import (
 )
 
 RECOVERY_TIMEOUT_S = 30.0
-MAX_EV_LINES = 8
+MAX_EV_LINES = 4
 WIDTH = 120  # columns of every line the demo prints; lists longer than that are summarised or wrapped
 USABLE = ("GOOD", "SKIP")  # SKIP only sits out one rotation
 AUTO_SECONDS = 4.0  # the fault-free transfer should last about this long, so faults land mid-way
@@ -486,10 +486,10 @@ def main(argv: list[str] | None = None) -> int:
 
         timeline_png(result, out / "timeline.png")
     print_summary(result)
-    print(f"written: {out / 'results.json'}, {out / 'timeline.png'} (runs/latest -> {out.name})")
+    print(wrapped(f"written: {out}/results.json (every EV, fault and sample) and timeline.png (runs/latest)"))
     print(f"replay it in a web page: mrc view {out}")
     print(f"demo took {time.monotonic() - started:.0f} s including fabric bring-up and teardown")
-    print(report_pointer())
+    print(wrapped(report_pointer()))
     s = result["faulted"]["summary"]
     return 0 if s.get("ok") and s.get("verified") else 1
 

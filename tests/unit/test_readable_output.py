@@ -69,7 +69,7 @@ def test_every_line_of_the_demo_summary_fits(capsys: pytest.CaptureFixture[str])
     long = [line for line in out.splitlines() if len(line) > WIDTH]
     assert long == [], long
     assert "64 EVs cross it (64 GOOD then)" in out  # the list of 64 summarised
-    assert "... 56 more, the last at 4.76 s" in out
+    assert "... 60 more, the last at 4.76 s" in out
     assert "retransmissions" in out and "EVs" in out
 
 
