@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(
             f"{f.kind} {f.target}: due at {f.at:.0%}, fired at {f.injected_s:.2f} s, "
-            f"{f.bytes_acked_at_injection / r.bytes:.0%} acknowledged then (acks come a 1 MiB write at a time): "
+            f"{f.bytes_acked_at_injection / r.bytes:.0%} acknowledged then (a 1 MiB write at a time): "
             f"{f.packets_dropped} packets dropped there, {r.retransmissions} retransmissions"
         )
         retired = [c for c in r.ev_changes if c.new == "ASSUMED_BAD"]
