@@ -11,15 +11,47 @@ run refuses to start with every gap named at once instead of failing at the firs
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from finsy.proto import p4i as p4info_pb2
 
-from mrc_fabric.p4info import P4InfoError, P4InfoIndex, default_index
+from mrc_fabric.p4info import P4InfoError, P4InfoIndex, TableInfo, default_index
 
 MATCH_KINDS = {v: k for k, v in p4info_pb2.MatchField.MatchType.items()}
 
 
 def _kind(mt: int) -> str:
     return str(MATCH_KINDS.get(mt, mt)).lower()
+
+
+_T = TypeVar("_T")
+
+
+def _found(find: Callable[[str], _T], name: str) -> _T | None:
+    try:
+        return find(name)
+    except P4InfoError:
+        return None
+
+
+def _table_gaps(ref: P4InfoIndex, mine: P4InfoIndex, table: TableInfo, got: TableInfo) -> list[str]:
+    """A contract table's match fields and actions that the user's table lacks or changed."""
+    gaps = []
+    for fname, mf in table.match_fields.items():
+        have = got.match_fields.get(fname)
+        want = f"{_kind(mf.match_type)} bit<{mf.bitwidth}>"
+        if have is None:
+            gaps.append(f"table {table.name}: match field {fname} ({want}) missing")
+        elif (have.match_type, have.bitwidth) != (mf.match_type, mf.bitwidth):
+            held = f"{_kind(have.match_type)} bit<{have.bitwidth}>"
+            gaps.append(f"table {table.name}: match field {fname} is {held}, the contract's {want}")
+    names = {a.name for a in mine.actions.values() if a.id in got.action_ids}
+    for aid in sorted(table.action_ids):
+        name = ref.action(aid).name
+        if name not in names:
+            gaps.append(f"table {table.name}: action {name} not among its actions")
+    return gaps
 
 
 def contract_gaps(user: p4info_pb2.P4Info, contract: P4InfoIndex | None = None) -> list[str]:
@@ -29,9 +61,8 @@ def contract_gaps(user: p4info_pb2.P4Info, contract: P4InfoIndex | None = None) 
     mine = P4InfoIndex(user)
     gaps: list[str] = []
     for action in ref.actions.values():
-        try:
-            got = mine.action(action.name)
-        except P4InfoError:
+        got = _found(mine.action, action.name)
+        if got is None:
             gaps.append(f"action {action.name}: missing")
             continue
         for param, (_pid, width) in action.params.items():
@@ -43,32 +74,16 @@ def contract_gaps(user: p4info_pb2.P4Info, contract: P4InfoIndex | None = None) 
                     f"action {action.name}: parameter {param} is bit<{have[1]}>, the contract's bit<{width}>"
                 )
     for table in ref.tables.values():
-        try:
-            got_t = mine.table(table.name)
-        except P4InfoError:
+        got_t = _found(mine.table, table.name)
+        if got_t is None:
             gaps.append(f"table {table.name}: missing")
             continue
-        for fname, mf in table.match_fields.items():
-            have_f = got_t.match_fields.get(fname)
-            want = f"{_kind(mf.match_type)} bit<{mf.bitwidth}>"
-            if have_f is None:
-                gaps.append(f"table {table.name}: match field {fname} ({want}) missing")
-            elif (have_f.match_type, have_f.bitwidth) != (mf.match_type, mf.bitwidth):
-                held = f"{_kind(have_f.match_type)} bit<{have_f.bitwidth}>"
-                gaps.append(f"table {table.name}: match field {fname} is {held}, the contract's {want}")
-        ids = {mine.actions[a].id: a for a in mine.actions}
-        names = {mine.actions[ids[i]].name for i in got_t.action_ids if i in ids}
-        for aid in sorted(table.action_ids):
-            name = ref.action(aid).name
-            if name not in names:
-                gaps.append(f"table {table.name}: action {name} not among its actions")
+        gaps += _table_gaps(ref, mine, table, got_t)
     for counter in ref.counters.values():
-        try:
-            got_c = mine.counter(counter.name)
-        except P4InfoError:
+        got_c = _found(mine.counter, counter.name)
+        if got_c is None:
             gaps.append(f"counter {counter.name}: missing")
-            continue
-        if got_c.size < counter.size:
+        elif got_c.size < counter.size:
             gaps.append(f"counter {counter.name}: {got_c.size} cells, the contract needs {counter.size}")
     return gaps
 

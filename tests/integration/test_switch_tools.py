@@ -82,40 +82,18 @@ def test_simple_switch_cli_reaches_a_switch_through_the_run_directory(records: S
     assert "5" in lines, res.stdout
 
 
+def mrc_testbed(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "topologies.testbed_main", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
 def test_mrc_testbed_p4_writes_the_programs_own_table(testbed: Any, records: SwitchRecords) -> None:
-    sw = f"{PREFIX}t0p0n0"
-    run = ["--run-dir", str(records.run_dir)]
-    cmd = [
-        sys.executable,
-        "-m",
-        "topologies.testbed_main",
-        "p4",
-        *run,
-        sw,
-        "table_add",
-        TABLE,
-        "count_path",
-        "1",
-        "=>",
-    ]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    sw, run = f"{PREFIX}t0p0n0", str(records.run_dir)
+    res = mrc_testbed("p4", "--run-dir", run, sw, "table_add", TABLE, "count_path", "1", "=>")
     assert res.returncode == 0 and "added with handle 0" in res.stdout, res.stdout + res.stderr
-    bad = [
-        sys.executable,
-        "-m",
-        "topologies.testbed_main",
-        "p4",
-        *run,
-        sw,
-        "table_add",
-        "no_such_table",
-        "x",
-        "=>",
-    ]
-    res = subprocess.run(bad, capture_output=True, text=True, timeout=60)
+    res = mrc_testbed("p4", "--run-dir", run, sw, "table_add", "no_such_table", "x", "=>")
     assert res.returncode == 1 and "Invalid table name" in res.stdout, res.stdout + res.stderr
-    res = subprocess.run([sys.executable, "-m", "topologies.testbed_main", "p4", *run, "nosuch", "help"],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    res = mrc_testbed("p4", "--run-dir", run, "nosuch", "help")
     assert res.returncode == 2 and "no switch 'nosuch'" in res.stderr
 
 
