@@ -11,7 +11,9 @@ run refuses to start with every gap named at once instead of failing at the firs
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from finsy.proto import p4i as p4info_pb2
@@ -86,6 +88,26 @@ def contract_gaps(user: p4info_pb2.P4Info, contract: P4InfoIndex | None = None) 
         elif got_c.size < counter.size:
             gaps.append(f"counter {counter.name}: {got_c.size} cells, the contract needs {counter.size}")
     return gaps
+
+
+PIPELINE_FILE = "p4/pipeline.json"  # in a run directory: the program its BMv2 switches run
+
+
+def read_pipeline(run_dir: Path) -> dict[str, str] | None:
+    """``<run>/p4/pipeline.json`` (written by ``mrc-testbed --p4``): the program's ``source``, its
+    ``bmv2_json`` and ``p4info``; None when the run uses the committed program. A file that is
+    there but unreadable raises ValueError naming it: a run must not fall back to another program."""
+    path = run_dir / PIPELINE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    keys = ("source", "bmv2_json", "p4info")
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in keys):
+        raise ValueError(f"{path}: expected an object with the strings {', '.join(keys)}")
+    return {k: data[k] for k in keys}
 
 
 def contract_table_names(contract: P4InfoIndex | None = None) -> frozenset[str]:

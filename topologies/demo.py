@@ -310,6 +310,18 @@ def print_summary(r: dict[str, Any]) -> None:
         )
     print(wrapped("bytes sent per plane (sender NIC ports): " + _kv(faulted["bytes_per_plane"], "plane ")))
     print(wrapped("bytes through each T1 (both directions): " + _kv(faulted["bytes_per_t1"])))
+    print_ev_changes(faulted)
+    recovery = recovery_line(r["recovery_after_clear_s"], r["ev_states_after_clear"])
+    print(wrapped(f"after clearing the faults: {recovery}"))
+    if r.get("fidelity"):
+        from topologies.fidelity.report import summary_lines
+
+        for line in summary_lines(r["fidelity"]):
+            print(wrapped(line))
+
+
+def print_ev_changes(faulted: dict[str, Any]) -> None:
+    """The sender's EV changes: those each fault explains (a few lines, the rest counted), the others."""
     changes = [
         e for e in faulted["ev_changes"] if e["old"] != e["new"] and "SKIP" not in (e["old"], e["new"])
     ]
@@ -346,13 +358,6 @@ def print_summary(r: dict[str, Any]) -> None:
     why = Counter(e.get("reason", "").split(" of psn")[0] or "reason not recorded" for e in others)
     if why:
         print(wrapped("    why: " + ", ".join(f"{n} {reason}" for reason, n in why.most_common()), "      "))
-    recovery = recovery_line(r["recovery_after_clear_s"], r["ev_states_after_clear"])
-    print(wrapped(f"after clearing the faults: {recovery}"))
-    if r.get("fidelity"):
-        from topologies.fidelity.report import summary_lines
-
-        for line in summary_lines(r["fidelity"]):
-            print(wrapped(line))
 
 
 def changes_by_fault(

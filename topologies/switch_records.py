@@ -1,6 +1,7 @@
 """``<run>/switches.json``: how the usual tools reach each switch of a run.
 
-Written once the fabric is up (:func:`write_switch_records`), read by ``mrc-testbed
+Written once the fabric is up (:func:`write_switch_records`, from ``topologies.clos.finish_start``:
+``mrc-testbed`` and ``mn --custom`` alike), read by ``mrc-testbed
 switches`` / ``p4`` / ``p4rt-shell`` and the CLI verbs of the same names
 (``topologies.switch_tools``), and by anyone's script. Per switch: its P4Runtime address
 (a unix socket in the run directory) and device id, and on BMv2 its Thrift port
@@ -22,7 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.p4_contract import read_pipeline
 from mrc_fabric.p4info import P4INFO_PATH
+from mrc_fabric.topology import Topology
 from mrc_p4rt.channel import CONTROLLER_ELECTION_ID, UINT64
 
 SWITCHES_FILE = "switches.json"
@@ -110,13 +113,12 @@ def _cli_argv(thrift_port: int) -> tuple[list[str], dict[str, str]]:
     return [*argv, "--thrift-ip", THRIFT_IP, "--thrift-port", str(thrift_port)], env
 
 
-def records_of(tb: Any) -> SwitchRecords:
-    """The records of a running :class:`topologies.testbed.Testbed`."""
-    assert tb.topology is not None and tb.run is not None and tb.choice is not None
-    pipeline = getattr(tb, "pipeline", None)
+def records_of(net: Any, topology: Topology, run_dir: Path) -> SwitchRecords:
+    """The records of a fabric that is up: ``net`` the Mininet net, ``topology`` its model."""
+    pipeline = read_pipeline(run_dir)
     out = []
-    for s in tb.topology.switches:
-        node = tb.net.get(s.name)
+    for s in topology.switches:
+        node = net.get(s.name)
         thrift = getattr(node, "thrift_port", None)
         argv, env = _cli_argv(thrift) if thrift else ([], {})
         log = getattr(node, "switch_log", None) or getattr(node, "log_path", "")
@@ -135,20 +137,22 @@ def records_of(tb: Any) -> SwitchRecords:
                 cli_env=env,
             )
         )
+    target = topology.switches[0].target.value if topology.switches else ""
+    committed = str(BMV2_JSON) if target == "bmv2" else ""
     return SwitchRecords(
-        run_dir=tb.run.path,
-        target=tb.choice.target.value,
-        p4info=str(pipeline.p4info if pipeline else P4INFO_PATH),
-        bmv2_json=str(pipeline.bmv2_json if pipeline else BMV2_JSON) if s.target.value == "bmv2" else "",
-        p4_source=str(pipeline.source) if pipeline else "",
+        run_dir=run_dir,
+        target=target,
+        p4info=pipeline["p4info"] if pipeline else str(P4INFO_PATH),
+        bmv2_json=pipeline["bmv2_json"] if pipeline else committed,
+        p4_source=pipeline["source"] if pipeline else "",
         controller_election_id=election_pair(CONTROLLER_ELECTION_ID),
         switches=out,
     )
 
 
-def write_switch_records(tb: Any) -> Path:
-    """``<run>/switches.json`` for a running testbed; returns its path."""
-    rec = records_of(tb)
+def write_switch_records(net: Any, topology: Topology, run_dir: Path) -> Path:
+    """``<run_dir>/switches.json`` for a fabric that is up; returns its path."""
+    rec = records_of(net, topology, run_dir)
     data = asdict(rec)
     data["run_dir"] = str(rec.run_dir)
     for d, s in zip(data["switches"], rec.switches, strict=True):

@@ -50,10 +50,9 @@ from topologies.fidelity.rates import link_rate_arg
 from topologies.prune import keep_runs_from_env, prune_runs, runs_max_bytes_from_env
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.supervisor import Supervisor
-from topologies.switch_records import SWITCHES_FILE, write_switch_records
-from topologies.target import TargetChoice, choose_target
+from topologies.switch_records import SWITCHES_FILE
+from topologies.target import TargetChoice
 from topologies.teardown import stop_fabric
-from topologies.user_p4 import UserPipeline
 
 CONTROLLER_START_TIMEOUT = 30.0
 CONTROLLER_STATE = "controller-state.json"  # routes and faults a restarted controller takes up
@@ -175,7 +174,6 @@ class Testbed:
         self._stopped = False
         self._thread_errors: ThreadErrors | None = None
         self.teardown_ticks: int | None = None
-        self.pipeline: UserPipeline | None = None  # TestbedConfig.p4 compiled (topologies.user_p4)
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> Testbed:
@@ -195,8 +193,7 @@ class Testbed:
 
         cfg = self.config
         self._install_signal_handlers()
-        p4 = cfg.p4
-        self.choice = choose_target(cfg.target) if p4 is None else user_p4.choose_target(cfg.target, p4)
+        self.choice = user_p4.target_for(cfg.target, cfg.p4)
         self.progress(self.choice.banner())
         self._resolve_link_rate()
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
@@ -204,9 +201,7 @@ class Testbed:
         self._report_thread_errors()
         self._write_run_info()
         self._prune_runs()
-        if cfg.p4 is not None:
-            self.pipeline = user_p4.compile_program(cfg.p4, self.run.sub("p4"))
-            self.progress(f"P4 program: {cfg.p4}, compiled into {self.pipeline.bmv2_json.parent}")
+        user_p4.prepare(cfg.p4, self.run, self.progress)  # a program of one's own: <run>/p4/
         link_opts = None
         if cfg.link_rate:
             from mininet.link import TCLink
@@ -292,7 +287,6 @@ class Testbed:
         info = asdict(self.config)
         info["runs_root"] = str(self.config.runs_root)
         info["calibration"] = None if self.config.calibration is None else str(self.config.calibration)
-        info["p4"] = None if self.config.p4 is None else str(self.config.p4)
         self.run.write_run_info(
             {
                 "config": info,
@@ -321,7 +315,6 @@ class Testbed:
             process = getattr(node, "process", None)
             if process is not None and getattr(process, "proc", None) is not None:
                 self.run.record(process.proc.pid, "bmv2", node.name)
-        write_switch_records(self)  # how simple_switch_CLI and p4runtime-shell reach each switch
 
     def start_services(self) -> None:
         self.route_plain_traffic()
@@ -407,8 +400,7 @@ class Testbed:
         assert self.run is not None
         cmd = [sys.executable, "-m", "controller.server", "--topology", str(self.run.path / "topology.json"),
                "--listen", f"unix:{self.run.controller_socket}", "--parent", str(os.getpid()),
-               "--state-file", str(self.run.path / CONTROLLER_STATE), *extra,
-               *(self.pipeline.controller_args() if self.pipeline else [])]  # fmt: skip
+               "--state-file", str(self.run.path / CONTROLLER_STATE), *extra]  # fmt: skip
         with open(self.run.controller_log, "ab") as log:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -690,7 +682,10 @@ def summary(tb: Testbed) -> str:
         tb.choice.banner(),
         f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'}"
         + (f" ({tb.rate_source})" if tb.rate_source else ""),
-        *([f"P4 program: {tb.pipeline.source} (its P4Info: {tb.pipeline.p4info})"] if tb.pipeline else []),
+        *[
+            f"P4 program: {p.source} (its P4Info: {p.p4info})"
+            for p in filter(None, [user_p4.load(tb.run.path)])
+        ],
         f"run directory: {tb.run.path}",
         f"switches: {tb.run.path / SWITCHES_FILE} (Thrift, P4Runtime; CLI: switches, p4 SWITCH ...)",
         f"hosts: {' '.join(h.name for h in t.hosts)}",

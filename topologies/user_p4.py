@@ -2,10 +2,12 @@
 
 :func:`compile_program` runs p4c (``p4c-bm2-ss --arch v1model``) on the program into the
 run directory (``<run>/p4/<name>.json`` and ``<name>.p4info.txtpb``, p4c's messages in
-``<name>.p4c.log``) and checks its P4Info against the MRC contract
+``<name>.p4c.log``, all three named in ``<run>/p4/pipeline.json``) and checks its P4Info against
+the MRC contract
 (:func:`mrc_fabric.p4_contract.contract_gaps`): a program that lacks a table, match field,
 action, parameter or counter the controller programs is refused with every gap named.
-The controller then pushes that program (``mrc-controller --p4info --bmv2-json``),
+The controller then pushes that program (it reads ``p4/pipeline.json`` of its run directory, or
+``mrc-controller --p4info --bmv2-json``),
 installs the MRC tables by name and never reads, diffs or deletes the program's other
 tables: those are the user's (``p4 SWITCH table_add ...`` in the CLI, p4runtime-shell,
 or a few lines in a topology script; docs/mininet-p4.md).
@@ -15,14 +17,18 @@ Only BMv2 runs a user's program: the Linux target serves the committed P4Info al
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mrc_fabric.p4_contract import contract_gaps
+from mrc_fabric.p4_contract import PIPELINE_FILE, contract_gaps, read_pipeline
 from mrc_fabric.p4info import load_p4info
 from mrc_fabric.topology import Target
+from topologies import target as targets
+from topologies.rundir import RunDir
 from topologies.target import BMV2_BINARY, CHOICES, TargetChoice, TargetError
 
 P4C = "p4c-bm2-ss"
@@ -41,12 +47,26 @@ class UserPipeline:
     bmv2_json: Path  # p4c's BMv2 JSON
     p4info: Path  # p4c's P4Info (text format)
 
-    def controller_args(self) -> list[str]:
-        """``mrc-controller`` options that make it push this program."""
-        return ["--p4info", str(self.p4info), "--bmv2-json", str(self.bmv2_json)]
-
     def as_dict(self) -> dict[str, str]:
         return {"source": str(self.source), "bmv2_json": str(self.bmv2_json), "p4info": str(self.p4info)}
+
+
+def load(run_dir: Path) -> UserPipeline | None:
+    """The program a run's switches run, if it is a user's (``<run>/p4/pipeline.json``)."""
+    d = read_pipeline(run_dir)
+    return None if d is None else UserPipeline(Path(d["source"]), Path(d["bmv2_json"]), Path(d["p4info"]))
+
+
+def target_for(requested: str, source: Path | None) -> TargetChoice:
+    """``--target`` as ``topologies.target`` chooses it, or, with a program of one's own, BMv2."""
+    return targets.choose_target(requested) if source is None else choose_target(requested, source)
+
+
+def prepare(source: Path | None, run: RunDir, progress: Callable[[str], None]) -> None:
+    """With a program: compile it into the run directory and record it for the controller."""
+    if source is not None:
+        pipeline = compile_program(source, run.sub("p4"))
+        progress(f"P4 program: {source}, compiled into {pipeline.bmv2_json.parent}")
 
 
 def choose_target(requested: str, source: Path) -> TargetChoice:
@@ -92,4 +112,5 @@ def compile_program(source: Path, out_dir: Path, timeout_s: float = COMPILE_TIME
             f"--p4 {source} does not keep the MRC contract (docs/p4-pipeline.md), so the controller "
             "cannot program it:\n  " + "\n  ".join(gaps)
         )
+    (out_dir.parent / PIPELINE_FILE).write_text(json.dumps(pipeline.as_dict(), indent=1) + "\n")
     return pipeline
