@@ -62,9 +62,11 @@ from mrc_fabric.addressing import carrier
 from mrc_fabric.drop_reasons import DROP_REASON_LABELS, drop_reason_label
 from mrc_fabric.ev import EV
 from mrc_fabric.hostconfig import write_host_configs
+from mrc_fabric.p4_contract import contract_table_names
 from mrc_fabric.p4info import P4InfoIndex, default_index
 from mrc_fabric.p4names import Counter
 from mrc_fabric.topology import Target, Topology
+from mrc_p4rt.channel import CONTROLLER_ELECTION_ID
 
 __all__ = ["ActiveFault", "ControllerCore", "PathInfo", "SwitchHealth", "describe_spec"]
 
@@ -111,7 +113,7 @@ class ControllerCore:
         topo: Topology,
         run_dir: Path | None = None,
         options: CompileOptions | None = None,
-        election_id: int = 1,
+        election_id: int = CONTROLLER_ELECTION_ID,
         index: P4InfoIndex | None = None,
         bmv2_json: Path = BMV2_JSON,
         state_file: Path | None = None,
@@ -158,6 +160,7 @@ class ControllerCore:
             on_event=self._switch_event,
             election_id=election_id,
             on_read=partial(self._adopt, name),
+            owned_tables=frozenset(self.index.table(t).id for t in contract_table_names()),
         )
 
     def _switch_event(self, kind: str, switch: str, message: str) -> None:

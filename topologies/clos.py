@@ -32,6 +32,7 @@ from topologies.fabric_host import FabricHost, configure_host
 from topologies.node_cmd import ip_batch
 from topologies.shim_groups import SwitchGroup, groups_of, switches_per_shim
 from topologies.shim_launcher import ShimLauncher
+from topologies.switch_records import write_switch_records
 
 log = logging.getLogger(__name__)
 
@@ -220,3 +221,4 @@ def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[st
     for h in topology.hosts:
         configure_host(net.get(h.name), topology)
     topology.save(run / TOPOLOGY_FILE)
+    write_switch_records(net, topology, run)  # how simple_switch_CLI and p4runtime-shell reach each switch

@@ -43,13 +43,15 @@ from mrc_fabric.health import EventKind, ProcessEvent, ProcessHealth, ProcessKin
 from mrc_fabric.thread_errors import ThreadErrors
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Link, LinkEnd, Target, Topology
+from topologies import user_p4
 from topologies.agents import AgentProcess, agent_available
 from topologies.captures import MB, Budget, Capture, start_capture
 from topologies.fidelity.rates import link_rate_arg
 from topologies.prune import keep_runs_from_env, prune_runs, runs_max_bytes_from_env
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.supervisor import Supervisor
-from topologies.target import TargetChoice, choose_target
+from topologies.switch_records import SWITCHES_FILE
+from topologies.target import TargetChoice
 from topologies.teardown import stop_fabric
 
 CONTROLLER_START_TIMEOUT = 30.0
@@ -116,6 +118,8 @@ class TestbedConfig:
     placement: str | None = (
         None  # CPU placement policy (topologies.placement); None: $MRC_PLACEMENT or default
     )
+    # a P4 program of your own for every BMv2 switch, compiled into <run>/p4/ (topologies.user_p4)
+    p4: Path | None = None
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -189,7 +193,7 @@ class Testbed:
 
         cfg = self.config
         self._install_signal_handlers()
-        self.choice = choose_target(cfg.target)
+        self.choice = user_p4.target_for(cfg.target, cfg.p4)
         self.progress(self.choice.banner())
         self._resolve_link_rate()
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
@@ -197,6 +201,7 @@ class Testbed:
         self._report_thread_errors()
         self._write_run_info()
         self._prune_runs()
+        user_p4.prepare(cfg.p4, self.run, self.progress)  # a program of one's own: <run>/p4/
         link_opts = None
         if cfg.link_rate:
             from mininet.link import TCLink
@@ -630,6 +635,14 @@ def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--prefix", default="", help="node name prefix (keeps parallel runs apart)")
     ap.add_argument(
+        "--p4",
+        type=Path,
+        default=None,
+        metavar="PROGRAM.p4",
+        help="run your own P4 program on every BMv2 switch (compiled with p4c; it must keep the MRC "
+        "tables: docs/mininet-p4.md)",
+    )
+    ap.add_argument(
         "--switches-per-shim",
         type=int,
         default=None,
@@ -654,6 +667,7 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
         pcap_limit_mb=args.pcap if args.pcap is not None else TestbedConfig.pcap_limit_mb,
         calibration=args.calibration,
         nic_pacing=getattr(args, "nic_pacing", "on") == "on",
+        p4=getattr(args, "p4", None),
         **extra,
     )
 
@@ -666,8 +680,14 @@ def summary(tb: Testbed) -> str:
         f"fabric: {t.planes} planes x ({t.t0_per_plane} T0, {t.t1_per_plane} T1), "
         f"{len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links",
         tb.choice.banner(),
-        f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({tb.rate_source})",
+        f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'}"
+        + (f" ({tb.rate_source})" if tb.rate_source else ""),
+        *[
+            f"P4 program: {p.source} (its P4Info: {p.p4info})"
+            for p in filter(None, [user_p4.load(tb.run.path)])
+        ],
         f"run directory: {tb.run.path}",
+        f"switches: {tb.run.path / SWITCHES_FILE} (Thrift, P4Runtime; CLI: switches, p4 SWITCH ...)",
         f"hosts: {' '.join(h.name for h in t.hosts)}",
         f"agents: {tb.agents_note or 'not started'}",
         f"plain IPv6/IPv4 between hosts: {tb.plain_note or 'not routed'}",

@@ -37,6 +37,8 @@ class PlannedFault:
     target: str
     at_fraction: float
     label: str = ""
+    probability: float = 0.0  # loss
+    period_s: float = 0.0  # flap
     fault_id: str = ""
     injected_at: float | None = None  # seconds since the transfer started, before the first table write
     landed_at: float | None = None  # ... when the controller answered: every table write done
@@ -169,7 +171,8 @@ class TransferWatch:
                 # stamped before the first write: the first switch's entry acts at once, the
                 # others up to ~0.1 s later (BMv2), so EVs may retire before the call returns
                 requested, acked = self._now(), self._acked
-                fault = ctl.inject(f.kind, f.target)
+                extra = {k: v for k, v in (("probability", f.probability), ("period_s", f.period_s)) if v}
+                fault = ctl.inject(f.kind, f.target, **extra)
                 f.fault_id, f.injected_at, f.acked_at_injection = fault.id, requested, acked
                 f.landed_at = self._now()
                 # entries read "switch:table:port action"
