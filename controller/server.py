@@ -41,8 +41,8 @@ from controller.p4rt_client import SwitchError, SwitchUnavailable
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from mrc_fabric.p4_contract import read_pipeline
-from mrc_fabric.p4names import missing_contract_names
 from mrc_fabric.p4info import P4InfoIndex, load_p4info
+from mrc_fabric.p4names import missing_contract_names
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Topology, TopologyError
 from mrc_p4rt.channel import CONTROLLER_ELECTION_ID

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mrc_fabric.p4_contract import PIPELINE_FILE, read_pipeline
-from mrc_fabric.p4names import missing_contract_names
 from mrc_fabric.p4info import load_p4info
+from mrc_fabric.p4names import missing_contract_names
 from mrc_fabric.topology import Target
 from topologies import target as targets
 from topologies.rundir import RunDir

@@ -7,8 +7,8 @@ import copy
 from finsy.proto import p4i
 
 from mrc_fabric.p4_contract import contract_table_names
-from mrc_fabric.p4names import missing_contract_names
 from mrc_fabric.p4info import load_p4info
+from mrc_fabric.p4names import missing_contract_names
 
 
 def _info() -> p4i.P4Info:
