@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 from mrc_host.agent import protocol
 from mrc_host.core.ev_fields import EvDeny
+from mrc_host.ev_profile import ProfileError, deny_dict, deny_rule
 
 from .control import ControlClient
-from .ev_profile import ProfileError, deny_dict, deny_rule
 from .netio import KernelQuiet
 from .pacer import hand_over_clock
 from .paths import HostPaths

@@ -53,12 +53,12 @@ from mrc_host.core import (
 )
 from mrc_host.core.ev_fields import EvDeny
 from mrc_host.core.psn import psn_of
+from mrc_host.ev_profile import ProfileError
 from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus, DataPacket, Frame
 
 from .admission import reset_buckets, retry_buckets
 from .connection import Connection, HandshakeError, RecvConnection, SendConnection, control_meta
 from .cookies import COOKIE_EPOCH_NS, CookieJar
-from .ev_profile import ProfileError
 from .options import AgentOptions
 from .pacer import NIC_BACKLOG_PER_PLANE, NicPacer
 from .paths import ROLE_RECEIVER, ROLE_SENDER, HostPaths, PeerPaths, QpId

@@ -508,12 +508,12 @@ def _faults(raw: dict[str, Any], top: _Reader, shape: FabricShape, nominal: int)
 def _ev_profile_overrides(
     file: str, table: dict[str, Any], evs: int, where: str = "transport.ev_profile"
 ) -> dict[str, object]:
-    """An ``ev_profile`` table (``[transport]``'s or a traffic item's), read by the agent's own
-    EV-profile parser, as ``TransportConfig`` overrides (its values, deny rules, ``min_active``);
-    ``evs`` is the EV count of the connections it is for."""
+    """An ``ev_profile`` table (``[transport]``'s or a traffic item's), read by the parser
+    of the agent's EV-profile files (``mrc_host.ev_profile``), as ``TransportConfig`` overrides
+    (its values, deny rules, ``min_active``); ``evs`` is the EV count of the connections it is for."""
     if not table:
         return {}
-    from mrc_host.agent.ev_profile import ProfileError, parse
+    from mrc_host.ev_profile import ProfileError, parse
 
     for key in ("evs", "backups_per_plane", "cc"):
         if key in table:
