@@ -44,7 +44,7 @@ from .counters import Counters
 from .evset import EvSet
 from .psn import psn_of, unwrap
 from .rangeset import RangeSet
-from .recovery import PLANE_SHIFT
+from .records import PLANE_SHIFT
 from .region import RegionTable
 from .sack_by_seq import SackBySeq
 
