@@ -42,6 +42,8 @@ COMPILED = [
     "mrc_host/core/counters.py",
     "mrc_host/core/endpoint.py",
     "mrc_host/core/ev_draw.py",
+    "mrc_host/core/ev_entries.py",
+    "mrc_host/core/ev_heat.py",
     "mrc_host/core/ev_probe.py",
     "mrc_host/core/ev_shared.py",
     "mrc_host/core/ev_table.py",

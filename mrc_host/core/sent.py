@@ -20,10 +20,10 @@ from mrc_host.wire.messages import Opcode
 from .config import TransportConfig
 from .packet_state import (
     ACK,
-    GUESS_BIT,
     CUMULATIVE,
     FAIL,
     GUESS,
+    GUESS_BIT,
     GUESS_TRIMMED,
     KNOWN_LOSS,
     REFUSE,
