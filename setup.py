@@ -67,6 +67,8 @@ COMPILED = [
     "mrc_host/core/writes.py",
     "mrc_host/agent/agent.py",
     "mrc_host/agent/connection.py",
+    "mrc_host/agent/denies.py",
+    "mrc_host/agent/handshake.py",
     "mrc_host/agent/inbound.py",
     "mrc_host/agent/paths.py",
     "mrc_host/agent/payload.py",
