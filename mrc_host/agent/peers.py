@@ -37,6 +37,7 @@ from mrc_host.core import (
     Transmit,
     TransportConfig,
 )
+from mrc_host.core.config import reported_departures
 from mrc_host.ev_profile import ProfileError
 from mrc_host.wire.messages import Connect, ConnectAck, DataPacket, Frame
 
@@ -44,7 +45,7 @@ from .connection import Connection, RecvConnection, SendConnection
 from .denies import OperatorDenies
 from .handshake import Handshakes
 from .options import AgentOptions
-from .pacer import NIC_BACKLOG_PER_PLANE, NicPacer
+from .pacer import NicPacer
 from .paths import ROLE_SENDER, HostPaths, PeerPaths, QpId
 from .ports import LoopCounters, Ports
 
@@ -150,8 +151,7 @@ class Peers:
         """The connection's parameters; the operator's deny rules join the profile's."""
         cfg = self.opts.transport(mode, initial_psn, self.mtu)
         if self.pacer is not None:  # (the pacer reports departures: the core waits for them)
-            backlog = NIC_BACKLOG_PER_PLANE * len(self.ports.counters)
-            cfg = replace(cfg, nic_departures=True, nic_backlog=backlog)
+            cfg = replace(cfg, **reported_departures(len(self.ports.counters)))  # type: ignore[arg-type]
         if not self.denies.rules:
             return cfg
         return replace(

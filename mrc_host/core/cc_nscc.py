@@ -18,9 +18,9 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
   round trip of the fabric's longest base RTT; any standing queue stops the fair and fast
   increases, so the windows meet it with the proportional one alone. A cut by the same
   share for every flow keeps the windows' ratio (a newcomer that starts at line rate held
-  about 4x its share for 25 RTT); ``lasthop_share_scale`` (off by default) starts the mark
+  about 4x its share for 25 RTT); ``lasthop_share_scale`` (experimental, off) starts the mark
   lower for a larger window (``_share_scale``, Swift's flow scaling of its target), so the
-  larger windows cut while the smaller still grow; ``lasthop_queue_share`` (off by default)
+  larger windows cut while the smaller still grow; ``lasthop_queue_share`` (experimental, off)
   replaces the mark there by FAST TCP's update (``_lasthop_own_queue``): every window aims
   at the same bytes of its own in the queue, so unequal windows meet within a few round
   trips. Before, only a flow trimmed there (NACK TRIMMED_LASTHOP) read its queue, for 128
@@ -37,9 +37,10 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from .cc_base import CongestionControl, register_cc
-from .config import NsccParams, TransportConfig
+from .config import Experimental, NsccParams, TransportConfig
 
 _FLOOR_PERIODS = 8  # the delay floor is the smallest sample of at least this many periods ...
 # ... and of at least this many samples (the floor of random per-hop delay is the least of a
@@ -62,16 +63,20 @@ _QUEUE_GAIN_DOWN = 1.0
 _QUEUE_GAIN_UP = 0.75
 _QUEUE_HOLD_PERIODS = 4
 
+_OFF: Final = Experimental()  # every researcher's switch off: what the product runs
+
 
 class Nscc(CongestionControl):
     name = "nscc"
 
     @classmethod
     def from_config(cls, cfg: TransportConfig) -> Nscc:
-        return cls(cfg.nscc)
+        return cls(cfg.nscc, cfg.experimental)
 
-    def __init__(self, p: NsccParams) -> None:
+    def __init__(self, p: NsccParams, experimental: Experimental = _OFF) -> None:
         self.params = p
+        self.share_scale = experimental.lasthop_share_scale  # a researcher's switches (off: 0)
+        self.queue_share = experimental.lasthop_queue_share
         self.cwnd = float(p.initial_cwnd or self._base_cap())
         self.avg_delay: float | None = None
         # the same average less each packet's wait for its own NIC port: the fabric's share,
@@ -248,7 +253,7 @@ class Nscc(CongestionControl):
             if delay > target:
                 self._decrease(avg, now_ns, target, p.base_rtt)
             return
-        if p.lasthop_queue_share > 0.0 and p.bdp > 0 and self._holds_for_the_queue(now_ns, standing, target):
+        if self.queue_share > 0.0 and p.bdp > 0 and self._holds_for_the_queue(now_ns, standing, target):
             return
         if standing > 0:
             scale = self._share_scale()  # (only where a queue stands: this runs per ACK)
@@ -305,12 +310,12 @@ class Nscc(CongestionControl):
 
     def _share_scale(self) -> float:
         """How far below half the target this window's last-hop mark starts: 1 for a window of
-        up to (``lasthop_share_scale``)^2 of the BDP, less for a larger one (``NsccParams``).
+        up to (``lasthop_share_scale``)^2 of the BDP, less for a larger one (``Experimental``).
         Every flow into a port reads the same standing queue; a mark that starts lower for a
         larger window makes unequal windows cut at different queues, so they meet, where a cut
         by the same share for all keeps their ratio."""
         p = self.params
-        c = p.lasthop_share_scale
+        c = self.share_scale
         if c <= 0.0 or p.bdp <= 0:
             return 1.0
         return min(1.0, c / math.sqrt(max(self.cwnd, 1.0) / p.bdp))
@@ -360,7 +365,7 @@ class Nscc(CongestionControl):
         if self._last_md_ns is not None and now_ns - self._last_md_ns < rtt:
             return
         half = p.target_delay / 2
-        alpha = p.lasthop_queue_share * half * p.bdp / max(p.base_rtt, 1) * min(1.0, half / max(queue, 1.0))
+        alpha = self.queue_share * half * p.bdp / max(p.base_rtt, 1) * min(1.0, half / max(queue, 1.0))
         own = self.cwnd * queue / (p.base_rtt + queue)
         if own > alpha:
             self.cwnd -= min(_QUEUE_GAIN_DOWN * (own - alpha), p.max_md_jump * self.cwnd)

@@ -116,7 +116,7 @@ class Endpoint:
         """``nic``: the path verdicts of the NIC this endpoint is on, shared with its other
         endpoints (``path_health.py``); ``nic_group``: the peer's T0 (any key naming it; None:
         under our own T0, no T1 crossed: nothing to share). Used in MRC mode with
-        ``share_path_health``."""
+        ``experimental.share_path_health``."""
         self.cfg = config
         self._retire = config.retires_paths  # policy switches, read per packet
         self._gbn = config.go_back_n
@@ -139,9 +139,9 @@ class Endpoint:
     def share_path_health(self, nic: NicPathHealth, group: int | None) -> None:
         """Share path verdicts with the NIC's other endpoints (``path_health.py``), in ``group``
         (the peer's T0; None: under our own T0, nothing to share). Only in MRC mode with
-        ``share_path_health``; call before the first input."""
+        ``experimental.share_path_health``; call before the first input."""
         cfg = self.cfg
-        if group is not None and cfg.share_path_health and cfg.retires_paths:
+        if group is not None and cfg.experimental.share_path_health and cfg.retires_paths:
             self._nic = nic
             self.evset.join_nic(nic, group)
 

@@ -16,8 +16,8 @@ from agent_duo import FakeClient, Net
 from mrc_host.agent.admission import RETRY_BURST, RETRY_RATE_PER_S
 from mrc_host.agent.connection import RecvConnection, control_meta
 from mrc_host.agent.cookies import COOKIE_EPOCH_NS, CookieJar
-from mrc_host.agent.paths import ROLE_RECEIVER, QpId
 from mrc_host.agent.handshake import MAX_HALF_OPEN_PER_PEER
+from mrc_host.agent.paths import ROLE_RECEIVER, QpId
 from mrc_host.core import Mode
 from mrc_host.wire.codec import decode_frame
 from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus
