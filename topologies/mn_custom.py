@@ -81,9 +81,9 @@ def mn_topo(
         topology.save(run.path / TOPOLOGY_FILE)  # interface names for cleanup, even if start fails
         link_opts = None
         if link_rate:
-            from mininet.link import TCLink
+            from topologies.rate_link import RateLink
 
-            link_opts = {"cls": TCLink, "bw": float(link_rate)}
+            link_opts = {"cls": RateLink, "bw": float(link_rate)}
         topo = ClosTopo(topology, choice.switch_cls, str(run.path), link_opts)
     except Exception as exc:  # SystemExit: see the top of the file
         print(f"mrcclos: {exc}", file=sys.stderr)

@@ -199,9 +199,9 @@ class Testbed:
         self._prune_runs()
         link_opts = None
         if cfg.link_rate:
-            from mininet.link import TCLink
+            from topologies.rate_link import RateLink
 
-            link_opts = {"cls": TCLink, "bw": cfg.link_rate}
+            link_opts = {"cls": RateLink, "bw": cfg.link_rate}
         self.net, self.topology = start_clos(
             self.run.path,
             cfg.planes,
