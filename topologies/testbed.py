@@ -42,7 +42,8 @@ from mrc_fabric.health import EventKind, ProcessEvent, ProcessHealth, ProcessKin
 from mrc_fabric.thread_errors import ThreadErrors
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.time_scale import settle
-from mrc_fabric.topology import LinkEnd, Target, Topology
+from mrc_fabric.topology import LinkEnd, Target, Topology, build_clos
+from topologies import preflight
 from topologies.agents import AgentFleet, AgentProcess
 from topologies.captures import Capture, LinkCaptures, link_end
 from topologies.controller_procs import ControllerProcesses
@@ -152,6 +153,7 @@ class Testbed:
         self._signals.install()
         self.choice = choose_target(cfg.target)
         self.progress(self.choice.banner())
+        self._preflight()
         self.time_scale = settle(self.say)
         self._resolve_link_rate()
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
@@ -178,6 +180,14 @@ class Testbed:
         )
         self._record_net()
         self.start_services()
+
+    def _preflight(self) -> None:
+        """Everything this fabric needs, checked before anything starts (PreflightError)."""
+        cfg = self.config
+        assert self.choice is not None
+        shape = (cfg.planes, cfg.t0, cfg.t1, cfg.hosts_per_t0)
+        planned = build_clos(*shape, prefix=cfg.prefix, target=self.choice.target)
+        preflight.require(self.choice.target, cfg.runs_root, preflight.root_ifnames(planned), cfg.pcap)
 
     def _resolve_link_rate(self) -> None:
         """A "calibrated" link rate becomes this machine's number for the data plane and shape."""
