@@ -15,7 +15,6 @@ import ast
 import builtins
 
 import pytest
-
 from test_compiled_modules import ROOT, compiled_list
 
 # the functions run once or more per DATA or SACK frame, by module
