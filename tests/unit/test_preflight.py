@@ -54,7 +54,11 @@ def test_every_missing_item_is_in_one_message(
     assert not any(m.what.startswith("kernel:") for m in missing)
     root = preflight.check(Target.LINUX, release="6.18.0", euid=0)
     kernel = [m for m in root if m.what.startswith("kernel:")]
-    assert len(kernel) == 2 and "in Linux since 6.1" in kernel[0].fix and "Operation not permitted" in kernel[1].fix
+    assert (
+        len(kernel) == 2
+        and "in Linux since 6.1" in kernel[0].fix
+        and "Operation not permitted" in kernel[1].fix
+    )
 
 
 def test_a_missing_tool_skips_the_probes_that_need_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,9 +74,13 @@ def test_the_bmv2_target_asks_no_linux_release_and_no_linux_tools(
     assert preflight.check(Target.BMV2, release="5.15.0", euid=0) == []
 
 
-def test_python_without_mininet_is_named(kernel_works: dict[str, str | None], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_without_mininet_is_named(
+    kernel_works: dict[str, str | None], monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = preflight.importlib.util.find_spec
-    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda n, *a: None if n == "mininet" else real(n))
+    monkeypatch.setattr(
+        preflight.importlib.util, "find_spec", lambda n, *a: None if n == "mininet" else real(n)
+    )
     (m,) = preflight.check(Target.LINUX, release="6.1.0", euid=0)
     assert "cannot import mininet" in m.what and "--system-site-packages" in m.fix
 
@@ -80,7 +88,9 @@ def test_python_without_mininet_is_named(kernel_works: dict[str, str | None], mo
 def test_a_killed_runs_processes_ask_for_make_clean(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     run = RunDir.create(runs, latest=True)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     run.write_run_info({"pid": int(dead.stdout), "pid_start_time": 1})  # its owner is gone
     agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -15,7 +15,9 @@ from mrc_fabric.time_scale import ENV, TimeLimitExceeded, measure, parse, scale,
 from topologies.live_errors import EXIT_HOST, explain, run_explained
 
 
-def test_the_scale_comes_from_the_environment_and_multiplies_every_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_scale_comes_from_the_environment_and_multiplies_every_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(ENV, raising=False)
     assert scale() == 1.0 and scaled(20) == 20
     monkeypatch.setenv(ENV, "7.5")
@@ -77,7 +79,9 @@ def test_the_machines_reasons_are_explained_and_a_bug_is_not(monkeypatch: pytest
     monkeypatch.setenv(ENV, "2")
     assert "ran past its deadline (Deadline Exceeded)" in str(explain(_Deadline()))
     assert explain(PreflightError([Missing("nft not on PATH", "apt-get install nftables")])) is not None
-    shim = explain(ShimStartError("shim of t0 did not start: exited\n" + "\n".join(f"log {i}" for i in range(20))))
+    shim = explain(
+        ShimStartError("shim of t0 did not start: exited\n" + "\n".join(f"log {i}" for i in range(20)))
+    )
     assert shim is not None and shim.splitlines()[0] == "shim of t0 did not start: exited"
     assert len(shim.splitlines()) == 1 + 4  # the last lines of its log, not all of it
     assert explain(KeyError("bug")) is None
