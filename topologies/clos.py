@@ -131,8 +131,11 @@ def start_clos(
         clock.lap("switches")
         finish_start(net, topology, run)
         clock.lap("addresses")
-    except BaseException:
+    except BaseException as exc:
         net.stop()
+        if "File exists" in str(exc):  # Mininet's "RTNETLINK answers: File exists": a name is taken
+            said = str(exc).strip().splitlines()[0]
+            raise preflight.PreflightError([preflight.Missing(said, preflight.CLEAN)]) from exc
         raise
     return net, topology
 
