@@ -35,6 +35,7 @@ import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_code
 
 from mrc_fabric.p4info import P4InfoIndex
+from mrc_fabric.time_scale import scaled
 from mrc_p4rt.channel import CONTROLLER_ELECTION_ID, arbitration_request, set_election_id, wait_for_p4runtime
 from mrc_p4rt.codec import decode_entry, encode_entry
 from mrc_p4rt.entries import MatchValue, TableEntry
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 WRITE_BATCH = 256
 CONNECT_TIMEOUT_S = 2.0
-RPC_TIMEOUT_S = 10.0
+RPC_TIMEOUT_S = 10.0  # on the reference machine; times mrc_fabric.time_scale here
 BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 2.0
 
@@ -281,7 +282,7 @@ class SwitchSession:
             device_id=self.device_id, response_type=p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY
         )
         try:
-            resp = self._require_stub().GetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
+            resp = self._require_stub().GetForwardingPipelineConfig(req, timeout=scaled(RPC_TIMEOUT_S))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:  # no pipeline yet (BMv2)
                 return 0
@@ -298,7 +299,7 @@ class SwitchSession:
         req.config.p4_device_config = self.pipeline.device_config
         req.config.cookie.cookie = self.pipeline.cookie
         try:
-            self._require_stub().SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
+            self._require_stub().SetForwardingPipelineConfig(req, timeout=scaled(RPC_TIMEOUT_S))
         except grpc.RpcError as exc:
             raise SwitchError.from_rpc_error(self.name, "pipeline push", exc) from exc
         self.pipeline_pushes += 1
@@ -312,7 +313,7 @@ class SwitchSession:
             req.entities.add().table_entry.table_id = table_id
         out = []
         try:
-            for resp in self._require_stub().Read(req, timeout=RPC_TIMEOUT_S):
+            for resp in self._require_stub().Read(req, timeout=scaled(RPC_TIMEOUT_S)):
                 for ent in resp.entities:
                     if ent.HasField("table_entry") and self._owned(ent.table_entry):
                         out.append(decode_entry(self.index, ent.table_entry))
@@ -336,7 +337,7 @@ class SwitchSession:
         req.entities.add().counter_entry.counter_id = info.id
         out = []
         try:
-            for resp in self._require_stub().Read(req, timeout=RPC_TIMEOUT_S):
+            for resp in self._require_stub().Read(req, timeout=scaled(RPC_TIMEOUT_S)):
                 for ent in resp.entities:
                     c = ent.counter_entry
                     out.append((c.index.index, c.data.packet_count, c.data.byte_count))
@@ -357,7 +358,7 @@ class SwitchSession:
                 upd = req.updates.add(type=op)
                 upd.entity.table_entry.CopyFrom(encode_entry(self.index, e))
             try:
-                stub.Write(req, timeout=RPC_TIMEOUT_S)
+                stub.Write(req, timeout=scaled(RPC_TIMEOUT_S))
             except grpc.RpcError as exc:
                 err = SwitchError.from_rpc_error(self.name, "write", exc)
                 if err.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):

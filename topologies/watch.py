@@ -23,8 +23,10 @@ from typing import Any
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import EV
 from mrc_fabric.p4names import Counter
+from mrc_fabric.time_scale import scaled
 
 EV_POLL_S = 0.05
+THREAD_JOIN_S = 30.0  # the injector's and poller's end after the transfer (reference machine)
 FAULT_DROP = Counter.DROP_REASON
 FAULT_DROP_INDEX = DropReason.FAULT.cell
 
@@ -247,8 +249,8 @@ class TransferWatch:
             self._done.set()
             with self._fire:
                 self._fire.notify_all()
-            injector.join(timeout=30)
-            poller.join(timeout=30)
+            injector.join(timeout=scaled(THREAD_JOIN_S))
+            poller.join(timeout=scaled(THREAD_JOIN_S))
         ctl = self.testbed.controller
         for f in self.faults:
             if f.fault_id:

@@ -119,12 +119,13 @@ def test_the_checker_sees_a_missing_path(tmp_path: Path) -> None:
     assert OUTSIDE.search("as DESIGN §3 says")
 
 
-def test_the_docs_stay_a_manual_of_at_most_2200_lines() -> None:
-    """The docs say what is true now; what changed for users goes into CHANGELOG.md and measurements into the
-    generated results/, so the manual stays short enough to read in a day. The ceiling grew from
-    1,800 when the live fabric gained its fidelity monitor, plain host traffic and packet rings, and
-    the simulator its fuzzer and virtual payloads, and from 2,000 with the page for Mininet and P4
-    users (their own program, the switches' tools, typed scripts): each needs its manual, not a
-    denser paragraph."""
+def test_the_docs_stay_a_manual_of_at_most_2400_lines() -> None:
+    """The docs say what is true now; what changed for users goes into CHANGELOG.md and
+    measurements into the generated results/, so the manual stays short enough to read in a day.
+    The ceiling grew from 1,800 when the live fabric gained its fidelity monitor, plain host
+    traffic and packet rings, and the simulator its fuzzer and virtual payloads; and from 2,000
+    with the page for Mininet and P4 users (their own program, the switches' tools, typed
+    scripts), the kernel features a host needs (the pre-flight's table), slow machines and the
+    VM check: each needs its manual, not a denser paragraph."""
     total = sum(len(p.read_text().splitlines()) for p in (ROOT / "docs").glob("*.md"))
-    assert 0 < total <= 2200, f"docs/ holds {total} lines"
+    assert 0 < total <= 2400, f"docs/ holds {total} lines"
