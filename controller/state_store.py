@@ -1,90 +1,129 @@
-"""The one writer of the controller's state file (format: ``state_file.py``).
+"""The one writer of the controller's state files (format: ``state_file.py``).
 
-Why one thread: every API call, expiry and install changes the state, and two writers of
-one file are how it tore (a shared temporary name, writes outside any lock). Here callers
-hand *records* to :meth:`StateStore.submit`; the writer thread appends every record waiting
-to the journal with one fdatasync (a group commit: 16 concurrent calls pay for one flush, not
-16) and wakes the callers that asked to wait. A record costs its line, not a rewrite of every
-fault, so the thousandth fault is as cheap to save as the first. When the journal has grown
-past :data:`COMPACT_RECORDS` (and past twice the faults) the writer folds it into a new
-snapshot (written twice: the second copy is the last good state should the first be damaged).
+Why one thread: every API call, expiry and install changes the state, and two writers of one
+file are how it tore. Callers hand *records* to :meth:`StateStore.submit`; the writer thread
+appends every record waiting to the journal with one fdatasync (a group commit: 16 concurrent
+calls pay for one flush, not 16), then the mark, and wakes the callers. A record costs its
+frame, not a rewrite of every fault. When the journal has grown past :data:`COMPACT_RECORDS`
+(and past twice the faults) the writer folds it into a new snapshot.
 
-The writer keeps its own copy of the state, built from the same records, so a snapshot it
-writes is exactly the journal it replaces. A write that fails (disk full, a directory gone) is
-logged and retried with the next record; callers waiting on it get the OSError.
+Durable or refused: a caller that waits (:meth:`commit`) learns its record is on disk, or gets
+:class:`StateUnavailable` naming the file and why -- and then the record is *not* on disk: a
+failed write is cut off again (``ftruncate`` back to the last acknowledged byte, which needs no
+space) before anything else is written, so writing resumes on a clean record boundary once the
+disk has room, and nothing refused comes back at a restart. Records nobody waits for (an expiry,
+a fault adopted from a switch, a roll-back) are kept and written with the next batch instead.
+The writer's own copy of the state changes only once a record is durable, so a snapshot it
+writes never holds a refused change.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.state_file import (
-    ControllerState,
-    journal_line,
-    journal_path,
-    save_state,
-)
+from controller.state_file import Recovered, journal_entry, journal_path, save_state
+from controller.state_mark import MarkWriter
+from controller.state_records import ControllerState, record_ids
 
 log = logging.getLogger(__name__)
 
-COMPACT_RECORDS = 4096  # journal lines before a compaction is considered (and > 2 x faults)
+COMPACT_RECORDS = 4096  # journal records before a compaction is considered (and > 2 x faults)
 WAIT_TIMEOUT_S = 30.0  # a caller waits at most this long for its record to be durable
+RETRY_S = 1.0  # records nobody waits for are tried again this often while the disk refuses
+MAX_KEPT_RECORDS = 100_000  # of those, at most this many are held
+
+
+class StateUnavailable(OSError):
+    """A change that could not be made durable: refused (the message names the file and why)."""
+
+
+@dataclass
+class _Pending:
+    record: dict[str, Any]
+    ticket: int
+    kept: bool  # nobody waits: written with a later batch if this one fails
 
 
 class StateStore:
-    """Journal and snapshots of one state file; :meth:`submit` from any thread."""
+    """Journal, mark and snapshots of one state file; :meth:`submit` from any thread."""
 
-    def __init__(self, path: Path, state: ControllerState, fresh: bool) -> None:
-        """``state`` is what the files hold now (as read at start); ``fresh``: start a new
-        generation at once (no file yet, or it was unreadable) instead of appending."""
+    def __init__(self, path: Path, found: Recovered, on_error: Callable[[str], None] | None = None) -> None:
+        """``found`` is what the files hold now (``recover_state``): appended to where it is
+        clean, else a new snapshot is written first (tried again before every write until it
+        succeeds: until then every change is refused). ``on_error`` hears each change of
+        :attr:`error` (from the writer thread; "" once writing works again)."""
         self.path = path
-        self.state = state  # the writer's own copy (only the writer thread changes it)
+        self._on_error = on_error
+        self.state = found.state or ControllerState()  # the writer's copy (the writer thread's)
+        self.state.next_id = max(self.state.next_id, found.next_id)
+        self._n = max(found.last_n, self.state.upto)  # the last record number used
+        self.state.upto = self._n
         self._cond = threading.Condition()
-        self._queue: list[dict[str, Any]] = []
-        self._submitted = 0  # records handed in ...
-        self._durable = 0  # ... and how many of them are on disk
-        self._failures: deque[tuple[int, int, OSError]] = deque(maxlen=64)  # (first, last ticket, why)
+        self._queue: list[_Pending] = []
+        self._kept: list[_Pending] = []  # records nobody waits for whose write failed
+        self._submitted = 0  # tickets handed out ...
+        self._done = 0  # ... and how many of them are written or failed
+        self._failures: deque[tuple[int, int, StateUnavailable]] = deque(maxlen=64)
         self._stopped = False
-        self._journal_lines = 0
         self._fd: int | None = None
+        self._offset = 0  # the journal's acknowledged length: every write starts here
+        self._cut = False  # a failed write may have left bytes past _offset
+        self._since_compaction = 0
+        self._marks = MarkWriter(path, found.mark)
+        self.error = ""  # why the last write failed ("" once one has succeeded since)
         self.writes = 0  # journal flushes (each carries every record that waited)
         self.compactions = 0
-        if fresh or not journal_path(path).exists():
-            self._compact()
-        else:
-            self._journal_lines = sum(1 for _ in journal_path(path).open("rb"))
-            self._fd = os.open(journal_path(path), os.O_WRONLY | os.O_APPEND)
+        if found.clean and found.append_at is not None:
+            try:
+                self._open_journal(found.append_at)
+            except OSError as exc:
+                self._failed(exc)
+        if self._fd is None:
+            try:
+                self._compact()
+            except OSError as exc:  # said now; tried again before the next write
+                self._failed(exc)
         self._thread = threading.Thread(target=self._run, name="state-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, record: dict[str, Any]) -> int:
-        """Hand in one record; returns its ticket for :meth:`wait`."""
+    # -- callers ----------------------------------------------------------------------------------
+    def submit(self, record: dict[str, Any], kept: bool = False) -> int:
+        """Hand in one record; returns its ticket for :meth:`wait`. ``kept``: nobody will wait
+        for it, so a failed write keeps it for the next one instead of dropping it."""
         with self._cond:
-            self._queue.append(record)
             self._submitted += 1
+            self._queue.append(_Pending(record, self._submitted, kept))
             self._cond.notify_all()
             return self._submitted
 
     def wait(self, ticket: int) -> None:
-        """Return once record ``ticket`` is on disk: OSError if its write failed, TimeoutError
-        after WAIT_TIMEOUT_S."""
+        """Return once record ``ticket`` is on disk; StateUnavailable if it is not (refused)."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._durable >= ticket or self._stopped, WAIT_TIMEOUT_S):
-                raise TimeoutError(f"state file {self.path}: not written within {WAIT_TIMEOUT_S:g} s")
+            if not self._cond.wait_for(lambda: self._done >= ticket or self._stopped, WAIT_TIMEOUT_S):
+                raise self._unavailable(f"not written within {WAIT_TIMEOUT_S:g} s")
+            if self._done < ticket:
+                raise self._unavailable("the controller is stopping")
             for lo, hi, exc in self._failures:
                 if lo <= ticket <= hi:
                     raise exc
 
+    def commit(self, record: dict[str, Any]) -> None:
+        """Durable on return, or StateUnavailable (and then it is on no disk)."""
+        self.wait(self.submit(record))
+
     def flush(self) -> None:
-        """Wait until every record handed in so far is on disk (or failed)."""
+        """Wait until every record handed in so far is written (or failed)."""
         with self._cond:
             target = self._submitted
-            self._cond.wait_for(lambda: self._durable >= target or self._stopped, WAIT_TIMEOUT_S)
+            self._cond.wait_for(lambda: self._done >= target or self._stopped, WAIT_TIMEOUT_S)
 
     def stop(self) -> None:
         self.flush()
@@ -95,51 +134,127 @@ class StateStore:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._marks.close()
 
     # -- the writer thread ------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: bool(self._queue) or self._stopped)
-                if not self._queue and self._stopped:
-                    return
-                batch, self._queue = self._queue, []
-                first, upto = self._durable + 1, self._durable + len(batch)
-            try:
-                self._append(batch)
-            except Exception as exc:  # the writer must outlive anything: report it to the waiters
-                log.warning("cannot write the controller state to %s: %r", self.path, exc)
-                failure = exc if isinstance(exc, OSError) else OSError(f"state file: {exc!r}")
-                with self._cond:
-                    self._failures.append((first, upto, failure))
-            with self._cond:
-                self._durable = upto
-                self._cond.notify_all()
+                retry = RETRY_S if self._kept else None
+                self._cond.wait_for(lambda: bool(self._queue) or self._stopped, retry)
+                if self._stopped and not self._queue:
+                    break
+                if not self._queue and not self._kept:
+                    continue
+                fresh, self._queue = self._queue, []
+                batch = self._kept + fresh
+                self._kept = []
+            self._write(batch, fresh)
+        kept, self._kept = self._kept, []
+        if kept:  # one last try for what nobody waits for
+            self._write(kept, [])
 
-    def _append(self, batch: list[dict[str, Any]]) -> None:
-        for rec in batch:
-            self.state.apply(rec)
+    def _write(self, batch: list[_Pending], fresh: list[_Pending]) -> None:
+        try:
+            self._append(batch)
+            self._set_error("")
+        except Exception as exc:  # the writer must outlive anything: refuse, keep the rest
+            failure = self._failed(exc)
+            kept = [p for p in batch if p.kept][:MAX_KEPT_RECORDS]
+            with self._cond:
+                self._kept = kept + self._kept
+                if fresh:
+                    self._failures.append((fresh[0].ticket, fresh[-1].ticket, failure))
+        with self._cond:
+            if fresh:
+                self._done = fresh[-1].ticket
+            self._cond.notify_all()
+
+    def _append(self, batch: list[_Pending]) -> None:
         if self._fd is None:
-            self._compact()  # the last write failed half way: start clean
-            return
-        data = b"".join(journal_line(r) for r in batch)
-        written = os.write(self._fd, data)
-        if written != len(data):
-            raise OSError(f"short write to {journal_path(self.path)}: {written} of {len(data)} B")
-        os.fdatasync(self._fd)
-        self.writes += 1
-        self._journal_lines += len(batch)
-        if self._journal_lines > max(COMPACT_RECORDS, 2 * len(self.state.faults)):
             self._compact()
+        assert self._fd is not None
+        if self._cut:
+            os.ftruncate(self._fd, self._offset)
+            self._cut = False
+        data = b"".join(journal_entry(p.record, self._n + 1 + i) for i, p in enumerate(batch))
+        next_id = max([self.state.next_id, *(i + 1 for p in batch for i in record_ids(p.record))])
+        try:
+            written = 0
+            while written < len(data):
+                written += os.pwrite(self._fd, data[written:], self._offset + written)
+            os.fdatasync(self._fd)
+            self._marks.write(self._n + len(batch), next_id)
+        except BaseException:
+            self._cut = True
+            try:
+                os.ftruncate(self._fd, self._offset)  # never append behind a torn record
+                self._cut = False
+            except OSError:
+                pass
+            raise
+        self._offset += len(data)
+        self._n += len(batch)
+        for p in batch:
+            self.state.apply(p.record)
+        self.state.upto = self._n
+        self.writes += 1
+        self._since_compaction += len(batch)
+        if self._since_compaction > max(COMPACT_RECORDS, 2 * len(self.state.faults)):
+            try:
+                self._compact()
+            except OSError as exc:  # the journal goes on; tried again after the next write
+                log.warning("state file %s: compaction failed (the journal goes on): %s", self.path, exc)
 
     def _compact(self) -> None:
-        """A new generation: a snapshot of the state (twice: ``S`` and ``S.prev``), then an
-        empty journal after it."""
+        """A new snapshot of the state (and its copy), then an empty journal after it. A failure
+        part way leaves every file consistent, and the journal in use unchanged."""
+        save_state(self.path, self.state)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        self.state.generation += 1
-        save_state(self.path, self.state)
-        self._fd = os.open(journal_path(self.path), os.O_WRONLY | os.O_APPEND)
-        self._journal_lines = 1
+        self._open_journal(0)
+        self._marks.write(self._n, self.state.next_id)
+        self._since_compaction = 0
         self.compactions += 1
+
+    def _open_journal(self, offset: int) -> None:
+        """Append from ``offset`` on (what lies past it was never acknowledged: cut off)."""
+        fd = os.open(journal_path(self.path), os.O_RDWR)
+        try:
+            os.ftruncate(fd, offset)
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd, self._offset, self._cut = fd, offset, False
+
+    def _failed(self, exc: BaseException) -> StateUnavailable:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else repr(exc)
+        failure = self._unavailable(why, exc.errno if isinstance(exc, OSError) else None)
+        self._set_error(failure.strerror or why)
+        return failure
+
+    def _set_error(self, error: str) -> None:
+        if error == self.error:
+            return
+        if error:
+            log.error("%s", error)
+        else:
+            log.warning("state file %s: writing again", self.path)
+        self.error = error
+        if self._on_error is not None:
+            self._on_error(error)
+
+    def _unavailable(self, why: str, code: int | None = None) -> StateUnavailable:
+        return StateUnavailable(
+            code or errno.EIO, f"state file {self.path}: {why}{free_space(self.path)}: change not made"
+        )
+
+
+def free_space(path: Path) -> str:
+    """`` (N B free)`` on the state file's filesystem, when it can be told."""
+    try:
+        st = os.statvfs(path.parent)
+    except OSError:
+        return ""
+    return f" ({st.f_bavail * st.f_frsize} B free of {st.f_blocks * st.f_frsize} B)"
