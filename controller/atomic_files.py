@@ -37,14 +37,19 @@ def write_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def keep_aside(path: Path, suffix: str) -> str:
+def keep_aside(path: Path, suffix: str, copy: bool = False) -> str:
     """Keep ``path`` as it is now under ``<path><suffix>`` (``.2``, ``.3``... if taken): a hard
-    link, so it costs no space on a full disk and survives the original being rewritten.
-    Returns a note saying where it went (or why it could not)."""
+    link, so it costs no space on a full disk and survives the original being replaced (a file
+    that will change in place is copied instead). Returns a note saying where it went (or why
+    it could not)."""
     for n in range(1, MAX_KEPT + 1):
         aside = path.with_name(f"{path.name}{suffix}" + (f".{n}" if n > 1 else ""))
         try:
-            os.link(path, aside)
+            if copy:
+                with aside.open("xb") as f:
+                    f.write(path.read_bytes())
+            else:
+                os.link(path, aside)
         except FileExistsError:
             continue
         except OSError as exc:

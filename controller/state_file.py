@@ -36,7 +36,7 @@ from typing import Any
 
 from controller.atomic_files import keep_aside, write_atomic
 from controller.state_frames import Damage, frame, scan
-from controller.state_mark import Mark, mark_path, read_mark
+from controller.state_mark import MARK, Mark, mark_path, read_mark
 from controller.state_records import (
     ControllerState,
     SavedFault,
@@ -199,6 +199,7 @@ def read_state(path: Path) -> Recovered:
     if why:
         found.notes.append(why)
         found.damaged.append(mark_path(path))
+    trusted = None if why else mark  # (a damaged slot may have been the newer one)
     scanned = read_journal(journal)
     if scanned.error:
         found.notes.append(scanned.error)
@@ -212,7 +213,7 @@ def read_state(path: Path) -> Recovered:
             continue
         found.state, found.source = state, source
         if legacy is None:
-            _replay(found, state, scanned, mark)
+            _replay(found, state, scanned, trusted, mark)
         else:
             _replay_legacy(found, state, scanned, legacy)
         if source == "previous":
@@ -226,9 +227,12 @@ def read_state(path: Path) -> Recovered:
     return found
 
 
-def _replay(found: Recovered, state: ControllerState, scanned: JournalScan, mark: Mark | None) -> None:
-    """The journal's records past the snapshot (and not past the mark), in number order."""
-    acked = mark.n if mark is not None else None
+def _replay(
+    found: Recovered, state: ControllerState, scanned: JournalScan, trusted: Mark | None, mark: Mark | None
+) -> None:
+    """The journal's records past the snapshot (and not past a ``trusted`` mark), in number
+    order; a journal that stops short of the ``mark`` lost the records in between."""
+    acked = trusted.n if trusted is not None else None
     proved = [r for r in scanned.records if r.n is not None and (acked is None or r.n <= acked)]
     append_at = max((r.end for r in proved), default=0)
     expected = state.upto + 1
@@ -240,8 +244,8 @@ def _replay(found: Recovered, state: ControllerState, scanned: JournalScan, mark
             found.lost.append(_lost(expected, n - 1, scanned))
         state.apply(r.record)
         expected = n + 1
-    if acked is not None and expected <= acked:
-        found.lost.append(_lost(expected, acked, scanned) + " (the journal ends early)")
+    if mark is not None and expected <= mark.n:
+        found.lost.append(_lost(expected, mark.n, scanned) + " (the journal ends early)")
     state.upto = expected - 1
     inner = [d for d in scanned.damage if d.start < append_at or d.end < len(scanned.raw)]
     tail = [d for d in scanned.damage if d not in inner]
@@ -252,7 +256,7 @@ def _replay(found: Recovered, state: ControllerState, scanned: JournalScan, mark
         found.lost.append(_lost_bytes(tail[0], scanned) + " at the journal's end (no mark to tell)")
     # appending on goes in place (the journal's unacknowledged tail cut off), so only where no
     # damage is kept aside: a kept copy is a hard link, and a change in place would change it too
-    found.append_at = append_at if mark is not None and not scanned.damage else None
+    found.append_at = append_at if trusted is not None and not scanned.damage else None
 
 
 def _torn(scanned: JournalScan, d: Damage) -> bool:
@@ -319,8 +323,9 @@ def recover_state(path: Path) -> Recovered:
     found = read_state(path)
     for damaged in dict.fromkeys(found.damaged):
         if damaged.exists():
-            suffix = DAMAGED if damaged.name.endswith(JOURNAL) else UNREADABLE
-            found.notes.append(keep_aside(damaged, suffix))
+            suffix = DAMAGED if damaged.name.endswith((JOURNAL, MARK)) else UNREADABLE
+            # (the mark is written in place: kept as a copy, not a link to what will change)
+            found.notes.append(keep_aside(damaged, suffix, copy=damaged.name.endswith(MARK)))
     return found
 
 

@@ -27,6 +27,7 @@ from controller.state_frames import frame, frame_at
 from controller.state_records import MAX_ID, StateFileError
 
 SLOT = 128
+BLANK = b" " * SLOT
 MARK = ".mark"
 
 
@@ -50,7 +51,9 @@ def mark_path(path: Path) -> Path:
 
 
 def read_mark(path: Path) -> tuple[Mark | None, str]:
-    """The newest good slot of ``path``'s mark (None if none), and what was wrong ("" if nothing)."""
+    """The newest good slot of ``path``'s mark (None if none), and what was wrong ("" if
+    nothing). With one slot damaged the other may be the older one: the caller then cannot take
+    its ``n`` as the last acknowledged record (only as a record that was)."""
     try:
         data = mark_path(path).read_bytes()
     except FileNotFoundError:
@@ -60,13 +63,16 @@ def read_mark(path: Path) -> tuple[Mark | None, str]:
     marks, bad = [], []
     for slot in (0, 1):
         chunk = data[slot * SLOT : (slot + 1) * SLOT]
+        if chunk == BLANK:
+            continue  # never written yet
         try:
             marks.append(_decode(chunk))
         except (StateFileError, ValueError, RecursionError) as exc:
             bad.append(f"slot {slot}: {exc}"[:120])
     if not marks:
-        return None, f"{mark_path(path)}: no good slot ({'; '.join(bad)})"
-    return max(marks, key=lambda m: m.seq), ""
+        return None, f"{mark_path(path)}: no good slot ({'; '.join(bad) or 'empty'})"
+    why = f"{mark_path(path)}: {'; '.join(bad)}: the last acknowledged record cannot be told" if bad else ""
+    return max(marks, key=lambda m: m.seq), why
 
 
 def _decode(chunk: bytes) -> Mark:
@@ -108,7 +114,7 @@ class MarkWriter:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             if os.fstat(fd).st_size < 2 * SLOT:  # both slots' blocks now: no allocation later
-                blank = self.last.encode() if self.last is not None else b" " * SLOT
+                blank = self.last.encode() if self.last is not None else BLANK
                 if os.pwrite(fd, blank * 2, 0) != 2 * SLOT:
                     raise OSError(f"{self.path}: short write")
                 os.fsync(fd)

@@ -64,8 +64,7 @@ class StateStore:
         self._on_error = on_error
         self.state = found.state or ControllerState()  # the writer's copy (the writer thread's)
         self.state.next_id = max(self.state.next_id, found.next_id)
-        self._n = max(found.last_n, self.state.upto)  # the last record number used
-        self.state.upto = self._n
+        self._n = self.state.upto  # the last record number used (appending: the last acknowledged)
         self._cond = threading.Condition()
         self._queue: list[_Pending] = []
         self._kept: list[_Pending] = []  # records nobody waits for whose write failed
@@ -86,7 +85,8 @@ class StateStore:
                 self._open_journal(found.append_at)
             except OSError as exc:
                 self._failed(exc)
-        if self._fd is None:
+        if self._fd is None:  # a new snapshot: it includes every record number any file names
+            self._n = self.state.upto = max(found.last_n, self.state.upto)
             try:
                 self._compact()
             except OSError as exc:  # said now; tried again before the next write
