@@ -86,13 +86,15 @@ def journal_entry(record: dict[str, Any], n: int) -> bytes:
     return one + one
 
 
-def save_state(path: Path, state: ControllerState) -> None:
-    """A snapshot of ``state``, its copy, and an empty journal after it. Any step may fail and
-    leave the files consistent: the journal still holds every record past the older copy."""
+def save_state(path: Path, state: ControllerState) -> int:
+    """A snapshot of ``state``, its copy, and an empty journal after it (the snapshot's size).
+    Any step may fail and leave the files consistent: the journal still holds every record
+    past the older copy."""
     data = snapshot_bytes(state)
     write_atomic(path, data)
     write_atomic(prev_path(path), data)
     write_atomic(journal_path(path), b"")
+    return len(data)
 
 
 # -- reading ------------------------------------------------------------------------------------

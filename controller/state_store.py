@@ -5,7 +5,9 @@ file are how it tore. Callers hand *records* to :meth:`StateStore.submit`; the w
 appends every record waiting to the journal with one fdatasync (a group commit: 16 concurrent
 calls pay for one flush, not 16), then the mark, and wakes the callers. A record costs its
 frame, not a rewrite of every fault. When the journal has grown past :data:`COMPACT_RECORDS`
-(and past twice the faults) the writer folds it into a new snapshot.
+(and past twice the faults), or past :data:`COMPACT_FACTOR` times the snapshot's size, the
+writer folds it into a new snapshot; a write the disk refuses for want of space tries that
+first (on a small disk the journal is what filled it).
 
 Durable or refused: a caller that waits (:meth:`commit`) learns its record is on disk, or gets
 :class:`StateUnavailable` naming the file and why -- and then the record is *not* on disk: a
@@ -36,6 +38,9 @@ from controller.state_records import ControllerState, record_ids
 log = logging.getLogger(__name__)
 
 COMPACT_RECORDS = 4096  # journal records before a compaction is considered (and > 2 x faults)
+COMPACT_FACTOR = 4  # ... or journal bytes past this many snapshots' (plus COMPACT_SLACK)
+COMPACT_SLACK = 16 << 10
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 WAIT_TIMEOUT_S = 30.0  # a caller waits at most this long for its record to be durable
 RETRY_S = 1.0  # records nobody waits for are tried again this often while the disk refuses
 MAX_KEPT_RECORDS = 100_000  # of those, at most this many are held
@@ -76,6 +81,7 @@ class StateStore:
         self._offset = 0  # the journal's acknowledged length: every write starts here
         self._cut = False  # a failed write may have left bytes past _offset
         self._since_compaction = 0
+        self._snapshot_bytes = 0  # the size of the last snapshot written
         self._marks = MarkWriter(path, found.mark)
         self.error = ""  # why the last write failed ("" once one has succeeded since)
         self.writes = 0  # journal flushes (each carries every record that waited)
@@ -173,6 +179,26 @@ class StateStore:
     def _append(self, batch: list[_Pending]) -> None:
         if self._fd is None:
             self._compact()
+        try:
+            self._write_batch(batch)
+        except OSError as exc:
+            if exc.errno not in NO_SPACE or not self._since_compaction:
+                raise
+            try:  # the journal may be what filled the disk: fold it away, then try again
+                self._compact()
+            except OSError:
+                raise exc from None
+            self._write_batch(batch)
+        self._since_compaction += len(batch)
+        too_long = self._offset > COMPACT_FACTOR * self._snapshot_bytes + COMPACT_SLACK
+        if too_long or self._since_compaction > max(COMPACT_RECORDS, 2 * len(self.state.faults)):
+            try:
+                self._compact()
+            except OSError as exc:  # the journal goes on; tried again after the next write
+                log.warning("state file %s: compaction failed (the journal goes on): %s", self.path, exc)
+
+    def _write_batch(self, batch: list[_Pending]) -> None:
+        """Journal and mark, or neither (what was written of a failed batch is cut off again)."""
         assert self._fd is not None
         if self._cut:
             os.ftruncate(self._fd, self._offset)
@@ -199,17 +225,11 @@ class StateStore:
             self.state.apply(p.record)
         self.state.upto = self._n
         self.writes += 1
-        self._since_compaction += len(batch)
-        if self._since_compaction > max(COMPACT_RECORDS, 2 * len(self.state.faults)):
-            try:
-                self._compact()
-            except OSError as exc:  # the journal goes on; tried again after the next write
-                log.warning("state file %s: compaction failed (the journal goes on): %s", self.path, exc)
 
     def _compact(self) -> None:
         """A new snapshot of the state (and its copy), then an empty journal after it. A failure
         part way leaves every file consistent, and the journal in use unchanged."""
-        save_state(self.path, self.state)
+        self._snapshot_bytes = save_state(self.path, self.state)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

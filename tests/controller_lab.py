@@ -137,6 +137,16 @@ class ControllerProcess:
         for line in proc.stdout:
             self.log.append(line)
 
+    def logged(self, words: tuple[str, ...], timeout: float = DEADLINE_S) -> bool:
+        """A log line holding every one of ``words`` (read by a thread: it may come a moment
+        after the call that caused it answered)."""
+        deadline = time.monotonic() + timeout
+        while not any(all(w in line for w in words) for line in list(self.log)):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)

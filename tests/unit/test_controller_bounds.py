@@ -21,11 +21,11 @@ import pytest
 from test_controller import DEADLINE_S, Fabric, fabric, wait_for  # noqa: F401 (the fixture)
 
 from controller.cli import _stamp
-from controller.switch_set import SYNC_PARALLEL
 from controller.faults import MAX_ACTIVE_FAULTS, MAX_TARGET_CHARS, MIN_FLAP_PERIOD_S, QUOTE_CHARS
 from controller.northbound import ControllerClient
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.server import LIST_PAGE_DEFAULT, LIST_PAGE_MAX
+from controller.switch_set import SYNC_PARALLEL
 
 LINK = "cut0p0n0:3"
 HUGE = "x" * 10_000

@@ -206,7 +206,7 @@ def test_a_state_file_it_cannot_write_refuses_changes_until_it_can(topo: Topolog
     core = started(topo, tmp_path, state)
     try:
         assert any(e.kind == "state_unavailable" and str(state) in e.message for e in core.events.history)
-        with pytest.raises(StateUnavailable, match="gone/controller-state.json"):
+        with pytest.raises(StateUnavailable, match=r"gone/controller-state\.json"):
             core.install_routes()
         with pytest.raises(StateUnavailable, match="change not made"):
             core.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0"))
