@@ -135,6 +135,7 @@ class JournalRecord:
 
 @dataclass
 class JournalScan:
+    path: Path
     records: list[JournalRecord] = field(default_factory=list)
     bad: list[str] = field(default_factory=list)  # frames whose checksum held but not their content
     damage: list[Damage] = field(default_factory=list)
@@ -144,7 +145,7 @@ class JournalScan:
 
 
 def read_journal(path: Path) -> JournalScan:
-    out = JournalScan()
+    out = JournalScan(path)
     try:
         out.raw = path.read_bytes()
     except FileNotFoundError:
@@ -201,7 +202,6 @@ def read_state(path: Path) -> Recovered:
     if why:
         found.notes.append(why)
         found.damaged.append(mark_path(path))
-    trusted = None if why else mark  # (a damaged slot may have been the newer one)
     scanned = read_journal(journal)
     if scanned.error:
         found.notes.append(scanned.error)
@@ -215,7 +215,7 @@ def read_state(path: Path) -> Recovered:
             continue
         found.state, found.source = state, source
         if legacy is None:
-            _replay(found, state, scanned, trusted, mark)
+            _replay(found, state, scanned, mark)
         else:
             _replay_legacy(found, state, scanned, legacy)
         if source == "previous":
@@ -223,22 +223,20 @@ def read_state(path: Path) -> Recovered:
         break
     if found.state is None:
         found.lost.append("no readable snapshot: the switches' own tables are read back instead")
+        if scanned.raw:
+            found.damaged.append(journal)
     _floors(found, scanned, mark)
-    if found.lost or scanned.damage:
-        found.damaged.append(journal)
     return found
 
 
-def _replay(
-    found: Recovered, state: ControllerState, scanned: JournalScan, trusted: Mark | None, mark: Mark | None
-) -> None:
-    """The journal's records past the snapshot (and not past a ``trusted`` mark), in number
-    order; a journal that stops short of the ``mark`` lost the records in between."""
-    acked = trusted.n if trusted is not None else None
-    proved = [r for r in scanned.records if r.n is not None and (acked is None or r.n <= acked)]
-    append_at = max((r.end for r in proved), default=0)
+def _replay(found: Recovered, state: ControllerState, scanned: JournalScan, mark: Mark | None) -> None:
+    """The journal's records past the snapshot, in number order; a number missing, or a journal
+    that stops short of the ``mark``, lost the records in between (said, with what the damaged
+    bytes seem to have held)."""
+    records = [r for r in scanned.records if r.n is not None]
+    append_at = max((r.end for r in records), default=0)
     expected = state.upto + 1
-    for r in sorted(proved, key=lambda r: r.n or 0):
+    for r in sorted(records, key=lambda r: r.n or 0):
         n = r.n or 0
         if n < expected:
             continue  # in the snapshot already (or the same record twice: the first counts)
@@ -249,21 +247,20 @@ def _replay(
     if mark is not None and expected <= mark.n:
         found.lost.append(_lost(expected, mark.n, scanned) + " (the journal ends early)")
     state.upto = expected - 1
-    inner = [d for d in scanned.damage if d.start < append_at or d.end < len(scanned.raw)]
-    tail = [d for d in scanned.damage if d not in inner]
+    inner = [d for d in scanned.damage if d.start < append_at or not _torn(scanned, d)]
     if inner and not found.lost:
         where = ", ".join(d.describe() for d in inner[:4])
         found.notes.append(f"damaged journal {where}: no acknowledged change among them")
-    if tail and acked is None and not _torn(scanned, tail[0]):
-        found.lost.append(_lost_bytes(tail[0], scanned) + " at the journal's end (no mark to tell)")
-    # appending on goes in place (the journal's unacknowledged tail cut off), so only where no
-    # damage is kept aside: a kept copy is a hard link, and a change in place would change it too
-    found.append_at = append_at if trusted is not None and not scanned.damage else None
+    if inner or found.lost:
+        found.damaged.append(scanned.path)
+    # appending goes on in place, so only where nothing is kept aside (a kept copy is a hard link:
+    # a change in place would change it too); a torn last record is cut off first
+    found.append_at = append_at if not inner else None
 
 
 def _torn(scanned: JournalScan, d: Damage) -> bool:
-    """A crash mid-append: one unfinished frame, no line after it."""
-    return b"\n" not in scanned.raw[d.start : d.end]
+    """A crash mid-append: an unfinished frame at the very end, no line after it."""
+    return d.end == len(scanned.raw) and b"\n" not in scanned.raw[d.start : d.end]
 
 
 def _lost(first: int, last: int, scanned: JournalScan) -> str:
@@ -296,9 +293,10 @@ def _replay_legacy(found: Recovered, state: ControllerState, scanned: JournalSca
         for r in scanned.records:
             if r.n is None:
                 state.apply(r.record)
-    inner = [d for d in scanned.damage if not (d.end == len(scanned.raw) and _torn(scanned, d))]
+    inner = [d for d in scanned.damage if not _torn(scanned, d)]
     if inner:
         found.lost.append(_lost_bytes(inner[0], scanned))
+        found.damaged.append(scanned.path)
     found.notes.append("a previous release's state file: rewritten in this release's form")
 
 

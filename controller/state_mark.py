@@ -1,18 +1,21 @@
-"""The state's *mark*: how far the journal is acknowledged, and the next fault id.
+"""The state's *mark*: how far the journal reached, and the next fault id.
 
-Why a file of its own: the journal alone cannot tell a record cut off by damage from one a
-crash left unfinished, and a lost record could take the highest fault id with it, so a restart
-would hand that id out again. The writer updates the mark after each journal write and before
-any caller is answered, so the mark always covers everything acknowledged:
+Why a file of its own: the journal alone cannot tell its last records cut off (a truncated
+file) from a journal that simply ended there, and a lost record could take the highest fault id
+with it, so a restart would hand that id out again. The writer updates the mark after each
+journal write and before any caller is answered:
 
-- ``n``: the number of the last acknowledged journal record. A journal whose records stop short
-  of it lost some (said as damage); records past it were never acknowledged (a crash between the
-  two writes) and nothing they say was applied to a switch, so recovery leaves them out;
+- ``n``: the number of the last record written. A journal whose records stop short of it lost
+  some: said as damage, never silently;
 - ``next_id``: above every id handed out, whatever becomes of the journal and the snapshot.
 
-Two fixed slots (each a checksummed frame, 128 bytes) written in turn and in place -- no new
-block is needed, so a full disk cannot refuse it once the file exists -- and read back as the
-good slot with the highest sequence number: a torn or damaged slot leaves the other.
+The mark is written into the page cache before the answer (a killed controller leaves it
+whole) and made durable by the writer right after (a second flush in the caller's wait would
+double every change's cost); after a power cut it may be one write behind, which only makes its
+bounds weaker, never wrong. Two fixed slots (each a checksummed frame, 128 bytes) written in
+turn and in place -- no new block is needed, so a full disk cannot refuse it once the file
+exists -- and read back as the good slot with the highest sequence number: a torn or damaged
+slot leaves the other.
 """
 
 from __future__ import annotations
@@ -52,8 +55,7 @@ def mark_path(path: Path) -> Path:
 
 def read_mark(path: Path) -> tuple[Mark | None, str]:
     """The newest good slot of ``path``'s mark (None if none), and what was wrong ("" if
-    nothing). With one slot damaged the other may be the older one: the caller then cannot take
-    its ``n`` as the last acknowledged record (only as a record that was)."""
+    nothing)."""
     try:
         data = mark_path(path).read_bytes()
     except FileNotFoundError:
@@ -71,7 +73,7 @@ def read_mark(path: Path) -> tuple[Mark | None, str]:
             bad.append(f"slot {slot}: {exc}"[:120])
     if not marks:
         return None, f"{mark_path(path)}: no good slot ({'; '.join(bad) or 'empty'})"
-    why = f"{mark_path(path)}: {'; '.join(bad)}: the last acknowledged record cannot be told" if bad else ""
+    why = f"{mark_path(path)}: {'; '.join(bad)} (the other slot is used)" if bad else ""
     return max(marks, key=lambda m: m.seq), why
 
 
@@ -98,17 +100,23 @@ class MarkWriter:
         self.path = mark_path(path)
         self.last = last
         self._fd: int | None = None
+        self._dirty = False
 
     def write(self, n: int, next_id: int) -> None:
-        """Durable on return (OSError otherwise)."""
+        """In the page cache on return (OSError otherwise): :meth:`sync` makes it durable."""
         seq = self.last.seq + 1 if self.last is not None else 1
         mark = Mark(seq, n, next_id)
         if self._fd is None:
             self._fd = self._open()
         if os.pwrite(self._fd, mark.encode(), (seq % 2) * SLOT) != SLOT:
             raise OSError(f"{self.path}: short write")
-        os.fdatasync(self._fd)
         self.last = mark
+        self._dirty = True
+
+    def sync(self) -> None:
+        if self._dirty and self._fd is not None:
+            self._dirty = False
+            os.fdatasync(self._fd)
 
     def _open(self) -> int:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -3,8 +3,8 @@
 Why one thread: every API call, expiry and install changes the state, and two writers of one
 file are how it tore. Callers hand *records* to :meth:`StateStore.submit`; the writer thread
 appends every record waiting to the journal with one fdatasync (a group commit: 16 concurrent
-calls pay for one flush, not 16), then the mark, and wakes the callers. A record costs its
-frame, not a rewrite of every fault. When the journal has grown past :data:`COMPACT_RECORDS`
+calls pay for one flush, not 16), writes the mark (``state_mark``), wakes the callers, and then
+flushes the mark. A record costs its frame, not a rewrite of every fault. When the journal has grown past :data:`COMPACT_RECORDS`
 (and past twice the faults), or past :data:`COMPACT_FACTOR` times the snapshot's size, the
 writer folds it into a new snapshot; a write the disk refuses for want of space tries that
 first (on a small disk the journal is what filled it).
@@ -156,9 +156,17 @@ class StateStore:
                 batch = self._kept + fresh
                 self._kept = []
             self._write(batch, fresh)
+            self._sync_mark()
         kept, self._kept = self._kept, []
         if kept:  # one last try for what nobody waits for
             self._write(kept, [])
+
+    def _sync_mark(self) -> None:
+        """The mark of the write just answered, made durable (see ``state_mark``)."""
+        try:
+            self._marks.sync()
+        except OSError as exc:
+            log.warning("state file %s: the mark could not be flushed: %s", self.path, exc)
 
     def _write(self, batch: list[_Pending], fresh: list[_Pending]) -> None:
         try:
@@ -235,6 +243,7 @@ class StateStore:
             self._fd = None
         self._open_journal(0)
         self._marks.write(self._n, self.state.next_id)
+        self._marks.sync()
         self._since_compaction = 0
         self.compactions += 1
 

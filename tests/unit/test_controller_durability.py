@@ -381,3 +381,19 @@ def test_an_odd_but_well_formed_file_is_damage_not_a_crash(
         for r in readers.values():
             r.close()
     assert number(ctl.stub.InjectFault(pb.InjectFaultRequest(spec=SPECS[1]), timeout=10).id) >= 5
+
+
+def test_killed_while_its_disk_fills_and_drains_it_keeps_every_acknowledged_change(tmp_path: Path) -> None:
+    """The issue's loop, short: 3 rounds of 6 callers injecting and clearing while the disk
+    fills and drains every 50-300 ms, each ended by kill -9 (``python -m
+    bench.bench_controller_durability`` runs it long, on a real tmpfs)."""
+    from bench.bench_controller_durability import Lab, LimitDisk, kill_loop
+
+    lab = Lab(tmp_path, LimitDisk(tmp_path / "state"), prefix="kl")
+    try:
+        tally = kill_loop(lab, rounds=3)["tally"]
+    finally:
+        lab.close()
+    assert tally["injects"] > 30 and tally["clears"] > 10 and tally["refused"] > 0, tally
+    wrong = ("lost", "back", "reused", "unexplained", "tables", "not_reconciled", "other_errors")
+    assert {k: tally[k] for k in wrong} == dict.fromkeys(wrong, 0), tally
