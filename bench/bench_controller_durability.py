@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import json
 import os
 import random
 import resource
@@ -47,7 +46,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from bench.bench_controller_faults import OPTIONS, SWITCHES
+from bench.bench_controller_faults import OPTIONS, SWITCHES, write_doc
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from mrc_fabric.topology import Topology, build_clos
@@ -445,17 +444,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label}:", flush=True)
         runs[label] = run(args.disk, args.rounds, source, args.seed)
         print(f"  tally: {runs[label]['tally']}", flush=True)
-    doc = {
-        "benchmark": "controller kill -9 loop with a filling disk",
-        "args": {k: str(v) for k, v in vars(args).items()},
-        "cpus": os.cpu_count(),
-        "load": os.getloadavg(),
-        "runs": runs,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "controller_durability.json").write_text(json.dumps(doc, indent=1))
-    print(f"wrote {args.out / 'controller_durability.json'}")
+    path = args.out / "controller_durability.json"
+    write_doc(path, "controller kill -9 loop with a filling disk", args, runs)
+    print(f"wrote {path}")
     return 0
 
 

@@ -4,10 +4,10 @@ Why one thread: every API call, expiry and install changes the state, and two wr
 file are how it tore. Callers hand *records* to :meth:`StateStore.submit`; the writer thread
 appends every record waiting to the journal with one fdatasync (a group commit: 16 concurrent
 calls pay for one flush, not 16), writes the mark (``state_mark``), wakes the callers, and then
-flushes the mark. A record costs its frame, not a rewrite of every fault. When the journal has grown past :data:`COMPACT_RECORDS`
-(and past twice the faults), or past :data:`COMPACT_FACTOR` times the snapshot's size, the
-writer folds it into a new snapshot; a write the disk refuses for want of space tries that
-first (on a small disk the journal is what filled it).
+flushes the mark. A record costs its frame, not a rewrite of every fault. When the journal has
+grown past :data:`COMPACT_RECORDS` (and past twice the faults), or past :data:`COMPACT_FACTOR`
+times the snapshot's size, the writer folds it into a new snapshot; a write the disk refuses
+for want of space tries that first (on a small disk the journal is what filled it).
 
 Durable or refused: a caller that waits (:meth:`commit`) learns its record is on disk, or gets
 :class:`StateUnavailable` naming the file and why -- and then the record is *not* on disk: a

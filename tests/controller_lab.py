@@ -7,12 +7,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from finsy.proto import p4r_grpc
@@ -102,6 +102,9 @@ def served_clos(directory: Path, prefix: str) -> Iterator[Topology]:
     finally:
         for sw in switches.values():
             sw.stop()
+
+
+T = TypeVar("T")
 
 
 # -- mrc-controller as a process (kill -9, restarts, a disk that fills) -----------------------------
@@ -204,11 +207,23 @@ def fault_readers(topo: Topology) -> dict[str, Any]:
     return {sw.name: P4RuntimeTestClient(sw.p4rt_address, sw.device_id, 0) for sw in topo.switches}
 
 
-def settled_tables(readers: dict[str, Any], want: dict[str, set[Any]]) -> dict[str, set[Any]]:
-    """The switches' fault tables once they equal ``want`` (or the deadline)."""
+def settled(read: Callable[[], T], want: T) -> T:
+    """What ``read`` gives once it equals ``want`` (or the deadline): the switches' tables while
+    a controller reconciles them."""
     deadline = time.monotonic() + DEADLINE_S
-    got = switch_fault_tables(readers)
+    got = read()
     while got != want and time.monotonic() < deadline:
         time.sleep(0.05)
-        got = switch_fault_tables(readers)
+        got = read()
     return got
+
+
+def tables_settle_on(topo: Topology, faults: dict[str, Any]) -> bool:
+    """The switches' fault tables come to be exactly what ``faults`` (ListFaults' answer) write."""
+    readers = fault_readers(topo)
+    try:
+        want = expected_tables(topo, faults)
+        return settled(lambda: switch_fault_tables(readers), want) == want
+    finally:
+        for r in readers.values():
+            r.close()

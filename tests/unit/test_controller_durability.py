@@ -31,8 +31,8 @@ from controller_lab import (
     expected_tables,
     fault_readers,
     served_clos,
-    settled_tables,
     switch_fault_tables,
+    tables_settle_on,
 )
 
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
@@ -115,13 +115,7 @@ def restarted_faithfully(ctl: ControllerProcess, topo: Topology, ledger: Ledger)
     got = ctl.faults()
     assert sorted(got, key=number) == sorted(ledger.live, key=number)
     ctl.wait_reconciled()
-    readers = fault_readers(topo)
-    try:
-        want = expected_tables(topo, got)
-        assert settled_tables(readers, want) == want
-    finally:
-        for r in readers.values():
-            r.close()
+    assert tables_settle_on(topo, got)
     fresh = ledger.inject(ctl, SPECS[0])
     assert number(fresh) > max(map(number, ledger.ids - {fresh})), (
         fresh,
@@ -294,12 +288,7 @@ def test_a_flipped_bit_in_the_snapshot_is_caught_and_its_copy_used(
     assert {f.id: f.spec.target for f in got.values()} == want
     assert {round(f.spec.probability, 6) for f in got.values()} == {0.0, 0.01}
     ctl.wait_reconciled()
-    readers = fault_readers(topo)
-    try:
-        assert settled_tables(readers, expected_tables(topo, got)) == expected_tables(topo, got)
-    finally:
-        for r in readers.values():
-            r.close()
+    assert tables_settle_on(topo, got)
     assert (run / "controller-state.json.unreadable").read_bytes() == bad
 
 
@@ -374,12 +363,7 @@ def test_an_odd_but_well_formed_file_is_damage_not_a_crash(
     got = ctl.faults()
     assert list(got) == ["f4"] and got["f4"].spec.target == GOOD_SPEC["target"]
     ctl.wait_reconciled()
-    readers = fault_readers(topo)
-    try:
-        assert settled_tables(readers, expected_tables(topo, got)) == expected_tables(topo, got)
-    finally:
-        for r in readers.values():
-            r.close()
+    assert tables_settle_on(topo, got)
     assert number(ctl.stub.InjectFault(pb.InjectFaultRequest(spec=SPECS[1]), timeout=10).id) >= 5
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from controller_lab import served_clos
+from controller_lab import settled as settled_on
 
 from controller.compiler import compile_routes
 from controller.core import ControllerCore
@@ -54,12 +55,7 @@ def tables(core: ControllerCore) -> dict[str, set[TableEntry]]:
 
 def settled(core: ControllerCore, want: dict[str, set[TableEntry]]) -> dict[str, set[TableEntry]]:
     """The switches' tables once the new controller has reconciled every one (or the deadline)."""
-    deadline = time.monotonic() + DEADLINE_S
-    got = tables(core)
-    while got != want and time.monotonic() < deadline:
-        time.sleep(0.05)
-        got = tables(core)
-    return got
+    return settled_on(lambda: tables(core), want)
 
 
 def persisted_fault_ids(core: ControllerCore, state: Path, want: set[str]) -> set[str]:
