@@ -92,10 +92,12 @@ class FaultKeeper:
             self._recording += 1
         try:
             self.state.commit(fault_record(saved_fault(fault)))  # refused: nothing was changed
-        finally:
+        except BaseException:
             with self._lock:
                 self._recording -= 1
+            raise
         with self._lock:
+            self._recording -= 1
             self._table.add(fault)
         try:
             self.switches.sync(switches)

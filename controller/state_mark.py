@@ -9,13 +9,13 @@ journal write and before any caller is answered:
   some: said as damage, never silently;
 - ``next_id``: above every id handed out, whatever becomes of the journal and the snapshot.
 
-The mark is written into the page cache before the answer (a killed controller leaves it
-whole) and made durable by the writer right after (a second flush in the caller's wait would
-double every change's cost); after a power cut it may be one write behind, which only makes its
-bounds weaker, never wrong. Two fixed slots (each a checksummed frame, 128 bytes) written in
-turn and in place -- no new block is needed, so a full disk cannot refuse it once the file
-exists -- and read back as the good slot with the highest sequence number: a torn or damaged
-slot leaves the other.
+The mark is written into the page cache before the answer (a killed controller leaves it whole)
+and made durable when the writer is idle, at least every 0.2 s (a second flush in each caller's
+wait would double every change's cost); after a power cut it may be a little behind, which only
+makes its bounds weaker, never wrong. Two fixed slots (each a checksummed frame, 128 bytes)
+written in turn and in place -- no new block is needed, so a full disk cannot refuse it once the
+file exists -- and read back as the good slot with the highest sequence number: a torn or
+damaged slot leaves the other.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 Why one thread: every API call, expiry and install changes the state, and two writers of one
 file are how it tore. Callers hand *records* to :meth:`StateStore.submit`; the writer thread
 appends every record waiting to the journal with one fdatasync (a group commit: 16 concurrent
-calls pay for one flush, not 16), writes the mark (``state_mark``), wakes the callers, and then
-flushes the mark. A record costs its frame, not a rewrite of every fault. When the journal has
-grown past :data:`COMPACT_RECORDS` (and past twice the faults), or past :data:`COMPACT_FACTOR`
-times the snapshot's size, the writer folds it into a new snapshot; a write the disk refuses
-for want of space tries that first (on a small disk the journal is what filled it).
+calls pay for one flush, not 16), writes the mark (``state_mark``) and wakes the callers; the
+mark is flushed when the writer is idle. A record costs its frame, not a rewrite of every fault.
+When the journal has grown past :data:`COMPACT_RECORDS` (and past twice the faults), or past
+:data:`COMPACT_FACTOR` times the snapshot's size, the writer folds it into a new snapshot; a
+write the disk refuses for want of space tries that first (on a small disk the journal is what
+filled it).
 
 Durable or refused: a caller that waits (:meth:`commit`) learns its record is on disk, or gets
 :class:`StateUnavailable` naming the file and why -- and then the record is *not* on disk: a
@@ -25,7 +26,7 @@ import errno
 import logging
 import os
 import threading
-from collections import deque
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,8 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 WAIT_TIMEOUT_S = 30.0  # a caller waits at most this long for its record to be durable
 RETRY_S = 1.0  # records nobody waits for are tried again this often while the disk refuses
 MAX_KEPT_RECORDS = 100_000  # of those, at most this many are held
+MARK_SYNC_S = 0.2  # the mark's flush waits for an idle writer at most this long
+PENDING = object()
 
 
 class StateUnavailable(OSError):
@@ -75,13 +78,14 @@ class StateStore:
         self._kept: list[_Pending] = []  # records nobody waits for whose write failed
         self._submitted = 0  # tickets handed out ...
         self._done = 0  # ... and how many of them are written or failed
-        self._failures: deque[tuple[int, int, StateUnavailable]] = deque(maxlen=64)
+        self._results: dict[int, object] = {}  # a waited-for ticket: PENDING, None (written) or why not
         self._stopped = False
         self._fd: int | None = None
         self._offset = 0  # the journal's acknowledged length: every write starts here
         self._cut = False  # a failed write may have left bytes past _offset
         self._since_compaction = 0
         self._snapshot_bytes = 0  # the size of the last snapshot written
+        self._mark_synced = 0.0
         self._marks = MarkWriter(path, found.mark)
         self.error = ""  # why the last write failed ("" once one has succeeded since)
         self.writes = 0  # journal flushes (each carries every record that waited)
@@ -107,19 +111,33 @@ class StateStore:
         with self._cond:
             self._submitted += 1
             self._queue.append(_Pending(record, self._submitted, kept))
+            if not kept:
+                self._results[self._submitted] = PENDING
             self._cond.notify_all()
             return self._submitted
 
     def wait(self, ticket: int) -> None:
-        """Return once record ``ticket`` is on disk; StateUnavailable if it is not (refused)."""
+        """Return once record ``ticket`` is on disk; StateUnavailable if it is not (refused).
+        A record still queued after WAIT_TIMEOUT_S (the writer is stuck on an earlier write) is
+        taken back and refused; one being written is waited for, so a refusal is never undone
+        by a write that lands later."""
+
+        def settled() -> bool:
+            return self._results.get(ticket) is not PENDING or self._stopped
+
         with self._cond:
-            if not self._cond.wait_for(lambda: self._done >= ticket or self._stopped, WAIT_TIMEOUT_S):
-                raise self._unavailable(f"not written within {WAIT_TIMEOUT_S:g} s")
-            if self._done < ticket:
-                raise self._unavailable("the controller is stopping")
-            for lo, hi, exc in self._failures:
-                if lo <= ticket <= hi:
-                    raise exc
+            if not self._cond.wait_for(settled, WAIT_TIMEOUT_S):
+                queued = [p for p in self._queue if p.ticket == ticket]
+                if queued:
+                    self._queue.remove(queued[0])
+                    self._results.pop(ticket, None)
+                    raise self._unavailable(f"not written within {WAIT_TIMEOUT_S:g} s")
+                self._cond.wait_for(settled)
+            result = self._results.pop(ticket, None)
+        if result is PENDING:
+            raise self._unavailable("the controller is stopping")
+        if isinstance(result, StateUnavailable):
+            raise result
 
     def commit(self, record: dict[str, Any]) -> None:
         """Durable on return, or StateUnavailable (and then it is on no disk)."""
@@ -156,13 +174,18 @@ class StateStore:
                 batch = self._kept + fresh
                 self._kept = []
             self._write(batch, fresh)
-            self._sync_mark()
+            with self._cond:
+                idle = not self._queue
+            if idle or time.monotonic() - self._mark_synced > MARK_SYNC_S:
+                self._sync_mark()
         kept, self._kept = self._kept, []
         if kept:  # one last try for what nobody waits for
             self._write(kept, [])
 
     def _sync_mark(self) -> None:
-        """The mark of the write just answered, made durable (see ``state_mark``)."""
+        """The marks written so far, made durable (see ``state_mark``): when the writer is idle,
+        and at least every MARK_SYNC_S under load (a flush per batch would halve the batches)."""
+        self._mark_synced = time.monotonic()
         try:
             self._marks.sync()
         except OSError as exc:
@@ -177,12 +200,18 @@ class StateStore:
             kept = [p for p in batch if p.kept][:MAX_KEPT_RECORDS]
             with self._cond:
                 self._kept = kept + self._kept
-                if fresh:
-                    self._failures.append((fresh[0].ticket, fresh[-1].ticket, failure))
+                self._settle(fresh, failure)
         with self._cond:
+            self._settle(fresh, None)
             if fresh:
                 self._done = fresh[-1].ticket
             self._cond.notify_all()
+
+    def _settle(self, fresh: list[_Pending], result: StateUnavailable | None) -> None:
+        """Tell the waiters of ``fresh`` (those still waiting) how their records fared."""
+        for p in fresh:
+            if self._results.get(p.ticket) is PENDING:
+                self._results[p.ticket] = result
 
     def _append(self, batch: list[_Pending]) -> None:
         if self._fd is None:

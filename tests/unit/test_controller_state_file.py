@@ -35,7 +35,7 @@ from controller.state_file import (
     save_state,
 )
 from controller.state_records import clear_record, fault_record, routes_record
-from controller.state_store import StateStore
+from controller.state_store import StateStore, StateUnavailable
 
 
 def fault(n: int) -> SavedFault:
@@ -164,13 +164,14 @@ def test_a_writer_killed_at_random_points_leaves_every_acknowledged_change(tmp_p
         )
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-            time.sleep(0.2 + rng.random() * 0.5)
+            first = [proc.stdout.readline() for _ in range(10)]  # it runs (however slow the disk)
+            time.sleep(rng.random() * 0.5)
         finally:
             proc.kill()
         out, _ = proc.communicate()
         # (a line the kill cut short is a change in flight: its thread's one)
-        acked = [line.split() for line in out.splitlines(keepends=True) if line.endswith("\n")]
-        assert len(acked) > 10, "the writer hardly ran"
+        acked = [line.split() for line in (*first, *out.splitlines(keepends=True)) if line.endswith("\n")]
+        assert len(acked) >= 10, "the writer hardly ran"
         for op, n in acked:
             (expected.add if op == "fault" else expected.discard)(int(n))
         got = recover_state(path)
@@ -471,3 +472,36 @@ def test_a_full_disk_refuses_records_and_writing_resumes_on_a_clean_boundary(tmp
     want = acked | set(range(1, 61))
     assert got.lost == [] and ids == want, sorted(ids ^ want)
     assert not ids & refused
+
+
+def test_a_record_the_stuck_writer_never_took_is_refused_and_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk hangs in the middle of a write: a caller whose record is still queued when its
+    wait runs out is refused, and that record is taken back (a refusal later undone by the
+    write landing would bring a refused change back at the next start)."""
+    import controller.state_store as store_module
+
+    path = tmp_path / "controller-state.json"
+    store = new_store(path)
+    stuck, release = threading.Event(), threading.Event()
+    real = os.fdatasync
+
+    def hanging(fd: int) -> None:
+        stuck.set()
+        release.wait(30)
+        real(fd)
+
+    monkeypatch.setattr(store_module, "WAIT_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(store_module.os, "fdatasync", hanging)
+    first = threading.Thread(target=store.commit, args=(fault_record(fault(1)),))
+    first.start()
+    assert stuck.wait(10)
+    with pytest.raises(StateUnavailable, match="not written within"):
+        store.commit(fault_record(fault(2)))
+    monkeypatch.setattr(store_module.os, "fdatasync", real)
+    release.set()
+    first.join(10)
+    store.commit(fault_record(fault(3)))
+    store.stop()
+    assert [f.id for f in load_state(path).faults] == ["f1", "f3"]
