@@ -6,11 +6,13 @@ modules had drifted before (a shared temporary name tore the file under concurre
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
 
 MAX_KEPT = 99  # copies of damaged files kept beside the state (never overwritten)
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a write refused for want of room
 
 
 def fsync_dir(directory: Path) -> None:

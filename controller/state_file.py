@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.atomic_files import keep_aside, write_atomic
+from controller.atomic_files import NO_SPACE, keep_aside, write_atomic
 from controller.state_frames import Damage, frame, scan
 from controller.state_mark import MARK, Mark, mark_path, read_mark
 from controller.state_records import (
@@ -89,12 +89,28 @@ def journal_entry(record: dict[str, Any], n: int) -> bytes:
 def save_state(path: Path, state: ControllerState) -> int:
     """A snapshot of ``state``, its copy, and an empty journal after it (the snapshot's size).
     Any step may fail and leave the files consistent: the journal still holds every record
-    past the older copy."""
+    past the older copy. On a disk too full for a new file beside the old one, the old one goes
+    first -- the snapshot only while its copy is readable, the copy once the new snapshot is in
+    place -- so a journal that filled the disk can still be folded away."""
     data = snapshot_bytes(state)
-    write_atomic(path, data)
-    write_atomic(prev_path(path), data)
+    for target, spare in ((path, prev_path(path)), (prev_path(path), path)):
+        try:
+            write_atomic(target, data)
+        except OSError as exc:
+            if exc.errno not in NO_SPACE or not target.exists() or not _readable(spare):
+                raise
+            target.unlink()
+            write_atomic(target, data)
     write_atomic(journal_path(path), b"")
     return len(data)
+
+
+def _readable(snapshot: Path) -> bool:
+    try:
+        read_snapshot(snapshot)
+    except (StateFileError, OSError):
+        return False
+    return True
 
 
 # -- reading ------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.atomic_files import NO_SPACE
 from controller.state_file import Recovered, journal_entry, journal_path, save_state
 from controller.state_mark import MarkWriter
 from controller.state_records import ControllerState, record_ids
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 COMPACT_RECORDS = 4096  # journal records before a compaction is considered (and > 2 x faults)
 COMPACT_FACTOR = 4  # ... or journal bytes past this many snapshots' (plus COMPACT_SLACK)
 COMPACT_SLACK = 16 << 10
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+ROOM_SLACK = 4096  # beyond the journal's size, kept free so that it can always be folded
 WAIT_TIMEOUT_S = 30.0  # a caller waits at most this long for its record to be durable
 RETRY_S = 1.0  # records nobody waits for are tried again this often while the disk refuses
 MAX_KEPT_RECORDS = 100_000  # of those, at most this many are held
@@ -84,8 +85,9 @@ class StateStore:
         self._offset = 0  # the journal's acknowledged length: every write starts here
         self._cut = False  # a failed write may have left bytes past _offset
         self._since_compaction = 0
-        self._snapshot_bytes = 0  # the size of the last snapshot written
+        self._snapshot_bytes = _size(path)  # the size of the last snapshot written
         self._mark_synced = 0.0
+        self._retry_compaction = 0.0  # (after a failed one, the next is tried no sooner)
         self._marks = MarkWriter(path, found.mark)
         self.error = ""  # why the last write failed ("" once one has succeeded since)
         self.writes = 0  # journal flushes (each carries every record that waited)
@@ -219,7 +221,7 @@ class StateStore:
         try:
             self._write_batch(batch)
         except OSError as exc:
-            if exc.errno not in NO_SPACE or not self._since_compaction:
+            if exc.errno not in NO_SPACE or not self._offset:
                 raise
             try:  # the journal may be what filled the disk: fold it away, then try again
                 self._compact()
@@ -228,10 +230,12 @@ class StateStore:
             self._write_batch(batch)
         self._since_compaction += len(batch)
         too_long = self._offset > COMPACT_FACTOR * self._snapshot_bytes + COMPACT_SLACK
-        if too_long or self._since_compaction > max(COMPACT_RECORDS, 2 * len(self.state.faults)):
+        too_many = self._since_compaction > max(COMPACT_RECORDS, 2 * len(self.state.faults))
+        if (too_long or too_many or self._short_of_space()) and time.monotonic() > self._retry_compaction:
             try:
                 self._compact()
-            except OSError as exc:  # the journal goes on; tried again after the next write
+            except OSError as exc:  # the journal goes on; tried again a second later
+                self._retry_compaction = time.monotonic() + RETRY_S
                 log.warning("state file %s: compaction failed (the journal goes on): %s", self.path, exc)
 
     def _write_batch(self, batch: list[_Pending]) -> None:
@@ -242,6 +246,7 @@ class StateStore:
             self._cut = False
         data = b"".join(journal_entry(p.record, self._n + 1 + i) for i, p in enumerate(batch))
         next_id = max([self.state.next_id, *(i + 1 for p in batch for i in record_ids(p.record))])
+        self._keep_room(len(data))
         try:
             written = 0
             while written < len(data):
@@ -262,6 +267,30 @@ class StateStore:
             self.state.apply(p.record)
         self.state.upto = self._n
         self.writes += 1
+
+    def _keep_room(self, size: int) -> None:
+        """ENOSPC unless, after ``size`` more bytes, the disk still has room to fold the journal
+        away (a journal that took the last byte could never be folded: every change refused for
+        good, though the state itself fits)."""
+        if not self._offset:
+            return
+        try:
+            st = os.statvfs(self.path.parent)
+        except OSError:
+            return
+        free, need = st.f_bavail * st.f_frsize, self._offset + 2 * size + ROOM_SLACK
+        if free < need:
+            raise OSError(errno.ENOSPC, f"{free} B free, {need} B kept to fold the journal")
+
+    def _short_of_space(self) -> bool:
+        """Little room left and a journal worth folding: fold it while a new snapshot still fits."""
+        if self._offset < COMPACT_SLACK // 4:
+            return False
+        try:
+            st = os.statvfs(self.path.parent)
+        except OSError:
+            return False
+        return st.f_bavail * st.f_frsize < 2 * self._snapshot_bytes + COMPACT_SLACK
 
     def _compact(self) -> None:
         """A new snapshot of the state (and its copy), then an empty journal after it. A failure
@@ -307,6 +336,13 @@ class StateStore:
         return StateUnavailable(
             code or errno.EIO, f"state file {self.path}: {why}{free_space(self.path)}: change not made"
         )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def free_space(path: Path) -> str:
