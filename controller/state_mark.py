@@ -113,6 +113,10 @@ class MarkWriter:
         self.last = mark
         self._dirty = True
 
+    @property
+    def dirty(self) -> bool:
+        return self._dirty
+
     def sync(self) -> None:
         if self._dirty and self._fd is not None:
             self._dirty = False

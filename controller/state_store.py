@@ -46,7 +46,8 @@ ROOM_SLACK = 4096  # beyond the journal's size, kept free so that it can always 
 WAIT_TIMEOUT_S = 30.0  # a caller waits at most this long for its record to be durable
 RETRY_S = 1.0  # records nobody waits for are tried again this often while the disk refuses
 MAX_KEPT_RECORDS = 100_000  # of those, at most this many are held
-MARK_SYNC_S = 0.2  # the mark's flush waits for an idle writer at most this long
+MARK_IDLE_S = 0.05  # the mark is flushed once the writer has had nothing to do this long ...
+MARK_SYNC_S = 0.2  # ... or, under a steady load, this long after its last flush
 PENDING = object()
 
 
@@ -166,27 +167,27 @@ class StateStore:
     def _run(self) -> None:
         while True:
             with self._cond:
-                retry = RETRY_S if self._kept else None
-                self._cond.wait_for(lambda: bool(self._queue) or self._stopped, retry)
+                timeout = MARK_IDLE_S if self._marks.dirty else RETRY_S if self._kept else None
+                self._cond.wait_for(lambda: bool(self._queue) or self._stopped, timeout)
                 if self._stopped and not self._queue:
                     break
-                if not self._queue and not self._kept:
-                    continue
                 fresh, self._queue = self._queue, []
-                batch = self._kept + fresh
-                self._kept = []
-            self._write(batch, fresh)
-            with self._cond:
-                idle = not self._queue
-            if idle or time.monotonic() - self._mark_synced > MARK_SYNC_S:
+                batch: list[_Pending] = []
+                if fresh or not self._marks.dirty:  # (idle with a dirty mark: flush it first)
+                    batch, self._kept = self._kept + fresh, []
+            if not batch or time.monotonic() - self._mark_synced > MARK_SYNC_S:
                 self._sync_mark()
+            if batch:
+                self._write(batch, fresh)
+        self._sync_mark()
         kept, self._kept = self._kept, []
         if kept:  # one last try for what nobody waits for
             self._write(kept, [])
 
     def _sync_mark(self) -> None:
         """The marks written so far, made durable (see ``state_mark``): when the writer is idle,
-        and at least every MARK_SYNC_S under load (a flush per batch would halve the batches)."""
+        and at least every MARK_SYNC_S under load (a flush per batch would double the wait of
+        every call that follows another)."""
         self._mark_synced = time.monotonic()
         try:
             self._marks.sync()
