@@ -217,6 +217,7 @@ class Lab:
     def tables_match(self, faults: dict[str, pb.Fault]) -> bool:
         """The switches' fault tables are what ``faults`` write (read back, settling for a while)."""
         from controller.faults import fault_entries, resolve
+        from mrc_fabric.fault_tables import FAULT_TABLES
         from mrc_fabric.p4info import default_index
         from mrc_p4rt.codec import decode_entry
 
@@ -225,7 +226,7 @@ class Lab:
         deadline = time.monotonic() + 10
         while True:
             got = {
-                n: {decode_entry(index, e) for t in ("port_fault", "ingress_fault") for e in r.read_table(t)}
+                n: {decode_entry(index, e) for t in FAULT_TABLES for e in r.read_table(t)}
                 for n, r in self.readers.items()
             }
             if all(got[n] == set(want.get(n, [])) for n in got):

@@ -15,7 +15,7 @@ At a cap, a client's new connection takes the place of its own oldest *idle* one
 progress: ``server.py``'s middleware says when one is); only when every one of them is busy is
 the new one closed at once. The view's owner is never turned away: with all of its connections
 busy, its oldest gives way. Why: a browser keeps idle keep-alive connections, and 32 of the
-owner's own once locked it out of its view until they timed out (issue 64).
+owner's own could otherwise lock it out of its view until they timed out.
 """
 
 from __future__ import annotations
