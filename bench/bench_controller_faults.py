@@ -39,6 +39,7 @@ import grpc
 
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+from mrc_fabric.fault_tables import FAULT_TABLES
 from mrc_fabric.topology import build_clos
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -121,7 +122,7 @@ class Lab:
 
     def fault_ports(self, switch: str) -> int:
         r = self.readers[switch]
-        return len(r.read_table("port_fault")) + len(r.read_table("ingress_fault"))
+        return sum(len(r.read_table(table)) for table in FAULT_TABLES)
 
 
 def inject(lab: Lab, n: int, clients: int, budget_s: float) -> dict[str, Any]:
@@ -278,6 +279,22 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def write_doc(path: Path, benchmark: str, args: argparse.Namespace, runs: dict[str, Any]) -> dict[str, Any]:
+    """The runs as a JSON document at ``path``, with the arguments, the machine and the time."""
+    doc_args: dict[str, Any] = {k: v if isinstance(v, int) else str(v) for k, v in vars(args).items()}
+    doc = {
+        "benchmark": benchmark,
+        "args": doc_args,
+        "cpus": os.cpu_count(),
+        "load": os.getloadavg(),
+        "runs": runs,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench.bench_controller_faults", description=__doc__.split("\n")[0]
@@ -301,18 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         label = "this tree" if source is None else str(source)
         print(f"{label}:", flush=True)
         runs[label] = run(source, args)
-    doc_args: dict[str, Any] = {k: str(v) for k, v in vars(args).items()}
-    doc_args["flaps"], doc_args["faults"] = args.flaps, args.faults
-    doc = {
-        "benchmark": "controller fault API at scale",
-        "args": doc_args,
-        "cpus": os.cpu_count(),
-        "load": os.getloadavg(),
-        "runs": runs,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "controller_faults.json").write_text(json.dumps(doc, indent=1))
+    doc = write_doc(args.out / "controller_faults.json", "controller fault API at scale", args, runs)
     plot(doc, args.out / "controller_faults.png")
     print(f"wrote {args.out / 'controller_faults.json'} and {args.out / 'controller_faults.png'}")
     return 0

@@ -2,37 +2,33 @@
 
 An EV names a path: plane (NIC port) + T1 (T0 uplink) + entropy (only hashed in the
 ECMP baseline). Which EVs a connection has is drawn once (``ev_draw.py``); this module
-keeps the spraying rotation, penalties, retirement and replacement on top of the
-bookkeeping in ``ev_table.py``; ``ev_probe.py`` probes them.
+keeps the spraying rotation, retirement and replacement on top of the bookkeeping in
+``ev_table.py`` and the penalties of ``ev_heat.py``; ``ev_probe.py`` probes them.
 
 States and the events that move between them are in ``ev_state.py`` (one table). A
 retired or denied EV is replaced from the same plane's backups (preferring another T1).
 Loss retires no EV once only ``ev_min_active`` usable EVs are left (OCP's floor): below
-that, loss is more likely everywhere than on one path. Every ECN/trim mark adds one to
-the *heat* of the EV and its path siblings, which halves every ``penalty_halflife_ns``;
-once the heat says the mark is a repeat (``skip_heat``) they sit out a number of
-rotations scaled by the heat and by the set's size (``_turns``). An EV that
+that, loss is more likely everywhere than on one path. An ECN/trim mark heats the EV's
+path, and a repeat makes it sit out turns of the rotation (``ev_heat.py``). An EV that
 fails again soon after probes restored it is flapping: it waits 2**flaps probe
 intervals before it is probed again.
 
 The data rotation picks a plane first -- the up plane with the fewest bytes in flight,
-which is how planes get traffic equally while they are healthy, passing over a plane that
-holds a queue the others do not (``plane_rates.py``: a slower plane is kept as busy as its
-rate allows, no busier) -- and then the next EV of that plane round-robin.
+which is how planes get traffic in proportion to what they deliver (a slow or congested
+plane's packets stay in flight longer) and equally while they are healthy -- and then
+the next EV of that plane round-robin.
 """
 
 from __future__ import annotations
 
-import math
-import random
 from typing import Final
 
 from mrc_fabric.addressing import MAX_INDEX
 from mrc_fabric.ev import T1_SHIFT
 
-from .config import Mode, TransportConfig
 from .ev_draw import PathSpace
-from .ev_shared import NIC_KEY_BASE, SharedEvTable
+from .ev_heat import EvHeat
+from .ev_shared import NIC_KEY_BASE
 from .ev_state import EvEvent, EvState, allowed
 from .ev_table import EvEntry
 
@@ -44,169 +40,65 @@ _PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
 _SKIP: Final = EvState.SKIP
 
 
-class EvSet(SharedEvTable):
-    """The spraying rotation, ECN/trim penalties, retirement, replacement and restoring."""
-
-    def __init__(
-        self, cfg: TransportConfig, paths: PathSpace, rng: random.Random, port_status: int | None = None
-    ) -> None:
-        super().__init__(cfg, paths, rng, port_status)
-        # a penalty's turns per turn of a ``penalty_evs`` set (see ``_turns``), and its cap
-        others = sum(self.quota) - self.planes
-        ref = cfg.penalty_evs - self.planes
-        self._turn_scale = max(1, ref) / max(1, others) if cfg.penalty_evs else 1.0
-        self._max_turns = self._turns(float(cfg.max_skip_rotations))
-        # how much more queue one plane may hold than the least queued (``queued_planes``)
-        self._plane_margin = cfg.cc.base_rtt_ns / 4
-
-    def _turns(self, rotations: float) -> int:
-        """``rotations`` of a set of ``penalty_evs`` EVs in turns of this set's rotation, so
-        that a penalty lasts as many packets (as long at the same rate) whatever the set's
-        size. A turn ends when the plane's rotation passes the sitting-out EV: after its
-        plane's other EVs, so a turn lasts about (EVs - planes) packets of the connection.
-        Counted in turns alone, 4 turns with 16 EVs (2 a plane) lasted about 3 us, a third
-        of an RTT, and a marked EV came back before its queue drained (a second flow pinned
-        to a's path: 0.64 of line rate)."""
-        return math.ceil(rotations * self._turn_scale - 1e-9)
+class EvSet(EvHeat):
+    """The spraying rotation, retirement, replacement and restoring (penalties: ``EvHeat``)."""
 
     # ---- rotation ---------------------------------------------------------------------
-    def next_data_ev(
-        self,
-        exclude: int | None = None,
-        now_ns: int = -1,
-        tail: bool = False,
-        scouting: bool = True,
-    ) -> int | None:
+    def next_data_ev(self, exclude: int | None = None) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
-        only usable one; the planes queued above the others (``queued_planes``) only when no
-        other plane can take the packet. With no GOOD EV anywhere, the least bad
-        option is an ASSUMED_BAD EV of an up plane (counted by the caller as a last-resort send).
+        only usable one. With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
+        EV of an up plane (counted by the caller as a last-resort send).
         """
         planes = self.planes
         load = self.plane_load
         active = self.active
-        down = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
-        queued = self.queued_planes(down, tail) & ~down if planes > 1 else 0
-        # the queued planes passed over at first, then none
-        stages = (queued, 0) if queued else (0,)
         # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
         # they serve some, so a connection whose every usable EV sits out (one path, or
         # every path marked) sends on the least penalised one instead of stalling.
         for _ in range(self._max_turns + 1):
             served = self._skips_served
-            last = -1
-            for avoid in stages:
-                if avoid == last:
-                    continue
-                last = avoid
-                # the planes tried, counting those down from the start (``plane_up``, once a packet)
-                tried = down | avoid
-                while True:
-                    best = -1
-                    best_load = 0
-                    cursor = self._plane_cursor
-                    for k in range(planes):
-                        plane = (cursor + k) % planes
-                        if tried >> plane & 1 or not active[plane]:
-                            continue
-                        if best < 0 or load[plane] < best_load:
-                            best, best_load = plane, load[plane]
-                    if best < 0:
-                        break
-                    tried |= 1 << best
-                    ev = self._pick_in_plane(best, exclude, now_ns, scouting)
-                    if ev is not None:
-                        self._plane_cursor = (best + 1) % planes
-                        return ev
+            # the planes tried, counting those down from the start (``plane_up``, once a packet)
+            tried = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
+            while True:
+                best = -1
+                best_load = 0
+                cursor = self._plane_cursor
+                for k in range(planes):
+                    plane = (cursor + k) % planes
+                    if tried >> plane & 1 or not active[plane]:
+                        continue
+                    if best < 0 or load[plane] < best_load:
+                        best, best_load = plane, load[plane]
+                if best < 0:
+                    break
+                tried |= 1 << best
+                ev = self._pick_in_plane(best, exclude)
+                if ev is not None:
+                    self._plane_cursor = (best + 1) % planes
+                    return ev
             if self._skips_served == served:
                 break
         if exclude is not None:
-            return self.next_data_ev(None, now_ns, tail, scouting)
-        if scouting and self.scouts:  # (every path left waits for its scout: one goes anyway)
-            return self.next_data_ev(None, now_ns, tail, False)
+            return self.next_data_ev(None)
         return None
 
-    def _scout_out(self, key: int, now_ns: int) -> bool:
-        """Whether path ``key``'s scout is out and not proven; one out longer than the RTO floor
-        (its loss judged without retiring the path, or its SACK lost) lets another go."""
-        sent = self.scouts.get(key, -1)
-        if sent < 0:
-            return False
-        if now_ns >= 0 and now_ns - sent > self.cfg.rto_min_ns:
-            self.scouts[key] = -1
-            return False
-        return True
-
-    def carries_elsewhere(self, plane: int, path: int) -> bool:
-        """Whether ``plane`` has a GOOD path in its rotation besides ``path`` (``ev >> T1_SHIFT``)."""
-        return any(e.state is EvState.GOOD and e.value >> T1_SHIFT != path for e in self.active[plane])
-
-    def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
-        """``e``'s penalty is over in time (``_skip_end``): it and every EV of its path in the
-        rotation whose penalty is over too are GOOD again."""
-        for x in lst:
-            if x.t1 == e.t1 and x.state is _SKIP and 0 < x.skip_until <= now_ns:
-                self._fire(x, EvEvent.PENALTY_SERVED, "skip served")
-
-    def queued_planes(self, down: int, tail: bool = False) -> int:
-        """The up planes (a bit mask) whose queue -- bytes in flight over what the plane
-        delivers, less its shortest round trip (``plane_rates.py``) -- stands more than
-        ``_plane_margin`` above the least queued up plane's: the rotation passes them over
-        while others can take the packet, so a slower plane holds no queue the others do not.
-        At a message's ``tail`` its shortest round trip counts too: its last packets go where
-        they arrive soonest (a plane at 5 Gb/s delivered its last ones 26 us after the rest,
-        and the transfer took longer than with that plane dead)."""
-        load = self.plane_load
-        rates = self.plane_rates
-        least = -1.0
-        q = [-1.0] * self.planes
-        for p in range(self.planes):
-            if down >> p & 1:
-                continue
-            v = rates.queued_ns(p, load[p])
-            if v is None:
-                continue  # (not measured yet: never passed over)
-            if tail:
-                v += rates.base[p]
-            q[p] = v
-            if least < 0 or v < least:
-                least = v
-        if least < 0:
-            return 0
-        bound = least + self._plane_margin
-        mask = 0
-        for p in range(self.planes):
-            if q[p] > bound:
-                mask |= 1 << p
-        return mask
-
-    def _pick_in_plane(
-        self, plane: int, exclude: int | None, now_ns: int = -1, scouting: bool = True
-    ) -> int | None:
+    def _pick_in_plane(self, plane: int, exclude: int | None) -> int | None:
         lst = self._active[plane]  # (built: next_data_ev read self.active)
         n = len(lst)
         start = self._ev_cursor[plane]
-        scouts = self.scouts
         for k in range(n):
             idx = (start + k) % n
             e = lst[idx]
             if e.value == exclude:
                 continue
             if e.state is _SKIP:
-                until = e.skip_until
-                if until <= 0 or now_ns < until:
-                    self._skips_served += 1
-                    e.skips_left -= 1
-                    if e.skips_left > 0:
-                        continue
+                self._skips_served += 1
+                e.skips_left -= 1
+                if e.skips_left <= 0:
                     self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
-                else:  # its time is up: so is its path siblings' (a slow sender passes each rarely)
-                    self._skip_over(lst, e, now_ns)
                 continue
-            if scouting and scouts and self._scout_out(e.value >> T1_SHIFT, now_ns):
-                continue  # its path's scout is out, not proven yet
             self._ev_cursor[plane] = idx + 1
             return e.value
         return None
@@ -250,111 +142,6 @@ class EvSet(SharedEvTable):
         return self.last_resort_ev()
 
     # ---- state changes ----------------------------------------------------------------
-
-    def _penalize(self, ev: int, now_ns: int, event: EvEvent) -> bool:
-        """An ECN echo or a trim NACK on ``ev``: its path heats up; a repeat mark makes ``ev``
-        and the active EVs on its path sit out (``skip_heat``).
-
-        The EVs of one (plane, T1) differ only in entropy bits, which a source-routed fabric
-        ignores: they cross the very same queues, so a mark on one is a mark on all of them.
-        Penalising the echoed EV alone moved 1/16 to 1/32 of a congested path's traffic per
-        echo (the live E9 run kept the queue growing until the gap rule took the delayed
-        packets for lost and retired the path). In ECMP mode the switches hash the entropy
-        bits, so there the siblings are other paths and every mark skips ``ev`` alone.
-        """
-        e = self.entry(ev)
-        if e is None or not allowed(e.state, event) or not e.member:
-            return False
-        group = [e]
-        if self.cfg.mode is not Mode.ECMP:
-            group += [s for s in self.active[e.plane] if s.t1 == e.t1 and s is not e and s.member]
-        threshold = self.cfg.skip_heat if self.cfg.mode is not Mode.ECMP else 0.0
-        why = f"{event.value} on {e.value:08x}, same path"
-        for x in group:
-            if allowed(x.state, event):
-                x.heat = self.heat(x.value, now_ns) + 1.0
-                x.heat_ns = now_ns
-                if x.heat >= threshold:
-                    turns = min(self._turns(self.cfg.skip_rotations * x.heat), self._max_turns)
-                    x.skips_left = max(x.skips_left, turns)
-                    x.skip_until = max(x.skip_until, self._skip_end(x.heat, now_ns))
-                    self._fire(x, event, event.value if x is e else why)
-        return True
-
-    def _skip_end(self, heat: float, now_ns: int) -> int:
-        """When a penalty of ``heat`` ends whatever the turns served: after as long as its
-        turns last a sender at line rate (a turn of ``penalty_evs`` EVs, about a base RTT), at
-        most ``skip_rotations`` base RTTs -- a queue drains within a round trip or two of its
-        senders backing off, and a hotter path is penalised by more turns, not for longer.
-        Counted in turns alone, an incast's flows (an eighth of the rate each, their paths hot
-        from the marks of its first round trips) sat out their penalties for hundreds of round
-        trips, and a link that healed took twice its siblings' share for 20 RTT."""
-        rotations = min(self.cfg.skip_rotations * heat, float(self.cfg.skip_rotations))
-        return now_ns + max(1, int(rotations * self.cfg.cc.base_rtt_ns))
-
-    def ecn_echo(self, ev: int, now_ns: int) -> bool:
-        """A SACK echoed CE for a packet sent on ``ev``: it sits out a few rotations."""
-        return self._penalize(ev, now_ns, EvEvent.ECN_ECHO)
-
-    def trimmed(self, ev: int, now_ns: int) -> bool:
-        """A packet sent on ``ev`` was trimmed in the fabric: the same penalty as ECN."""
-        return self._penalize(ev, now_ns, EvEvent.TRIM_NACK)
-
-    def heat(self, ev: int, now_ns: int) -> float:
-        """``ev``'s ECN/trim heat decayed to ``now_ns`` (0.0 for an EV not in the set)."""
-        e = self.entry(ev)
-        if e is None or not e.heat:
-            return 0.0
-        decay: float = 0.5 ** (max(0, now_ns - e.heat_ns) / max(self.cfg.penalty_halflife_ns, 1))
-        return e.heat * decay
-
-    def is_hot(self, ev: int, at_ns: int) -> bool:
-        """Whether ``ev``'s path had signalled congestion recently enough at ``at_ns`` (or has
-        since) that a packet missing on it is more likely still queued, or trimmed with its
-        NACK on the way, than lost to a failure (``hot_path_heat``; never in ECMP mode, where
-        the EV names no one path). Only for two half-lives after its last mark: the heat of
-        a burst of marks (an incast's first round trips) kept a path "hot" for hundreds of
-        round trips, and a path that failed there was taken for a queue all that time."""
-        threshold = self.cfg.hot_path_heat
-        if threshold <= 0 or self.cfg.mode is Mode.ECMP:
-            return False
-        e = self.entry(ev)
-        if e is None or at_ns - e.heat_ns > 2 * self.cfg.penalty_halflife_ns:
-            return False
-        return self.heat(ev, at_ns) >= threshold
-
-    def hotter_than_most(self, ev: int, at_ns: int) -> bool:
-        """``ev`` is hot (``is_hot``) and most other paths in the rotation are not: a queue of
-        its own, not one that every path ends in (an incast's receiver T0 marks all of them)."""
-        if not self.is_hot(ev, at_ns):
-            return False
-        e = self.entries[ev]
-        paths: dict[tuple[int, int], bool] = {}
-        for plane in self.active:
-            for x in plane:
-                path = (x.plane, x.t1)
-                if path != (e.plane, e.t1) and not paths.get(path, False):
-                    paths[path] = self.is_hot(x.value, at_ns)
-        return 2 * sum(paths.values()) < len(paths)
-
-    def lost_while_hot(self, ev: int, now_ns: int) -> bool:
-        """A loss guess on a hot ``ev``: it and its path siblings sit out the turns their heat
-        already earns, as for a mark, but the heat does not grow -- a path that has failed
-        sends no more marks, cools within a few half-lives, and its next loss retires it."""
-        e = self.entry(ev)
-        event = EvEvent.LOSS_WHILE_HOT
-        if e is None or not allowed(e.state, event) or not e.member:
-            return False
-        why = f"{event.value} on {e.value:08x}, same path"
-        for x in (e, *(sib for sib in self.active[e.plane] if sib.t1 == e.t1 and sib is not e)):
-            if x.member and allowed(x.state, event):
-                heat = self.heat(x.value, now_ns)
-                turns = self._turns(self.cfg.skip_rotations * heat)
-                x.skips_left = max(x.skips_left, min(turns, self._max_turns))
-                x.skip_until = max(x.skip_until, self._skip_end(heat, now_ns))
-                self._fire(x, event, event.value if x is e else why)
-        return True
-
     def retire(
         self,
         ev: int,
@@ -553,9 +340,6 @@ class EvSet(SharedEvTable):
         if e is not None:
             e.in_use = True
             e.sent_ns = now_ns
-            scouts = self.scouts
-            if scouts and scouts.get(ev >> T1_SHIFT, 0) < 0:
-                scouts[ev >> T1_SHIFT] = now_ns  # the scout of a path back from SKIP
             if self.next_liveness_ns is None:
                 self.next_liveness_ns = now_ns + self.cfg.probe_interval_ns
 
@@ -566,9 +350,6 @@ class EvSet(SharedEvTable):
         if e is not None:
             if sent_ns is not None and sent_ns > e.ok_sent_ns:
                 e.ok_sent_ns = sent_ns
-            scouts = self.scouts
-            if scouts and sent_ns is not None and 0 <= scouts.get(ev >> T1_SHIFT, -1) <= sent_ns:
-                del scouts[ev >> T1_SHIFT]  # the path is proven again: its full share
             e.in_use = False
             e.live_probe_id = None
             e.last_ok_ns = now_ns
@@ -582,10 +363,10 @@ class EvSet(SharedEvTable):
         """A probe of the retired ``e`` went unanswered (reported, state unchanged)."""
         self._fire(e, EvEvent.PROBE_TIMEOUT, "probe timeout")
 
-    def restore_path(self, e: EvEntry, now_ns: int, answered: int = 0) -> None:
-        """Enough probes of ``e``'s path came back: it and the retired EVs of its path are GOOD again."""
+    def restore_path(self, e: EvEntry, now_ns: int) -> None:
+        """Enough probes of ``e`` came back: it and the retired EVs of its path are GOOD again."""
         path = (e.plane, e.t1)
-        why = f"{answered or e.probe_successes} probes answered"
+        why = f"{e.probe_successes} probes answered"
         sibling_why = f"{why} on {e.value:08x}, same path"
         for x in [e, *(x for x in self.retired.values() if (x.plane, x.t1) == path and x is not e)]:
             self._fire(x, EvEvent.PROBES_ANSWERED, why if x is e else sibling_why)
