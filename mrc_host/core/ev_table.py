@@ -22,6 +22,7 @@ from .ev_entries import EvEntries, EvEntry
 from .ev_scouts import PathScouts
 from .ev_state import EvEvent, EvState, next_state
 from .path_health import NicPathHealth, PathRecord
+from .plane_rates import PlaneRates
 
 __all__ = ["EvEntry", "EvTable"]
 
@@ -42,6 +43,10 @@ class EvTable(EvEntries):
         self.changes: list[EvStateChanged] = []
         # bytes in flight per plane, kept by the sender's ``SentPackets``: the rotation's plane choice
         self.plane_load: list[int] = [0] * self.planes
+        # and what each delivers, kept by the sender's recovery (``plane_rates.py``)
+        self.plane_rates = PlaneRates(self.planes)
+        # how much more queue one plane may hold than the least queued (``PlaneRates.queued``)
+        self._plane_margin = cfg.cc.base_rtt_ns / 4
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._joins = 0  # EVs (re)joined a rotation so far: ``EvEntry.placed``
