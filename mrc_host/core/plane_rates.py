@@ -8,10 +8,10 @@ planes, one at 25 Gb/s: 0.52 of the capacity, slower than with that plane dead).
 
 So a plane is passed over while its *queue* -- its bytes in flight over what it delivers
 per nanosecond (by Little's law the round trip a packet sent there now would see) less its
-own shortest round trip -- stands more than a margin above the least queued plane's. A
-plane below that bound takes its equal share of bytes, which more than fills a slow plane,
-so it stays busy at its own rate with at most the margin queued; equal planes, queued alike
-(an incast's last hops), are balanced by bytes as before. Subtracting each plane's own
+own shortest round trip -- stands more than a margin (half a base RTT) above the least
+queued plane's. A plane below that bound takes its equal share of bytes, which more than
+fills a slow plane, so it stays busy at its own rate with at most the margin queued; equal
+planes, queued alike (an incast's last hops), are balanced by bytes as before. Subtracting each plane's own
 shortest round trip matters: a plane slower per hop has a longer round trip even empty, and
 judged by round trips alone it would be starved.
 
