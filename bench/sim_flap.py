@@ -32,7 +32,7 @@ from mrc_host.sim.invariants import floor_limit
 from mrc_host.sim.network import FlowSpec, Network
 from mrc_host.sim.traffic import Job, permutation_pairs, point_to_point
 
-from .sim_incast_fault import key_values, spread
+from .sim_incast_fault import key_values, seed_args, seed_range, spread, write_json
 from .sim_transport import link_delay_for_rtt
 
 RTT_US = 21.0
@@ -135,20 +135,17 @@ def seed_row(seed: int, period_ns: int, size: int, link: str, transport: dict[st
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_flap", description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", default="1-10", help="first-last")
+    seed_args(ap)
     ap.add_argument("--period", default="500us", help="down (and up) time of each phase")
     ap.add_argument("--size", default="16MiB", help="bytes per host")
     ap.add_argument("--link", default="p0-t0_0-t1_1")
-    ap.add_argument("--transport", action="append", default=[], help="TransportConfig key=value")
-    ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
-    lo, _, hi = args.seeds.partition("-")
     period = parse_time(args.period, 0)
     units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
     size = next(int(float(args.size[: -len(u)]) * m) for u, m in units.items() if args.size.endswith(u))
     transport = key_values(args.transport)
     rows = []
-    for seed in range(int(lo), int(hi or lo) + 1):
+    for seed in seed_range(args.seeds):
         r = seed_row(seed, period, size, args.link, transport)
         rows.append(r)
         print(
@@ -167,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": len(rows),
     }
     print(json.dumps(summary))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"transport": transport, "summary": summary, "seeds": rows}, fh, indent=1)
+    write_json(args.json, {"transport": transport, "summary": summary, "seeds": rows})
     return 0
 
 

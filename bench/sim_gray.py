@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import sim_flap, sim_incast_fault, sim_knowledge, sim_slow_plane
-from bench.sim_bench import record_head, save_figure
+from bench.sim_bench import finish, record_head, save_figure
 from bench.sim_incast_fault import spread
 
 # (name, dead (plane, T1)s, senders, fault time in ns, factor, slack)
@@ -186,13 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     data["knowledge"] = knowledge(seeds)
     data["oracle"] = oracle(seeds)
     data["targets"] = targets(data)
-    (args.out / "sim_gray.json").write_text(json.dumps(data, indent=1))
     (args.out / "sim_gray.md").write_text(table(data))
-    plot(data, args.out / "sim_gray.png")
     print(table(data))
-    for k, v in data["targets"].items():
-        print(f"   {'ok  ' if v else 'MISS'} {k}")
-    return 0
+    return finish(args.out, "sim_gray", data, plot)
 
 
 if __name__ == "__main__":

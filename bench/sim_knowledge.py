@@ -32,7 +32,7 @@ from mrc_host.sim.faults import parse_fault
 from mrc_host.sim.network import START_NS, FlowSpec, Network
 from mrc_host.sim.traffic import Job, point_to_point
 
-from .sim_incast_fault import key_values, spread
+from .sim_incast_fault import key_values, seed_args, seed_range, spread, write_json
 from .sim_transport import link_delay_for_rtt
 
 RTT_US = 21.0
@@ -134,14 +134,11 @@ def skip(seed: int, transport: dict[str, object]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_knowledge", description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", default="1-10", help="first-last")
+    seed_args(ap)
     ap.add_argument("--only", choices=("heal", "skip"))
     ap.add_argument("--heal-us", type=int, default=300, help="when the link heals (us)")
-    ap.add_argument("--transport", action="append", default=[], help="TransportConfig key=value")
-    ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
-    lo, _, hi = args.seeds.partition("-")
-    seeds = range(int(lo), int(hi or lo) + 1)
+    seeds = seed_range(args.seeds)
     transport = key_values(args.transport)
     out: dict[str, Any] = {"transport": transport}
     if args.only in (None, "heal"):
@@ -168,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": rows,
         }
         print("skip", json.dumps({k: v for k, v in out["skip"].items() if k != "seeds"}), flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
+    write_json(args.json, out)
     return 0
 
 

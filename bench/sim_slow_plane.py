@@ -26,7 +26,6 @@ time against the slow planes dead.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from mrc_host.sim.fabric import FabricShape
@@ -34,7 +33,7 @@ from mrc_host.sim.faults import parse_fault
 from mrc_host.sim.network import FlowSpec, Network
 from mrc_host.sim.traffic import Job, point_to_point
 
-from .sim_incast_fault import key_values, spread
+from .sim_incast_fault import key_values, report_rows, seed_args, seed_range, spread, write_json
 from .sim_transport import link_delay_for_rtt
 
 RTT_US = 21.0
@@ -159,34 +158,29 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _line(r: dict[str, Any]) -> str:
+    s = r["slow"]
+    return (
+        f"{s['of_capacity']:.3f} of capacity, shares {s['share']} "
+        f"(error {s['share_error']:.3f}), {s['time_us']:.0f} us vs dead {r['dead_time_us']:.0f} "
+        f"({r['vs_dead']}), clean {r['clean_of_capacity']:.3f}, resent {s['resent']} rto {s['rtos']}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_slow_plane", description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", default="1-10", help="first-last")
+    seed_args(ap)
     ap.add_argument("--only", action="append", default=[], help="a case by name (repeatable)")
-    ap.add_argument("--transport", action="append", default=[], help="TransportConfig key=value")
-    ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
-    lo, _, hi = args.seeds.partition("-")
-    seeds = range(int(lo), int(hi or lo) + 1)
+    seeds = seed_range(args.seeds)
     transport = key_values(args.transport)
     out: dict[str, Any] = {"transport": transport}
     for name, rates, where in CASES:
         if args.only and name not in args.only:
             continue
         rows = [case(name, rates, where, s, transport) for s in seeds]
-        for r in rows:
-            s = r["slow"]
-            print(
-                f"{name} seed {r['seed']}: {s['of_capacity']:.3f} of capacity, shares {s['share']} "
-                f"(error {s['share_error']:.3f}), {s['time_us']:.0f} us vs dead {r['dead_time_us']:.0f} "
-                f"({r['vs_dead']}), clean {r['clean_of_capacity']:.3f}, resent {s['resent']} rto {s['rtos']}",
-                flush=True,
-            )
-        out[name] = {"summary": summary(rows), "seeds": rows}
-        print(name, json.dumps(out[name]["summary"]), flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
+        report_rows(out, name, rows, _line, summary)
+    write_json(args.json, out)
     return 0
 
 
