@@ -43,10 +43,9 @@ log = logging.getLogger("mrc.agent")
 SLACK_NS: Final = 2_000_000
 SLACK_MIN_BYTES: Final = 4_300  # a 4 KiB payload's frame
 
-# what the pacer hands a frame's owner: (connection, the DATA frame, when it left, its port's
-# plane) -> whether its core has room for more now (``Endpoint.departed``); then
-# ``on_ready(connection)``
-Departed = Callable[[Any, DataPacket, int, int], bool]
+# what the pacer hands a frame's owner: (connection, the DATA frame, when it left) -> whether
+# its core has room for more now (``Endpoint.departed``); then ``on_ready(connection)``
+Departed = Callable[[Any, DataPacket, int], bool]
 Route = tuple[FrameEncoder, bytes, int]  # (encoder, carrier, payload_sum): ``Ports.send_msg``'s
 
 
@@ -131,7 +130,7 @@ class NicPacer:
                         if now > queued_at:
                             pc.waited += 1
                             pc.wait_ns += now - queued_at
-                        if self._departed(conn, msg, now, plane) and conn not in ready:
+                        if self._departed(conn, msg, now) and conn not in ready:
                             ready.append(conn)
                     pc.queued = len(q)
                 if not ready:

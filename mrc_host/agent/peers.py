@@ -299,9 +299,9 @@ def _pacer(peers: Peers) -> NicPacer | None:
     return NicPacer(peers.ports, peers.opts.nic_rate_mbit, _departed, ready)
 
 
-def _departed(conn: Connection, msg: DataPacket, now: int, plane: int) -> bool:
-    """The pacer wrote ``msg`` to ``plane``'s port: its core hears it left (True: room for more)."""
-    return conn.endpoint.departed(msg.psn, msg.send_ts, now, plane)
+def _departed(conn: Connection, msg: DataPacket, now: int) -> bool:
+    """The pacer wrote ``msg`` to its port: its core hears it left (True: room for more)."""
+    return conn.endpoint.departed(msg.psn, msg.send_ts, now)
 
 
 # ---- frames in, a batch at a time --------------------------------------------------------

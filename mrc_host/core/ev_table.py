@@ -22,7 +22,6 @@ from .ev_entries import EvEntries, EvEntry
 from .ev_scouts import PathScouts
 from .ev_state import EvEvent, EvState, next_state
 from .path_health import NicPathHealth, PathRecord
-from .plane_rates import PlaneRates
 
 __all__ = ["EvEntry", "EvTable"]
 
@@ -43,12 +42,6 @@ class EvTable(EvEntries):
         self.changes: list[EvStateChanged] = []
         # bytes in flight per plane, kept by the sender's ``SentPackets``: the rotation's plane choice
         self.plane_load: list[int] = [0] * self.planes
-        # and what each delivers, kept by the sender's recovery (``plane_rates.py``)
-        self.plane_rates = PlaneRates(self.planes)
-        # how much more queue one plane may hold than the least queued (``PlaneRates.queued``):
-        # half a base RTT (a quarter passed over planes that four flows into one host queued
-        # alike, by the noise of their rate estimates: Jain 0.95 -> 0.92 on 2 planes)
-        self._plane_margin = cfg.cc.base_rtt_ns / 2
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._joins = 0  # EVs (re)joined a rotation so far: ``EvEntry.placed``

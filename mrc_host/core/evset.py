@@ -14,9 +14,9 @@ fails again soon after probes restored it is flapping: it waits 2**flaps probe
 intervals before it is probed again.
 
 The data rotation picks a plane first -- the up plane with the fewest bytes in flight,
-which is how planes get traffic equally while they are healthy, passing over a plane that
-holds a queue the others do not (``plane_rates.py``: a slower plane is kept as busy as its
-rate allows, no busier) -- and then the next EV of that plane round-robin.
+which is how planes get traffic in proportion to what they deliver (a slow or congested
+plane's packets stay in flight longer) and equally while they are healthy -- and then
+the next EV of that plane round-robin.
 """
 
 from __future__ import annotations
@@ -44,41 +44,15 @@ class EvSet(EvHeat):
     """The spraying rotation, retirement, replacement and restoring (penalties: ``EvHeat``)."""
 
     # ---- rotation ---------------------------------------------------------------------
-    def next_data_ev(
-        self, exclude: int | None = None, now_ns: int = -1, scouting: bool = True, tail: bool = False
-    ) -> int | None:
+    def next_data_ev(self, exclude: int | None = None, now_ns: int = -1, scouting: bool = True) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
-        only usable one; the planes queued above the others (``PlaneRates.queued``) only when
-        no other plane can take the packet (``tail``: the last packets of the writes). A path
-        back from SKIP takes one packet until it is proven (``ev_scouts.py``); a penalty is
-        over once its turns are served or at its time (``now_ns``). With no GOOD EV anywhere,
-        the least bad option is an ASSUMED_BAD EV of an up plane (counted by the caller as a
-        last-resort send).
+        only usable one. A path back from SKIP takes one packet until it is proven
+        (``ev_scouts.py``); a penalty is over once its turns are served or at its time
+        (``now_ns``). With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
+        EV of an up plane (counted by the caller as a last-resort send).
         """
-        planes = self.planes
-        # the planes down from the start (``plane_up``, once a packet), and those queued above
-        # the others: passed over at first, then not
-        down = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
-        queued = (
-            self.plane_rates.queued(self.plane_load, down, self._plane_margin, tail) & ~down
-            if planes > 1
-            else 0
-        )
-        ev = self._rotate(down | queued, exclude, now_ns, scouting)
-        if ev is None and queued:
-            ev = self._rotate(down, exclude, now_ns, scouting)
-        if ev is not None:
-            return ev
-        if exclude is not None:
-            return self.next_data_ev(None, now_ns, scouting, tail)
-        if scouting and self.scouts.out:  # (every path left waits for its scout: one goes anyway)
-            return self.next_data_ev(None, now_ns, False, tail)
-        return None
-
-    def _rotate(self, skip: int, exclude: int | None, now_ns: int, scouting: bool) -> int | None:
-        """The least loaded plane not in ``skip`` (a bit mask) with an EV to take the packet."""
         planes = self.planes
         load = self.plane_load
         active = self.active
@@ -87,7 +61,8 @@ class EvSet(EvHeat):
         # every path marked) sends on the least penalised one instead of stalling.
         for _ in range(self._max_turns + 1):
             served = self._skips_served
-            tried = skip
+            # the planes tried, counting those down from the start (``plane_up``, once a packet)
+            tried = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
             while True:
                 best = -1
                 best_load = 0
@@ -107,6 +82,10 @@ class EvSet(EvHeat):
                     return ev
             if self._skips_served == served:
                 break
+        if exclude is not None:
+            return self.next_data_ev(None, now_ns, scouting)
+        if scouting and self.scouts.out:  # (every path left waits for its scout: one goes anyway)
+            return self.next_data_ev(None, now_ns, False)
         return None
 
     def _pick_in_plane(self, plane: int, exclude: int | None, now_ns: int, scouting: bool) -> int | None:

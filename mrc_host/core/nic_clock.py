@@ -30,14 +30,6 @@ class NicClock:
         self.backlog = cfg.nic_backlog if cfg.nic_departures else 0
         self.waiting = 0
         self.blocked = False
-        # and per plane: the bound counts each plane's copies up to its part of the backlog
-        # (``backlog / planes``) only: a NIC port slower than the others would otherwise hold
-        # the whole backlog, and the sender, stopped at the bound, feed every fast port at its
-        # pace (2 planes, one at 50 Gb/s: 0.67 of their capacity). What the slow port holds
-        # beyond its part is the rotation's to bound (``EvSet.queued_planes``: its queue)
-        self._per_plane = max(1, self.backlog // planes) if self.backlog else 0
-        self._waiting_on = [0] * planes
-        self.counted = 0  # the copies waiting, each plane's at most its part
 
     def on_sent(self, rec: TxRecord, plane: int, size: int, now_ns: int) -> None:
         """``rec`` is handed over now: when the model says it leaves (after what its port
@@ -52,22 +44,8 @@ class NicClock:
             return
         rec.at_nic = True
         self.waiting += 1
-        self._wait_on(plane, 1)
         if left > self.last_left:
             self.last_left = left
-
-    def _wait_on(self, plane: int, n: int) -> None:
-        """``n`` more (or fewer) of our copies wait at ``plane``'s port (-1: a port not said)."""
-        per = self._per_plane
-        if not per:
-            return
-        if not 0 <= plane < len(self._waiting_on):
-            self.counted = max(0, self.counted + n)  # (a NIC that does not say: the total)
-            return
-        old = self._waiting_on[plane]
-        new = old + n if old + n > 0 else 0
-        self._waiting_on[plane] = new
-        self.counted += min(new, per) - min(old, per)
 
     def on_twin(self, rec: TxRecord, plane: int) -> None:
         """A second copy of ``rec`` is handed over with it (the model's port holds it too)."""
@@ -76,28 +54,24 @@ class NicClock:
             self._port_free[plane] = left + int((len(rec.payload) + DATA_OVERHEAD) * self._ns_per_byte)
         if self.reported:
             self.waiting += 1
-            self._wait_on(plane, 1)
 
-    def on_departed(self, rec: TxRecord | None, at_ns: int, plane: int = -1) -> bool:
-        """One of our copies left ``plane``'s port (-1: not said) at ``at_ns``; ``rec`` if it is a
-        packet's latest copy. True when the sender stopped at the backlog bound and may hand
-        over more now."""
+    def on_departed(self, rec: TxRecord | None, at_ns: int) -> bool:
+        """One of our copies left the NIC at ``at_ns``; ``rec`` if it is a packet's latest copy.
+        True when the sender stopped at the backlog bound and may hand over more now."""
         if rec is not None and rec.at_nic:
             rec.at_nic = False
             rec.left_ns = at_ns
             if at_ns > self.last_left:
                 self.last_left = at_ns
         self.waiting -= 1
-        self._wait_on(plane, -1)
-        if self.blocked and self.counted < self.backlog:
+        if self.blocked and self.waiting < self.backlog:
             self.blocked = False  # (said once: the caller pumps)
             return True
         return False
 
     def full(self) -> bool:
-        """The sender may hand over nothing more now (``nic_backlog`` copies wait at the NIC,
-        each plane's counted up to its part)."""
-        if self.backlog and self.counted >= self.backlog:
+        """The sender may hand over nothing more now (``nic_backlog`` copies wait at the NIC)."""
+        if self.backlog and self.waiting >= self.backlog:
             self.blocked = True
             return True
         return False

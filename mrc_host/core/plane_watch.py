@@ -12,7 +12,6 @@ deliveries elsewhere of packets sent well after it (its evidence); the sender's 
 from __future__ import annotations
 
 from .config import TransportConfig
-from .plane_rates import PlaneRates
 from .records import PATH_SHIFT, PLANE_SHIFT, TxRecord
 from .reorder import ReorderWindow
 from .rtt import RttEstimator
@@ -30,13 +29,11 @@ class PlaneWatch:
         rtt: RttEstimator,
         reorder: ReorderWindow,
         t1_count: int = 1,
-        rates: PlaneRates | None = None,
     ) -> None:
         self.cfg = cfg
         self.planes = planes
         # paths per plane: a plane is judged failed only with two of them silent (``silent_path``)
         self.t1_count = t1_count
-        self.rates = rates if rates is not None else PlaneRates(planes)  # (read: deliveries)
         self.packets = packets  # (read: the packets in flight, per plane)
         self.rtt = rtt
         self.reorder = reorder
@@ -129,8 +126,6 @@ class PlaneWatch:
                 continue
             if now_ns - oldest_sent < self.rtt.plane_delay(plane) + window:
                 continue  # not overdue by its own plane's latest delay: slower, not silent
-            if now_ns - self.rates.last_ns[plane] < guard:
-                continue  # it delivered lately: slower (a plane at a quarter rate), not silent
             self._evidence[plane] = 0
             dead.append(plane)
         return dead

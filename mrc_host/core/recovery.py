@@ -49,7 +49,6 @@ from mrc_host.wire.messages import Opcode
 
 from .config import TransportConfig
 from .nic_clock import NicClock, expired_since_left
-from .plane_rates import PlaneRates
 from .plane_watch import PlaneWatch
 from .records import PATH_SHIFT, PLANE_SHIFT, TxRecord
 from .reorder import ReorderWindow
@@ -67,22 +66,13 @@ RTO_SLACK_SHARE: Final = 8  # the RTO's slack is at least the RTO over this (``r
 class Recovery:
     """The rules that declare one sender's packets in flight lost, and its timers."""
 
-    def __init__(
-        self,
-        cfg: TransportConfig,
-        planes: int,
-        packets: SentPackets,
-        t1_count: int = 1,
-        rates: PlaneRates | None = None,
-    ) -> None:
+    def __init__(self, cfg: TransportConfig, planes: int, packets: SentPackets, t1_count: int = 1) -> None:
         self.cfg = cfg
         self.planes = planes
-        # what each plane delivers (the EV table's, read by its rotation; written here)
-        self.rates = rates if rates is not None else PlaneRates(planes)
         self.packets = packets  # (read: the packets in flight; their states are ``packets``' to change)
         self.rtt = RttEstimator(planes)
         self.reorder = ReorderWindow(cfg, planes, self.rtt)
-        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, t1_count, self.rates)
+        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, t1_count)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
@@ -240,13 +230,7 @@ class Recovery:
                 self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
         else:
             known = rec.transmissions == 1 and own_sack  # (``measure``: a first copy's own SACK only)
-            plane = rec.ev >> PLANE_SHIFT
-            self._measure(plane, rec.left_ns, rec.sent_ns, known)
-            self.rates.delivered(plane, len(rec.payload), now_ns, self.rtt.srtt_ns or self.cfg.nscc.base_rtt)
-            if rec.transmissions == 1:
-                # (covered by another SACK or not: a slow plane's own SACKs come after the
-                # cumulative point others carry, and it would never be sampled)
-                self.rates.sampled(plane, now_ns - rec.sent_ns)
+            self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
         return spurious
 
     def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:

@@ -75,7 +75,7 @@ class Sender:
         self.congestion = create_cc(cfg)
         self.packets = SentPackets(cfg, evset.plane_load)  # the packets' life (sent.py)
         # which are lost, and when
-        self.recovery = Recovery(cfg, evset.planes, self.packets, evset.paths.t1_count, evset.plane_rates)
+        self.recovery = Recovery(cfg, evset.planes, self.packets, evset.paths.t1_count)
         self.writes = WriteQueue()  # writes with packets not yet cut
         self.blame = LossBlame(cfg, evset, counters, self.recovery, self.packets)  # a guess's path
         self.failed = ""  # why the connection ended in error ("" while it works)
@@ -186,14 +186,14 @@ class Sender:
         """Planes whose local or peer NIC port just went down (port-status bitmap)."""
         self.losses.ports_down(bitmap)
 
-    def departed(self, psn: int, send_ts: int, at_ns: int, plane: int = -1) -> bool:
-        """Our DATA packet ``psn``, sent at ``send_ts``, left ``plane``'s NIC port at ``at_ns``
+    def departed(self, psn: int, send_ts: int, at_ns: int) -> bool:
+        """Our DATA packet ``psn``, sent at ``send_ts``, left the NIC at ``at_ns``
         (``Endpoint.departed``): True when the NIC's backlog bound held packets back that may
         go now."""
         packets = self.packets
         rec = packets.records.get(unwrap(psn, packets.una))
         ok = rec is not None and rec.sent_ns == send_ts  # (not a copy resent since)
-        return self.recovery.nic.on_departed(rec if ok else None, at_ns, plane) and not self.failed
+        return self.recovery.nic.on_departed(rec if ok else None, at_ns) and not self.failed
 
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
@@ -269,22 +269,12 @@ class Sender:
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns, True, self._at_tail()), exclude)
+            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns), exclude)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:
                 self.counters.last_resort_sends += 1
         return ev
-
-    def _at_tail(self) -> bool:
-        """What is left to send fits the window: the last packets of the writes posted."""
-        queue = self.writes.queue
-        if not queue:
-            return True
-        if len(queue) > 1:
-            return False
-        w = queue[0]
-        return w.length - w.offset <= self.congestion.cwnd
 
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
         """At the tail a resend goes twice, the second on another plane (``EvTable.fresh_ev``) if the

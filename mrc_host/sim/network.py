@@ -483,7 +483,7 @@ class Network(HostSink):
         rx = by_qp[qp] if 0 <= qp < len(by_qp) else None
         if rx is not None and rx.host == pkt.dst:
             tx = rx.conn.tx
-            if tx.host == pkt.src and tx.ep.departed(msg.psn, msg.send_ts, now, pkt.plane):
+            if tx.host == pkt.src and tx.ep.departed(msg.psn, msg.send_ts, now):
                 # its NIC backlog has room again: more of its packets go now -- or, when this
                 # one left as it was handed over (in ``_apply``), once that has done
                 if self._sending:

@@ -50,7 +50,7 @@ class Owner:
         self.room = room
         self.ready: list[int] = []
 
-    def on_departed(self, conn: Any, msg: DataPacket, now: int, plane: int) -> bool:
+    def on_departed(self, conn: Any, msg: DataPacket, now: int) -> bool:
         self.departed.append((msg.psn, now))
         return self.room
 
@@ -121,7 +121,7 @@ def test_room_again_lets_the_core_hand_over_more_in_the_same_turn() -> None:
         if len(conns) < 3:
             pacer.data("c", 0, _data(100 + len(conns)), (None, b"", 1000), now)
 
-    pacer = NicPacer(ports, 8.0, lambda c, m, now, plane: True, ready)  # type: ignore[arg-type]
+    pacer = NicPacer(ports, 8.0, lambda c, m, now: True, ready)  # type: ignore[arg-type]
     pacer.data("c", 0, _data(0), (None, b"", 1000), 0)
     assert conns == [0] and len(ports.sent) == 1 and pacer.counters[0].queued == 1
     pacer.run(MS)

@@ -14,10 +14,6 @@ from mrc_host.core.counters import Counters
 from mrc_host.core.records import PendingWrite, TxRecord
 from mrc_host.core.recovery import Recovery
 from mrc_host.core.sent import SentPackets
-from mrc_host.sim.fabric import FabricShape
-from mrc_host.sim.faults import parse_fault
-from mrc_host.sim.network import FlowSpec, Network
-from mrc_host.sim.traffic import Job, point_to_point
 from mrc_host.wire.messages import Opcode
 
 
@@ -25,43 +21,6 @@ def record(seq: int, ev: int, sent_ns: int) -> TxRecord:
     rec = TxRecord(seq, PendingWrite(1, [], 0, 0), 0, b"x" * 64, Opcode.WRITE_MIDDLE)
     rec.ev, rec.sent_ns = ev, sent_ns
     return rec
-
-
-def transfer(planes: int, faults: list[str], size: int = 4 << 20, seed: int = 1) -> tuple[float, list[float]]:
-    """One write from host 0 to host 1 (under another T0, 4 T1s, ~6 us RTT): its goodput in
-    Gb/s and each plane's share of the DATA bytes its NIC ports sent."""
-    shape = FabricShape(planes=planes, t0=2, t1=4, hosts_per_t0=1, link_delay_ns=600)
-    net = Network(shape, seed, payload="virtual")
-    job = point_to_point(net, Job("f", "flow", 0), FlowSpec("x", 0, 0), [(0, 1)], size)
-    for spec in faults:
-        net.add_fault(parse_fault(spec, 0))
-    net.run(100_000_000)
-    assert job.completion_ns is not None and job.connections[0].data_ok
-    sent = [p.tx_data_bytes for p in net.fabric.nic_up[0]]
-    return size * 8 / job.completion_ns, [b / sum(sent) for b in sent]
-
-
-def test_a_plane_slow_at_the_nic_is_used_for_what_it_delivers() -> None:
-    """Defect: planes were balanced by bytes in flight and a queue pair's NIC backlog (2 a plane)
-    was one pool, which the slow port filled: every fast plane ran at its pace (2 planes, one
-    at 50 Gb/s: 0.67 of the capacity, bytes 0.54/0.46 against 0.67/0.33)."""
-    slow, share = transfer(2, ["rate=50:h0-p1@0", "rate=50:h1-p1@0"])
-    dead, _ = transfer(2, ["nic-down:h0-p1@0"])
-    assert slow >= 0.85 * 150  # (0.9 of the capacity at the bench's size: bench.sim_slow_plane)
-    assert abs(share[1] - 1 / 3) <= 0.05
-    assert slow > dead
-
-
-def test_a_plane_slow_inside_holds_no_queue_the_others_do_not() -> None:
-    """Defect: equal bytes in flight on a plane whose T1s are slow left it a standing queue;
-    the delay and marks shrank the whole window (8 planes, one at 25 Gb/s inside: 0.53 of the
-    capacity, slower than with that plane dead)."""
-    slow_t1s = [f"rate=6.25:p1-t1_{j}@0" for j in range(4)]  # the plane carries 25 Gb/s in all
-    slow, share = transfer(4, slow_t1s, size=16 << 20)
-    dead, _ = transfer(4, ["nic-down:h0-p1@0"], size=16 << 20)
-    assert slow >= 0.85 * 325  # (0.88; 0.95 clean: a slow plane's last packets land late)
-    assert abs(share[1] - 25 / 325) <= 0.05
-    assert slow > dead
 
 
 def make(planes: int = 1, t1: int = 4, **kw: object) -> EvSet:
