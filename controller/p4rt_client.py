@@ -358,6 +358,12 @@ class SwitchSession:
                 for f in err.failures:
                     if f.index < len(batch):
                         failures.append(UpdateError(op_name, batch[f.index], f.code.name, f.message))
+                if err.failures and err.covered is not None and err.covered < len(batch):
+                    # details cut short to fit the trailer: the rest are unknown, so not installed
+                    failures.extend(
+                        UpdateError(op_name, e, "UNKNOWN", "no per-update status (the switch cut it short)")
+                        for e in batch[err.covered :]
+                    )
         return failures
 
     def sync(self, desired: Iterable[TableEntry] | None = None) -> int:
