@@ -31,7 +31,7 @@ from rich.table import Table
 
 from controller.cli import health_tables, path_row
 from controller.northbound import DIRECTIONS, KINDS, direction_name, kind_name
-from mrc_host.agent.ev_summary import STATE_COLOURS, path_table
+from mrc_host.agent.ev_summary import STATE_COLOURS, path_table, retx_causes_text
 from topologies.mn_commands import REFUSED, iperf
 
 SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
@@ -137,14 +137,12 @@ class MrcCommands:
             ("retransmissions", "retransmissions", "{:,}"),
             ("EVs retired", "evs_retired", "{}"),
             ("EVs restored", "evs_restored", "{}"),
-            ("losses (gap / timeout)", None, ""),
         )
         for label, key, fmt in rows:
-            if key is None:
-                if "losses_gap" in r:
-                    t.add_row(label, f"{r['losses_gap']} / {r.get('losses_rto', 0)}")
-            elif r.get(key) is not None:
+            if r.get(key) is not None:
                 t.add_row(label, fmt.format(r[key]))
+            if key == "retransmissions" and key in r:  # by the loss kind behind each: they add up
+                t.add_row("  of which, by loss", retx_causes_text(r))
         if r.get("seconds") is None:
             t.add_row("wall time (s)", f"{wall:.3f}")
         return t

@@ -27,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mrc_host.agent.ev_summary import retx_causes_text
 from mrc_view.live import recorded
 from topologies.agents import agent_available
 from topologies.cli import parse_size
@@ -258,7 +259,10 @@ def print_summary(r: dict[str, Any]) -> None:
     print(f"completed: {bool(s.get('ok'))}; bytes verified by the receiver: {s.get('verified')}")
     ct, ft = c.get("seconds") or clean["wall_s"], s.get("seconds") or faulted["wall_s"]
     print(f"completion time: {ft:.2f} s with faults vs {ct:.2f} s without ({ft / ct:.2f}x)")
-    print(f"retransmissions: {s.get('retransmissions')} (without faults: {c.get('retransmissions')})")
+    print(
+        f"retransmissions: {s.get('retransmissions')} ({retx_causes_text(s)}; "
+        f"without faults: {c.get('retransmissions')})"
+    )
     print(f"sender RTT: SRTT/min {_rtt(s)} with faults, {_rtt(c)} without")
     print("faults:")
     for f in faulted["faults"]:

@@ -130,6 +130,7 @@ class TxRecord:
         self.overtaken_at = -1  # when a packet of its plane sent after it was first acknowledged
         self.sacked = False
         self.lost = False  # waiting in the retransmit queue
+        self.retx_cause = ""  # why it last went there: the loss kind its resend counts under
         self.gap_lost = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
         self.lost_ev = -1  # the EV it was last declared lost on
         self.prev_sent_ns = -1  # send time of the copy before the latest

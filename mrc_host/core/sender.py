@@ -317,7 +317,7 @@ class Sender:
         if self._retire:
             self.evset.note_sent(ev, now_ns)
         if retx:
-            self.c.retransmissions += 1
+            _count_resend(self.c, rec)
         rec.ev_row = self._emit(rec, ev, retx, now_ns, out)
 
     def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> SentRow:
@@ -381,10 +381,10 @@ class Sender:
             self.cc.on_trim(now_ns, proof.lasthop)
         if proof.resend:
             self.recovery.remove(rec)
-            rec.lost = True
+            _queued(rec, "trim_nack")
             _own_retx(self).appendleft(rec.seq)
         elif proof.out_of_window and self._gbn:
-            self.rewind(rec.seq)
+            self.rewind(rec.seq, "go_back_n")
         elif proof.refused:
             self.records.pop(rec.seq)
             self.recovery.remove(rec)
@@ -404,7 +404,7 @@ class Sender:
         guess = cause != "port"  # a port-status report is a fact; a silent plane is inferred
         for rec in self.recovery.on_plane(plane):
             # a guess: its delivery after all proves the plane stalled, not failed (undo_loss)
-            self._requeue(rec, guess)
+            self._requeue(rec, guess, "port_down" if cause == "port" else "plane_dead")
             n += 1
         if cause == "port":
             self.c.losses_port += n
@@ -412,11 +412,11 @@ class Sender:
             self.c.losses_plane += n
         return n
 
-    def _requeue(self, rec: TxRecord, guess: bool) -> None:
+    def _requeue(self, rec: TxRecord, guess: bool, cause: str) -> None:
         """``rec`` leaves the flight for the retransmit queue (``guess``: a loss its delivery
-        may yet prove spurious)."""
+        may yet prove spurious; ``cause``: the loss kind its resend counts under)."""
         self.recovery.remove(rec)
-        rec.lost = True
+        _queued(rec, cause)
         if guess:
             rec.gap_lost = True
             rec.lost_ev = rec.ev
@@ -431,7 +431,7 @@ class Sender:
     def lose(self, rec: TxRecord, cause: str, now_ns: int = 0) -> None:
         if rec.sacked or rec.lost:
             return
-        self._requeue(rec, True)  # a guess (gap rule or timer) a delivery may prove wrong
+        self._requeue(rec, True, "gap" if cause == "gap" else "timeout")  # a guess a delivery may prove wrong
         c = self.c
         if cause == "gap":
             c.losses_gap += 1
@@ -446,17 +446,17 @@ class Sender:
         """Excused loss guesses judged again: overdue packets on a path they retire go again now."""
         for rec in self.blame.recheck(now_ns, stranded):
             self.c.losses_path += 1
-            self._requeue(rec, True)
+            self._requeue(rec, True, "path")
 
-    def rewind(self, seq: int) -> None:
-        """Go-back-N: everything from ``seq`` on is resent in order."""
+    def rewind(self, seq: int, cause: str) -> None:
+        """Go-back-N: everything from ``seq`` on is resent in order (counted under ``cause``)."""
         seq = max(seq, self.snd_una)
         self.c.go_back_n_rewinds += 1
         for s in range(seq, self.snd_nxt):
             rec = self.records.get(s)
             if rec is not None and not rec.sacked:
                 self.recovery.remove(rec)
-                rec.lost = True
+                _queued(rec, cause)
         recs = self.records
         self.retx = deque(s for s in range(self.snd_una, self.snd_nxt) if s in recs and recs[s].lost)
 
@@ -474,7 +474,7 @@ class Sender:
         tail = recovery.tail_at(sending)
         if tail is not None and now_ns >= tail:
             for rec in recovery.tail_losses(now_ns):
-                self._requeue(rec, True)
+                self._requeue(rec, True, "tail_probe")
                 self.blame.probed(rec, bool(self.writes) and self._retire, now_ns)
         suspects = recovery.suspects(now_ns)
         self._recheck(now_ns, stranded=bool(suspects))  # (before the RTO retires more)
@@ -492,7 +492,7 @@ class Sender:
         self.cc.on_timeout(now_ns)
         if self._gbn:
             self.c.losses_rto += len(expired)
-            self.rewind(self.snd_una)
+            self.rewind(self.snd_una, "timeout")
             return
         if self.recovery.rtt.srtt_ns is None:
             # no RTT sample yet: the timer was a guess, and its expiry says the RTT is
@@ -500,7 +500,7 @@ class Sender:
             # (RFC 6298 resends one segment; RACK-TLP's probe elicits feedback) with the
             # timer backed off; its SACK -- or the original's -- gives the first sample.
             self.c.rto_probes += 1
-            self._requeue(expired[0], True)  # a guess: the original's delivery proves it spurious
+            self._requeue(expired[0], True, "timeout_probe")  # a guess: its delivery proves it spurious
             return
         for rec in expired:
             self.lose(rec, "rto", now_ns)
@@ -518,6 +518,20 @@ def _blame_suspects(s: Sender, suspects: list[TxRecord], now_ns: int) -> None:
             s.c.planes_failed += 1
             s.evset.fail_plane(plane, now_ns)
             s.flush_plane(plane, "plane")
+
+
+def _queued(rec: TxRecord, cause: str) -> None:
+    """``rec`` waits in the retransmit queue, to be resent (and counted) for ``cause``, a loss
+    kind of ``RETX_CAUSES``: the last one to queue it names it."""
+    rec.lost = True
+    rec.retx_cause = cause
+
+
+def _count_resend(c: Counters, rec: TxRecord) -> None:
+    """One more retransmission, counted under the loss kind that queued it as well: the kinds
+    sum to ``retransmissions`` (a transfer's summary prints both)."""
+    c.retransmissions += 1
+    c.retx_causes[rec.retx_cause or "unattributed"] += 1
 
 
 def _own_retx(s: Sender) -> deque[int]:
