@@ -30,6 +30,7 @@ from controller.compiler import (
     ecmp_template,
     path_template,
 )
+from controller.dataplane_watch import INTERVAL_S, DataplaneWatch, Verdict, path_silence
 from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
 from controller.fault_table import ActiveFault, FaultTable
@@ -83,6 +84,7 @@ class PathInfo:
     carrier: str
     walk: Walk
     unreachable: tuple[str, ...] = ()  # switches on the path without a live P4Runtime session
+    silent: str = ""  # why the counters say it carries nothing (dataplane_watch), "" if they don't
 
     @property
     def status(self) -> str:
@@ -90,6 +92,8 @@ class PathInfo:
             return "dropped"
         if self.unreachable:
             return "unreachable"
+        if self.silent:
+            return "silent"
         return "lossy" if self.walk.survival < 1.0 else "ok"
 
 
@@ -102,6 +106,7 @@ class SwitchHealth:
     last_error: str
     reconciles: int
     pipeline_pushes: int
+    dataplane: Verdict | None = None  # what its counters say is wrong (dataplane_watch)
 
 
 class ControllerCore:
@@ -114,6 +119,7 @@ class ControllerCore:
         index: P4InfoIndex | None = None,
         bmv2_json: Path = BMV2_JSON,
         state_file: Path | None = None,
+        dataplane_interval_s: float = INTERVAL_S,
     ) -> None:
         self.topo = topo
         self.state_file = state_file  # routes and faults kept for a restart (state_file.py)
@@ -133,6 +139,7 @@ class ControllerCore:
         )
         self._health_stop = threading.Event()
         self._health_thread: threading.Thread | None = None
+        self.dataplane = DataplaneWatch.of_pool(topo, self.pool, self.events.publish, dataplane_interval_s)
         self.store: StateStore | None = None
         self.recovery = Recovered(None, "none")  # how the state was found at start
         self._adopt_pending: set[str] = set()  # switches whose own tables are taken up at first contact
@@ -168,6 +175,7 @@ class ControllerCore:
             if not sw.p4rt_address:
                 raise ValueError(f"switches[{sw.name}].p4rt_address: empty; the topology script fills it in")
         self.pool.start()
+        self.dataplane.start()
         if self.agent_watch is not None:
             self._health_thread = threading.Thread(target=self._watch_agents, name="agent-watch", daemon=True)
             self._health_thread.start()
@@ -178,6 +186,7 @@ class ControllerCore:
         self._health_stop.set()
         if self._health_thread is not None:
             self._health_thread.join(timeout=5)
+        self.dataplane.stop()
         self.pool.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self.store is not None:
@@ -204,10 +213,8 @@ class ControllerCore:
                 return
 
     def switch_health(self) -> list[SwitchHealth]:
-        return [
-            SwitchHealth(s.name, s.address, s.reachable, s.ready, s.last_error, s.connects, s.pipeline_pushes)
-            for s in self.pool.sessions.values()
-        ]
+        verdicts = self.dataplane.verdicts()[1]
+        return [switch_health(s, verdicts.get(s.name)) for s in self.pool.sessions.values()]
 
     def agent_health(self) -> list[AgentState]:
         return list(self.agent_watch.agents.values()) if self.agent_watch is not None else []
@@ -520,7 +527,7 @@ class ControllerCore:
             template = ecmp_template(s.t0_index, d.t0_index, d.index)
         else:
             template = path_template(self.topo, s.t0_index, d.t0_index, d.index)
-        out = []
+        out, silence = [], self.dataplane.verdicts()
         for plane in range(self.topo.planes):
             for t1 in choices:
                 # ECMP: the entropy picks the uplink (the walker hashes entropy mod size)
@@ -534,7 +541,8 @@ class ControllerCore:
                         if h.node in self.pool.sessions and not self.pool[h.node].reachable
                     )
                 )
-                out.append(PathInfo(ev.value, plane, -1 if ecmp else t1, str(addr), w, down))
+                silent = path_silence([(h.node, h.in_port, h.out_port) for h in w.hops], *silence)
+                out.append(PathInfo(ev.value, plane, -1 if ecmp else t1, str(addr), w, down, silent))
         return out
 
     # -- counters --------------------------------------------------------------------------------
@@ -570,6 +578,12 @@ def read_counters(topo: Topology, sessions: list[SwitchSession]) -> tuple[list[C
                         continue
                 cells.append(CounterCell(n, counter, i, label, packets, nbytes))
     return cells, errors
+
+
+def switch_health(s: SwitchSession, dataplane: Verdict | None) -> SwitchHealth:
+    return SwitchHealth(
+        s.name, s.address, s.reachable, s.ready, s.last_error, s.connects, s.pipeline_pushes, dataplane
+    )
 
 
 def describe_spec(spec: FaultSpec) -> str:

@@ -333,6 +333,28 @@ class SwitchSession:
             raise SwitchError.from_rpc_error(self.name, f"read of counter {counter}", exc) from exc
         return sorted(out)
 
+    def read_cells(self, cells: Iterable[tuple[str, int | None]]) -> dict[tuple[str, int], int]:
+        """Packet counts of ``(counter, index)`` cells (index None: every cell), in one Read:
+        ``{(counter, index): packets}``."""
+        req = p4r.ReadRequest(device_id=self.device_id)
+        names = {}
+        for counter, index in cells:
+            info = self.index.counter(counter)
+            names[info.id] = counter
+            entry = req.entities.add().counter_entry
+            entry.counter_id = info.id
+            if index is not None:
+                entry.index.index = index
+        out = {}
+        try:
+            for resp in self._require_stub().Read(req, timeout=RPC_TIMEOUT_S):
+                for ent in resp.entities:
+                    c = ent.counter_entry
+                    out[(names[c.counter_id], c.index.index)] = c.data.packet_count
+        except grpc.RpcError as exc:
+            raise SwitchError.from_rpc_error(self.name, "read of counters", exc) from exc
+        return out
+
     def _write(self, op: int, entries: Sequence[TableEntry]) -> list[UpdateError]:
         """Write in batches; returns the per-update failures (the rest went through)."""
         stub = self._require_stub()

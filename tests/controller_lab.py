@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import grpc
 from finsy.proto import p4r_grpc
 
 from linux_target.counters import CounterReader
+from linux_target.netlink_backend import LinkStats
 from linux_target.p4rt_service import P4RuntimeShim
 from linux_target.switch_tables import SwitchTables
 from mrc_fabric.p4info import default_index
@@ -45,12 +46,18 @@ class FakeSwitch:
     socket: Path
     ports: dict[int, str]
     server: grpc.Server | None = None
+    # what its port counters read (by interface name; none: every cell reads 0)
+    stats: dict[str, LinkStats] = field(default_factory=dict)
 
     def start(self) -> None:
         index = default_index()
         tables = SwitchTables(index, self.ports, NoKernel())
         service = P4RuntimeShim(
-            self.name, self.device_id, index, tables, lambda: CounterReader(self.ports, {}, {}, {})
+            self.name,
+            self.device_id,
+            index,
+            tables,
+            lambda: CounterReader(self.ports, dict(self.stats), {}, {}),
         )
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         p4r_grpc.add_P4RuntimeServicer_to_server(service, self.server)

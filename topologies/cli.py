@@ -173,15 +173,16 @@ class MrcCommands:
         if line.strip():
             raise CommandError("usage: faults")
         faults: list[Any] = self._controller().faults()
-        self.out.print(self._faults_table(faults, "active faults") if faults else "no active faults")
+        notes = {fid: _link_note(name) for name, fid in self.tb.link_faults.items()}
+        self.out.print(self._faults_table(faults, "active faults", notes) if faults else "no active faults")
         return faults
 
     @staticmethod
-    def _faults_table(faults: list[Any], title: str) -> Table:
+    def _faults_table(faults: list[Any], title: str, notes: dict[str, str] | None = None) -> Table:
         t = Table("id", "kind", "target", "direction", "detail", "state", "entries", title=title)
         for f in faults:
             s = f.spec
-            detail = []
+            detail = [notes[f.id]] if notes and f.id in notes else []
             if s.probability:
                 detail.append(f"p={s.probability:g}")
             if s.period_s:
@@ -214,6 +215,9 @@ class MrcCommands:
             hops = " → ".join(h.node for h in path.hops)
             _ev, plane, t1, carrier, _hops, status = path_row(path, hops)
             mine = evs.get((path.plane, path.t1), [])
+            if mine and path.status in ("ok", "lossy") and all(st == "ASSUMED_BAD" for _ev, st in mine):
+                dead = f"all {len(mine)} EVs ASSUMED_BAD"
+                status = f"[red]dead to {src}'s agent[/red]: {dead} (tables: {status})"
             if a.all and mine:
                 for ev, state in mine:
                     t.add_row(plane, t1, f"{ev} {_state_markup(state)}", carrier, hops, status)
@@ -241,8 +245,56 @@ class MrcCommands:
         if line.strip():
             raise CommandError("usage: health")
         resp = self._controller().health()
-        self.out.print(health_tables(resp))
+        t = health_tables(resp)
+        for name, fid in sorted(self.tb.link_faults.items()):
+            t.add_row("link", name, "[red]down[/red]", f"{_link_note(name)} (fault {fid})")
+        for host, peer, plane, t1, n in self._dead_paths():
+            t.add_row(
+                "path", f"{host} → {peer} plane {plane} T1 {t1}", "[red]dead to the agent[/red]",
+                f"all {n} EVs ASSUMED_BAD: {host}'s agent found nothing gets through",
+            )  # fmt: skip
+        self.out.print(t)
         return resp
+
+    def _dead_paths(self) -> list[tuple[str, str, int, int, int]]:
+        """(host, peer, plane, T1, EVs) of every path whose EVs an agent has all retired."""
+        out = []
+        for host in self.tb.host_names():
+            paths: dict[tuple[str, int, int], list[str]] = {}
+            for r in self._agent_rows(host):
+                if r.get("conn") == "send" and r.get("mode") == "mrc":
+                    key = (str(r["peer"]), int(r["plane"]), int(r["t1"]))
+                    paths.setdefault(key, []).append(str(r["state"]))
+            for (peer, plane, t1), states in sorted(paths.items()):
+                if all(st == "ASSUMED_BAD" for st in states):
+                    out.append((host, peer, plane, t1, len(states)))
+        return out
+
+    def link_changed(self, line: str) -> None:
+        """After Mininet's ``link A B down``: the controller holds that link down as its own
+        ``link_down`` fault, so ``faults``, ``paths``, ``health`` and the view say so, until
+        ``link A B up`` clears it."""
+        args = line.split()
+        topo = getattr(self.tb, "topology", None)
+        if len(args) != 3 or args[2] not in ("up", "down") or topo is None or self.tb.controller is None:
+            return  # Mininet said what was wrong, or there is no controller to tell
+        try:
+            name = topo.find_link(f"{args[0]}-{args[1]}").name
+        except KeyError:
+            return  # not a cable of the fabric: Mininet said so
+        if args[2] == "down" and name not in self.tb.link_faults:
+            fid = self._controller().inject("link_down", name).id
+            self.tb.link_faults[name] = fid
+            until = f"`link {args[0]} {args[1]} up`"
+            self.out.print(f"link {name} down: the controller holds it as fault {fid} until {until}")
+        elif args[2] == "up" and name in self.tb.link_faults:
+            fid = self.tb.link_faults.pop(name)
+            try:
+                self._controller().clear(fid)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:  # cleared already (`clear`): fine
+                    raise
+            self.out.print(f"link {name} up: fault {fid} cleared")
 
     def fidelity(self, line: str = "") -> Any:
         """Has this machine kept up with the run so far (topologies.fidelity)?"""
@@ -333,6 +385,10 @@ class MrcCommands:
         if not cap.listening:
             self.out.print(f"tcpdump on {cap.ifname} not listening yet (or gone): frames until then are lost")
         return cap
+
+
+def _link_note(name: str) -> str:
+    return f"Mininet `link {name.replace('-', ' ')} down`"
 
 
 def agent_path_evs(rows: list[dict[str, Any]], dst: str) -> dict[tuple[int, int], list[tuple[str, str]]]:
@@ -441,6 +497,12 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
                     node.sendInt()
                     node.waitOutput()
             return False
+
+    def do_link(self, line: str) -> None:
+        """link NODE1 NODE2 up|down: Mininet's (both interfaces set down or up; a BMv2 switch
+        lets go of the port meanwhile), and the controller holds the link down as a fault."""
+        super().do_link(line)
+        self.run_verb("link_changed", line)
 
     def _refuse(self, command: str) -> None:
         self.commands.out.print(

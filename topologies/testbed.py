@@ -159,6 +159,7 @@ class Testbed:
         self.agents: dict[str, AgentProcess] = {}
         self.agents_note = ""
         self.captures: list[Capture] = []
+        self.link_faults: dict[str, str] = {}  # link -> fault holding it down since the CLI's `link A B down`
         self.plain_note = ""  # what topologies.kernel_routes did (summary())
         self.namespaces: set[str] = set()  # net:[inode] of every node, for leak checks
         self.supervisor: Supervisor | None = None

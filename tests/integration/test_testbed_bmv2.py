@@ -13,10 +13,14 @@ from typing import Any
 import pytest
 from live_fabric import (
     check_hosts_quiet,
+    check_link_down_then_up,
     check_mininet_commands,
     check_refused_commands,
+    check_silent_switch_is_flagged,
+    run_cli,
     running_testbed,
     skip_without_agent,
+    wait_until,
 )
 
 pytestmark = [pytest.mark.root, pytest.mark.bmv2]
@@ -67,3 +71,46 @@ def test_mininet_pingall_ping_and_iperf_work_over_bmv2(testbed: Any) -> None:
 def test_mininet_commands_that_cannot_work_say_why_and_leave_bmv2_up(testbed: Any) -> None:
     check_refused_commands(testbed, f"{PREFIX}h0", f"{PREFIX}h3")
     assert all(testbed.net.get(s.name).process.running() for s in testbed.topology.switches)
+
+
+def test_mininet_link_down_then_up_leaves_bmv2_whole(testbed: Any) -> None:
+    """Issue 64: `link t0p0n0 t1p0n0 down` then `up` broke the T0 for good (pingall 58 % dropped,
+    port_rx frozen, health all well). Its ports now leave the switch while down."""
+    check_link_down_then_up(testbed, f"{PREFIX}t0p0n0", f"{PREFIX}t1p0n0", f"{PREFIX}h0", f"{PREFIX}h3")
+    cells, _errors = testbed.controller.counters([f"{PREFIX}t0p0n0"])
+    assert all(c.packets > 0 for c in cells if c.counter == "port_rx" and c.label)
+
+
+def test_a_bmv2_switch_wedged_behind_mininets_back_is_flagged_by_health(testbed: Any) -> None:
+    """The same down/up done with `ip link` (not through Mininet) still hangs simple_switch's
+    packet thread: the controller's counters see its neighbours send and nothing come in, and
+    health says `not receiving`; a restart (the supervisor's, after a kill) heals it."""
+    import os
+    import signal
+    import subprocess
+
+    t0 = f"{PREFIX}t0p0n0"
+    node = testbed.net.get(t0)
+    uplink = testbed.topology.find_link(f"{t0}-{PREFIX}t1p0n0").a.ifname
+
+    def sent_down() -> int:  # frames the T1s sent towards the T0 so far
+        cells, _errors = testbed.controller.counters([f"{PREFIX}t1p0n0", f"{PREFIX}t1p0n1"])
+        return sum(c.packets for c in cells if c.counter == "port_tx" and c.index == 1)
+
+    def wedge() -> None:
+        subprocess.run(["ip", "link", "set", "dev", uplink, "down"], check=True)
+        before = sent_down()  # the pings meet the down port for a while (the hang needs them)
+        wait_until(lambda: sent_down() > before + 20, "frames at the down port", 30, 0.2)
+        subprocess.run(["ip", "link", "set", "dev", uplink, "up"], check=True)
+
+    def restart() -> None:
+        os.kill(node.process.proc.pid, signal.SIGKILL)  # the supervisor starts it again
+
+    # frames into the T0 from both T1s: the hosts under the other T0 ping its hosts' plane-0 ports
+    traffic = [(f"{PREFIX}h2", f"{PREFIX}h0", 0), (f"{PREFIX}h3", f"{PREFIX}h1", 0)]
+    check_silent_switch_is_flagged(
+        testbed, t0, "not receiving", f"{PREFIX}h3", f"{PREFIX}h0", 0, wedge, restart, traffic
+    )
+    n = len(testbed.host_names())
+    out = run_cli(testbed, ["pingall"])
+    assert f"*** Results: 0% dropped ({n * (n - 1)}/{n * (n - 1)} received)" in out, out
