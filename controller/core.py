@@ -64,6 +64,7 @@ from mrc_fabric.drop_reasons import DROP_REASON_LABELS, drop_reason_label
 from mrc_fabric.ev import EV
 from mrc_fabric.hostconfig import write_host_configs
 from mrc_fabric.p4info import P4InfoIndex, default_index
+from mrc_fabric.p4names import Counter
 from mrc_fabric.topology import Target, Topology
 
 __all__ = ["ActiveFault", "ControllerCore", "PathInfo", "SwitchHealth", "describe_spec"]
@@ -71,7 +72,7 @@ __all__ = ["ActiveFault", "ControllerCore", "PathInfo", "SwitchHealth", "describ
 log = logging.getLogger(__name__)
 
 BMV2_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
-COUNTERS = ("port_rx", "port_tx", "drop_reason", "ecn_marked")
+COUNTERS = (Counter.PORT_RX, Counter.PORT_TX, Counter.DROP_REASON, Counter.ECN_MARKED)
 SYNC_PARALLEL = 16  # switches written at once by install_routes and fault changes
 HEALTH_INTERVAL_S = 1.0  # how often the agents' control sockets are probed
 
@@ -568,7 +569,7 @@ def read_counters(topo: Topology, sessions: list[SwitchSession]) -> tuple[list[C
                 errors.append(str(exc))
                 continue
             for i, packets, nbytes in values:
-                if counter == "drop_reason":
+                if counter == Counter.DROP_REASON:
                     label = drop_reason_label(i)
                     if i not in DROP_REASON_LABELS and not packets:
                         continue

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from controller.p4rt_client import SwitchPool
+from mrc_fabric.p4names import Counter
 from mrc_fabric.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -193,12 +194,12 @@ class CellReader(Protocol):
 def read_port_counts(session: CellReader, ports: Iterable[int]) -> PortCounts:
     """A switch's ``port_rx``/``port_tx`` of ``ports`` and its drops, in one Read."""
     ports = sorted(ports)
-    cells: list[tuple[str, int | None]] = [(c, p) for c in ("port_rx", "port_tx") for p in ports]
-    got = session.read_cells([*cells, ("drop_reason", None)])
+    cells: list[tuple[str, int | None]] = [(c, p) for c in (Counter.PORT_RX, Counter.PORT_TX) for p in ports]
+    got = session.read_cells([*cells, (Counter.DROP_REASON, None)])
     return PortCounts(
-        {p: got.get(("port_rx", p), 0) for p in ports},
-        {p: got.get(("port_tx", p), 0) for p in ports},
-        sum(v for (c, _i), v in got.items() if c == "drop_reason"),
+        {p: got.get((Counter.PORT_RX, p), 0) for p in ports},
+        {p: got.get((Counter.PORT_TX, p), 0) for p in ports},
+        sum(v for (c, _i), v in got.items() if c == Counter.DROP_REASON),
     )
 
 

@@ -11,6 +11,7 @@ field. Deletes are never refused: taking entries away must always work.
 from __future__ import annotations
 
 from mrc_fabric.p4info import P4InfoIndex
+from mrc_fabric.p4names import Action, Field, Table
 
 from .errors import invalid
 from .kernel_state import Tables
@@ -20,29 +21,29 @@ from .table_codec import TableRow
 def group_size(tables: Tables, group: int) -> int | None:
     """The largest size a ``set_ecmp`` route gives ``group``; None when no route uses it."""
     sizes = [
-        row.action.params["size"]
-        for row in tables.get("usid_route", {}).values()
-        if row.action.name == "set_ecmp" and row.action.params["group_id"] == group
+        row.action.params[Field.SIZE]
+        for row in tables.get(Table.USID_ROUTE, {}).values()
+        if row.action.name == Action.SET_ECMP and row.action.params[Field.GROUP_ID] == group
     ]
     return max(sizes) if sizes else None
 
 
 def _member(row: TableRow, index: P4InfoIndex) -> tuple[int, int]:
-    group = row.field("group_id", index)[0]  # type: ignore[index]  # exact fields are always present
-    member = row.field("member", index)[0]  # type: ignore[index]
+    group = row.field(Field.GROUP_ID, index)[0]  # type: ignore[index]  # exact fields are always present
+    member = row.field(Field.MEMBER, index)[0]  # type: ignore[index]
     return group, member
 
 
 def check_ecmp(row: TableRow, new_tables: Tables, index: P4InfoIndex) -> None:
     """Refuse an INSERT/MODIFY of ``row`` that leaves an ECMP group unable to use a member."""
-    if row.table == "usid_route" and row.action.name == "set_ecmp":
-        group, size = row.action.params["group_id"], row.action.params["size"]
+    if row.table == Table.USID_ROUTE and row.action.name == Action.SET_ECMP:
+        group, size = row.action.params[Field.GROUP_ID], row.action.params[Field.SIZE]
         if size == 0:
             raise invalid(
                 f"action set_ecmp param size: 0: group {group} would have no member to hash onto "
                 "(a route that drops is no entry)"
             )
-        most = index.table("ecmp_member").size
+        most = index.table(Table.ECMP_MEMBER).size
         if size > most:
             raise invalid(
                 f"action set_ecmp param size: {size} is more members than ecmp_member holds ({most})"
@@ -50,7 +51,7 @@ def check_ecmp(row: TableRow, new_tables: Tables, index: P4InfoIndex) -> None:
         largest = group_size(new_tables, group) or size
         beyond = sorted(
             m
-            for g, m in (_member(r, index) for r in new_tables.get("ecmp_member", {}).values())
+            for g, m in (_member(r, index) for r in new_tables.get(Table.ECMP_MEMBER, {}).values())
             if g == group and m >= largest
         )
         if beyond:
@@ -58,7 +59,7 @@ def check_ecmp(row: TableRow, new_tables: Tables, index: P4InfoIndex) -> None:
                 f"action set_ecmp param size: {size} leaves member(s) {', '.join(map(str, beyond[:8]))} of "
                 f"group {group} beyond the group's size; delete them first"
             )
-    elif row.table == "ecmp_member":
+    elif row.table == Table.ECMP_MEMBER:
         group, member = _member(row, index)
         known = group_size(new_tables, group)
         if known is not None and member >= known:

@@ -191,13 +191,13 @@ class _PhaseClock:
     """Seconds per bring-up step into a caller's dict (nothing when it passed none)."""
 
     def __init__(self, phases: dict[str, float] | None) -> None:
-        self.phases, self.t = phases, time.monotonic()
+        self.phases, self.lap_start = phases, time.monotonic()
 
     def lap(self, name: str) -> None:
         now = time.monotonic()
         if self.phases is not None:
-            self.phases[name] = round(now - self.t, 2)
-        self.t = now
+            self.phases[name] = round(now - self.lap_start, 2)
+        self.lap_start = now
 
 
 def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[str]) -> None:

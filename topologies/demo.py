@@ -27,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.p4names import Counter as P4Counter
 from mrc_host.agent.ev_summary import retx_causes_text
 from mrc_view.live import recorded
 from topologies.agents import agent_available
@@ -80,7 +81,7 @@ def t1_bytes(tb: Testbed) -> dict[str, int]:
     cells, _errors = tb.controller.counters(names)
     out = dict.fromkeys(names, 0)
     for c in cells:
-        if c.counter == "port_tx":
+        if c.counter == P4Counter.PORT_TX:
             out[c.switch] += c.bytes
     return out
 

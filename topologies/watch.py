@@ -22,10 +22,11 @@ from typing import Any
 
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import EV
+from mrc_fabric.p4names import Counter
 
 EV_POLL_S = 0.05
-FAULT_DROP = "drop_reason"
-FAULT_DROP_INDEX = DropReason.FAULT
+FAULT_DROP = Counter.DROP_REASON
+FAULT_DROP_INDEX = DropReason.FAULT.cell
 
 
 @dataclass
@@ -102,7 +103,7 @@ class TransferWatch:
         faults: list[PlannedFault] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        self.tb = testbed
+        self.testbed = testbed
         self.src, self.dst, self.size, self.mode = src, dst, size, mode
         self.faults = faults or []
         self.user_progress = on_progress
@@ -130,7 +131,7 @@ class TransferWatch:
             self.user_progress(update)
 
     def _poll_evs(self) -> None:
-        client = self.tb.agent(self.src).client
+        client = self.testbed.agent(self.src).client
         while not self._done.is_set():
             self._sample_evs(client)
             self._done.wait(EV_POLL_S)
@@ -153,7 +154,7 @@ class TransferWatch:
             self.ev_last[ev] = row
 
     def _inject(self) -> None:
-        ctl = self.tb.controller
+        ctl = self.testbed.controller
         for f in sorted(self.faults, key=lambda x: x.at_fraction):
             with self._fire:
                 while self._acked < f.at_fraction * self.size and not self._done.is_set():
@@ -163,7 +164,7 @@ class TransferWatch:
                 return
             try:
                 before = self._drops_at_start
-                f.evs_at_injection = send_rows(self.tb.agent(self.src).client.evs(), self.dst)
+                f.evs_at_injection = send_rows(self.testbed.agent(self.src).client.evs(), self.dst)
                 f.evs_sampled_unix = time.time()
                 # stamped before the first write: the first switch's entry acts at once, the
                 # others up to ~0.1 s later (BMv2), so EVs may retire before the call returns
@@ -221,12 +222,12 @@ class TransferWatch:
 
     # -- run ---------------------------------------------------------------------------------------
     def run(self) -> WatchResult:
-        client = self.tb.agent(self.src).client
+        client = self.testbed.agent(self.src).client
         self._sample_evs(client)  # EV rows of an existing connection, before anything happens
         # Fault drop counters before anything happens: reading them at injection would delay the
         # fault by a counter read of every switch (no fault is active, so they do not move).
         self._drops_at_start = (
-            fault_drops(self.tb.controller, [s.name for s in self.tb.topology.switches])
+            fault_drops(self.testbed.controller, [s.name for s in self.testbed.topology.switches])
             if self.faults
             else {}
         )
@@ -237,7 +238,7 @@ class TransferWatch:
         poller.start()
         injector.start()
         try:
-            summary = self.tb.send(self.src, self.dst, self.size, self.mode, self._on_progress)
+            summary = self.testbed.send(self.src, self.dst, self.size, self.mode, self._on_progress)
         finally:
             wall = self._now()
             self._done.set()
@@ -245,7 +246,7 @@ class TransferWatch:
                 self._fire.notify_all()
             injector.join(timeout=30)
             poller.join(timeout=30)
-        ctl = self.tb.controller
+        ctl = self.testbed.controller
         for f in self.faults:
             if f.fault_id:
                 f.drops_at_end = fault_drops(ctl, f.switches)

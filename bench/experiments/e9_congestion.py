@@ -36,6 +36,9 @@ import subprocess
 import sys
 from typing import Any
 
+from mrc_fabric.p4info import default_index
+from mrc_fabric.p4names import Action, Counter, Table
+
 from .common import Context, Result, at_least, experiment_entry, fabric, fabric_info, fmt, step
 from .plots import bars
 from .transfer import run_concurrent, run_transfer
@@ -90,8 +93,10 @@ def window_packets(mbit: float) -> int:
 
 PRIORITY_DATA = 0  # p4src/include/constants.p4: data queue; trimmed headers use 7
 TRIM_OFF = (1 << 19) - 1  # the largest 19-bit trim threshold: a queue never gets that deep
-POLICY_TABLE = "MrcIngress.port_policy"
-POLICY_ACTION = "MrcIngress.set_port_policy"
+# simple_switch_CLI speaks p4c's full names (MrcIngress.port_policy)
+POLICY_TABLE = default_index().table(Table.PORT_POLICY).name
+POLICY_ACTION = default_index().action(Action.SET_PORT_POLICY).name
+ECN_COUNTER = default_index().counter(Counter.ECN_MARKED).name
 _ENTRY = re.compile(
     # the key prints as the field P4 matched on: "* scalars.metadata_t.out_port: EXACT 0004"
     r"Dumping entry (0x[0-9a-f]+)\s*\nMatch key:\s*\n\*\s*[\w.]*port\s*:\s*EXACT\s+([0-9a-f]+)\s*\n"
@@ -199,7 +204,7 @@ def bmv2_trim_packets(pps: int) -> int:
 
 def ecn_marks(sw: Any, port: int) -> int | None:
     """Packets the P4 program marked CE on one BMv2 port (its ``ecn_marked`` counter)."""
-    out = switch_cli(sw, f"counter_read MrcEgress.ecn_marked {port}")
+    out = switch_cli(sw, f"counter_read {ECN_COUNTER} {port}")
     m = re.search(r"(\d+) packets", out)  # "MrcEgress.ecn_marked[4]= (8240 bytes, 2 packets)"
     return int(m.group(1)) if m else None
 
