@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (the fabric fixture is imported from test_controller)
 """Health tells the truth about the data plane: a switch whose ports stop receiving while its
 neighbours send to it, a cable whose far end counts nothing, a switch that takes frames in and
 sends none out -- `health`, `paths` and the event stream say so, with the figures, and stop
@@ -11,14 +12,9 @@ the switches, whose port counters the test moves.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import grpc
 import pytest
-from controller_lab import FakeSwitch, fake_switches, stop_controller
+from test_controller import fabric  # noqa: F401 (the fixture: the controller over fake switches)
 
-from controller.core import ControllerCore
 from controller.dataplane_watch import (
     MIN_FRAMES,
     NOT_FORWARDING,
@@ -28,8 +24,6 @@ from controller.dataplane_watch import (
     PortCounts,
 )
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
-from controller.server import serve
 from linux_target.netlink_backend import LinkStats
 from mrc_fabric.topology import Topology, build_clos
 
@@ -38,7 +32,7 @@ T0, T1 = "dpt0p0n0", "dpt1p0n0"
 UP = Direction(T1, 1, T0, 3)  # T1 port 1 -> T0 port 3 (T0's uplink to T1 0)
 
 
-class Fabric:
+class Counts:
     """Cumulative counters of every switch port, moved by the test, read by the judge."""
 
     def __init__(self, topo: Topology = TOPO) -> None:
@@ -67,17 +61,17 @@ class Fabric:
         }
 
 
-def started(interval_s: float = 2.0) -> tuple[Fabric, DataplaneJudge]:
+def started(interval_s: float = 2.0) -> tuple[Counts, DataplaneJudge]:
     """A fabric and a judge that has read it once."""
-    f, judge = Fabric(), DataplaneJudge(TOPO, interval_s)
+    f, judge = Counts(), DataplaneJudge(TOPO, interval_s)
     judge.update(f.snapshot())
     return f, judge
 
 
-def judged(fabric: Fabric, judge: DataplaneJudge, rounds: list[int], broken: Direction | None = None) -> None:
+def judged(counts: Counts, judge: DataplaneJudge, rounds: list[int], broken: Direction | None = None) -> None:
     for frames in rounds:
-        fabric.carry(frames, broken)
-        judge.update(fabric.snapshot())
+        counts.carry(frames, broken)
+        judge.update(counts.snapshot())
 
 
 def test_a_healthy_or_idle_fabric_has_no_verdict() -> None:
@@ -154,80 +148,51 @@ def test_counters_that_go_back_or_a_switch_unread_give_no_false_verdict() -> Non
 
 
 # -- through the controller -------------------------------------------------------------------------
-def stats(fabric: Fabric, sw: FakeSwitch) -> dict[str, LinkStats]:
-    return {
-        ifname: LinkStats(fabric.rx[sw.name][p], 0, fabric.tx[sw.name][p], 0)
-        for p, ifname in sw.ports.items()
-    }
-
-
-@pytest.fixture
-def served(
-    tmp_path: Path,
-) -> Iterator[tuple[Fabric, dict[str, FakeSwitch], ControllerCore, pb_grpc.ControllerStub]]:
-    topo = build_clos(2, 2, 2, 2, prefix="dp", p4rt_address_format=f"unix:{tmp_path}/{{name}}.sock")
-    switches = fake_switches(topo, tmp_path)
-    core = server = channel = None
-    try:
-        for sw in switches.values():
-            sw.start()
-        # a long interval: the test reads the counters itself, by ``check``
-        core = ControllerCore(topo, run_dir=tmp_path, dataplane_interval_s=2.0)
-        core.dataplane.interval_s = 3600.0
-        core.start()
-        assert core.wait_ready(10) == []
-        server, _svc, address = serve(core, f"unix:{tmp_path}/controller.sock")
-        channel = grpc.insecure_channel(address)
-        stub = pb_grpc.ControllerStub(channel)
-        stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=30)
-        yield Fabric(topo), switches, core, stub
-    finally:
-        stop_controller(channel, server, core)
-        for sw in switches.values():
-            sw.stop()
-
-
 def test_health_paths_and_events_show_a_switch_that_stopped_receiving(  # type: ignore[no-untyped-def]
-    served, tmp_path, capsys
+    fabric, capsys
 ) -> None:
     from controller.cli import main
 
-    fabric, switches, core, stub = served
+    core, stub, t0 = fabric.core, fabric.stub, "cut0p0n0"
+    core.dataplane.stop()  # no reads of its own: the test reads (``check``) after moving the counters
+    stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=30)
+    counts = Counts(fabric.topo)
 
     def read(frames: int, dead: bool) -> None:
-        fabric.carry(frames)
+        counts.carry(frames)
         if dead:
-            fabric.rx[T0] = {p: v - frames for p, v in fabric.rx[T0].items()}
-            fabric.tx[T0] = {p: v - frames for p, v in fabric.tx[T0].items()}
-        for sw in switches.values():
-            sw.stats = stats(fabric, sw)
+            counts.rx[t0] = {p: v - frames for p, v in counts.rx[t0].items()}
+            counts.tx[t0] = {p: v - frames for p, v in counts.tx[t0].items()}
+        for sw in fabric.switches.values():
+            sw.stats = {
+                ifname: LinkStats(counts.rx[sw.name][p], 0, counts.tx[sw.name][p], 0)
+                for p, ifname in sw.ports.items()
+            }
         core.dataplane.check()
 
     for _ in range(3):
         read(25, dead=True)
     health = stub.GetHealth(pb.GetHealthRequest(), timeout=10)
-    t0 = next(s for s in health.switches if s.switch == T0)
-    assert t0.reachable and t0.primary  # its session is fine ...
-    assert (
-        t0.dataplane == NOT_RECEIVING and "none came in on any port" in t0.dataplane_detail
-    )  # ... its ports are not
-    assert {link.receiver for link in health.links} == {T0} and len(health.links) == 2
-    paths = stub.ListPaths(pb.ListPathsRequest(src="dph0", dst="dph3"), timeout=10).paths
+    got = next(s for s in health.switches if s.switch == t0)
+    assert got.reachable and got.primary  # its session is fine, its ports are not:
+    assert got.dataplane == NOT_RECEIVING and "none came in on any port" in got.dataplane_detail
+    assert {link.receiver for link in health.links} == {t0} and len(health.links) == 2
+    paths = stub.ListPaths(pb.ListPathsRequest(src="cuh0", dst="cuh3"), timeout=10).paths
     plane0 = [p for p in paths if p.plane == 0]
-    assert plane0 and all(p.status == "silent" and p.silent.startswith(f"{T0} not receiving") for p in plane0)
+    assert plane0 and all(p.status == "silent" and p.silent.startswith(f"{t0} not receiving") for p in plane0)
     assert all(p.status == "ok" for p in paths if p.plane == 1)
-    ctl = ["--controller", f"unix:{tmp_path}/controller.sock"]
+    ctl = ["--controller", f"unix:{core.run_dir}/controller.sock"]
     with pytest.raises(SystemExit) as degraded:
         main([*ctl, "health"])
     out = capsys.readouterr().out
     assert degraded.value.code == 3 and "not receiving" in out and "silent" in out
-    assert main([*ctl, "paths", "dph0", "dph3"]) == 0
+    assert main([*ctl, "paths", "cuh0", "cuh3"]) == 0
     assert "silent" in capsys.readouterr().out
     read(25, dead=False)
     health = stub.GetHealth(pb.GetHealthRequest(), timeout=10)
     assert not any(s.dataplane for s in health.switches) and not health.links
-    assert all(p.status == "ok" for p in stub.ListPaths(pb.ListPathsRequest(src="dph0", dst="dph3")).paths)
+    assert all(p.status == "ok" for p in stub.ListPaths(pb.ListPathsRequest(src="cuh0", dst="cuh3")).paths)
     assert main([*ctl, "health"]) == 0
     said = [(e.kind, e.switch, e.message) for e in core.events.history if e.kind.startswith("dataplane")]
-    assert ("dataplane_silent", T0, f"{T0} {NOT_RECEIVING}: {t0.dataplane_detail}") in said
-    assert ("dataplane_ok", T0, f"{T0} carries frames again") in said
+    assert ("dataplane_silent", t0, f"{t0} {NOT_RECEIVING}: {got.dataplane_detail}") in said
+    assert ("dataplane_ok", t0, f"{t0} carries frames again") in said
