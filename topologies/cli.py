@@ -31,6 +31,7 @@ from rich.table import Table
 
 from controller.cli import health_tables, path_row
 from controller.fault_cli import add_fault_arguments, faults_table, inject
+from mrc_host.agent.client import AgentError
 from mrc_host.agent.ev_summary import STATE_COLOURS, path_table, retx_causes_text
 from topologies.mn_commands import REFUSED, iperf
 
@@ -207,12 +208,13 @@ class MrcCommands:
         """The host agent's EV rows, or none when it has no agent (the walk is shown anyway)."""
         try:
             evs = self.testbed.agent(host).client.evs()
-        except (KeyError, OSError):
+        except (KeyError, OSError, AgentError):  # no agent, or a dead one: its health row says so
             return []
         return list(evs.get("evs", []) if isinstance(evs, dict) else evs or [])
 
     def health(self, line: str = "") -> Any:
-        """Switch sessions and host agents as the controller sees them."""
+        """Switch sessions and data planes and host agents as the controller sees them, the links
+        this CLI holds down, and the paths the agents found dead."""
         if line.strip():
             raise CommandError("usage: health")
         resp = self._controller().health()
@@ -231,14 +233,11 @@ class MrcCommands:
         """(host, peer, plane, T1, EVs) of every path whose EVs an agent has all retired."""
         out = []
         for host in self.testbed.host_names():
-            paths: dict[tuple[str, int, int], list[str]] = {}
-            for r in self._agent_rows(host):
-                if r.get("conn") == "send" and r.get("mode") == "mrc":
-                    key = (str(r["peer"]), int(r["plane"]), int(r["t1"]))
-                    paths.setdefault(key, []).append(str(r["state"]))
-            for (peer, plane, t1), states in sorted(paths.items()):
-                if all(st == "ASSUMED_BAD" for st in states):
-                    out.append((host, peer, plane, t1, len(states)))
+            rows = self._agent_rows(host)
+            for peer in sorted({str(r["peer"]) for r in rows if "peer" in r}):
+                for (plane, t1), evs in sorted(agent_path_evs(rows, peer).items()):
+                    if all(state == "ASSUMED_BAD" for _ev, state in evs):
+                        out.append((host, peer, plane, t1, len(evs)))
         return out
 
     def link_changed(self, line: str) -> None:
@@ -577,7 +576,9 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     def do_health(self, line: str) -> None:
         """health
         Each switch's P4Runtime session (primary, backup or unreachable, with reconciles and
-        pipeline pushes) and each host agent's control socket (alive, dead or absent)."""
+        pipeline pushes) and data plane (its counters: not receiving, not forwarding), silent
+        cables, links `link` took down, paths an agent retired whole, and each host agent's
+        control socket (alive, dead or absent)."""
         self.run_verb(self.commands.health, line)
 
     def do_fidelity(self, line: str) -> None:
