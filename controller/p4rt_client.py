@@ -42,7 +42,9 @@ from mrc_p4rt.status import P4RuntimeCallError
 
 log = logging.getLogger(__name__)
 
-WRITE_BATCH = 256
+# updates per Write: the per-update statuses of a batch this size fit the gRPC trailer (8 KiB
+# soft limit) that carries them, so a failed update is named, not lost with the whole batch
+WRITE_BATCH = 100
 CONNECT_TIMEOUT_S = 2.0
 RPC_TIMEOUT_S = 10.0
 BACKOFF_MIN_S = 0.2

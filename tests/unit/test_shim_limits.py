@@ -21,6 +21,7 @@ import grpc
 import pytest
 from finsy.proto import p4r, p4r_grpc, rpc_code
 
+from controller.p4rt_client import WRITE_BATCH
 from linux_target.counters import CounterReader
 from linux_target.p4rt_client import P4RuntimeTestClient
 from linux_target.p4rt_service import P4RuntimeShim
@@ -187,11 +188,20 @@ def test_the_longest_failures_fit_and_scattered_ones_are_listed(client: P4Runtim
     assert trailer <= TRAILER_BUDGET
 
 
-def test_one_failure_in_a_controller_sized_batch_is_found(client: P4RuntimeTestClient) -> None:
+def test_one_failure_in_a_long_batch_is_named_and_a_controller_batch_is_covered_whole(
+    client: P4RuntimeTestClient,
+) -> None:
     client.insert(route(client, 200))
-    updates = [(p4r.Update.INSERT, route(client, i)) for i in range(256)]
-    err = write_error(client, updates)
+    err = write_error(client, [(p4r.Update.INSERT, route(client, i)) for i in range(256)])
     assert err.details().startswith("1 of 256 updates failed (updates 200): update 200: ALREADY_EXISTS")
+    # the controller's batches are small enough for a status per update, the failed one last
+    client.insert(route(client, 1000 + WRITE_BATCH - 1))
+    err = write_error(client, [(p4r.Update.INSERT, route(client, 1000 + i)) for i in range(WRITE_BATCH)])
+    statuses = update_statuses(err)
+    assert (
+        len(statuses) == WRITE_BATCH
+        and statuses[-1].canonical_code == grpc.StatusCode.ALREADY_EXISTS.value[0]
+    )
 
 
 def test_index_ranges() -> None:
