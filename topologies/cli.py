@@ -168,7 +168,7 @@ class MrcCommands:
         if line.strip():
             raise CommandError("usage: faults")
         faults: list[Any] = self._controller().faults()
-        notes = {fid: _link_note(name) for name, fid in self.testbed.link_faults.items()}
+        notes = {fid: _link_note(name) for name, fid in self._link_faults().items()}
         self.out.print(faults_table(faults, "active faults", notes))
         return faults
 
@@ -204,6 +204,11 @@ class MrcCommands:
         self.out.print(t)
         return paths
 
+    def _link_faults(self) -> dict[str, str]:
+        """Link -> the fault holding it down since this CLI's ``link A B down`` (the testbed's)."""
+        faults = getattr(self.testbed, "link_faults", None)
+        return faults if isinstance(faults, dict) else {}
+
     def _agent_rows(self, host: str) -> list[dict[str, Any]]:
         """The host agent's EV rows, or none when it has no agent (the walk is shown anyway)."""
         try:
@@ -219,7 +224,7 @@ class MrcCommands:
             raise CommandError("usage: health")
         resp = self._controller().health()
         t = health_tables(resp)
-        for name, fid in sorted(self.testbed.link_faults.items()):
+        for name, fid in sorted(self._link_faults().items()):
             t.add_row("link", name, "[red]down[/red]", f"{_link_note(name)} (fault {fid})")
         for host, peer, plane, t1, n in self._dead_paths():
             t.add_row(
@@ -252,13 +257,13 @@ class MrcCommands:
             name = topo.find_link(f"{args[0]}-{args[1]}").name
         except KeyError:
             return  # not a cable of the fabric: Mininet said so
-        if args[2] == "down" and name not in self.testbed.link_faults:
+        if args[2] == "down" and name not in self._link_faults():
             fid = self._controller().inject("link_down", name).id
-            self.testbed.link_faults[name] = fid
+            self._link_faults()[name] = fid
             until = f"`link {args[0]} {args[1]} up`"
             self.out.print(f"link {name} down: the controller holds it as fault {fid} until {until}")
-        elif args[2] == "up" and name in self.testbed.link_faults:
-            fid = self.testbed.link_faults.pop(name)
+        elif args[2] == "up" and name in self._link_faults():
+            fid = self._link_faults().pop(name)
             try:
                 self._controller().clear(fid)
             except grpc.RpcError as exc:

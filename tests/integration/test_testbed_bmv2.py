@@ -91,17 +91,21 @@ def test_a_bmv2_switch_wedged_behind_mininets_back_is_flagged_by_health(testbed:
 
     t0 = f"{PREFIX}t0p0n0"
     node = testbed.net.get(t0)
-    uplink = testbed.topology.find_link(f"{t0}-{PREFIX}t1p0n0").a.ifname
+    link = testbed.topology.find_link(f"{t0}-{PREFIX}t1p0n0")
 
     def sent_down() -> int:  # frames the T1s sent towards the T0 so far
         cells, _errors = testbed.controller.counters([f"{PREFIX}t1p0n0", f"{PREFIX}t1p0n1"])
         return sum(c.packets for c in cells if c.counter == "port_tx" and c.index == 1)
 
+    def set_link(state: str) -> None:  # both ends, in Mininet's order
+        for end in (link.a, link.b):
+            subprocess.run(["ip", "link", "set", "dev", end.ifname, state], check=True)
+
     def wedge() -> None:
-        subprocess.run(["ip", "link", "set", "dev", uplink, "down"], check=True)
-        before = sent_down()  # the pings meet the down port for a while (the hang needs them)
+        set_link("down")
+        before = sent_down()  # the pings meet the down port for a while
         wait_until(lambda: sent_down() > before + 20, "frames at the down port", 30, 0.2)
-        subprocess.run(["ip", "link", "set", "dev", uplink, "up"], check=True)
+        set_link("up")
 
     def restart() -> None:
         os.kill(node.process.proc.pid, signal.SIGKILL)  # the supervisor starts it again
