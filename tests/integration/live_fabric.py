@@ -311,28 +311,33 @@ def pinging(tb: Any, pairs: list[tuple[str, str, int]]) -> Iterator[None]:
 
 
 def check_silent_switch_is_flagged(
-    tb: Any, switch: str, state: str, src: str, dst: str, plane: int, break_it: Callable[[], None],
+    tb: Any, candidates: set[str], state: str, src: str, dst: str, break_it: Callable[[], None],
     repair: Callable[[], None], traffic: list[tuple[str, str, int]],
 ) -> str:  # fmt: skip
-    """A switch whose data plane stops (``break_it``) while frames cross it is flagged by
-    ``health`` (``state``, with the figures), its paths are ``silent``, and both clear once it
-    carries frames again (``repair``). Returns what the CLI printed meanwhile."""
+    """A switch whose data plane stops (``break_it``: one of ``candidates``, whichever the traffic
+    crosses) while frames cross it is flagged by ``health`` (``state``, with the figures), the paths
+    from ``src`` to ``dst`` through it are ``silent``, and all clears once it carries frames again
+    (``repair``). Returns what the CLI printed meanwhile."""
 
-    def verdict() -> Any:
-        return next(s for s in tb.controller.health().switches if s.switch == switch)
+    def flagged() -> list[Any]:
+        return [s for s in tb.controller.health().switches if s.switch in candidates and s.dataplane]
 
-    assert verdict().dataplane == ""
+    def healthy() -> bool:
+        switches = [s for s in tb.controller.health().switches if s.switch in candidates]
+        return all(s.primary and not s.dataplane for s in switches)
+
+    assert healthy()
     with pinging(tb, traffic):
         break_it()
         try:
-            found = wait_until(lambda: (v := verdict()).dataplane and v, f"{switch} {state}", 40, 0.5)
-            assert found.dataplane == state and found.reachable, found
+            found = wait_until(flagged, f"one of {sorted(candidates)} {state}", 40, 0.5)
+            assert all(s.dataplane == state and s.reachable for s in found), found
             out = run_cli(tb, ["health", f"paths {src} {dst}"])
-            assert f"{state}" in out and found.dataplane_detail.split(",")[0] in out, out
-            crossing = [p for p in tb.controller.paths(src, dst) if p.plane == plane]
-            assert crossing and all(p.status == "silent" and switch in p.silent for p in crossing), crossing
+            assert state in out and found[0].dataplane_detail.split(",")[0] in out, out
+            names = {s.switch for s in found}
+            crossing = [p for p in tb.controller.paths(src, dst) if names & {h.node for h in p.hops}]
+            assert crossing and all(p.status == "silent" for p in crossing), crossing
         finally:
             repair()
-        healthy = f"{switch} healthy again"
-        wait_until(lambda: verdict().dataplane == "" and verdict().primary, healthy, 60, 0.5)
+        wait_until(healthy, f"{sorted(candidates)} healthy again", 90, 0.5)
     return out

@@ -395,6 +395,6 @@ def test_a_switch_that_stops_forwarding_is_flagged_by_health(testbed: Any) -> No
         node.cmd(f"sysctl -qw net.ipv6.conf.all.forwarding={on}")
 
     check_silent_switch_is_flagged(
-        testbed, t0, "not forwarding", H0, H3, 0, lambda: forwarding(0), lambda: forwarding(1),
+        testbed, {t0}, "not forwarding", H0, H3, lambda: forwarding(0), lambda: forwarding(1),
         [(H0, H3, 0), (H1, H2, 0)],
     )  # fmt: skip
