@@ -86,10 +86,10 @@ def missing_contract_names(p4info: p4i.P4Info, contract: p4i.P4Info | None = Non
     """What ``p4info`` lacks of the contract (default: the committed P4Info), one message each.
 
     Every table, action, counter and register named above must be there (by alias or full
-    name, as clients resolve them); each table with the contract's match fields, of the same
-    match type and at least as wide, and with every action the contract lets it take; each
-    action with its parameters, at least as wide. Empty: the controller and both targets' code
-    can drive a switch running that program.
+    name, as clients resolve them); each counter with at least the contract's cells; each table
+    with the contract's match fields, of the same match type and at least as wide, and with
+    every action the contract lets it take; each action with its parameters, at least as wide.
+    Empty: the controller and both targets' code can drive a switch running that program.
     """
     want = P4InfoIndex(contract if contract is not None else load_p4info())
     have = P4InfoIndex(p4info)
@@ -101,6 +101,8 @@ def missing_contract_names(p4info: p4i.P4Info, contract: p4i.P4Info | None = Non
     for name in names(Counter).values():
         if not _has(have.counter, name):
             missing.append(f"counter {name}: missing")
+        elif (cells := have.counter(name).size) < (needed := want.counter(name).size):
+            missing.append(f"counter {name}: {cells} cells, needs {needed}")
     registers = {n for r in p4info.registers for n in (r.preamble.name, r.preamble.alias)}
     missing += [f"register {name}: missing" for name in names(Register).values() if name not in registers]
     return missing

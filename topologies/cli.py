@@ -33,6 +33,7 @@ from controller.cli import health_tables, path_row
 from controller.fault_cli import add_fault_arguments, faults_table, inject
 from mrc_host.agent.client import AgentError
 from mrc_host.agent.ev_summary import STATE_COLOURS, path_table, retx_causes_text
+from topologies import cli_switches
 from topologies.mn_commands import REFUSED, iperf
 
 SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
@@ -610,6 +611,10 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     def mrc_verbs(self) -> list[str]:
         """The verbs this CLI adds to Mininet's: every ``do_<verb>`` Mininet's own CLI lacks."""
         return [name[3:] for name in self.get_names() if name.startswith("do_") and not hasattr(CLI, name)]
+
+    do_switches = cli_switches.do_switches  # the switches to the usual P4 tools (cli_switches.py)
+    do_p4 = cli_switches.do_p4
+    do_p4rt = cli_switches.do_p4rt
 
     def do_help(self, line: str) -> None:
         super().do_help(line)

@@ -67,11 +67,13 @@ def mn_topo(
     """``--topo mrcclos,planes=..,t0=..,t1=..,hosts_per_t0=..,target=..,link_rate=..,prefix=..,runs=..``."""
     try:
         from mrc_fabric.topology import build_clos
+        from topologies import preflight
         from topologies.clos import TOPOLOGY_FILE, ClosTopo
 
         choice = choose_target(target)
         announce(choice.banner())
         topology = build_clos(planes, t0, t1, hosts_per_t0, prefix=prefix, target=choice.target)
+        preflight.require(choice.target, Path(runs), preflight.root_ifnames(topology))
         run = RunDir.create(Path(runs))
         _MN_RUNS.append(run)
         announce(f"run directory: {run.path}")
@@ -81,14 +83,14 @@ def mn_topo(
         topology.save(run.path / TOPOLOGY_FILE)  # interface names for cleanup, even if start fails
         link_opts = None
         if link_rate:
-            from mininet.link import TCLink
+            from topologies.rate_link import RateLink
 
-            link_opts = {"cls": TCLink, "bw": float(link_rate)}
+            link_opts = {"cls": RateLink, "bw": float(link_rate)}
         topo = ClosTopo(topology, choice.switch_cls, str(run.path), link_opts)
     except Exception as exc:  # SystemExit: see the top of the file
         print(f"mrcclos: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    topo.mrc = (topology, run, choice)  # picked up by the CLI once mn has started the net
+    topo.mrc = (topology, run, choice, float(link_rate))  # picked up by the CLI once mn started the net
     return topo
 
 
@@ -115,7 +117,7 @@ def mn_cli_class() -> type:
             if mrc is None or kwargs.get("script"):
                 super().__init__(mininet, *args, **kwargs)
                 return
-            topology, run, choice = mrc
+            topology, run, choice, link_rate = mrc
             tb = Testbed(
                 TestbedConfig(
                     planes=topology.planes,
@@ -124,8 +126,10 @@ def mn_cli_class() -> type:
                     hosts_per_t0=topology.hosts_per_t0,
                     target=choice.target.value,
                     runs_root=run.path.parent,
+                    link_rate=link_rate or None,
                 )
             )
+            tb.rate_source = "link_rate= in --topo" if link_rate else "no link_rate= in --topo mrcclos,..."
             try:
                 finish_start(mininet, topology, run.path)
                 tb.adopt(mininet, topology, run, choice)

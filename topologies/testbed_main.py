@@ -5,6 +5,8 @@
     sudo .venv/bin/mrc-testbed --cli                      # default fabric, Mininet CLI with MRC verbs
     sudo .venv/bin/mrc-testbed --planes 4 --t1 4 --link-rate 100 --target linux
     sudo .venv/bin/mrc-testbed calibrate --target bmv2     # the highest faithful link rate here
+    sudo .venv/bin/mrc-testbed --cli --p4 examples/p4/ev_telemetry.p4   # your own P4 program
+    sudo .venv/bin/mrc-testbed switches                   # Thrift ports, P4Runtime sockets of runs/latest
 
 Without ``--cli`` the fabric stays up until Ctrl-C (or SIGTERM/SIGHUP), then is torn down.
 The testbed itself is :class:`topologies.testbed.Testbed`.
@@ -20,7 +22,16 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from topologies.live_errors import run_explained
 from topologies.testbed import Testbed, add_fabric_arguments, announce, config_from_args, summary
+
+TOOLS = ("switches", "p4", "p4rt-shell")
+SUBCOMMANDS = """subcommands (each has --help):
+  calibrate                 the highest link rate this machine keeps faithful, per data plane and shape
+  switches                  the switches of a running fabric: device ids, P4Runtime sockets, Thrift ports
+  p4 SWITCH [COMMAND]       simple_switch_CLI (BMv2's Thrift runtime) on one switch of a running fabric
+  p4rt-shell SWITCH         p4runtime-shell on one switch as a backup client: never disturbs the controller
+Without a subcommand: bring a fabric up (the options above). docs/testbed.md, docs/mininet-p4.md"""
 
 
 def _quiet(_line: str) -> None:
@@ -50,9 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         from topologies.fidelity.calibrate import main as calibrate
 
         return calibrate(argv[1:])
+    if argv[:1] and argv[0] in TOOLS:  # the P4 tools on a running fabric's switches
+        from topologies.switch_tools import main as tools
+
+        return tools(argv)
     ap = argparse.ArgumentParser(
         prog="mrc-testbed",
         description=__doc__.splitlines()[0],
+        epilog=SUBCOMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_fabric_arguments(ap)
     ap.add_argument("--cli", action="store_true", help="open the Mininet CLI with the MRC verbs")
@@ -72,8 +89,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from mininet.log import setLogLevel
 
-    from topologies.target import TargetError
-
     # Mininet's own steps of the bring-up only with -v; its command output (pingall, h0 ping h3,
     # net ...) at its normal level in the CLI, as under mn
     setLogLevel("info" if args.verbose else "output")
@@ -82,30 +97,29 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "*** starting the fabric, controller and agents (-v: every step) ...", file=sys.stderr, flush=True
         )
-    tb = None
-    try:
-        with (
-            Testbed(config_from_args(args, agents=not args.no_agents), progress=progress) as tb,
-            _view(tb, args) as view,
-        ):
-            print(summary(tb), flush=True)
-            if args.cli:
-                from topologies.cli import MrcCLI
+    tb = Testbed(config_from_args(args, agents=not args.no_agents), progress=progress)
 
-                setLogLevel("info")
-                MrcCLI(tb.net, testbed=tb, view=view)
-            else:
-                print("fabric up; Ctrl-C tears it down", flush=True)
-                while True:
-                    signal.pause()
-    except TargetError as exc:
-        print(f"mrc-testbed: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted: fabric torn down", file=sys.stderr)
+    def live() -> int:
+        try:
+            with tb, _view(tb, args) as view:
+                print(summary(tb), flush=True)
+                if args.cli:
+                    from topologies.cli import MrcCLI
+
+                    setLogLevel("info")
+                    MrcCLI(tb.net, testbed=tb, view=view)
+                else:
+                    print("fabric up; Ctrl-C tears it down", flush=True)
+                    while True:
+                        signal.pause()
+        except KeyboardInterrupt:
+            print("\ninterrupted: fabric torn down", file=sys.stderr)
+        return 0
+
+    try:
+        return run_explained("mrc-testbed", live)
     finally:
         _say_fidelity(tb)
-    return 0
 
 
 def _say_fidelity(tb: Testbed | None) -> None:

@@ -23,8 +23,10 @@ from typing import Any
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import EV
 from mrc_fabric.p4names import Counter
+from mrc_fabric.time_scale import scaled
 
 EV_POLL_S = 0.05
+THREAD_JOIN_S = 30.0  # the injector's and poller's end after the transfer (reference machine)
 FAULT_DROP = Counter.DROP_REASON
 FAULT_DROP_INDEX = DropReason.FAULT.cell
 
@@ -37,6 +39,8 @@ class PlannedFault:
     target: str
     at_fraction: float
     label: str = ""
+    probability: float = 0.0  # loss
+    period_s: float = 0.0  # flap
     fault_id: str = ""
     injected_at: float | None = None  # seconds since the transfer started, before the first table write
     landed_at: float | None = None  # ... when the controller answered: every table write done
@@ -169,7 +173,8 @@ class TransferWatch:
                 # stamped before the first write: the first switch's entry acts at once, the
                 # others up to ~0.1 s later (BMv2), so EVs may retire before the call returns
                 requested, acked = self._now(), self._acked
-                fault = ctl.inject(f.kind, f.target)
+                extra = {k: v for k, v in (("probability", f.probability), ("period_s", f.period_s)) if v}
+                fault = ctl.inject(f.kind, f.target, **extra)
                 f.fault_id, f.injected_at, f.acked_at_injection = fault.id, requested, acked
                 f.landed_at = self._now()
                 # entries read "switch:table:port action"
@@ -244,8 +249,8 @@ class TransferWatch:
             self._done.set()
             with self._fire:
                 self._fire.notify_all()
-            injector.join(timeout=30)
-            poller.join(timeout=30)
+            injector.join(timeout=scaled(THREAD_JOIN_S))
+            poller.join(timeout=scaled(THREAD_JOIN_S))
         ctl = self.testbed.controller
         for f in self.faults:
             if f.fault_id:
