@@ -140,7 +140,22 @@ class ControllerProcess:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=self._read_log, args=(self.proc,), daemon=True).start()
         if wait:
-            self.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
+            self.wait_serving()
+
+    def wait_serving(self) -> None:
+        """The new process answers. The channel outlives the process it last reached: a call sent
+        on the dead one's connection before the channel saw it close fails with UNAVAILABLE
+        ("Stream removed"), so that answer means "not this process yet", not a failed start."""
+        assert self.proc is not None
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                self.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
+                return
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.UNAVAILABLE or self.proc.poll() is not None:
+                    raise
+                assert time.monotonic() < deadline, f"the controller did not serve: {err.details()}"
 
     def _read_log(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
