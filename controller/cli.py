@@ -143,7 +143,11 @@ class Cli:
     def health(self) -> None:
         resp = self.client.health()
         self.emit(resp, lambda: health_tables(resp))
-        if any(not s.reachable for s in resp.switches) or any(a.state == "dead" for a in resp.agents):
+        if (
+            any(not s.reachable or s.dataplane for s in resp.switches)
+            or resp.links
+            or any(a.state == "dead" for a in resp.agents)
+        ):
             raise SystemExit(3)  # scripts can tell a degraded fabric by the exit status
 
     def topology(self) -> None:
@@ -210,23 +214,31 @@ def path_status(p: Any) -> str:
         return f"[red]dropped[/red] {p.drop_reason} at {p.drop_at}"
     if p.status == "unreachable":
         return f"[red]unreachable[/red] switch {', '.join(p.unreachable)} has no session"
+    if p.status == "silent":
+        return f"[red]silent[/red] {p.silent}"
     if p.status == "lossy":
         return f"[yellow]lossy[/yellow] survival {p.survival:.3f}"
     return f"[green]ok[/green] → {p.delivered_to}"
 
 
 def health_tables(resp: pb.GetHealthResponse) -> Table:
-    """Switches then agents, one row each, unhealthy ones in red."""
+    """Switches, silent cables, then agents, one row each, unhealthy ones in red: a switch is
+    judged by its session and by its counters (``dataplane_watch``)."""
     t = Table("kind", "name", "state", "detail", title="health")
     for s in resp.switches:
         if not s.reachable:
             state = "[red]unreachable[/red]"
+        elif s.dataplane:
+            state = f"[red]{'primary' if s.primary else 'backup'}, {s.dataplane}[/red]"
         elif s.primary:
             state = "[green]primary[/green]"
         else:
             state = "[yellow]backup[/yellow]"
         detail = f"reconciles {s.reconciles}, pipeline pushes {s.pipeline_pushes}"
-        t.add_row("switch", s.switch, state, f"{s.last_error or detail} ({s.address})")
+        detail = s.dataplane_detail or s.last_error or detail
+        t.add_row("switch", s.switch, state, f"{detail} ({s.address})")
+    for link in resp.links:
+        t.add_row("link", link.link, f"[red]{link.state}[/red]", link.detail)
     for a in resp.agents:
         color = {"alive": "green", "dead": "red"}.get(a.state, "yellow")
         t.add_row("agent", a.host, f"[{color}]{a.state}[/{color}]", a.detail or a.socket)

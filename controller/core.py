@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from controller.compiler import CompileOptions, compile_host_configs, compile_routes
+from controller.dataplane_watch import INTERVAL_S, DataplaneWatch, Verdict, path_silence
 from controller.entries import SwitchEntries, TableEntry
 from controller.events import EventBus
 from controller.fault_keeper import FaultKeeper, describe_spec, saved_fault
@@ -28,6 +29,7 @@ from controller.fault_table import ActiveFault
 from controller.faults import FaultSpec
 from controller.health import AgentState, AgentWatch
 from controller.northbound import CounterCell
+from controller.p4rt_client import SwitchSession
 from controller.path_view import PathInfo, list_paths
 from controller.state_file import Recovered
 from controller.state_keeper import StateKeeper, StateUnavailable
@@ -65,6 +67,7 @@ class SwitchHealth:
     last_error: str
     reconciles: int
     pipeline_pushes: int
+    dataplane: Verdict | None = None  # what its counters say is wrong (dataplane_watch)
 
 
 class ControllerCore:
@@ -77,6 +80,7 @@ class ControllerCore:
         index: P4InfoIndex | None = None,
         bmv2_json: Path = BMV2_JSON,
         state_file: Path | None = None,
+        dataplane_interval_s: float = INTERVAL_S,
     ) -> None:
         self.topo = topo
         self.state_file = state_file  # routes and faults kept for a restart (state_file.py)
@@ -96,6 +100,7 @@ class ControllerCore:
         )
         self._health_stop = threading.Event()
         self._health_thread: threading.Thread | None = None
+        self.dataplane = DataplaneWatch.of_pool(topo, self.pool, self.events.publish, dataplane_interval_s)
         if state_file is not None:
             self._open_state()
 
@@ -114,6 +119,7 @@ class ControllerCore:
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         self.switches.start()
+        self.dataplane.start()
         if self.agent_watch is not None:
             self._health_thread = threading.Thread(target=self._watch_agents, name="agent-watch", daemon=True)
             self._health_thread.start()
@@ -123,6 +129,7 @@ class ControllerCore:
         self._health_stop.set()
         if self._health_thread is not None:
             self._health_thread.join(timeout=5)
+        self.dataplane.stop()
         self.switches.stop()
         self.state.stop()
         self.events.close()
@@ -147,10 +154,8 @@ class ControllerCore:
                 return
 
     def switch_health(self) -> list[SwitchHealth]:
-        return [
-            SwitchHealth(s.name, s.address, s.reachable, s.ready, s.last_error, s.connects, s.pipeline_pushes)
-            for s in self.pool.sessions.values()
-        ]
+        verdicts = self.dataplane.verdicts()[1]
+        return [switch_health(s, verdicts.get(s.name)) for s in self.pool.sessions.values()]
 
     def agent_health(self) -> list[AgentState]:
         return list(self.agent_watch.agents.values()) if self.agent_watch is not None else []
@@ -219,8 +224,21 @@ class ControllerCore:
     def paths(self, src: str, dst: str, ecmp: bool = False) -> list[PathInfo]:
         """Every carrier from ``src`` to ``dst`` walked through the compiled routes and live faults."""
         faults = self.fault_keeper.all_entries()
-        return list_paths(self.topo, self.routes, faults, self.switches.unreachable, (src, dst), ecmp)
+        paths = list_paths(self.topo, self.routes, faults, self.switches.unreachable, (src, dst), ecmp)
+        silence = self.dataplane.verdicts()  # what the counters say of the switches on each
+        return [replace(p, silent=path_silence(hops_of(p), *silence)) for p in paths]
 
     def counters(self, switches: list[str] | None = None) -> tuple[list[CounterCell], list[str]]:
         """Every counter cell of the named switches (default: all), and what could not be read."""
         return self.switches.counters(switches)
+
+
+def switch_health(s: SwitchSession, dataplane: Verdict | None) -> SwitchHealth:
+    return SwitchHealth(
+        s.name, s.address, s.reachable, s.ready, s.last_error, s.connects, s.pipeline_pushes, dataplane
+    )
+
+
+def hops_of(p: PathInfo) -> list[tuple[str, int, int | None]]:
+    """A walked path's switches as (name, in port, out port)."""
+    return [(h.node, h.in_port, h.out_port) for h in p.walk.hops]

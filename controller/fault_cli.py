@@ -60,15 +60,17 @@ def clock_time(t: float) -> str:
         return f"{t:.6g}"
 
 
-def faults_table(faults: Iterable[pb.Fault], title: str) -> Table | str:
-    """One row per fault: what it is, whether it drops now, when it ends, the entries it holds."""
+def faults_table(faults: Iterable[pb.Fault], title: str, notes: dict[str, str] | None = None) -> Table | str:
+    """One row per fault: what it is, whether it drops now, when it ends, the entries it holds
+    (``notes``: a word on some, by id: who put it there)."""
     faults = list(faults)
     if not faults:
         return "no active faults"
     t = Table("id", "kind", "target", "direction", "detail", "state", "expires", "entries", title=title)
     for f in faults:
         s = f.spec
-        detail = [f"p={s.probability:g}"] if s.probability else []
+        detail = [notes[f.id]] if notes and f.id in notes else []
+        detail += [f"p={s.probability:g}"] if s.probability else []
         detail += [f"period={s.period_s:g}s"] if s.period_s else []
         detail += [f"for {s.duration_s:g}s"] if s.duration_s else []
         t.add_row(

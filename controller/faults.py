@@ -110,8 +110,12 @@ def quote(text: str, limit: int = QUOTE_CHARS) -> str:
 
 
 def _finite(field: str, value: float) -> None:
+    """Finite and not negative: a sign bit is refused even on zero (``-0.0`` compares equal to
+    0, "until cleared", but no one asking for it meant that)."""
     if not math.isfinite(value):
         raise FaultError(field, f"must be a finite number, got {value}")
+    if math.copysign(1.0, value) < 0:
+        raise FaultError(field, f"must not be negative, got {value!r}")
 
 
 def check_spec(spec: FaultSpec) -> None:

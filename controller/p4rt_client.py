@@ -43,7 +43,9 @@ from mrc_p4rt.status import P4RuntimeCallError
 
 log = logging.getLogger(__name__)
 
-WRITE_BATCH = 256
+# updates per Write: the per-update statuses of a batch this size fit the gRPC trailer (8 KiB
+# soft limit) that carries them, so a failed update is named, not lost with the whole batch
+WRITE_BATCH = 100
 CONNECT_TIMEOUT_S = 2.0
 RPC_TIMEOUT_S = 10.0  # on the reference machine; times mrc_fabric.time_scale here
 BACKOFF_MIN_S = 0.2
@@ -345,6 +347,28 @@ class SwitchSession:
             raise SwitchError.from_rpc_error(self.name, f"read of counter {counter}", exc) from exc
         return sorted(out)
 
+    def read_cells(self, cells: Iterable[tuple[str, int | None]]) -> dict[tuple[str, int], int]:
+        """Packet counts of ``(counter, index)`` cells (index None: every cell), in one Read:
+        ``{(counter, index): packets}``."""
+        req = p4r.ReadRequest(device_id=self.device_id)
+        names = {}
+        for counter, index in cells:
+            info = self.index.counter(counter)
+            names[info.id] = counter
+            entry = req.entities.add().counter_entry
+            entry.counter_id = info.id
+            if index is not None:
+                entry.index.index = index
+        out = {}
+        try:
+            for resp in self._require_stub().Read(req, timeout=RPC_TIMEOUT_S):
+                for ent in resp.entities:
+                    c = ent.counter_entry
+                    out[(names[c.counter_id], c.index.index)] = c.data.packet_count
+        except grpc.RpcError as exc:
+            raise SwitchError.from_rpc_error(self.name, "read of counters", exc) from exc
+        return out
+
     def _write(self, op: int, entries: Sequence[TableEntry]) -> list[UpdateError]:
         """Write in batches; returns the per-update failures (the rest went through)."""
         stub = self._require_stub()
@@ -370,6 +394,12 @@ class SwitchSession:
                 for f in err.failures:
                     if f.index < len(batch):
                         failures.append(UpdateError(op_name, batch[f.index], f.code.name, f.message))
+                if err.failures and err.covered is not None and err.covered < len(batch):
+                    # details cut short to fit the trailer: the rest are unknown, so not installed
+                    failures.extend(
+                        UpdateError(op_name, e, "UNKNOWN", "no per-update status (the switch cut it short)")
+                        for e in batch[err.covered :]
+                    )
         return failures
 
     def sync(self, desired: Iterable[TableEntry] | None = None) -> int:

@@ -25,6 +25,7 @@ class PathInfo:
     carrier: str
     walk: Walk
     unreachable: tuple[str, ...] = ()  # switches on the path without a live P4Runtime session
+    silent: str = ""  # why the switches' counters say it carries nothing (dataplane_watch), or ""
 
     @property
     def status(self) -> str:
@@ -32,6 +33,8 @@ class PathInfo:
             return "dropped"
         if self.unreachable:
             return "unreachable"
+        if self.silent:
+            return "silent"
         return "lossy" if self.walk.survival < 1.0 else "ok"
 
 

@@ -184,6 +184,7 @@ def path_to_pb(p: PathInfo) -> pb.Path:
         survival=w.survival,
         delivered_to=f"{w.delivered_to[0]}:{w.delivered_to[1]}" if w.delivered_to else "",
         unreachable=list(p.unreachable),
+        silent=p.silent,
     )
 
 
@@ -316,12 +317,20 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
                     last_error=h.last_error,
                     reconciles=h.reconciles,
                     pipeline_pushes=h.pipeline_pushes,
+                    dataplane=h.dataplane.state if h.dataplane else "",
+                    dataplane_detail=h.dataplane.detail if h.dataplane else "",
                 )
                 for h in self.core.switch_health()
             ],
             agents=[
                 pb.AgentHealth(host=a.host, socket=str(a.socket), state=a.state, detail=a.detail)
                 for a in self.core.agent_health()
+            ],
+            links=[
+                pb.LinkHealth(
+                    link=d.name, sender=d.sender, receiver=d.receiver, state=v.state, detail=v.detail
+                )
+                for d, v in sorted(self.core.dataplane.verdicts()[0].items(), key=lambda kv: kv[0].name)
             ],
         )
 

@@ -193,8 +193,23 @@ def policy_for(port: int, tables: Tables, ports: dict[int, str], index: P4InfoIn
     )
 
 
-def _neighbours(routes: dict[IPv6Network, RouteSpec]) -> set[NextHop]:
-    return {nh for spec in routes.values() for nh, _w in spec.nexthops}
+def _hops(routes: Mapping[IPv6Network, RouteSpec], prefixes: Iterable[IPv6Network]) -> set[NextHop]:
+    return {nh for p in prefixes if p in routes for nh, _w in routes[p].nexthops}
+
+
+def _neighbours(
+    old: KernelState, routes: dict[IPv6Network, RouteSpec], prefixes: set[IPv6Network]
+) -> set[NextHop]:
+    """The neighbours ``routes`` use, given that only ``prefixes`` changed since ``old``: what
+    they add joins at once; what they drop goes only if no other route still uses it (looked
+    for route by route, stopping at the first), so a bulk insert stays linear."""
+    added, before = _hops(routes, prefixes), _hops(old.routes, prefixes)
+    gone = before - added
+    for spec in routes.values():
+        if not gone:
+            break
+        gone -= {nh for nh, _w in spec.nexthops}
+    return (old.neighbours - gone) | added
 
 
 def updated_state(
@@ -215,7 +230,7 @@ def updated_state(
     routes = _recomputed(old.routes, prefixes, lambda k: route_for(k, tables, ports, index))
     fault_specs = _recomputed(old.faults, faults, lambda k: fault_for(k, tables, ports, index))
     policies = _recomputed(old.policies, policy_ports, lambda k: policy_for(k, tables, ports, index))
-    return KernelState(routes, _neighbours(routes), fault_specs, policies)
+    return KernelState(routes, _neighbours(old, routes, prefixes), fault_specs, policies)
 
 
 def _recomputed(old: Mapping[K, V], keys: Iterable[K], spec_for: Callable[[K], V | None]) -> dict[K, V]:

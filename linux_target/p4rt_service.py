@@ -6,8 +6,11 @@ pipeline present, primary client, then each update. A request-level refusal
 which any update fails ends, as P4Runtime §12.3 says, with the top-level code
 UNKNOWN and one ``p4.v1.Error`` per update -- OK for those that went through --
 packed in a ``google.rpc.Status`` sent in the ``grpc-status-details-bin``
-trailer; the top-level message also names the first failures. Reading a table's
-default entry (``is_default_action``) returns it even if it was never modified.
+trailer; the top-level message also says how many failed, which, and the first
+failures, and the details stop where they would outgrow gRPC's trailer limit
+(``write_status``). A Read's answer is bounded: repeated queries and entities collapse,
+and more than ``max_read_entities`` is RESOURCE_EXHAUSTED (``read_bounds``). Reading a
+table's default entry (``is_default_action``) returns it even if it was never modified.
 """
 
 from __future__ import annotations
@@ -17,8 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 import grpc
-from finsy.proto import p4i, p4r, p4r_grpc, rpc_code, rpc_status
-from google.protobuf import any_pb2
+from finsy.proto import p4i, p4r, p4r_grpc
 
 from mrc_fabric.p4info import P4InfoError, P4InfoIndex
 
@@ -27,24 +29,14 @@ from .counters import CounterReader
 from .errors import P4RuntimeError, invalid
 from .netlink_backend import KernelError
 from .p4info_compare import p4info_difference
+from .read_bounds import ReadAnswer, capacity, distinct_queries
 from .switch_tables import SwitchTables
+from .write_status import write_error_status
 
 log = logging.getLogger(__name__)
 
 P4RUNTIME_API_VERSION = "1.4.1"
 _END = object()
-
-
-def _status_code_value(code: grpc.StatusCode) -> int:
-    return int(code.value[0])
-
-
-def write_error_message(failed: list[tuple[int, P4RuntimeError]], total: int, shown: int = 3) -> str:
-    """The top-level message of a Write with failed updates: how many, and the first few, so a
-    client that ignores the details still learns what went wrong."""
-    first = "; ".join(f"update {i}: {e.code.name}: {e.message}" for i, e in failed[:shown])
-    more = f"; and {len(failed) - shown} more" if len(failed) > shown else ""
-    return f"{len(failed)} of {total} updates failed: {first}{more}"
 
 
 def abort(context: grpc.ServicerContext, exc: P4RuntimeError) -> None:
@@ -59,8 +51,10 @@ class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
         index: P4InfoIndex,
         tables: SwitchTables,
         counter_snapshot: Callable[[], CounterReader],
+        max_read_entities: int | None = None,
     ) -> None:
         self.name = name
+        self.max_read_entities = max_read_entities or capacity(index)  # entities in one Read's answer
         self.device_id = device_id
         self.index = index
         self.expected_p4info: p4i.P4Info = index.p4info
@@ -209,20 +203,10 @@ class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
         with self.lock:
             for update in request.updates:
                 errors.append(self._one_update(update))
-        failed = [(i, e) for i, e in enumerate(errors) if e is not None]
-        if not failed:
+        if not any(errors):
             return p4r.WriteResponse()
         # P4Runtime §12.3: UNKNOWN at top level, one p4.v1.Error per update (OK where it went through).
-        status = rpc_status.Status(code=rpc_code.UNKNOWN, message=write_error_message(failed, len(errors)))
-        for err in errors:
-            detail = p4r.Error(canonical_code=rpc_code.OK)
-            if err is not None:
-                detail = p4r.Error(
-                    canonical_code=_status_code_value(err.code), message=err.message, space="mrc"
-                )
-            packed = any_pb2.Any()
-            packed.Pack(detail)
-            status.details.append(packed)
+        status = write_error_status(errors)
         context.set_trailing_metadata((("grpc-status-details-bin", status.SerializeToString()),))
         context.abort(grpc.StatusCode.UNKNOWN, status.message)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -255,12 +239,13 @@ class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
             yield p4r.ReadResponse(entities=entities[start : start + 1000])
 
     def _read(self, request: p4r.ReadRequest) -> list[p4r.Entity]:
-        out: list[p4r.Entity] = []
+        answer = ReadAnswer(self.max_read_entities)
         counters: CounterReader | None = None
-        for entity in request.entities:
+        for entity in distinct_queries(request.entities, self.max_read_entities):
             kind = entity.WhichOneof("entity")
             if kind == "table_entry":
-                out.extend(p4r.Entity(table_entry=e) for e in self.tables.read(entity.table_entry))
+                for key, e in self.tables.read_keyed(entity.table_entry):
+                    answer.add(("table", *key), p4r.Entity(table_entry=e))
             elif kind == "counter_entry":
                 query = entity.counter_entry
                 if query.counter_id == 0:
@@ -279,10 +264,11 @@ class P4RuntimeShim(p4r_grpc.P4RuntimeServicer):  # type: ignore[misc]
                             grpc.StatusCode.OUT_OF_RANGE,
                             f"index: {index} outside counter {info.alias} (size {info.size})",
                         )
-                    out.extend(p4r.Entity(counter_entry=e) for e in counters.entries(info, index))
+                    for e in counters.entries(info, index):
+                        answer.add(("counter", info.id, e.index.index), p4r.Entity(counter_entry=e))
             else:
                 raise P4RuntimeError(
                     grpc.StatusCode.UNIMPLEMENTED,
                     f"entity: reading {kind or 'nothing'} is not supported by the Linux target",
                 )
-        return out
+        return answer.entities

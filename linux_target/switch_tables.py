@@ -20,6 +20,7 @@ from mrc_fabric.p4info import P4InfoIndex
 from mrc_fabric.p4names import Action, Field, Table
 
 from .default_actions import initial_default_actions
+from .ecmp_rules import check_ecmp
 from .errors import P4RuntimeError, invalid
 from .kernel_state import KernelState, Tables, ecmp_routes, route_prefix, updated_state
 from .netlink_backend import KernelError
@@ -91,6 +92,8 @@ class SwitchTables:
             self._check_ports(row)
             new_table[row.key] = row
         new_tables = {**self.tables, row.table: new_table}
+        if update_type != p4r.Update.DELETE:
+            check_ecmp(row, new_tables, self.index)
         new_state = updated_state(
             self.state, new_tables, self.ports, self.index, *self._affected(row, new_tables)
         )
@@ -159,6 +162,11 @@ class SwitchTables:
 
     def read(self, query: p4r.TableEntry) -> list[p4r.TableEntry]:
         """Entries matching a read request's TableEntry (wildcards: table 0, no match)."""
+        return [entry for _key, entry in self.read_keyed(query)]
+
+    def read_keyed(self, query: p4r.TableEntry) -> list[tuple[tuple[object, ...], p4r.TableEntry]]:
+        """``read`` with each entry's identity (table and key, or table and "default"), so a Read
+        that asks for an entry twice can answer it once."""
         if query.table_id == 0:
             if query.match:
                 raise invalid("match: a read of all tables (table_id 0) cannot carry match fields")
@@ -168,16 +176,16 @@ class SwitchTables:
                 aliases = [self.index.table(query.table_id).alias]
             except KeyError as exc:
                 raise invalid(f"table_id: {exc}") from exc
-        out: list[p4r.TableEntry] = []
+        out: list[tuple[tuple[object, ...], p4r.TableEntry]] = []
         for alias in aliases:
             if query.is_default_action:
-                out.append(self.default_entry(alias))
+                out.append(((alias, "default"), self.default_entry(alias)))
                 continue
             rows = self.tables[alias]
             if query.match:
                 key = decode_match(self.index, self.index.table(alias), list(query.match))
                 if key in rows:
-                    out.append(rows[key].proto)
+                    out.append(((alias, key), rows[key].proto))
             else:
-                out.extend(row.proto for row in rows.values())
+                out.extend(((alias, k), row.proto) for k, row in rows.items())
         return out

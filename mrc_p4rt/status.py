@@ -85,11 +85,15 @@ class P4RuntimeCallError(Exception):
         message: str,
         code: grpc.StatusCode | None = None,
         failures: list[UpdateFailure] | None = None,
+        covered: int | None = None,
     ) -> None:
         super().__init__(f"{target}: {message}")
         self.target = target
         self.code = code
         self.failures = failures or []
+        # how many updates (the first ones) the per-update details cover; None: no details. A
+        # switch may stop them short to fit gRPC's trailer limit: the rest went through or not.
+        self.covered = covered
 
     @classmethod
     def from_rpc_error(cls, target: str, operation: str, exc: grpc.RpcError, **extra: Any) -> Self:
@@ -100,6 +104,13 @@ class P4RuntimeCallError(Exception):
             UpdateFailure(i, _CODES.get(int(err.canonical_code), grpc.StatusCode.UNKNOWN), err.message)
             for i, err in sorted(status.details.items())
         ]
+        data = _trailer(exc)
+        covered = len(rpc_status.Status.FromString(data).details) if data is not None else None
         return cls(
-            target, f"{operation} failed: {code.name}: {_message(exc)}", code, failures=failures, **extra
+            target,
+            f"{operation} failed: {code.name}: {_message(exc)}",
+            code,
+            failures=failures,
+            covered=covered,
+            **extra,
         )

@@ -46,6 +46,7 @@ EVENT_LEVELS = {
     "fault_cleared": "info",
     "flap_down": "warn",
     "switch_disconnected": "error",
+    "dataplane_silent": "error",
     "agent_dead": "error",
     "error": "error",
     "process_exited": "error",
@@ -294,7 +295,10 @@ class Collector:
     def _health(self) -> tuple[dict[str, str], dict[str, str]]:
         self._health_t = self.now()
         resp = self.controller.health()
-        switches = {s.switch: "up" if s.reachable else "unreachable" for s in resp.switches}
+        switches = {
+            s.switch: "silent" if s.reachable and s.dataplane else "up" if s.reachable else "unreachable"
+            for s in resp.switches
+        }
         agents = {a.host: a.state for a in resp.agents}
         for p in read_health(self.src.run_dir):  # the supervisor knows a switch it is restarting
             if p.name in switches and p.state in (ProcessState.RESTARTING, ProcessState.GAVE_UP):

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from controller.northbound import CHANNEL_OPTIONS
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from linux_target.counters import CounterReader
+from linux_target.netlink_backend import LinkStats
 from linux_target.p4rt_service import P4RuntimeShim
 from linux_target.switch_tables import SwitchTables
 from mrc_fabric.p4info import default_index
@@ -54,12 +55,18 @@ class FakeSwitch:
     socket: Path
     ports: dict[int, str]
     server: grpc.Server | None = None
+    # what its port counters read (by interface name; none: every cell reads 0)
+    stats: dict[str, LinkStats] = field(default_factory=dict)
 
     def start(self) -> None:
         index = default_index()
         tables = SwitchTables(index, self.ports, NoKernel())
         service = P4RuntimeShim(
-            self.name, self.device_id, index, tables, lambda: CounterReader(self.ports, {}, {}, {})
+            self.name,
+            self.device_id,
+            index,
+            tables,
+            lambda: CounterReader(self.ports, dict(self.stats), {}, {}),
         )
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         p4r_grpc.add_P4RuntimeServicer_to_server(service, self.server)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import random
 import shutil
@@ -58,7 +59,10 @@ from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.time_scale import scaled
 from topologies import listener_guard
 from topologies.bmv2_build import switch_binary
+from topologies.bmv2_ports import hold_ports
 from topologies.p4_switch import P4PortsSwitch
+
+log = logging.getLogger(__name__)
 
 PIPELINE_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
 SWITCH_BINARY = "simple_switch_grpc"
@@ -308,6 +312,15 @@ class Bmv2Process:
             raise Bmv2Error(f"{self.name}: {CLI_BINARY} {commands!r} failed: {(bad or [out.strip()])[0]}")
         return out
 
+    def port_remove(self, port: int) -> None:
+        """Take ``port`` out of the running switch (before its interface goes down: bmv2_ports)."""
+        self.cli(f"port_remove {port}")
+
+    def port_add(self, port: int) -> None:
+        """Put ``port`` back on its interface (once it is up again); BMv2's own pcap of the port
+        is not reopened."""
+        self.cli(f"port_add {self.ports[port]} {port}")
+
     def set_queue_depth(self, port: int | None, depth_pkts: int, priority: int | None = None) -> None:
         """Capacity of egress queue(s) in packets: one port (every priority, or one), or all ports."""
         self.cli(_queue_command("set_queue_depth", depth_pkts, port, priority))
@@ -380,6 +393,7 @@ class Bmv2Switch(P4PortsSwitch):
         self.mtu = mtu
         self.realtime_priority = realtime_priority
         self.process: Bmv2Process | None = None
+        self.detached: set[int] = set()  # ports taken out while their interface is down
 
     # -- what the controller needs ---------------------------------------------------
     @property
@@ -404,6 +418,7 @@ class Bmv2Switch(P4PortsSwitch):
             # The MTU before BMv2 opens the port: its capture size is fixed from then on.
             self.cmd(f"ip link set dev {ifname} mtu {self.mtu} up")
         self.start_switch()
+        hold_ports(self)  # an interface set down leaves the switch first (topologies.bmv2_ports)
 
     def start_switch(self) -> None:
         """Start simple_switch_grpc (empty: no program, no entries); returns once it serves P4Runtime."""
@@ -437,7 +452,26 @@ class Bmv2Switch(P4PortsSwitch):
     def set_queue_rate(self, port: int | None, rate_pps: int, priority: int | None = None) -> None:
         self._require_process().set_queue_rate(port, rate_pps, priority)
 
+    def detach_port(self, ifname: str) -> None:
+        """``ifname`` is going down: out of the switch first, or its packet thread hangs."""
+        port = self.port_of(ifname)
+        if self.process is None or not self.process.running() or port in self.detached:
+            return
+        self.process.port_remove(port)
+        self.detached.add(port)
+        log.info("%s: port %d (%s) detached while its interface is down", self.name, port, ifname)
+
+    def attach_port(self, ifname: str) -> None:
+        """``ifname`` is up again: back into the switch."""
+        port = self.port_of(ifname)
+        if self.process is None or not self.process.running() or port not in self.detached:
+            return
+        self.process.port_add(port)
+        self.detached.discard(port)
+        log.info("%s: port %d (%s) attached again", self.name, port, ifname)
+
     def stop_switch(self) -> None:
+        self.detached = set()  # a new process opens every port of its command line
         proc, self.process = self.process, None
         if proc is not None:
             proc.stop()

@@ -31,7 +31,8 @@ from rich.table import Table
 
 from controller.cli import health_tables, path_row
 from controller.fault_cli import add_fault_arguments, faults_table, inject
-from mrc_host.agent.ev_summary import STATE_COLOURS, path_table
+from mrc_host.agent.client import AgentError
+from mrc_host.agent.ev_summary import STATE_COLOURS, path_table, retx_causes_text
 from topologies import cli_switches
 from topologies.mn_commands import REFUSED, iperf
 
@@ -138,14 +139,12 @@ class MrcCommands:
             ("retransmissions", "retransmissions", "{:,}"),
             ("EVs retired", "evs_retired", "{}"),
             ("EVs restored", "evs_restored", "{}"),
-            ("losses (gap / timeout)", None, ""),
         )
         for label, key, fmt in rows:
-            if key is None:
-                if "losses_gap" in r:
-                    t.add_row(label, f"{r['losses_gap']} / {r.get('losses_rto', 0)}")
-            elif r.get(key) is not None:
+            if r.get(key) is not None:
                 t.add_row(label, fmt.format(r[key]))
+            if key == "retransmissions" and key in r:  # by the loss kind behind each: they add up
+                t.add_row("  of which, by loss", retx_causes_text(r))
         if r.get("seconds") is None:
             t.add_row("wall time (s)", f"{wall:.3f}")
         return t
@@ -170,7 +169,8 @@ class MrcCommands:
         if line.strip():
             raise CommandError("usage: faults")
         faults: list[Any] = self._controller().faults()
-        self.out.print(faults_table(faults, "active faults"))
+        notes = {fid: _link_note(name) for name, fid in self._link_faults().items()}
+        self.out.print(faults_table(faults, "active faults", notes))
         return faults
 
     # -- paths, EVs, counters -----------------------------------------------------------------------
@@ -188,6 +188,9 @@ class MrcCommands:
             hops = " → ".join(h.node for h in path.hops)
             _ev, plane, t1, carrier, _hops, status = path_row(path, hops)
             mine = evs.get((path.plane, path.t1), [])
+            if mine and path.status in ("ok", "lossy") and all(st == "ASSUMED_BAD" for _ev, st in mine):
+                dead = f"all {len(mine)} EVs ASSUMED_BAD"
+                status = f"[red]dead to {src}'s agent[/red]: {dead} (tables: {status})"
             if a.all and mine:
                 for ev, state in mine:
                     t.add_row(plane, t1, f"{ev} {_state_markup(state)}", carrier, hops, status)
@@ -202,21 +205,72 @@ class MrcCommands:
         self.out.print(t)
         return paths
 
+    def _link_faults(self) -> dict[str, str]:
+        """Link -> the fault holding it down since this CLI's ``link A B down`` (the testbed's)."""
+        faults = getattr(self.testbed, "link_faults", None)
+        return faults if isinstance(faults, dict) else {}
+
     def _agent_rows(self, host: str) -> list[dict[str, Any]]:
         """The host agent's EV rows, or none when it has no agent (the walk is shown anyway)."""
         try:
             evs = self.testbed.agent(host).client.evs()
-        except (KeyError, OSError):
+        except (KeyError, OSError, AgentError):  # no agent, or a dead one: its health row says so
             return []
         return list(evs.get("evs", []) if isinstance(evs, dict) else evs or [])
 
     def health(self, line: str = "") -> Any:
-        """Switch sessions and host agents as the controller sees them."""
+        """Switch sessions and data planes and host agents as the controller sees them, the links
+        this CLI holds down, and the paths the agents found dead."""
         if line.strip():
             raise CommandError("usage: health")
         resp = self._controller().health()
-        self.out.print(health_tables(resp))
+        t = health_tables(resp)
+        for name, fid in sorted(self._link_faults().items()):
+            t.add_row("link", name, "[red]down[/red]", f"{_link_note(name)} (fault {fid})")
+        for host, peer, plane, t1, n in self._dead_paths():
+            t.add_row(
+                "path", f"{host} → {peer} plane {plane} T1 {t1}", "[red]dead to the agent[/red]",
+                f"all {n} EVs ASSUMED_BAD: {host}'s agent found nothing gets through",
+            )  # fmt: skip
+        self.out.print(t)
         return resp
+
+    def _dead_paths(self) -> list[tuple[str, str, int, int, int]]:
+        """(host, peer, plane, T1, EVs) of every path whose EVs an agent has all retired."""
+        out = []
+        for host in self.testbed.host_names():
+            rows = self._agent_rows(host)
+            for peer in sorted({str(r["peer"]) for r in rows if "peer" in r}):
+                for (plane, t1), evs in sorted(agent_path_evs(rows, peer).items()):
+                    if all(state == "ASSUMED_BAD" for _ev, state in evs):
+                        out.append((host, peer, plane, t1, len(evs)))
+        return out
+
+    def link_changed(self, line: str) -> None:
+        """After Mininet's ``link A B down``: the controller holds that link down as its own
+        ``link_down`` fault, so ``faults``, ``paths``, ``health`` and the view say so, until
+        ``link A B up`` clears it."""
+        args = line.split()
+        topo = getattr(self.testbed, "topology", None)
+        if len(args) != 3 or args[2] not in ("up", "down") or topo is None or self.testbed.controller is None:
+            return  # Mininet said what was wrong, or there is no controller to tell
+        try:
+            name = topo.find_link(f"{args[0]}-{args[1]}").name
+        except KeyError:
+            return  # not a cable of the fabric: Mininet said so
+        if args[2] == "down" and name not in self._link_faults():
+            fid = self._controller().inject("link_down", name).id
+            self._link_faults()[name] = fid
+            until = f"`link {args[0]} {args[1]} up`"
+            self.out.print(f"link {name} down: the controller holds it as fault {fid} until {until}")
+        elif args[2] == "up" and name in self._link_faults():
+            fid = self._link_faults().pop(name)
+            try:
+                self._controller().clear(fid)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.NOT_FOUND:  # cleared already (`clear`): fine
+                    raise
+            self.out.print(f"link {name} up: fault {fid} cleared")
 
     def fidelity(self, line: str = "") -> Any:
         """Has this machine kept up with the run so far (topologies.fidelity)?"""
@@ -307,6 +361,10 @@ class MrcCommands:
         if not cap.listening:
             self.out.print(f"tcpdump on {cap.ifname} not listening yet (or gone): frames until then are lost")
         return cap
+
+
+def _link_note(name: str) -> str:
+    return f"Mininet `link {name.replace('-', ' ')} down`"
 
 
 def agent_path_evs(rows: list[dict[str, Any]], dst: str) -> dict[tuple[int, int], list[tuple[str, str]]]:
@@ -406,6 +464,12 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
                     node.sendInt()
                     node.waitOutput()
             return False
+
+    def do_link(self, line: str) -> None:
+        """link NODE1 NODE2 up|down: Mininet's (both interfaces set down or up; a BMv2 switch
+        lets go of the port meanwhile), and the controller holds the link down as a fault."""
+        super().do_link(line)
+        self.run_verb(self.commands.link_changed, line)
 
     def _refuse(self, command: str) -> None:
         self.commands.out.print(
@@ -518,7 +582,9 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     def do_health(self, line: str) -> None:
         """health
         Each switch's P4Runtime session (primary, backup or unreachable, with reconciles and
-        pipeline pushes) and each host agent's control socket (alive, dead or absent)."""
+        pipeline pushes) and data plane (its counters: not receiving, not forwarding), silent
+        cables, links `link` took down, paths an agent retired whole, and each host agent's
+        control socket (alive, dead or absent)."""
         self.run_verb(self.commands.health, line)
 
     def do_fidelity(self, line: str) -> None:

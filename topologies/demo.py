@@ -30,6 +30,7 @@ from typing import Any
 
 from mrc_fabric.p4names import Counter as P4Counter
 from mrc_fabric.time_scale import scaled
+from mrc_host.agent.ev_summary import retx_causes_text
 from mrc_view.live import recorded
 from topologies.agents import agent_available
 from topologies.cli import parse_size
@@ -296,7 +297,12 @@ def print_summary(r: dict[str, Any]) -> None:
             f"({_slowdown(ft, ct, r.get('t1', 2))})"
         )
     )
-    print(f"retransmissions: {s.get('retransmissions')} (without faults: {c.get('retransmissions')})")
+    print(
+        wrapped(
+            f"retransmissions: {s.get('retransmissions')} ({retx_causes_text(s)}; "
+            f"without faults: {c.get('retransmissions')})"
+        )
+    )
     print(f"sender RTT: SRTT/min {_rtt(s)} with faults, {_rtt(c)} without")
     print("faults:")
     for f in faulted["faults"]:

@@ -99,6 +99,7 @@ class Testbed:
         self.controllers: ControllerProcesses | None = None
         self.fleet = AgentFleet()
         self.link_captures: LinkCaptures | None = None
+        self.link_faults: dict[str, str] = {}  # link -> fault holding it down since the CLI's `link A B down`
         self.plain_note = ""  # what topologies.kernel_routes did (summary())
         self.namespaces: set[str] = set()  # net:[inode] of every node, for leak checks
         self.supervisor: Supervisor | None = None

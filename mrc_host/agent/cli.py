@@ -27,7 +27,7 @@ from typing import Any
 from mrc_host.core.config import DEFAULT_MAX_EVS
 
 from .client import AgentClient, AgentError
-from .ev_summary import STATE_COLOURS, path_table
+from .ev_summary import STATE_COLOURS, path_table, retx_causes_text
 from .protocol import RULE_KEYS, ProtocolError, parse_size
 
 BUILTIN = ("serve", "send", "cancel", "stats", "evs", "deny", "allow", "profile")
@@ -275,6 +275,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         ("packets/s", f"{s['packets_per_s']:.0f}"),
         ("data packets", str(s["data_packets_sent"])),
         ("retransmissions", str(s["retransmissions"])),
+        ("  of which, by loss", retx_causes_text(s)),
         ("EVs retired / restored", f"{s['evs_retired']} / {s['evs_restored']}"),
         ("receiver verified", verified),
         ("crc32", s["crc32"]),

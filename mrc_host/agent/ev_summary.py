@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrc_host.core.counters import RETX_CAUSES
+
 STATES = ("GOOD", "SKIP", "ASSUMED_BAD", "DENIED")
 STATE_COLOURS = {"GOOD": "green", "SKIP": "yellow", "ASSUMED_BAD": "red", "DENIED": "magenta"}
 
@@ -69,3 +71,10 @@ def path_table(rows: list[dict[str, Any]], title: str) -> Any:
             str(p.backups or ""), str(p.data_sent), str(p.delivered), str(p.lost), str(p.ecn), str(p.trims),
         )  # fmt: skip
     return t
+
+
+def retx_causes_text(summary: dict[str, Any]) -> str:
+    """``gap 3 + timeout 1 + trim NACK 2``: a transfer summary's retransmissions by the loss kind
+    behind each (they sum to its ``retransmissions``), or ``none``."""
+    causes = summary.get("retransmissions_by_cause") or {}
+    return " + ".join(f"{RETX_CAUSES.get(k, k)} {n:,}" for k, n in causes.items()) or "none"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mrc_host.core import Mode
+from mrc_host.core.counters import RETX_CAUSES
 from mrc_host.wire.codec import crc32
 
 from .connection import RecvConnection, SendConnection
@@ -122,11 +123,14 @@ class Transfer:
         return [hdr, data], length, sums
 
 
+RETX_KINDS = (*RETX_CAUSES, "unattributed")  # "unattributed" is a bug: a resend no loss queued
+
+
 def _core_totals(conn: SendConnection | None) -> dict[str, int]:
     if conn is None:
         return {}
     c = conn.endpoint.counters
-    return {
+    return {f"retx_{k}": c.retx_causes[k] for k in RETX_KINDS} | {
         "data_packets_sent": c.data_packets_sent,
         "data_bytes_delivered": c.data_bytes_delivered,
         "retransmissions": c.retransmissions,
@@ -171,6 +175,8 @@ def summary(t: Transfer, now_ns: int = 0) -> dict[str, Any]:
         "packets_per_s": round(d.get("data_packets_sent", 0) / seconds, 1),
         "data_packets_sent": d.get("data_packets_sent", 0),
         "retransmissions": d.get("retransmissions", 0),
+        # the same by the loss kind that queued each resend (mrc_host.core.counters.RETX_CAUSES)
+        "retransmissions_by_cause": {k: n for k in RETX_KINDS if (n := d.get(f"retx_{k}", 0))},
         "evs_retired": d.get("ev_retired", 0),
         "evs_retired_by_loss": d.get("ev_retired_by_loss", 0),
         # of the retired EVs, those back at once: the packet taken for lost arrived after all

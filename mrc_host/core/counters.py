@@ -27,6 +27,20 @@ from mypy_extensions import mypyc_attr
 
 from mrc_fabric.ev import MAX_PEER_EV_ROWS
 
+# Why a packet was resent (``Counters.retx_causes``): each resend counts under the loss kind
+# that put its packet in the retransmit queue last, so the kinds sum to ``retransmissions``.
+RETX_CAUSES: Final = {
+    "gap": "gap",  # the SACK gap rule or RACK
+    "timeout": "timeout",  # its retransmission timer (RTO)
+    "timeout_probe": "timeout probe",  # the RTO before any RTT sample: the oldest packet, once
+    "tail_probe": "tail probe",  # nothing new to send and no SACK for it in time
+    "trim_nack": "trim NACK",  # a switch cut it to its header: the receiver asked again
+    "path": "path retired",  # overdue on a path a loss just retired (hot-dead, floor-dead ...)
+    "plane_dead": "plane dead",  # in flight on a plane found silently failed
+    "port_down": "NIC port down",  # in flight on a plane whose NIC port (ours or the peer's) went down
+    "go_back_n": "go-back-N",  # resent in order after an out-of-window NACK (single path)
+}
+
 
 def _attribute_names(obj: object) -> tuple[str, ...]:
     """``obj``'s attributes in the order its ``__init__`` sets them, read from its pickle state:
@@ -316,6 +330,8 @@ class Counters:
         self.data_bytes_sent = 0
         self.data_bytes_delivered = 0  # payload the peer acknowledged (SACK or cumulative), once each
         self.retransmissions = 0
+        # the same resends by the loss kind that queued each (RETX_CAUSES): they sum to it
+        self.retx_causes: Counter[str] = Counter()
         self.losses_gap = 0
         self.losses_rto = 0
         self.spurious_losses = 0  # gap losses whose original was SACKed after all (reordering)
@@ -517,6 +533,7 @@ class Counters:
         tables = self.tables
         d["per_ev"] = {f"{ev:08x}": self._ev_row(ev, tables) for ev in self._counted()}
         for key in (
+            "retx_causes",
             "nacks_received",
             "nacks_sent",
             "refused_writes",

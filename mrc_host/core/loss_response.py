@@ -75,7 +75,8 @@ class LossResponse:
         already lost or acknowledged."""
         if rec.sacked or rec.lost:
             return
-        self.packets.guessed_lost(rec)  # a guess (gap rule or timer) a delivery may prove wrong
+        # a guess (gap rule or timer) a delivery may prove wrong
+        self.packets.guessed_lost(rec, "gap" if cause == "gap" else "timeout")
         counters = self.counters
         if cause == "gap":
             counters.losses_gap += 1
@@ -92,9 +93,9 @@ class LossResponse:
         n = 0
         for rec in self.packets.on_plane(plane):
             if cause == "port":  # a port-status report is a fact
-                self.packets.known_lost(rec)
+                self.packets.known_lost(rec, "port_down")
             else:  # a silent plane is inferred: a delivery after all proves it stalled (undo_loss)
-                self.packets.guessed_lost(rec)
+                self.packets.guessed_lost(rec, "plane_dead")
             n += 1
         if cause == "port":
             self.counters.losses_port += n
@@ -108,10 +109,10 @@ class LossResponse:
             if bitmap >> plane & 1:
                 self.flush_plane(plane, "port")
 
-    def rewind(self, seq: int) -> None:
-        """Go-back-N: everything from ``seq`` on is resent in order."""
+    def rewind(self, seq: int, cause: str) -> None:
+        """Go-back-N: everything from ``seq`` on is resent in order (counted under ``cause``)."""
         self.counters.go_back_n_rewinds += 1
-        self.packets.rewind(seq)
+        self.packets.rewind(seq, cause)
 
     def _path_silent(self, plane: int, path: int, now_ns: int) -> None:
         """A silent plane's packets since its latest delivery are all on ``path``, its only path
@@ -138,7 +139,7 @@ class LossResponse:
         """Excused loss guesses judged again: overdue packets on a path they retire go again now."""
         for rec in self.blame.recheck(now_ns, stranded):
             self.counters.losses_path += 1
-            self.packets.guessed_lost(rec)
+            self.packets.guessed_lost(rec, "path")
 
     # ---- timers -------------------------------------------------------------------------
     def on_timer(self, now_ns: int, writes: bool) -> bool:
@@ -152,7 +153,7 @@ class LossResponse:
         tail = recovery.tail_at(sending)
         if tail is not None and now_ns >= tail:
             for rec in recovery.tail_losses(now_ns):
-                self.packets.guessed_lost(rec)
+                self.packets.guessed_lost(rec, "tail_probe")
                 self.blame.probed(rec, writes and self._retire, now_ns)
         suspects = recovery.suspects(now_ns)
         self._recheck(now_ns, stranded=bool(suspects))  # (before the RTO retires more)
@@ -183,7 +184,7 @@ class LossResponse:
         self.congestion.on_timeout(now_ns)
         if self._gbn:
             self.counters.losses_rto += len(expired)
-            self.rewind(self.packets.una)
+            self.rewind(self.packets.una, "timeout")
             return False
         if recovery.rtt.srtt_ns is None:
             # no RTT sample yet: the timer was a guess, and its expiry says the RTT is
@@ -191,7 +192,7 @@ class LossResponse:
             # (RFC 6298 resends one segment; RACK-TLP's probe elicits feedback) with the
             # timer backed off; its SACK -- or the original's -- gives the first sample.
             self.counters.rto_probes += 1
-            self.packets.guessed_lost(expired[0])  # a guess: the original's delivery proves it spurious
+            self.packets.guessed_lost(expired[0], "timeout_probe")  # its delivery proves it spurious
             return False
         for rec in expired:
             self.lose(rec, "rto", now_ns)

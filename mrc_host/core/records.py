@@ -144,6 +144,7 @@ class TxRecord:
         self.overtaken_left = -1  # that time of the latest-leaving packet of its plane delivered after it
         self.overtaken_at = -1  # when a packet of its plane sent after it was first acknowledged
         self.state = UNSENT  # (packet_state.py)
+        self.retx_cause = ""  # why it was last queued for resending: the loss kind its resend counts under
         self.lost_ev = -1  # the EV it was last declared lost on
         self.prev_sent_ns = -1  # send time of the copy before the latest
         self.twin_ev = -1  # the EV of a second copy sent with the latest (a tail resend), -1 if none

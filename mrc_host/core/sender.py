@@ -302,6 +302,7 @@ class Sender:
             self.evset.note_sent(ev, now_ns)
         if retx:
             self.counters.retransmissions += 1
+            self.counters.retx_causes[rec.retx_cause or "unattributed"] += 1  # the kinds add up
         rec.ev_row = self._emit(rec, ev, retx, now_ns, out)
 
     def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> SentRow:
@@ -348,9 +349,9 @@ class Sender:
         if proof.window:
             self.congestion.on_trim(now_ns, proof.lasthop)
         if proof.resend:
-            packets.known_lost(rec, first=True)
+            packets.known_lost(rec, "trim_nack", first=True)
         elif proof.out_of_window and self._gbn:
-            self.losses.rewind(rec.seq)
+            self.losses.rewind(rec.seq, "go_back_n")
         elif proof.refused:
             packets.refused(rec)
             self._finish_packet(rec, out, failure=proof.refused)

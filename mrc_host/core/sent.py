@@ -87,18 +87,21 @@ class SentPackets:
         not counted in flight (the window had room for it), no state change."""
         rec.twin_ev = ev
 
-    def guessed_lost(self, rec: TxRecord) -> None:
-        """A loss rule guessed ``rec``'s latest copy lost (GUESS): queued for resending,
-        blamed on its EV; the copy's delivery may yet prove the guess wrong."""
+    def guessed_lost(self, rec: TxRecord, cause: str) -> None:
+        """A loss rule guessed ``rec``'s latest copy lost (GUESS): queued for resending (counted
+        under ``cause``, counters.RETX_CAUSES), blamed on its EV; the copy's delivery may yet
+        prove the guess wrong."""
         rec.state = next_state(rec.state, GUESS)
+        rec.retx_cause = cause
         self._leave_flight(rec)
         rec.lost_ev = rec.ev
         self._own_retx().append(rec.seq)
 
-    def known_lost(self, rec: TxRecord, first: bool = False) -> None:
+    def known_lost(self, rec: TxRecord, cause: str, first: bool = False) -> None:
         """``rec``'s latest copy is known lost (KNOWN_LOSS: trimmed, its port down): queued
-        for resending, at the head of the queue if ``first``."""
+        for resending (counted under ``cause``), at the head of the queue if ``first``."""
         rec.state = next_state(rec.state, KNOWN_LOSS)
+        rec.retx_cause = cause
         self._leave_flight(rec)
         if first:
             self._own_retx().appendleft(rec.seq)
@@ -140,15 +143,16 @@ class SentPackets:
         self.una = cum
         return done
 
-    def rewind(self, seq: int) -> None:
+    def rewind(self, seq: int, cause: str) -> None:
         """Go-back-N: every packet from ``seq`` on not yet acknowledged is resent, in order
-        (KNOWN_LOSS), ahead of anything queued before."""
+        (KNOWN_LOSS, counted under ``cause``), ahead of anything queued before."""
         seq = max(seq, self.una)
         records = self.records
         for s in range(seq, self.nxt):
             rec = records.get(s)
             if rec is not None and not rec.sacked:
                 rec.state = next_state(rec.state, KNOWN_LOSS)
+                rec.retx_cause = cause
                 self._leave_flight(rec)
         self.retx = deque(s for s in range(self.una, self.nxt) if s in records and records[s].lost)
 

@@ -131,7 +131,7 @@ MRC.fabric = (function () {
       const faulted = (frame.faults_on || {})[name];
       let state = "up";
       if (faulted) state = "down"; // switch_down: a fault takes every port
-      else if (st !== "up" && st !== "alive") state = st; // unreachable, restarting, dead, absent
+      else if (st !== "up" && st !== "alive") state = st; // unreachable, silent, restarting, dead, absent
       for (const g of gs) if (g.getAttribute("data-state") !== state) g.setAttribute("data-state", state);
     }
     return peak;

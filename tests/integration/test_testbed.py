@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 from live_fabric import (
     check_hosts_quiet,
+    check_link_down_then_up,
     check_mininet_commands,
     check_refused_commands,
+    check_silent_switch_is_flagged,
     path_view,
     running_testbed,
     skip_without_agent,
@@ -377,3 +379,22 @@ def test_a_killed_shim_is_restarted_and_the_controller_resyncs_it(testbed: Any) 
     wait_until(lambda: restarted() == dict.fromkeys(sharing, 1), f"{sorted(sharing)} restarted once each")
     wait_until(lambda: all(h.state == ProcessState.RUNNING for h in testbed.health()), "all running")
     assert restarted() == dict.fromkeys(sharing, 1)
+
+
+def test_mininet_link_down_then_up_is_a_fault_meanwhile(testbed: Any) -> None:
+    check_link_down_then_up(testbed, f"{PREFIX}t0p0n0", f"{PREFIX}t1p0n0", H0, H3)
+
+
+def test_a_switch_that_stops_forwarding_is_flagged_by_health(testbed: Any) -> None:
+    """A T0 whose kernel stops forwarding (IPv6 forwarding off in its namespace) while frames
+    reach it: its session is fine, its counters are not -- health says `not forwarding`."""
+    t0 = f"{PREFIX}t0p0n1"  # tbh3's plane-0 T0
+    node = testbed.net.get(t0)
+
+    def forwarding(on: int) -> None:
+        node.cmd(f"sysctl -qw net.ipv6.conf.all.forwarding={on}")
+
+    check_silent_switch_is_flagged(
+        testbed, {t0}, "not forwarding", H0, H3, lambda: forwarding(0), lambda: forwarding(1),
+        [(H0, H3, 0), (H1, H2, 0)],
+    )  # fmt: skip

@@ -13,8 +13,11 @@ from typing import Any
 import pytest
 from live_fabric import (
     check_hosts_quiet,
+    check_link_down_then_up,
     check_mininet_commands,
     check_refused_commands,
+    check_silent_switch_is_flagged,
+    run_cli,
     running_testbed,
     skip_without_agent,
 )
@@ -67,3 +70,42 @@ def test_mininet_pingall_ping_and_iperf_work_over_bmv2(testbed: Any) -> None:
 def test_mininet_commands_that_cannot_work_say_why_and_leave_bmv2_up(testbed: Any) -> None:
     check_refused_commands(testbed, f"{PREFIX}h0", f"{PREFIX}h3")
     assert all(testbed.net.get(s.name).process.running() for s in testbed.topology.switches)
+
+
+def test_mininet_link_down_then_up_leaves_bmv2_whole(testbed: Any) -> None:
+    """Issue 64: `link t0p0n0 t1p0n0 down` then `up` broke the T0 for good (pingall 58 % dropped,
+    port_rx frozen, health all well). Its ports now leave the switch while down."""
+    check_link_down_then_up(testbed, f"{PREFIX}t0p0n0", f"{PREFIX}t1p0n0", f"{PREFIX}h0", f"{PREFIX}h3")
+    cells, _errors = testbed.controller.counters([f"{PREFIX}t0p0n0"])
+    assert all(c.packets > 0 for c in cells if c.counter == "port_rx" and c.label)
+
+
+def test_a_bmv2_switch_wedged_behind_mininets_back_is_flagged_by_health(testbed: Any) -> None:
+    """The same down/up done with `ip link` (not through Mininet) still hangs simple_switch's packet
+    thread -- on both ends of the link, at once. The controller's counters see a neighbour send
+    and nothing come in: health says `not receiving` for the one the pings cross; killing both
+    (the supervisor starts them again) heals it."""
+    import os
+    import signal
+    import subprocess
+
+    ends = (f"{PREFIX}t0p0n0", f"{PREFIX}t1p0n0")
+    link = testbed.topology.find_link("-".join(ends))
+
+    def wedge() -> None:  # both ends, in Mininet's order
+        for state in ("down", "up"):
+            for end in (link.a, link.b):
+                subprocess.run(["ip", "link", "set", "dev", end.ifname, state], check=True)
+
+    def restart() -> None:
+        for name in ends:
+            os.kill(testbed.net.get(name).process.proc.pid, signal.SIGKILL)
+
+    # frames for both: the hosts under the other T0 ping those under this one, over either T1
+    traffic = [(f"{PREFIX}h2", f"{PREFIX}h0", 0), (f"{PREFIX}h3", f"{PREFIX}h1", 0)]
+    check_silent_switch_is_flagged(
+        testbed, set(ends), "not receiving", f"{PREFIX}h3", f"{PREFIX}h0", wedge, restart, traffic
+    )
+    n = len(testbed.host_names())
+    out = run_cli(testbed, ["pingall"])
+    assert f"*** Results: 0% dropped ({n * (n - 1)}/{n * (n - 1)} received)" in out, out

@@ -105,6 +105,7 @@ class Host:
 
 
 Drop = Callable[[str, str, bytes], bool]  # (from host, to host, frame) -> lost
+Mangle = Callable[[str, str, bytes], bytes]  # (from host, to host, frame) -> the frame delivered
 
 
 class Net:
@@ -127,6 +128,7 @@ class Net:
         self.now = 1_000_000_000
         self.next_tick = self.now + TICK_NS
         self.drop: Drop = lambda src, dst, frame: False
+        self.mangle: Mangle = lambda src, dst, frame: frame  # what a switch does to it (trims it)
         self.delivered = 0
         self.log: list[tuple[int, str, bytes]] = []  # (time, sender, frame) of every frame sent
 
@@ -153,6 +155,7 @@ class Net:
             dst = self._route(frame)
             if dst is None or self.drop(src.name, dst.name, frame):
                 continue
+            frame = self.mangle(src.name, dst.name, frame)
             self.delivered += 1
             if self.batch == 1:
                 dst.deliver(frame, self.now)

@@ -33,9 +33,9 @@ def send(r: Recovery, seq: int, ev: int, at: int, size: int = 100) -> TxRecord:
 def resend(r: Recovery, rec: TxRecord, ev: int, at: int, guess: bool = True) -> TxRecord:
     """``rec`` in flight is guessed lost (or, not ``guess``, known lost) and resent at once."""
     if guess:
-        r.packets.guessed_lost(rec)
+        r.packets.guessed_lost(rec, "gap")
     else:
-        r.packets.known_lost(rec)
+        r.packets.known_lost(rec, "trim_nack")
     return transmit(r, rec, ev, at)
 
 

@@ -1,8 +1,9 @@
 # ruff: noqa: F811 (the fabric fixture is imported from test_controller)
 """Absurd northbound requests are refused with a precise status and the controller keeps serving.
 
-Every request the issues list (14, 44): durations and flap periods of 1e308/1e300/1 µs, a
-duration of 5e-324 s, non-finite numbers, loss probabilities of -0.0 and 5e-324, a 10 000-character target,
+Every request the issues list (14, 44, 64): durations and flap periods of 1e308/1e300/1 µs, a
+duration of 5e-324 s or -0.0 (not "until cleared"), non-finite numbers, loss probabilities of
+-0.0 and 5e-324, a 10 000-character target,
 ``ClearFault{id, all}``; each gets INVALID_ARGUMENT or NOT_FOUND naming the field, quoting
 at most a bounded prefix of the bad input, and afterwards a normal fault still works.
 The flap and expiry threads survive an unexpected exception. Reuses the fake fabric of
@@ -43,6 +44,11 @@ BAD_FAULTS = {
     "duration 5e-324": (spec(duration_s=5e-324), "spec.duration_s"),
     "duration 1 ms": (spec(duration_s=1e-3), "spec.duration_s"),
     "duration -1": (spec(duration_s=-1.0), "spec.duration_s"),
+    "duration -0.0": (spec(duration_s=-0.0), "spec.duration_s"),  # was "until cleared"
+    "duration -5e-324": (spec(duration_s=-5e-324), "spec.duration_s"),
+    "flap duration -0.0": (spec(pb.FLAP, period_s=1.0, duration_s=-0.0), "spec.duration_s"),
+    "blackhole period -0.0": (spec(period_s=-0.0), "spec.period_s"),
+    "blackhole probability -0.0": (spec(probability=-0.0), "spec.probability"),
     "flap period 1e300": (spec(pb.FLAP, period_s=1e300), "spec.period_s"),
     "flap period 1 us": (spec(pb.FLAP, period_s=1e-6), "spec.period_s"),
     "flap period nan": (spec(pb.FLAP, period_s=math.nan), "spec.period_s"),
@@ -71,6 +77,15 @@ def test_bad_fault_parameters_are_invalid_argument(fabric: Fabric, case: str) ->
     assert details.startswith(field) and len(details) < MESSAGE_BOUND, details
     assert not fabric.stub.ListFaults(pb.ListFaultsRequest(), timeout=10).faults
     assert_serving(fabric)
+
+
+def test_mrcctl_refuses_a_negative_zero_duration(fabric: Fabric, capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.cli import main
+
+    ctl = ["--controller", f"unix:{fabric.core.run_dir}/controller.sock"]
+    assert main([*ctl, "fault", "blackhole", LINK, "--duration", "-0.0"]) == 1
+    assert "INVALID_ARGUMENT: spec.duration_s: must not be negative, got -0.0" in capsys.readouterr().err
+    assert not fabric.stub.ListFaults(pb.ListFaultsRequest(), timeout=10).faults
 
 
 def test_flap_period_floor_is_accepted(fabric: Fabric) -> None:

@@ -88,13 +88,13 @@ def _in(state: int) -> tuple[SentPackets, TxRecord]:
     steps: dict[int, list[Callable[[], object]]] = {
         ps.UNSENT: [],
         ps.IN_FLIGHT: [lambda: packets.sent(rec, 5, 10)],
-        ps.GUESSED: [lambda: packets.sent(rec, 5, 10), lambda: packets.guessed_lost(rec)],
+        ps.GUESSED: [lambda: packets.sent(rec, 5, 10), lambda: packets.guessed_lost(rec, "gap")],
         ps.RESENT: [
             lambda: packets.sent(rec, 5, 10),
-            lambda: packets.guessed_lost(rec),
+            lambda: packets.guessed_lost(rec, "gap"),
             lambda: packets.sent(rec, PLANE1 | 5, 20),
         ],
-        ps.LOST: [lambda: packets.sent(rec, 5, 10), lambda: packets.known_lost(rec)],
+        ps.LOST: [lambda: packets.sent(rec, 5, 10), lambda: packets.known_lost(rec, "trim_nack")],
         ps.ACKED: [lambda: packets.sent(rec, 5, 10), lambda: packets.acked(rec)],
         ps.DONE: [lambda: packets.sent(rec, 5, 10), lambda: packets.acked(rec), lambda: packets.passed(1)],
     }
@@ -107,8 +107,8 @@ def _in(state: int) -> tuple[SentPackets, TxRecord]:
 # each event, as the owner's method that makes it
 EVENT_METHODS: dict[int, Callable[[SentPackets, TxRecord], object]] = {
     ps.SEND: lambda p, r: p.sent(r, PLANE1 | 7, 30),
-    ps.GUESS: lambda p, r: p.guessed_lost(r),
-    ps.KNOWN_LOSS: lambda p, r: p.known_lost(r),
+    ps.GUESS: lambda p, r: p.guessed_lost(r, "gap"),
+    ps.KNOWN_LOSS: lambda p, r: p.known_lost(r, "trim_nack"),
     ps.ACK: lambda p, r: p.acked(r),
     ps.GUESS_TRIMMED: lambda p, r: p.guess_trimmed(r),
     ps.REFUSE: lambda p, r: p.refused(r),
@@ -150,7 +150,7 @@ def test_every_transition_of_the_owner_is_allowed_or_refused_as_the_table_says(
 
 def test_a_guess_sets_the_blamed_ev_and_a_resend_keeps_the_copy_history() -> None:
     packets, rec = _in(ps.IN_FLIGHT)
-    packets.guessed_lost(rec)
+    packets.guessed_lost(rec, "gap")
     assert rec.lost_ev == 5 and packets.retx[0] == rec.seq
     packets.sent(rec, PLANE1 | 9, 40)
     assert (rec.transmissions, rec.ev, rec.prev_sent_ns, rec.sent_ns) == (2, PLANE1 | 9, 10, 40)
@@ -174,8 +174,8 @@ def test_go_back_n_queues_every_packet_not_acked_in_order() -> None:
     for i, r in enumerate(recs):
         packets.sent(r, 5, i)
     packets.acked(recs[2])
-    packets.guessed_lost(recs[3])
-    packets.rewind(0)
+    packets.guessed_lost(recs[3], "gap")
+    packets.rewind(0, "go_back_n")
     assert [r.state for r in recs] == [ps.LOST, ps.LOST, ps.ACKED, ps.GUESSED]
     assert list(packets.retx) == [0, 1, 3] and not packets.in_flight
 

@@ -124,7 +124,7 @@ def test_stale_trim_nack_does_not_touch_the_window() -> None:
     p.a.receive(nack, p.now)
     cwnd = p.a.sender.congestion.cwnd
     packets = p.a.sender.packets
-    packets.known_lost(packets.records[p.a.cfg.initial_psn])  # "queued for resending" again ...
+    packets.known_lost(packets.records[p.a.cfg.initial_psn], "trim_nack")  # "queued for resending" again ...
     packets.retx.clear()  # ... and kept so (not resent): the NACK repeats
     p.a.receive(nack, p.now + 1)
     assert p.a.counters.acks_dropped["nack_stale"] == 1

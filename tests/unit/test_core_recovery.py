@@ -122,7 +122,7 @@ def test_in_flight_bytes_and_plane_load_follow_sends_and_removals() -> None:
     b = send(r, 1, PLANE1 | 5, 0, size=300)
     assert r.packets.inflight_bytes == 400 and r.packets.plane_load == [100, 300]
     assert list(r.packets.in_flight) == [0, 1] and a.tx_order < b.tx_order
-    r.packets.known_lost(b)  # out of flight (queued to be resent)
+    r.packets.known_lost(b, "trim_nack")  # out of flight (queued to be resent)
     r.packets.acked(b)  # out of flight already: no effect
     assert r.packets.inflight_bytes == 100 and r.packets.plane_load == [100, 0]
 
@@ -232,7 +232,7 @@ def test_a_guess_proved_wrong_widens_the_reorder_window_and_a_dsack_names_it() -
     r.rtt.sample(40_000)
     assert r.reorder_window() == 10_000  # SRTT/4
     rec = send(r, 0, 7, 0)
-    r.packets.guessed_lost(rec)  # guessed lost (on EV 7), queued for resending
+    r.packets.guessed_lost(rec, "gap")  # guessed lost (on EV 7), queued for resending
     assert deliver(r, rec, 30_000)  # the original arrived before the resend: spurious
     r.reorder.on_spurious()
     assert r.reorder.mult == 2 and r.reorder_window() == 20_000

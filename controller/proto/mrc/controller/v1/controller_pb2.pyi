@@ -190,7 +190,7 @@ class Hop(_message.Message):
     def __init__(self, node: _Optional[str] = ..., in_port: _Optional[int] = ..., out_port: _Optional[int] = ..., dst: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class Path(_message.Message):
-    __slots__ = ("ev", "plane", "t1", "carrier", "hops", "status", "drop_reason", "drop_at", "survival", "delivered_to", "unreachable")
+    __slots__ = ("ev", "plane", "t1", "carrier", "hops", "status", "drop_reason", "drop_at", "survival", "delivered_to", "unreachable", "silent")
     EV_FIELD_NUMBER: _ClassVar[int]
     PLANE_FIELD_NUMBER: _ClassVar[int]
     T1_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +202,7 @@ class Path(_message.Message):
     SURVIVAL_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_TO_FIELD_NUMBER: _ClassVar[int]
     UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
+    SILENT_FIELD_NUMBER: _ClassVar[int]
     ev: int
     plane: int
     t1: int
@@ -213,7 +214,8 @@ class Path(_message.Message):
     survival: float
     delivered_to: str
     unreachable: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, ev: _Optional[int] = ..., plane: _Optional[int] = ..., t1: _Optional[int] = ..., carrier: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ..., status: _Optional[str] = ..., drop_reason: _Optional[str] = ..., drop_at: _Optional[str] = ..., survival: _Optional[float] = ..., delivered_to: _Optional[str] = ..., unreachable: _Optional[_Iterable[str]] = ...) -> None: ...
+    silent: str
+    def __init__(self, ev: _Optional[int] = ..., plane: _Optional[int] = ..., t1: _Optional[int] = ..., carrier: _Optional[str] = ..., hops: _Optional[_Iterable[_Union[Hop, _Mapping]]] = ..., status: _Optional[str] = ..., drop_reason: _Optional[str] = ..., drop_at: _Optional[str] = ..., survival: _Optional[float] = ..., delivered_to: _Optional[str] = ..., unreachable: _Optional[_Iterable[str]] = ..., silent: _Optional[str] = ...) -> None: ...
 
 class ListPathsResponse(_message.Message):
     __slots__ = ("paths",)
@@ -244,7 +246,7 @@ class GetHealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SwitchHealth(_message.Message):
-    __slots__ = ("switch", "address", "reachable", "primary", "last_error", "reconciles", "pipeline_pushes")
+    __slots__ = ("switch", "address", "reachable", "primary", "last_error", "reconciles", "pipeline_pushes", "dataplane", "dataplane_detail")
     SWITCH_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     REACHABLE_FIELD_NUMBER: _ClassVar[int]
@@ -252,6 +254,8 @@ class SwitchHealth(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     RECONCILES_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_PUSHES_FIELD_NUMBER: _ClassVar[int]
+    DATAPLANE_FIELD_NUMBER: _ClassVar[int]
+    DATAPLANE_DETAIL_FIELD_NUMBER: _ClassVar[int]
     switch: str
     address: str
     reachable: bool
@@ -259,7 +263,23 @@ class SwitchHealth(_message.Message):
     last_error: str
     reconciles: int
     pipeline_pushes: int
-    def __init__(self, switch: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ..., primary: _Optional[bool] = ..., last_error: _Optional[str] = ..., reconciles: _Optional[int] = ..., pipeline_pushes: _Optional[int] = ...) -> None: ...
+    dataplane: str
+    dataplane_detail: str
+    def __init__(self, switch: _Optional[str] = ..., address: _Optional[str] = ..., reachable: _Optional[bool] = ..., primary: _Optional[bool] = ..., last_error: _Optional[str] = ..., reconciles: _Optional[int] = ..., pipeline_pushes: _Optional[int] = ..., dataplane: _Optional[str] = ..., dataplane_detail: _Optional[str] = ...) -> None: ...
+
+class LinkHealth(_message.Message):
+    __slots__ = ("link", "sender", "receiver", "state", "detail")
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    link: str
+    sender: str
+    receiver: str
+    state: str
+    detail: str
+    def __init__(self, link: _Optional[str] = ..., sender: _Optional[str] = ..., receiver: _Optional[str] = ..., state: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class AgentHealth(_message.Message):
     __slots__ = ("host", "socket", "state", "detail")
@@ -274,9 +294,11 @@ class AgentHealth(_message.Message):
     def __init__(self, host: _Optional[str] = ..., socket: _Optional[str] = ..., state: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class GetHealthResponse(_message.Message):
-    __slots__ = ("switches", "agents")
+    __slots__ = ("switches", "agents", "links")
     SWITCHES_FIELD_NUMBER: _ClassVar[int]
     AGENTS_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
     switches: _containers.RepeatedCompositeFieldContainer[SwitchHealth]
     agents: _containers.RepeatedCompositeFieldContainer[AgentHealth]
-    def __init__(self, switches: _Optional[_Iterable[_Union[SwitchHealth, _Mapping]]] = ..., agents: _Optional[_Iterable[_Union[AgentHealth, _Mapping]]] = ...) -> None: ...
+    links: _containers.RepeatedCompositeFieldContainer[LinkHealth]
+    def __init__(self, switches: _Optional[_Iterable[_Union[SwitchHealth, _Mapping]]] = ..., agents: _Optional[_Iterable[_Union[AgentHealth, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[LinkHealth, _Mapping]]] = ...) -> None: ...
