@@ -127,8 +127,8 @@ class LossResponse:
         why = f"path silent, psn {psn_of(oldest.seq)}"
         self.evset.retire(oldest.ev, why, now_ns, EvEvent.LOSS, sent_ns=oldest.sent_ns, margin_ns=0)
         for rec in on_path:
-            self.packets.guessed_lost(rec)
-        self.counters.losses_plane += len(on_path)
+            self.packets.guessed_lost(rec, "path")
+        self.counters.losses_path += len(on_path)
 
     def _fail_plane(self, plane: int, now_ns: int) -> None:
         self.counters.planes_failed += 1
