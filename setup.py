@@ -45,6 +45,7 @@ COMPILED = [
     "mrc_host/core/ev_entries.py",
     "mrc_host/core/ev_heat.py",
     "mrc_host/core/ev_probe.py",
+    "mrc_host/core/ev_scouts.py",
     "mrc_host/core/ev_shared.py",
     "mrc_host/core/ev_table.py",
     "mrc_host/core/evset.py",

@@ -49,6 +49,8 @@ BENCHMARKS = [
     Benchmark("sim-nscc", "bench.sim_nscc", ("--seeds", "5")),
     # NSCC: 2, 4, 8 equal flows into one host, 1 and 2 planes, together or staggered: Jain
     Benchmark("sim-fair", "bench.sim_fair", ("--seeds", "3"), ("--seeds", "10")),
+    # gray failures: a slow plane, a flapping link, stale knowledge, loss under a queue (seeds)
+    Benchmark("sim-gray", "bench.sim_gray", ("--quick",)),
     # the paper's shapes at production scale in the simulator (8 planes x 100G, 128-256 EVs)
     Benchmark("sim-shapes", "bench.sim_shapes", ("--quick",)),
     # mrc-sim side by side with UEC's htsim_uec on one fabric (skipped where htsim is not found)

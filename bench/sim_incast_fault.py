@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from mrc_host.sim.fabric import FabricShape
@@ -135,6 +136,40 @@ MORE: tuple[tuple[str, tuple[tuple[int, int], ...], int, int], ...] = (
 )
 
 
+def seed_args(ap: argparse.ArgumentParser) -> None:
+    """The options every seeded bench of this family takes: seeds, transport overrides, JSON out."""
+    ap.add_argument("--seeds", default="1-10", help="first-last")
+    ap.add_argument("--transport", action="append", default=[], help="TransportConfig key=value")
+    ap.add_argument("--json", help="write the rows here")
+
+
+def seed_range(text: str) -> range:
+    """``first-last`` (or one seed) as a range."""
+    lo, _, hi = text.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
+
+
+def write_json(path: str | None, data: object) -> None:
+    """``data`` as indented JSON at ``path`` (None: nowhere)."""
+    if path:
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=1)
+
+
+def report_rows(
+    out: dict[str, Any],
+    name: str,
+    rows: list[dict[str, Any]],
+    line: Callable[[dict[str, Any]], str],
+    summarize: Callable[[list[dict[str, Any]]], dict[str, Any]],
+) -> None:
+    """Prints each seed's row (``line``) and the summary of case ``name``; keeps both in ``out``."""
+    for r in rows:
+        print(f"{name} seed {r['seed']}: {line(r)}", flush=True)
+    out[name] = {"summary": summarize(rows), "seeds": rows}
+    print(name, json.dumps(out[name]["summary"]), flush=True)
+
+
 def key_values(items: list[str]) -> dict[str, object]:
     """``key=value`` arguments, each value JSON (``lasthop_queue_share=1.0``, ``ev_min_active=0``)."""
     out: dict[str, object] = {}
@@ -144,18 +179,25 @@ def key_values(items: list[str]) -> dict[str, object]:
     return out
 
 
+def _line(r: dict[str, Any]) -> str:
+    f = r["faults"]
+    return (
+        f"lost {[x['lost'] for x in f]} floor {[x['floor'] for x in f]} "
+        f"oracle {[x['oracle'] for x in f]} sent {[x['oracle_sent'] for x in f]} "
+        f"due {[x['due_us'] for x in f]} us rto {r['rtos']} ok {r['completed']} "
+        f"{r['completion_us']:.0f} us"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_incast_fault", description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", default="1-10", help="first-last")
+    seed_args(ap)
     ap.add_argument("--neighbours", action="store_true", help="every shape of the neighbour set")
     ap.add_argument("--more", action="store_true", help="the thin-window shapes (MORE) instead")
     ap.add_argument("--only", help="one neighbour by name")
-    ap.add_argument("--transport", action="append", default=[], help="TransportConfig key=value")
     ap.add_argument("--nscc", action="append", default=[], help="NsccParams key=value")
-    ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
-    lo, _, hi = args.seeds.partition("-")
-    seeds = range(int(lo), int(hi or lo) + 1)
+    seeds = seed_range(args.seeds)
     transport, nscc = key_values(args.transport), key_values(args.nscc)
     shapes = MORE if args.more else NEIGHBOURS if args.neighbours else NEIGHBOURS[:1]
     if args.only:
@@ -163,20 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"transport": transport, "nscc": nscc}
     for name, t1s, senders, at in shapes:
         rows = [run(seed, t1s, senders, at, transport=transport, nscc=nscc) for seed in seeds]
-        for r in rows:
-            f = r["faults"]
-            print(
-                f"{name} seed {r['seed']}: lost {[x['lost'] for x in f]} floor {[x['floor'] for x in f]} "
-                f"oracle {[x['oracle'] for x in f]} sent {[x['oracle_sent'] for x in f]} "
-                f"due {[x['due_us'] for x in f]} us rto {r['rtos']} ok {r['completed']} "
-                f"{r['completion_us']:.0f} us",
-                flush=True,
-            )
-        out[name] = {"summary": summary(rows), "seeds": rows}
-        print(name, json.dumps(out[name]["summary"]), flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
+        report_rows(out, name, rows, _line, summary)
+    write_json(args.json, out)
     return 0
 
 

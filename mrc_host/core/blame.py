@@ -38,8 +38,8 @@ class LossBlame:
         self.recovery = recovery  # (read: the reorder window, RTT, RACK's order)
         self.packets = packets  # (read: the packets in flight)
         self.lasthop_trim_ns = NEVER  # when the peer's last hop last trimmed one of ours
-        # per (plane, T1) path: (EV, send time, when to judge again) of the oldest loss guess
-        # excused there as congestion (``recheck``)
+        # per (plane, T1) path: (EV, send time of the newest, when to judge again: from the
+        # oldest) of the loss guesses excused there as congestion (``recheck``)
         self.excused: dict[tuple[int, int], tuple[int, int, int]] = {}
         self.floor_held: dict[tuple[int, int], None] = {}  # those of them held by the floor instead
         # per (plane, T1) path the NIC's shared verdict retired: (send time of the loss it
@@ -78,14 +78,21 @@ class LossBlame:
                 self._hold(rec, now_ns)
 
     def _excuse(self, rec: TxRecord, now_ns: int) -> None:
-        """Remember a guess excused as congestion, to judge it again a round trip later."""
+        """Remember a guess excused as congestion, to judge it again a round trip after the
+        path's oldest: by its newest, so that a delivery between the two clears nothing (a
+        link that died just after a mark: its first guess was of a packet queued before a
+        later one that arrived, and the path was let go as delivering while the packets lost
+        after that one stood unjudged -- its penalty ended and it lost 60 more)."""
         e = self.evset.entries.get(rec.ev)
         if e is None:
             return
         path = (e.plane, e.t1)
-        if path not in self.excused:
+        had = self.excused.get(path)
+        if had is None:
             due = now_ns + int(self.recovery.rtt.srtt_ns or 0) + self.recovery.reorder_window()
             self.excused[path] = (rec.ev, rec.sent_ns, due)
+        elif rec.sent_ns > had[1]:
+            self.excused[path] = (had[0], rec.sent_ns, had[2])
 
     def _hold(self, rec: TxRecord, now_ns: int) -> None:
         """The ``ev_min_active`` floor kept ``rec``'s path (or the rest of it) in use: no proof

@@ -40,6 +40,7 @@ class EvSpells:
         self.live_probe_id: int | None = None  # outstanding liveness probe (GOOD EVs)
         self.live_probe_ns: int = 0  # when it left
         self.skips_left: int = 0  # rotations still to sit out while SKIP
+        self.skip_until: int = 0  # and when it ends in any case (0: turns only; ``EvHeat._skip_end``)
         self.restored_ns: int | None = None  # when probes last brought it back
         self.flaps: int = 0  # quick re-failures after restores in a row
         self.retired_for: tuple[int, int] | None = None  # (EV whose loss retired it, when): undo key
@@ -144,6 +145,16 @@ class EvEntry:
     def skips_left(self, v: int) -> None:
         if v != 0 or self._spells is not None:
             self._spelled().skips_left = v
+
+    @property
+    def skip_until(self) -> int:
+        s = self._spells
+        return 0 if s is None else s.skip_until
+
+    @skip_until.setter
+    def skip_until(self, v: int) -> None:
+        if v != 0 or self._spells is not None:
+            self._spelled().skip_until = v
 
     @property
     def restored_ns(self) -> int | None:

@@ -70,8 +70,20 @@ class EvHeat(SharedEvTable):
                 if x.heat >= threshold:
                     turns = min(self._turns(self.cfg.skip_rotations * x.heat), self._max_turns)
                     x.skips_left = max(x.skips_left, turns)
+                    x.skip_until = max(x.skip_until, self._skip_end(x.heat, now_ns))
                     self._fire(x, event, event.value if x is e else why)
         return True
+
+    def _skip_end(self, heat: float, now_ns: int) -> int:
+        """When a penalty of ``heat`` ends whatever the turns served: after as long as its
+        turns last a sender at line rate (a turn of ``penalty_evs`` EVs, about a base RTT), at
+        most ``skip_rotations`` base RTTs -- a queue drains within a round trip or two of its
+        senders backing off, and a hotter path is penalised by more turns, not for longer.
+        Counted in turns alone, an incast's flows (an eighth of the rate each, their paths hot
+        from the marks of its first round trips) sat out their penalties for hundreds of round
+        trips, and a link that healed took twice its siblings' share for 20 RTT."""
+        rotations = min(self.cfg.skip_rotations * heat, float(self.cfg.skip_rotations))
+        return now_ns + max(1, int(rotations * self.cfg.cc.base_rtt_ns))
 
     def ecn_echo(self, ev: int, now_ns: int) -> bool:
         """A SACK echoed CE for a packet sent on ``ev``: it sits out a few rotations."""
@@ -129,7 +141,9 @@ class EvHeat(SharedEvTable):
         why = f"{event.value} on {e.value:08x}, same path"
         for x in (e, *(sib for sib in self.active[e.plane] if sib.t1 == e.t1 and sib is not e)):
             if x.member and allowed(x.state, event):
-                turns = self._turns(self.cfg.skip_rotations * self.heat(x.value, now_ns))
+                heat = self.heat(x.value, now_ns)
+                turns = self._turns(self.cfg.skip_rotations * heat)
                 x.skips_left = max(x.skips_left, min(turns, self._max_turns))
+                x.skip_until = max(x.skip_until, self._skip_end(heat, now_ns))
                 self._fire(x, event, event.value if x is e else why)
         return True

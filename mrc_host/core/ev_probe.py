@@ -3,8 +3,8 @@
 
 A retired path is probed every ``retired_probe_interval_ns`` (a flapping one first waits
 2**flaps ``probe_interval_ns``: see ``EvSet``); ``probe_successes_to_restore`` answers in a
-row bring it and its path siblings back, probed one after the other so K answers take K
-round trips. A GOOD EV that carried something and has not proved to work within an
+row bring it and its path siblings back, K probes at once (each on its own EV of the path),
+so K answers take one round trip. A GOOD EV that carried something and has not proved to work within an
 interval gets a liveness probe; one left
 unanswered for the probe timeout retires it. That is how an endpoint that only sends SACKs
 (no data of its own, so no acknowledgements to learn from) finds a dead reverse path when
@@ -72,25 +72,43 @@ class EvProber:
         unanswered at that point counts as a failure and resets the success streak."""
         evset = self.evset
         out = []
-        # one probe per (plane, T1) path: EVs that differ only in entropy share its fate,
-        # and come back with the one probed (probing each would multiply probe traffic)
-        probing = {(e.plane, e.t1) for e in evset.retired.values() if e.probe_id is not None}
+        # one probe per (plane, T1) path: EVs that differ only in entropy share its fate, and
+        # come back with it (probing each would multiply probe traffic: on a plane at 10 Gb/s
+        # the probes of 30 connections crowded out their data); once one is answered, the
+        # rest of the K at once (``_answered``), each on its own EV of the path
+        k = max(1, self.cfg.probe_successes_to_restore)
+        probing: dict[tuple[int, int], int] = {}  # per path, the probes out (not due yet)
+        streak: dict[tuple[int, int], int] = {}  # and its answers so far
+        for e in evset.retired.values():
+            path = (e.plane, e.t1)
+            if e.probe_id is not None and e.next_probe_ns > now_ns:
+                probing[path] = probing.get(path, 0) + 1
+            if e.probe_successes:
+                streak[path] = streak.get(path, 0) + e.probe_successes
         interval = self.retired_interval_ns()
         for e in list(evset.retired.values()):
             if not evset.plane_up(e.plane) or e.next_probe_ns > now_ns:
                 continue
             path = (e.plane, e.t1)
-            if e.probe_id is None and path in probing:
+            if e.probe_id is not None:  # unanswered: the path's streak starts again
+                e.probe_id = None
+                self._reset_path(e)
+                streak[path] = 0
+                evset.probe_timed_out(e)
+            allowed = k - streak.get(path, 0) if streak.get(path, 0) else 1
+            if probing.get(path, 0) >= allowed:
                 evset.schedule_probe(e, now_ns + interval)  # its path is being probed
                 continue
-            probing.add(path)
-            if e.probe_id is not None:
-                e.probe_successes = 0
-                evset.probe_timed_out(e)
+            probing[path] = probing.get(path, 0) + 1
             e.probe_id = self._next_id()
             evset.schedule_probe(e, now_ns + interval)
             out.append((e.value, e.probe_id))
         return out
+
+    def _reset_path(self, e: EvEntry) -> None:
+        for x in self.evset.retired.values():
+            if x.plane == e.plane and x.t1 == e.t1:
+                x.probe_successes = 0
 
     def retired_interval_ns(self) -> int:
         """How often a retired path is probed, which is also how long its probe may stay
@@ -135,12 +153,23 @@ class EvProber:
         return self._answered(e, now_ns)
 
     def _answered(self, e: EvEntry, now_ns: int) -> bool:
+        """A probe of ``e`` came back: its path is restored once K of its probes have, since
+        the path's last one went unanswered (on any of its EVs)."""
         e.probe_id = None
         e.probe_successes += 1
-        if e.probe_successes >= self.cfg.probe_successes_to_restore:
-            self.evset.restore_path(e, now_ns)
+        got = sum(
+            x.probe_successes for x in self.evset.retired.values() if x.plane == e.plane and x.t1 == e.t1
+        )
+        if got >= self.cfg.probe_successes_to_restore:
+            self.evset.restore_path(e, now_ns, got)
             return True
-        self.evset.schedule_probe(e, now_ns)  # next probe right away: K successes take K RTTs
+        # the rest of the K at once, each on an EV of the path (this one first) not probed now
+        left = self.cfg.probe_successes_to_restore - got
+        for x in self.evset.retired.values():
+            if left > 1 and x is not e and x.plane == e.plane and x.t1 == e.t1 and x.probe_id is None:
+                self.evset.schedule_probe(x, now_ns)
+                left -= 1
+        self.evset.schedule_probe(e, now_ns)
         return False
 
     def next_deadline(self) -> int | None:

@@ -19,6 +19,7 @@ from .actions import EvStateChanged
 from .config import TransportConfig
 from .ev_draw import PathSpace
 from .ev_entries import EvEntries, EvEntry
+from .ev_scouts import PathScouts
 from .ev_state import EvEvent, EvState, next_state
 from .path_health import NicPathHealth, PathRecord
 
@@ -49,6 +50,8 @@ class EvTable(EvEntries):
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
         self._control_cache: list[list[EvEntry]] | None = None  # (``next_control_ev``)
         self._path_control: dict[int, int] | None = None  # path -> EV (``control_ev_on_path``)
+        # paths back from SKIP, each proven by one packet before it carries a full share
+        self.scouts = PathScouts(cfg.retires_paths, cfg.rto_min_ns)
         self.heard = [-1] * self.planes  # per plane, the peer's EV of its latest SACK (``fresh_ev``)
         self.heard_ns = [0] * self.planes  # and when it came
         self._heard_plane = -1  # the plane of the latest one
@@ -172,6 +175,10 @@ class EvTable(EvEntries):
             self.retired[e.value] = e
         else:
             self.retired.pop(e.value, None)
+        if event is EvEvent.PENALTY_SERVED:
+            self.scouts.served(e.value)
+        elif new is not _GOOD:
+            self.scouts.left(e.value)
 
     def _deactivate(self, e: EvEntry) -> None:
         """Take ``e`` out of the rotation or the backups; promote a backup of its plane
@@ -246,6 +253,7 @@ class EvTable(EvEntries):
         e.in_use = False
         e.probe_successes = 0
         e.skips_left = 0
+        e.skip_until = 0
         if e.restored_ns is not None and now_ns - e.restored_ns < self.cfg.flap_window_ns:
             e.flaps = min(e.flaps + 1, self.cfg.max_flap_backoff)
         else:

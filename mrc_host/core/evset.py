@@ -44,11 +44,13 @@ class EvSet(EvHeat):
     """The spraying rotation, retirement, replacement and restoring (penalties: ``EvHeat``)."""
 
     # ---- rotation ---------------------------------------------------------------------
-    def next_data_ev(self, exclude: int | None = None) -> int | None:
+    def next_data_ev(self, exclude: int | None = None, now_ns: int = -1, scouting: bool = True) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
-        only usable one. With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
+        only usable one. A path back from SKIP takes one packet until it is proven
+        (``ev_scouts.py``); a penalty is over once its turns are served or at its time
+        (``now_ns``). With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
         EV of an up plane (counted by the caller as a last-resort send).
         """
         planes = self.planes
@@ -74,34 +76,54 @@ class EvSet(EvHeat):
                 if best < 0:
                     break
                 tried |= 1 << best
-                ev = self._pick_in_plane(best, exclude)
+                ev = self._pick_in_plane(best, exclude, now_ns, scouting)
                 if ev is not None:
                     self._plane_cursor = (best + 1) % planes
                     return ev
             if self._skips_served == served:
                 break
         if exclude is not None:
-            return self.next_data_ev(None)
+            return self.next_data_ev(None, now_ns, scouting)
+        if scouting and self.scouts.out:  # (every path left waits for its scout: one goes anyway)
+            return self.next_data_ev(None, now_ns, False)
         return None
 
-    def _pick_in_plane(self, plane: int, exclude: int | None) -> int | None:
+    def _pick_in_plane(self, plane: int, exclude: int | None, now_ns: int, scouting: bool) -> int | None:
         lst = self._active[plane]  # (built: next_data_ev read self.active)
         n = len(lst)
         start = self._ev_cursor[plane]
+        scouts = self.scouts
         for k in range(n):
             idx = (start + k) % n
             e = lst[idx]
             if e.value == exclude:
                 continue
             if e.state is _SKIP:
-                self._skips_served += 1
-                e.skips_left -= 1
-                if e.skips_left <= 0:
-                    self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
+                until = e.skip_until
+                if until <= 0 or now_ns < until:
+                    self._skips_served += 1
+                    e.skips_left -= 1
+                    if e.skips_left <= 0:
+                        self._fire(e, EvEvent.PENALTY_SERVED, "skip served")
+                else:  # its time is up: so is its path siblings' (a slow sender passes each rarely)
+                    self._skip_over(lst, e, now_ns)
                 continue
+            if scouting and scouts.out and scouts.waiting(e.value, now_ns):
+                continue  # its path's scout is out, not proven yet
             self._ev_cursor[plane] = idx + 1
             return e.value
         return None
+
+    def carries_elsewhere(self, plane: int, path: int) -> bool:
+        """Whether ``plane`` has a GOOD path in its rotation besides ``path`` (``ev >> T1_SHIFT``)."""
+        return any(e.state is EvState.GOOD and e.value >> T1_SHIFT != path for e in self.active[plane])
+
+    def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
+        """``e``'s penalty is over in time (``EvHeat._skip_end``): it and every EV of its path in
+        the rotation whose penalty is over too are GOOD again."""
+        for x in lst:
+            if x.t1 == e.t1 and x.state is _SKIP and 0 < x.skip_until <= now_ns:
+                self._fire(x, EvEvent.PENALTY_SERVED, "skip served")
 
     def last_resort_ev(self, exclude: int | None = None) -> int | None:
         """An ASSUMED_BAD EV on an up plane, for when no GOOD EV exists at all."""
@@ -340,6 +362,7 @@ class EvSet(EvHeat):
         if e is not None:
             e.in_use = True
             e.sent_ns = now_ns
+            self.scouts.sent(ev, now_ns)
             if self.next_liveness_ns is None:
                 self.next_liveness_ns = now_ns + self.cfg.probe_interval_ns
 
@@ -350,6 +373,8 @@ class EvSet(EvHeat):
         if e is not None:
             if sent_ns is not None and sent_ns > e.ok_sent_ns:
                 e.ok_sent_ns = sent_ns
+            if sent_ns is not None:
+                self.scouts.delivered(ev, sent_ns)
             e.in_use = False
             e.live_probe_id = None
             e.last_ok_ns = now_ns
@@ -363,10 +388,10 @@ class EvSet(EvHeat):
         """A probe of the retired ``e`` went unanswered (reported, state unchanged)."""
         self._fire(e, EvEvent.PROBE_TIMEOUT, "probe timeout")
 
-    def restore_path(self, e: EvEntry, now_ns: int) -> None:
-        """Enough probes of ``e`` came back: it and the retired EVs of its path are GOOD again."""
+    def restore_path(self, e: EvEntry, now_ns: int, answered: int = 0) -> None:
+        """Enough probes of ``e``'s path came back: it and the retired EVs of its path are GOOD again."""
         path = (e.plane, e.t1)
-        why = f"{e.probe_successes} probes answered"
+        why = f"{answered or e.probe_successes} probes answered"
         sibling_why = f"{why} on {e.value:08x}, same path"
         for x in [e, *(x for x in self.retired.values() if (x.plane, x.t1) == path and x is not e)]:
             self._fire(x, EvEvent.PROBES_ANSWERED, why if x is e else sibling_why)

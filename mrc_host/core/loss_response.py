@@ -17,8 +17,10 @@ from .blame import LossBlame
 from .cc_base import CongestionControl
 from .config import TransportConfig
 from .counters import MARK_LOST, Counters
+from .ev_state import EvEvent
 from .evset import EvSet
-from .records import TxRecord
+from .psn import psn_of
+from .records import PATH_SHIFT, TxRecord
 from .recovery import Recovery
 from .sent import SentPackets
 
@@ -55,8 +57,13 @@ class LossResponse:
         for rec in recovery.gap_losses(proof.evidence, now_ns):
             self.lose(rec, "gap", now_ns)  # no-op for a record already lost
         if self._retire and self.evset.planes > 1:
-            for plane in recovery.plane_watch.dead_planes(proof.newly, now_ns):
-                self._fail_plane(plane, now_ns)
+            watch = recovery.plane_watch
+            for plane in watch.dead_planes(proof.newly, now_ns):
+                path = watch.silent_path(plane)
+                if path >= 0 and not self.evset.carries_elsewhere(plane, path):
+                    self._path_silent(plane, path, now_ns)
+                else:
+                    self._fail_plane(plane, now_ns)
         # after the plane check: a dead plane is flushed whole
         for rec in recovery.rack_losses(now_ns, self.blame.sending(writes)):
             self.lose(rec, "gap", now_ns)
@@ -106,6 +113,22 @@ class LossResponse:
         """Go-back-N: everything from ``seq`` on is resent in order (counted under ``cause``)."""
         self.counters.go_back_n_rewinds += 1
         self.packets.rewind(seq, cause)
+
+    def _path_silent(self, plane: int, path: int, now_ns: int) -> None:
+        """A silent plane's packets since its latest delivery are all on ``path``, its only path
+        in use (the others sit out penalties or are retired): that path is retired (whatever
+        the ``ev_min_active`` floor: it delivers nothing while the other planes deliver) and
+        its packets in flight resent, as a guess its delivery may undo. (With other paths in
+        use, one packet silent says as much of the plane: a T0 or NIC link that died.)"""
+        on_path = [r for r in self.packets.on_plane(plane) if r.ev >> PATH_SHIFT == path]
+        if not on_path:
+            return
+        oldest = on_path[0]
+        why = f"path silent, psn {psn_of(oldest.seq)}"
+        self.evset.retire(oldest.ev, why, now_ns, EvEvent.LOSS, sent_ns=oldest.sent_ns, margin_ns=0)
+        for rec in on_path:
+            self.packets.guessed_lost(rec, "path")
+        self.counters.losses_path += len(on_path)
 
     def _fail_plane(self, plane: int, now_ns: int) -> None:
         self.counters.planes_failed += 1

@@ -12,7 +12,7 @@ deliveries elsewhere of packets sent well after it (its evidence); the sender's 
 from __future__ import annotations
 
 from .config import TransportConfig
-from .records import PLANE_SHIFT, TxRecord
+from .records import PATH_SHIFT, PLANE_SHIFT, TxRecord
 from .reorder import ReorderWindow
 from .rtt import RttEstimator
 from .sent import SentPackets
@@ -28,9 +28,12 @@ class PlaneWatch:
         packets: SentPackets,
         rtt: RttEstimator,
         reorder: ReorderWindow,
+        t1_count: int = 1,
     ) -> None:
         self.cfg = cfg
         self.planes = planes
+        # paths per plane: a plane is judged failed only with two of them silent (``silent_path``)
+        self.t1_count = t1_count
         self.packets = packets  # (read: the packets in flight, per plane)
         self.rtt = rtt
         self.reorder = reorder
@@ -141,11 +144,12 @@ class PlaneWatch:
             return []
         paths: dict[int, set[int]] = {}
         for rec in suspects:
-            paths.setdefault(rec.ev >> PLANE_SHIFT, set()).add(rec.ev)
+            paths.setdefault(rec.ev >> PLANE_SHIFT, set()).add(rec.ev >> PATH_SHIFT)
         dead: list[int] = []
         dep = self.departures
-        for plane, evs in paths.items():
-            if len(evs) < 2 or self._evidence[plane] < self.cfg.sack_gap_threshold:
+        need = min(2, self.t1_count)  # (two silent paths; one is that path's failure)
+        for plane, silent in paths.items():
+            if len(silent) < need or self._evidence[plane] < self.cfg.sack_gap_threshold:
                 continue
             oldest = next((r for r in self.packets.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
             if oldest is None or oldest.at_nic:
@@ -158,3 +162,23 @@ class PlaneWatch:
             self._evidence[plane] = 0
             dead.append(plane)
         return dead
+
+    def silent_path(self, plane: int) -> int:
+        """The one path (``ev >> PATH_SHIFT``) of a silent ``plane`` (``dead_planes``) its
+        packets sent since its latest delivery are all in flight on, or -1 when they are on
+        two paths or more (or it has but one): a single silent path is that path's failure,
+        not the plane's. A flapping T0-T1 link, whose plane's other paths sat out ECN
+        penalties, took the whole plane out in every down phase (51 EVs of one connection)."""
+        if self.t1_count < 2:
+            return -1
+        dep = self.departures
+        ok_sent = self.ok_sent[plane]
+        first = -1
+        for r in self.packets.in_flight.values():
+            if r.ev >> PLANE_SHIFT != plane or (r.left_ns if dep else r.sent_ns) <= ok_sent:
+                continue
+            path = r.ev >> PATH_SHIFT
+            if first >= 0 and path != first:
+                return -1
+            first = path
+        return first

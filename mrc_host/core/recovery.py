@@ -66,13 +66,13 @@ RTO_SLACK_SHARE: Final = 8  # the RTO's slack is at least the RTO over this (``r
 class Recovery:
     """The rules that declare one sender's packets in flight lost, and its timers."""
 
-    def __init__(self, cfg: TransportConfig, planes: int, packets: SentPackets) -> None:
+    def __init__(self, cfg: TransportConfig, planes: int, packets: SentPackets, t1_count: int = 1) -> None:
         self.cfg = cfg
         self.planes = planes
         self.packets = packets  # (read: the packets in flight; their states are ``packets``' to change)
         self.rtt = RttEstimator(planes)
         self.reorder = ReorderWindow(cfg, planes, self.rtt)
-        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder)
+        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, t1_count)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)

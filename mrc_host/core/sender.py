@@ -74,7 +74,8 @@ class Sender:
         self.peer_qp = peer_qp
         self.congestion = create_cc(cfg)
         self.packets = SentPackets(cfg, evset.plane_load)  # the packets' life (sent.py)
-        self.recovery = Recovery(cfg, evset.planes, self.packets)  # which are lost, and when
+        # which are lost, and when
+        self.recovery = Recovery(cfg, evset.planes, self.packets, evset.paths.t1_count)
         self.writes = WriteQueue()  # writes with packets not yet cut
         self.blame = LossBlame(cfg, evset, counters, self.recovery, self.packets)  # a guess's path
         self.failed = ""  # why the connection ended in error ("" while it works)
@@ -230,7 +231,7 @@ class Sender:
             if rec is not None:
                 if packets.inflight_bytes and packets.inflight_bytes + len(rec.payload) > cwnd:
                     return
-                ev = self._choose_ev(rec.ev, rec.sent_ns)
+                ev = self._choose_ev(rec.ev, rec.sent_ns, now_ns)
                 if ev is None:
                     self._stall(now_ns)
                     return
@@ -251,7 +252,7 @@ class Sender:
             size = min(self.cfg.mtu, w.length - w.offset)
             if packets.inflight_bytes and packets.inflight_bytes + size > cwnd:
                 return
-            ev = self._choose_ev(exclude=None)
+            ev = self._choose_ev(None, -1, now_ns)
             if ev is None:
                 self._stall(now_ns)
                 return
@@ -262,13 +263,13 @@ class Sender:
         if self.stalled_since is None:
             self.stalled_since = now_ns
 
-    def _choose_ev(self, exclude: int | None, since: int = -1) -> int | None:
+    def _choose_ev(self, exclude: int | None, since: int, now_ns: int) -> int | None:
         recovery = self.recovery
         silent = self._retire and not self.writes.queue and (recovery.tail_done or recovery.retries)
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid), exclude)
+            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns), exclude)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:

@@ -17,7 +17,7 @@ import argparse
 import json
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,15 @@ from .gc_pause import collector_paused
 from .invariants import CHECKS, check_all
 
 INVARIANTS = (*CHECKS, "crash")
-GRADED = ("floor", "resend", "dead_ev", "jain")  # a worst case says something even when it holds
+GRADED = (
+    "floor",
+    "oracle",
+    "resend",
+    "dead_ev",
+    "jain",
+    "slow_plane",
+    "flap",
+)  # a worst case says something even when it holds
 DEFAULT_SHRINK_RUNS = 150
 
 
@@ -42,6 +50,7 @@ def run_checked(sc: sf.Scenario) -> dict[str, Any]:
         obs.arm()
         net.run(sc.time_limit_ns)
         observations = obs.observations()
+        observations["flap_jobs"] = flap_jobs(sc, jobs)
     except Exception as exc:  # a crash of the simulation or the core is a finding too
         tb = traceback.extract_tb(exc.__traceback__)[-1]
         where = f"{Path(tb.filename).name}:{tb.lineno}"
@@ -57,6 +66,30 @@ def run_checked(sc: sf.Scenario) -> dict[str, Any]:
         "failed": [name for name, v in verdicts.items() if v["violations"]],
         "connections": len(observations["flows"]),
     }
+
+
+def flap_jobs(sc: sf.Scenario, jobs: list[Any]) -> list[dict[str, Any]]:
+    """With links flapping, each job's time against the same draw's without the flaps (run
+    again, unobserved): what ``invariants.check_flap`` judges. Nothing without a flap."""
+    if not any(spec.startswith("flap=") for spec in sc.faults):
+        return []
+    calm = replace(sc, faults=[f for f in sc.faults if not f.startswith("flap=")])
+    with collector_paused():
+        net, clean = sf.build(calm, calm.runs[0])
+    net.run(calm.time_limit_ns)
+    out = []
+    for job, ref in zip(jobs, clean, strict=True):
+        if job.completion_ns is None or ref.completion_ns is None:
+            continue
+        out.append(
+            {
+                "job": job.name,
+                "flap_ns": job.completion_ns,
+                "clean_ns": ref.completion_ns,
+                "base_rtt_ns": max(c.base_rtt_ns for c in job.connections),
+            }
+        )
+    return out
 
 
 def _crash(exc: Exception, where: str) -> dict[str, Any]:
@@ -248,7 +281,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
 def _badness(name: str, case: dict[str, Any]) -> float:
     if name == "jain":
         return -float(case["value"])
-    if name == "floor":
+    if name in ("floor", "oracle"):
         return float(case["value"]) / float(case["limit"])
     return float(case["value"])
 
@@ -348,7 +381,7 @@ def report_draw(r: dict[str, Any], label: str) -> str:
     for name, v in r["verdicts"].items():
         w = v["worst"]
         worst = f"; worst {w['subject']}: {w['value']} (limit {w['limit']})" if w else ""
-        lines.append(f"  {name:8} {v['checked']:5} judged, {len(v['violations'])} violations{worst}")
+        lines.append(f"  {name:10} {v['checked']:5} judged, {len(v['violations'])} violations{worst}")
         for case in v["violations"][:8]:
             lines.append(f"    {case['subject']}: {case['value']} (limit {case['limit']}) {case['detail']}")
     return "\n".join(lines)
@@ -364,7 +397,7 @@ def report(result: dict[str, Any], written: list[Path]) -> str:
             else ""
         )
         lines.append(
-            f"  {name:8} {row['checked']:6} judged, {len(row['failing_draws']):4} failing draws, "
+            f"  {name:10} {row['checked']:6} judged, {len(row['failing_draws']):4} failing draws, "
             f"{row['violations']:5} violations. {worst}"
         )
     for name, r in sorted(result["shrunk"].items()):

@@ -29,7 +29,8 @@ from typing import Any
 
 from mrc_host.wire.messages import DataPacket
 
-from .fault_state import Fault
+from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Port
+from .fault_state import Fault, ns_per_byte
 from .faults import KILLING_KINDS
 from .network import START_NS, Connection, Network
 
@@ -39,6 +40,8 @@ FAIR_MIN_RTTS = 10  # a fair group is judged over at least this many base RTTs o
 RTT_SAMPLE_RTTS = 1  # the smoothed RTT of every connection is read once per base RTT after a fault
 AVERAGE_RTTS = 4  # a floor is also taken as the entries per base RTT over this many before a failure
 BLIND_RTTS = 1.5  # a young connection's first RTT, in drop times at the element (half an RTT on the way)
+QUEUE_SAMPLES = 60  # the receivers' last hops are read this many times over 3 base RTTs from a failure
+QUEUE_RTT_SHARE = 4  # a failure is under a queue when the last hop waits a base RTT over this or more
 
 
 @dataclass
@@ -52,6 +55,8 @@ class _Window:
     entered: dict[int, dict[int, int]] = field(default_factory=dict)  # snapshot time -> qp -> count
     queued: dict[int, list[Any]] = field(default_factory=dict)  # snapshot time -> DATA packets queued
     reached: bool = False
+    # the receivers' last hops on the failed element's plane: port -> [(time, bytes queued)]
+    lasthop: dict[Port, list[tuple[int, int]]] = field(default_factory=dict)
 
 
 class Observer:
@@ -113,6 +118,19 @@ class Observer:
         self._snap(w, w.start)
         if w.fault.kind == "flap":
             self._phase(w.fault, w.phase + 1)
+        plane = _plane_of(w.fault.target)
+        if plane is None or not self.rtts:
+            return
+        fab = self.net.fabric
+        w.lasthop = {fab.leaf_down[plane][h]: [] for h in sorted({c.spec.dst for c in self.net.connections})}
+        step = max(25, 3 * self.rtts[-1] // QUEUE_SAMPLES)
+        for k in range(QUEUE_SAMPLES + 1):
+            self.net.loop.at(w.start + k * step, self._sample_lasthop, w)
+
+    def _sample_lasthop(self, w: _Window) -> None:
+        now = self.net.loop.now
+        for port, samples in w.lasthop.items():
+            samples.append((now, port.queued))
 
     def _sample(self) -> None:
         """Every connection's smoothed RTT now (read-only), then again one base RTT later."""
@@ -127,13 +145,104 @@ class Observer:
     # ---- after the run ------------------------------------------------------------------
     def observations(self) -> dict[str, Any]:
         net = self.net
+        failures = [self._failure(w) for w in self.windows]
+        for w, f in zip(self.windows, failures, strict=True):
+            self._oracle(w, f)
         return {
             "now_ns": net.loop.now,
             "flows": [self._flow(c) for c in net.connections],
-            "failures": [self._failure(w) for w in self.windows],
+            "failures": failures,
             "dead_paths": [row for w in self.windows for row in self._dead_paths(w)],
             "fair_groups": self._fair_groups(),
+            "slow_planes": self._slow_planes(),
         }
+
+    def _oracle(self, w: _Window, f: dict[str, Any]) -> None:
+        """Each connection's loss no endpoint could have saved (``bench/fault_oracle.py``, per
+        receiver): its first DATA dropped reaches the far end of the failed element, waits what
+        the receiver's last hop held then (nothing if it would be trimmed), crosses the last
+        link: the receiver could know then, from any of its connections (``due``). Its report
+        reaches a sender over the reverse hops, and that sender's packets reach the element
+        over the hops before it: each ``flow`` row gets ``oracle_sent`` (its drops before then)
+        and ``queue_ns`` (the last hop's wait at ``due``, under which the floor says little)."""
+        if not w.reached or not f["flows"]:
+            return
+        shape = self.net.shape
+        by_name = {c.name: c for c in self.net.connections}
+        data_hop = shape.link_delay_ns + int((MTU + DATA_OVERHEAD) * 8 / shape.link_gbps)
+        ctl_hop = shape.link_delay_ns + int(CONTROL_BYTES * 8 / shape.link_gbps)
+        first: dict[int, list[int]] = {}
+        for t, qp, data, _, _ in w.fault.drops:
+            if data and w.start <= t and (w.end is None or t < w.end):
+                first.setdefault(qp, []).append(t)
+        due: dict[int, tuple[int, int]] = {}  # receiver -> (due, queue wait then)
+        rows = []
+        for x in f["flows"]:
+            c = by_name[x["flow"]]
+            drops = first.get(c.receiver.local_qp)
+            at = _hop_index(w.fault.target, shape, c.spec.src, c.spec.dst)
+            if not drops or at is None:
+                continue
+            reach = drops[0] + (4 - at) * data_hop if at < 4 else drops[0]
+            port = self.net.fabric.leaf_down[_plane_of(w.fault.target) or 0][c.spec.dst]
+            queued = 0
+            for t, q in w.lasthop.get(port, []):
+                if t > reach:
+                    break
+                queued = q
+            trimmed = at == 4 or queued + DATA_OVERHEAD + MTU > port.trim_bytes
+            wait = 0 if trimmed else int(queued * port.ns_per_byte)
+            arrive = reach + wait + (0 if at == 4 else data_hop)
+            was = due.get(c.spec.dst)
+            if was is None or arrive < was[0]:
+                due[c.spec.dst] = (arrive, wait)
+            rows.append((x, c, at, drops))
+        for x, c, at, drops in rows:
+            arrive, wait = due[c.spec.dst]
+            back = 4 if shape.t0_of(c.spec.src) != shape.t0_of(c.spec.dst) else 2
+            heard = arrive + back * ctl_hop + (at - 1) * data_hop
+            x["oracle_sent"] = sum(1 for t in drops if t < heard)
+            x["queue_ns"] = wait
+            x["under_queue"] = wait * QUEUE_RTT_SHARE >= c.base_rtt_ns
+
+    def _slow_planes(self) -> list[dict[str, Any]]:
+        """Per connection alone in its time (no other connection had a write outstanding then,
+        no other fault acted) on a fabric with planes slowed (``rate`` faults): its DATA bytes
+        per plane against each plane's capacity between its hosts (the slowest of its NIC
+        links and of the sum over its T1s, each the slowest of its hops), and how long it ran
+        against the time its bytes take at the summed capacity."""
+        net = self.net
+        if not any(f.kind == "rate" for f in net.faults):
+            return []
+        rows = []
+        for c in net.connections:
+            posted = min((w.posted_ns for w in c.writes), default=None)
+            done = _done_ns(c)
+            if (
+                posted is None
+                or done is None
+                or any(o is not c and _overlaps(o, posted, done) for o in net.connections)
+            ):
+                continue
+            if any(f.kind != "rate" and f.down_between(posted, done) for f in net.faults):
+                continue  # (a failure or loss meanwhile: its capacity is not the planes' rates)
+            cap = _plane_capacity(net, c.spec.src, c.spec.dst, (posted + done) // 2)
+            sent = [0] * net.shape.planes
+            for ev, row in c.sender.counters.per_ev.items():
+                sent[ev >> 28] += row.data_bytes_sent
+            total = sum(sent) or 1
+            size = sum(w.size for w in c.writes)
+            rows.append(
+                {
+                    "flow": c.name,
+                    "capacity_gbps": [round(g, 3) for g in cap],
+                    "share": [round(b / total, 4) for b in sent],
+                    "capacity_share": [round(g / sum(cap), 4) for g in cap],
+                    "goodput_gbps": round(size * 8 / (done - posted), 3),
+                    "ideal_rtts": size * 8 / sum(cap) / c.base_rtt_ns,
+                }
+            )
+        return rows
 
     def _flow(self, c: Connection) -> dict[str, Any]:
         fab = self.net.fabric
@@ -356,6 +465,57 @@ def _fair(net: Network, dst: int, conns: list[Connection]) -> dict[str, Any]:
     row["gbps"] = [round(g, 3) for g in gbps]
     row["jain"] = round(sum(gbps) ** 2 / (len(gbps) * sum(g * g for g in gbps)), 4) if any(gbps) else None
     return row
+
+
+MTU = 4096
+
+
+def _plane_of(target: str) -> int | None:
+    """The plane of a fault target (``p1-t0_0-t1_2``, ``p1-t1_3``, ``h4-p1``), or None."""
+    if target.startswith("p"):
+        return int(target[1:].split("-", 1)[0])
+    if target.startswith("h") and "-p" in target:
+        return int(target.rsplit("-p", 1)[1])
+    return None
+
+
+def _hop_index(target: str, shape: Any, src: int, dst: int) -> int | None:
+    """Which hop of a cross-leaf path (1: the sender's NIC link, 2: its leaf's uplink, 3: the
+    spine's downlink, 4: the receiver's last hop) a failed element is, for ``src`` to ``dst``;
+    a same-leaf path's two hops are 1 and 4. None when the path does not cross it."""
+    a, b = shape.t0_of(src), shape.t0_of(dst)
+    if target.startswith("h"):
+        host = int(target[1:].split("-p")[0])
+        return 1 if host == src else 4 if host == dst else None
+    parts = target.split("-")
+    if len(parts) == 3:  # a T0-T1 link
+        leaf = int(parts[1].split("_")[1])
+        return None if a == b else 2 if leaf == a else 3 if leaf == b else None
+    kind, _, idx = parts[1].partition("_")
+    if kind == "t1":
+        return None if a == b else 3
+    leaf = int(idx)
+    return 4 if leaf == b else 2 if leaf == a else None
+
+
+def _plane_capacity(net: Network, src: int, dst: int, at_ns: int) -> list[float]:
+    """Each plane's rate in Gb/s between ``src`` and ``dst`` at ``at_ns``: the slower of the two
+    NIC links and, across the leaves, the sum over T1s of each one's slowest hop."""
+    fab = net.fabric
+    s = net.shape
+    a, b = s.t0_of(src), s.t0_of(dst)
+
+    def gbps(port: Port) -> float:
+        return 8 / ns_per_byte(port.passive_faults, at_ns, port.ns_per_byte)
+
+    out = []
+    for p in range(s.planes):
+        cap = min(gbps(fab.nic_up[src][p]), gbps(fab.leaf_down[p][dst]))
+        if a != b:
+            spine = sum(min(gbps(fab.leaf_up[p][a][t]), gbps(fab.spine_down[p][t][b])) for t in range(s.t1))
+            cap = min(cap, spine)
+        out.append(cap)
+    return out
 
 
 def _overlaps(c: Connection, start: int, end: int) -> bool:

@@ -283,14 +283,10 @@ def test_a_campaign_gives_the_same_json_on_one_and_two_workers(tmp_path: Path) -
 # The CI draws that still break an invariant on this core: open transport findings, each with the
 # worst value it reached when listed. Everything else must hold. The list only shrinks: a listed
 # draw that now holds fails the test until it is taken off, and one that gets worse fails it too.
-#   floor on 10: an incast under a T0 down (1, 14, 16 and 23 hold since the loss timers run from
-#   NIC departures; 5, a plane dying silently at a sender's T0, since the reverse-path changes of
-#   issue 45 item 5)
-#   dead_ev on 38: one-packet flows find a loss only by their first timeout (10 base RTT)
-OPEN_FINDINGS: dict[tuple[int, str], float] = {
-    (10, "floor"): 13.0,
-    (38, "dead_ev"): 19.64,
-}
+# None is open: floor on 10 (an incast under a T0 down) is judged against ``oracle_sent`` now
+# (loss under a queue) and holds; dead_ev on 38 (one-packet flows that found a loss only by their
+# first timeout) judges only connections alive at the failure now, and holds.
+OPEN_FINDINGS: dict[tuple[int, str], float] = {}
 
 
 def test_ci_draws_hold_every_invariant_but_the_open_findings(tmp_path: Path) -> None:

@@ -1,0 +1,60 @@
+"""Paths back from a SKIP penalty and not proven since: each carries one packet, its scout,
+until that packet is delivered.
+
+Why: a penalty stops a path carrying packets, so nothing shows it dying meanwhile. A T0-T1
+link that went down just after its ECN mark came back from its penalty at a full share and
+lost 60 packets in a round trip. Proven (its scout delivered), the path carries its share
+again; lost, the loss rules retire it. A scout out longer than the RTO floor (its loss
+judged without retiring the path, or its SACK lost) lets another go.
+
+The EV table owns one (``EvTable.scouts``), tells it of each state change and each packet
+sent or delivered; the rotation asks it whether a path may take a packet (``waiting``).
+Only in MRC mode: an ECMP EV names no one path.
+"""
+
+from __future__ import annotations
+
+from mrc_fabric.ev import T1_SHIFT
+
+
+class PathScouts:
+    """Per path (plane and T1, ``ev >> T1_SHIFT``) back from SKIP: the send time of its scout
+    (-1: none sent yet)."""
+
+    def __init__(self, enabled: bool, timeout_ns: int) -> None:
+        self.enabled = enabled
+        self.timeout_ns = timeout_ns
+        self.out: dict[int, int] = {}
+
+    def served(self, ev: int) -> None:
+        """``ev``'s penalty is served: its path is proven before it carries a full share."""
+        if self.enabled and ev >> T1_SHIFT not in self.out:
+            self.out[ev >> T1_SHIFT] = -1
+
+    def left(self, ev: int) -> None:
+        """``ev`` stopped being GOOD (skipped again, retired): its path needs no scout now."""
+        if self.out:
+            self.out.pop(ev >> T1_SHIFT, None)
+
+    def sent(self, ev: int, now_ns: int) -> None:
+        """A packet left on ``ev``: the scout of its path, if the path waits for one."""
+        out = self.out
+        if out and out.get(ev >> T1_SHIFT, 0) < 0:
+            out[ev >> T1_SHIFT] = now_ns
+
+    def delivered(self, ev: int, sent_ns: int) -> None:
+        """What was sent on ``ev`` at ``sent_ns`` was delivered: a scout's path is proven."""
+        out = self.out
+        if out and 0 <= out.get(ev >> T1_SHIFT, -1) <= sent_ns:
+            del out[ev >> T1_SHIFT]
+
+    def waiting(self, ev: int, now_ns: int) -> bool:
+        """Whether ``ev``'s path has its scout out, not proven yet (so it takes nothing more)."""
+        key = ev >> T1_SHIFT
+        sent = self.out.get(key, -1)
+        if sent < 0:
+            return False
+        if now_ns >= 0 and now_ns - sent > self.timeout_ns:
+            self.out[key] = -1
+            return False
+        return True

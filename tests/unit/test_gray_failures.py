@@ -1,0 +1,133 @@
+"""Gray failures (issue 66): a slow plane, a flapping link, knowledge that goes stale.
+
+Each test names the defect it pins; each failed on main before the fix it guards.
+"""
+
+from __future__ import annotations
+
+import random
+
+from mrc_fabric.ev import EV
+from mrc_host.core import EvSet, EvState, PathSpace, TransportConfig
+from mrc_host.core.blame import LossBlame
+from mrc_host.core.counters import Counters
+from mrc_host.core.records import PendingWrite, TxRecord
+from mrc_host.core.recovery import Recovery
+from mrc_host.core.sent import SentPackets
+from mrc_host.wire.messages import Opcode
+
+
+def record(seq: int, ev: int, sent_ns: int) -> TxRecord:
+    rec = TxRecord(seq, PendingWrite(1, [], 0, 0), 0, b"x" * 64, Opcode.WRITE_MIDDLE)
+    rec.ev, rec.sent_ns = ev, sent_ns
+    return rec
+
+
+def make(planes: int = 1, t1: int = 4, **kw: object) -> EvSet:
+    cfg = TransportConfig(**kw)  # type: ignore[arg-type]
+    return EvSet(cfg, PathSpace(planes, t1), random.Random(7))
+
+
+def _path_of(s: EvSet, ev: int) -> list[int]:
+    t1 = EV.decode(ev).t1
+    return [v for v in s.active_evs() if EV.decode(v).t1 == t1]
+
+
+def test_a_path_back_from_skip_carries_one_packet_until_proven() -> None:
+    """Defect: a path back from SKIP carried its full share at once; a T0-T1 link that went
+    down just after its ECN mark came back from a 6-RTT penalty and lost 60 packets in one
+    round trip (a flapping link under a permutation)."""
+    s = make(skip_rotations=2, penalty_evs=16, skip_heat=0)
+    ev = s.active_evs()[0]
+    path = _path_of(s, ev)
+    s.ecn_echo(ev, 0)
+    assert {s.state(v) for v in path} == {EvState.SKIP}
+    sent_on_path = []
+    for k in range(200):
+        v = s.next_data_ev(now_ns=1_000 + k)
+        assert v is not None
+        s.note_sent(v, 1_000 + k)
+        if v in path:
+            sent_on_path.append((v, 1_000 + k))
+    assert {s.state(v) for v in path} == {EvState.GOOD}
+    assert len(sent_on_path) == 1  # the scout alone while it is unproven
+    scout, at = sent_on_path[0]
+    s.note_ok(scout, 5_000, at)  # delivered: the path carries its share again
+    picks = [s.next_data_ev(now_ns=6_000) for _ in range(64)]
+    assert sum(1 for v in picks if v in path) >= 12
+
+
+def test_a_skip_ends_in_time_for_a_sender_that_sends_little() -> None:
+    """Defect: a penalty was counted only in turns of the sender's own rotation: an incast's
+    flows (an eighth of the rate each) sat out their first marks for hundreds of round trips,
+    and a healed link took twice its siblings' share for 20 RTT."""
+    s = make(max_evs=16, skip_rotations=4, penalty_evs=16, skip_heat=0)
+    ev = s.active_evs()[0]
+    s.ecn_echo(ev, 0)  # heat 1: 4 turns, 4 base RTTs (4 us each) of a sender at line rate
+    for _ in range(12):  # one turn: the sender's rotation passes it once
+        s.next_data_ev(now_ns=10_000)
+    assert s.state(ev) is EvState.SKIP  # not over yet
+    for _ in range(12):  # a second turn, 5 base RTTs after the mark
+        s.next_data_ev(now_ns=20_000)
+    assert s.state(ev) is EvState.GOOD  # over, whatever the turns served
+
+
+def test_an_excused_path_is_judged_by_its_newest_guess() -> None:
+    """Defect: a hot path's excuse was cleared by any delivery newer than its *oldest* loss
+    guess: the packets lost after that delivery stood unjudged, the penalty ended and the
+    dead path went back to a full share (a flapping link, 60 more lost)."""
+    cfg = TransportConfig(hot_path_heat=0.5, skip_heat=0)
+    s = EvSet(cfg, PathSpace(1, 4), random.Random(7))
+    packets = SentPackets(cfg, s.plane_load)
+    recovery = Recovery(cfg, 1, packets)
+    blame = LossBlame(cfg, s, Counters(), recovery, packets)
+    ev = s.active_evs()[0]
+    other = next(v for v in s.active_evs() if EV.decode(v).t1 != EV.decode(ev).t1)
+    s.ecn_echo(ev, 0)  # the path is hot
+    old, new = record(1, ev, 1_000), record(2, ev, 3_000)
+    s.note_ok(ev, 2_500, 2_000)  # delivered: a packet sent between the two
+    s.note_ok(other, 40_000, 30_000)  # another path delivers packets sent much later
+    blame.blame(old, "gap", 10_000)
+    blame.blame(new, "gap", 11_000)
+    assert s.state(ev) is EvState.SKIP  # excused as congestion for now
+    blame.recheck(50_000)
+    assert s.state(ev) is EvState.ASSUMED_BAD  # the newest guess stands: nothing since
+
+
+def test_one_silent_path_of_a_plane_is_that_path_not_the_plane() -> None:
+    """Defect: a plane whose only packets in flight since its last delivery were on one path
+    (its other paths sat out penalties) was declared failed, its every EV retired: a flapping
+    T0-T1 link took its plane out in every down phase."""
+    cfg = TransportConfig()
+    s = EvSet(cfg, PathSpace(2, 4), random.Random(7))
+    packets = SentPackets(cfg, s.plane_load)
+    watch = Recovery(cfg, 2, packets, t1_count=4).plane_watch
+    evs = [v for v in s.active_evs() if EV.decode(v).plane == 0]
+    one = [v for v in evs if EV.decode(v).t1 == 1]
+    two = next(v for v in evs if EV.decode(v).t1 == 2)
+    for k, ev in enumerate(one[:3]):
+        packets.sent(record(k, ev, 0), ev, 1_000 + k)
+    assert watch.silent_path(0) == one[0] >> 18
+    packets.sent(record(9, two, 0), two, 2_000)
+    assert watch.silent_path(0) == -1  # two paths silent: the plane's
+
+
+def test_a_retired_path_is_restored_in_one_round_trip_of_probes() -> None:
+    """Defect: a retired path's K probes went one after the other (one a round trip), so a
+    healed link carried nothing for K round trips (and a flapping one was back too late for
+    its up phase). After the first answer, the rest of the K go at once, each on its own EV."""
+    from mrc_host.core.ev_probe import EvProber
+    from mrc_host.core.ev_state import EvEvent
+
+    s = make(planes=1, t1=4, max_evs=16, probe_successes_to_restore=3)
+    victim = s.active[0][0]
+    assert s.retire(victim.value, "loss", 100, EvEvent.LIVENESS_LOST)
+    prober = EvProber(s)
+    first = prober.due_probes(10_000)
+    assert len(first) == 1  # one probe a path until it is answered
+    assert not prober.probe_acked(*first[0], 10_010)
+    rest = prober.due_probes(10_010)
+    assert len(rest) == 2  # the other K - 1 at once
+    assert len({ev for ev, _ in rest}) == 2
+    answered = [prober.probe_acked(ev, pid, 10_020) for ev, pid in rest]
+    assert answered[-1] and s.state(victim.value) is EvState.GOOD  # two round trips, not three
