@@ -127,7 +127,9 @@ def build_base(spec: ImageSpec, layout: CacheLayout, tree: Path) -> Path:
     policy = rootfs / "usr/sbin/policy-rc.d"  # no service starts inside the build
     policy.write_text("#!/bin/sh\nexit 101\n")
     policy.chmod(0o755)
-    shutil.copy("/etc/resolv.conf", rootfs / "etc/resolv.conf", follow_symlinks=True)
+    # the build's DNS is the host's (systemd-resolved made it a link into the image's /run)
+    (rootfs / "etc/resolv.conf").unlink(missing_ok=True)
+    shutil.copy("/etc/resolv.conf", rootfs / "etc/resolv.conf")
     keys = rootfs / "tmp" / "mrc-vm" / "authorized_keys"
     keys.parent.mkdir(parents=True, exist_ok=True)
     keys.write_text(ssh_key(layout).with_suffix(".pub").read_text())
