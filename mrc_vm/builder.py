@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 from mrc_vm import apt_sources
 from mrc_vm.image import (
     GUEST_PROJECT,
+    MKE2FS_CONF,
     SUITE,
     CacheLayout,
     ImageSpec,
@@ -170,7 +172,8 @@ def build_project(spec: ImageSpec, layout: CacheLayout, tree: Path, base: Path) 
     with disk.open("wb") as f:
         f.truncate(disk_bytes(spec))
     run(["sfdisk", "--quiet", str(disk)], log, input_text=sfdisk_script())
-    run(mkfs_argv(rootfs, disk, spec), log)
+    (tmp / "mke2fs.conf").write_text(MKE2FS_CONF)
+    run(mkfs_argv(rootfs, disk, spec), log, env={**os.environ, "MKE2FS_CONFIG": str(tmp / "mke2fs.conf")})
     shutil.rmtree(rootfs)
     meta = {
         "commit": spec.commit,

@@ -8,6 +8,7 @@ time limits grow with the machine's slowness and stay finite, and the mirror is 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -123,7 +124,10 @@ def test_mkfs_at_the_offset_makes_a_partition_debugfs_can_read(tmp_path: Path) -
     with disk.open("wb") as f:
         f.truncate(image.disk_bytes(small))
     subprocess.run(["sfdisk", "--quiet", str(disk)], input=image.sfdisk_script(), text=True, check=True)
-    subprocess.run(image.mkfs_argv(root, disk, small), check=True, capture_output=True)
+    conf = tmp_path / "mke2fs.conf"
+    conf.write_text(image.MKE2FS_CONF)
+    env = {**os.environ, "MKE2FS_CONFIG": str(conf)}
+    subprocess.run(image.mkfs_argv(root, disk, small), check=True, capture_output=True, env=env)
     table = subprocess.run(["sfdisk", "--dump", str(disk)], capture_output=True, text=True, check=True).stdout
     assert "start=        2048" in table and "bootable" in table
     part = tmp_path / "part.raw"
@@ -132,6 +136,8 @@ def test_mkfs_at_the_offset_makes_a_partition_debugfs_can_read(tmp_path: Path) -
     )
     cat = subprocess.run(["debugfs", "-R", "cat /etc/hostname", str(part)], capture_output=True, text=True)
     assert cat.stdout == "mrc-testbed\n"
+    features = subprocess.run(["dumpe2fs", "-h", str(part)], capture_output=True, text=True).stdout
+    assert "metadata_csum" in features and "orphan_file" not in features and "csum_seed" not in features
 
 
 def test_cache_keys_follow_what_the_layers_hold(tmp_path: Path) -> None:
