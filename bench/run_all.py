@@ -98,6 +98,21 @@ def live_targets(asked: str) -> tuple[list[str], dict[str, str]]:
     return list(LIVE_TARGETS), ({"bmv2": "; ".join(missing)} if missing else {})
 
 
+def host_blocked(targets: list[str], only: set[str]) -> str:
+    """Why no live experiment can run on this machine ("" when they can): the pre-flight's
+    findings (topologies.preflight), printed once for all of them."""
+    from mrc_fabric.topology import Target
+    from topologies.preflight import PreflightError, check
+
+    if not any(b.needs_root and (not only or b.name in only) for b in BENCHMARKS):
+        return ""
+    missing = [m for t in dict.fromkeys(targets) if t in ("linux", "bmv2") for m in check(Target(t))]
+    if not missing:
+        return ""
+    print(f"make bench: {PreflightError(list(dict.fromkeys(missing)))}", file=sys.stderr, flush=True)
+    return "the machine lacks what a live fabric needs (the pre-flight above)"
+
+
 def load(module: str) -> Any:
     """A benchmark's module (its ``main(argv)`` is what runs)."""
     return importlib.import_module(module)
@@ -169,12 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"results in {out}: commit {prov['commit']}, live data planes {', '.join(targets)}", flush=True)
     summary: dict[str, dict[str, Any]] = {}
     failed = 0
+    live_blocked = "needs root" if os.geteuid() != 0 else host_blocked(targets, only)
     for bench in BENCHMARKS:
         if only and bench.name not in only:
             continue
-        if bench.needs_root and os.geteuid() != 0:
-            print(f"== {bench.name}: skipped (needs root)")
-            summary[bench.name] = {"status": "skipped", "reason": "needs root"}
+        if bench.needs_root and live_blocked:
+            print(f"== {bench.name}: skipped ({live_blocked})")
+            summary[bench.name] = {"status": "skipped", "reason": live_blocked}
             continue
         started = time.monotonic()
         extra = bench.quick_args if args.quick else bench.full_args

@@ -20,6 +20,7 @@ import grpc
 from controller.faults import Direction, FaultKind
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+from mrc_fabric.time_scale import scaled
 
 KINDS: dict[str, pb.FaultKind] = {k.value: getattr(pb, k.name) for k in FaultKind}
 DIRECTIONS: dict[str, pb.Direction] = {
@@ -28,6 +29,11 @@ DIRECTIONS: dict[str, pb.Direction] = {
     Direction.B2A.value: pb.B_TO_A,
 }
 RETRY_INTERVAL_S = 0.2
+# each call's deadline on the reference machine, times mrc_fabric.time_scale (a slow VM's
+# GetCounters took 2-21 s: it reads every switch)
+READ_TIMEOUT_S = 10.0
+CHANGE_TIMEOUT_S = 30.0  # a fault's table writes on every switch it touches
+COUNTERS_TIMEOUT_S = 30.0
 # A restarted controller answers within a few hundred ms; gRPC's default reconnect backoff (1 s,
 # growing to 120 s) would leave a client that saw it die waiting long after. The socket is
 # local, so trying again every 50-500 ms costs nothing.
@@ -75,8 +81,9 @@ class ControllerClient:
         self.stub.GetHealth(pb.GetHealthRequest(), timeout=timeout, wait_for_ready=True)
 
     # -- calls -----------------------------------------------------------------------------------
-    def topology_json(self, timeout: float = 10.0) -> str:
-        return str(self.stub.GetTopology(pb.GetTopologyRequest(), timeout=timeout).topology_json)
+    def topology_json(self, timeout: float | None = None) -> str:
+        limit = scaled(READ_TIMEOUT_S) if timeout is None else timeout
+        return str(self.stub.GetTopology(pb.GetTopologyRequest(), timeout=limit).topology_json)
 
     def install_routes(
         self, timeout: float = 60.0, switches: list[str] | None = None, retry_unavailable: bool = True
@@ -119,20 +126,22 @@ class ControllerClient:
             period_s=period_s,
             duration_s=duration_s,
         )
-        fault: pb.Fault = self.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        req = pb.InjectFaultRequest(spec=spec)
+        fault: pb.Fault = self.stub.InjectFault(req, timeout=scaled(CHANGE_TIMEOUT_S))
         return fault
 
     def clear(self, fault_id: str | None = None) -> list[str]:
         """Clear one fault, or every fault when ``fault_id`` is None; the ids cleared."""
         req = pb.ClearFaultRequest(id=fault_id) if fault_id else pb.ClearFaultRequest(all=True)
-        return list(self.stub.ClearFault(req, timeout=30).cleared)
+        return list(self.stub.ClearFault(req, timeout=scaled(CHANGE_TIMEOUT_S)).cleared)
 
     def faults(self) -> list[pb.Fault]:
         """Every active fault, in id order, read a page at a time."""
         out: list[pb.Fault] = []
         token = ""
         while True:
-            resp = self.stub.ListFaults(pb.ListFaultsRequest(page_token=token), timeout=10)
+            req = pb.ListFaultsRequest(page_token=token)
+            resp = self.stub.ListFaults(req, timeout=scaled(READ_TIMEOUT_S))
             out.extend(resp.faults)
             token = resp.next_page_token
             if not token:
@@ -140,11 +149,11 @@ class ControllerClient:
 
     def paths(self, src: str, dst: str, ecmp: bool = False) -> list[pb.Path]:
         req = pb.ListPathsRequest(src=src, dst=dst, ecmp=ecmp)
-        return list(self.stub.ListPaths(req, timeout=10).paths)
+        return list(self.stub.ListPaths(req, timeout=scaled(READ_TIMEOUT_S)).paths)
 
     def get_counters(self, switches: list[str] | None = None) -> pb.GetCountersResponse:
         resp: pb.GetCountersResponse = self.stub.GetCounters(
-            pb.GetCountersRequest(switches=switches or []), timeout=30
+            pb.GetCountersRequest(switches=switches or []), timeout=scaled(COUNTERS_TIMEOUT_S)
         )
         return resp
 
@@ -157,7 +166,8 @@ class ControllerClient:
 
     def health(self) -> pb.GetHealthResponse:
         """Every switch's P4Runtime session and every agent's control socket."""
-        resp: pb.GetHealthResponse = self.stub.GetHealth(pb.GetHealthRequest(), timeout=10)
+        req = pb.GetHealthRequest()
+        resp: pb.GetHealthResponse = self.stub.GetHealth(req, timeout=scaled(READ_TIMEOUT_S))
         return resp
 
     def events(self) -> EventStream:

@@ -35,6 +35,7 @@ import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_code
 
 from mrc_fabric.p4info import P4InfoIndex
+from mrc_fabric.time_scale import scaled
 from mrc_p4rt.channel import arbitration_request, set_election_id, wait_for_p4runtime
 from mrc_p4rt.codec import decode_entry, encode_entry
 from mrc_p4rt.entries import MatchValue, TableEntry
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 WRITE_BATCH = 256
 CONNECT_TIMEOUT_S = 2.0
-RPC_TIMEOUT_S = 10.0
+RPC_TIMEOUT_S = 10.0  # on the reference machine; times mrc_fabric.time_scale here
 BACKOFF_MIN_S = 0.2
 BACKOFF_MAX_S = 2.0
 
@@ -278,7 +279,7 @@ class SwitchSession:
             device_id=self.device_id, response_type=p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY
         )
         try:
-            resp = self._require_stub().GetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
+            resp = self._require_stub().GetForwardingPipelineConfig(req, timeout=scaled(RPC_TIMEOUT_S))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:  # no pipeline yet (BMv2)
                 return 0
@@ -295,7 +296,7 @@ class SwitchSession:
         req.config.p4_device_config = self.pipeline.device_config
         req.config.cookie.cookie = self.pipeline.cookie
         try:
-            self._require_stub().SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT_S)
+            self._require_stub().SetForwardingPipelineConfig(req, timeout=scaled(RPC_TIMEOUT_S))
         except grpc.RpcError as exc:
             raise SwitchError.from_rpc_error(self.name, "pipeline push", exc) from exc
         self.pipeline_pushes += 1
@@ -306,7 +307,7 @@ class SwitchSession:
         entity.table_entry.table_id = self.index.table(table).id if table else 0
         out = []
         try:
-            for resp in self._require_stub().Read(req, timeout=RPC_TIMEOUT_S):
+            for resp in self._require_stub().Read(req, timeout=scaled(RPC_TIMEOUT_S)):
                 for ent in resp.entities:
                     if ent.HasField("table_entry") and not ent.table_entry.is_default_action:
                         out.append(decode_entry(self.index, ent.table_entry))
@@ -325,7 +326,7 @@ class SwitchSession:
         req.entities.add().counter_entry.counter_id = info.id
         out = []
         try:
-            for resp in self._require_stub().Read(req, timeout=RPC_TIMEOUT_S):
+            for resp in self._require_stub().Read(req, timeout=scaled(RPC_TIMEOUT_S)):
                 for ent in resp.entities:
                     c = ent.counter_entry
                     out.append((c.index.index, c.data.packet_count, c.data.byte_count))
@@ -346,7 +347,7 @@ class SwitchSession:
                 upd = req.updates.add(type=op)
                 upd.entity.table_entry.CopyFrom(encode_entry(self.index, e))
             try:
-                stub.Write(req, timeout=RPC_TIMEOUT_S)
+                stub.Write(req, timeout=scaled(RPC_TIMEOUT_S))
             except grpc.RpcError as exc:
                 err = SwitchError.from_rpc_error(self.name, "write", exc)
                 if err.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):

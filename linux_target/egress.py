@@ -9,9 +9,11 @@ Per switch port (docs/linux-target.md, "Egress"):
   a virtual copy of the data queue in bytes, drained at the link rate, marks CE, trims, tail
   drops and puts each frame in its class through ``skb->priority``.
 
-The program's maps (``mrc_policy``, ``mrc_link``, ``mrc_state``) belong to the loaded program:
+The program is loaded with libbpf and attached by file descriptor (``bpf_loader``), not by
+``tc ... bpf obj``: tc's loader needs a BPF filesystem and misreads a Mininet node's. The
+program's maps (``mrc_policy``, ``mrc_link``, ``mrc_state``) belong to the loaded program:
 nothing is pinned, so removing the clsact qdisc (or the interface) frees them. The shim finds
-them from the filter's program id (``tc -j filter show``, ``bpftool prog show``) and reads and
+them from the filter's program id (``bpftool net show``, ``bpftool prog show``) and reads and
 writes them with ``bpftool`` as raw little-endian bytes.
 
 The BPF object is compiled from the source in the repository at first use into
@@ -40,13 +42,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .bpf_loader import BpfLoadError, load_and_attach
 from .netlink_backend import KernelError
 
 BPF_DIR = Path(__file__).resolve().parent / "bpf"
 SOURCE = BPF_DIR / "mrc_egress.c"
 BUILD_DIR = BPF_DIR / "build"
 OBJECT = BUILD_DIR / "mrc_egress.o"
-SECTION = "tc"
 
 # A P4 queue depth of N packets is N full frames at the standard 1500-byte MTU (+ Ethernet).
 QUEUE_CELL_BYTES = 1514
@@ -56,6 +58,8 @@ DEFAULT_BUFFER_PACKETS = 128
 DEFAULT_BUFFER_BYTES = DEFAULT_BUFFER_PACKETS * QUEUE_CELL_BYTES
 # The real HTB data queue is longer than the virtual one, so only the program drops.
 DATA_FIFO_PACKETS = 10000
+# HTB's own choice of a class's quantum: rate / r2q (default 10), clamped with a warning
+HTB_R2Q, HTB_QUANTUM_MIN, HTB_QUANTUM_MAX = 10, 1000, 200_000
 HIGH_FIFO_PACKETS = 1000
 
 # struct policy / struct link / struct state in mrc_egress.c (little-endian, x86_64/arm64).
@@ -266,16 +270,21 @@ def install_ports(
 
     Why at once: one port's install took nine tc and bpftool processes, and a fabric of 128
     switches with nine ports each spent most of its start-up in them. Here a whole switch
-    takes six, whatever its number of ports: the old state removed, the qdiscs and programs
-    added, the programs' maps found (three), and the link parameters written."""
+    takes six, whatever its number of ports: the old state removed, the qdiscs added, the
+    programs' maps found (three), and the link parameters written; the programs themselves
+    are loaded in this process (``bpf_loader``: no bpffs needed, none touched)."""
     obj = build_object()
     devs = sorted(rates_bps)
     ports = {d: PortEgress(d) for d in devs}
     _tc_force([line for p in ports.values() for line in p.removal_lines()])
     cmds: list[list[str]] = []
     for d in devs:
-        cmds += ports[d].setup_commands(rates_bps[d], obj)
+        cmds += ports[d].setup_commands(rates_bps[d])
     _tc_batch(cmds)
+    try:
+        load_and_attach(obj, PROGRAM_NAME, devs)
+    except BpfLoadError as exc:
+        raise EgressError(f"the egress program does not load here: {exc}") from exc
     find_maps(list(ports.values()))
     _bpftool_batch([ports[d].update_line("mrc_link", _LINK.pack(rates_bps[d], buffer_bytes)) for d in devs])
     return ports
@@ -319,13 +328,20 @@ def _hex(data: bytes) -> list[str]:
     return [f"{b:02x}" for b in data]
 
 
+def htb_quantum(rate_bps: float) -> int:
+    """The quantum HTB gives a class of ``rate_bps`` by itself (rate / r2q 10, held within
+    1,000..200,000 bytes), written out: the kernel then has no "quantum of class ... is big/
+    small. Consider r2q change" to print, which start-up showed once per port as an error."""
+    return int(min(HTB_QUANTUM_MAX, max(HTB_QUANTUM_MIN, rate_bps / 8 / HTB_R2Q)))
+
+
 def htb_commands(dev: str, rate_bps: int, verb: str = "add") -> list[list[str]]:
     """The HTB classes of one port at ``rate_bps`` (``verb`` add or change). Interface names
     never contain white space, so each command is written as one line and split."""
     rate, q = f"{rate_bps}bit", QUEUE_CELL_BYTES
     cls = f"tc class {verb} dev {dev} parent"
     return [
-        f"{cls} 1: classid 1:10 htb rate {rate} ceil {rate}".split(),
+        f"{cls} 1: classid 1:10 htb rate {rate} ceil {rate} quantum {htb_quantum(rate_bps)}".split(),
         f"{cls} 1:10 classid 1:1 htb rate {rate} ceil {rate} prio 0 quantum {q}".split(),
         f"{cls} 1:10 classid 1:2 htb rate 8kbit ceil {rate} prio 1 quantum {q}".split(),
     ]
@@ -344,13 +360,11 @@ class PortEgress:
         (``install_ports`` for one port)."""
         self.maps = install_ports({self.dev: rate_bps}, buffer_bytes)[self.dev].maps
 
-    def setup_commands(self, rate_bps: int, obj: Path) -> list[list[str]]:
-        """The tc commands that put HTB (``rate_bps`` > 0) and the program on this port."""
+    def setup_commands(self, rate_bps: int) -> list[list[str]]:
+        """The tc commands that put HTB (``rate_bps`` > 0) and the clsact qdisc the program
+        hangs from on this port."""
         cmds = self._htb_setup(rate_bps) if rate_bps > 0 else []
         cmds.append(["tc", "qdisc", "add", "dev", self.dev, "clsact"])
-        cmds.append(
-            ["tc", "filter", "add", "dev", self.dev, "egress", "bpf", "da", "obj", str(obj), "sec", SECTION]
-        )
         return cmds
 
     def _htb_setup(self, rate_bps: int) -> list[list[str]]:

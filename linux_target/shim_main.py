@@ -33,7 +33,7 @@ from mrc_fabric.thread_errors import install as install_thread_errors
 
 from .egress import DEFAULT_BUFFER_BYTES
 from .ns_worker import NamespaceWorker
-from .shim_switch import ShimSetupError, ShimSwitch, kernel_version, listen_address
+from .shim_switch import EgressSetupError, ShimSetupError, ShimSwitch, kernel_version, listen_address
 
 __all__ = ["build_parser", "kernel_version", "listen_address", "main", "parse_port", "parse_rate", "run"]
 
@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     except ShimSetupError as exc:
         log.error("%s", exc)
         print(f"mrc-p4rt-shim: {exc}", file=sys.stderr)
+        if isinstance(exc, EgressSetupError) and sys.stderr.isatty():
+            print("mrc-p4rt-shim: --no-egress-model runs without it (no ECN, trims, queues)", file=sys.stderr)
         return 2
 
 

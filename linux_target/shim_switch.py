@@ -46,6 +46,11 @@ class ShimSetupError(Exception):
     """The shim cannot run here; the message says why and what to do."""
 
 
+class EgressSetupError(ShimSetupError):
+    """The egress model (HTB + eBPF) cannot be put on the ports (``--no-egress-model`` runs
+    without it: said only to a user at a terminal, as no testbed command takes it)."""
+
+
 def in_root_namespace() -> bool:
     """True when the calling thread shares the machine's own network namespace.
 
@@ -137,7 +142,7 @@ def install_egress(
     except EgressError as exc:
         for ifname in ports.values():  # all or nothing
             PortEgress(ifname).remove()
-        raise ShimSetupError(f"{exc} (or run the shim with --no-egress-model)") from exc
+        raise EgressSetupError(str(exc)) from exc
     return {port: by_dev[ifname] for port, ifname in ports.items()}
 
 

@@ -1,4 +1,6 @@
-"""Shared pytest setup: markers that skip with a reason the summary shows (-ra)."""
+"""Shared pytest setup: markers that skip with a reason the summary shows (-ra); the pre-flight
+before any live test; time limits scaled to this machine; and, at the end of the session, a
+check that the suite left the machine as it found it (``host_state``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from host_state import HostState, left, mark_session, snapshot
 
 IS_ROOT = os.geteuid() == 0
 HAS_BMV2 = bool(shutil.which("simple_switch_grpc")) and bool(shutil.which("p4c-bm2-ss"))
@@ -56,7 +59,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """One line for the BMv2 tests (marker ``bmv2``) alone, so a CI log shows they ran."""
+    """One line for the BMv2 tests (marker ``bmv2``) alone, so a CI log shows they ran; what the
+    session left behind, if anything."""
+    _report_leftovers(terminalreporter)
     if not _bmv2_outcomes:
         return
     counts = Counter(_bmv2_outcomes.values())
@@ -66,3 +71,66 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         + ("" if HAS_BMV2 else " (BMv2/p4c not installed)")
         + (" (MRC_REQUIRE_BMV2=1: skips count as failures)" if REQUIRE_BMV2 else "")
     )
+
+
+# -- the machine: pre-flight, time scale, and what the session leaves -----------------------------
+_host: dict[str, Any] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process the tests start inherits the session's tag and, for live tests, the time
+    scale measured once here (mrc_fabric.time_scale: the limits of live waits on this machine)."""
+    _host["tag"] = mark_session()
+    if IS_ROOT:
+        from mrc_fabric.time_scale import settle
+
+        settle()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _host["before"] = snapshot()
+
+
+def _preflight_problems() -> str:
+    """The pre-flight's message for a live fabric on the Linux target ("" when all is there),
+    looked at once per session."""
+    if "preflight" not in _host:
+        from mrc_fabric.topology import Target
+        from topologies.preflight import PreflightError, check
+
+        missing = check(Target.LINUX)
+        _host["preflight"] = str(PreflightError(missing)) if missing else ""
+    return str(_host["preflight"])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A live test on a machine that cannot run a fabric fails with the pre-flight's one
+    message (every missing item), before its fixtures start anything."""
+    if IS_ROOT and item.get_closest_marker("root") and not item.get_closest_marker("skip"):
+        problems = _preflight_problems()
+        if problems:
+            pytest.fail(f"pre-flight: {problems}", pytrace=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = _host.get("before")
+    if not isinstance(before, HostState):
+        return
+    leftovers = left(before, str(_host["tag"]))
+    _host["left"] = leftovers
+    if leftovers and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _report_leftovers(terminalreporter: Any) -> None:
+    leftovers = _host.get("left") or []
+    if leftovers:
+        n = len(leftovers)
+        terminalreporter.write_line(
+            f"the test session left {n} thing{'s' if n > 1 else ''} behind (it must leave the machine "
+            "as it found it):",
+            red=True,
+        )
+        for line in leftovers[:40]:
+            terminalreporter.write_line(f"  {line}", red=True)

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from topologies.procs import terminate
+from mrc_fabric.time_scale import TimeLimitExceeded, scaled
+from topologies.procs import in_parallel, terminate
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 5.0
@@ -89,9 +90,12 @@ class AgentProcess:
         self.start()
         self.wait_ready()
 
-    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Until its control socket answers: at most ``timeout`` s (default START_TIMEOUT on the
+        reference machine, scaled to this one; TimeLimitExceeded past it)."""
         from mrc_host.agent.client import AgentClient
 
+        timeout = scaled(START_TIMEOUT) if timeout is None else timeout
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
@@ -106,7 +110,9 @@ class AgentProcess:
                 except Exception as exc:  # not answering yet: retry until the deadline
                     last = exc
             time.sleep(0.05)  # poll interval; the deadline bounds the wait
-        raise AgentError(f"agent of {self.name} did not answer in {timeout:.0f}s ({last})\n{self._tails()}")
+        raise TimeLimitExceeded(
+            f"the agent of {self.name} answering ({last or 'no control socket'})", timeout
+        )
 
     def _tails(self) -> str:
         return _log_tail(self.log) + _log_tail(self.log.with_suffix(".out"))
@@ -131,3 +137,39 @@ class AgentProcess:
             return
         terminate(proc, STOP_TIMEOUT)
         self.control.unlink(missing_ok=True)
+
+
+class AgentFleet:
+    """Every host's agent of one run: started together, looked up by host, stopped together."""
+
+    def __init__(self) -> None:
+        self.agents: dict[str, AgentProcess] = {}
+        self.note = ""  # "4 agents (h0, ...)" or why there are none (the testbed's summary)
+
+    def start(self, net: Any, hosts: list[str], run: Any, args: list[str]) -> list[tuple[int, str]]:
+        """One ``mrc serve`` per host of ``net``, with ``args``; (pid, host) of each started,
+        once every one answers (none, and :attr:`note` says why, without the agent installed)."""
+        ok, why = agent_available()
+        if not ok:
+            self.note = f"no host agents: {why}"
+            return []
+        started = []
+        for host in hosts:
+            agent = AgentProcess(
+                net.get(host), run.host_config(host), run.agent_socket(host), run.agent_log(host), args
+            )
+            self.agents[host] = agent
+            started.append((agent.start(), host))
+        for agent in self.agents.values():
+            agent.wait_ready()
+        self.note = f"{len(self.agents)} agents ({', '.join(self.agents)})"
+        return started
+
+    def get(self, host: str) -> AgentProcess:
+        if host not in self.agents:
+            raise KeyError(f"no agent in {host!r} ({self.note or 'agents not started'})")
+        return self.agents[host]
+
+    def stop(self) -> None:
+        in_parallel([agent.stop for agent in self.agents.values()])
+        self.agents.clear()

@@ -55,6 +55,7 @@ from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
 from mrc_fabric.frames import FABRIC_MTU
+from mrc_fabric.time_scale import scaled
 from topologies import listener_guard
 from topologies.bmv2_build import switch_binary
 from topologies.p4_switch import P4PortsSwitch
@@ -243,9 +244,10 @@ class Bmv2Process:
         def alive() -> bool:
             return proc.poll() is None
 
+        limit = scaled(self.start_timeout)  # a figure for the reference machine
         try:
-            wait_until_serving(self.p4rt_address, self.start_timeout, alive=alive)
-            deadline = time.monotonic() + self.start_timeout
+            wait_until_serving(self.p4rt_address, limit, alive=alive)
+            deadline = time.monotonic() + limit
             while not _tcp_accepts(LOOPBACK, self.thrift_port):
                 if not alive():
                     raise RuntimeError(f"{self.binary} exited")

@@ -12,11 +12,14 @@ from __future__ import annotations
 import struct
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from mrc_fabric.time_scale import scaled
+from mrc_fabric.topology import Link, LinkEnd, Topology
 from topologies.procs import terminate
 
 # how long ``start_capture`` waits for tcpdump to say it listens: it returns the moment it does
@@ -154,5 +157,59 @@ def start_capture(
         cap.timer = threading.Timer(seconds, cap.stop)
         cap.timer.daemon = True
         cap.timer.start()
-    cap.ready.wait(READY_TIMEOUT_S)
+    cap.ready.wait(scaled(READY_TIMEOUT_S))
     return cap
+
+
+def link_end(topology: Topology, ident: str) -> LinkEnd:
+    """A link end by interface name, ``node:port`` or link name ``a-b`` (its lower end)."""
+    for link in topology.links:
+        for end in (link.a, link.b):
+            if ident == end.ifname:
+                return end
+    found: Link = topology.find_link(ident)
+    if ":" in ident:
+        node, _, port = ident.rpartition(":")
+        return found.a if (found.a.node, str(found.a.port)) == (node, port) else found.b
+    return found.a
+
+
+class LinkCaptures:
+    """Every capture of one run: ``--pcap``'s of every link (one shared cap) and the CLI's
+    ``capture`` of one link end; each recorded in the run's ``pids``, all stopped together."""
+
+    def __init__(self, net: Any, topology: Topology, run: Any, say: Callable[[str], None]) -> None:
+        self.net, self.topology, self.run, self.say = net, topology, run, say
+        self.captures: list[Capture] = []
+
+    def every_link(self, limit_mb: float) -> Path:
+        """tcpdump on one end of every link into pcap/<ifname>.pcap, sharing one size cap."""
+        full = f"pcaps: the cap of {limit_mb:g} MB is reached; every link's capture stopped"
+        budget = Budget(int(limit_mb * MB), lambda: self.say(full))
+        pcap_dir: Path = self.run.sub("pcap")
+        for link in self.topology.links:
+            self.start(link.a, pcap_dir / f"{link.a.ifname}.pcap", budget, None)
+        return pcap_dir
+
+    def one(self, ident: str, seconds: float, limit_mb: float) -> Capture:
+        """tcpdump on a link end into ``<run_dir>/captures/``; stops after ``seconds`` or at
+        ``limit_mb``, whichever comes first."""
+        if not seconds > 0:
+            raise ValueError(f"seconds: must be > 0, got {seconds}")
+        if not limit_mb > 0:
+            raise ValueError(f"size cap: must be > 0 MB, got {limit_mb}")
+        end = link_end(self.topology, ident)
+        stamp = time.strftime("%H%M%S", time.gmtime())
+        path = self.run.sub("captures") / f"{end.ifname}-{stamp}-{len(self.captures) + 1}.pcap"
+        return self.start(end, path, Budget(int(limit_mb * MB)), seconds)
+
+    def start(self, end: LinkEnd, path: Path, budget: Budget, seconds: float | None) -> Capture:
+        cap = start_capture(self.net.get(end.node), end.ifname, path, budget, seconds)
+        self.run.record(cap.proc.pid, "capture", end.ifname)
+        self.captures.append(cap)
+        return cap
+
+    def stop(self) -> None:
+        for cap in self.captures:
+            cap.stop()
+        self.captures.clear()

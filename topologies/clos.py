@@ -28,6 +28,7 @@ from mininet.topo import Topo
 from mrc_fabric.addressing import DEFAULT_BLOCK
 from mrc_fabric.frames import FABRIC_MTU
 from mrc_fabric.topology import Target, Topology, build_clos
+from topologies import preflight
 from topologies.fabric_host import FabricHost, configure_host
 from topologies.node_cmd import ip_batch
 from topologies.shim_groups import SwitchGroup, groups_of, switches_per_shim
@@ -100,13 +101,16 @@ def start_clos(
     took: ``namespaces_and_links`` (nodes, veths, MTUs), ``switches`` (every switch started
     and answering), ``addresses`` (the rest of :func:`finish_start`). ``switches_per_shim``:
     Linux switches served by one shim process (``topologies.shim_groups``; None:
-    ``$MRC_SWITCHES_PER_SHIM`` or the default; 1: a process per switch).
+    ``$MRC_SWITCHES_PER_SHIM`` or the default; 1: a process per switch). Raises
+    ``topologies.preflight.PreflightError`` before anything starts when the machine lacks
+    something (its kernel probes run once per process).
     """
     run = Path(run_dir).resolve()
     run.mkdir(parents=True, exist_ok=True)
     topology = build_clos(
         planes, t0_per_plane, t1_per_plane, hosts_per_t0, block=block, prefix=node_prefix, target=target
     )
+    preflight.require(topology.switches[0].target, ifnames=preflight.root_ifnames(topology))
     cls = switch_cls or _default_switch_cls()
     launcher = _shim_launcher(cls, run)
     switch_opts = {"launcher": launcher} if launcher is not None else None

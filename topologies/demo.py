@@ -27,9 +27,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.time_scale import scaled
 from mrc_view.live import recorded
 from topologies.agents import agent_available
 from topologies.cli import parse_size
+from topologies.live_errors import run_explained
 from topologies.testbed import Testbed, add_fabric_arguments, config_from_args, nic_args
 from topologies.watch import (
     PlannedFault,
@@ -209,7 +211,7 @@ def run_live(tb: Testbed, size: int, mode: str) -> dict[str, Any]:
     assert tb.controller is not None
     cleared = tb.controller.clear()
     print(f"faults cleared ({', '.join(cleared) or 'none'}); waiting for probes to bring the EVs back ...")
-    recovered_s, final_states = wait_recovered(tb, src, dst, RECOVERY_TIMEOUT_S)
+    recovered_s, final_states = wait_recovered(tb, src, dst, scaled(RECOVERY_TIMEOUT_S))
     assert tb.choice is not None and tb.run is not None
     return {
         "target": tb.choice.target.value,
@@ -337,7 +339,7 @@ def recovery_line(seconds: float | None, states: dict[str, str]) -> str:
         return f"no EV retired any more {seconds:.2f} s after (probes brought them back)"
     if not states:
         return (
-            f"the sender listed no EV to the receiver for {RECOVERY_TIMEOUT_S:.0f} s "
+            f"the sender listed no EV to the receiver for {scaled(RECOVERY_TIMEOUT_S):.0f} s "
             "(its connection was gone, so nothing was left to probe)"
         )
     stuck = {ev: st for ev, st in states.items() if st not in USABLE}
@@ -345,7 +347,7 @@ def recovery_line(seconds: float | None, states: dict[str, str]) -> str:
     named = ", ".join(f"{ev} {st}" for ev, st in sorted(stuck.items())[:MAX_EV_LINES])
     more = f" and {len(stuck) - MAX_EV_LINES} more" if len(stuck) > MAX_EV_LINES else ""
     return (
-        f"{len(stuck)} of {len(states)} EVs still not usable after {RECOVERY_TIMEOUT_S:.0f} s "
+        f"{len(stuck)} of {len(states)} EVs still not usable after {scaled(RECOVERY_TIMEOUT_S):.0f} s "
         f"({', '.join(f'{n} {st}' for st, n in by_state.most_common())}): {named}{more}"
     )
 
@@ -408,8 +410,19 @@ def main(argv: list[str] | None = None) -> int:
 
     setLogLevel("warning")
     size = 0 if args.size == "auto" else parse_size(args.size)
+    tb = Testbed(config_from_args(args, agents=not args.no_agents))
+
+    def verdict_so_far() -> None:
+        if tb.fidelity_verdict is not None:
+            print(f"fidelity of the run so far: {tb.fidelity_verdict.text}", file=sys.stderr)
+
+    return run_explained("demo", lambda: live_demo(tb, args, size), after=verdict_so_far)
+
+
+def live_demo(tb: Testbed, args: argparse.Namespace, size: int) -> int:
+    """The live demo on ``tb`` (started here): the reference and the faulted transfer."""
     started = time.monotonic()
-    with Testbed(config_from_args(args, agents=not args.no_agents)) as tb:
+    with tb:
         ok, why = agent_available()
         if args.no_agents:
             ok, why = False, "--no-agents"

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
+from mrc_fabric.time_scale import TimeLimitExceeded, scaled
 from topologies.node_cmd import ip_batch
 from topologies.p4_switch import P4PortsSwitch
 from topologies.procs import terminate
@@ -61,7 +62,7 @@ class LinuxSrv6Switch(P4PortsSwitch):
         name: str,
         device_id: int,
         run_dir: str | os.PathLike[str] = "runs",
-        start_timeout: float = SHIM_START_TIMEOUT,
+        start_timeout: float | None = None,  # None: SHIM_START_TIMEOUT scaled to this machine
         buffer_bytes: int | None = None,
         egress_model: bool = True,
         launcher: ShimLauncher | None = None,
@@ -189,9 +190,14 @@ class LinuxSrv6Switch(P4PortsSwitch):
         def still_running() -> bool:
             return proc.poll() is None
 
+        limit = scaled(SHIM_START_TIMEOUT) if self.start_timeout is None else self.start_timeout
         try:
-            wait_until_serving(self.p4rt_address, self.start_timeout, alive=still_running)
-        except (TimeoutError, RuntimeError) as exc:
+            wait_until_serving(self.p4rt_address, limit, alive=still_running)
+        except TimeoutError as exc:
+            self.stop_shim()
+            what = f"the shim of {self.name} starting (log: {self.shim_log})"
+            raise TimeLimitExceeded(what, limit) from exc
+        except RuntimeError as exc:
             self.stop_shim()
             raise ShimStartError(f"shim of {self.name} did not start: {exc}\n{self._log_tail()}") from exc
 

@@ -67,11 +67,13 @@ def mn_topo(
     """``--topo mrcclos,planes=..,t0=..,t1=..,hosts_per_t0=..,target=..,link_rate=..,prefix=..,runs=..``."""
     try:
         from mrc_fabric.topology import build_clos
+        from topologies import preflight
         from topologies.clos import TOPOLOGY_FILE, ClosTopo
 
         choice = choose_target(target)
         announce(choice.banner())
         topology = build_clos(planes, t0, t1, hosts_per_t0, prefix=prefix, target=choice.target)
+        preflight.require(choice.target, Path(runs), preflight.root_ifnames(topology))
         run = RunDir.create(Path(runs))
         _MN_RUNS.append(run)
         announce(f"run directory: {run.path}")
@@ -81,9 +83,9 @@ def mn_topo(
         topology.save(run.path / TOPOLOGY_FILE)  # interface names for cleanup, even if start fails
         link_opts = None
         if link_rate:
-            from mininet.link import TCLink
+            from topologies.rate_link import RateLink
 
-            link_opts = {"cls": TCLink, "bw": float(link_rate)}
+            link_opts = {"cls": RateLink, "bw": float(link_rate)}
         topo = ClosTopo(topology, choice.switch_cls, str(run.path), link_opts)
     except Exception as exc:  # SystemExit: see the top of the file
         print(f"mrcclos: {exc}", file=sys.stderr)

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.time_scale import scaled
 from topologies.shim_launcher import LaunchedShim, ShimLauncher
 
 DEFAULT_SWITCHES_PER_SHIM = 16  # a plane of 8 T0 + 8 T1 per process on the 8 x 8 x 8 fabric
@@ -175,7 +176,7 @@ class SwitchGroup:
         while True:
             try:
                 with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                    sock.settimeout(CONTROL_TIMEOUT_S)
+                    sock.settimeout(scaled(CONTROL_TIMEOUT_S))
                     sock.connect(str(self.control))
                     sock.sendall((json.dumps(req) + "\n").encode())
                     answer = json.loads(sock.makefile("rb").readline() or b"{}")

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from mrc_fabric.time_scale import scaled
+
 READY_TIMEOUT_S = 30.0
 REAP_GRACE_S = 2.0  # after a shim is gone, how long its exit file may take to appear
 UNKNOWN_STATUS = 255  # a shim that died after its launcher: nobody saw its status
@@ -137,7 +139,7 @@ class ShimLauncher:
             env={**os.environ, "MALLOC_ARENA_MAX": "1"},
         )
         assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], READY_TIMEOUT_S)
+        ready, _, _ = select.select([self._proc.stdout], [], [], scaled(READY_TIMEOUT_S))
         line = self._proc.stdout.readline() if ready else ""
         if line.strip() != "ready":
             self.stop()

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from topologies.live_errors import run_explained
 from topologies.testbed import Testbed, add_fabric_arguments, announce, config_from_args, summary
 
 
@@ -72,8 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from mininet.log import setLogLevel
 
-    from topologies.target import TargetError
-
     # Mininet's own steps of the bring-up only with -v; its command output (pingall, h0 ping h3,
     # net ...) at its normal level in the CLI, as under mn
     setLogLevel("info" if args.verbose else "output")
@@ -82,30 +81,29 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "*** starting the fabric, controller and agents (-v: every step) ...", file=sys.stderr, flush=True
         )
-    tb = None
-    try:
-        with (
-            Testbed(config_from_args(args, agents=not args.no_agents), progress=progress) as tb,
-            _view(tb, args) as view,
-        ):
-            print(summary(tb), flush=True)
-            if args.cli:
-                from topologies.cli import MrcCLI
+    tb = Testbed(config_from_args(args, agents=not args.no_agents), progress=progress)
 
-                setLogLevel("info")
-                MrcCLI(tb.net, testbed=tb, view=view)
-            else:
-                print("fabric up; Ctrl-C tears it down", flush=True)
-                while True:
-                    signal.pause()
-    except TargetError as exc:
-        print(f"mrc-testbed: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted: fabric torn down", file=sys.stderr)
+    def live() -> int:
+        try:
+            with tb, _view(tb, args) as view:
+                print(summary(tb), flush=True)
+                if args.cli:
+                    from topologies.cli import MrcCLI
+
+                    setLogLevel("info")
+                    MrcCLI(tb.net, testbed=tb, view=view)
+                else:
+                    print("fabric up; Ctrl-C tears it down", flush=True)
+                    while True:
+                        signal.pause()
+        except KeyboardInterrupt:
+            print("\ninterrupted: fabric torn down", file=sys.stderr)
+        return 0
+
+    try:
+        return run_explained("mrc-testbed", live)
     finally:
         _say_fidelity(tb)
-    return 0
 
 
 def _say_fidelity(tb: Testbed | None) -> None:

@@ -22,8 +22,10 @@ from typing import Any
 
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import EV
+from mrc_fabric.time_scale import scaled
 
 EV_POLL_S = 0.05
+THREAD_JOIN_S = 30.0  # the injector's and poller's end after the transfer (reference machine)
 FAULT_DROP = "drop_reason"
 FAULT_DROP_INDEX = DropReason.FAULT
 
@@ -243,8 +245,8 @@ class TransferWatch:
             self._done.set()
             with self._fire:
                 self._fire.notify_all()
-            injector.join(timeout=30)
-            poller.join(timeout=30)
+            injector.join(timeout=scaled(THREAD_JOIN_S))
+            poller.join(timeout=scaled(THREAD_JOIN_S))
         ctl = self.tb.controller
         for f in self.faults:
             if f.fault_id:

@@ -15,8 +15,7 @@ import ast
 import builtins
 
 import pytest
-
-from tests.unit.test_compiled_modules import ROOT, compiled_list
+from test_compiled_modules import ROOT, compiled_list
 
 # the functions run once or more per DATA or SACK frame, by module
 HOT: dict[str, tuple[str, ...]] = {
