@@ -1,11 +1,15 @@
-"""Which Debian mirror this machine's apt uses, read from its sources and its proxy setting.
+"""Which Debian mirror this machine's apt uses, and how its pip reaches the Python index.
 
-The image comes from the same mirror (and through the same proxy) that apt on the host uses, so an
-offline lab with a local mirror builds it without any extra setting.
+The image comes from the same mirror (and through the same proxy) that apt on the host uses, and
+`make setup` inside it reaches PyPI as the host's pip does (its index and the certificates it
+trusts, for a lab behind a TLS-inspecting proxy), so an offline lab with local mirrors builds it
+without any extra setting.
 """
 
 from __future__ import annotations
 
+import configparser
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,3 +113,21 @@ def apt_proxy() -> str | None:
             value = raw[2:].strip("'\"")
             return value if value and value.upper() != "DIRECT" else None
     return None
+
+
+def pip_settings(env: dict[str, str] | None = None, conf_files: tuple[Path, ...] = ()) -> dict[str, str]:
+    """The host pip's index URL and CA bundle: PIP_INDEX_URL / PIP_CERT, else pip.conf's `[global]`."""
+    env = dict(os.environ) if env is None else env
+    files = conf_files or (
+        Path("/etc/pip.conf"),
+        Path("/etc/xdg/pip/pip.conf"),
+        Path.home() / ".config/pip/pip.conf",
+    )
+    conf = configparser.ConfigParser()
+    conf.read([f for f in files if f.is_file()])
+    out = {}
+    for key, option in (("index_url", "index-url"), ("cert", "cert")):
+        value = env.get(f"PIP_{key.upper()}") or conf.get("global", option, fallback="")
+        if value:
+            out[option] = value
+    return out

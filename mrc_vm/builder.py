@@ -105,11 +105,30 @@ def _fresh(path: Path) -> Path:
     return tmp
 
 
-def _chroot_script(rootfs: Path, spec: ImageSpec, name: str, log: Path, *args: str) -> None:
+def _chroot_script(
+    rootfs: Path, spec: ImageSpec, name: str, log: Path, *args: str, env: dict[str, str] | None = None
+) -> None:
     staged = rootfs / "tmp" / "mrc-vm" / name
     staged.parent.mkdir(parents=True, exist_ok=True)
     staged.write_bytes(resources.files("mrc_vm").joinpath("chroot", name).read_bytes())
-    run(chroot_argv(rootfs, ["/bin/bash", f"/tmp/mrc-vm/{name}", *args]), log, env=chroot_env(spec))
+    run(
+        chroot_argv(rootfs, ["/bin/bash", f"/tmp/mrc-vm/{name}", *args]),
+        log,
+        env=chroot_env(spec) | (env or {}),
+    )
+
+
+def _pip_env(rootfs: Path, spec: ImageSpec) -> dict[str, str]:
+    """pip in the image root reaches the index as the host's does: same index, same trusted CAs
+    (copied in for the build only: finalize.sh removes /tmp/mrc-vm)."""
+    settings = apt_sources.pip_settings()
+    env = {"PIP_INDEX_URL": settings["index-url"]} if "index-url" in settings else {}
+    cert = Path(settings.get("cert", "/etc/ssl/certs/ca-certificates.crt"))
+    if cert.is_file():
+        (rootfs / "tmp" / "mrc-vm").mkdir(parents=True, exist_ok=True)
+        shutil.copy(cert, rootfs / "tmp" / "mrc-vm" / "host-ca.pem")
+        env["PIP_CERT"] = "/tmp/mrc-vm/host-ca.pem"
+    return env
 
 
 def build_base(spec: ImageSpec, layout: CacheLayout, tree: Path) -> Path:
@@ -160,7 +179,7 @@ def build_project(spec: ImageSpec, layout: CacheLayout, tree: Path, base: Path) 
     dest = rootfs / GUEST_PROJECT.lstrip("/")
     run(["git", "clone", "--quiet", "--no-hardlinks", str(tree), str(dest)], log)
     run(["git", "-C", str(dest), "checkout", "--quiet", "--detach", spec.commit], log)
-    _chroot_script(rootfs, spec, "setup-project.sh", log, GUEST_PROJECT)
+    _chroot_script(rootfs, spec, "setup-project.sh", log, GUEST_PROJECT, env=_pip_env(rootfs, spec))
     _chroot_script(rootfs, spec, "finalize.sh", log)
     kernels = sorted((rootfs / "boot").glob("vmlinuz-*"))
     version = kernels[-1].name.removeprefix("vmlinuz-")
