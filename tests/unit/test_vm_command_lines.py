@@ -240,3 +240,15 @@ def test_the_box_is_a_libvirt_box(tmp_path: Path) -> None:
         "box.img",
     ]
     assert 'private_key_path = File.expand_path("mrc-vm-key", __dir__)' in box.BOX_VAGRANTFILE
+
+
+def test_pip_in_the_image_reaches_the_index_as_the_hosts_pip(tmp_path: Path) -> None:
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\ncert = /etc/lab-ca.pem\nindex-url = http://pypi.lab/simple\n")
+    assert apt_sources.pip_settings({}, (conf,)) == {
+        "index-url": "http://pypi.lab/simple",
+        "cert": "/etc/lab-ca.pem",
+    }
+    # the environment wins, as with pip itself
+    assert apt_sources.pip_settings({"PIP_CERT": "/x.pem"}, (conf,))["cert"] == "/x.pem"
+    assert apt_sources.pip_settings({}, (tmp_path / "none.conf",)) == {}
