@@ -77,11 +77,10 @@ def run(argv: list[str], log: Path, env: dict[str, str] | None = None, input_tex
         raise RuntimeError(f"{argv[0]} {' '.join(argv[1:3])}... exited {res.returncode} (log {log}):\n{tail}")
 
 
-def spec_for(tree: Path, disk_gib: int = 24) -> ImageSpec:
-    """The image of `tree`'s checked-out commit, from the host's Debian mirror and apt proxy."""
-    commit = subprocess.run(
-        ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+def spec_for(tree: Path, rev: str = "HEAD", disk_gib: int = 24) -> ImageSpec:
+    """The image of commit `rev` of `tree`, from the host's Debian mirror and apt proxy."""
+    argv = ["git", "-C", str(tree), "rev-parse", "--verify", f"{rev}^{{commit}}"]
+    commit = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
     deps = hashlib.sha256((tree / DEPS_SCRIPT).read_bytes()).hexdigest()[:12]
     sources = apt_sources.debian_sources(apt_sources.host_sources(), SUITE)
     return ImageSpec(tuple(sources), commit, deps, disk_gib=disk_gib, proxy=apt_sources.apt_proxy())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tree", type=Path, default=Path.cwd(), help="the checkout to put in the image (its HEAD)"
     )
+    p.add_argument("--rev", default="HEAD", help="the commit of the tree to put in the image (default HEAD)")
     p.add_argument("--accel", choices=("auto", "kvm", "tcg"), default=os.environ.get("MRC_VM_ACCEL", "auto"))
     p.add_argument("--disk-gib", type=int, default=24)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -47,19 +49,27 @@ def main(argv: list[str] | None = None) -> int:
         print("mrc-vm: needs root (debootstrap, chroot); run it with sudo", file=sys.stderr)
         return 2
     tree = args.tree.resolve()
-    if subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD"]).returncode != 0:
+    if args.rev == "HEAD" and subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD"]).returncode:
         print("vm: note: the tree has uncommitted changes; the image holds its last commit only", flush=True)
     t0 = time.monotonic()
     speeds = Speeds(host_calibration())
-    spec = builder.spec_for(tree, args.disk_gib)
-    cached = builder.cached_image(spec, layout)
-    accel, why = choose_accel(args.accel, cached.kernel if cached else None)
-    print(f"vm: {accel.upper()}: {why}; host calibration {speeds.host_s:.2f} s", flush=True)
     try:
-        image = firstboot.ensure_image(tree, layout, spec, accel, speeds)
-    except (RuntimeError, TimeoutError, subprocess.CalledProcessError) as exc:
-        print(f"vm: FAIL: the image could not be built: {exc}", flush=True)
-        return 1
+        spec = builder.spec_for(tree, args.rev, args.disk_gib)
+    except subprocess.CalledProcessError:
+        print(f"vm: {args.rev[:60]!r} is not a commit of {tree}", file=sys.stderr)
+        return 2
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with (layout.root / "build.lock").open("w") as lock:
+        # one build at a time per cache: a second run waits, then finds the image built
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = builder.cached_image(spec, layout)
+        accel, why = choose_accel(args.accel, cached.kernel if cached else None)
+        print(f"vm: {accel.upper()}: {why}; host calibration {speeds.host_s:.2f} s", flush=True)
+        try:
+            image = firstboot.ensure_image(tree, layout, spec, accel, speeds)
+        except (RuntimeError, TimeoutError, subprocess.CalledProcessError) as exc:
+            print(f"vm: FAIL: the image could not be built: {exc}", flush=True)
+            return 1
     built = "cached" if cached else f"built in {image.meta.get('build_seconds')} s"
     print(f"vm: image {image.path.name} ({built}; kernel {image.meta.get('kernel')})", flush=True)
     if args.cmd == "build":
