@@ -68,8 +68,8 @@ def run_child(req: dict[str, Any], keep: set[int]) -> None:
             signal.signal(sig, signal.SIG_DFL)
         os.setsid()
         if "group" not in req:
-            # a node has its own mount table (its /sys, and the bpffs tc mounts for the egress
-            # program): what the shim mounts stays there, not in the machine's
+            # a node has its own mount table (its /sys): whatever the shim's tools read or
+            # mount there stays there, not in the machine's
             enter_node(int(req["node_pid"]))
         devnull = os.open(os.devnull, os.O_RDONLY)
         log = os.open(str(req["log"]), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

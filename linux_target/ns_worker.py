@@ -54,8 +54,7 @@ def unshare(flags: int) -> None:
 
 def enter_node(pid: int, mount: bool = True) -> None:
     """The calling thread into the network (and mount) namespace of Mininet node ``pid``,
-    as ``mnexec -a`` does for a process: a node has its own mount table (its /sys, and the
-    bpffs tc mounts for the egress program)."""
+    as ``mnexec -a`` does for a process: a node has its own mount table (its /sys)."""
     if mount:
         unshare(CLONE_FS)  # setns(CLONE_NEWNS) refuses a thread sharing its fs attributes
     enter_namespace(f"/proc/{pid}/ns/net", CLONE_NEWNET)

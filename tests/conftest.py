@@ -108,6 +108,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A live test on a machine that cannot run a fabric fails with the pre-flight's one
     message (every missing item), before its fixtures start anything."""
     if IS_ROOT and item.get_closest_marker("root") and not item.get_closest_marker("skip"):
+        _host["live"] = True  # the end-of-session check looks at the whole machine then
         problems = _preflight_problems()
         if problems:
             pytest.fail(f"pre-flight: {problems}", pytrace=False)
@@ -117,7 +118,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = _host.get("before")
     if not isinstance(before, HostState):
         return
-    leftovers = left(before, str(_host["tag"]))
+    leftovers = left(before, str(_host["tag"]), live=bool(_host.get("live")))
     _host["left"] = leftovers
     if leftovers and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -34,10 +34,11 @@ class Feature:
     what: str  # what the fabric uses it for
     since: str  # the mainline release it arrived in
     targets: tuple[str, ...]  # the data planes that need it ("linux", "bmv2")
+    tools: tuple[str, ...] = ()  # commands the probe runs (not tried without them)
 
 
 FEATURES = (
-    Feature("veth", "veth pairs (every link)", "2.6.24", ("linux", "bmv2")),
+    Feature("veth", "veth pairs (every link)", "2.6.24", ("linux", "bmv2"), ("ip",)),
     Feature(
         "srv6",
         "seg6local End with flavors next-csid (uSID shift) and multipath routes",
@@ -49,14 +50,18 @@ FEATURES = (
         "nftables netdev ingress and egress chains with numgen (faults)",
         "5.16",
         ("linux",),
+        ("nft",),
     ),
-    Feature("htb", "HTB with two classes and pfifo leaves (link rates)", "2.4.20", ("linux", "bmv2")),
+    Feature(
+        "htb", "HTB with two classes and pfifo leaves (link rates)", "2.4.20", ("linux", "bmv2"), ("tc",)
+    ),
     Feature(
         "egress_bpf",
         "clsact + cls_bpf egress program with BTF maps, bpf_spin_lock, skb_store_bytes and "
         "skb_change_tail, loaded in a node's mount view (ECN, trimming, priority, tail drop)",
         "5.1",
         ("linux",),
+        ("tc", "bpftool"),
     ),
     Feature(
         "packet_rings",

@@ -3,7 +3,8 @@ instead of a traceback.
 
 A machine that lacks something (``preflight.PreflightError``), a data plane that cannot run
 (``target.TargetError``), a step that ran past its time limit on a slow machine
-(``mrc_fabric.time_scale.TimeLimitExceeded``, or a gRPC call past its deadline) and a switch
+(``mrc_fabric.time_scale.TimeLimitExceeded``, a gRPC call past its deadline, a socket's wait
+that timed out) and a switch
 that did not start (its log says why) are the machine's, not a bug: the commands that start a
 live fabric (the demo, ``mrc-testbed``, the benches) print :func:`explain`'s text and exit with
 :data:`EXIT_HOST`. Anything else is a bug and keeps its traceback.
@@ -34,6 +35,12 @@ def explain(exc: BaseException) -> str | None:
         s = scale()
         return (
             f"a call ran past its deadline ({exc.details()}): this machine is too slow for the run "
+            f"(time limits x{s:g} here; {ENV}={max(2.0, 2 * s):g} allows more)"
+        )
+    if isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
+        s = scale()
+        return (
+            f"{exc}: this machine is too slow for the run "
             f"(time limits x{s:g} here; {ENV}={max(2.0, 2 * s):g} allows more)"
         )
     if isinstance(exc, ShimStartError):

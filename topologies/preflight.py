@@ -33,7 +33,7 @@ from pathlib import Path
 
 from mrc_fabric.time_scale import scaled
 from mrc_fabric.topology import Target, Topology
-from topologies.kernel_probe import FEATURES
+from topologies.kernel_probe import FEATURES, Feature
 
 MIN_KERNEL = (6, 1)  # seg6local flavors next-csid (the uSID shift) arrived in 6.1
 PROBE_TIMEOUT_S = 60.0  # the probes take about a second (a BPF build at first use: a few more)
@@ -93,7 +93,7 @@ def check_kernel_release(release: str, target: Target) -> list[Missing]:
 
 
 def check_tools(target: Target, pcap: bool = False) -> list[Missing]:
-    from linux_target.egress import OBJECT, SOURCE, missing_tools
+    from linux_target.egress import missing_tools
 
     tools = dict(COMMON_TOOLS)
     if target == Target.LINUX:
@@ -102,7 +102,7 @@ def check_tools(target: Target, pcap: bool = False) -> list[Missing]:
         tools["tcpdump"] = "tcpdump"
     out = [Missing(f"{tool} not on PATH", f"apt-get install {pkg}; {SETUP}") for tool, pkg in tools.items()
            if shutil.which(tool) is None]  # fmt: skip
-    if target == Target.LINUX and not (OBJECT.exists() and OBJECT.stat().st_mtime >= SOURCE.stat().st_mtime):
+    if target == Target.LINUX and not _egress_object_ready():
         said = {m.what.split()[0] for m in out}
         out += [Missing(f"to build the egress program: {m}", SETUP) for m in missing_tools()
                 if m.split()[0] not in said]  # fmt: skip
@@ -116,9 +116,27 @@ def check_tools(target: Target, pcap: bool = False) -> list[Missing]:
     return out
 
 
+def _egress_object_ready() -> bool:
+    from linux_target.egress import OBJECT, SOURCE
+
+    return OBJECT.exists() and OBJECT.stat().st_mtime >= SOURCE.stat().st_mtime
+
+
+def _can_try(feature: Feature) -> bool:
+    """Every tool the probe runs is there (and, for the egress program, it can be built)."""
+    from linux_target.egress import missing_tools
+
+    if not all(shutil.which(tool) for tool in feature.tools):
+        return False
+    return feature.name != "egress_bpf" or _egress_object_ready() or not missing_tools()
+
+
 def probe_kernel(target: Target) -> dict[str, str | None]:
-    """The kernel features ``target`` uses, each tried in a throwaway namespace (cached)."""
-    names = tuple(f.name for f in FEATURES if target.value in f.targets)
+    """The kernel features ``target`` uses, each tried in a throwaway namespace (cached); a
+    feature whose probe needs a missing tool is not tried (the tool is named instead)."""
+    names = tuple(
+        f.name for f in FEATURES if target.value in f.targets and all(shutil.which(tool) for tool in f.tools)
+    )
     if names in _probed:
         return _probed[names]
     cmd = ["unshare", "--net", "--mount", "--propagation", "private", "--",
@@ -199,7 +217,7 @@ def check(
         )
     out += check_kernel_release(release, target)
     out += check_tools(target, pcap)
-    if euid == 0 and not any(m.what.startswith(("unshare ", "ip ", "tc ")) for m in out):
+    if euid == 0 and shutil.which("unshare") and shutil.which("ip"):
         out += check_kernel_features(target)
     out += check_leftovers(runs_root, ifnames)
     return out

@@ -153,8 +153,8 @@ class Testbed:
         self._signals.install()
         self.choice = choose_target(cfg.target)
         self.progress(self.choice.banner())
+        self.time_scale = settle(self.say)  # first: the pre-flight's probes are timed with it
         self._preflight()
-        self.time_scale = settle(self.say)
         self._resolve_link_rate()
         self.run = RunDir.create(cfg.runs_root, latest=cfg.latest)
         self.progress(f"run directory: {self.run.path}")

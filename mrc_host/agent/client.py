@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.time_scale import scaled
+
 from .protocol import is_final, parse_size
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -38,13 +40,15 @@ def default_socket() -> str | None:
 
 class AgentClient:
     def __init__(
-        self, sock_path: str | os.PathLike[str] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+        self, sock_path: str | os.PathLike[str] | None = None, timeout_s: float | None = None
     ) -> None:
+        """``timeout_s``: each reply line's limit (None: DEFAULT_TIMEOUT_S times the machine's
+        time scale, ``mrc_fabric.time_scale``)."""
         path = sock_path if sock_path is not None else default_socket()
         if not path:
             raise AgentError(f"no agent socket: pass one or set ${ENV_SOCKET}")
         self.path = Path(path)
-        self.timeout_s = timeout_s
+        self.timeout_s = scaled(DEFAULT_TIMEOUT_S) if timeout_s is None else timeout_s
 
     def request(
         self,
@@ -70,7 +74,7 @@ class AgentClient:
                 try:
                     line = f.readline()
                 except TimeoutError as exc:
-                    raise AgentError(f"the agent at {self.path} did not answer within {limit} s") from exc
+                    raise AgentError(f"the agent at {self.path} did not answer within {limit:.0f} s") from exc
                 if not line:
                     raise AgentError(f"the agent at {self.path} closed the connection")
                 reply: dict[str, Any] = json.loads(line)

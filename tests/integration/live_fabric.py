@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from controller_lab import stop_controller
 
+from mrc_fabric.time_scale import scaled
+
 
 def fabric_leftovers(prefix: str) -> list[str]:
     """Shims, agents and interfaces of a ``prefix`` fabric still around after teardown."""
@@ -129,7 +131,9 @@ def skip_without_agent() -> None:
 
 
 def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = 60.0, every_s: float = 0.05) -> Any:
-    """``cond()``'s first truthy value, polled every ``every_s``; fails the test after ``timeout_s``."""
+    """``cond()``'s first truthy value, polled every ``every_s``; fails the test after ``timeout_s``
+    (a figure for the reference machine, scaled to this one: mrc_fabric.time_scale)."""
+    timeout_s = scaled(timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = cond()

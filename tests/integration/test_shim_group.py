@@ -51,7 +51,7 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, list
     finally:
         stop_fabric(net)
     assert launcher is not None and not launcher.alive()
-    assert mounts() == before  # every switch's bpffs went into its node's mount table
+    assert mounts() == before  # nothing of the switches mounted in the machine's mount table
     assert sorted(run.glob("*.sock")) == []  # P4Runtime and control sockets
 
 

@@ -61,7 +61,7 @@ def test_forked_shims_live_in_their_nodes_and_leave_nothing_behind(tmp_path: Pat
             for ns in ("net", "mnt"):
                 shim_ns, node_ns = (os.readlink(f"/proc/{p}/ns/{ns}") for p in (node.shim.pid, node.pid))
                 assert shim_ns == node_ns, (sw.name, ns)
-        assert mounts() == before  # the egress program's bpffs went into the nodes' mount tables
+        assert mounts() == before  # nothing of the shims mounted in the machine's mount table
         # one shim dies: its neighbours do not; a restart goes through the launcher again
         victim = net.get(topo.switches[0].name)
         os.kill(victim.shim.pid, signal.SIGKILL)

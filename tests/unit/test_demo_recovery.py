@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mrc_fabric.time_scale import scaled
 from topologies.demo import MAX_EV_LINES, RECOVERY_TIMEOUT_S, recovery_line
 
 
@@ -11,7 +12,7 @@ def test_recovered_says_how_long() -> None:
 
 def test_no_ev_listed_says_the_connection_was_gone_instead_of_an_empty_dict() -> None:
     line = recovery_line(None, {})
-    assert "{}" not in line and "listed no EV" in line and f"{RECOVERY_TIMEOUT_S:.0f} s" in line
+    assert "{}" not in line and "listed no EV" in line and f"{scaled(RECOVERY_TIMEOUT_S):.0f} s" in line
 
 
 def test_stuck_evs_are_counted_by_state_and_named() -> None:
