@@ -147,7 +147,14 @@ class Check:
         cal = guest.run(guest_calibration_command(), 600)
         self.report.guest_s = median_seconds(cal.output)
         self.speeds = Speeds(self.speeds.host_s, self.report.guest_s)
+        remaining = (
+            600
+            + step_limit_s(REFERENCE_S["demo"], self.speeds)
+            + step_limit_s(REFERENCE_S[self.suite], self.speeds)
+        )
+        guest.rearm(remaining)
         self.say(
+            f"whole run now limited to {remaining / 60:.0f} more min; "
             f"guest CPU: the calibration loop takes {self.report.guest_s:.2f} s there, "
             f"{self.speeds.guest_vs_host:.1f}x the host's {self.speeds.host_s:.2f} s"
         )

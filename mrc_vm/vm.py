@@ -83,7 +83,13 @@ class Guest:
             if "host forwarding" not in self.log.read_text(errors="replace") or attempt == 2:
                 raise RuntimeError(f"QEMU exited at once ({self.proc.returncode}): {self.log_tail()}")
             self.spec = replace(self.spec, ssh_port=free_port())
-        self._watchdog = threading.Timer(self.hard_limit_s, self._watchdog_fires)
+        self.rearm(self.hard_limit_s)
+
+    def rearm(self, seconds_from_now: float) -> None:
+        """A new hard deadline, once the guest's speed is known (the first one assumed the worst)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = threading.Timer(seconds_from_now, self._watchdog_fires)
         self._watchdog.daemon = True
         self._watchdog.start()
 

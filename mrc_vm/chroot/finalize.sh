@@ -4,6 +4,9 @@
 set -euo pipefail
 apt-get clean
 rm -f /usr/sbin/policy-rc.d
+# the initramfs was made before /etc/fstab named the root: made again, it checks the root with
+# e2fsck before mounting it (else systemd checks it mounted and reboots when it repairs anything)
+update-initramfs -u -k all >/dev/null 2>&1
 # the VM's DNS is systemd-resolved's (the build used the host's resolv.conf)
 ln -sf ../run/systemd/resolve/stub-resolv.conf /etc/resolv.conf
 # every boot of a copy is a new machine to systemd
