@@ -251,7 +251,7 @@ def libvirt_settings(tmp_path: Path, env: dict[str, str]) -> subprocess.Complete
                 "MRC_VM_MEMORY": "6144",
                 "MRC_VM_LIBVIRT_NETWORK_MODE": "none",
             },
-            "driver=qemu cpus=2 memory=6144 cpu_mode=custom cpu_model=max management_network_mode=none",
+            "driver=qemu cpus=2 memory=6144 cpu_mode=host-model management_network_mode=none",
         ),
         ({"MRC_VM_LIBVIRT_CPU_MODE": "host-passthrough"}, "cpu_mode=host-passthrough"),
     ],
