@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mrc_vm.builder import BuiltImage
-from mrc_vm.image import GUEST_PROJECT, qemu_img_overlay_argv
+from mrc_vm.image import GUEST_PROJECT, kernel_cmdline, qemu_img_overlay_argv
 from mrc_vm.qemu import VmSpec
 from mrc_vm.timing import Speeds, boot_limit_s, guest_calibration_command, median_seconds, step_limit_s
 from mrc_vm.vm import Guest, StepResult, free_port
@@ -114,6 +114,10 @@ class Check:
         overlay.unlink(missing_ok=True)
         subprocess.run(qemu_img_overlay_argv(self.image.disk, overlay), check=True)
         spec = VmSpec(
+            # the image's own kernel and initramfs, started by QEMU (the boot Vagrant tests goes through GRUB)
+            kernel=self.image.kernel,
+            initrd=self.image.initrd,
+            append=kernel_cmdline(),
             disk=overlay,
             ssh_port=free_port(),
             console_log=self.out / "console.log",
