@@ -45,7 +45,7 @@ def qemu_argv(spec: VmSpec) -> list[str]:
         QEMU, "-name", spec.name, "-machine", f"q35,accel={spec.accel}",
         "-cpu", "host" if spec.accel == "kvm" else "max",
         "-smp", str(spec.cpus), "-m", str(spec.memory_mib),
-        "-display", "none", "-monitor", "none", "-no-reboot", "-nodefaults",
+        "-display", "none", "-monitor", "none", "-nodefaults",
         "-serial", f"file:{spec.console_log}",
         "-drive", f"file={spec.disk},if=virtio,format={spec.disk_format},cache={spec.cache}",
         "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{spec.ssh_port}-:22",

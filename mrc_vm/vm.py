@@ -109,9 +109,10 @@ class Guest:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return text.strip()[-n:] or "(nothing)"
 
-    def wait_ssh(self, timeout_s: float) -> float:
-        """Seconds from QEMU's start until the guest ran a command over SSH."""
-        deadline = self.started + timeout_s
+    def wait_ssh(self, timeout_s: float, since: float | None = None) -> float:
+        """Seconds from QEMU's start (or `since`, a monotonic time) until the guest ran a command over SSH."""
+        start = self.started if since is None else since
+        deadline = start + timeout_s
         while time.monotonic() < deadline:
             if not self.alive():
                 raise RuntimeError(f"QEMU ended while the guest booted: {self.log_tail()}")
@@ -121,7 +122,7 @@ class Guest:
                     capture_output=True, timeout=60,
                 )  # fmt: skip
                 if probe.returncode == 0:
-                    return time.monotonic() - self.started
+                    return time.monotonic() - start
             time.sleep(2)
         raise TimeoutError(f"no SSH from the guest within {timeout_s:.0f} s")
 
