@@ -119,11 +119,12 @@ def test_the_checker_sees_a_missing_path(tmp_path: Path) -> None:
     assert OUTSIDE.search("as DESIGN §3 says")
 
 
-def test_the_docs_stay_a_manual_of_at_most_2050_lines() -> None:
+def test_the_docs_stay_a_manual_of_at_most_2150_lines() -> None:
     """The docs say what is true now; history goes into CHANGELOG.md and measurements into the
     generated results/, so the manual stays short enough to read in a day. The ceiling grew from
     1,800 when the live fabric gained its fidelity monitor, plain host traffic and packet rings, and
     the simulator its fuzzer and virtual payloads, and to 2,050 with the kernel features a host
-    needs (the pre-flight's table) and slow machines: each needs its manual, not a denser paragraph."""
+    needs (the pre-flight's table) and slow machines, and to 2,150 with the VM (the image, an offline
+    lab's Vagrant box, `make vm-test`): each needs its manual, not a denser paragraph."""
     total = sum(len(p.read_text().splitlines()) for p in (ROOT / "docs").glob("*.md"))
-    assert 0 < total <= 2050, f"docs/ holds {total} lines"
+    assert 0 < total <= 2150, f"docs/ holds {total} lines"
