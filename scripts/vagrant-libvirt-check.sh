@@ -4,6 +4,7 @@
 # then `vagrant destroy` — and checks that nothing is left behind.
 #
 #   sudo ./scripts/vagrant-libvirt-check.sh [BOX_FILE]     (default results/vm/mrc-testbed-debian12.box)
+#   MRC_VM_UP_LIMIT (3600 s), MRC_VM_DEMO_LIMIT (5400 s): limits of `vagrant up` and of the demo
 #
 # For a machine without systemd and without a usable KVM (a nested VM, a container):
 # - virtlogd and libvirtd are started by hand for the check and stopped after it (a libvirtd that
@@ -82,16 +83,18 @@ in_ns libvirtd -d
 for _ in $(seq 30); do virsh -c qemu:///system version >/dev/null 2>&1 && break; sleep 1; done
 say "libvirtd $(libvirtd --version | awk '{print $NF}') started inside network namespace $NS (domain type: ${MRC_VM_LIBVIRT_DRIVER})"
 
+# every step has a limit (TCG: minutes where KVM takes seconds), so the check always ends
+UP_LIMIT=${MRC_VM_UP_LIMIT:-3600} DEMO_LIMIT=${MRC_VM_DEMO_LIMIT:-5400}
 step() { local s; s=$(date +%s); "$@"; say "($(( $(date +%s) - s )) s)"; }
 say "vagrant box add --name $BOX_NAME $box"
 step vagrant box add --name "$BOX_NAME" "$box"
 cd "$root/vagrant"
 say "vagrant up --provider=libvirt"
-step in_ns vagrant up --provider=libvirt
+step in_ns timeout -k 60 "$UP_LIMIT" vagrant up --provider=libvirt
 say "vagrant ssh -c 'cd mrc-testbed && sudo ./run.sh demo'"
-step in_ns vagrant ssh -c 'cd mrc-testbed && sudo ./run.sh demo'
+step in_ns timeout -k 60 "$DEMO_LIMIT" vagrant ssh -c 'cd mrc-testbed && sudo ./run.sh demo'
 say "vagrant destroy -f"
-step in_ns vagrant destroy -f
+step in_ns timeout -k 60 900 vagrant destroy -f
 cd "$root"
 vagrant box remove --force "$BOX_NAME"
 leftover=$(virsh list --all --name | grep -c '^vagrant_' || true)
