@@ -85,18 +85,21 @@ say "libvirtd $(libvirtd --version | awk '{print $NF}') started inside network n
 
 # every step has a limit (TCG: minutes where KVM takes seconds), so the check always ends
 UP_LIMIT=${MRC_VM_UP_LIMIT:-3600} DEMO_LIMIT=${MRC_VM_DEMO_LIMIT:-5400}
-step() { local s; s=$(date +%s); "$@"; say "($(( $(date +%s) - s )) s)"; }
+step() { local s rc=0; s=$(date +%s); "$@" || rc=$?; say "($(( $(date +%s) - s )) s, exit ${rc})"; return "$rc"; }
 say "vagrant box add --name $BOX_NAME $box"
 step vagrant box add --name "$BOX_NAME" "$box"
 cd "$root/vagrant"
 say "vagrant up --provider=libvirt"
 step in_ns timeout -k 60 "$UP_LIMIT" vagrant up --provider=libvirt
 say "vagrant ssh -c 'cd mrc-testbed && sudo ./run.sh demo'"
-step in_ns timeout -k 60 "$DEMO_LIMIT" vagrant ssh -c 'cd mrc-testbed && sudo ./run.sh demo'
+demo_rc=0
+step in_ns timeout -k 60 "$DEMO_LIMIT" vagrant ssh -c 'cd mrc-testbed && sudo ./run.sh demo' || demo_rc=$?
+[ "$demo_rc" = 0 ] || say "the demo failed (exit ${demo_rc}; 124: over its ${DEMO_LIMIT} s limit); destroying the VM all the same"
 say "vagrant destroy -f"
 step in_ns timeout -k 60 900 vagrant destroy -f
 cd "$root"
 vagrant box remove --force "$BOX_NAME"
 leftover=$(virsh list --all --name | grep -c '^vagrant_' || true)
 [ "$leftover" = 0 ] || { say "FAIL: $leftover domain(s) left after vagrant destroy"; exit 1; }
+[ "$demo_rc" = 0 ] || { say "FAIL: the demo in the VM (exit ${demo_rc})"; exit 1; }
 say "PASS in $(( $(date +%s) - t0 )) s"
