@@ -192,7 +192,7 @@ class Check:
         res = self._logged(guest, "demo", demo_command(), step_limit_s(REFERENCE_S["demo"], self.speeds))
         why = "timed out" if res.timed_out else f"exit {res.rc}"
         self.result(Outcome("demo", res.rc == 0, "exit 0" if res.rc == 0 else why, res.seconds))
-        fetched = guest.run(f"cat {GUEST_PROJECT}/runs/latest/results.json", 120)
+        fetched = guest.run(f"sudo cat {GUEST_PROJECT}/runs/latest/results.json", 120)
         if fetched.rc == 0:
             (self.out / "demo-results.json").write_text(fetched.output + "\n")
 
