@@ -6,7 +6,7 @@ SYSTEM_PYTHON ?= /usr/bin/python3
 RUN_DIR ?= runs
 PYTEST_ARGS ?=
 
-.PHONY: setup build test test-pure demo bench cli lint clean p4 p4info p4-check p4-if-present help \
+.PHONY: setup build test test-pure demo bench cli lint clean p4 p4info p4-check p4-if-present p4rt-shell help \
 	vm-deps vm-image vm-test vm-box vm-clean
 
 help:
@@ -19,6 +19,7 @@ help:
 	@echo "cli    Mininet CLI on the default fabric"
 	@echo "p4     compile p4src/ with p4c-bm2-ss (where p4c exists); p4info: copy p4c's P4Info over the committed one"
 	@echo "p4-check  compile, then fail if the committed P4Info differs from p4c's (CI runs it where p4c is)"
+	@echo "p4rt-shell  p4runtime-shell in its own venv (.venv-p4rt-shell; setup runs it): mrc-testbed p4rt-shell SWITCH"
 	@echo "lint   ruff check, ruff format --check, mypy (strict for mrc_fabric, mrc_p4rt, the core and the wire)"
 	@echo "vm-test  build (once, cached) a Debian 12 image of this checkout's HEAD, boot it in QEMU and run"
 	@echo "       uname, the demo and the Linux target's integration tests inside (VM_SUITE=linux|integration|all)"
@@ -32,7 +33,18 @@ LOCK := flock $(VENV).lock
 COMPILE_NOTE := compiling the mypyc modules (setup.py): about 4 minutes on 2 free cores, more on a busy machine
 setup:
 	@$(LOCK) $(MAKE) -s --no-print-directory $(VENV)/.installed
+	@$(LOCK) $(MAKE) -s --no-print-directory p4rt-shell || echo "setup: note: p4runtime-shell not installed (PyPI unreachable?); make p4rt-shell retries"
 	$(if $(filter 1,$(BMV2)),./scripts/install-bmv2.sh,@true)
+
+# p4runtime-shell (p4lang) for `mrc-testbed p4rt-shell SWITCH` and the CLI's `p4rt`: its own venv,
+# since it pins a protobuf older than the one the project needs
+P4RT_SHELL_VENV := .venv-p4rt-shell
+P4RUNTIME_SHELL := p4runtime-shell==0.0.6
+p4rt-shell: $(P4RT_SHELL_VENV)/.installed
+$(P4RT_SHELL_VENV)/.installed:
+	$(SYSTEM_PYTHON) -m venv $(P4RT_SHELL_VENV)
+	$(P4RT_SHELL_VENV)/bin/python -m pip install -q --disable-pip-version-check $(P4RUNTIME_SHELL)
+	touch $@
 
 $(VENV)/.installed: pyproject.toml setup.py
 	$(SYSTEM_PYTHON) -m venv --system-site-packages $(VENV)

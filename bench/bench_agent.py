@@ -4,7 +4,7 @@ Why: the host agent is Python on raw sockets, so its packets/s are bounded by wh
 AF_PACKET loop can move between two namespaces. This benchmark builds two namespaces
 joined by one veth (``bench.vethlab``, prefix ``agb``) and measures, in order:
 
-1. with the veth at MTU 1500 (the fabric's MTU before issue 13): the bare ``send()`` /
+1. with the veth at MTU 1500 (the fabric's MTU in older commits): the bare ``send()`` /
    ``recv`` loops with 1364-byte payload frames, and the *before* agent (``--before``, a
    ``git worktree`` of an older commit, default fbde7b5) -- "today's goodput";
 2. with the veth at the fabric MTU (mrc_fabric.frames.FABRIC_MTU, 4096-byte payloads):
@@ -448,7 +448,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_agent", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("results"))
     ap.add_argument("--quick", action="store_true", help="short run: 16 MiB transfers, 2 s ceiling, 1 repeat")
@@ -485,27 +485,20 @@ def main(argv: list[str] | None = None) -> int:
         help="flags every agent of the run gets, before/previous/after alike (a like-for-like "
         "comparison under other settings), e.g. --agent-flags='--window 512K'",
     )
-    args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench_agent needs root (network namespaces, raw sockets)", file=sys.stderr)
-        return 2
-    import tempfile
+    return ap
 
-    from bench.vethlab import VethLab
-    from mrc_fabric.frames import FABRIC_MTU, payload_for_mtu
-    from mrc_host.agent.protocol import parse_size
 
-    size = parse_size(args.size or ("16M" if args.quick else "64M"))
-    seconds = args.seconds or (2.0 if args.quick else 5.0)
-    repeat = args.repeat or (1 if args.quick else 3)
-    modes = [m for m in args.modes.split(",") if m]
-    args.out.mkdir(parents=True, exist_ok=True)
-    load_before = os.getloadavg()
-    tmp = Path(tempfile.mkdtemp(prefix="agb-before-"))
-    before = before_tree(args.before, tmp / "tree") if args.before else None
-    previous: dict[str, Path] = {}  # the --previous agents: commit or directory -> tree
-    built: list[Path] = []  # ... of them, the worktrees made here (dropped at the end)
-    for i, name in enumerate(args.previous):
+# one agent configuration: its label, the MTU it runs at, the tree it runs from (None: this
+# one) and its agent flags
+Config = tuple[str, int, Path | None, tuple[str, ...]]
+
+
+def _previous_trees(names: list[str], tmp: Path) -> tuple[dict[str, Path], list[Path]]:
+    """The ``--previous`` agents' trees by commit or directory, and those of them made here (a
+    worktree of the commit, compiled), which ``drop_tree`` removes at the end."""
+    previous: dict[str, Path] = {}
+    built: list[Path] = []
+    for i, name in enumerate(names):
         if Path(name).is_dir():
             previous[name] = Path(name)
             continue
@@ -513,88 +506,117 @@ def main(argv: list[str] | None = None) -> int:
         built.append(previous[name])
         print(f"building the compiled modules of {name} ...", flush=True)
         build_tree(previous[name])
-    lab: VethLab | None = None
-    ceilings: dict[str, dict[str, Any]] = {}
-    summary: dict[str, dict[str, Any]] = {}
+    return previous, built
+
+
+def _configs(
+    args: argparse.Namespace, before: Path | None, previous: dict[str, Path], mtu: int
+) -> list[Config]:
+    """Every agent configuration of the run, each with ``--agent-flags`` first."""
+    configs: list[Config] = []
+    if before is not None:
+        configs.append(("before (today, MTU 1500)", 1500, before, ()))
+        configs.append(("before, same frames", mtu, before, ()))
+    for name, tree in previous.items():
+        configs.append((f"previous ({name})", mtu, tree, ()))
+    configs.append(("after", mtu, None, ()))
+    configs.append(("after, no ICRC check", mtu, None, ("--no-icrc-check",)))
+    for flags in args.also:
+        configs.append((f"after, {flags}", mtu, None, tuple(flags.split())))
+    common = tuple(args.agent_flags.split())
+    return [(label, m, source, common + extra) for label, m, source, extra in configs]
+
+
+def _rounds(
+    lab: Any,
+    configs: list[Config],
+    loops: list[str],
+    repeat: int,
+    seconds: float,
+    size: int,
+    modes: list[str],
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The raw loops and every configuration once per round: the loops' rounds by (MTU, loop),
+    the agents' runs by configuration, and all of those runs.
+
+    A change in the machine's speed (it is shared, with hypervisor steal) hits all of them
+    alike instead of whichever phase ran then; each run is set against its own round's loops."""
+    from mrc_fabric.frames import payload_for_mtu
+
+    mtus = sorted({c[1] for c in configs})
+    # one list of rounds per (MTU, loop): "mtu4232" is the socket loop's, "mtu4232 ring v2" ...
+    raw: dict[str, list[dict[str, Any]]] = {_loop_key(mtu, lp): [] for mtu in mtus for lp in loops}
+    by_label: dict[str, list[dict[str, Any]]] = {c[0]: [] for c in configs}
     rows: list[dict[str, Any]] = []
-    try:  # the worktrees above are dropped however this ends (a lab that cannot open included)
-        lab = VethLab(prefix="agb").open()
-        configs: list[tuple[str, int, Path | None, tuple[str, ...]]] = []
-        if before is not None:
-            configs.append(("before (today, MTU 1500)", 1500, before, ()))
-            configs.append(("before, same frames", FABRIC_MTU, before, ()))
-        for name, tree in previous.items():
-            configs.append((f"previous ({name})", FABRIC_MTU, tree, ()))
-        configs.append(("after", FABRIC_MTU, None, ()))
-        configs.append(("after, no ICRC check", FABRIC_MTU, None, ("--no-icrc-check",)))
-        for flags in args.also:
-            configs.append((f"after, {flags}", FABRIC_MTU, None, tuple(flags.split())))
-        common = tuple(args.agent_flags.split())
-        configs = [(label, mtu, source, common + extra) for label, mtu, source, extra in configs]
-        mtus = sorted({c[1] for c in configs})
-        loops = [lp for lp in args.loops.split(",") if lp]
-        # one list of rounds per (MTU, loop): "mtu4232" is the socket loop's, "mtu4232 ring v2" ...
-        raw: dict[str, list[dict[str, Any]]] = {_loop_key(mtu, lp): [] for mtu in mtus for lp in loops}
-        # rounds: the raw loops and every configuration once per round, so a change in the
-        # machine's speed (it is shared, with hypervisor steal) hits all of them alike instead
-        # of whichever phase ran then; each run is set against its own round's loops
-        by_label: dict[str, list[dict[str, Any]]] = {c[0]: [] for c in configs}
-        for i in range(repeat):
-            for mtu in mtus:
-                lab.set_mtu(mtu)
-                for lp in loops:
-                    c = ceiling(lab, payload_for_mtu(mtu), seconds, lp)
-                    raw[_loop_key(mtu, lp)].append(c | {"mtu": mtu, "run": i})
-                    print(f"MTU {mtu} round {i}, {lp} loop: send {c['send_frames_per_s']:.0f} frames/s, "
-                          f"recv {c['recv_frames_per_s']:.0f} frames/s ({c['frame_bytes']} B frames)",
-                          flush=True)  # fmt: skip
-            # the order turns each round: no configuration always runs first after the raw loop
-            for label, mtu, source, extra in configs[i % len(configs) :] + configs[: i % len(configs)]:
-                lab.set_mtu(mtu)
-                rs = agent_runs(lab, size, 1, modes, label, source, extra)
-                this_round = {lp: raw[_loop_key(mtu, lp)][-1] for lp in loops}
-                for r in rs:
-                    r["run"] = i
-                    # the ceiling: the fastest loop of this round (its frames/s received)
-                    r["raw_recv_frames_per_s"] = max(c["recv_frames_per_s"] for c in this_round.values())
-                    for lp, c in this_round.items():
-                        r[f"{lp} recv_frames_per_s"] = c["recv_frames_per_s"]
-                by_label[label] += rs
-                rows += rs
-        for key, rounds in raw.items():
-            ceilings[key] = (
-                rounds[0]
-                | {
-                    k: statistics.median(r[k] for r in rounds)
-                    for k in (
-                        "send_frames_per_s",
-                        "recv_frames_per_s",
-                        "payload_mbit_s_at_recv_rate",
-                        "send_cpu_us_per_frame",
-                        "recv_cpu_us_per_frame",
-                    )
-                }
-                | {"rounds": rounds}
-            )
-        for label, mtu, _source, _extra in configs:
-            payload = payload_for_mtu(mtu)
-            summary[label] = summarise(by_label[label], payload, loops) | {"mtu_key": f"mtu{mtu}"}
-            # steal-proof: the rate each would reach with a CPU per side and CPU its only limit
-            # (the busier side's CPU time per frame; an agent's busy polling counts against it),
-            # against the loop that needs the least CPU per frame
-            raw_cpu = min(
-                max(c["send_cpu_us_per_frame"], c["recv_cpu_us_per_frame"])
-                for c in (ceilings[_loop_key(mtu, lp)] for lp in loops)
-            )
-            sl = summary[label]
-            agent_cpu = max(sl["sender_cpu_us_per_packet"], sl["receiver_cpu_us_per_packet"])
-            sl["cpu_fraction_of_raw"] = raw_cpu / agent_cpu
-    finally:
-        if lab is not None:
-            lab.close()
-        for tree in built if before is None else [before, *built]:
-            drop_tree(tree)
-        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+    for i in range(repeat):
+        for mtu in mtus:
+            lab.set_mtu(mtu)
+            for lp in loops:
+                c = ceiling(lab, payload_for_mtu(mtu), seconds, lp)
+                raw[_loop_key(mtu, lp)].append(c | {"mtu": mtu, "run": i})
+                print(f"MTU {mtu} round {i}, {lp} loop: send {c['send_frames_per_s']:.0f} frames/s, "
+                      f"recv {c['recv_frames_per_s']:.0f} frames/s ({c['frame_bytes']} B frames)",
+                      flush=True)  # fmt: skip
+        # the order turns each round: no configuration always runs first after the raw loop
+        for label, mtu, source, extra in configs[i % len(configs) :] + configs[: i % len(configs)]:
+            lab.set_mtu(mtu)
+            rs = agent_runs(lab, size, 1, modes, label, source, extra)
+            this_round = {lp: raw[_loop_key(mtu, lp)][-1] for lp in loops}
+            for r in rs:
+                r["run"] = i
+                # the ceiling: the fastest loop of this round (its frames/s received)
+                r["raw_recv_frames_per_s"] = max(c["recv_frames_per_s"] for c in this_round.values())
+                for lp, c in this_round.items():
+                    r[f"{lp} recv_frames_per_s"] = c["recv_frames_per_s"]
+            by_label[label] += rs
+            rows += rs
+    return raw, by_label, rows
+
+
+def _ceilings(raw: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Each raw loop's first round with the medians over all its rounds, and the rounds."""
+    medians = (
+        "send_frames_per_s",
+        "recv_frames_per_s",
+        "payload_mbit_s_at_recv_rate",
+        "send_cpu_us_per_frame",
+        "recv_cpu_us_per_frame",
+    )
+    return {
+        key: rounds[0] | {k: statistics.median(r[k] for r in rounds) for k in medians} | {"rounds": rounds}
+        for key, rounds in raw.items()
+    }
+
+
+def _summaries(
+    configs: list[Config],
+    by_label: dict[str, list[dict[str, Any]]],
+    ceilings: dict[str, dict[str, Any]],
+    loops: list[str],
+) -> dict[str, dict[str, Any]]:
+    """Each configuration's medians (``summarise``) and its CPU-bound share of the raw loops."""
+    from mrc_fabric.frames import payload_for_mtu
+
+    summary: dict[str, dict[str, Any]] = {}
+    for label, mtu, _source, _extra in configs:
+        payload = payload_for_mtu(mtu)
+        summary[label] = summarise(by_label[label], payload, loops) | {"mtu_key": f"mtu{mtu}"}
+        # steal-proof: the rate each would reach with a CPU per side and CPU its only limit
+        # (the busier side's CPU time per frame; an agent's busy polling counts against it),
+        # against the loop that needs the least CPU per frame
+        raw_cpu = min(
+            max(c["send_cpu_us_per_frame"], c["recv_cpu_us_per_frame"])
+            for c in (ceilings[_loop_key(mtu, lp)] for lp in loops)
+        )
+        sl = summary[label]
+        agent_cpu = max(sl["sender_cpu_us_per_packet"], sl["receiver_cpu_us_per_packet"])
+        sl["cpu_fraction_of_raw"] = raw_cpu / agent_cpu
+    return summary
+
+
+def _ratios(summary: dict[str, dict[str, Any]], with_before: bool, previous: list[str]) -> dict[str, float]:
+    """The after agent against the raw loops, without its ICRC check, the before agent and each
+    previous one (goodput)."""
     after = summary["after"]
     ratios: dict[str, float] = {
         "after_fraction_of_raw_bits": after["fraction_of_recv_ceiling_bits"],
@@ -607,19 +629,75 @@ def main(argv: list[str] | None = None) -> int:
     ratios |= {
         f"after_{k}": v for k, v in after.items() if k.startswith("fraction_of_") and k.endswith("_bits")
     }
-    if before is not None:
+    if with_before:
         ratios["after_vs_before_today"] = (
             after["goodput_mbit_s"] / summary["before (today, MTU 1500)"]["goodput_mbit_s"]
         )
         ratios["after_vs_before_same_frames"] = (
             after["goodput_mbit_s"] / summary["before, same frames"]["goodput_mbit_s"]
         )
-    vs_previous: dict[str, dict[str, dict[str, float]]] = {}
     for i, name in enumerate(previous):
-        prev = summary[f"previous ({name})"]
         key = "after_vs_previous" + (f"_{i}" if i else "")
-        ratios[key] = after["goodput_mbit_s"] / prev["goodput_mbit_s"]
-        vs_previous[name] = paired(by_label["after"], by_label[f"previous ({name})"])
+        ratios[key] = after["goodput_mbit_s"] / summary[f"previous ({name})"]["goodput_mbit_s"]
+    return ratios
+
+
+def _print_report(doc: dict[str, Any], out: Path) -> None:
+    for key, c in doc["ceilings"].items():
+        print(f"raw loop ({key}): {c['recv_frames_per_s']:.0f} frames/s received; CPU µs per frame: "
+              f"send {c['send_cpu_us_per_frame']:.2f}, recv {c['recv_cpu_us_per_frame']:.2f}")  # fmt: skip
+    for name, s in doc["agent_summary"].items():
+        print(f"{name:24}: {s['goodput_mbit_s']:7.1f} Mbit/s, {s['packets_per_s']:6.0f} pkt/s "
+              f"= {s['fraction_of_recv_ceiling_bits']:.0%} of the raw loop's bits/s; CPU µs per packet: "
+              f"sender {s['sender_cpu_us_per_packet']:.2f}, receiver {s['receiver_cpu_us_per_packet']:.2f} "
+              f"(= {s['cpu_fraction_of_raw']:.0%} of the raw loop's rate if CPU-bound)")  # fmt: skip
+    print("ratios:", json.dumps({k: round(v, 3) for k, v in doc["ratios"].items()}))
+    for name, figures in doc["paired_vs_previous"].items():
+        for key, r in figures.items():
+            print(f"after / previous ({name}), {key}: {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] "
+                  f"over {r['rounds']} rounds")  # fmt: skip
+    print("decode µs (4 KiB DATA):", json.dumps({k: round(v, 2) for k, v in doc["decode_cost_4096"].items()}))
+    print(f"wrote {out / 'agent.json'} and {out / 'agent.png'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if os.geteuid() != 0:
+        print("bench_agent needs root (network namespaces, raw sockets)", file=sys.stderr)
+        return 2
+    import tempfile
+
+    from bench.vethlab import VethLab
+    from mrc_fabric.frames import FABRIC_MTU
+    from mrc_host.agent.protocol import parse_size
+
+    size = parse_size(args.size or ("16M" if args.quick else "64M"))
+    seconds = args.seconds or (2.0 if args.quick else 5.0)
+    repeat = args.repeat or (1 if args.quick else 3)
+    modes = [m for m in args.modes.split(",") if m]
+    args.out.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    tmp = Path(tempfile.mkdtemp(prefix="agb-before-"))
+    before = before_tree(args.before, tmp / "tree") if args.before else None
+    # the --previous agents' trees, and those made here (dropped at the end)
+    previous, built = _previous_trees(args.previous, tmp)
+    lab: VethLab | None = None
+    try:  # the worktrees above are dropped however this ends (a lab that cannot open included)
+        lab = VethLab(prefix="agb").open()
+        configs = _configs(args, before, previous, FABRIC_MTU)
+        loops = [lp for lp in args.loops.split(",") if lp]
+        raw, by_label, rows = _rounds(lab, configs, loops, repeat, seconds, size, modes)
+        ceilings = _ceilings(raw)
+        summary = _summaries(configs, by_label, ceilings, loops)
+    finally:
+        if lab is not None:
+            lab.close()
+        for tree in built if before is None else [before, *built]:
+            drop_tree(tree)
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+    ratios = _ratios(summary, before is not None, list(previous))
+    # by previous: after / previous, round by round
+    vs_previous = {name: paired(by_label["after"], by_label[f"previous ({name})"]) for name in previous}
     doc = {
         "benchmark": "agent goodput and packets/s: before vs after vs a bare AF_PACKET loop, "
         "two namespaces, one veth",
@@ -636,27 +714,13 @@ def main(argv: list[str] | None = None) -> int:
         "agent_runs": rows,
         "agent_summary": summary,
         "ratios": ratios,
-        "paired_vs_previous": vs_previous,  # by previous: after / previous, round by round
+        "paired_vs_previous": vs_previous,
         "decode_cost_4096": decode_cost(4096),
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (args.out / "agent.json").write_text(json.dumps(doc, indent=1))
     plot(doc, args.out / "agent.png")
-    for key, c in ceilings.items():
-        print(f"raw loop ({key}): {c['recv_frames_per_s']:.0f} frames/s received; CPU µs per frame: "
-              f"send {c['send_cpu_us_per_frame']:.2f}, recv {c['recv_cpu_us_per_frame']:.2f}")  # fmt: skip
-    for name, s in summary.items():
-        print(f"{name:24}: {s['goodput_mbit_s']:7.1f} Mbit/s, {s['packets_per_s']:6.0f} pkt/s "
-              f"= {s['fraction_of_recv_ceiling_bits']:.0%} of the raw loop's bits/s; CPU µs per packet: "
-              f"sender {s['sender_cpu_us_per_packet']:.2f}, receiver {s['receiver_cpu_us_per_packet']:.2f} "
-              f"(= {s['cpu_fraction_of_raw']:.0%} of the raw loop's rate if CPU-bound)")  # fmt: skip
-    print("ratios:", json.dumps({k: round(v, 3) for k, v in ratios.items()}))
-    for name, figures in vs_previous.items():
-        for key, r in figures.items():
-            print(f"after / previous ({name}), {key}: {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}] "
-                  f"over {r['rounds']} rounds")  # fmt: skip
-    print("decode µs (4 KiB DATA):", json.dumps({k: round(v, 2) for k, v in doc["decode_cost_4096"].items()}))
-    print(f"wrote {args.out / 'agent.json'} and {args.out / 'agent.png'}")
+    _print_report(doc, args.out)
     return 0
 
 

@@ -39,6 +39,7 @@ import grpc
 
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+from mrc_fabric.fault_tables import FAULT_TABLES
 from mrc_fabric.topology import build_clos
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -121,7 +122,7 @@ class Lab:
 
     def fault_ports(self, switch: str) -> int:
         r = self.readers[switch]
-        return len(r.read_table("port_fault")) + len(r.read_table("ingress_fault"))
+        return sum(len(r.read_table(table)) for table in FAULT_TABLES)
 
 
 def inject(lab: Lab, n: int, clients: int, budget_s: float) -> dict[str, Any]:

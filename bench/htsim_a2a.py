@@ -49,7 +49,7 @@ from mrc_host.sim.network import FlowSpec, Network
 from mrc_host.sim.traffic import Job, all_to_all_pairs, point_to_point
 
 FABRIC = XFabric(t0=8, t1=4, hosts_per_t0=4, link_ns=200)
-# the production shape of the issue that found the timeouts (mrc-sim only: 8 planes), 1 us links
+# the production shape where the timeouts were found (mrc-sim only: 8 planes), 1 us links
 PLANES8 = dict(planes=8, t0=2, t1=16, hosts_per_t0=8)
 PLANES8_LINKS = XFabric(t0=4, t1=4, hosts_per_t0=4)
 METRICS = ("rto", "trims", "resends", "spurious", "over_ideal")

@@ -476,13 +476,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) == 2 and argv[0] == "--child":
-        # (the timed child is ``python -m bench.xcheck_sim``; this stays for scripts that used it)
-        return child(argv[1])
+def _parser() -> Any:
     import argparse
-    import statistics
 
     ap = argparse.ArgumentParser(prog="python -m bench.htsim_xcheck", description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("results"))
@@ -492,22 +487,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", action="store_true", help="also a 1,024-host permutation, 256-host all-to-all")
     ap.add_argument("--only", action="append", default=[], metavar="CASE", help="only these cases")
     ap.add_argument("--child", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child:
-        return child(args.child)
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
-    args.out.mkdir(parents=True, exist_ok=True)
-    binary = find_htsim()
-    fab = XFabric()
-    data: dict[str, Any] = {"fabric": asdict(fab), "queue_pkts": fab.queue_pkts, "ecn_pkts": fab.ecn_pkts}
-    if binary is None:
-        data.update(status="skipped", reason="htsim_uec not found ($HTSIM_UEC or ../shared/htsim/htsim_uec)")
-        (args.out / "htsim_xcheck.json").write_text(json.dumps(data, indent=1))
-        print(f"   skipped: {data['reason']}")
-        return 0
-    data.update(status="ok", htsim=str(binary), reference=REFERENCE, quick=args.quick, seed=args.seed)
-    data["rounds"] = args.rounds
+    return ap
+
+
+def _measure(binary: Path, fab: XFabric, args: Any, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every case asked for, each with its cost rounds; a scale case that fails is noted in
+    ``data["failed"]``, and ``data["floor"]`` is the floor's median over the rounds."""
+    import statistics
+
     runs: list[tuple[XFabric, Case, tuple[str, ...], tuple[str, ...]]]
     runs = [(fab, c, PAYLOADS, tuple(HTSIM_MODES)) for c in cases(fab, args.quick, args.seed)]
     if args.scale:
@@ -531,23 +518,34 @@ def main(argv: list[str] | None = None) -> int:
         row["cost"] = cost_summary(row)
         rows.append(row)
         (args.out / "htsim_xcheck.partial.json").write_text(json.dumps({**data, "cases": rows}, indent=1))
-    floor = {k: statistics.median([x[k] for x in floors]) for k in ("wall_s", "cpu_s", "peak_mb")}
-    data["floor"] = floor
-    lossless_ok: bool | None = None  # None: the pair did not run (the JSON's "lossless" says why)
+    data["floor"] = {k: statistics.median([x[k] for x in floors]) for k in ("wall_s", "cpu_s", "peak_mb")}
+    return rows
+
+
+def _lossless(
+    binary: Path, fab: XFabric, args: Any, rows: list[dict[str, Any]], data: dict[str, Any]
+) -> bool | None:
+    """The incast over PFC beside htsim's lossless queues, appended to ``rows``: whether its
+    completion is within the bar (None: the pair did not run; ``data["lossless"]`` says why)."""
     try:
         if args.only:
             raise HtsimUnsupported("not asked for (--only)")
         rows.append(run_lossless_case(binary, fab, cases(fab, args.quick, args.seed)[0], args.seed))
-        lossless_ok = rows[-1]["verdict"]["completion_within"]
+        ok: bool | None = rows[-1]["verdict"]["completion_within"]
+        return ok
     except HtsimUnsupported as exc:
         data["lossless"] = {"status": "skipped", "reason": str(exc)}
         print(f"   lossless incast skipped: {exc}")
     except RuntimeError as exc:  # htsim ran and failed (an assertion in its set-up, say)
         data["lossless"] = {"status": "failed", "reason": str(exc)}
         print(f"   lossless incast failed: {exc}")
-    data["cases"] = rows
+    return None
+
+
+def _targets(rows: list[dict[str, Any]], lossless_ok: bool | None) -> dict[str, bool | None]:
+    """Each target: met (True), missed (False) or not run (None)."""
     incast = next((r["verdict"] for r in rows if r["case"] == "incast-8to1"), None)
-    data["targets"] = {
+    targets: dict[str, bool | None] = {
         "incast_completion_within_5pct": None if incast is None else incast["completion_within"],
         "incast_trims_within_1.5x": None if incast is None else incast["trims_within"],
         "lossless_incast_completion_within_5pct": lossless_ok,
@@ -557,9 +555,39 @@ def main(argv: list[str] | None = None) -> int:
         if bar is not None and "mrc_sim_virtual" in row.get("cost", {}):
             ratio = row["cost"]["mrc_sim_virtual"]["over_htsim"]
             for k, what in (("wall_s", "wall"), ("peak_mb", "peak_memory")):
-                data["targets"][f"{row['case']}_{what}_within_{bar:g}x_htsim"] = (
+                targets[f"{row['case']}_{what}_within_{bar:g}x_htsim"] = (
                     ratio[k] is not None and ratio[k] <= bar
                 )
+    return targets
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--child":
+        # (the timed child is ``python -m bench.xcheck_sim``; this stays for scripts that used it)
+        return child(argv[1])
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if args.child:
+        return child(args.child)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    args.out.mkdir(parents=True, exist_ok=True)
+    binary = find_htsim()
+    fab = XFabric()
+    data: dict[str, Any] = {"fabric": asdict(fab), "queue_pkts": fab.queue_pkts, "ecn_pkts": fab.ecn_pkts}
+    if binary is None:
+        data.update(status="skipped", reason="htsim_uec not found ($HTSIM_UEC or ../shared/htsim/htsim_uec)")
+        (args.out / "htsim_xcheck.json").write_text(json.dumps(data, indent=1))
+        print(f"   skipped: {data['reason']}")
+        return 0
+    data.update(status="ok", htsim=str(binary), reference=REFERENCE, quick=args.quick, seed=args.seed)
+    data["rounds"] = args.rounds
+    rows = _measure(binary, fab, args, data)
+    floor = data["floor"]
+    lossless_ok = _lossless(binary, fab, args, rows, data)
+    data["cases"] = rows
+    data["targets"] = _targets(rows, lossless_ok)
     (args.out / "htsim_xcheck.json").write_text(json.dumps(data, indent=1))
     (args.out / "htsim_xcheck.md").write_text(table(rows))
     (args.out / "htsim_xcheck_cost.md").write_text(cost_table(rows, floor))

@@ -138,11 +138,11 @@ def _emulation_says(e: dict[str, Any]) -> str:
     return f"The emulation did not keep up ({fidelity_cell(v)}): no evidence about MRC. "
 
 
-def render(results: Path) -> str:
-    experiments, summary = load(results)
+def _head(results: Path, experiments: list[dict[str, Any]]) -> list[str]:
+    """The title, the run's provenance and the evidence table."""
     quick = any(e.get("quick") for e in experiments)
     targets = sorted({str(e["target"]) for e in experiments if e.get("target")})
-    lines = [
+    return [
         f"# MRC testbed: the paper's results in shape — `{results.name}`",
         "",
         f"{'QUICK (short) run' if quick else 'Full run'}; data plane: {', '.join(targets) or 'none ran'}. "
@@ -163,6 +163,12 @@ def render(results: Path) -> str:
         "",
         *evidence.table(results, experiments),
         "",
+    ]
+
+
+def _numbers(experiments: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Every finding next to the shape it tests, and the gaps: what did not run or did not hold."""
+    lines = [
         "## Every number next to the shape it tests",
         "",
         "| exp | run | measured | mode | value | paper's shape | expected here | shape holds | emulation |",
@@ -195,7 +201,12 @@ def render(results: Path) -> str:
                     f"{fmt_value(f.get('value'), f.get('unit', ''))}, expected {f.get('expect', '')} "
                     f"(paper: {paper or e.get('paper_shape', '')}). {_emulation_says(e)}Context: {why}"
                 )
-    lines += ["", "## Experiments", ""]
+    return lines, gaps
+
+
+def _sections(experiments: list[dict[str, Any]]) -> list[str]:
+    """One section per experiment: its shape, status, fabric, fidelity, caveats and plots."""
+    lines = ["", "## Experiments", ""]
     for e in experiments:
         lines.append(f"### {e['experiment']} ({e['_dir']}): {e['title']}")
         lines.append("")
@@ -215,14 +226,24 @@ def render(results: Path) -> str:
         for png in e.get("plots", []):
             lines.append(f"\n![{e['experiment']}]({e['_dir']}/{png})")
         lines.append("")
-    lines += calibration_lines(results)
-    lines += ["## Where the emulation does not reproduce a shape, and why", ""]
+    return lines
+
+
+def _gap_lines(gaps: list[str]) -> list[str]:
+    """Where the emulation does not reproduce a shape, and the limits that hold for every run."""
+    lines = ["## Where the emulation does not reproduce a shape, and why", ""]
     lines += [f"- {g}" for g in gaps] or [
         "- Every live experiment checked above holds in this run (the simulator's shapes are "
         "judged in their own table below)."
     ]
     lines += ["", "Limits of the emulation that hold for every run:", ""]
     lines += [f"- {limit}" for limit in EMULATION_LIMITS]
+    return lines
+
+
+def _simulator_lines(results: Path) -> list[str]:
+    """bench/sim_shapes' table and sweep, and mrc-sim's speed, where those stages ran."""
+    lines: list[str] = []
     shapes = results / "sim-shapes" / "sim_shapes.md"
     if shapes.exists():  # bench/sim_shapes: the same shapes at production scale, in mrc-sim
         lines += ["", "## In the simulator at production shape (mrc-sim, bench/sim_shapes.py)", ""]
@@ -248,6 +269,16 @@ def render(results: Path) -> str:
             ]
         except (ValueError, KeyError):
             pass
+    return lines
+
+
+def render(results: Path) -> str:
+    experiments, summary = load(results)
+    numbers, gaps = _numbers(experiments)
+    lines = _head(results, experiments) + numbers + _sections(experiments)
+    lines += calibration_lines(results)
+    lines += _gap_lines(gaps)
+    lines += _simulator_lines(results)
     if summary:
         lines += ["", "## Benchmarks run", "", "| name | status | seconds |", "|---|---|---|"]
         for name, s in summary.items():

@@ -139,7 +139,7 @@ def said_status(bench: Benchmark, out: Path, rc: int) -> str:
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="make bench", description=__doc__)
     ap.add_argument("--out", type=Path, default=None, help="results directory (default results/<timestamp>)")
     ap.add_argument("--quick", action="store_true", help="short versions of every benchmark")
@@ -164,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep every live experiment's testbed run directories (agent logs) under its results",
     )
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _only(ap: argparse.ArgumentParser, args: argparse.Namespace) -> set[str]:
+    """The benchmarks ``--only`` names (none: all); an unknown name or ``--runs`` < 1 is an error."""
     only = {name for item in args.only for name in item.split(",") if name}
     known = {b.name for b in BENCHMARKS}
     if only - known:
@@ -174,6 +178,46 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.runs < 1:
         ap.error(f"--runs: at least 1, got {args.runs}")
+    return only
+
+
+def _run_live(
+    bench: Benchmark,
+    args: argparse.Namespace,
+    out: Path,
+    extra: tuple[str, ...],
+    targets: list[str],
+    missing: dict[str, str],
+) -> tuple[str, int]:
+    """A live experiment on each data plane, ``--runs`` times (seeds 1..N; once where its data
+    plane is missing): the statuses it said, and how many runs failed."""
+    statuses = []
+    failed = 0
+    for target in [t for t in targets if t in bench.targets]:
+        runs = 1 if target in missing or not bench.repeat else args.runs
+        for k in range(1, runs + 1):
+            where = out / bench.name / target / f"run{k}"
+            rate = ("--link-rate", args.link_rate) if args.link_rate is not None else ()
+            keep = ("--keep-runs",) if args.keep_runs else ()
+            rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k), *rate, *keep))
+            failed += rc != 0
+            statuses.append(said_status(bench, where, rc))
+    return ",".join(sorted(set(statuses))) or "not run", failed
+
+
+def _write_summary(out: Path, summary: dict[str, dict[str, Any]]) -> None:
+    """``summary.json``: a run that adds to its commit's directory keeps what earlier runs recorded."""
+    try:
+        earlier = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        earlier = {}
+    (out / "summary.json").write_text(json.dumps({**earlier, **summary}, indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
+    args = ap.parse_args(argv)
+    only = _only(ap, args)
     out = args.out or Path("results") / time.strftime("%Y%m%d-%H%M%S")
     targets, missing = live_targets(args.target)
     try:
@@ -201,23 +245,11 @@ def main(argv: list[str] | None = None) -> int:
             failed += rc != 0
             summary[bench.name] = {"status": said_status(bench, out / bench.name, rc)}
         else:
-            statuses = []
-            for target in [t for t in targets if t in bench.targets]:
-                runs = 1 if target in missing or not bench.repeat else args.runs
-                for k in range(1, runs + 1):
-                    where = out / bench.name / target / f"run{k}"
-                    rate = ("--link-rate", args.link_rate) if args.link_rate is not None else ()
-                    keep = ("--keep-runs",) if args.keep_runs else ()
-                    rc = run_one(bench, where, (*extra, "--target", target, "--seed", str(k), *rate, *keep))
-                    failed += rc != 0
-                    statuses.append(said_status(bench, where, rc))
-            summary[bench.name] = {"status": ",".join(sorted(set(statuses))) or "not run"}
+            status, live_failed = _run_live(bench, args, out, extra, targets, missing)
+            failed += live_failed
+            summary[bench.name] = {"status": status}
         summary[bench.name]["seconds"] = time.monotonic() - started
-    try:  # a run that adds to its commit's directory keeps what the earlier runs recorded
-        earlier = json.loads((out / "summary.json").read_text())
-    except (OSError, ValueError):
-        earlier = {}
-    (out / "summary.json").write_text(json.dumps({**earlier, **summary}, indent=2))
+    _write_summary(out, summary)
     from bench.report import write_report
 
     report = write_report(out)

@@ -9,7 +9,7 @@ trips count: unequal windows left by the receiver port's first trims
 must converge within a few round trips, not keep their ratio.
 
 Run: ``python -m bench.sim_fair [--seeds N] [--only together|staggered] [--flows 2 4 8]
-[--share-scale 0.35 | --queue-share 1.0]`` (``NsccParams.lasthop_share_scale`` or
+[--share-scale 0.35 | --queue-share 1.0]`` (``Experimental.lasthop_share_scale`` or
 ``lasthop_queue_share``; both off by default).
 """
 
@@ -51,7 +51,7 @@ def run_case(
     queue_share: float = 0.0,
 ) -> dict[str, Any]:
     """N flows into host 0 of a fabric whose other leaves hold one sender each (``share_scale``,
-    ``queue_share``: ``NsccParams.lasthop_share_scale``, ``lasthop_queue_share``)."""
+    ``queue_share``: ``Experimental.lasthop_share_scale``, ``lasthop_queue_share``)."""
     shape = FabricShape(planes=planes, t0=n + 1, t1=4, link_delay_ns=LINK_DELAY_NS)
     net = Network(shape, seed)
     rng = random.Random(seed * 1000 + n * 10 + planes)

@@ -39,7 +39,7 @@ SHORT_LINK_DELAY_NS = FabricShape().link_delay_ns
 MOST_DEAD_FAULTS = tuple(f"switch-down:p{p}-t1_{t}@{FIRST_US}us" for p in (0, 1) for t in (1, 2, 3))
 MOST_DEAD_SIZE = 8 << 20
 # a failure under congestion: 8 -> 1 incast, the receiver T0's uplink to one T1 black-holed
-# once the incast is steady (issue 45 item 2)
+# once the incast is steady (its last hop trims: the news of a dead packet waits in its queue)
 INCAST_FAULT = "blackhole:p0-t0_0-t1_1"
 INCAST_FAULT_AT_NS = 150_000
 INCAST_SIZE = 4 << 20

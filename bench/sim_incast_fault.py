@@ -1,6 +1,6 @@
 """A dead link under an incast: the loss against its floor and against its oracle.
 
-Why: issue 45 item 2 asks that a path dying while the receiver's last hop trims cost at most
+Why: a path dying while the receiver's last hop trims should cost at most
 1.3 x floor + 1 packets, the floor being the data that entered the failed element in the base
 RTT before it failed. Under an incast the news of a dead packet cannot come before its live
 siblings, queued behind the same last hop, show it overdue: ``bench.fault_oracle`` measures

@@ -65,7 +65,7 @@ def two_rtts(seed: int, size: int) -> dict[str, Any]:
     t1 = min(ends)
     t0 = t1 // 5
     rates = [c.throughput_gbps(t0, t1) for c in (near, far)]
-    cc = [c.sender.sender.cc for c in (near, far)]
+    cc = [c.sender.sender.congestion for c in (near, far)]
     return {
         "gbps": [round(x, 2) for x in rates],
         "jain": jain(rates),

@@ -1,4 +1,4 @@
-"""MRC transport held to its targets in ``mrc-sim`` (issue 10's "Checked by" figures).
+"""MRC transport held to its targets in ``mrc-sim``.
 
 Why: the transport's claims -- loss per link fault near the floor (the packets in flight
 on the dead path), whole-plane failures caught within 2 RTT, a slow plane used in

@@ -153,9 +153,13 @@ def run_mrcsim(
     ideal_ns = int(ideal_us(case, fab.payload + DATA_OVERHEAD, fab.payload, fab.gbps) * 1e3)
     ports = net.fabric.ports.values()
     # the windows at the start and halfway through the ideal time, and the trims until then
-    cwnd_pkts = [sum(c.sender.sender.cc.cwnd for c in job.connections) / (fab.payload + DATA_OVERHEAD)]
+    cwnd_pkts = [
+        sum(c.sender.sender.congestion.cwnd for c in job.connections) / (fab.payload + DATA_OVERHEAD)
+    ]
     net.run(ideal_ns // 2)
-    cwnd_pkts.append(sum(c.sender.sender.cc.cwnd for c in job.connections) / (fab.payload + DATA_OVERHEAD))
+    cwnd_pkts.append(
+        sum(c.sender.sender.congestion.cwnd for c in job.connections) / (fab.payload + DATA_OVERHEAD)
+    )
     trims_half = sum(p.trimmed for p in ports)
     net.run(200 * ideal_ns + 10_000_000)
     completion = job.completion_ns

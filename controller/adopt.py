@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.entries import Exact, SwitchEntries, TableEntry
-from controller.faults import LOSS_SCALE, Direction, FaultKind, FaultSpec
+from controller.faults import Direction, FaultKind, FaultSpec
+from mrc_fabric.fault_tables import FAULT_KEY, FAULT_TABLES, LOSS_SCALE, PortFault
 from mrc_fabric.topology import Topology
-
-FAULT_TABLES = ("port_fault", "ingress_fault")
 
 
 @dataclass
@@ -37,7 +36,7 @@ def adopt_entries(topo: Topology, switch: str, routes: SwitchEntries, held: list
     compiled = {e.key for e in routes.entries}
     out = Adopted(routes_installed=any(e.key in compiled for e in held))
     faults = [e for e in held if e.table in FAULT_TABLES]
-    if any(e.table == "ingress_fault" and _switch_side(topo, switch, e) for e in faults):
+    if any(FAULT_TABLES[e.table] == "ingress" and _switch_side(topo, switch, e) for e in faults):
         out.faults.append(FaultSpec(FaultKind.SWITCH_DOWN, switch))  # drops on every side: subsumes
         return out
     for e in faults:
@@ -50,14 +49,18 @@ def adopt_entries(topo: Topology, switch: str, routes: SwitchEntries, held: list
 
 
 def _port(e: TableEntry) -> int:
-    v = e.field("port")
+    v = e.field(FAULT_KEY)
     return v.value if isinstance(v, Exact) else -1
 
 
 def _switch_side(topo: Topology, switch: str, e: TableEntry) -> bool:
     """An ingress drop on a port towards another switch: only ``switch_down`` writes one."""
-    link = topo.link_at(switch, _port(e))
-    return link is not None and e.action == "fault_drop" and topo.has_switch(link.a.node)
+    link, fault = topo.link_at(switch, _port(e)), _fault(e)
+    return link is not None and fault is not None and fault.drop and topo.has_switch(link.a.node)
+
+
+def _fault(e: TableEntry) -> PortFault | None:
+    return PortFault.of_action(e.action, dict(e.params))
 
 
 def _port_spec(topo: Topology, switch: str, e: TableEntry) -> FaultSpec | None:
@@ -65,17 +68,15 @@ def _port_spec(topo: Topology, switch: str, e: TableEntry) -> FaultSpec | None:
     link = topo.link_at(switch, port)
     if link is None:
         return None
-    if e.table == "port_fault":
+    if FAULT_TABLES[e.table] == "egress":
         direction = Direction.A2B if link.a.node == switch else Direction.B2A
     elif link.b.node == switch and not topo.has_switch(link.a.node):
         direction = Direction.A2B  # traffic from a host, dropped where it enters the T0
     else:
         return None
-    target = f"{switch}:{port}"
-    if e.action == "fault_drop":
+    target, fault = f"{switch}:{port}", _fault(e)
+    if fault is not None and fault.drop:
         return FaultSpec(FaultKind.BLACKHOLE, target, direction)
-    if e.action == "fault_loss":
-        prob = e.param("prob")
-        if 1 <= prob <= LOSS_SCALE:
-            return FaultSpec(FaultKind.LOSS, target, direction, prob / LOSS_SCALE)
+    if fault is not None and 1 <= fault.prob <= LOSS_SCALE:
+        return FaultSpec(FaultKind.LOSS, target, direction, fault.loss)
     return None

@@ -13,7 +13,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 from rich.table import Table
 
-from controller.northbound import DIRECTIONS, KINDS, ControllerClient
+from controller.fault_cli import add_fault_arguments, clock_time, faults_table, inject
+from controller.northbound import ControllerClient
 from controller.planner import FabricPlan, PlanError, compare, plan_fabric
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 
@@ -41,15 +41,6 @@ def controller_address(args: argparse.Namespace) -> str:
 
 def _tier_switches(tier: int, p: FabricPlan) -> str:
     return f"{p.tier_counts[tier].switches:,}" if tier < p.tiers else "-"
-
-
-def _stamp(t: float) -> str:
-    if not t:
-        return "-"
-    try:
-        return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
-    except (OverflowError, ValueError, OSError):  # a time no clock can show: say so, don't crash
-        return f"{t:.6g}"
 
 
 class Cli:
@@ -90,9 +81,8 @@ class Cli:
         self.emit(resp, table)
 
     def fault(self) -> None:
-        a = self.args
-        f = self.client.inject(a.kind, a.target, a.direction, a.prob, a.period, a.duration)
-        self.emit(f, lambda: self._faults_table([f], title=f"fault {f.id} injected"))
+        f = inject(self.client, self.args)
+        self.emit(f, lambda: faults_table([f], title=f"fault {f.id} injected"))
 
     def clear(self) -> None:
         if not self.args.id and not self.args.all:
@@ -104,30 +94,7 @@ class Cli:
 
     def faults(self) -> None:
         resp = pb.ListFaultsResponse(faults=self.client.faults())
-        self.emit(resp, lambda: self._faults_table(list(resp.faults), title="active faults"))
-
-    def _faults_table(self, faults: list[pb.Fault], title: str) -> Table:
-        t = Table("id", "kind", "target", "direction", "detail", "active", "expires", "entries", title=title)
-        for f in faults:
-            s = f.spec
-            detail = (
-                f"p={s.probability:g}"
-                if s.kind == pb.LOSS
-                else f"period={s.period_s:g}s"
-                if s.kind == pb.FLAP
-                else ""
-            )
-            t.add_row(
-                f.id,
-                pb.FaultKind.Name(s.kind).lower(),
-                s.target,
-                pb.Direction.Name(s.direction).lower(),
-                detail,
-                "down" if f.active else "up",
-                _stamp(f.expires_at),
-                "\n".join(f.entries),
-            )
-        return t
+        self.emit(resp, lambda: faults_table(resp.faults, title="active faults"))
 
     def paths(self) -> None:
         resp = pb.ListPathsResponse(paths=self.client.paths(self.args.src, self.args.dst, self.args.ecmp))
@@ -169,7 +136,7 @@ class Cli:
                     )
                 else:
                     who = " ".join(x for x in (e.switch, e.fault_id) if x)
-                    self.out.print(f"{_stamp(e.timestamp)} {e.kind:20} {who:12} {e.message}")
+                    self.out.print(f"{clock_time(e.timestamp)} {e.kind:20} {who:12} {e.message}")
         except KeyboardInterrupt:
             pass
 
@@ -278,17 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("install", help="install the compiled routes")
     p.add_argument("switches", nargs="*", help="only these switches (default: all)")
-    p = sub.add_parser("fault", help="inject a fault")
-    p.add_argument("kind", choices=sorted(KINDS))
-    p.add_argument("target", help="link a-b or node:port; switch; host NIC port host:plane or ifname")
-    p.add_argument("--prob", type=float, default=0.0, help="loss: drop probability in [1/65536, 1]")
-    p.add_argument(
-        "--period", type=float, default=0.0, help="flap: seconds down, then as many up (0.05 to 3600)"
-    )
-    p.add_argument(
-        "--duration", type=float, default=0.0, help="clear by itself after this many seconds (up to 7 days)"
-    )
-    p.add_argument("--direction", choices=sorted(DIRECTIONS), default="both")
+    add_fault_arguments(sub.add_parser("fault", help="inject a fault"))
     p = sub.add_parser("clear", help="clear a fault (or --all)")
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true")

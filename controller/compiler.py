@@ -24,6 +24,7 @@ from ipaddress import IPv6Network
 from controller.entries import Exact, Lpm, SwitchEntries, TableEntry
 from mrc_fabric.addressing import host_usid, nic_address, t0_usid, t1_usid, top48, usid_prefix
 from mrc_fabric.hostconfig import CarrierTemplate, Destination, HostConfig, HostPort
+from mrc_fabric.p4names import Action, Field, Table
 from mrc_fabric.topology import Role, Switch, Topology
 
 ECMP_GROUP = 1
@@ -39,10 +40,10 @@ class CompileOptions:
 def _route(block: IPv6Network, usid: int, port: int, dmac: str) -> TableEntry:
     prefix = usid_prefix(usid, block)
     return TableEntry(
-        "usid_route",
-        (("dst_addr", Lpm(int(prefix.network_address), prefix.prefixlen)),),
-        "set_next_hop",
-        (("port", port), ("dmac", mac_to_int(dmac))),
+        Table.USID_ROUTE,
+        ((Field.DST_ADDR, Lpm(int(prefix.network_address), prefix.prefixlen)),),
+        Action.SET_NEXT_HOP,
+        ((Field.PORT, port), (Field.DMAC, mac_to_int(dmac))),
     )
 
 
@@ -56,7 +57,9 @@ def int_to_mac(value: int) -> str:
 
 def my_usid_entry(topo: Topology, sw: Switch) -> TableEntry:
     prefix = usid_prefix(sw.usid, topo.block)
-    return TableEntry("my_usid", (("dst_top48", Exact(top48(prefix.network_address))),), "usid_shift")
+    return TableEntry(
+        Table.MY_USID, ((Field.DST_TOP48, Exact(top48(prefix.network_address))),), Action.USID_SHIFT
+    )
 
 
 def compile_switch(topo: Topology, sw: Switch, options: CompileOptions = CompileOptions()) -> SwitchEntries:
@@ -84,31 +87,31 @@ def compile_switch(topo: Topology, sw: Switch, options: CompileOptions = Compile
             prefix = usid_prefix(t0_usid(sw.plane, t0_index), topo.block)
             out.entries.append(
                 TableEntry(
-                    "usid_route",
-                    (("dst_addr", Lpm(int(prefix.network_address), prefix.prefixlen)),),
-                    "set_ecmp",
-                    (("group_id", ECMP_GROUP), ("size", size)),
+                    Table.USID_ROUTE,
+                    ((Field.DST_ADDR, Lpm(int(prefix.network_address), prefix.prefixlen)),),
+                    Action.SET_ECMP,
+                    ((Field.GROUP_ID, ECMP_GROUP), (Field.SIZE, size)),
                 )
             )
         for member, (_t1, port, dmac) in enumerate(uplinks):
             out.entries.append(
                 TableEntry(
-                    "ecmp_member",
-                    (("group_id", Exact(ECMP_GROUP)), ("member", Exact(member))),
-                    "set_next_hop",
-                    (("port", port), ("dmac", mac_to_int(dmac))),
+                    Table.ECMP_MEMBER,
+                    ((Field.GROUP_ID, Exact(ECMP_GROUP)), (Field.MEMBER, Exact(member))),
+                    Action.SET_NEXT_HOP,
+                    ((Field.PORT, port), (Field.DMAC, mac_to_int(dmac))),
                 )
             )
     for end in topo.ports_of(sw.name):
         out.entries.append(
             TableEntry(
-                "port_policy",
-                (("port", Exact(end.port)),),
-                "set_port_policy",
+                Table.PORT_POLICY,
+                ((Field.PORT, Exact(end.port)),),
+                Action.SET_PORT_POLICY,
                 (
-                    ("ecn_threshold", options.ecn_threshold),
-                    ("trim_threshold", options.trim_threshold),
-                    ("last_hop", 1 if end.port in host_ports else 0),
+                    (Field.ECN_THRESHOLD, options.ecn_threshold),
+                    (Field.TRIM_THRESHOLD, options.trim_threshold),
+                    (Field.LAST_HOP, 1 if end.port in host_ports else 0),
                 ),
             )
         )

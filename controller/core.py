@@ -62,15 +62,18 @@ from mrc_fabric.addressing import carrier
 from mrc_fabric.drop_reasons import DROP_REASON_LABELS, drop_reason_label
 from mrc_fabric.ev import EV
 from mrc_fabric.hostconfig import write_host_configs
+from mrc_fabric.p4_contract import contract_table_names
 from mrc_fabric.p4info import P4InfoIndex, default_index
+from mrc_fabric.p4names import Counter
 from mrc_fabric.topology import Target, Topology
+from mrc_p4rt.channel import CONTROLLER_ELECTION_ID
 
 __all__ = ["ActiveFault", "ControllerCore", "PathInfo", "SwitchHealth", "describe_spec"]
 
 log = logging.getLogger(__name__)
 
 BMV2_JSON = Path(__file__).resolve().parent.parent / "p4src" / "build" / "mrc_switch.json"
-COUNTERS = ("port_rx", "port_tx", "drop_reason", "ecn_marked")
+COUNTERS = (Counter.PORT_RX, Counter.PORT_TX, Counter.DROP_REASON, Counter.ECN_MARKED)
 SYNC_PARALLEL = 16  # switches written at once by install_routes and fault changes
 HEALTH_INTERVAL_S = 1.0  # how often the agents' control sockets are probed
 
@@ -110,7 +113,7 @@ class ControllerCore:
         topo: Topology,
         run_dir: Path | None = None,
         options: CompileOptions | None = None,
-        election_id: int = 1,
+        election_id: int = CONTROLLER_ELECTION_ID,
         index: P4InfoIndex | None = None,
         bmv2_json: Path = BMV2_JSON,
         state_file: Path | None = None,
@@ -157,6 +160,7 @@ class ControllerCore:
             on_event=self._switch_event,
             election_id=election_id,
             on_read=partial(self._adopt, name),
+            owned_tables=frozenset(self.index.table(t).id for t in contract_table_names()),
         )
 
     def _switch_event(self, kind: str, switch: str, message: str) -> None:
@@ -560,7 +564,7 @@ def read_counters(topo: Topology, sessions: list[SwitchSession]) -> tuple[list[C
                 errors.append(str(exc))
                 continue
             for i, packets, nbytes in values:
-                if counter == "drop_reason":
+                if counter == Counter.DROP_REASON:
                     label = drop_reason_label(i)
                     if i not in DROP_REASON_LABELS and not packets:
                         continue

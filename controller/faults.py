@@ -24,10 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller.entries import Exact, TableEntry
+from mrc_fabric.fault_tables import FAULT_KEY, FAULT_TABLE, LOSS_SCALE, PortFault
 from mrc_fabric.topology import Link, Topology
-
-LOSS_SCALE = 65536
-LOSS_MAX = 65535
 
 # Bounds on every fault parameter (documented in docs/controller.md). A FLAP toggles its
 # entries with one P4Runtime write per switch every period, so the period has a floor.
@@ -93,7 +91,7 @@ class FaultSpec:
 @dataclass(frozen=True)
 class PortAction:
     switch: str
-    table: str  # "port_fault" (egress) or "ingress_fault"
+    table: str  # a fault table (mrc_fabric.fault_tables.FAULT_TABLE: egress or ingress)
     port: int
     drop: bool
     loss: float = 0.0
@@ -160,11 +158,11 @@ def _link_actions(
     out = []
     if direction in (Direction.BOTH, Direction.A2B):
         if topo.has_switch(link.a.node):
-            out.append(PortAction(link.a.node, "port_fault", link.a.port, drop, loss))
+            out.append(PortAction(link.a.node, FAULT_TABLE["egress"], link.a.port, drop, loss))
         else:
-            out.append(PortAction(link.b.node, "ingress_fault", link.b.port, drop, loss))
+            out.append(PortAction(link.b.node, FAULT_TABLE["ingress"], link.b.port, drop, loss))
     if direction in (Direction.BOTH, Direction.B2A):
-        out.append(PortAction(link.b.node, "port_fault", link.b.port, drop, loss))
+        out.append(PortAction(link.b.node, FAULT_TABLE["egress"], link.b.port, drop, loss))
     return out
 
 
@@ -199,16 +197,11 @@ def resolve(topo: Topology, spec: FaultSpec) -> list[PortAction]:
             raise FaultTargetNotFound(f"spec.target: no switch {quote(spec.target)}")
         out = []
         for end in topo.ports_of(spec.target):
-            out.append(PortAction(spec.target, "ingress_fault", end.port, True))
-            out.append(PortAction(spec.target, "port_fault", end.port, True))
+            out.append(PortAction(spec.target, FAULT_TABLE["ingress"], end.port, True))
+            out.append(PortAction(spec.target, FAULT_TABLE["egress"], end.port, True))
         return out
     link = find_nic_link(topo, spec.target)
     return _link_actions(topo, link, Direction.BOTH, True, 0.0)
-
-
-def loss_param(probability: float) -> int:
-    """fault_loss(prob): round(p·65536), capped at 65535."""
-    return min(round(probability * LOSS_SCALE), LOSS_MAX)
 
 
 def fault_entries(actions: Iterable[PortAction]) -> dict[str, list[TableEntry]]:
@@ -227,10 +220,7 @@ def fault_entries(actions: Iterable[PortAction]) -> dict[str, list[TableEntry]]:
 
 def port_entry(table: str, port: int, drop: bool, survive: float) -> TableEntry | None:
     """The one entry of a port whose faults drop (any of them) or let ``survive`` through."""
-    match = (("port", Exact(port)),)
-    if drop:
-        return TableEntry(table, match, "fault_drop")
-    prob = loss_param(1.0 - survive)
-    if prob == 0:
+    fault = PortFault.combined(drop, survive)
+    if fault is None:
         return None  # a 0 % loss is no entry at all
-    return TableEntry(table, match, "fault_loss", (("prob", prob),))
+    return TableEntry(table, ((FAULT_KEY, Exact(port)),), fault.action, fault.params)

@@ -36,7 +36,7 @@ from finsy.proto import p4i, p4r, p4r_grpc, rpc_code
 
 from mrc_fabric.p4info import P4InfoIndex
 from mrc_fabric.time_scale import scaled
-from mrc_p4rt.channel import arbitration_request, set_election_id, wait_for_p4runtime
+from mrc_p4rt.channel import CONTROLLER_ELECTION_ID, arbitration_request, set_election_id, wait_for_p4runtime
 from mrc_p4rt.codec import decode_entry, encode_entry
 from mrc_p4rt.entries import MatchValue, TableEntry
 from mrc_p4rt.status import P4RuntimeCallError
@@ -136,10 +136,13 @@ class SwitchSession:
     index: P4InfoIndex
     desired: Callable[[], Iterable[TableEntry]]  # what the switch should hold; replayed on (re)connect
     on_event: EventSink = field(default=_no_event)
-    election_id: int = 1
+    election_id: int = CONTROLLER_ELECTION_ID
     # called with what the switch holds at each reconcile, before the desired state is read
     # (the core adopts the tables of a switch its state file could not tell it about)
     on_read: Callable[[list[TableEntry]], None] | None = None
+    # ids of the tables this session owns (None: every table). A user's program may hold
+    # tables of its own (mrc-testbed --p4): their entries are never read, diffed or deleted
+    owned_tables: frozenset[int] | None = None
 
     installed: dict[EntryKey, TableEntry] = field(default_factory=dict)
     connects: int = 0  # how many times this session became primary and reconciled (1 = first)
@@ -303,17 +306,25 @@ class SwitchSession:
 
     def _read_entries(self, table: str | None = None) -> list[TableEntry]:
         req = p4r.ReadRequest(device_id=self.device_id)
-        entity = req.entities.add()
-        entity.table_entry.table_id = self.index.table(table).id if table else 0
+        # one entity per owned table, never a wildcard: BMv2 answers a read of a table whose entries
+        # came over Thrift (a user's own, simple_switch_CLI) with INTERNAL "out-of-sync"
+        ids = [self.index.table(table).id] if table else sorted(self.owned_tables or [0])
+        for table_id in ids:
+            req.entities.add().table_entry.table_id = table_id
         out = []
         try:
             for resp in self._require_stub().Read(req, timeout=scaled(RPC_TIMEOUT_S)):
                 for ent in resp.entities:
-                    if ent.HasField("table_entry") and not ent.table_entry.is_default_action:
+                    if ent.HasField("table_entry") and self._owned(ent.table_entry):
                         out.append(decode_entry(self.index, ent.table_entry))
         except grpc.RpcError as exc:
             raise SwitchError.from_rpc_error(self.name, "read", exc) from exc
         return out
+
+    def _owned(self, entry: p4r.TableEntry) -> bool:
+        """An entry of a table this session owns, not a default one."""
+        owned = self.owned_tables
+        return not entry.is_default_action and (owned is None or entry.table_id in owned)
 
     def read_entries(self, table: str | None = None) -> list[TableEntry]:
         """Every entry the switch holds (optionally of one table), read over P4Runtime."""

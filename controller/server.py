@@ -40,8 +40,12 @@ from controller.faults import (
 from controller.p4rt_client import SwitchError, SwitchUnavailable
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
+from mrc_fabric.p4_contract import read_pipeline
+from mrc_fabric.p4info import P4InfoIndex, load_p4info
+from mrc_fabric.p4names import missing_contract_names
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Topology, TopologyError
+from mrc_p4rt.channel import CONTROLLER_ELECTION_ID
 
 log = logging.getLogger("mrc-controller")
 PARENT = os.getppid()  # as early as may be: a standby whose parent is gone takes nothing over
@@ -397,6 +401,48 @@ def wait_for_exit(pid: int, parent: int = PARENT) -> bool:
         os.close(parent_fd)
 
 
+def add_pipeline_arguments(ap: argparse.ArgumentParser) -> None:
+    """How the controller holds the switches and which program it pushes to them."""
+    ap.add_argument(
+        "--election-id",
+        type=int,
+        default=CONTROLLER_ELECTION_ID,
+        help="its P4Runtime election id (default (2,0) = 2**65: above p4runtime-shell's default (1,0))",
+    )
+    ap.add_argument(
+        "--p4info",
+        type=Path,
+        help="P4Info text file of the program the BMv2 switches run (default: the run directory's "
+        "p4/pipeline.json, else the committed one); it must keep the MRC contract "
+        "(mrc_fabric.p4_contract); its other tables stay the user's",
+    )
+    ap.add_argument(
+        "--bmv2-json", type=Path, help="the BMv2 JSON of that program (default: p4src/build/mrc_switch.json)"
+    )
+
+
+def pipeline_options(run_dir: Path, p4info: Path | None, bmv2_json: Path | None) -> dict[str, Any]:
+    """ControllerCore's index and BMv2 JSON for a user's program: the options', else the run
+    directory's (``p4/pipeline.json``, ``mrc-testbed --p4``); ValueError naming every gap of its
+    P4Info against the MRC contract (mrc_fabric.p4_contract)."""
+    recorded = read_pipeline(run_dir) if p4info is None and bmv2_json is None else None
+    if recorded is not None:
+        p4info, bmv2_json = Path(recorded["p4info"]), Path(recorded["bmv2_json"])
+    out: dict[str, Any] = {}
+    if bmv2_json is not None:
+        out["bmv2_json"] = bmv2_json
+    if p4info is not None:
+        try:
+            info = load_p4info(p4info)
+        except Exception as exc:  # a text-format parse error names line and column
+            raise ValueError(f"--p4info {p4info}: {exc}") from None
+        gaps = missing_contract_names(info)
+        if gaps:
+            raise ValueError(f"--p4info {p4info} does not keep the MRC contract: " + "; ".join(gaps))
+        out["index"] = P4InfoIndex(info)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="mrc-controller", description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -407,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--wait", type=float, default=30.0, help="seconds to wait for the switches with --install"
     )
-    ap.add_argument("--election-id", type=int, default=1)
+    add_pipeline_arguments(ap)
     ap.add_argument(
         "--state-file",
         type=Path,
@@ -449,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir=args.topology.resolve().parent,
             election_id=args.election_id,
             state_file=args.state_file,
+            **pipeline_options(args.topology.resolve().parent, args.p4info, args.bmv2_json),
         )
         core.start()
         server, service, bound = serve(core, listen)

@@ -14,7 +14,6 @@ modelled bit for bit; the walker picks member ``entropy mod size`` unless told o
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from ipaddress import IPv6Address
@@ -22,22 +21,13 @@ from ipaddress import IPv6Address
 from controller.compiler import int_to_mac
 from controller.entries import Exact, Lpm, SwitchEntries, TableEntry
 from mrc_fabric.addressing import shift, top48
+from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import ENTROPY_MASK
+from mrc_fabric.fault_tables import FAULT_KEY, FAULT_TABLES, Hook, PortFault
+from mrc_fabric.p4names import Action, Field, Table
 from mrc_fabric.topology import Topology
 
 DEFAULT_HOP_LIMIT = 64
-LOSS_SCALE = 65536  # fault_loss(prob): drop probability = prob / 65536
-
-
-class DropReason(enum.StrEnum):
-    INGRESS_FAULT = "ingress_fault"
-    EGRESS_FAULT = "egress_fault"
-    NO_ROUTE = "no_route"
-    HOP_LIMIT = "hop_limit"
-    NOT_CABLED = "not_cabled"
-    WRONG_MAC = "wrong_mac"
-    LOOP = "loop"
-    NOT_A_SWITCH = "not_a_switch"
 
 
 @dataclass(frozen=True)
@@ -80,21 +70,18 @@ class TableView:
         self.my_usid: set[int] = set()
         self.routes: list[tuple[int, int, TableEntry]] = []  # (prefix_len, value, entry)
         self.ecmp: dict[tuple[int, int], TableEntry] = {}
-        self.port_fault: dict[int, TableEntry] = {}
-        self.ingress_fault: dict[int, TableEntry] = {}
+        self.faults: dict[Hook, dict[int, TableEntry]] = {"ingress": {}, "egress": {}}  # by port
         for e in entries:
-            if e.table == "my_usid":
-                self.my_usid.add(_exact(e, "dst_top48"))
-            elif e.table == "usid_route":
-                m = e.field("dst_addr")
+            if e.table == Table.MY_USID:
+                self.my_usid.add(_exact(e, Field.DST_TOP48))
+            elif e.table == Table.USID_ROUTE:
+                m = e.field(Field.DST_ADDR)
                 assert isinstance(m, Lpm)
                 self.routes.append((m.prefix_len, m.value, e))
-            elif e.table == "ecmp_member":
-                self.ecmp[(_exact(e, "group_id"), _exact(e, "member"))] = e
-            elif e.table == "port_fault":
-                self.port_fault[_exact(e, "port")] = e
-            elif e.table == "ingress_fault":
-                self.ingress_fault[_exact(e, "port")] = e
+            elif e.table == Table.ECMP_MEMBER:
+                self.ecmp[(_exact(e, Field.GROUP_ID), _exact(e, Field.MEMBER))] = e
+            elif e.table in FAULT_TABLES:
+                self.faults[FAULT_TABLES[e.table]][_exact(e, FAULT_KEY)] = e
         self.routes.sort(key=lambda r: -r[0])
 
     def route(self, dst: IPv6Address) -> TableEntry | None:
@@ -118,13 +105,10 @@ def build_views(tables: Mapping[str, SwitchEntries | Iterable[TableEntry]]) -> d
 
 def _fault(entry: TableEntry | None) -> tuple[bool, float]:
     """(black hole?, drop probability) of a fault entry."""
-    if entry is None:
+    fault = None if entry is None else PortFault.of_action(entry.action, dict(entry.params))
+    if fault is None:
         return False, 0.0
-    if entry.action == "fault_drop":
-        return True, 1.0
-    if entry.action == "fault_loss":
-        return False, min(entry.param("prob"), LOSS_SCALE) / LOSS_SCALE
-    return False, 0.0
+    return fault.drop, fault.loss
 
 
 def _fault_drop(result: Walk, hop: Hop, where: str, hook: str, reason: DropReason) -> Walk:
@@ -168,7 +152,7 @@ def walk(
             return result
         arrival = dst
         notes: list[str] = []
-        hole, loss = _fault(view.ingress_fault.get(in_port))
+        hole, loss = _fault(view.faults["ingress"].get(in_port))
         if hole:
             hop = Hop(node, in_port, None, arrival, "ingress fault: drop")
             return _fault_drop(result, hop, f"{node}:{in_port}", "ingress", DropReason.INGRESS_FAULT)
@@ -183,17 +167,17 @@ def walk(
             dst = shift(dst)
             notes.append("shift")
         entry = view.route(dst)
-        if entry is not None and entry.action == "set_ecmp":
-            group, size = entry.param("group_id"), entry.param("size")
+        if entry is not None and entry.action == Action.SET_ECMP:
+            group, size = entry.param(Field.GROUP_ID), entry.param(Field.SIZE)
             member = ecmp_select(ev, size) if size else 0
             notes.append(f"ecmp group {group} member {member}")
             entry = view.ecmp.get((group, member))
-        if entry is None or entry.action != "set_next_hop":
+        if entry is None or entry.action != Action.SET_NEXT_HOP:
             result.hops.append(Hop(node, in_port, None, arrival, ", ".join([*notes, "no route"])))
             result.dropped, result.dropped_at = DropReason.NO_ROUTE, f"{node}:{in_port}"
             return result
-        out_port, dmac = entry.param("port"), int_to_mac(entry.param("dmac"))
-        hole, loss = _fault(view.port_fault.get(out_port))
+        out_port, dmac = entry.param(Field.PORT), int_to_mac(entry.param(Field.DMAC))
+        hole, loss = _fault(view.faults["egress"].get(out_port))
         if hole:
             hop = Hop(node, in_port, out_port, arrival, ", ".join([*notes, "egress fault: drop"]))
             return _fault_drop(result, hop, f"{node}:{out_port}", "egress", DropReason.EGRESS_FAULT)

@@ -25,15 +25,16 @@ from finsy.proto import p4r
 
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import CounterInfo
+from mrc_fabric.p4names import Counter
 
 from .egress import PortState
 from .netlink_backend import LinkStats
 
-DROP_NO_ROUTE = DropReason.NO_ROUTE
-DROP_HOP_LIMIT = DropReason.HOP_LIMIT
-DROP_FAULT = DropReason.FAULT
-DROP_TRIMMED = DropReason.TRIMMED
-DROP_QUEUE_FULL = DropReason.QUEUE_FULL
+DROP_NO_ROUTE = DropReason.NO_ROUTE.cell
+DROP_HOP_LIMIT = DropReason.HOP_LIMIT.cell
+DROP_FAULT = DropReason.FAULT.cell
+DROP_TRIMMED = DropReason.TRIMMED.cell
+DROP_QUEUE_FULL = DropReason.QUEUE_FULL.cell
 
 
 class CounterReader:
@@ -69,11 +70,11 @@ class CounterReader:
 
     def value(self, counter: str, index: int) -> tuple[int, int]:
         """(packets, bytes) of one counter cell."""
-        if counter == "port_rx":
+        if counter == Counter.PORT_RX:
             return self._port(index, lambda s: (s.rx_packets, s.rx_bytes))
-        if counter == "port_tx":
+        if counter == Counter.PORT_TX:
             return self._port(index, lambda s: (s.tx_packets, s.tx_bytes))
-        if counter == "drop_reason":
+        if counter == Counter.DROP_REASON:
             if index == DROP_NO_ROUTE:
                 return self.snmp6.get("Ip6InNoRoutes", 0), 0
             if index == DROP_HOP_LIMIT:
@@ -86,7 +87,7 @@ class CounterReader:
             if index == DROP_QUEUE_FULL:
                 states = self.egress.values()
                 return sum(s.dropped_packets for s in states), sum(s.dropped_bytes for s in states)
-        if counter == "ecn_marked":
+        if counter == Counter.ECN_MARKED:
             state = self.egress.get(index)
             return (state.marked_packets, state.marked_bytes) if state else (0, 0)
         return 0, 0  # unused drop reasons

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from ipaddress import IPv6Address, IPv6Network
 from typing import Literal, TypeVar
 
+from mrc_fabric.fault_tables import FAULT_KEY, FAULT_TABLE, FAULT_TABLES, Hook, PortFault
 from mrc_fabric.p4info import P4InfoIndex
+from mrc_fabric.p4names import Action, Field, Table
 
 from .table_codec import MatchKey, TableRow
 
 RouteKind = Literal["csid", "unicast", "multipath", "unreachable"]
-Hook = Literal["ingress", "egress"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -103,18 +104,15 @@ class KernelState:
 Tables = dict[str, dict[MatchKey, TableRow]]
 
 
-FAULT_TABLES: dict[str, Hook] = {"port_fault": "egress", "ingress_fault": "ingress"}
-
-
 def _exact(row: TableRow, name: str, index: P4InfoIndex) -> int:
     return row.field(name, index)[0]  # type: ignore[index]  # exact fields are always present
 
 
 def route_prefix(row: TableRow, index: P4InfoIndex) -> IPv6Network:
     """The kernel prefix of a ``usid_route`` or ``my_usid`` row."""
-    if row.table == "my_usid":
-        return IPv6Network((_exact(row, "dst_top48", index) << 80, 48))
-    got = row.field("dst_addr", index)
+    if row.table == Table.MY_USID:
+        return IPv6Network((_exact(row, Field.DST_TOP48, index) << 80, 48))
+    got = row.field(Field.DST_ADDR, index)
     if got is None:  # LPM field omitted: the /0 entry
         return IPv6Network("::/0")
     return IPv6Network(got)
@@ -123,14 +121,14 @@ def route_prefix(row: TableRow, index: P4InfoIndex) -> IPv6Network:
 def _usid_route_key(prefix: IPv6Network, index: P4InfoIndex) -> MatchKey:
     if prefix.prefixlen == 0:
         return ()
-    fid = index.table("usid_route").match_fields["dst_addr"].id
+    fid = index.table(Table.USID_ROUTE).match_fields[Field.DST_ADDR].id
     return ((fid, int(prefix.network_address), prefix.prefixlen),)
 
 
 def _my_usid_key(prefix: IPv6Network, index: P4InfoIndex) -> MatchKey | None:
     if prefix.prefixlen != 48:
         return None
-    fid = index.table("my_usid").match_fields["dst_top48"].id
+    fid = index.table(Table.MY_USID).match_fields[Field.DST_TOP48].id
     return ((fid, int(prefix.network_address) >> 80, -1),)
 
 
@@ -138,8 +136,8 @@ def ecmp_routes(tables: Tables, group: int) -> list[IPv6Network]:
     """Prefixes whose ``usid_route`` entry points at ECMP group ``group``."""
     return [
         IPv6Network(row.key[0][1:]) if row.key else IPv6Network("::/0")
-        for row in tables.get("usid_route", {}).values()
-        if row.action.name == "set_ecmp" and row.action.params["group_id"] == group
+        for row in tables.get(Table.USID_ROUTE, {}).values()
+        if row.action.name == Action.SET_ECMP and row.action.params[Field.GROUP_ID] == group
     ]
 
 
@@ -148,21 +146,21 @@ def route_for(
 ) -> RouteSpec | None:
     """The kernel route ``prefix`` needs, None for no route."""
     mine = _my_usid_key(prefix, index)
-    if mine is not None and mine in tables.get("my_usid", {}):
+    if mine is not None and mine in tables.get(Table.MY_USID, {}):
         return RouteSpec("csid")  # my_usid is applied before usid_route in the pipeline
-    row = tables.get("usid_route", {}).get(_usid_route_key(prefix, index))
+    row = tables.get(Table.USID_ROUTE, {}).get(_usid_route_key(prefix, index))
     if row is None:
         return None
     params = row.action.params
-    if row.action.name == "set_next_hop":
-        return RouteSpec("unicast", ((NextHop(ports[params["port"]], params["dmac"]), 1),))
+    if row.action.name == Action.SET_NEXT_HOP:
+        return RouteSpec("unicast", ((NextHop(ports[params[Field.PORT]], params[Field.DMAC]), 1),))
     members: dict[int, NextHop] = {}
-    for m in tables.get("ecmp_member", {}).values():
-        if _exact(m, "group_id", index) == params["group_id"]:
-            members[_exact(m, "member", index)] = NextHop(
-                ports[m.action.params["port"]], m.action.params["dmac"]
+    for m in tables.get(Table.ECMP_MEMBER, {}).values():
+        if _exact(m, Field.GROUP_ID, index) == params[Field.GROUP_ID]:
+            members[_exact(m, Field.MEMBER, index)] = NextHop(
+                ports[m.action.params[Field.PORT]], m.action.params[Field.DMAC]
             )
-    hops = [nh for member, nh in sorted(members.items()) if member < params["size"]]
+    hops = [nh for member, nh in sorted(members.items()) if member < params[Field.SIZE]]
     weights = sorted(Counter(hops).items())
     if not weights:
         return RouteSpec("unreachable")
@@ -175,22 +173,24 @@ def fault_for(
     key: tuple[Hook, int], tables: Tables, ports: dict[int, str], index: P4InfoIndex
 ) -> FaultSpec | None:
     hook, port = key
-    table = next(t for t, h in FAULT_TABLES.items() if h == hook)
-    fid = index.table(table).match_fields["port"].id
+    table = FAULT_TABLE[hook]
+    fid = index.table(table).match_fields[FAULT_KEY].id
     row = tables.get(table, {}).get(((fid, port, -1),))
     if row is None:
         return None
-    loss = row.action.params["prob"] if row.action.name == "fault_loss" else None
-    return FaultSpec(hook, port, ports[port], loss)
+    fault = PortFault.of_action(row.action.name, row.action.params)
+    return FaultSpec(hook, port, ports[port], None if fault is None or fault.drop else fault.prob)
 
 
 def policy_for(port: int, tables: Tables, ports: dict[int, str], index: P4InfoIndex) -> PolicySpec | None:
-    fid = index.table("port_policy").match_fields["port"].id
-    row = tables.get("port_policy", {}).get(((fid, port, -1),))
+    fid = index.table(Table.PORT_POLICY).match_fields[Field.PORT].id
+    row = tables.get(Table.PORT_POLICY, {}).get(((fid, port, -1),))
     if row is None:
         return None
     p = row.action.params
-    return PolicySpec(port, ports[port], p["ecn_threshold"], p["trim_threshold"], bool(p["last_hop"]))
+    return PolicySpec(
+        port, ports[port], p[Field.ECN_THRESHOLD], p[Field.TRIM_THRESHOLD], bool(p[Field.LAST_HOP])
+    )
 
 
 def _neighbours(routes: dict[IPv6Network, RouteSpec]) -> set[NextHop]:
@@ -232,11 +232,12 @@ def _recomputed(old: Mapping[K, V], keys: Iterable[K], spec_for: Callable[[K], V
 
 def desired_state(tables: Tables, ports: dict[int, str], index: P4InfoIndex) -> KernelState:
     """The kernel state that realises ``tables`` (entries already validated), from scratch."""
-    prefixes = {route_prefix(r, index) for t in ("my_usid", "usid_route") for r in tables.get(t, {}).values()}
+    routed = (Table.MY_USID, Table.USID_ROUTE)
+    prefixes = {route_prefix(r, index) for t in routed for r in tables.get(t, {}).values()}
     faults = {
-        (hook, _exact(r, "port", index))
+        (hook, _exact(r, FAULT_KEY, index))
         for t, hook in FAULT_TABLES.items()
         for r in tables.get(t, {}).values()
     }
-    policy_ports = {_exact(r, "port", index) for r in tables.get("port_policy", {}).values()}
+    policy_ports = {_exact(r, Field.PORT, index) for r in tables.get(Table.PORT_POLICY, {}).values()}
     return updated_state(KernelState(), tables, ports, index, prefixes, faults, policy_ports)

@@ -18,13 +18,14 @@ import logging
 import subprocess
 from collections.abc import Iterable
 
-from .kernel_state import FaultSpec, Hook
+from mrc_fabric.fault_tables import LOSS_SCALE, Hook
+
+from .kernel_state import FaultSpec
 from .netlink_backend import KernelError
 
 log = logging.getLogger(__name__)
 
 NFT = "nft"
-LOSS_MODULUS = 65536
 
 
 def _chain(hook: Hook, port: int) -> str:
@@ -88,7 +89,7 @@ class NftFaults:
                     f"add chain netdev {self.table} {chain} {{ type filter hook {hook} device "
                     f"{_quote(new.ifname)} priority 0; }}"
                 )
-            cond = "" if new.loss is None else f"numgen random mod {LOSS_MODULUS} < {new.loss} "
+            cond = "" if new.loss is None else f"numgen random mod {LOSS_SCALE} < {new.loss} "
             lines.append(
                 f"add rule netdev {self.table} {chain} {cond}counter name {counter_name(hook, port)} drop"
             )

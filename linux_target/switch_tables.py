@@ -15,11 +15,13 @@ from typing import Protocol
 import grpc
 from finsy.proto import p4r
 
+from mrc_fabric.fault_tables import FAULT_KEY, FAULT_TABLES, Hook
 from mrc_fabric.p4info import P4InfoIndex
+from mrc_fabric.p4names import Action, Field, Table
 
 from .default_actions import initial_default_actions
 from .errors import P4RuntimeError, invalid
-from .kernel_state import FAULT_TABLES, Hook, KernelState, Tables, ecmp_routes, route_prefix, updated_state
+from .kernel_state import KernelState, Tables, ecmp_routes, route_prefix, updated_state
 from .netlink_backend import KernelError
 from .table_codec import TableRow, decode_entry, decode_match
 
@@ -27,7 +29,9 @@ log = logging.getLogger(__name__)
 
 # Actions whose ``port`` parameter must name a port of this switch (the kernel
 # needs an interface to route to).
-PORT_PARAM_ACTIONS = {"set_next_hop"}
+PORT_PARAM_ACTIONS = {Action.SET_NEXT_HOP}
+# Tables whose key is a port of this switch (the kernel needs its interface).
+PORT_KEY_TABLES = {*FAULT_TABLES, Table.PORT_POLICY}
 
 
 class Transitioner(Protocol):
@@ -49,15 +53,15 @@ class SwitchTables:
 
     # -- writes -------------------------------------------------------------------
     def _check_ports(self, row: TableRow) -> None:
-        if row.table in ("port_fault", "ingress_fault", "port_policy") and row.key:
-            port = row.field("port", self.index)[0]  # type: ignore[index]
+        if row.table in PORT_KEY_TABLES and row.key:
+            port = row.field(Field.PORT, self.index)[0]  # type: ignore[index]
             if port not in self.ports:
                 raise invalid(
                     f"match field port ({row.table}): port {port} is not a port of this switch "
                     f"(ports {sorted(self.ports)})"
                 )
         if row.action.name in PORT_PARAM_ACTIONS:
-            port = row.action.params["port"]
+            port = row.action.params[Field.PORT]
             if port not in self.ports:
                 raise invalid(
                     f"action {row.action.name} param port: port {port} is not a port of this "
@@ -99,7 +103,7 @@ class SwitchTables:
             ) from exc
         self.tables = new_tables
         self.state = new_state
-        stored_only = row.table == "port_policy" and update_type != p4r.Update.DELETE
+        stored_only = row.table == Table.PORT_POLICY and update_type != p4r.Update.DELETE
         if stored_only and not self.egress_model and not self._policy_warned:
             self._policy_warned = True
             log.warning(
@@ -111,15 +115,15 @@ class SwitchTables:
         self, row: TableRow, new_tables: Tables
     ) -> tuple[set[IPv6Network], set[tuple[Hook, int]], set[int]]:
         """The route prefixes, fault keys and policy ports an update of ``row`` can change."""
-        if row.table in ("my_usid", "usid_route"):
+        if row.table in (Table.MY_USID, Table.USID_ROUTE):
             return {route_prefix(row, self.index)}, set(), set()
-        if row.table == "ecmp_member":
-            group = row.field("group_id", self.index)[0]  # type: ignore[index]
+        if row.table == Table.ECMP_MEMBER:
+            group = row.field(Field.GROUP_ID, self.index)[0]  # type: ignore[index]
             return set(ecmp_routes(new_tables, group)), set(), set()
         if row.table in FAULT_TABLES:
-            return set(), {(FAULT_TABLES[row.table], row.field("port", self.index)[0])}, set()  # type: ignore[index]
-        if row.table == "port_policy" and self.egress_model:
-            return set(), set(), {row.field("port", self.index)[0]}  # type: ignore[index]
+            return set(), {(FAULT_TABLES[row.table], row.field(FAULT_KEY, self.index)[0])}, set()  # type: ignore[index]
+        if row.table == Table.PORT_POLICY and self.egress_model:
+            return set(), set(), {row.field(Field.PORT, self.index)[0]}  # type: ignore[index]
         return set(), set(), set()
 
     def _apply_default(self, update_type: int, row: TableRow) -> None:

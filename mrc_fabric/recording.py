@@ -101,21 +101,21 @@ class RecordingWriter:
     def __init__(self, path: Path, head: dict[str, Any]) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._f: IO[str] = open(path, "w")  # noqa: SIM115 - closed by close()
+        self._file: IO[str] = open(path, "w")  # noqa: SIM115 - closed by close()
         self.write(head)
 
     def write(self, record: dict[str, Any]) -> None:
-        if self._f.closed:
+        if self._file.closed:
             return
-        self._f.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self._f.flush()
+        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.flush()
 
     def write_all(self, records: Iterable[dict[str, Any]]) -> None:
         for r in records:
             self.write(r)
 
     def close(self) -> None:
-        self._f.close()
+        self._file.close()
 
 
 def find(directory: Path) -> list[Path]:

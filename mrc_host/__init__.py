@@ -5,7 +5,9 @@ those; ``MRC_PURE_PYTHON=1`` in the environment makes it load the ``.py`` source
 (the finder below), so the same tree runs and is tested both ways. A compiled module older
 than its source (edited since the last ``pip install -e .``) would silently run old code,
 so then every module loads from source, with a warning; modules compiled together call
-each other directly in C, so it is all of them or none.
+each other directly in C, so it is all of them or none. The finder is needed because the
+compiled modules are built in place, each beside its source, and Python's own finder takes
+the extension first (tests/unit/test_compiled.py shows it).
 """
 
 from __future__ import annotations

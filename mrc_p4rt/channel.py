@@ -9,6 +9,10 @@ import grpc
 from finsy.proto import p4r, p4r_grpc
 
 UINT64 = (1 << 64) - 1
+# The controller's election id, (high 2, low 0) in p4runtime-shell's "HIGH,LOW" notation: above
+# p4runtime-shell's default (1,0), so a tool that connects with its defaults is a backup that may
+# read and never takes the switches from the controller; (3,0) or higher takes them on purpose
+CONTROLLER_ELECTION_ID = 2 << 64
 
 
 def set_election_id(msg: p4r.Uint128, election_id: int) -> None:

@@ -2,7 +2,7 @@
 
 Why: each connection holds a file descriptor, and the process has about a thousand. Without a
 cap, any local user could open a thousand connections that never finish a request and the view
-stops answering everyone (issue 44: about 1,020 did it). The view listens on 127.0.0.1 only,
+stops answering everyone (about 1,020 such connections did it). The view listens on 127.0.0.1 only,
 where every client has the same address, so a *client* is the local user that owns the
 connecting socket (its UID, from ``/proc/net/tcp``; a connection whose owner cannot be found
 counts as one unknown client). Each client may hold :data:`MAX_PER_CLIENT` connections; all

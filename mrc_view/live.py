@@ -26,6 +26,7 @@ from typing import Any
 from controller.northbound import ControllerClient, direction_name, kind_name
 from mrc_fabric import recording
 from mrc_fabric.health import EVENTS_FILE, ProcessState, read_health
+from mrc_fabric.p4names import Counter
 from mrc_fabric.topology import Role, Topology
 from mrc_host.agent.client import AgentClient, AgentError
 
@@ -114,7 +115,8 @@ def link_rates(
 
     a->b is a's port_tx where a is a switch, else b's port_rx (a host's NIC); b->a is b's port_tx.
     """
-    now = {(c.switch, c.counter, c.index): int(c.bytes) for c in cells if c.counter in ("port_tx", "port_rx")}
+    ports = (Counter.PORT_TX, Counter.PORT_RX)
+    now = {(c.switch, c.counter, c.index): int(c.bytes) for c in cells if c.counter in ports}
     rates: dict[str, list[float]] = {}
     if dt <= 0:
         return rates, now
@@ -126,8 +128,12 @@ def link_rates(
 
     for lk in topo.links:
         a_is_switch = topo.has_switch(lk.a.node)
-        up = (lk.a.node, "port_tx", lk.a.port) if a_is_switch else (lk.b.node, "port_rx", lk.b.port)
-        rates[lk.name] = [rate(up), rate((lk.b.node, "port_tx", lk.b.port))]
+        up = (
+            (lk.a.node, Counter.PORT_TX, lk.a.port)
+            if a_is_switch
+            else (lk.b.node, Counter.PORT_RX, lk.b.port)
+        )
+        rates[lk.name] = [rate(up), rate((lk.b.node, Counter.PORT_TX, lk.b.port))]
     return rates, now
 
 

@@ -27,7 +27,7 @@ class Replay:
     def __init__(self, head: dict[str, Any], records: list[dict[str, Any]], name: str = "") -> None:
         self.head = head
         self.name = name
-        self.records = records
+        self.records = records = faults_from_injection(records)
         self.times = [float(r["t"]) for r in records]
         self.duration = self.times[-1] if self.times else 0.0
         self.timeline = Timeline()
@@ -59,6 +59,42 @@ class Replay:
 
     def fault_times(self) -> list[float]:
         return [e["t"] for e in self.timeline.events if e["kind"] == "fault_injected"]
+
+
+def faults_from_injection(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each fault in the state from its ``fault_injected`` event on, not from the fault list read
+    a moment later: a live recording reads the controller's faults after the event (the next
+    poll, tens of ms on), so a jump to a fault's time would show the fabric still whole.
+
+    For each fault a ``faults`` record lists first whose injection event (same fault id) came
+    earlier, a ``faults`` record at the event's time is added: the faults active then plus it."""
+    injected: dict[str, float] = {}
+    for r in records:
+        if r.get("k") == "event" and r.get("kind") == "fault_injected" and r.get("fault"):
+            injected.setdefault(str(r["fault"]), float(r["t"]))
+    if not injected:
+        return records
+    out: list[dict[str, Any]] = []
+    active: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    early: list[dict[str, Any]] = []
+    for r in records:
+        if r.get("k") != "faults":
+            continue
+        t = float(r["t"])
+        for f in r.get("faults", []):
+            fid = str(f.get("id", "")) if isinstance(f, dict) else ""
+            if fid and fid not in seen and injected.get(fid, t) < t:
+                active = [*active, f]
+                early.append({"k": "faults", "t": injected[fid], "faults": active})
+            seen.add(fid)
+        active = [f for f in r.get("faults", []) if isinstance(f, dict)]
+    if not early:
+        return records
+    out = [*records, *early]
+    # stable: an added record sorts after the event at its time and before what followed it
+    out.sort(key=lambda r: float(r["t"]))
+    return out
 
 
 def load(run_dir: Path) -> list[Replay]:

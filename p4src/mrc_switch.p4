@@ -8,6 +8,12 @@
  * @name/@id annotations in step with it (tests/unit/test_p4info_matches_p4c.py;
  * `make p4info` copies p4c's P4Info over it on purpose).
  * The pipeline is described in docs/p4-pipeline.md.
+ *
+ * Your own tables without copying this file: declare a control
+ * `(inout headers_t, inout metadata_t, inout standard_metadata_t)`, #define
+ * MRC_INGRESS_EXTRA (or MRC_EGRESS_EXTRA) to its name, then #include this file;
+ * ingress applies it to every frame after counting it, egress after its own steps
+ * (examples/p4/ev_telemetry.p4; run with `mrc-testbed --p4 FILE`, docs/mininet-p4.md).
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -233,8 +239,15 @@ control MrcIngress(inout headers_t hdr,
         size = 512;
     }
 
+#ifdef MRC_INGRESS_EXTRA
+    MRC_INGRESS_EXTRA() user_ingress;
+#endif
+
     apply {
         port_rx.count((bit<32>)standard_metadata.ingress_port);
+#ifdef MRC_INGRESS_EXTRA
+        user_ingress.apply(hdr, meta, standard_metadata);
+#endif
         meta.drop = 0;
         meta.fault = FAULT_NONE;
 
@@ -348,6 +361,9 @@ control MrcEgress(inout headers_t hdr,
 
     @id(2) counter(MAX_PORTS, CounterType.packets_and_bytes) port_tx;
     @id(4) counter(MAX_PORTS, CounterType.packets_and_bytes) ecn_marked;
+#ifdef MRC_EGRESS_EXTRA
+    MRC_EGRESS_EXTRA() user_egress;
+#endif
 
     apply {
         port_tx.count((bit<32>)standard_metadata.egress_port);
@@ -366,6 +382,9 @@ control MrcEgress(inout headers_t hdr,
             hdr.outer.ecn = ECN_CE;
             ecn_marked.count((bit<32>)standard_metadata.egress_port);
         }
+#ifdef MRC_EGRESS_EXTRA
+        user_egress.apply(hdr, meta, standard_metadata);
+#endif
     }
 }
 

@@ -2,7 +2,8 @@
 
 The agent itself lives in ``mrc_host.agent`` (``mrc serve --config <run_dir>/hosts/<host>.json
 --control <sock>``); this module only runs it inside a host's namespace, waits until its
-control socket answers, hands out a client and stops it again.
+control socket answers, hands out a client and stops it again. An agent that does not start or
+answer raises the client's ``AgentError``, its message ending with the agent's log.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mrc_fabric.time_scale import TimeLimitExceeded, scaled
+from mrc_host.agent.client import AgentError
 from topologies.procs import in_parallel, terminate
 
 START_TIMEOUT = 30.0
@@ -23,10 +25,6 @@ STOP_TIMEOUT = 5.0
 # ``python -c`` keeps the command independent of how the console script is installed;
 # argv[1:] after "-c CODE" is what main() parses.
 LAUNCH = "import sys; from mrc_host.agent.cli import main; sys.exit(main())"
-
-
-class AgentError(RuntimeError):
-    """An agent did not start or answer; the message carries the end of its log."""
 
 
 def agent_available() -> tuple[bool, str]:

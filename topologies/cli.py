@@ -30,8 +30,9 @@ from rich.progress import (
 from rich.table import Table
 
 from controller.cli import health_tables, path_row
-from controller.northbound import DIRECTIONS, KINDS, direction_name, kind_name
+from controller.fault_cli import add_fault_arguments, faults_table, inject
 from mrc_host.agent.ev_summary import STATE_COLOURS, path_table
+from topologies import cli_switches
 from topologies.mn_commands import REFUSED, iperf
 
 SIZE_UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
@@ -71,7 +72,7 @@ class MrcCommands:
     """The verbs, bound to a running :class:`topologies.testbed.Testbed`."""
 
     def __init__(self, testbed: Any, console: Console | None = None, view: Any = None) -> None:
-        self.tb = testbed
+        self.testbed = testbed
         self.view = view  # the web view (mrc_view.server.ViewServer) once `view` started it
         self._own_view = False
         # piped output (scripts, logs) gets wide tables instead of rich's 80-column default
@@ -79,15 +80,15 @@ class MrcCommands:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _host(self, name: str) -> str:
-        hosts = self.tb.host_names()
+        hosts = self.testbed.host_names()
         if name not in hosts:
             raise CommandError(f"no host {name!r}; hosts: {' '.join(hosts)}")
         return name
 
     def _controller(self) -> Any:
-        if self.tb.controller is None:
+        if self.testbed.controller is None:
             raise CommandError("no controller in this run")
-        return self.tb.controller
+        return self.testbed.controller
 
     # -- mrc -----------------------------------------------------------------------------------------
     def mrc(self, line: str) -> dict[str, Any]:
@@ -100,7 +101,7 @@ class MrcCommands:
         src, dst, size = self._host(a.src), self._host(a.dst), parse_size(a.size)
         if src == dst:
             raise CommandError("mrc: source and destination are the same host")
-        agent = self.tb.agent(src)
+        agent = self.testbed.agent(src)
         columns = (
             TextColumn(f"{src} → {dst} [{a.mode}]"),
             BarColumn(),
@@ -152,15 +153,9 @@ class MrcCommands:
     # -- faults ------------------------------------------------------------------------------------
     def fault(self, line: str) -> Any:
         p = _parser("fault", "inject a fault through the controller")
-        p.add_argument("kind", choices=sorted(KINDS))
-        p.add_argument("target")
-        p.add_argument("--prob", type=float, default=0.0)
-        p.add_argument("--period", type=float, default=0.0)
-        p.add_argument("--duration", type=float, default=0.0)
-        p.add_argument("--direction", choices=sorted(DIRECTIONS), default="both")
-        a = p.parse_args(shlex.split(line))
-        f = self._controller().inject(a.kind, a.target, a.direction, a.prob, a.period, a.duration)
-        self.out.print(self._faults_table([f], f"fault {f.id} injected"))
+        add_fault_arguments(p)
+        f = inject(self._controller(), p.parse_args(shlex.split(line)))
+        self.out.print(faults_table([f], f"fault {f.id} injected"))
         return f
 
     def clear(self, line: str) -> list[str]:
@@ -175,31 +170,8 @@ class MrcCommands:
         if line.strip():
             raise CommandError("usage: faults")
         faults: list[Any] = self._controller().faults()
-        self.out.print(self._faults_table(faults, "active faults") if faults else "no active faults")
+        self.out.print(faults_table(faults, "active faults"))
         return faults
-
-    @staticmethod
-    def _faults_table(faults: list[Any], title: str) -> Table:
-        t = Table("id", "kind", "target", "direction", "detail", "state", "entries", title=title)
-        for f in faults:
-            s = f.spec
-            detail = []
-            if s.probability:
-                detail.append(f"p={s.probability:g}")
-            if s.period_s:
-                detail.append(f"period={s.period_s:g}s")
-            if s.duration_s:
-                detail.append(f"for {s.duration_s:g}s")
-            t.add_row(
-                f.id,
-                kind_name(s.kind),
-                s.target,
-                direction_name(s.direction),
-                " ".join(detail),
-                "down" if f.active else "up (flap)",
-                "\n".join(f.entries),
-            )
-        return t
 
     # -- paths, EVs, counters -----------------------------------------------------------------------
     def paths(self, line: str) -> list[Any]:
@@ -233,7 +205,7 @@ class MrcCommands:
     def _agent_rows(self, host: str) -> list[dict[str, Any]]:
         """The host agent's EV rows, or none when it has no agent (the walk is shown anyway)."""
         try:
-            evs = self.tb.agent(host).client.evs()
+            evs = self.testbed.agent(host).client.evs()
         except (KeyError, OSError):
             return []
         return list(evs.get("evs", []) if isinstance(evs, dict) else evs or [])
@@ -252,9 +224,9 @@ class MrcCommands:
 
         if line.strip():
             raise CommandError("usage: fidelity")
-        if getattr(self.tb, "fidelity", None) is None:
+        if getattr(self.testbed, "fidelity", None) is None:
             raise CommandError("no fidelity monitor in this run")
-        verdict = self.tb.fidelity.verdict().as_dict()
+        verdict = self.testbed.fidelity.verdict().as_dict()
         for text in summary_lines(verdict):
             self.out.print(text, highlight=False, markup=False)
         return verdict
@@ -265,7 +237,7 @@ class MrcCommands:
         p.add_argument("--all", action="store_true", help="one row per EV instead of one per path")
         a = p.parse_args(shlex.split(line))
         host = self._host(a.host)
-        evs = self.tb.agent(host).client.evs()
+        evs = self.testbed.agent(host).client.evs()
         self.out.print(evs_table(host, evs) if a.all else path_table(evs, f"EVs of {host}"))
         return evs
 
@@ -274,7 +246,7 @@ class MrcCommands:
         p.add_argument("switches", nargs="*")
         p.add_argument("--all", action="store_true", help="also the cells that read zero")
         a = p.parse_args(shlex.split(line))
-        topo = self.tb.topology
+        topo = self.testbed.topology
         for s in a.switches:
             if not topo.has_switch(s):
                 raise CommandError(f"no switch {s!r}; switches: {' '.join(x.name for x in topo.switches)}")
@@ -303,7 +275,7 @@ class MrcCommands:
         if self.view is None:
             from mrc_view.cli import start_live
 
-            self.view, self._own_view = start_live(self.tb.run.path), True
+            self.view, self._own_view = start_live(self.testbed.run.path), True
         self.out.print(f"web view: {self.view.url}", highlight=False, soft_wrap=True)
         return self.view
 
@@ -325,7 +297,7 @@ class MrcCommands:
         except ValueError:
             raise CommandError(f"seconds: {a.seconds!r} is not a number") from None
         try:
-            cap = self.tb.capture(a.link, seconds, a.max_mb)
+            cap = self.testbed.capture(a.link, seconds, a.max_mb)
         except KeyError as exc:
             raise CommandError(str(exc.args[0] if exc.args else exc)) from None
         except ValueError as exc:
@@ -398,15 +370,6 @@ def evs_table(host: str, evs: Any) -> Table:
     return t
 
 
-def _verb(name: str, doc: str) -> Callable[[MrcCLI, str], None]:
-    def do(self: MrcCLI, line: str) -> None:
-        self.run_verb(name, line)
-
-    do.__doc__ = doc
-    do.__name__ = f"do_{name}"
-    return do
-
-
 class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     """Mininet's CLI plus the MRC verbs (``help mrc``, ``help fault`` ...)."""
 
@@ -472,7 +435,7 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         return self.mn[names[0]], self.mn[names[1]]
 
     def _record(self, host: Any) -> Callable[[int], None] | None:
-        run = getattr(self.commands.tb, "run", None)
+        run = getattr(self.commands.testbed, "run", None)
         return None if run is None else lambda pid: run.record(pid, "iperf", host.name)
 
     def do_iperf(self, line: str) -> None:
@@ -492,9 +455,11 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         if pair is not None:
             iperf(*pair, l4="UDP", udp_bw=args[0], on_start=self._record(pair[1]))
 
-    def run_verb(self, name: str, line: str) -> None:
+    def run_verb(self, verb: Callable[[str], Any], line: str) -> None:
+        """Run one MRC verb: a wrong argument or a failed call is a message, never the end of the CLI."""
+        name = verb.__name__.rstrip("_")
         try:
-            getattr(self.commands, "view_" if name == "view" else name)(line)
+            verb(line)
         except CommandError as exc:
             self.commands.out.print(f"[red]{exc}[/red]", highlight=False)
         except KeyError as exc:
@@ -504,83 +469,88 @@ class MrcCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         except Exception as exc:  # a verb must never end the CLI (and the fabric with it)
             self.commands.out.print(f"[red]{name}: {type(exc).__name__}: {exc}[/red]")
 
-    do_mrc = _verb(
-        "mrc",
+    def do_mrc(self, line: str) -> None:
         """mrc SRC DST SIZE [--mode mrc|single-path|ecmp]
         Transfer SIZE bytes (64M, 8MiB, 4096 ...) from SRC's agent to DST's, with a live
         progress bar and a summary (bytes, time, goodput, retransmissions, EVs retired).
-        Example: mrc h0 h3 64M""",
-    )
-    do_fault = _verb(
-        "fault",
+        Example: mrc h0 h3 64M"""
+        self.run_verb(self.commands.mrc, line)
+
+    def do_fault(self, line: str) -> None:
         """fault KIND TARGET [--direction both|a2b|b2a] [--prob P] [--period S] [--duration S]
         Inject a fault through the controller. KIND: link_down, blackhole, loss, flap,
         switch_down, nic_port_down. TARGET: a link a-b or node:port; a switch; a NIC port
         host:plane. --duration clears it by itself after S seconds.
         Examples: fault blackhole t0p0n0-t1p0n0     fault loss t1p1n1:2 --prob 0.2
-                  fault switch_down t1p0n1           fault nic_port_down h3:0""",
-    )
-    do_clear = _verb(
-        "clear",
+                  fault switch_down t1p0n1           fault nic_port_down h3:0"""
+        self.run_verb(self.commands.fault, line)
+
+    def do_clear(self, line: str) -> None:
         """clear [ID]
-        Clear fault ID (as listed by `faults`), or every fault when no ID is given.""",
-    )
-    do_faults = _verb(
-        "faults", """faults\n        List the active faults with the switch entries each one holds."""
-    )
-    do_paths = _verb(
-        "paths",
+        Clear fault ID (as listed by `faults`), or every fault when no ID is given."""
+        self.run_verb(self.commands.clear, line)
+
+    def do_faults(self, line: str) -> None:
+        """faults
+        List the active faults with the switch entries each one holds."""
+        self.run_verb(self.commands.faults, line)
+
+    def do_paths(self, line: str) -> None:
         """paths SRC DST [--all]
         Every path (plane, T1) from SRC to DST, walked through the installed tables and live
         faults: its hops, whether a packet gets through (ok / lossy / dropped where and why),
-        and the EVs SRC's agent sends on it, by state; --all: one row per EV.""",
-    )
-    do_evs = _verb(
-        "evs",
+        and the EVs SRC's agent sends on it, by state; --all: one row per EV."""
+        self.run_verb(self.commands.paths, line)
+
+    def do_evs(self, line: str) -> None:
         """evs HOST [--all]
         The EVs of HOST's agent: one row per path (connection, plane, T1) with how many EVs
         are GOOD, SKIP, ASSUMED_BAD or DENIED and the path's packet counts; --all: one row
-        per EV.""",
-    )
-    do_counters = _verb(
-        "counters",
+        per EV."""
+        self.run_verb(self.commands.evs, line)
+
+    def do_counters(self, line: str) -> None:
         """counters [SWITCH ...] [--all]
         Switch counters (port rx/tx, drops by reason, ECN marks) read over P4Runtime;
-        cells that read zero are hidden unless --all.""",
-    )
-    do_health = _verb(
-        "health",
+        cells that read zero are hidden unless --all."""
+        self.run_verb(self.commands.counters, line)
+
+    def do_health(self, line: str) -> None:
         """health
         Each switch's P4Runtime session (primary, backup or unreachable, with reconciles and
-        pipeline pushes) and each host agent's control socket (alive, dead or absent).""",
-    )
-    do_fidelity = _verb(
-        "fidelity",
+        pipeline pushes) and each host agent's control socket (alive, dead or absent)."""
+        self.run_verb(self.commands.health, line)
+
+    def do_fidelity(self, line: str) -> None:
         """fidelity
         Whether this machine kept up with the run so far: every switch, shim, agent and the
         controller had the CPU it needed, every link carried its rate when its queue held
-        packets, nothing dropped outside the design; the reasons and figures if not.""",
-    )
-    do_capture = _verb(
-        "capture",
+        packets, nothing dropped outside the design; the reasons and figures if not."""
+        self.run_verb(self.commands.fidelity, line)
+
+    def do_capture(self, line: str) -> None:
         """capture LINK [SECONDS] [--max-mb N]
         tcpdump on one end of LINK (a-b: the lower end; node:port or an interface name:
         that end) for SECONDS (default 10) into <run_dir>/captures/ (opens in Wireshark),
-        whole frames; it stops early at N MB (default 20).""",
-    )
+        whole frames; it stops early at N MB (default 20)."""
+        self.run_verb(self.commands.capture, line)
 
-    do_view = _verb(
-        "view",
+    def do_view(self, line: str) -> None:
         """view [stop]
         Serve the web view of this run (links by load, faults, every connection's EVs, the
         event feed; click a link or switch to inject a fault) on 127.0.0.1 and print its URL
-        with the access token. `view stop` stops it; leaving the CLI stops it too.""",
-    )
+        with the access token. `view stop` stops it; leaving the CLI stops it too."""
+        self.run_verb(self.commands.view_, line)
+
+    def mrc_verbs(self) -> list[str]:
+        """The verbs this CLI adds to Mininet's: every ``do_<verb>`` Mininet's own CLI lacks."""
+        return [name[3:] for name in self.get_names() if name.startswith("do_") and not hasattr(CLI, name)]
+
+    do_switches = cli_switches.do_switches  # the switches to the usual P4 tools (cli_switches.py)
+    do_p4 = cli_switches.do_p4
+    do_p4rt = cli_switches.do_p4rt
 
     def do_help(self, line: str) -> None:
         super().do_help(line)
         if not line.strip():
-            self.commands.out.print(
-                "MRC verbs: mrc, fault, clear, faults, paths, evs, counters, health, fidelity, capture, view "
-                "(help <verb>)"
-            )
+            self.commands.out.print(f"MRC verbs: {', '.join(self.mrc_verbs())} (help <verb>)")

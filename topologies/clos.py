@@ -33,6 +33,7 @@ from topologies.fabric_host import FabricHost, configure_host
 from topologies.node_cmd import ip_batch
 from topologies.shim_groups import SwitchGroup, groups_of, switches_per_shim
 from topologies.shim_launcher import ShimLauncher
+from topologies.switch_records import write_switch_records
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +132,11 @@ def start_clos(
         clock.lap("switches")
         finish_start(net, topology, run)
         clock.lap("addresses")
-    except BaseException:
+    except BaseException as exc:
         net.stop()
+        if "File exists" in str(exc):  # Mininet's "RTNETLINK answers: File exists": a name is taken
+            said = str(exc).strip().splitlines()[0]
+            raise preflight.PreflightError([preflight.Missing(said, preflight.CLEAN)]) from exc
         raise
     return net, topology
 
@@ -195,13 +199,13 @@ class _PhaseClock:
     """Seconds per bring-up step into a caller's dict (nothing when it passed none)."""
 
     def __init__(self, phases: dict[str, float] | None) -> None:
-        self.phases, self.t = phases, time.monotonic()
+        self.phases, self.lap_start = phases, time.monotonic()
 
     def lap(self, name: str) -> None:
         now = time.monotonic()
         if self.phases is not None:
-            self.phases[name] = round(now - self.t, 2)
-        self.t = now
+            self.phases[name] = round(now - self.lap_start, 2)
+        self.lap_start = now
 
 
 def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[str]) -> None:
@@ -224,3 +228,4 @@ def finish_start(net: Mininet, topology: Topology, run_dir: str | os.PathLike[st
     for h in topology.hosts:
         configure_host(net.get(h.name), topology)
     topology.save(run / TOPOLOGY_FILE)
+    write_switch_records(net, topology, run)  # how simple_switch_CLI and p4runtime-shell reach each switch

@@ -21,12 +21,14 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mrc_fabric.p4names import Counter as P4Counter
 from mrc_fabric.time_scale import scaled
 from mrc_view.live import recorded
 from topologies.agents import agent_available
@@ -43,7 +45,8 @@ from topologies.watch import (
 )
 
 RECOVERY_TIMEOUT_S = 30.0
-MAX_EV_LINES = 8
+MAX_EV_LINES = 4
+WIDTH = 120  # columns of every line the demo prints; lists longer than that are summarised or wrapped
 USABLE = ("GOOD", "SKIP")  # SKIP only sits out one rotation
 AUTO_SECONDS = 4.0  # the fault-free transfer should last about this long, so faults land mid-way
 AUTO_PROBE = 8 << 20
@@ -81,7 +84,7 @@ def t1_bytes(tb: Testbed) -> dict[str, int]:
     cells, _errors = tb.controller.counters(names)
     out = dict.fromkeys(names, 0)
     for c in cells:
-        if c.counter == "port_tx":
+        if c.counter == P4Counter.PORT_TX:
             out[c.switch] += c.bytes
     return out
 
@@ -187,7 +190,12 @@ def auto_size(tb: Testbed, mode: str) -> int:
     seconds = float(s.get("seconds") or 0) or AUTO_SECONDS
     size = int(AUTO_PROBE / seconds * AUTO_SECONDS) >> 20 << 20
     size = max(AUTO_MIN, min(AUTO_MAX, size))
-    print(f"size: {size >> 20} MiB (a {AUTO_PROBE >> 20} MiB transfer took {seconds:.2f} s here)", flush=True)
+    floor = f"; {AUTO_MIN >> 20} MiB is the demo's smallest" if size == AUTO_MIN else ""
+    print(
+        f"size: {size >> 20} MiB, about {size / AUTO_PROBE * seconds:.0f} s a transfer here "
+        f"(an {AUTO_PROBE >> 20} MiB probe took {seconds:.2f} s{floor})",
+        flush=True,
+    )
     return size
 
 
@@ -226,19 +234,38 @@ def run_live(tb: Testbed, size: int, mode: str) -> dict[str, Any]:
         "mode": mode,
         "clean": clean,
         "faulted": faulted,
+        "t1": tb.topology.t1_per_plane if tb.topology else 0,
         "recovery_after_clear_s": recovered_s,
         "ev_states_after_clear": final_states,
     }
 
 
 def _line(run: dict[str, Any]) -> str:
+    """One transfer in a line: time, rate, whether the receiver verified the bytes, what it cost."""
     s = run["summary"]
+    undone = s.get("evs_undone", 0)
+    late = f", {undone} put back at once (a packet taken for lost came late)" if undone else ""
     return (
-        f"{'completed' if s.get('ok') else 'FAILED'} in {s.get('seconds', run['wall_s']):.2f} s, "
-        f"{s.get('bytes_acked', 0):,} bytes acknowledged, verified={s.get('verified')}, "
-        f"{s.get('goodput_mbit_s', 0):.1f} Mbit/s, retransmissions {s.get('retransmissions')}, "
-        f"EVs retired {s.get('evs_retired')} ({s.get('evs_undone', 0)} back at once: the packet "
-        "taken for lost arrived)"
+        f"{'completed' if s.get('ok') else 'FAILED: ' + str(s.get('error'))} in "
+        f"{s.get('seconds', run['wall_s']):.2f} s, {s.get('goodput_mbit_s', 0):.1f} Mbit/s, bytes verified: "
+        f"{s.get('verified')}; {s.get('retransmissions')} retransmissions, "
+        f"{s.get('evs_retired')} EVs retired{late}"
+    )
+
+
+def wrapped(line: str, indent: str = "    ") -> str:
+    """A line of the summary cut at WIDTH columns, later pieces indented: every line fits a terminal."""
+    return "\n".join(textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False)) or line
+
+
+def _slowdown(ft: float, ct: float, t1: int) -> str:
+    """The fault run against the clean one, and why it costs so little when it does."""
+    ratio = ft / ct
+    if ratio >= 1.1 or t1 < 2:
+        return f"{ratio:.2f}x"
+    return (
+        f"{ratio:.2f}x: the hosts' links set the pace; the T1 uplinks left in a plane carry "
+        "its whole rate, so a dead path costs almost no time"
     )
 
 
@@ -255,11 +282,20 @@ def print_summary(r: dict[str, Any]) -> None:
     print("=" * 78)
     rate = r.get("link_rate_mbit_s")
     paced = "; agents pace DATA at it" if r.get("departure_clock") == "pacer" else ""
-    print(f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({r.get('link_rate_source', '?')}{paced})")
+    print(
+        wrapped(
+            f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({r.get('link_rate_source', '?')}{paced})"
+        )
+    )
     print(f"transfer {r['src']} -> {r['dst']}: {r['size']:,} bytes, mode {r['mode']}")
     print(f"completed: {bool(s.get('ok'))}; bytes verified by the receiver: {s.get('verified')}")
     ct, ft = c.get("seconds") or clean["wall_s"], s.get("seconds") or faulted["wall_s"]
-    print(f"completion time: {ft:.2f} s with faults vs {ct:.2f} s without ({ft / ct:.2f}x)")
+    print(
+        wrapped(
+            f"completion time: {ft:.2f} s with faults vs {ct:.2f} s without "
+            f"({_slowdown(ft, ct, r.get('t1', 2))})"
+        )
+    )
     print(f"retransmissions: {s.get('retransmissions')} (without faults: {c.get('retransmissions')})")
     print(f"sender RTT: SRTT/min {_rtt(s)} with faults, {_rtt(c)} without")
     print("faults:")
@@ -268,49 +304,63 @@ def print_summary(r: dict[str, Any]) -> None:
             print(f"  {f['label']}: NOT injected ({f['error']})")
             continue
         print(
-            f"  {f['label']:34} at {f['injected_at']:6.2f} s "
-            f"({f['acked_at_injection'] / r['size']:.0%} acked): "
-            f"{f['data_packets_lost']} data packets lost on its EVs since, "
-            f"{f['switch_fault_drops']} packets dropped at the fault (incl. probes)"
+            wrapped(
+                f"  {f['label']} at {f['injected_at']:.2f} s "
+                f"({f['acked_at_injection'] / r['size']:.0%} acked): "
+                f"{f['data_packets_lost']} data packets lost on its EVs, {f['switch_fault_drops']} packets "
+                "dropped there (probes too)"
+            )
         )
-    print("bytes sent per plane (sender NIC ports): " + _kv(faulted["bytes_per_plane"], "plane "))
-    print("bytes through each T1 (all directions):  " + _kv(faulted["bytes_per_t1"]))
-    changes = [
-        e for e in faulted["ev_changes"] if e["old"] != e["new"] and "SKIP" not in (e["old"], e["new"])
-    ]
-    skips = sum(1 for e in faulted["ev_changes"] if e["new"] == "SKIP" and e["old"] != "SKIP")
-    print("EV state changes (sender; seconds since the transfer started; every change is in results.json):")
-    by_fault, others = changes_by_fault(changes, faulted["faults"])
-    for f, mine in by_fault:
-        states = ", ".join(f"{ev} {st or '?'}" for ev, st in f.get("ev_states_at_injection", {}).items())
-        landed = f.get("landed_at")
-        written = f"its tables written by {landed:.2f} s; " if landed is not None else ""
-        print(f"  after {f['label']} at {f['injected_at']:.2f} s ({written}its EVs then: {states}):")
-        for e in mine[:MAX_EV_LINES]:
-            print(f"    {e['t']:6.2f} s  EV {e['ev']} (plane {e['plane']}, T1 {e['t1']})  ", end="")
-            print(f"{e['old']:>11} -> {e['new']}")
-        if len(mine) > MAX_EV_LINES:
-            print(f"    ... {len(mine) - MAX_EV_LINES} more")
-        if not mine:
-            final = {e["ev"]: e["final_state"] for e in faulted["evs"]}
-            ends = ", ".join(f"{ev} {final.get(ev, '?')}" for ev in f["evs_through_it"])
-            print(f"    no change recorded after the fault (at the end: {ends})")
-    retired = sum(1 for e in others if e["new"] == "ASSUMED_BAD")
-    print(
-        f"  elsewhere: {retired} retirements and {len(others) - retired} other changes on EVs whose "
-        f"forward path crossed no fault at the time (replies and probe answers travel back on the "
-        f"receiver's own EVs and can cross one), {skips} ECN/trim SKIPs"
-    )
-    why = Counter(e.get("reason", "").split(" of psn")[0] or "reason not recorded" for e in others)
-    if why:
-        print("    why: " + ", ".join(f"{n} {reason}" for reason, n in why.most_common()))
+    print(wrapped("bytes sent per plane (sender NIC ports): " + _kv(faulted["bytes_per_plane"], "plane ")))
+    print(wrapped("bytes through each T1 (both directions): " + _kv(faulted["bytes_per_t1"])))
+    print_ev_changes(faulted)
     recovery = recovery_line(r["recovery_after_clear_s"], r["ev_states_after_clear"])
-    print(f"after clearing the faults: {recovery}")
+    print(wrapped(f"after clearing the faults: {recovery}"))
     if r.get("fidelity"):
         from topologies.fidelity.report import summary_lines
 
         for line in summary_lines(r["fidelity"]):
-            print(line)
+            print(wrapped(line))
+
+
+def print_ev_changes(faulted: dict[str, Any]) -> None:
+    """The sender's EV changes: those each fault explains (a few lines, the rest counted), the others."""
+    changes = [
+        e for e in faulted["ev_changes"] if e["old"] != e["new"] and "SKIP" not in (e["old"], e["new"])
+    ]
+    skips = sum(1 for e in faulted["ev_changes"] if e["new"] == "SKIP" and e["old"] != "SKIP")
+    print("EV state changes (sender; seconds since the transfer started; each EV's in results.json):")
+    by_fault, others = changes_by_fault(changes, faulted["faults"])
+    for f, mine in by_fault:
+        states = Counter(st or "?" for st in f.get("ev_states_at_injection", {}).values())
+        then = ", ".join(f"{n} {st}" for st, n in states.most_common())
+        landed = f.get("landed_at")
+        written = f", tables written by {landed:.2f} s" if landed is not None else ""
+        head = f"  {f['label']} at {f['injected_at']:.2f} s{written}: {len(f['evs_through_it'])} EVs cross it"
+        print(wrapped(f"{head} ({then} then)" if then else head))
+        for e in mine[:MAX_EV_LINES]:
+            print(
+                f"    {e['t']:6.2f} s  EV {e['ev']} (plane {e['plane']}, T1 {e['t1']})  "
+                f"{e['old']:>11} -> {e['new']}"
+            )
+        if len(mine) > MAX_EV_LINES:
+            print(f"    ... {len(mine) - MAX_EV_LINES} more, the last at {mine[-1]['t']:.2f} s")
+        if not mine:
+            final = Counter(e["final_state"] for e in faulted["evs"] if e["ev"] in set(f["evs_through_it"]))
+            ends = ", ".join(f"{n} {st}" for st, n in final.most_common())
+            print(wrapped(f"    no change recorded after the fault (at the end: {ends or 'none seen'})"))
+    retired = sum(1 for e in others if e["new"] == "ASSUMED_BAD")
+    print(
+        f"  elsewhere: {retired} retirements, {len(others) - retired} other changes on EVs whose path "
+        f"crossed no fault then; {skips} ECN/trim SKIPs"
+    )
+    if others:
+        print(
+            "    (acknowledgements and probe replies return on the receiver's own EVs, which may cross one)"
+        )
+    why = Counter(e.get("reason", "").split(" of psn")[0] or "reason not recorded" for e in others)
+    if why:
+        print(wrapped("    why: " + ", ".join(f"{n} {reason}" for reason, n in why.most_common()), "      "))
 
 
 def changes_by_fault(
@@ -387,6 +437,15 @@ def run_fallback(tb: Testbed, why: str, runs_root: Path) -> int:
     return sim_demo(["--out", str(runs_root)])
 
 
+def _say(line: str) -> None:
+    """The testbed's notes (link rate, placement, warnings), cut to the demo's width."""
+    print(wrapped(f"*** {line}"), file=sys.stderr, flush=True)
+
+
+def _step(_line: str) -> None:
+    """The bring-up's routine steps: the demo prints what matters of them once the fabric is up."""
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m topologies.demo", description=__doc__.splitlines()[0])
     add_fabric_arguments(ap)
@@ -410,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
 
     setLogLevel("warning")
     size = 0 if args.size == "auto" else parse_size(args.size)
-    tb = Testbed(config_from_args(args, agents=not args.no_agents))
+    tb = Testbed(config_from_args(args, agents=not args.no_agents), say=_say, progress=_step)
 
     def verdict_so_far() -> None:
         if tb.fidelity_verdict is not None:
@@ -422,7 +481,11 @@ def main(argv: list[str] | None = None) -> int:
 def live_demo(tb: Testbed, args: argparse.Namespace, size: int) -> int:
     """The live demo on ``tb`` (started here): the reference and the faulted transfer."""
     started = time.monotonic()
+    print("*** starting the fabric, controller and agents ...", file=sys.stderr, flush=True)
     with tb:
+        assert tb.choice is not None and tb.run is not None
+        print(wrapped(tb.choice.banner()), flush=True)
+        print(f"run directory: {tb.run.path} (switches.json: Thrift ports and P4Runtime sockets)", flush=True)
         ok, why = agent_available()
         if args.no_agents:
             ok, why = False, "--no-agents"
@@ -442,10 +505,10 @@ def live_demo(tb: Testbed, args: argparse.Namespace, size: int) -> int:
 
         timeline_png(result, out / "timeline.png")
     print_summary(result)
-    print(f"written: {out / 'results.json'}, {out / 'timeline.png'} (runs/latest -> {out.name})")
+    print(wrapped(f"written: {out}/results.json (every EV, fault and sample) and timeline.png (runs/latest)"))
     print(f"replay it in a web page: mrc view {out}")
     print(f"demo took {time.monotonic() - started:.0f} s including fabric bring-up and teardown")
-    print(report_pointer())
+    print(wrapped(report_pointer()))
     s = result["faulted"]["summary"]
     return 0 if s.get("ok") and s.get("verified") else 1
 

@@ -90,7 +90,7 @@ def mn_topo(
     except Exception as exc:  # SystemExit: see the top of the file
         print(f"mrcclos: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    topo.mrc = (topology, run, choice)  # picked up by the CLI once mn has started the net
+    topo.mrc = (topology, run, choice, float(link_rate))  # picked up by the CLI once mn started the net
     return topo
 
 
@@ -117,7 +117,7 @@ def mn_cli_class() -> type:
             if mrc is None or kwargs.get("script"):
                 super().__init__(mininet, *args, **kwargs)
                 return
-            topology, run, choice = mrc
+            topology, run, choice, link_rate = mrc
             tb = Testbed(
                 TestbedConfig(
                     planes=topology.planes,
@@ -126,8 +126,10 @@ def mn_cli_class() -> type:
                     hosts_per_t0=topology.hosts_per_t0,
                     target=choice.target.value,
                     runs_root=run.path.parent,
+                    link_rate=link_rate or None,
                 )
             )
+            tb.rate_source = "link_rate= in --topo" if link_rate else "no link_rate= in --topo mrcclos,..."
             try:
                 finish_start(mininet, topology, run.path)
                 tb.adopt(mininet, topology, run, choice)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mrc_fabric.health import (
+    EVENTS_FILE,
     EventKind,
     ProcessEvent,
     ProcessHealth,
@@ -171,6 +172,7 @@ class Supervisor:
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:
         self._stop.clear()
+        (self.run.path / EVENTS_FILE).touch()  # there from the start (empty: nothing happened yet)
         self._thread = threading.Thread(target=self._loop, name="mrc-supervisor", daemon=True)
         self._thread.start()
 

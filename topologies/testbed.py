@@ -43,7 +43,7 @@ from mrc_fabric.thread_errors import ThreadErrors
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.time_scale import settle
 from mrc_fabric.topology import LinkEnd, Target, Topology, build_clos
-from topologies import preflight
+from topologies import preflight, user_p4
 from topologies.agents import AgentFleet, AgentProcess
 from topologies.captures import Capture, LinkCaptures, link_end
 from topologies.controller_procs import ControllerProcesses
@@ -51,7 +51,8 @@ from topologies.prune import prune_runs
 from topologies.rundir import RunDir, boot_ticks, net_namespace, proc_start_time
 from topologies.signal_guard import SignalGuard
 from topologies.supervisor import Supervisor
-from topologies.target import TargetChoice, choose_target
+from topologies.switch_records import SWITCHES_FILE
+from topologies.target import TargetChoice
 from topologies.teardown import stop_fabric
 from topologies.testbed_config import (
     TestbedConfig,
@@ -151,7 +152,7 @@ class Testbed:
 
         cfg = self.config
         self._signals.install()
-        self.choice = choose_target(cfg.target)
+        self.choice = user_p4.target_for(cfg.target, cfg.p4)
         self.progress(self.choice.banner())
         self.time_scale = settle(self.say)  # first: the pre-flight's probes are timed with it
         self._preflight()
@@ -161,6 +162,7 @@ class Testbed:
         self._report_thread_errors()
         self._write_run_info()
         self._prune_runs()
+        user_p4.prepare(cfg.p4, self.run, self.progress)  # a program of one's own: <run>/p4/
         link_opts = None
         if cfg.link_rate:
             from topologies.rate_link import RateLink
@@ -453,8 +455,14 @@ def summary(tb: Testbed) -> str:
         f"fabric: {t.planes} planes x ({t.t0_per_plane} T0, {t.t1_per_plane} T1), "
         f"{len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links",
         tb.choice.banner(),
-        f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'} ({tb.rate_source})",
+        f"links: {f'{rate:g} Mbit/s' if rate else 'unlimited'}"
+        + (f" ({tb.rate_source})" if tb.rate_source else ""),
+        *[
+            f"P4 program: {p.source} (its P4Info: {p.p4info})"
+            for p in filter(None, [user_p4.load(tb.run.path)])
+        ],
         f"run directory: {tb.run.path}",
+        f"switches: {tb.run.path / SWITCHES_FILE} (Thrift, P4Runtime; CLI: switches, p4 SWITCH ...)",
         f"hosts: {' '.join(h.name for h in t.hosts)}",
         f"agents: {tb.agents_note or 'not started'}",
         f"plain IPv6/IPv4 between hosts: {tb.plain_note or 'not routed'}",

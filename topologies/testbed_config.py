@@ -75,6 +75,8 @@ class TestbedConfig:
     placement: str | None = (
         None  # CPU placement policy (topologies.placement); None: $MRC_PLACEMENT or default
     )
+    # a P4 program of your own for every BMv2 switch, compiled into <run>/p4/ (topologies.user_p4)
+    p4: Path | None = None
 
 
 def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
@@ -121,6 +123,14 @@ def add_fabric_arguments(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--prefix", default="", help="node name prefix (keeps parallel runs apart)")
     ap.add_argument(
+        "--p4",
+        type=Path,
+        default=None,
+        metavar="PROGRAM.p4",
+        help="run your own P4 program on every BMv2 switch (compiled with p4c; it must keep the MRC "
+        "tables: docs/mininet-p4.md)",
+    )
+    ap.add_argument(
         "--switches-per-shim",
         type=int,
         default=None,
@@ -145,5 +155,6 @@ def config_from_args(args: argparse.Namespace, **extra: Any) -> TestbedConfig:
         pcap_limit_mb=args.pcap if args.pcap is not None else TestbedConfig.pcap_limit_mb,
         calibration=args.calibration,
         nic_pacing=getattr(args, "nic_pacing", "on") == "on",
+        p4=getattr(args, "p4", None),
         **extra,
     )

@@ -5,6 +5,8 @@
     sudo .venv/bin/mrc-testbed --cli                      # default fabric, Mininet CLI with MRC verbs
     sudo .venv/bin/mrc-testbed --planes 4 --t1 4 --link-rate 100 --target linux
     sudo .venv/bin/mrc-testbed calibrate --target bmv2     # the highest faithful link rate here
+    sudo .venv/bin/mrc-testbed --cli --p4 examples/p4/ev_telemetry.p4   # your own P4 program
+    sudo .venv/bin/mrc-testbed switches                   # Thrift ports, P4Runtime sockets of runs/latest
 
 Without ``--cli`` the fabric stays up until Ctrl-C (or SIGTERM/SIGHUP), then is torn down.
 The testbed itself is :class:`topologies.testbed.Testbed`.
@@ -22,6 +24,14 @@ from typing import Any
 
 from topologies.live_errors import run_explained
 from topologies.testbed import Testbed, add_fabric_arguments, announce, config_from_args, summary
+
+TOOLS = ("switches", "p4", "p4rt-shell")
+SUBCOMMANDS = """subcommands (each has --help):
+  calibrate                 the highest link rate this machine keeps faithful, per data plane and shape
+  switches                  the switches of a running fabric: device ids, P4Runtime sockets, Thrift ports
+  p4 SWITCH [COMMAND]       simple_switch_CLI (BMv2's Thrift runtime) on one switch of a running fabric
+  p4rt-shell SWITCH         p4runtime-shell on one switch as a backup client: never disturbs the controller
+Without a subcommand: bring a fabric up (the options above). docs/testbed.md, docs/mininet-p4.md"""
 
 
 def _quiet(_line: str) -> None:
@@ -51,9 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         from topologies.fidelity.calibrate import main as calibrate
 
         return calibrate(argv[1:])
+    if argv[:1] and argv[0] in TOOLS:  # the P4 tools on a running fabric's switches
+        from topologies.switch_tools import main as tools
+
+        return tools(argv)
     ap = argparse.ArgumentParser(
         prog="mrc-testbed",
         description=__doc__.splitlines()[0],
+        epilog=SUBCOMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_fabric_arguments(ap)
     ap.add_argument("--cli", action="store_true", help="open the Mininet CLI with the MRC verbs")

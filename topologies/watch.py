@@ -22,12 +22,13 @@ from typing import Any
 
 from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import EV
+from mrc_fabric.p4names import Counter
 from mrc_fabric.time_scale import scaled
 
 EV_POLL_S = 0.05
 THREAD_JOIN_S = 30.0  # the injector's and poller's end after the transfer (reference machine)
-FAULT_DROP = "drop_reason"
-FAULT_DROP_INDEX = DropReason.FAULT
+FAULT_DROP = Counter.DROP_REASON
+FAULT_DROP_INDEX = DropReason.FAULT.cell
 
 
 @dataclass
@@ -38,6 +39,8 @@ class PlannedFault:
     target: str
     at_fraction: float
     label: str = ""
+    probability: float = 0.0  # loss
+    period_s: float = 0.0  # flap
     fault_id: str = ""
     injected_at: float | None = None  # seconds since the transfer started, before the first table write
     landed_at: float | None = None  # ... when the controller answered: every table write done
@@ -104,7 +107,7 @@ class TransferWatch:
         faults: list[PlannedFault] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        self.tb = testbed
+        self.testbed = testbed
         self.src, self.dst, self.size, self.mode = src, dst, size, mode
         self.faults = faults or []
         self.user_progress = on_progress
@@ -132,7 +135,7 @@ class TransferWatch:
             self.user_progress(update)
 
     def _poll_evs(self) -> None:
-        client = self.tb.agent(self.src).client
+        client = self.testbed.agent(self.src).client
         while not self._done.is_set():
             self._sample_evs(client)
             self._done.wait(EV_POLL_S)
@@ -155,7 +158,7 @@ class TransferWatch:
             self.ev_last[ev] = row
 
     def _inject(self) -> None:
-        ctl = self.tb.controller
+        ctl = self.testbed.controller
         for f in sorted(self.faults, key=lambda x: x.at_fraction):
             with self._fire:
                 while self._acked < f.at_fraction * self.size and not self._done.is_set():
@@ -165,12 +168,13 @@ class TransferWatch:
                 return
             try:
                 before = self._drops_at_start
-                f.evs_at_injection = send_rows(self.tb.agent(self.src).client.evs(), self.dst)
+                f.evs_at_injection = send_rows(self.testbed.agent(self.src).client.evs(), self.dst)
                 f.evs_sampled_unix = time.time()
                 # stamped before the first write: the first switch's entry acts at once, the
                 # others up to ~0.1 s later (BMv2), so EVs may retire before the call returns
                 requested, acked = self._now(), self._acked
-                fault = ctl.inject(f.kind, f.target)
+                extra = {k: v for k, v in (("probability", f.probability), ("period_s", f.period_s)) if v}
+                fault = ctl.inject(f.kind, f.target, **extra)
                 f.fault_id, f.injected_at, f.acked_at_injection = fault.id, requested, acked
                 f.landed_at = self._now()
                 # entries read "switch:table:port action"
@@ -223,12 +227,12 @@ class TransferWatch:
 
     # -- run ---------------------------------------------------------------------------------------
     def run(self) -> WatchResult:
-        client = self.tb.agent(self.src).client
+        client = self.testbed.agent(self.src).client
         self._sample_evs(client)  # EV rows of an existing connection, before anything happens
         # Fault drop counters before anything happens: reading them at injection would delay the
         # fault by a counter read of every switch (no fault is active, so they do not move).
         self._drops_at_start = (
-            fault_drops(self.tb.controller, [s.name for s in self.tb.topology.switches])
+            fault_drops(self.testbed.controller, [s.name for s in self.testbed.topology.switches])
             if self.faults
             else {}
         )
@@ -239,7 +243,7 @@ class TransferWatch:
         poller.start()
         injector.start()
         try:
-            summary = self.tb.send(self.src, self.dst, self.size, self.mode, self._on_progress)
+            summary = self.testbed.send(self.src, self.dst, self.size, self.mode, self._on_progress)
         finally:
             wall = self._now()
             self._done.set()
@@ -247,7 +251,7 @@ class TransferWatch:
                 self._fire.notify_all()
             injector.join(timeout=scaled(THREAD_JOIN_S))
             poller.join(timeout=scaled(THREAD_JOIN_S))
-        ctl = self.tb.controller
+        ctl = self.testbed.controller
         for f in self.faults:
             if f.fault_id:
                 f.drops_at_end = fault_drops(ctl, f.switches)

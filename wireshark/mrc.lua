@@ -251,7 +251,7 @@ function mrc.dissector(tvb, pinfo, tree)
             t:add(f.cookie, tvb(h + 4, 4))
             t:add(f.nonce, tvb(h + 8, 8))
             info = string.format("MRC CONNECT initial_psn=%d%s", tvb(h + 1, 3):uint(),
-                tvb(h + 4, 4):uint() ~= 0 and " cookie" or "")
+                tvb(h + 4, 4):uint() ~= 0 and " with the receiver's cookie" or "")
         else
             t:add(f.cstatus, tvb(h, 1))
             t:add(f.initial_psn, tvb(h + 1, 3))
@@ -260,6 +260,10 @@ function mrc.dissector(tvb, pinfo, tree)
             t:add(f.nonce, tvb(h + 8, 8))
             info = string.format("MRC CONNECT_ACK %s initial_psn=%d", CONNECT_STATUS[tvb(h, 1):uint()] or "?",
                 tvb(h + 1, 3):uint())
+            if tvb(h, 1):uint() == 2 then
+                -- every first CONNECT gets one: the receiver keeps no state until its cookie comes back
+                info = info .. " (stateless cookie, as TCP SYN cookies: the sender repeats its CONNECT with it)"
+            end
         end
         t:add_le(f.icrc, tvb(n - ICRC_LEN, 4))
     else

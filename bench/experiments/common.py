@@ -31,7 +31,7 @@ from topologies.fidelity.rates import link_rate_arg
 SCHEMA = "mrc-experiment/1"
 DEFAULT_CALIBRATION = Path("runs") / "calibration.json"  # where mrc-testbed calibrate caches rates
 BMV2_QUEUE_PER_TRIM = 2  # BMv2 queues hold twice the trim threshold: room for trimming to act
-PREFIX = "ex"  # Mininet node prefix of every fabric the experiments build (see the brief)
+PREFIX = "ex"  # Mininet node prefix of every fabric the experiments build: apart from other runs
 STATUSES = ("ok", "skipped", "failed")
 
 console = Console(stderr=True, highlight=False)

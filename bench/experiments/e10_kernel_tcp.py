@@ -45,6 +45,65 @@ def _wait_listening(node: Any, port: int) -> None:
     raise RuntimeError(f"iperf3 server in {node.name} not listening on {port} after {LISTEN_TIMEOUT_S} s")
 
 
+def _client_command(pair: kernel_routes.TcpPair, size: int, limit_s: float) -> list[str]:
+    """iperf3's client: ``size`` bytes over ``STREAMS`` streams, bounded by ``timeout``."""
+    return [
+        "timeout",
+        str(int(limit_s)),
+        "iperf3",
+        "-c",
+        pair.dst_addr,
+        "-p",
+        str(PORT),
+        "-n",
+        str(size),
+        "-P",
+        str(STREAMS),
+        "-i",
+        str(INTERVAL_S),
+        "--json",
+        "--get-server-output",
+        "--connect-timeout",
+        "3000",
+    ]
+
+
+def _iperf_record(
+    out: str, err: str, returncode: int, wall: float, limit_s: float, fault: FaultPlan | None
+) -> dict[str, Any]:
+    """One run's record from the client's JSON report: the receiver's goodput per interval (all
+    streams and each), completion and retransmits."""
+    try:
+        report = json.loads(out)
+    except ValueError:
+        report = {"error": f"no JSON from iperf3 (rc {returncode}): {err.strip()[:200]}"}
+    # the receiver's intervals: the sender's count bytes written into socket buffers, which
+    # absorb megabytes after a stream's path died before its writes block
+    received = report.get("server_output_json") or {}
+    intervals = received.get("intervals") or report.get("intervals", [])
+    series = [(round(iv["sum"]["end"], 3), round(iv["sum"]["bits_per_second"] / 1e6, 3)) for iv in intervals]
+    per_stream: dict[int, list[tuple[float, float]]] = {}
+    for iv in intervals:
+        for st in iv.get("streams", []):
+            per_stream.setdefault(st["socket"], []).append((st["end"], st["bits_per_second"] / 1e6))
+    end = report.get("end", {})
+    completed = returncode == 0 and "error" not in report
+    seconds = float(end.get("sum_received", {}).get("seconds", wall)) if completed else None
+    return {
+        "completed": completed,
+        "seconds": seconds,
+        "wall_s": wall,
+        "limit_s": limit_s,
+        "returncode": returncode,
+        "error": report.get("error", ""),
+        "per_stream_mbit_s": {str(k): v for k, v in per_stream.items()},
+        "intervals_from": "receiver" if received.get("intervals") else "sender",
+        "goodput_mbit_s": series,
+        "retransmits": end.get("sum_sent", {}).get("retransmits"),
+        "fault": None if fault is None else fault.record(),
+    }
+
+
 def iperf(
     tb: Any,
     pair: kernel_routes.TcpPair,
@@ -79,28 +138,7 @@ def iperf(
         side = threading.Thread(target=fire, daemon=True)
         side.start()
         client = src.popen(
-            [
-                "timeout",
-                str(int(limit_s)),
-                "iperf3",
-                "-c",
-                pair.dst_addr,
-                "-p",
-                str(PORT),
-                "-n",
-                str(size),
-                "-P",
-                str(STREAMS),
-                "-i",
-                str(INTERVAL_S),
-                "--json",
-                "--get-server-output",
-                "--connect-timeout",
-                "3000",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            _client_command(pair, size, limit_s), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         out, err = client.communicate(timeout=limit_s + 15)
         wall = time.monotonic() - t0
@@ -112,35 +150,7 @@ def iperf(
         server.wait(timeout=15)
         if fault is not None:
             tb.controller.clear()
-    try:
-        report = json.loads(out)
-    except ValueError:
-        report = {"error": f"no JSON from iperf3 (rc {client.returncode}): {err.strip()[:200]}"}
-    # the receiver's intervals: the sender's count bytes written into socket buffers, which
-    # absorb megabytes after a stream's path died before its writes block
-    received = report.get("server_output_json") or {}
-    intervals = received.get("intervals") or report.get("intervals", [])
-    series = [(round(iv["sum"]["end"], 3), round(iv["sum"]["bits_per_second"] / 1e6, 3)) for iv in intervals]
-    per_stream: dict[int, list[tuple[float, float]]] = {}
-    for iv in intervals:
-        for st in iv.get("streams", []):
-            per_stream.setdefault(st["socket"], []).append((st["end"], st["bits_per_second"] / 1e6))
-    end = report.get("end", {})
-    completed = client.returncode == 0 and "error" not in report
-    seconds = float(end.get("sum_received", {}).get("seconds", wall)) if completed else None
-    return {
-        "completed": completed,
-        "seconds": seconds,
-        "wall_s": wall,
-        "limit_s": limit_s,
-        "returncode": client.returncode,
-        "error": report.get("error", ""),
-        "per_stream_mbit_s": {str(k): v for k, v in per_stream.items()},
-        "intervals_from": "receiver" if received.get("intervals") else "sender",
-        "goodput_mbit_s": series,
-        "retransmits": end.get("sum_sent", {}).get("retransmits"),
-        "fault": None if fault is None else fault.record(),
-    }
+    return _iperf_record(out, err, client.returncode, wall, limit_s, fault)
 
 
 def longest_zero_run(series: list[tuple[float, float]], floor_mbit_s: float) -> float:
@@ -151,6 +161,59 @@ def longest_zero_run(series: list[tuple[float, float]], floor_mbit_s: float) -> 
         longest = max(longest, run)
         prev = t
     return longest
+
+
+def _faulted(
+    ctx: Context, tb: Any, pair: kernel_routes.TcpPair, size: int, plan: FaultPlan, base: float, floor: float
+) -> dict[str, Any]:
+    """One iperf3 run with the fault from 20 % of the clean time: its record with the longest
+    stall of all streams and of one, and how long the fault overlapped the transfer."""
+    r = iperf(tb, pair, size, plan.duration_s + ctx.scale(60, 30), plan, 0.2 * base)
+    stall = longest_zero_run(r["goodput_mbit_s"], floor)
+    stream_stall = max(
+        (longest_zero_run(v, floor / STREAMS) for v in r["per_stream_mbit_s"].values()), default=0.0
+    )
+    ratio = r["seconds"] / base if r["completed"] else None
+    # how long the fault overlapped the transfer (iperf3 ends once all streams sent the bytes)
+    window = None
+    if plan.injected_at is not None:
+        window = min(plan.injected_at + plan.duration_s, r["wall_s"]) - plan.injected_at
+    r.update(
+        {"ratio": ratio, "longest_stall_s": stall, "longest_stream_stall_s": stream_stall, "window_s": window}
+    )
+    return r
+
+
+def _judge(res: Result, name: str, r: dict[str, Any], plan: FaultPlan) -> None:
+    """For information, beside E1/E3: completion and stalls; a stream on the failed path stalls."""
+    window, stream_stall = r["window_s"], r["longest_stream_stall_s"]
+    for metric, value, unit, paper, note in (
+        (
+            "completion / clean",
+            r["ratio"],
+            "x",
+            "compare E1/E3 MRC",
+            "" if r["completed"] else "did not complete",
+        ),
+        (
+            "longest stall of all streams together",
+            r["longest_stall_s"],
+            "s",
+            "stalls until repathed or cleared",
+            "",
+        ),
+    ):
+        res.info(f"{name}: {metric}", value, unit=unit, mode="tcp", paper=paper, note=note)
+    res.add(
+        f"{name}: longest stall of one stream",
+        stream_stall,
+        unit="s",
+        mode="tcp",
+        paper="a flow on the failed path stalls until the fault clears (no repathing)",
+        expect=f">= 0.5 x the fault's time inside the transfer ({fmt(window)} s)",
+        holds=window is not None and stream_stall >= 0.5 * window,
+        note=f"fault on {plan.target}",
+    )
 
 
 def run(ctx: Context, res: Result) -> None:
@@ -189,63 +252,20 @@ def run(ctx: Context, res: Result) -> None:
             "black hole": FaultPlan("blackhole", busiest, None, duration_s=max(1.0, 2 * base)),
             "T1 down": FaultPlan("switch_down", t1, None, duration_s=max(1.0, 0.5 * base)),
         }
-        stream_floor = floor / STREAMS
         for name, plan in scenarios.items():
             step(f"E10 {name} ({plan.target}) at {0.2 * base:.2f} s for {plan.duration_s:.2f} s")
-            r = iperf(tb, pair, size, plan.duration_s + ctx.scale(60, 30), plan, 0.2 * base)
-            stall = longest_zero_run(r["goodput_mbit_s"], floor)
-            stream_stall = max(
-                (longest_zero_run(v, stream_floor) for v in r["per_stream_mbit_s"].values()), default=0.0
-            )
-            ratio = r["seconds"] / base if r["completed"] else None
-            # how long the fault overlapped the transfer (iperf3 ends once all streams sent the bytes)
-            window = None
-            if plan.injected_at is not None:
-                window = min(plan.injected_at + plan.duration_s, r["wall_s"]) - plan.injected_at
-            r.update(
-                {
-                    "ratio": ratio,
-                    "longest_stall_s": stall,
-                    "longest_stream_stall_s": stream_stall,
-                    "window_s": window,
-                }
-            )
+            r = _faulted(ctx, tb, pair, size, plan, base, floor)
             kept.runs[name] = r
             kept.series[f"tcp {name}"] = r["goodput_mbit_s"]
             if plan.injected_at is not None:
                 kept.shades[f"tcp {name}"] = [(plan.injected_at, plan.injected_at + plan.duration_s)]
             step(
-                f"   {name}: completed={r['completed']} in {fmt(r['seconds'])} s ({fmt(ratio)} x clean), "
-                f"longest stall {stall:.2f} s (one stream: {stream_stall:.2f} s) on {plan.target}, "
+                f"   {name}: completed={r['completed']} in {fmt(r['seconds'])} s "
+                f"({fmt(r['ratio'])} x clean), longest stall {r['longest_stall_s']:.2f} s "
+                f"(one stream: {r['longest_stream_stall_s']:.2f} s) on {plan.target}, "
                 f"retransmits {r['retransmits']}"
             )
-            res.add(
-                f"{name}: completion / clean",
-                ratio,
-                unit="x",
-                mode="tcp",
-                paper="compare E1/E3 MRC",
-                expect="info",
-                note="" if r["completed"] else "did not complete",
-            )
-            res.add(
-                f"{name}: longest stall of all streams together",
-                stall,
-                unit="s",
-                mode="tcp",
-                paper="stalls until repathed or cleared",
-                expect="info",
-            )
-            res.add(
-                f"{name}: longest stall of one stream",
-                stream_stall,
-                unit="s",
-                mode="tcp",
-                paper="a flow on the failed path stalls until the fault clears (no repathing)",
-                expect=f">= 0.5 x the fault's time inside the transfer ({fmt(window)} s)",
-                holds=window is not None and stream_stall >= 0.5 * window,
-                note=f"fault on {plan.target}",
-            )
+            _judge(res, name, r, plan)
         res.add("clean completion time", base, unit="s", mode="tcp", expect="info")
         res.caveats.append(
             "iperf3 -n counts bytes over all streams, so healthy streams carry what a stalled one cannot "

@@ -32,6 +32,45 @@ def crossing(rows: dict[str, dict[str, Any]], dead: list[tuple[int, int]]) -> li
     return [ev for ev, r in rows.items() if (int(r["plane"]), int(r["t1"])) in dead]
 
 
+def left_on_paths(r: Any, dead: list[tuple[int, int]]) -> tuple[list[str], list[str]]:
+    """The EVs crossing a dead path still GOOD at the end, and those retired off the dead paths
+    (GOOD before the transfer)."""
+    still_good = [ev for ev in crossing(r.ev_after, dead) if r.ev_after[ev]["state"] == "GOOD"]
+    off_path = [
+        ev
+        for ev, row in r.ev_after.items()
+        if ev not in crossing(r.ev_after, dead)
+        and row["state"] != "GOOD"
+        and r.ev_before.get(ev, {}).get("state", "GOOD") == "GOOD"
+    ]
+    return still_good, off_path
+
+
+def _judge(
+    res: Result, r: Any, ratio: float | None, still_good: list[str], off_path: list[str], faults: int
+) -> None:
+    """The shape: every fault costs about what it costs alone, and no EV stays on a dead path."""
+    paper = "several faults cost each about what it costs alone"
+    res.verified(r.ok, "mrc", "no job failure")
+    res.add("completion time / clean", ratio, unit="x", mode="mrc", paper=paper, **at_most(ratio, 1.3))
+    res.add(
+        "EVs on a faulted path still GOOD at the end",
+        len(still_good),
+        mode="mrc",
+        paper="no traffic stays on a dead path",
+        **at_most(len(still_good), 0, "0"),
+    )
+    res.add(
+        "data packets lost per fault",
+        r.lost_packets() / faults,
+        unit="packets",
+        mode="mrc",
+        paper="a few packets per fault",
+        **at_most(r.lost_packets() / faults, 32, "<= 32 (E1's bound for one fault)"),
+    )
+    res.info("EVs retired off the faults' paths", len(off_path), mode="mrc")
+
+
 def run(ctx: Context, res: Result) -> None:
     size = ctx.size(48, 24)
     with fabric(ctx, **FAULT_SHAPE) as tb:
@@ -60,14 +99,7 @@ def run(ctx: Context, res: Result) -> None:
         )
         tb.controller.clear()
         ratio = r.seconds / clean.seconds if r.ok else None
-        still_good = [ev for ev in crossing(r.ev_after, dead) if r.ev_after[ev]["state"] == "GOOD"]
-        off_path = [
-            ev
-            for ev, row in r.ev_after.items()
-            if ev not in crossing(r.ev_after, dead)
-            and row["state"] != "GOOD"
-            and r.ev_before.get(ev, {}).get("state", "GOOD") == "GOOD"
-        ]
+        still_good, off_path = left_on_paths(r, dead)
         missed = [p.error for p in plans if p.error]
         step(
             f"   mrc: ok={r.ok} {r.seconds:.2f} s vs {clean.seconds:.2f} s clean (x{ratio or 0:.2f}), "
@@ -76,25 +108,7 @@ def run(ctx: Context, res: Result) -> None:
         )
         if missed:
             raise RuntimeError(f"a fault did not land: {missed}")
-        paper = "several faults cost each about what it costs alone"
-        res.verified(r.ok, "mrc", "no job failure")
-        res.add("completion time / clean", ratio, unit="x", mode="mrc", paper=paper, **at_most(ratio, 1.3))
-        res.add(
-            "EVs on a faulted path still GOOD at the end",
-            len(still_good),
-            mode="mrc",
-            paper="no traffic stays on a dead path",
-            **at_most(len(still_good), 0, "0"),
-        )
-        res.add(
-            "data packets lost per fault",
-            r.lost_packets() / len(plans),
-            unit="packets",
-            mode="mrc",
-            paper="a few packets per fault",
-            **at_most(r.lost_packets() / len(plans), 32, "<= 32 (E1's bound for one fault)"),
-        )
-        res.info("EVs retired off the faults' paths", len(off_path), mode="mrc")
+        _judge(res, r, ratio, still_good, off_path, len(plans))
         res.data.update(
             {
                 "clean": clean.record(),

@@ -38,7 +38,7 @@ def down_transitions(run_wall_s: float, injected_at: float | None, period_s: flo
     return max(1, math.ceil((run_wall_s - injected_at) / (2 * period_s)))
 
 
-# 4 T1 per plane (issue 15: a fabric large enough for "often one packet per flap"): a flapping
+# 4 T1 per plane (a fabric large enough for "often one packet per flap" to show): a flapping
 # uplink carries 1/16 of the spray instead of 1/8, so fewer packets are in flight on it and
 # sent onto it before the sender's gap rule sees it dead.
 E2_SHAPE: dict[str, Any] = {**FAULT_SHAPE, "t1": 4}

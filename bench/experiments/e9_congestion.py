@@ -36,6 +36,9 @@ import subprocess
 import sys
 from typing import Any
 
+from mrc_fabric.p4info import default_index
+from mrc_fabric.p4names import Action, Counter, Table
+
 from .common import Context, Result, at_least, experiment_entry, fabric, fabric_info, fmt, step
 from .plots import bars
 from .transfer import run_concurrent, run_transfer
@@ -90,8 +93,10 @@ def window_packets(mbit: float) -> int:
 
 PRIORITY_DATA = 0  # p4src/include/constants.p4: data queue; trimmed headers use 7
 TRIM_OFF = (1 << 19) - 1  # the largest 19-bit trim threshold: a queue never gets that deep
-POLICY_TABLE = "MrcIngress.port_policy"
-POLICY_ACTION = "MrcIngress.set_port_policy"
+# simple_switch_CLI speaks p4c's full names (MrcIngress.port_policy)
+POLICY_TABLE = default_index().table(Table.PORT_POLICY).name
+POLICY_ACTION = default_index().action(Action.SET_PORT_POLICY).name
+ECN_COUNTER = default_index().counter(Counter.ECN_MARKED).name
 _ENTRY = re.compile(
     # the key prints as the field P4 matched on: "* scalars.metadata_t.out_port: EXACT 0004"
     r"Dumping entry (0x[0-9a-f]+)\s*\nMatch key:\s*\n\*\s*[\w.]*port\s*:\s*EXACT\s+([0-9a-f]+)\s*\n"
@@ -199,7 +204,7 @@ def bmv2_trim_packets(pps: int) -> int:
 
 def ecn_marks(sw: Any, port: int) -> int | None:
     """Packets the P4 program marked CE on one BMv2 port (its ``ecn_marked`` counter)."""
-    out = switch_cli(sw, f"counter_read MrcEgress.ecn_marked {port}")
+    out = switch_cli(sw, f"counter_read {ECN_COUNTER} {port}")
     m = re.search(r"(\d+) packets", out)  # "MrcEgress.ecn_marked[4]= (8240 bytes, 2 packets)"
     return int(m.group(1)) if m else None
 
@@ -255,7 +260,9 @@ def bystander_evidence(alone: Any, by: Any) -> dict[str, Any]:
     }
 
 
-def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
+def _incast_setup(ctx: Context, tb: Any) -> tuple[dict[str, Any], list[str], str, tuple[str, str], int, int]:
+    """The victim's last hops slowed in every plane; the incast's description, its senders, the
+    victim, the bystander's (source, destination) and the incast's and bystander's sizes."""
     topo = tb.topology
     left = [h.name for h in topo.hosts if h.t0_index == 0]
     right = [h.name for h in topo.hosts if h.t0_index == 1]
@@ -279,51 +286,73 @@ def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         "size": size,
         "bystander_size": by_size,
     }
+    return out, senders, victim, bystander, size, by_size
+
+
+def _incast_row(
+    ctx: Context,
+    tb: Any,
+    mode: str,
+    label: str,
+    bystander: tuple[str, str],
+    incast_pairs: list[tuple[str, str]],
+    size: int,
+    by_size: int,
+) -> tuple[dict[str, Any], float | None]:
+    """The bystander alone, then beside the incast: what it met, and its goodput ratio."""
+    tb.send(bystander[0], bystander[1], 64 << 10, mode=mode)  # open the connection
+    alone = run_transfer(tb, *bystander, by_size, mode)
+    pairs = [bystander, *incast_pairs]
+    sizes = [by_size] + [size] * len(incast_pairs)
+    runs, job_s = run_concurrent(tb, pairs, size, mode, deadline_s=ctx.scale(120, 60), sizes=sizes)
+    by = runs[0]
+    ratio = (
+        (by.summary.get("goodput_mbit_s", 0) / alone.summary["goodput_mbit_s"])
+        if by.ok and alone.ok
+        else None
+    )
+    inc = runs[1:]
+    inside = by.wall_s <= min(r.wall_s for r in inc)
+    ev = bystander_evidence(alone, by)
+    row = {
+        "bystander_inside_incast": inside,
+        "bystander": ev,
+        "bystander_alone_mbit_s": alone.summary.get("goodput_mbit_s"),
+        "bystander_with_incast_mbit_s": by.summary.get("goodput_mbit_s"),
+        "bystander_ratio": ratio,
+        "incast_ok": all(r.ok for r in inc),
+        "incast_retransmissions": sum(int(r.summary.get("retransmissions", 0)) for r in inc),
+        "incast_evs_retired": sum(int(r.summary.get("evs_retired", 0)) for r in inc),
+        "job_s": job_s,
+    }
+    step(
+        f"E9 incast {label:12} {mode:11}: bystander {fmt(ratio)} of alone "
+        f"({fmt(by.summary.get('goodput_mbit_s'))} / {fmt(alone.summary.get('goodput_mbit_s'))} "
+        f"Mbit/s, {'inside' if inside else 'NOT inside'} the incast; its ECN echoes {ev['ecn']}, "
+        f"trim NACKs {ev['trims']}, losses {ev['lost']}, EVs retired {ev['evs_retired']}), "
+        f"incast retx {row['incast_retransmissions']}, EVs retired {row['incast_evs_retired']}, "
+        f"job {job_s:.1f} s"
+    )
+    return row, ratio
+
+
+def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
+    out, senders, victim, bystander, size, by_size = _incast_setup(ctx, tb)
     saved: dict[str, list[Any]] = {}
     groups: dict[str, dict[str, float]] = {}
     for trimming in (True, False):
         set_trimming(tb, trimming, saved)
         label = f"trimming {'on' if trimming else 'off'}"
         for mode in ("mrc", "single-path"):
-            tb.send(bystander[0], bystander[1], 64 << 10, mode=mode)  # open the connection
-            alone = run_transfer(tb, *bystander, by_size, mode)
-            pairs = [bystander] + [(s, victim) for s in senders]
-            sizes = [by_size] + [size] * len(senders)
-            runs, job_s = run_concurrent(tb, pairs, size, mode, deadline_s=ctx.scale(120, 60), sizes=sizes)
-            by = runs[0]
-            ratio = (
-                (by.summary.get("goodput_mbit_s", 0) / alone.summary["goodput_mbit_s"])
-                if by.ok and alone.ok
-                else None
+            row, ratio = _incast_row(
+                ctx, tb, mode, label, bystander, [(s, victim) for s in senders], size, by_size
             )
-            inc = runs[1:]
-            inside = by.wall_s <= min(r.wall_s for r in inc)
-            ev = bystander_evidence(alone, by)
-            row = {
-                "bystander_inside_incast": inside,
-                "bystander": ev,
-                "bystander_alone_mbit_s": alone.summary.get("goodput_mbit_s"),
-                "bystander_with_incast_mbit_s": by.summary.get("goodput_mbit_s"),
-                "bystander_ratio": ratio,
-                "incast_ok": all(r.ok for r in inc),
-                "incast_retransmissions": sum(int(r.summary.get("retransmissions", 0)) for r in inc),
-                "incast_evs_retired": sum(int(r.summary.get("evs_retired", 0)) for r in inc),
-                "job_s": job_s,
-            }
             out.setdefault(label, {})[mode] = row
             groups.setdefault(label, {})[mode] = ratio or 0.0
-            step(
-                f"E9 incast {label:12} {mode:11}: bystander {fmt(ratio)} of alone "
-                f"({fmt(by.summary.get('goodput_mbit_s'))} / {fmt(alone.summary.get('goodput_mbit_s'))} "
-                f"Mbit/s, {'inside' if inside else 'NOT inside'} the incast; its ECN echoes {ev['ecn']}, "
-                f"trim NACKs {ev['trims']}, losses {ev['lost']}, EVs retired {ev['evs_retired']}), "
-                f"incast retx {row['incast_retransmissions']}, EVs retired {row['incast_evs_retired']}, "
-                f"job {job_s:.1f} s"
-            )
             paper = "MRC: none" if mode == "mrc" else "single-path RoCE: bystander loses 25-75 %"
             judged: dict[str, Any] = {"expect": "info"}
             if mode == "mrc" and trimming:  # a bystander that outlasted the incast did not meet it all along
-                judged = at_least(ratio, 0.75) if inside else {"expect": OUTLASTED}
+                judged = at_least(ratio, 0.75) if row["bystander_inside_incast"] else {"expect": OUTLASTED}
             res.add(
                 f"bystander goodput with incast / alone, {label}",
                 ratio,
@@ -356,19 +385,14 @@ def incast(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     return out
 
 
-def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
-    topo = tb.topology
-    src = next(h.name for h in topo.hosts if h.t0_index == 0)
-    dst = next(h.name for h in topo.hosts if h.t0_index == 1)
-    size = ctx.size(16, 4) if is_linux(tb) else ctx.size(2, 1)  # Linux: ~100 Mbit/s, not ~1
-    tb.send(src, dst, 64 << 10, mode="mrc")
-    clean = run_transfer(tb, src, dst, size, "mrc")
-    t0, t1 = topo.t0(0, 0), topo.t1(0, 0)
-    link = topo.find_link(f"{t0.name}-{t1.name}")
-    port = link.a.port if link.a.node == t0.name else link.b.port
+def _slowed_run(
+    ctx: Context, tb: Any, src: str, dst: str, size: int, t0: str, port: int
+) -> tuple[Any, Any, dict[str, Any]]:
+    """The transfer with the port slowed (its thresholds set for ECN), the port restored after:
+    the run, the CE marks the port made (None where unknown) and its egress state (Linux)."""
     pps = int(ctx.scale(150, 150))
     mbit = LINUX_ECN_MBIT
-    sw = tb.net.get(t0.name)
+    sw = tb.net.get(t0)
     marked_before = 0
     if is_linux(tb):
         saved = sw.port_egress(port)["policy"]
@@ -377,7 +401,7 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         saved = next(({"ecn": e, "trim": t} for _h, p, e, t, _lh in policies(sw) if p == port), None)
         thresholds = (LINUX_ECN_THRESHOLD, bmv2_trim_packets(pps))
         marked_before = ecn_marks(sw, port) or 0
-    slow_port(tb, t0.name, port, pps, 64, mbit, thresholds)
+    slow_port(tb, t0, port, pps, 64, mbit, thresholds)
     try:
         r = run_transfer(tb, src, dst, size, "mrc")
     finally:
@@ -388,7 +412,7 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
             restore = (saved["ecn_threshold_bytes"] // CELL, saved["trim_threshold_bytes"] // CELL)
         elif saved:
             restore = (saved["ecn"], saved["trim"])
-        slow_port(tb, t0.name, port, 0, 64, 0.0, restore)
+        slow_port(tb, t0, port, 0, 64, 0.0, restore)
     if is_linux(tb):
         port_state = sw.port_egress(port)["state"]
         marked = port_state.get("marked_packets")
@@ -396,43 +420,53 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
         port_state = {}
         after = ecn_marks(sw, port)
         marked = None if after is None else after - marked_before
+    return r, marked, port_state
+
+
+def _ecn_figures(r: Any, clean: Any) -> dict[str, Any]:
+    """The slowed path's (plane 0, T1 0) share of the data and its congestion signals, goodput
+    against the clean run, and the loss guesses and retirements of the run."""
     per_ev = r.data_per_ev()
     total = sum(per_ev.values()) or 1
     slow_evs = [ev for ev, row in r.ev_after.items() if row["plane"] == 0 and row["t1"] == 0]
-    share = sum(per_ev.get(ev, 0) for ev in slow_evs) / total
-    fair = len(slow_evs) / max(1, len(per_ev))
     echoes = r.ev_delta("ecn")
     # trim NACKs: the slowed port is a fabric port, so its trimmed headers carry CE (TRIMMED)
     trims = r.ev_delta("trims")
-    slow_echoes = sum(echoes.get(ev, 0) for ev in slow_evs)
-    slow_trims = sum(trims.get(ev, 0) for ev in slow_evs)
-    ratio = (
-        r.summary.get("goodput_mbit_s", 0) / clean.summary["goodput_mbit_s"] if r.ok and clean.ok else None
-    )
-    slowed_to = f"{mbit:g} Mbit/s" if is_linux(tb) else f"{pps} pps"
-    retired = int(r.summary.get("evs_retired", 0))
-    by_loss = int(r.summary.get("evs_retired_by_loss", 0))
     # loss guesses by path: on the slowed one (its queue) or elsewhere (the software fabric's jitter)
     lost_on: dict[str, int] = {}
     for ev, lost in r.ev_delta("lost").items():
         key = f"p{r.ev_after[ev]['plane']}t{r.ev_after[ev]['t1']}"
         lost_on[key] = lost_on.get(key, 0) + lost
-    hot = int(r.summary.get("losses_while_hot", 0))
     guesses = int(r.summary.get("losses_gap", 0)) + int(r.summary.get("losses_rto", 0))
     spurious = int(r.summary.get("spurious_losses", 0))
     trimmed = int(r.summary.get("losses_trimmed_after_guess", 0))
-    real = max(0, guesses - spurious - trimmed)
-    step(
-        f"E9 ECN: slowed {t0.name}->{t1.name} to {slowed_to}: its EVs carried {share:.1%} (fair {fair:.1%}), "
-        f"ECN echoes {slow_echoes} and trim NACKs {slow_trims} on it / {sum(echoes.values())} and "
-        f"{sum(trims.values())} total, "
-        f"goodput {fmt(ratio)} of clean, EVs retired {retired} ({by_loss} by loss; loss guesses "
-        f"{r.summary.get('losses_gap', 0)} gap + {r.summary.get('losses_rto', 0)} RTO, {hot} on a "
-        f"marked path, {spurious} proven reordering, {trimmed} proven trimmed; by path {lost_on}), "
-        f"CE marks at the port {marked}, "
-        f"trims {port_state.get('trimmed_packets')}, tail drops {port_state.get('dropped_packets')}, "
-        f"deepest queue {port_state.get('max_queue_bytes')} B"
-    )
+    return {
+        "share": sum(per_ev.get(ev, 0) for ev in slow_evs) / total,
+        "fair": len(slow_evs) / max(1, len(per_ev)),
+        "echoes": echoes,
+        "trims": trims,
+        "slow_echoes": sum(echoes.get(ev, 0) for ev in slow_evs),
+        "slow_trims": sum(trims.get(ev, 0) for ev in slow_evs),
+        "ratio": (
+            r.summary.get("goodput_mbit_s", 0) / clean.summary["goodput_mbit_s"]
+            if r.ok and clean.ok
+            else None
+        ),
+        "retired": int(r.summary.get("evs_retired", 0)),
+        "by_loss": int(r.summary.get("evs_retired_by_loss", 0)),
+        "lost_on": lost_on,
+        "hot": int(r.summary.get("losses_while_hot", 0)),
+        "guesses": guesses,
+        "spurious": spurious,
+        "trimmed": trimmed,
+        "real": max(0, guesses - spurious - trimmed),
+    }
+
+
+def _ecn_judge(res: Result, f: dict[str, Any], marked: Any, port_state: dict[str, Any]) -> None:
+    """The shape: ECN, not loss, moves traffic off the slowed EV, and the rate holds."""
+    share, fair, slow_echoes, slow_trims = f["share"], f["fair"], f["slow_echoes"], f["slow_trims"]
+    echoes, trims = f["echoes"], f["trims"]
     res.add(
         "data share of the ECN-marked EV",
         share,
@@ -464,20 +498,20 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     )
     res.add(
         "EVs retired by loss during the ECN run",
-        float(by_loss),
+        float(f["by_loss"]),
         mode="mrc",
         paper="ECN, not loss, moves the traffic",
         expect="0",
-        holds=by_loss == 0,
+        holds=f["by_loss"] == 0,
         note=(
-            f"{guesses} loss guesses, {hot} on a path marked or trimmed lately (it sat out, no "
-            f"retirement), {spurious} proven reordering, {trimmed} proven trimmed; "
-            f"EVs retired for any reason (e.g. a late liveness probe) {retired}"
+            f"{f['guesses']} loss guesses, {f['hot']} on a path marked or trimmed lately (it sat out, no "
+            f"retirement), {f['spurious']} proven reordering, {f['trimmed']} proven trimmed; "
+            f"EVs retired for any reason (e.g. a late liveness probe) {f['retired']}"
         ),
     )
     res.add(
         "loss guesses proven neither reordering nor trimmed during the ECN run",
-        float(real),
+        float(f["real"]),
         mode="mrc",
         paper="ECN, not loss, moves the traffic",
         expect="info",
@@ -486,32 +520,62 @@ def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
     )
     res.add(
         "goodput with one slow path / clean",
-        ratio,
+        f["ratio"],
         unit="x",
         mode="mrc",
         paper="stays near line rate",
-        **at_least(ratio, 0.7),
+        **at_least(f["ratio"], 0.7),
     )
+
+
+def ecn(ctx: Context, tb: Any, res: Result) -> dict[str, Any]:
+    topo = tb.topology
+    src = next(h.name for h in topo.hosts if h.t0_index == 0)
+    dst = next(h.name for h in topo.hosts if h.t0_index == 1)
+    size = ctx.size(16, 4) if is_linux(tb) else ctx.size(2, 1)  # Linux: ~100 Mbit/s, not ~1
+    tb.send(src, dst, 64 << 10, mode="mrc")
+    clean = run_transfer(tb, src, dst, size, "mrc")
+    t0, t1 = topo.t0(0, 0), topo.t1(0, 0)
+    link = topo.find_link(f"{t0.name}-{t1.name}")
+    port = link.a.port if link.a.node == t0.name else link.b.port
+    pps = int(ctx.scale(150, 150))
+    mbit = LINUX_ECN_MBIT
+    r, marked, port_state = _slowed_run(ctx, tb, src, dst, size, t0.name, port)
+    f = _ecn_figures(r, clean)
+    echoes, trims = f["echoes"], f["trims"]
+    slowed_to = f"{mbit:g} Mbit/s" if is_linux(tb) else f"{pps} pps"
+    step(
+        f"E9 ECN: slowed {t0.name}->{t1.name} to {slowed_to}: its EVs carried {f['share']:.1%} "
+        f"(fair {f['fair']:.1%}), ECN echoes {f['slow_echoes']} and trim NACKs {f['slow_trims']} on it / "
+        f"{sum(echoes.values())} and {sum(trims.values())} total, "
+        f"goodput {fmt(f['ratio'])} of clean, EVs retired {f['retired']} ({f['by_loss']} by loss; loss "
+        f"guesses {r.summary.get('losses_gap', 0)} gap + {r.summary.get('losses_rto', 0)} RTO, {f['hot']} "
+        f"on a marked path, {f['spurious']} proven reordering, {f['trimmed']} proven trimmed; by path "
+        f"{f['lost_on']}), CE marks at the port {marked}, "
+        f"trims {port_state.get('trimmed_packets')}, tail drops {port_state.get('dropped_packets')}, "
+        f"deepest queue {port_state.get('max_queue_bytes')} B"
+    )
+    _ecn_judge(res, f, marked, port_state)
     return {
         "link": link.name,
         "pps": None if is_linux(tb) else pps,
         "mbit_s": mbit if is_linux(tb) else None,
         "ce_marks_at_port": marked,
         "port_state": port_state,
-        "evs_retired": retired,
-        "evs_retired_by_loss": by_loss,
-        "losses_while_hot": hot,
-        "loss_guesses_by_path": lost_on,
-        "loss_guesses": guesses,
-        "spurious_losses": spurious,
-        "losses_trimmed_after_guess": trimmed,
-        "share": share,
-        "fair": fair,
+        "evs_retired": f["retired"],
+        "evs_retired_by_loss": f["by_loss"],
+        "losses_while_hot": f["hot"],
+        "loss_guesses_by_path": f["lost_on"],
+        "loss_guesses": f["guesses"],
+        "spurious_losses": f["spurious"],
+        "losses_trimmed_after_guess": f["trimmed"],
+        "share": f["share"],
+        "fair": f["fair"],
         "ecn_echoes": echoes,
         "trim_nacks": trims,
         "clean": clean.record(),
         "slowed": r.record(),
-        "ratio": ratio,
+        "ratio": f["ratio"],
     }
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrc_fabric.p4names import Counter
 from topologies.fidelity.rates import CALIBRATED
 
 from .common import Context, Result, fabric, fabric_info, step
@@ -57,7 +58,7 @@ def uplink_tx_bytes(tb: Any, t0_index: int) -> dict[str, int]:
     cells, _errors = tb.controller.counters(sorted({n for n, _ in ports}))
     out = dict.fromkeys(ports.values(), 0)
     for c in cells:
-        if c.counter == "port_tx" and (c.switch, c.index) in ports:
+        if c.counter == Counter.PORT_TX and (c.switch, c.index) in ports:
             out[ports[(c.switch, c.index)]] = c.bytes
     return out
 

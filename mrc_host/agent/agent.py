@@ -7,7 +7,7 @@
 2. every frame, decoded (``codec.decode_frame``, ICRC checked; refusals counted by reason),
    to the connections (``peers.Peers``: the peer binding, the handshake, the core);
 3. the time to the connections' timers, and every ``TICK_S`` to the handshakes
-   (``Peers.tick``) and the transfers (``transfer.Transfers.tick``: deadlines, silent peers,
+   (``Handshakes.tick``) and the transfers (``transfer.Transfers.tick``: deadlines, silent peers,
    progress lines).
 
 SIGTERM/SIGINT end the loop; the nftables rules, the sockets and the control socket file
@@ -209,7 +209,7 @@ class Agent:
 
     def _tick(self, now: int) -> None:
         try:
-            self.peers.tick(now)
+            self.peers.handshakes.tick(now)
             self.transfers.tick(now)
         except Exception:
             self.counters.internal_errors += 1

@@ -177,7 +177,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # OpenBLAS's thread pool would idle, and a second thread alone costs every large malloc
     # and free a lock and every socket call a cancellation check (glibc in threaded mode)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from . import ev_profile
+    from mrc_host import ev_profile
+
     from .agent import serve
     from .options import DEFAULT_ACK_EVERY, DEFAULT_BUSY_POLL_US, AgentOptions
 
@@ -362,7 +363,8 @@ def cmd_evs(args: argparse.Namespace, client: AgentClient) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from . import ev_profile
+    from mrc_host import ev_profile
+
     from .profile_view import describe, render
 
     overrides = {"evs": args.evs, "min_active": args.ev_min_active}

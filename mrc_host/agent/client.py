@@ -27,7 +27,8 @@ ENV_SOCKET = "MRC_AGENT"
 
 
 class AgentError(RuntimeError):
-    """The agent refused a request, or could not be reached."""
+    """The agent refused a request, could not be reached, or (started by the testbed) did not
+    start or answer."""
 
     def __init__(self, message: str, reply: dict[str, Any] | None = None) -> None:
         super().__init__(message)

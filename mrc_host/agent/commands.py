@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 from mrc_host.agent import protocol
 from mrc_host.core.ev_fields import EvDeny
+from mrc_host.ev_profile import ProfileError, deny_dict, deny_rule
 
 from .control import ControlClient
-from .ev_profile import ProfileError, deny_dict, deny_rule
 from .netio import KernelQuiet
 from .pacer import hand_over_clock
 from .paths import HostPaths
@@ -116,12 +116,12 @@ class Commands:
             "departures": hand_over_clock() if a.peers.pacer is None else a.peers.pacer.describe(),
             "malformed": dict(a.counters.malformed),
             "refused": dict(a.peers.refused),
-            "handshake": dict(a.peers.handshake),
+            "handshake": dict(a.peers.handshakes.counts),
             "verify_icrc": a.verify_icrc,
             "internal_errors": a.counters.internal_errors,
             "kernel_drops": a.quiet.counters(),
-            "denied": [f"{ev:08x}" for ev in sorted(a.peers.denied)],
-            "deny_rules": [deny_dict(r) for r in a.peers.deny_rules],
+            "denied": [f"{ev:08x}" for ev in sorted(a.peers.denies.evs)],
+            "deny_rules": [deny_dict(r) for r in a.peers.denies.rules],
             "totals": dict(totals),
             "connections": [c.describe() for c in conns],
             "evs": [row for c in conns for row in c.ev_table()],
@@ -142,20 +142,20 @@ class Commands:
 
     def deny(self, req: protocol.Request, client: ControlClient | None) -> dict[str, Any]:
         if req.rule is not None:
-            conns, evs = self.agent.peers.deny_rule(self._rule(req), time.monotonic_ns())
+            conns, evs = self.agent.peers.denies.deny_rule(self._rule(req), time.monotonic_ns())
             return {"ok": True, "rule": req.rule, "connections": conns, "evs": evs}
-        n = self.agent.peers.deny(req.ev, time.monotonic_ns())
+        n = self.agent.peers.denies.deny(req.ev, time.monotonic_ns())
         return {"ok": True, "ev": f"{req.ev:08x}", "connections": n}
 
     def allow(self, req: protocol.Request, client: ControlClient | None) -> dict[str, Any]:
         if req.rule is not None:
             try:
-                conns, evs = self.agent.peers.allow_rule(self._rule(req), time.monotonic_ns())
+                conns, evs = self.agent.peers.denies.allow_rule(self._rule(req), time.monotonic_ns())
             except ValueError as exc:
                 raise protocol.ProtocolError("rule", str(exc).removeprefix("rule: ")) from None
             return {"ok": True, "rule": req.rule, "connections": conns, "evs": evs}
         try:
-            n = self.agent.peers.allow(req.ev, time.monotonic_ns())
+            n = self.agent.peers.denies.allow(req.ev, time.monotonic_ns())
         except ValueError:
             raise protocol.ProtocolError(
                 "ev", f"{req.ev:08x} is not denied and no connection uses it"

@@ -12,7 +12,7 @@ a peer's address never sees the RETRY (it goes to the real peer).
 Why per queue pair and not per CONNECT: a RETRY answering a *forged* CONNECT that claims the
 peer still reaches the real peer, and now carries a cookie that opens the peer's own
 connection -- so a flood of forged CONNECTs hands the claimed peer what it needs instead of
-using up the RETRYs it would have got (``peers.py`` takes such offered cookies). The receiver
+using up the RETRYs it would have got (``handshake.py`` takes such offered cookies). The receiver
 checks a cookie against the current and the previous epoch, so one is good for
 ``COOKIE_EPOCH_NS`` to twice that, then the sender simply gets a new one.
 """

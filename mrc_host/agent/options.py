@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Final
 
 from mrc_host.core import Mode, TransportConfig
-
-from .ev_profile import AgentEvProfile
+from mrc_host.ev_profile import AgentEvProfile
 
 DEFAULT_BASE_RTT_US: Final = 10_000  # Python agents on a shared CPU: see docs/agent.md, 'Timers'
 DEFAULT_WINDOW: Final = 0  # 0: DEFAULT_WINDOW_PACKETS payloads (see transport_config)
@@ -50,7 +49,7 @@ class AgentOptions:
     peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
     deadline_s: float = DEFAULT_DEADLINE_S
     control_group: str | None = None  # the control socket's group (mode 0660); None: 0600
-    # which EVs connections draw and deny, and the CC (mrc_host/agent/ev_profile.py)
+    # which EVs connections draw and deny, and the CC (mrc_host/ev_profile.py)
     ev_profile: AgentEvProfile = field(default_factory=AgentEvProfile)
 
     def check(self) -> None:

@@ -42,9 +42,6 @@ log = logging.getLogger("mrc.agent")
 # its ceiling's burst is a frame, whatever its rate's burst)
 SLACK_NS: Final = 2_000_000
 SLACK_MIN_BYTES: Final = 4_300  # a 4 KiB payload's frame
-# DATA frames per plane one connection may have waiting here (``nic_backlog``): its next
-# frame is always ready when the port frees, no more (it carries an EV chosen that late)
-NIC_BACKLOG_PER_PLANE: Final = 2
 
 # what the pacer hands a frame's owner: (connection, the DATA frame, when it left) -> whether
 # its core has room for more now (``Endpoint.departed``); then ``on_ready(connection)``

@@ -13,8 +13,7 @@ from typing import Any
 
 from mrc_host.core import EvSet, EvState, PathSpace, TransportConfig
 from mrc_host.core.ev_fields import field_values
-
-from .ev_profile import AgentEvProfile, field_dicts
+from mrc_host.ev_profile import AgentEvProfile, field_dicts
 
 
 def _kind(prof: AgentEvProfile) -> str:

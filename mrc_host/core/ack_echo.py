@@ -129,7 +129,7 @@ class AckEchoes:
 
     def __init__(self, evset: EvSet, counters: Counters) -> None:
         self.evset = evset
-        self.c = counters
+        self.counters = counters
         # the echoes of the SACKs remembered (``SENT_MAX``), oldest first from ``_head`` (0: a
         # slot whose echo was sent again since, and moved last), and a bit per echo value
         # remembered: only whether an echo is remembered is ever asked, so no record is kept
@@ -204,7 +204,7 @@ class AckEchoes:
                 del late[key]
         if got is None:
             if not self._known[key >> 3] >> (key & 7) & 1:
-                self.c.ack_echo_unmatched += 1  # forged, or older than we remember: dropped
+                self.counters.ack_echo_unmatched += 1  # forged, or older than we remember: dropped
             return  # (else confirmed already, or ambiguous)
         ev, sent_ns = got.ev, got.sent_ns
         evset = self.evset
@@ -232,8 +232,8 @@ class AckEchoes:
             del self._dead[path]
             back = self.evset.undo_loss(e.value, now_ns) if e.retired_for == dead[1] else 0
             if back:
-                self.c.ev_loss_undone += 1
-                self.c.ev_undone += back
+                self.counters.ev_loss_undone += 1
+                self.counters.ev_undone += back
 
     def _judge(self, key: int, sack: SackSent, now_ns: int, margin_ns: int) -> None:
         """A SACK (sent on ``sack.ev`` at ``sack.sent_ns``) is unechoed while one sent a margin
@@ -251,11 +251,11 @@ class AckEchoes:
         if not any(
             x.t1 != e.t1 and x.state in _USABLE for x in (*evset.active[e.plane], *evset.backup[e.plane])
         ):
-            self.c.reverse_retire_refused += 1  # never a plane's last path, whatever the echoes say
+            self.counters.reverse_retire_refused += 1  # never a plane's last path, whatever the echoes say
             return
         why = "reverse path dead: its SACKs went unechoed"
         if evset.retire(ev, why, now_ns, EvEvent.LOSS, sent_ns, margin_ns):
-            self.c.reverse_paths_retired += 1
+            self.counters.reverse_paths_retired += 1
             self._dead[path] = (sent_ns, e.retired_for)
             self._late[key] = sack
             entries = evset.entries

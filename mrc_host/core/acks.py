@@ -9,27 +9,26 @@ the PSNs SACKed so far are kept as a ``RangeSet``, so only those a SACK adds are
 
 ``AckBook`` works out what a believed SACK or NACK proves and returns it (``SackProof``,
 ``NackProof``), as aioquic's recovery hands its results back to the connection: it reads the
-sender's records and keeps only its own books (PSNs SACKed, refused and twin copies); it tells
-``recovery`` which packets left the flight (whose loss guesses that proves spurious) and the
-EV set what the echoes say of each path (delivered, marked, a guess undone). The
-``Sender`` applies the rest -- the cumulative ACK, completions, resends, rewinds, the window
-and the losses the new evidence reveals -- so the sender's state has one owner.
+sender's packets and keeps only its own books (PSNs SACKed, refused and twin copies); the one
+thing it asks of another owner is the guess a D-SACK names (``SentPackets.duplicate``). It
+changes nothing else: ``AckEffects`` (ack_effects.py) applies what a proof says of packets,
+paths and round trips, and the ``Sender`` the rest -- the cumulative ACK, completions,
+resends, rewinds, the window and the losses the new evidence reveals.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from mrc_fabric.ev import T1_MASK, T1_SHIFT
 from mrc_host.wire.messages import SACK_BITMAP_BITS, Nack, NackReason, Opcode, Sack
 
 from .config import TransportConfig
-from .counters import MARK_ECN, MARK_TRIMS, Counters
+from .counters import Counters
 from .evset import EvSet
 from .psn import unwrap
 from .rangeset import RangeSet, bitmap_ranges
-from .records import TxRecord
-from .recovery import PLANE_SHIFT, Recovery
+from .records import PLANE_SHIFT, TxRecord
+from .sent import SentPackets
 
 BITMAP_MASK: Final = (1 << SACK_BITMAP_BITS) - 1
 REFUSED_MAX: Final = 64  # refused packets remembered, for the SACK that names one
@@ -39,34 +38,44 @@ _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 
 
 class SackProof:
-    """What one believed SACK proved: the new cumulative point, the packets acknowledged for
-    the first time (in PSN order, already out of flight) and of those the ones whose latest
-    copy arrived (the loss rules' evidence), their bytes, and the RTT sample, ECN echo and
-    port wait of the packet that triggered it (None, False, 0 without one)."""
+    """What one SACK proved. A D-SACK that names a copy resent once on a guess proves the guess
+    spurious (``undone``: the EV it blamed and that copy's send time, the round trip of the
+    late copy, -1 if unusable, and its ECN echo), even when the SACK proves nothing else.
+    Believed (``newly`` not empty): the new cumulative point, the packets acknowledged for
+    the first time (in PSN order), their bytes, and the sample of the packet that triggered
+    it -- the RTT for the congestion control (``rtt``, None without one), the loss rules' own
+    (``timed``: from when the copy left the NIC, with departures reported) on ``plane``, the
+    fabric's (``fabric``: the copy's own port wait known), its ECN echo and port wait.
+    ``evidence`` (filled as ``AckEffects`` applies it): the packets of ``newly`` whose latest
+    copy arrived, the loss rules' evidence."""
 
-    def __init__(
-        self,
-        cum: int,
-        newly: list[TxRecord],
-        evidence: list[TxRecord],
-        acked_bytes: int,
-        rtt: int | None,
-        ecn: bool,
-        port_wait: int,
-    ) -> None:
+    def __init__(self, cum: int, echo_ts: int, echo_ev: int) -> None:
         self.cum = cum
-        self.newly = newly
-        self.evidence = evidence
-        self.acked_bytes = acked_bytes
-        self.rtt = rtt
-        self.ecn = ecn
-        self.port_wait = port_wait
+        self.echo_ts = echo_ts
+        self.echo_ev = echo_ev
+        self.undone = False
+        self.lost_ev = -1
+        self.lost_sent = -1
+        self.undo_rtt = -1
+        self.undo_ecn = False
+        self.newly: list[TxRecord] = []
+        self.acked_bytes = 0
+        self.rtt: int | None = None
+        self.timed = 0
+        self.plane = 0
+        self.fabric = False
+        self.ecn = False
+        self.port_wait = 0
+        self.evidence: list[TxRecord] = []
 
 
 class NackProof:
     """What one believed NACK proved about packet ``rec``: trimmed (``lasthop``: at the peer's
     own port; ``window``: news for the congestion window; ``resend``: the copy in flight was
-    the one cut), refused by the peer (``refused`` names why), or out of its window."""
+    the one cut), refused by the peer (``refused`` names why), or out of its window. For a
+    trim, what it says of the paths: the copy sent at ``credit_sent`` on ``echo_ev`` reached
+    the peer (``credited``: it names one of ours), the copy guessed lost was trimmed (``answered``: a queue,
+    not a failed path), and ``echo_ev`` takes the trim penalty (``penalty``)."""
 
     def __init__(
         self,
@@ -85,26 +94,22 @@ class NackProof:
         self.resend = resend
         self.refused = refused
         self.out_of_window = out_of_window
+        self.echo_ev = -1
+        self.credited = False
+        self.credit_sent = -1
+        self.answered = False
+        self.penalty = False
 
 
 class AckBook:
     """The sender's acknowledgement books: what each SACK and NACK from the peer proves."""
 
-    def __init__(
-        self,
-        cfg: TransportConfig,
-        counters: Counters,
-        recovery: Recovery,
-        evset: EvSet,
-        records: dict[int, TxRecord],
-    ) -> None:
+    def __init__(self, cfg: TransportConfig, counters: Counters, packets: SentPackets, evset: EvSet) -> None:
         self.cfg = cfg
-        self.c = counters
-        self.recovery = recovery
-        self.evset = evset
+        self.counters = counters
+        self.packets = packets  # (read; the one transition asked of it: ``duplicate``)
+        self.evset = evset  # (read: which EVs are ours)
         self._departures = cfg.nic_departures  # RTT samples from when a packet left the NIC
-        self.records = records  # the sender's (read here, never changed)
-        self._retire = cfg.retires_paths
         # (send time, EV) of packets the peer refused (BAD_RKEY/ADDRESS: done, no longer
         # recorded): the SACK their arrival triggered echoes one, and is believed for it
         self._refused: dict[tuple[int, int], None] = {}
@@ -124,125 +129,29 @@ class AckBook:
         while len(twins) > 2 * REFUSED_MAX:
             del twins[next(iter(twins))]
 
-    def _deliver(self, rec: TxRecord, now_ns: int, s: Sack) -> bool:
-        """Acknowledge ``rec``; False when the copy that arrived is shown to be the one
-        before the latest (the loss guess was spurious)."""
-        self.recovery.remove(rec)
-        # the SACK echoes the send time and EV of the copy that arrived: the earlier one
-        # (Eifel's test) -- decisive where the RTT is too unsettled for the time test
-        earlier_copy = s.echo_ts == rec.prev_sent_ns and s.echo_ev == rec.lost_ev
-        # a late copy gets a SACK of its own at once (out of order, or filling a hole): a
-        # guess proven wrong without it (a cumulative point or a bitmap covered the copy) is a
-        # SACK lost, or gone past the later SACKs' 64-PSN windows -- not reordering
-        reordered = rec.is_copy(s.echo_ts, s.echo_ev)
-        spurious = self.recovery.on_delivered(rec, now_ns, earlier_copy, reordered)
-        if spurious:
-            # the copy before the latest left twice (a tail resend) and the SACK names neither:
-            # one arrived, but not surely the one on ``lost_ev`` -- crediting it brought a
-            # black-holed plane's EVs back while its twin on the other plane had arrived
-            proved = earlier_copy or rec.prev_twin_ev < 0
-            self._spurious(rec.lost_ev, rec.prev_sent_ns, now_ns, reordered, proved)
-        elif rec.suspect_sent == rec.sent_ns and rec.twin_ev < 0 and self._retire:
-            # the RTO blamed its path and it arrived within the slack (``rto_slack``): as a late
-            # packet whose loss was guessed, the path comes back unless it died since
-            self._undo(rec.ev, rec.sent_ns, now_ns)
-        rec.gap_lost = False
-        rec.lost = False
-        rec.sacked = True
-        c = self.c
-        row = rec.ev_row  # (that of rec.ev: the sender keeps it with each copy it sends)
-        if row is None:
-            row = c.sent_row(rec.ev)
-        row.delivered += 1
-        c.data_bytes_delivered += len(rec.payload)
-        if rec.twin_ev < 0:
-            self.evset.note_ok(rec.ev, now_ns, rec.sent_ns, rec.left_ns)
-        elif s.echo_ts == rec.sent_ns and s.echo_ev in (rec.ev, rec.twin_ev):
-            self.evset.note_ok(s.echo_ev, now_ns, rec.sent_ns, rec.left_ns if s.echo_ev == rec.ev else -1)
-        # (else one of a tail resend's two copies arrived, the SACK does not say which: neither
-        # path is proved -- crediting the first copy's proved dead paths alive, and the
-        # ev_min_active floor then kept three of them to a 1 MiB transfer's end)
-        return not spurious
-
-    def _spurious(
-        self, lost_ev: int, sent_ns: int, now_ns: int, reordered: bool = True, proved: bool = True
-    ) -> None:
-        """A loss declared by the gap rule or a timer (of the copy sent on ``lost_ev`` at
-        ``sent_ns``) was wrong: the EVs the guess retired come back, and if the copy arrived
-        late (``reordered``) the reorder window grows a step. (Grown for a SACK lost at 1 %
-        loss too, it held every later loss back by a quarter RTT for a thousand packets.)
-        Not ``proved``: another copy may have been the one that arrived; ``lost_ev`` is not
-        credited."""
-        self.c.spurious_losses += 1
-        if reordered:
-            self.recovery.on_spurious()
-        else:
-            self.c.spurious_acks_lost += 1
-        if not proved:
-            return
-        self.evset.note_ok(lost_ev, now_ns, sent_ns)  # the copy guessed lost arrived: its path delivers
-        if self._retire:
-            self._undo(lost_ev, sent_ns, now_ns)
-
-    def _undo(self, lost_ev: int, sent_ns: int, now_ns: int) -> None:
-        """The EVs a wrong loss guess on ``lost_ev`` retired come back (counted) -- unless the
-        path, though it delivered that copy (sent at ``sent_ns``), died after it left: a
-        packet it carried later is overdue (a queue's late original brought dead paths back)."""
-        e = self.evset.entries.get(lost_ev)
-        if e is not None and self._overdue_on_path(e.plane, e.t1, sent_ns, now_ns):
-            self.c.undo_refused_dead += 1
-            return
-        back = self.evset.undo_loss(lost_ev, now_ns, sent_ns)
-        if back:
-            self.c.ev_loss_undone += 1
-            self.c.ev_undone += back
-
-    def _overdue_on_path(self, plane: int, t1: int, after_ns: int, now_ns: int) -> bool:
-        """A packet sent on path (``plane``, ``t1``) after ``after_ns`` is still unacknowledged
-        as long after it left as RACK waits (``Recovery.plane_wait``; its latest copy, or the
-        copy a later loss guess blamed on the path)."""
-        wait = self.recovery.plane_wait(plane)
-        for rec in self.records.values():
-            if rec.sacked:
-                continue
-            for ev, left in ((rec.ev, rec.left_ns), (rec.lost_ev if rec.gap_lost else -1, rec.prev_sent_ns)):
-                if ev < 0 or ev >> PLANE_SHIFT != plane or (ev >> T1_SHIFT) & T1_MASK != t1:
-                    continue
-                if left > after_ns and now_ns - left > wait:
-                    return True
-        return False
-
-    def _on_duplicate_report(self, s: Sack, now_ns: int) -> bool:
+    def _on_duplicate_report(self, s: Sack, now_ns: int, proof: SackProof) -> bool:
         """D-SACK: if it names a copy of a packet resent once on a guess, both copies arrived
-        and the loss is undone here, however late (the resent copy may have won the race).
-        Its round trip is a true RTT sample (an original's is the very spike that caused the
-        guess), and its CE echo a true mark of the EV it took."""
-        self.c.dsacks_received += 1
-        guess = self.recovery.on_duplicate(s.echo_ts, s.echo_ev)
+        and the loss is undone, however late (the resent copy may have won the race): the
+        guess goes into ``proof``. Its round trip is a true RTT sample (an original's is the
+        very spike that caused the guess), and its CE echo a true mark of the EV it took."""
+        self.counters.dsacks_received += 1
+        guess = self.packets.duplicate(s.echo_ts, s.echo_ev)
         if guess is None:
             return False
-        lost_ev, lost_sent = guess
+        proof.undone = True
+        proof.lost_ev, proof.lost_sent = guess
         rtt = now_ns - s.echo_ts
         if 0 <= rtt < self.cfg.rto_max_ns:
-            self._rtt_sample(rtt)
-        self._spurious(lost_ev, lost_sent, now_ns)
-        if s.ecn_echo:
-            # the late copy met a marking queue on its way: the very congestion that delayed
-            # it past the reorder window, and the echo names the EV it took exactly
-            self._ecn_echo(s.echo_ev, now_ns)
+            proof.undo_rtt = rtt
+        # the late copy met a marking queue on its way: the very congestion that delayed it
+        # past the reorder window, and the echo names the EV it took exactly
+        proof.undo_ecn = s.ecn_echo
         return True
-
-    def _ecn_echo(self, ev: int, now_ns: int) -> None:
-        c = self.c
-        c.ecn_echoes_received += 1
-        c.mark(ev, MARK_ECN)
-        if self._retire:
-            self.evset.ecn_echo(ev, now_ns)
 
     def _drop_ack(self, reason: str) -> None:
         """A SACK/NACK the sender does not believe: counted by reason, nothing else happens."""
-        self.c.acks_dropped[reason] += 1
-        self.c.stray_acks += 1
+        self.counters.acks_dropped[reason] += 1
+        self.counters.stray_acks += 1
 
     def _sack_claims(self, s: Sack, una: int, nxt: int) -> tuple[int, list[tuple[int, int]]] | None:
         """The cumulative point and the PSN ranges at or above it that ``s`` says arrived;
@@ -265,15 +174,16 @@ class AckBook:
 
     def on_sack(self, s: Sack, una: int, nxt: int, now_ns: int) -> SackProof | None:
         """What ``s`` proves, for a sender whose oldest unacknowledged PSN is ``una`` and
-        whose next new one is ``nxt``; None when it is not believed or proves nothing new.
+        whose next new one is ``nxt``; None when it proves nothing at all.
 
-        Everything is checked before any state changes: a cumulative PSN or a bitmap bit
+        Everything is checked before anything is proved: a cumulative PSN or a bitmap bit
         beyond ``nxt`` drops the whole SACK, and so does a SACK that acknowledges nothing new
-        (a replay or a duplicate) or whose echo matches none of the packets it names. The
-        ECN echo and the RTT sample are taken only from the packet that triggered the SACK
-        among those it newly acknowledges.
+        (a replay or a duplicate) or whose echo matches none of the packets it names -- but
+        for the guess a D-SACK among them proves spurious (``SackProof.undone``). The ECN
+        echo and the RTT sample are taken only from the packet that triggered the SACK among
+        those it newly acknowledges.
         """
-        self.c.sacks_received += 1
+        self.counters.sacks_received += 1
         claims = self._sack_claims(s, una, nxt)
         if claims is None:
             return None
@@ -286,38 +196,32 @@ class AckBook:
             or self._echo_in(ranges, echo_ts, echo_ev)
             or (echo_ts, echo_ev) in self._refused
         )
-        undone = s.duplicate and self._on_duplicate_report(s, now_ns)
+        proof = SackProof(cum, echo_ts, echo_ev)
+        undone = s.duplicate and self._on_duplicate_report(s, now_ns, proof)
         if not newly:
             if s.duplicate and (echo_ts, echo_ev) in self._twins:
                 self._twins.pop((echo_ts, echo_ev))  # the second of a tail resend's two copies
-                self.c.tail_twin_duplicates += 1
+                self.counters.tail_twin_duplicates += 1
             elif not s.duplicate and (echo_ts, echo_ev) == self._last_echo:
                 self._last_echo = (-1, -1)  # the second copy of a message's last SACK: once
-                self.c.sack_spares += 1
+                self.counters.sack_spares += 1
             elif not undone:  # (a D-SACK that proved a loss spurious was news enough)
                 self._drop_ack("sack_nothing_new")
-            return None
+            return proof if undone else None
         if not echoed and not undone:
-            self.c.sack_echo_unmatched += 1
+            self.counters.sack_echo_unmatched += 1
             self._drop_ack("sack_echo_unmatched")
             return None
-        # the gap rule's evidence: packets whose latest copy arrived. A resend acknowledged
-        # because its original arrived late (the guess was spurious) carries the resend's send
-        # time and order, long after the original's: counted, it made every packet sent
-        # between the two look overtaken by a whole reorder window, and the next gap loss
-        # was spurious too
-        evidence: list[TxRecord] = []
-        for rec in newly:
-            if self._deliver(rec, now_ns, s):
-                evidence.append(rec)
+        proof.newly = newly
+        proof.acked_bytes = acked_bytes
         sacked = self._sacked
         sacked.discard_below(cum)
         for start, stop in fresh:
             sacked.add(start, stop)
         if any(r.opcode in _LAST_OPCODES and r.is_copy(echo_ts, echo_ev) for r in newly):
             self._last_echo = (echo_ts, echo_ev)  # (a message's last: its SACK comes twice)
-        rtt, ecn, port_wait = self._trigger_sample(s, newly, now_ns)
-        return SackProof(cum, newly, evidence, acked_bytes, rtt, ecn, port_wait)
+        self._trigger_sample(s, newly, now_ns, proof)
+        return proof
 
     def _newly_acked(
         self, cum: int, ranges: list[tuple[int, int]]
@@ -326,7 +230,7 @@ class AckBook:
         above ``cum`` they fill (to add to ``_sacked`` once believed); their payload bytes.
         Only what ``_sacked`` lacks is looked up: a SACK repeats most of what the ones before
         it said, and a lookup per PSN it names was most of its cost."""
-        records = self.records
+        records = self.packets.records
         sacked = self._sacked
         newly: list[TxRecord] = []
         fresh: list[tuple[int, int]] = []
@@ -345,7 +249,7 @@ class AckBook:
     def _echo_in(self, ranges: list[tuple[int, int]], echo_ts: int, echo_ev: int) -> bool:
         """Whether the echo names a copy of any packet ``ranges`` acknowledge, new or not
         (a SACK answering a packet SACKed before: a duplicate, or a later SACK came first)."""
-        records = self.records
+        records = self.packets.records
         for start, stop in ranges:
             for seq in range(start, stop):
                 rec = records.get(seq)
@@ -353,9 +257,9 @@ class AckBook:
                     return True
         return False
 
-    def _trigger_sample(self, s: Sack, newly: list[TxRecord], now_ns: int) -> tuple[int | None, bool, int]:
-        """(RTT sample, ECN echo, port wait) of the packet that triggered ``s``, taken into the
-        RTT estimates and the EV set; (None, False, 0) when it is not among ``newly``."""
+    def _trigger_sample(self, s: Sack, newly: list[TxRecord], now_ns: int, proof: SackProof) -> None:
+        """The RTT sample, ECN echo and port wait of the packet that triggered ``s``, into
+        ``proof``; none when it is not among ``newly``."""
         trigger = None
         for rec in newly:
             if rec.sent_ns == s.echo_ts and s.echo_ev in (rec.ev, rec.twin_ev):
@@ -371,31 +275,21 @@ class AckBook:
                     trigger = rec
                     break
         if trigger is None:
-            return None, False, 0
-        port_wait = 0
+            return
         rtt = now_ns - s.echo_ts
-        sample: int | None = None
         if 0 <= rtt < self.cfg.rto_max_ns:
-            sample = rtt  # (the CC's: from the hand-over, a wait at the NIC is its queue too)
+            proof.rtt = rtt  # (the CC's: from the hand-over, a wait at the NIC is its queue too)
             timed = rtt  # the loss rules' (``nic_departures``: from when the copy left the NIC)
             if self._departures:
                 left = trigger.left_ns if trigger.sent_ns == s.echo_ts else trigger.prev_left_ns
                 if left >= s.echo_ts:
                     timed = now_ns - left
-            self._rtt_sample(timed)
-            plane = s.echo_ev >> PLANE_SHIFT
-            self.recovery.rtt.sample_plane(plane, timed, now_ns)
+            proof.timed = timed
+            proof.plane = s.echo_ev >> PLANE_SHIFT
             if trigger.sent_ns == s.echo_ts and trigger.ev == s.echo_ev:  # (its port wait is known)
-                port_wait = trigger.left_ns - trigger.sent_ns
-                self.recovery.rtt.sample_fabric(rtt - port_wait, plane, now_ns)
-        if s.ecn_echo:
-            self._ecn_echo(s.echo_ev, now_ns)
-        return sample, s.ecn_echo, port_wait
-
-    def _rtt_sample(self, rtt: int) -> None:
-        rtt_est = self.recovery.rtt
-        rtt_est.sample(rtt)
-        self.evset.tx_delay_spread = rtt_est.spread
+                proof.port_wait = trigger.left_ns - trigger.sent_ns
+                proof.fabric = True
+        proof.ecn = s.ecn_echo
 
     def on_nack(self, n: Nack, una: int, nxt: int, now_ns: int) -> NackProof | None:
         """What ``n`` proves; None unless it names a PSN sent and not yet acknowledged, echoing
@@ -406,15 +300,15 @@ class AckBook:
         the echoed EV -- the EV the trimmed copy really took -- and the window. A trim NACK for
         a packet already queued for resending is stale: news for nothing but the EV set.
         """
-        c = self.c
+        counters = self.counters
         try:
             reason = NackReason(n.reason)
         except ValueError:
-            c.malformed["nack_reason"] += 1
+            counters.malformed["nack_reason"] += 1
             return None
-        c.nacks_received[reason.name] += 1
+        counters.nacks_received[reason.name] += 1
         seq = unwrap(n.psn, una)
-        rec = self.records.get(seq) if una <= seq < nxt else None
+        rec = self.packets.records.get(seq) if una <= seq < nxt else None
         if rec is None or rec.sacked:
             self._drop_ack("nack_not_outstanding")
             return None
@@ -422,7 +316,7 @@ class AckBook:
             self._drop_ack("nack_unknown_ev")
             return None
         if reason in (NackReason.TRIMMED, NackReason.TRIMMED_LASTHOP):
-            return self._on_trim(rec, n.echo_ev, reason is NackReason.TRIMMED, now_ns)
+            return self._on_trim(rec, n.echo_ev, reason is NackReason.TRIMMED)
         if reason is NackReason.OUT_OF_WINDOW:
             return NackProof(rec, out_of_window=True)
         # BAD_RKEY / BAD_ADDRESS: the peer refused the write
@@ -431,35 +325,28 @@ class AckBook:
             del self._refused[next(iter(self._refused))]
         return NackProof(rec, refused=reason.name)
 
-    def _on_trim(self, rec: TxRecord, echo_ev: int, fabric: bool, now_ns: int) -> NackProof:
-        c = self.c
+    def _on_trim(self, rec: TxRecord, echo_ev: int, fabric: bool) -> NackProof:
         # the trimmed header crossed its whole path to the peer: the path delivers (congested,
         # not failed), as a SACKed packet would show -- what tells a deep last-hop queue, where
         # every path is late, from a path that delivers nothing
-        if echo_ev == rec.ev:
-            self.evset.note_ok(echo_ev, now_ns, rec.sent_ns)
-        elif echo_ev == rec.lost_ev:
-            self.evset.note_ok(echo_ev, now_ns, rec.prev_sent_ns)
-        if rec.gap_lost and echo_ev == rec.lost_ev:
-            # the copy the gap rule or a timer guessed lost was trimmed by a congested
-            # switch: congestion, not a failed path -- the retirement it caused is undone
-            # and the EV takes the trim penalty instead (a trimmed header, queued in the
-            # high class, can arrive after packets sent later on an idle path made the guess)
-            rec.gap_lost = False  # answered: neither a later SACK nor another NACK undoes it again
-            c.losses_trimmed_after_guess += 1
-            if self._retire:
-                self._undo(rec.lost_ev, rec.prev_sent_ns, now_ns)
-            if rec.lost:  # still queued for resending: only the penalty is new
-                c.mark(echo_ev, MARK_TRIMS)
-                if fabric and self._retire:
-                    self.evset.trimmed(echo_ev, now_ns)
-        if rec.lost:
+        # the copy the gap rule or a timer guessed lost was trimmed by a congested switch:
+        # congestion, not a failed path -- the retirement it caused is undone and the EV takes
+        # the trim penalty instead (a trimmed header, queued in the high class, can arrive
+        # after packets sent later on an idle path made the guess)
+        answered = rec.gap_lost and echo_ev == rec.lost_ev
+        if rec.lost:  # still queued for resending: only the penalty of an answered guess is new
             self._drop_ack("nack_stale")
-            return NackProof(rec, trimmed=True, lasthop=not fabric)
-        c.mark(echo_ev, MARK_TRIMS)
-        if fabric and self._retire:
-            self.evset.trimmed(echo_ev, now_ns)
-        if echo_ev != rec.ev:
-            c.acks_dropped["nack_earlier_copy"] += 1  # penalty taken, current copy flies on
-            return NackProof(rec, trimmed=True, lasthop=not fabric, window=True)
-        return NackProof(rec, trimmed=True, lasthop=not fabric, window=True, resend=True)
+            proof = NackProof(rec, trimmed=True, lasthop=not fabric)
+            proof.penalty = answered
+        elif echo_ev != rec.ev:
+            self.counters.acks_dropped["nack_earlier_copy"] += 1  # penalty taken, current copy flies on
+            proof = NackProof(rec, trimmed=True, lasthop=not fabric, window=True)
+            proof.penalty = True
+        else:
+            proof = NackProof(rec, trimmed=True, lasthop=not fabric, window=True, resend=True)
+            proof.penalty = True
+        proof.echo_ev = echo_ev
+        proof.credited = echo_ev in (rec.ev, rec.lost_ev)
+        proof.credit_sent = rec.sent_ns if echo_ev == rec.ev else rec.prev_sent_ns
+        proof.answered = answered
+        return proof

@@ -17,8 +17,9 @@ from .counters import Counters
 from .ev_state import EvEvent, EvState
 from .evset import EvSet
 from .psn import psn_of
-from .records import TxRecord
-from .recovery import PLANE_SHIFT, Recovery
+from .records import PLANE_SHIFT, TxRecord
+from .recovery import Recovery
+from .sent import SentPackets
 
 NEVER = -(1 << 62)
 _USABLE = (EvState.GOOD, EvState.SKIP)
@@ -28,11 +29,14 @@ RECHECK_RTTS = 8  # how long after its send an excused guess is judged again, in
 class LossBlame:
     """Judges each loss guess of one sender against the congestion it knows of."""
 
-    def __init__(self, cfg: TransportConfig, evset: EvSet, counters: Counters, recovery: Recovery) -> None:
+    def __init__(
+        self, cfg: TransportConfig, evset: EvSet, counters: Counters, recovery: Recovery, packets: SentPackets
+    ) -> None:
         self.cfg = cfg
         self.evset = evset
-        self.c = counters
-        self.recovery = recovery  # (read: the reorder window)
+        self.counters = counters
+        self.recovery = recovery  # (read: the reorder window, RTT, RACK's order)
+        self.packets = packets  # (read: the packets in flight)
         self.lasthop_trim_ns = NEVER  # when the peer's last hop last trimmed one of ours
         # per (plane, T1) path: (EV, send time, when to judge again) of the oldest loss guess
         # excused there as congestion (``recheck``)
@@ -49,7 +53,7 @@ class LossBlame:
     def blame(self, rec: TxRecord, cause: str, now_ns: int) -> None:
         """What a loss guess of ``rec`` does to the EV set (judged as of when the packet left: a
         timer fires long after the marks it met)."""
-        c = self.c
+        c = self.counters
         evset = self.evset
         hot = evset.is_hot(rec.ev, rec.sent_ns)
         own = hot and evset.hotter_than_most(rec.ev, rec.sent_ns)
@@ -125,7 +129,7 @@ class LossBlame:
         one overtaken (``sack_gap_threshold`` or fewer). A 16 -> 1 incast's flows have one or
         two each; when the one in flight died on a failed link, or its SACK did, nothing but
         the RTO found it (7 of 16 connections on one seed)."""
-        return writes and len(self.recovery.in_flight) > self.cfg.thin_window
+        return writes and len(self.packets.in_flight) > self.cfg.thin_window
 
     def probed(self, rec: TxRecord, thin: bool, now_ns: int) -> None:
         """The tail probe resent ``rec``. At a transfer's tail that blames no path: nothing says
@@ -133,7 +137,7 @@ class LossBlame:
         ``sending``) the probe is a loss guess like the RTO it stands in for, blamed as one:
         unblamed, 16 -> 1 incast flows that kept their window (no RTO cut it) went on spraying
         a dead link for a round trip more (25 -> 36 packets lost, seeds 1-4)."""
-        self.c.losses_tail += 1
+        self.counters.losses_tail += 1
         if thin:
             self.blame(rec, "thin window probe", now_ns)
 
@@ -179,10 +183,10 @@ class LossBlame:
                 self._forget(path)
             elif sent_ns + margin <= elsewhere:
                 if self._forget(path):
-                    self.c.losses_floor_dead += 1
+                    self.counters.losses_floor_dead += 1
                     why = "loss the ev_min_active floor held, nothing delivered since"
                 else:
-                    self.c.losses_hot_dead += 1
+                    self.counters.losses_hot_dead += 1
                     why = "loss on a congested path, nothing delivered since"
                 if evset.retire(ev, why, now_ns, sent_ns=sent_ns, margin_ns=margin):
                     overdue += self._overdue(path, now_ns)
@@ -223,7 +227,7 @@ class LossBlame:
             plane, t1 = path
             wait = self.recovery.plane_wait(plane)
             later = -1
-            for rec in self.recovery.on_plane(plane):
+            for rec in self.packets.on_plane(plane):
                 e = entries.get(rec.ev)
                 if e is None or e.t1 != t1 or e.state is not EvState.ASSUMED_BAD or rec.left_ns < since:
                     continue
@@ -243,7 +247,7 @@ class LossBlame:
         entries = self.evset.entries
         recovery = self.recovery
         out = []
-        for rec in recovery.in_flight.values():
+        for rec in self.packets.in_flight.values():
             if rec.tx_order >= recovery.rack_order:
                 break
             e = entries.get(rec.ev)
@@ -257,7 +261,7 @@ class LossBlame:
         wait = self.recovery.plane_wait(plane)
         return [
             rec
-            for rec in self.recovery.on_plane(plane)
+            for rec in self.packets.on_plane(plane)
             if (rec.ev >> T1_SHIFT) & T1_MASK == t1 and now_ns - rec.left_ns > wait
         ]
 
@@ -265,7 +269,7 @@ class LossBlame:
         """``at``, or sooner when an excused guess is to be judged again (a timer: a sender
         whose window is full of packets on a dead path gets no SACK to judge it by). Only
         with packets in flight: a sender stalled with none (or failed) judges nothing."""
-        if not self.recovery.in_flight:
+        if not self.packets.in_flight:
             return at
         for _, _, due in self.excused.values():
             if at is None or due < at:
@@ -325,7 +329,7 @@ class LossBlame:
         2.3). A packet merely unacknowledged proves nothing: its SACK may have been lost."""
         path = ev >> T1_SHIFT
         here = self.evset.path_proof((ev >> PLANE_SHIFT, path & T1_MASK))[0]
-        for r in self.recovery.in_flight.values():
+        for r in self.packets.in_flight.values():
             if r.gap_lost and r.lost_ev >= 0 and r.lost_ev >> T1_SHIFT == path and r.prev_sent_ns > here:
                 return True
         return False

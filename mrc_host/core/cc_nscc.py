@@ -18,9 +18,9 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
   round trip of the fabric's longest base RTT; any standing queue stops the fair and fast
   increases, so the windows meet it with the proportional one alone. A cut by the same
   share for every flow keeps the windows' ratio (a newcomer that starts at line rate held
-  about 4x its share for 25 RTT); ``lasthop_share_scale`` (off by default) starts the mark
+  about 4x its share for 25 RTT); ``lasthop_share_scale`` (experimental, off) starts the mark
   lower for a larger window (``_share_scale``, Swift's flow scaling of its target), so the
-  larger windows cut while the smaller still grow; ``lasthop_queue_share`` (off by default)
+  larger windows cut while the smaller still grow; ``lasthop_queue_share`` (experimental, off)
   replaces the mark there by FAST TCP's update (``_lasthop_own_queue``): every window aims
   at the same bytes of its own in the queue, so unequal windows meet within a few round
   trips. Before, only a flow trimmed there (NACK TRIMMED_LASTHOP) read its queue, for 128
@@ -37,9 +37,10 @@ Three departures from UET, all because MRC's switches mark no ECN on the last ho
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from .cc_base import CongestionControl, register_cc
-from .config import NsccParams, TransportConfig
+from .config import Experimental, NsccParams, TransportConfig
 
 _FLOOR_PERIODS = 8  # the delay floor is the smallest sample of at least this many periods ...
 # ... and of at least this many samples (the floor of random per-hop delay is the least of a
@@ -62,16 +63,20 @@ _QUEUE_GAIN_DOWN = 1.0
 _QUEUE_GAIN_UP = 0.75
 _QUEUE_HOLD_PERIODS = 4
 
+_OFF: Final = Experimental()  # every researcher's switch off: what the product runs
+
 
 class Nscc(CongestionControl):
     name = "nscc"
 
     @classmethod
     def from_config(cls, cfg: TransportConfig) -> Nscc:
-        return cls(cfg.nscc)
+        return cls(cfg.nscc, cfg.experimental)
 
-    def __init__(self, p: NsccParams) -> None:
-        self.p = p
+    def __init__(self, p: NsccParams, experimental: Experimental = _OFF) -> None:
+        self.params = p
+        self.share_scale = experimental.lasthop_share_scale  # a researcher's switches (off: 0)
+        self.queue_share = experimental.lasthop_queue_share
         self.cwnd = float(p.initial_cwnd or self._base_cap())
         self.avg_delay: float | None = None
         # the same average less each packet's wait for its own NIC port: the fabric's share,
@@ -111,7 +116,7 @@ class Nscc(CongestionControl):
         self.lasthop_decreases = 0  # decreases on a standing last-hop queue without ECN
 
     def _base_cap(self) -> int:
-        p = self.p
+        p = self.params
         return min(p.bdp + 2 * p.min_cwnd, p.max_cwnd) if p.bdp else p.max_cwnd
 
     @property
@@ -122,7 +127,7 @@ class Nscc(CongestionControl):
     @property
     def cap(self) -> float:
         """The window cap now: a BDP plus what the RTT's spread needs (see the module)."""
-        p = self.p
+        p = self.params
         if not p.bdp or self._now_ns < self._calm_from_ns:
             return float(self._base_cap())
         floor = self.floor_delay
@@ -135,7 +140,7 @@ class Nscc(CongestionControl):
         return min(float(self._base_cap()) + 2 * p.bdp * spread / max(p.base_rtt, 1), float(p.max_cwnd))
 
     def _clamp(self) -> None:
-        self.cwnd = min(max(self.cwnd, float(self.p.min_cwnd)), self.cap)
+        self.cwnd = min(max(self.cwnd, float(self.params.min_cwnd)), self.cap)
 
     def _track_floor(self, delay: int, now_ns: int) -> None:
         """Keep the per-period delay floors (the cap's spread is measured from them)."""
@@ -144,7 +149,7 @@ class Nscc(CongestionControl):
         self._period_n += 1
         # a period is the fabric's longest base RTT (lasthop_delay) when it is set: flows of
         # different RTTs then see the same queue through the same number of samples
-        period = max(self.p.base_rtt, self.p.lasthop_delay)
+        period = max(self.params.base_rtt, self.params.lasthop_delay)
         if self._period_end_ns is None:
             self._period_end_ns = now_ns + period
             return
@@ -162,7 +167,7 @@ class Nscc(CongestionControl):
         self._period_end_ns = now_ns + period
 
     def _quick_adapt(self, now_ns: int) -> None:
-        p = self.p
+        p = self.params
         if self._qa_end_ns is None:
             self._qa_end_ns = now_ns + p.base_rtt + p.target_delay
             self._qa_start_ns = now_ns
@@ -196,7 +201,7 @@ class Nscc(CongestionControl):
         (``network_rtt``): (its RTT / that one's)^2 at the same queue delay. A window grows by
         its increment once per RTT, so the rate grows by the increment over the RTT squared:
         flows of different RTTs then grow alike in rate."""
-        p = self.p
+        p = self.params
         if p.network_rtt <= p.base_rtt:
             return 1.0
         ratio = (p.base_rtt + avg) / (p.network_rtt + avg)
@@ -207,7 +212,7 @@ class Nscc(CongestionControl):
         most once per ``every`` ns; True when it happened. The cut is the excess's share of
         ``excess_over`` (UET's), or with ``rtt`` of that round trip: what a window must shed
         for the excess to drain."""
-        p = self.p
+        p = self.params
         if self._last_md_ns is not None and now_ns - self._last_md_ns < every:
             return False
         if excess_over <= target:
@@ -223,7 +228,7 @@ class Nscc(CongestionControl):
     def on_ack(
         self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int, port_wait_ns: int = 0
     ) -> None:
-        p = self.p
+        p = self.params
         self._now_ns = now_ns
         self._quick_adapt(now_ns)
         self._qa_bytes += acked_bytes
@@ -248,7 +253,7 @@ class Nscc(CongestionControl):
             if delay > target:
                 self._decrease(avg, now_ns, target, p.base_rtt)
             return
-        if p.lasthop_queue_share > 0.0 and p.bdp > 0 and self._holds_for_the_queue(now_ns, standing, target):
+        if self.queue_share > 0.0 and p.bdp > 0 and self._holds_for_the_queue(now_ns, standing, target):
             return
         if standing > 0:
             scale = self._share_scale()  # (only where a queue stands: this runs per ACK)
@@ -299,18 +304,18 @@ class Nscc(CongestionControl):
         self._qa_armed = True
         # the RTT's spread came from a queue that overflowed, not from jitter: no headroom
         # for it until _FLOOR_PERIODS base RTTs pass without a trim
-        self._calm_from_ns = now_ns + _FLOOR_PERIODS * self.p.base_rtt
-        self.cwnd -= self.p.min_cwnd
+        self._calm_from_ns = now_ns + _FLOOR_PERIODS * self.params.base_rtt
+        self.cwnd -= self.params.min_cwnd
         self._clamp()
 
     def _share_scale(self) -> float:
         """How far below half the target this window's last-hop mark starts: 1 for a window of
-        up to (``lasthop_share_scale``)^2 of the BDP, less for a larger one (``NsccParams``).
+        up to (``lasthop_share_scale``)^2 of the BDP, less for a larger one (``Experimental``).
         Every flow into a port reads the same standing queue; a mark that starts lower for a
         larger window makes unequal windows cut at different queues, so they meet, where a cut
         by the same share for all keeps their ratio."""
-        p = self.p
-        c = p.lasthop_share_scale
+        p = self.params
+        c = self.share_scale
         if c <= 0.0 or p.bdp <= 0:
             return 1.0
         return min(1.0, c / math.sqrt(max(self.cwnd, 1.0) / p.bdp))
@@ -321,7 +326,7 @@ class Nscc(CongestionControl):
         trip -- both of the fabric's longest base RTT (``lasthop_delay``) plus the queue, so
         that flows of every RTT cut alike and a cut shows before the next. Half the target
         times ``scale`` (``_share_scale``, 1 unless ``lasthop_share_scale`` is set)."""
-        p = self.p
+        p = self.params
         self._fast = False
         self._fi_bytes = 0
         queue = self._lh_level
@@ -333,7 +338,7 @@ class Nscc(CongestionControl):
         """``lasthop_queue_share``: from where the mark would cut (the standing queue above half
         the target) until ``_QUEUE_HOLD_PERIODS`` after the last such sample, the window is
         ``_lasthop_own_queue``'s alone (True: no other rule runs for this acknowledgement)."""
-        period = max(self.p.base_rtt, self.p.lasthop_delay)
+        period = max(self.params.base_rtt, self.params.lasthop_delay)
         if 2 * standing > target:
             self._lh_hold_ns = now_ns + _QUEUE_HOLD_PERIODS * period
         if now_ns >= self._lh_hold_ns:
@@ -355,12 +360,12 @@ class Nscc(CongestionControl):
         (``_lasthop_mark``) cuts every window by the same share and keeps their ratio.
         ``alpha`` falls as the queue grows past half the target, so N flows settle near
         sqrt(N x share) halves of the target, not N x share."""
-        p = self.p
+        p = self.params
         rtt = period + queue
         if self._last_md_ns is not None and now_ns - self._last_md_ns < rtt:
             return
         half = p.target_delay / 2
-        alpha = p.lasthop_queue_share * half * p.bdp / max(p.base_rtt, 1) * min(1.0, half / max(queue, 1.0))
+        alpha = self.queue_share * half * p.bdp / max(p.base_rtt, 1) * min(1.0, half / max(queue, 1.0))
         own = self.cwnd * queue / (p.base_rtt + queue)
         if own > alpha:
             self.cwnd -= min(_QUEUE_GAIN_DOWN * (own - alpha), p.max_md_jump * self.cwnd)
@@ -384,7 +389,7 @@ class Nscc(CongestionControl):
         dt = now_ns - self._lh_at
         self._lh_at = now_ns
         level = self._lh_level
-        tau = max(self.p.base_rtt, self.p.lasthop_delay) // 2
+        tau = max(self.params.base_rtt, self.params.lasthop_delay) // 2
         gain = 1.0 if level < 0 else min(1.0, dt / max(tau, 1))
         self._lh_level = level + gain * (fabric_delay - level) if level >= 0 else float(fabric_delay)
         last = self._last_fabric

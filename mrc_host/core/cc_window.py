@@ -17,19 +17,19 @@ class WindowCc(CongestionControl):
         return cls(cfg.cc, cfg.mtu)
 
     def __init__(self, p: CcParams, mtu: int) -> None:
-        self.p = p
+        self.params = p
         self.mtu = mtu
         self.cwnd = float(p.initial_cwnd_bytes or p.max_cwnd_bytes)
         self.ecn_fraction = 0.0
         self._last_md_ns: int | None = None
 
     def _clamp(self) -> None:
-        self.cwnd = min(max(self.cwnd, float(self.p.min_cwnd_bytes)), float(self.p.max_cwnd_bytes))
+        self.cwnd = min(max(self.cwnd, float(self.params.min_cwnd_bytes)), float(self.params.max_cwnd_bytes))
 
     def on_ack(
         self, acked_bytes: int, rtt_ns: int | None, ecn: bool, now_ns: int, port_wait_ns: int = 0
     ) -> None:
-        p = self.p
+        p = self.params
         self.ecn_fraction += p.ecn_alpha * ((1.0 if ecn else 0.0) - self.ecn_fraction)
         if rtt_ns is None or acked_bytes <= 0:
             return

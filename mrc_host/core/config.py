@@ -4,12 +4,17 @@ The defaults suit the simulator's fabric (100 Gb/s links, a base RTT of a few
 microseconds). ``TransportConfig.for_rtt`` derives every timer from one base RTT so an
 agent running over Mininet (RTTs of a millisecond) gets consistent values.
 docs/transport.md explains each knob.
+
+Every default is here, and so is what the drivers change: mrc-sim's network and the agent's
+pacer report when each DATA packet leaves its NIC port, and turn on what depends on it
+(``reported_departures``). A researcher's switches -- mechanisms under study, off in what
+the product runs -- are apart, in ``TransportConfig.experimental`` (``Experimental``).
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Final
 
 from mrc_fabric.ev import ENTROPY_MASK, EV
@@ -124,21 +129,6 @@ class NsccParams:
     # not in the OCP profile: a standing queue where nothing marks (the last hop) counts as a
     # mark from half the target (False: UET's rules alone)
     lasthop_signal: bool = True
-    # not in the OCP profile, off (0) by default: that mark's threshold scaled by the flow's
-    # window, as Swift scales its target: half the target x min(1, this / sqrt(cwnd / bdp)).
-    # At 0.35 a window of a whole BDP is marked from 0.35 x half the target, one of an eighth of
-    # it (eight equal flows) from half the target: unequal windows cut at different queues and
-    # meet (staggered equal flows fairer), but an incast under a black hole loses more against
-    # its floor (CHANGELOG, round 20), so it is a researcher's switch, not the default
-    lasthop_share_scale: float = 0.0
-    # not in the OCP profile, off (0) by default: on a standing last-hop queue the window follows
-    # FAST TCP's update instead of the mark (``Nscc._lasthop_own_queue``): each flow aims to keep
-    # this share of half the target's line-rate bytes queued there (less above half the target),
-    # so equal flows meet at equal windows however they started. At 1.0 equal flows, together or
-    # staggered, 2-8 of them on 1 or 2 planes, share at Jain >= 0.95 (``bench.sim_fair``), but
-    # the queue an incast holds is deeper and a path that dies under it loses more (CHANGELOG,
-    # round 21): a researcher's switch, not the default. It takes precedence over the share scale
-    lasthop_queue_share: float = 0.0
     qa_gate: int = 2
     qa_threshold: float = 4.0
     adjust_bytes_threshold: int = 16 * 1024
@@ -194,6 +184,61 @@ class EvProfile:
 
 
 @dataclass(frozen=True, slots=True)
+class Experimental:
+    """A researcher's switches: mechanisms under study, each off by default -- what the product
+    runs. Measured, each made something better and something else worse (said below);
+    kept so that its trade-off can be seen and changed. A scenario's ``[transport.config]`` or
+    ``[transport.nscc]`` table, ``mrc-sim --share-paths`` and ``TransportConfig.for_rtt`` name
+    them directly: ``split_experimental`` routes each name here."""
+
+    # MRC: path verdicts are shared with the other connections of the NIC (``path_health.py``,
+    # given by the caller): a path one proved dead is retired by those toward the same T0, by
+    # all once connections toward two T0s did. Off: each connection learns alone (on, two of
+    # the fuzzer's CI draws got worse: a plane lost at a host's own T0 or NIC link cost 2
+    # packets more, a bystander flow resent 2 packets its changed queues reordered)
+    share_path_health: bool = False
+    # NSCC (not in the OCP profile): the last-hop mark's threshold scaled by the flow's window,
+    # as Swift scales its target: half the target x min(1, this / sqrt(cwnd / bdp)). At 0.35 a
+    # window of a whole BDP is marked from 0.35 x half the target, one of an eighth of it
+    # (eight equal flows) from half the target: unequal windows cut at different queues and
+    # meet (staggered equal flows fairer), but an incast under a black hole loses more against
+    # its floor. 0: off
+    lasthop_share_scale: float = 0.0
+    # NSCC (not in the OCP profile): on a standing last-hop queue the window follows FAST TCP's
+    # update instead of the mark (``Nscc._lasthop_own_queue``): each flow aims to keep this
+    # share of half the target's line-rate bytes queued there (less above half the target), so
+    # equal flows meet at equal windows however they started. At 1.0 equal flows, together or
+    # staggered, 2-8 of them on 1 or 2 planes, share at Jain >= 0.95 (``bench.sim_fair``), but
+    # the queue an incast holds is deeper and a path that dies under it loses more. Takes
+    # precedence over the share scale. 0: off
+    lasthop_queue_share: float = 0.0
+
+
+EXPERIMENTAL_KEYS: Final = frozenset(f.name for f in fields(Experimental))
+
+
+def split_experimental(overrides: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+    """``overrides`` (a table of parameters by name) as (the others, the experimental switches)."""
+    rest = {k: v for k, v in overrides.items() if k not in EXPERIMENTAL_KEYS}
+    return rest, {k: v for k, v in overrides.items() if k in EXPERIMENTAL_KEYS}
+
+
+# DATA packets per plane a queue pair may have waiting at a NIC that reports departures
+# (``nic_backlog``): its next packet is always ready when the port frees, no more (each
+# carries an EV chosen that late)
+NIC_BACKLOG_PER_PLANE: Final = 2
+
+
+def reported_departures(planes: int) -> dict[str, object]:
+    """What a driver whose NIC reports when each DATA packet left its port sets: mrc-sim's
+    ports (``sim.network``) and the agent's pacer (``agent.peers``). The loss timers and RTT
+    run from the departures (``nic_departures``), and the core hands over at most
+    ``NIC_BACKLOG_PER_PLANE`` packets per plane of the ``planes`` it sends on
+    (``nic_backlog``). The defaults (both off) are a NIC that reports nothing."""
+    return {"nic_departures": True, "nic_backlog": NIC_BACKLOG_PER_PLANE * planes}
+
+
+@dataclass(frozen=True, slots=True)
 class TransportConfig:
     """Everything a queue pair's sender, receiver and EV set need to know."""
 
@@ -238,8 +283,9 @@ class TransportConfig:
     # otherwise look overtaken by packets that in truth left just after it
     port_gbps: float = 0.0
     # the NIC reports when each DATA packet left its port (``Endpoint.departed``; mrc-sim's
-    # does): the RTT estimate and the loss timers run from then, not from the hand-over, so a
-    # wait behind the NIC's other queue pairs inflates neither the RTO nor the reorder window
+    # does, and the agent's pacer: ``reported_departures``): the RTT estimate and the loss
+    # timers run from then, not from the hand-over, so a wait behind the NIC's other queue
+    # pairs inflates neither the RTO nor the reorder window
     nic_departures: bool = False
     # with ``nic_departures``: DATA packets a queue pair may have waiting at its NIC (handed
     # over, not yet left), all planes together; 0: no bound. A NIC builds a packet when its
@@ -260,12 +306,6 @@ class TransportConfig:
     # MRC: at the tail (nothing new to send, the window has room) a resend goes out twice, on
     # two planes: a resend lost again there costs the whole message a round trip
     twin_tail_resends: bool = True
-    # MRC: path verdicts are shared with the other connections of the NIC (``path_health.py``,
-    # given by the caller): a path one proved dead is retired by those toward the same T0, by
-    # all once connections toward two T0s did. Off by default: each connection learns alone
-    # (on, two of the fuzzer's CI draws got worse: a plane lost at a host's own T0 or NIC
-    # link cost 2 packets more, a bystander flow resent 2 packets its changed queues reordered)
-    share_path_health: bool = False
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
     # a sender with fewer packets than this in flight asks for the SACK of every burst's last
@@ -278,6 +318,8 @@ class TransportConfig:
     cc: CcParams = field(default_factory=CcParams)  # parameters of cc_algorithm "window"
     cc_algorithm: str = "nscc"  # a name in mrc_host.core.cc_base.REGISTRY: nscc, window, fixed
     nscc: NsccParams = field(default_factory=NsccParams)
+    # a researcher's switches, off by default (``Experimental``)
+    experimental: Experimental = field(default_factory=Experimental)
 
     def __post_init__(self) -> None:
         if not 0 <= self.initial_psn <= PSN_MASK:
@@ -303,7 +345,13 @@ class TransportConfig:
 
     @classmethod
     def for_rtt(cls, base_rtt_ns: int, bdp_bytes: int, **overrides: object) -> TransportConfig:
-        """Timers and window scaled to one fabric: RTO >= 4 RTT, probes every 10 RTT, ..."""
+        """Timers and window scaled to one fabric: RTO >= 4 RTT, probes every 10 RTT, ...;
+        ``overrides`` by field name, the experimental switches by their own (``Experimental``)."""
+        overrides, switches = split_experimental(overrides)
+        if switches:
+            given = overrides.get("experimental")
+            section = given if isinstance(given, Experimental) else Experimental()
+            overrides["experimental"] = replace(section, **switches)  # type: ignore[arg-type]
         mtu = int(overrides.pop("mtu", 4096))  # type: ignore[call-overload]
         # NSCC's increments are sized for the fabric (its longest base RTT at the NIC's rate),
         # the same for every flow on it: by default this flow's own RTT and BDP

@@ -24,7 +24,7 @@ class ControlOut:
 
     def __init__(self, evset: EvSet, counters: Counters, retire: bool) -> None:
         self.evset = evset
-        self.c = counters
+        self.counters = counters
         self._retire = retire  # noted as sent for the liveness checks only where paths retire
         # per path (plane, T1: an EV's bits above the entropy) when the peer's DATA last came
         # by it (the receiver's note)
@@ -62,7 +62,7 @@ class ControlOut:
         meta.ev = ev
         meta.dscp = Dscp.CONTROL
         meta.ecn = Ecn.NOT_ECT
-        self.c.mark(ev, MARK_CONTROL)
+        self.counters.mark(ev, MARK_CONTROL)
         out.append(Transmit(msg))
         return ev
 

@@ -42,7 +42,6 @@ from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState
 from .evset import EvSet
 from .path_health import NicPathHealth
-from .psn import unwrap
 from .receiver import Receiver
 from .records import Segment
 from .region import MemoryRegion, RegionTable
@@ -117,7 +116,7 @@ class Endpoint:
         """``nic``: the path verdicts of the NIC this endpoint is on, shared with its other
         endpoints (``path_health.py``); ``nic_group``: the peer's T0 (any key naming it; None:
         under our own T0, no T1 crossed: nothing to share). Used in MRC mode with
-        ``share_path_health``."""
+        ``experimental.share_path_health``."""
         self.cfg = config
         self._retire = config.retires_paths  # policy switches, read per packet
         self._gbn = config.go_back_n
@@ -140,9 +139,9 @@ class Endpoint:
     def share_path_health(self, nic: NicPathHealth, group: int | None) -> None:
         """Share path verdicts with the NIC's other endpoints (``path_health.py``), in ``group``
         (the peer's T0; None: under our own T0, nothing to share). Only in MRC mode with
-        ``share_path_health``; call before the first input."""
+        ``experimental.share_path_health``; call before the first input."""
         cfg = self.cfg
-        if group is not None and cfg.share_path_health and cfg.retires_paths:
+        if group is not None and cfg.experimental.share_path_health and cfg.retires_paths:
             self._nic = nic
             self.evset.join_nic(nic, group)
 
@@ -284,8 +283,6 @@ class Endpoint:
         if self.finished:
             return self._finish(now_ns, out)
         self.receiver.on_timer(now_ns, out)
-        recovery = self.sender.recovery
-        recovery.nic.hold(recovery.in_flight, now_ns)  # (what waits at the NIC is not late)
         self.sender.on_timer(now_ns, out)
         if self._retire:
             due = self.prober.due_probes(now_ns) + self.prober.liveness_tick(now_ns)
@@ -303,10 +300,7 @@ class Endpoint:
         that reports it: ``TransportConfig.nic_departures``). No actions, no timer change: it
         only moves a packet's departure later than the deadlines already armed assumed. True
         when ``nic_backlog`` held packets back that may go now: call ``nic_ready``."""
-        sender = self.sender
-        rec = sender.records.get(unwrap(psn, sender.snd_una))
-        ok = rec is not None and rec.sent_ns == send_ts  # (not a copy resent since)
-        return sender.recovery.nic.on_departed(rec if ok else None, at_ns) and not sender.failed
+        return self.sender.departed(psn, send_ts, at_ns)
 
     def nic_ready(self, now_ns: int) -> list[Action]:
         """The NIC has room for more of our packets (``departed`` said so): send them."""

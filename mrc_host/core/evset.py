@@ -2,16 +2,14 @@
 
 An EV names a path: plane (NIC port) + T1 (T0 uplink) + entropy (only hashed in the
 ECMP baseline). Which EVs a connection has is drawn once (``ev_draw.py``); this module
-keeps the spraying rotation, penalties, retirement and replacement on top of the
-bookkeeping in ``ev_table.py``; ``ev_probe.py`` probes them.
+keeps the spraying rotation, retirement and replacement on top of the bookkeeping in
+``ev_table.py`` and the penalties of ``ev_heat.py``; ``ev_probe.py`` probes them.
 
 States and the events that move between them are in ``ev_state.py`` (one table). A
 retired or denied EV is replaced from the same plane's backups (preferring another T1).
 Loss retires no EV once only ``ev_min_active`` usable EVs are left (OCP's floor): below
-that, loss is more likely everywhere than on one path. Every ECN/trim mark adds one to
-the *heat* of the EV and its path siblings, which halves every ``penalty_halflife_ns``;
-once the heat says the mark is a repeat (``skip_heat``) they sit out a number of
-rotations scaled by the heat and by the set's size (``_turns``). An EV that
+that, loss is more likely everywhere than on one path. An ECN/trim mark heats the EV's
+path, and a repeat makes it sit out turns of the rotation (``ev_heat.py``). An EV that
 fails again soon after probes restored it is flapping: it waits 2**flaps probe
 intervals before it is probed again.
 
@@ -23,16 +21,14 @@ the next EV of that plane round-robin.
 
 from __future__ import annotations
 
-import math
-import random
 from typing import Final
 
 from mrc_fabric.addressing import MAX_INDEX
 from mrc_fabric.ev import T1_SHIFT
 
-from .config import Mode, TransportConfig
 from .ev_draw import PathSpace
-from .ev_shared import NIC_KEY_BASE, SharedEvTable
+from .ev_heat import EvHeat
+from .ev_shared import NIC_KEY_BASE
 from .ev_state import EvEvent, EvState, allowed
 from .ev_table import EvEntry
 
@@ -44,28 +40,8 @@ _PATH_EVENTS = frozenset({EvEvent.LOSS, EvEvent.LIVENESS_LOST})
 _SKIP: Final = EvState.SKIP
 
 
-class EvSet(SharedEvTable):
-    """The spraying rotation, ECN/trim penalties, retirement, replacement and restoring."""
-
-    def __init__(
-        self, cfg: TransportConfig, paths: PathSpace, rng: random.Random, port_status: int | None = None
-    ) -> None:
-        super().__init__(cfg, paths, rng, port_status)
-        # a penalty's turns per turn of a ``penalty_evs`` set (see ``_turns``), and its cap
-        others = sum(self.quota) - self.planes
-        ref = cfg.penalty_evs - self.planes
-        self._turn_scale = max(1, ref) / max(1, others) if cfg.penalty_evs else 1.0
-        self._max_turns = self._turns(float(cfg.max_skip_rotations))
-
-    def _turns(self, rotations: float) -> int:
-        """``rotations`` of a set of ``penalty_evs`` EVs in turns of this set's rotation, so
-        that a penalty lasts as many packets (as long at the same rate) whatever the set's
-        size. A turn ends when the plane's rotation passes the sitting-out EV: after its
-        plane's other EVs, so a turn lasts about (EVs - planes) packets of the connection.
-        Counted in turns alone, 4 turns with 16 EVs (2 a plane) lasted about 3 us, a third
-        of an RTT, and a marked EV came back before its queue drained (a second flow pinned
-        to a's path: 0.64 of line rate)."""
-        return math.ceil(rotations * self._turn_scale - 1e-9)
+class EvSet(EvHeat):
+    """The spraying rotation, retirement, replacement and restoring (penalties: ``EvHeat``)."""
 
     # ---- rotation ---------------------------------------------------------------------
     def next_data_ev(self, exclude: int | None = None) -> int | None:
@@ -166,97 +142,6 @@ class EvSet(SharedEvTable):
         return self.last_resort_ev()
 
     # ---- state changes ----------------------------------------------------------------
-
-    def _penalize(self, ev: int, now_ns: int, event: EvEvent) -> bool:
-        """An ECN echo or a trim NACK on ``ev``: its path heats up; a repeat mark makes ``ev``
-        and the active EVs on its path sit out (``skip_heat``).
-
-        The EVs of one (plane, T1) differ only in entropy bits, which a source-routed fabric
-        ignores: they cross the very same queues, so a mark on one is a mark on all of them.
-        Penalising the echoed EV alone moved 1/16 to 1/32 of a congested path's traffic per
-        echo (the live E9 run kept the queue growing until the gap rule took the delayed
-        packets for lost and retired the path). In ECMP mode the switches hash the entropy
-        bits, so there the siblings are other paths and every mark skips ``ev`` alone.
-        """
-        e = self.entry(ev)
-        if e is None or not allowed(e.state, event) or not e.member:
-            return False
-        group = [e]
-        if self.cfg.mode is not Mode.ECMP:
-            group += [s for s in self.active[e.plane] if s.t1 == e.t1 and s is not e and s.member]
-        threshold = self.cfg.skip_heat if self.cfg.mode is not Mode.ECMP else 0.0
-        why = f"{event.value} on {e.value:08x}, same path"
-        for x in group:
-            if allowed(x.state, event):
-                x.heat = self.heat(x.value, now_ns) + 1.0
-                x.heat_ns = now_ns
-                if x.heat >= threshold:
-                    turns = min(self._turns(self.cfg.skip_rotations * x.heat), self._max_turns)
-                    x.skips_left = max(x.skips_left, turns)
-                    self._fire(x, event, event.value if x is e else why)
-        return True
-
-    def ecn_echo(self, ev: int, now_ns: int) -> bool:
-        """A SACK echoed CE for a packet sent on ``ev``: it sits out a few rotations."""
-        return self._penalize(ev, now_ns, EvEvent.ECN_ECHO)
-
-    def trimmed(self, ev: int, now_ns: int) -> bool:
-        """A packet sent on ``ev`` was trimmed in the fabric: the same penalty as ECN."""
-        return self._penalize(ev, now_ns, EvEvent.TRIM_NACK)
-
-    def heat(self, ev: int, now_ns: int) -> float:
-        """``ev``'s ECN/trim heat decayed to ``now_ns`` (0.0 for an EV not in the set)."""
-        e = self.entry(ev)
-        if e is None or not e.heat:
-            return 0.0
-        decay: float = 0.5 ** (max(0, now_ns - e.heat_ns) / max(self.cfg.penalty_halflife_ns, 1))
-        return e.heat * decay
-
-    def is_hot(self, ev: int, at_ns: int) -> bool:
-        """Whether ``ev``'s path had signalled congestion recently enough at ``at_ns`` (or has
-        since) that a packet missing on it is more likely still queued, or trimmed with its
-        NACK on the way, than lost to a failure (``hot_path_heat``; never in ECMP mode, where
-        the EV names no one path). Only for two half-lives after its last mark: the heat of
-        a burst of marks (an incast's first round trips) kept a path "hot" for hundreds of
-        round trips, and a path that failed there was taken for a queue all that time."""
-        threshold = self.cfg.hot_path_heat
-        if threshold <= 0 or self.cfg.mode is Mode.ECMP:
-            return False
-        e = self.entry(ev)
-        if e is None or at_ns - e.heat_ns > 2 * self.cfg.penalty_halflife_ns:
-            return False
-        return self.heat(ev, at_ns) >= threshold
-
-    def hotter_than_most(self, ev: int, at_ns: int) -> bool:
-        """``ev`` is hot (``is_hot``) and most other paths in the rotation are not: a queue of
-        its own, not one that every path ends in (an incast's receiver T0 marks all of them)."""
-        if not self.is_hot(ev, at_ns):
-            return False
-        e = self.entries[ev]
-        paths: dict[tuple[int, int], bool] = {}
-        for plane in self.active:
-            for x in plane:
-                path = (x.plane, x.t1)
-                if path != (e.plane, e.t1) and not paths.get(path, False):
-                    paths[path] = self.is_hot(x.value, at_ns)
-        return 2 * sum(paths.values()) < len(paths)
-
-    def lost_while_hot(self, ev: int, now_ns: int) -> bool:
-        """A loss guess on a hot ``ev``: it and its path siblings sit out the turns their heat
-        already earns, as for a mark, but the heat does not grow -- a path that has failed
-        sends no more marks, cools within a few half-lives, and its next loss retires it."""
-        e = self.entry(ev)
-        event = EvEvent.LOSS_WHILE_HOT
-        if e is None or not allowed(e.state, event) or not e.member:
-            return False
-        why = f"{event.value} on {e.value:08x}, same path"
-        for x in (e, *(sib for sib in self.active[e.plane] if sib.t1 == e.t1 and sib is not e)):
-            if x.member and allowed(x.state, event):
-                turns = self._turns(self.cfg.skip_rotations * self.heat(x.value, now_ns))
-                x.skips_left = max(x.skips_left, min(turns, self._max_turns))
-                self._fire(x, event, event.value if x is e else why)
-        return True
-
     def retire(
         self,
         ev: int,

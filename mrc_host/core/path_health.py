@@ -4,7 +4,7 @@ Why: a T1 that stops forwarding is crossed by every connection of a host toward 
 T0. Alone, each connection learns the failure from its own losses -- a connection with a
 few packets in flight on the dead path often only by its retransmission timeout. One NIC
 holds every one of its connections' state, so what one of them proved about a path can
-serve the others (``TransportConfig.share_path_health``; off, each learns alone).
+serve the others (``Experimental.share_path_health``; off, each learns alone).
 
 What is shared is what is shared physically. A path (plane, T1) from this host to a
 destination T0 crosses the host's T0 uplink to that T1, the T1, and the T1's downlink to

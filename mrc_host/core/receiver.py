@@ -44,7 +44,7 @@ from .counters import Counters
 from .evset import EvSet
 from .psn import psn_of, unwrap
 from .rangeset import RangeSet
-from .recovery import PLANE_SHIFT
+from .records import PLANE_SHIFT
 from .region import RegionTable
 from .sack_by_seq import SackBySeq
 
@@ -69,7 +69,7 @@ class Receiver:
         self.cfg = cfg
         self._retire = cfg.retires_paths  # policy switches, read per packet
         self._gbn = cfg.go_back_n
-        self.c = counters
+        self.counters = counters
         self.regions = regions
         self.evset = evset
         self.peer_qp = peer_qp
@@ -118,7 +118,7 @@ class Receiver:
             self._send_ack(self._trigger, now_ns, out)
 
     def on_data(self, pkt: DataPacket, now_ns: int, out: list[Action]) -> None:
-        c = self.c
+        c = self.counters
         ev = pkt.meta.ev
         seq = unwrap(pkt.psn, self.expected)
         row = c.recv_row(ev)
@@ -209,7 +209,7 @@ class Receiver:
             self.highest = self.expected - 1
         if self._msg_last_seq:
             for last in sorted(s for s in self._msg_last_seq if s < self.expected):  # in posting order
-                self.c.messages_received += 1
+                self.counters.messages_received += 1
                 out.append(MessageReceived(self._msg_last_seq.pop(last)))
 
     def _bitmap(self, trigger_seq: int) -> tuple[int, int]:
@@ -259,7 +259,7 @@ class Receiver:
         ev = self.control.send(
             sack, out, trigger.meta.ev >> PLANE_SHIFT, now_ns, path_of, fresh_of=fresh, quiet_ns=quiet
         )
-        self.c.sacks_sent += 1
+        self.counters.sacks_sent += 1
         if on_path and not duplicate and ev is not None and self._retire:
             self._send_spare(sack, trigger, now_ns, out, ev)
         if ev is not None:
@@ -294,8 +294,8 @@ class Receiver:
             port_status=sack.port_status,
         )
         if self.control.send(copy, out, sent_on >> PLANE_SHIFT, now_ns, avoid=sent_on) is not None:
-            self.c.sacks_sent += 1
+            self.counters.sacks_sent += 1
 
     def _nack(self, seq: int, reason: NackReason, ev: int, now_ns: int, out: list[Action]) -> None:
-        self.c.nacks_sent[reason.name] += 1
+        self.counters.nacks_sent[reason.name] += 1
         self.control.send(Nack(self.peer_qp, psn_of(seq), reason, ev), out, ev >> PLANE_SHIFT, now_ns)

@@ -7,10 +7,19 @@ them, and as dataclasses they cost every start-up their generated methods.
 
 from __future__ import annotations
 
+from typing import Final
+
 from mrc_host.wire.messages import Opcode
 from mrc_host.wire.virtual_payload import VirtualPayload
 
 from .counters import SentRow
+from .packet_state import ACKED_BIT, GUESS_BIT, QUEUED_BIT, UNSENT
+
+# mrc_fabric.ev.PLANE_SHIFT and T1_SHIFT as literals: compiled, a literal shift is one
+# instruction, a name read per packet costs a static load and a check
+# (tests/unit/test_core_recovery.py ties them)
+PLANE_SHIFT: Final = 28  # an EV's plane: ``ev >> PLANE_SHIFT``
+PATH_SHIFT: Final = 18  # above it an EV's plane and T1, its path
 
 # one piece of a write's source: bytes, a read-only byte view, or a length and check value
 # without bytes (mrc-sim's virtual payloads)
@@ -106,7 +115,13 @@ def joined(pieces: list[Segment]) -> Segment:
 
 
 class TxRecord:
-    """One packet sent (the latest copy of it, and what is known of the one before)."""
+    """One packet sent (the latest copy of it, and what is known of the one before).
+
+    Its ``state`` (packet_state.py) is written by ``SentPackets`` alone; the copy history
+    (``transmissions``, ``ev``, the send times, the twin EVs, ``lost_ev``) moves with it
+    there too. The loss rules keep their own per-copy evidence here (``later_delivered``,
+    ``overtaken_*``, ``tx_order``: recovery.py), the NIC clock the departure (``left_ns``,
+    ``at_nic``: nic_clock.py), the RTO its verdict (``suspect_sent``)."""
 
     def __init__(self, seq: int, write: PendingWrite, vaddr: int, payload: Segment, opcode: Opcode) -> None:
         self.seq = seq
@@ -128,9 +143,7 @@ class TxRecord:
         self.prev_left_ns = -1  # ``left_ns`` of the copy before the latest
         self.overtaken_left = -1  # that time of the latest-leaving packet of its plane delivered after it
         self.overtaken_at = -1  # when a packet of its plane sent after it was first acknowledged
-        self.sacked = False
-        self.lost = False  # waiting in the retransmit queue
-        self.gap_lost = False  # declared lost by the gap rule or the timer (a guess that can be wrong)
+        self.state = UNSENT  # (packet_state.py)
         self.lost_ev = -1  # the EV it was last declared lost on
         self.prev_sent_ns = -1  # send time of the copy before the latest
         self.twin_ev = -1  # the EV of a second copy sent with the latest (a tail resend), -1 if none
@@ -139,6 +152,22 @@ class TxRecord:
         # the counters' row of ``ev`` (``Counters.sent_on``), kept by the sender when it sends
         # the latest copy: its acknowledgement counts there without a second look-up by EV
         self.ev_row: SentRow | None = None
+
+    @property
+    def lost(self) -> bool:
+        """It waits in the retransmit queue (LOST or GUESSED)."""
+        return bool(self.state & QUEUED_BIT)
+
+    @property
+    def gap_lost(self) -> bool:
+        """A loss of it was guessed (the gap rule, RACK, a timer: a guess that can be wrong) and
+        not yet answered (GUESSED or RESENT)."""
+        return bool(self.state & GUESS_BIT)
+
+    @property
+    def sacked(self) -> bool:
+        """A SACK acknowledged it (ACKED)."""
+        return bool(self.state & ACKED_BIT)
 
     def is_copy(self, sent_ns: int, ev: int) -> bool:
         """Whether (send time, EV) -- a SACK's echo -- names this packet's latest copy or the one before."""

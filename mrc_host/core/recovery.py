@@ -1,8 +1,10 @@
 """Loss detection and RTT estimation for one sender, apart from the sender itself (as aioquic
 keeps ``recovery.py`` apart from its connection).
 
-The sender pumps packets and keeps the acknowledgement books; this module owns the packets
-in flight and decides which of them are lost, and when. Loss is found four ways:
+The sender pumps packets, ``SentPackets`` (sent.py) owns them from their first copy to the
+cumulative ACK, and the acknowledgement book proves what the peer saw; this module decides
+which of the packets in flight are lost, and when, and returns them (the sender asks
+``SentPackets`` for the transition). Loss is found four ways:
 - the SACK gap rule: ``sack_gap_threshold`` packets sent *after* it on the same plane
   were SACKed, one of them leaving at least the reorder window after it. Counting per plane
   (each plane has its own NIC queue, whose depths differ) and the time guard keep the
@@ -18,7 +20,7 @@ in flight and decides which of them are lost, and when. Loss is found four ways:
   bulk transfer the gap rule alone decides (it is the one that tolerates reordering). While
   delays rise, neither the probe nor RACK on other planes' evidence fires before the packet's
   plane has been silent a round trip (``queue_floor``);
-- a whole plane that stopped delivering, seen from the other planes (``dead_planes``);
+- a whole plane that stopped delivering, seen from the other planes (plane_watch.py);
 - the retransmission timeout (RTO from SRTT, RTTVAR and the RTT spread, clamped, doubled
   per expiry; before any RTT sample it only resends the oldest packet, as a probe).
 With ``port_gbps`` the times are those a packet left its port (a FIFO per plane at that
@@ -33,9 +35,10 @@ to a failed switch waited ~300 us, a whole inflated RTO, to be resent.)
 
 Every one of these is a guess. When the packet turns out to have arrived (its original
 acknowledged, Eifel's echo, or a D-SACK naming a copy resent on a guess) the loss was
-spurious: the sender undoes what the guess did to the EV set and, if the copy arrived late
-(its own SACK says so, not a later one covering it: that is a SACK lost), the reorder window
-grows a step (RACK's reo_wnd_mult).
+spurious (``on_delivered`` judges): the sender undoes what the guess did to the EV set and,
+if the copy arrived late (its own SACK says so, not a later one covering it: that is a SACK
+lost), the reorder window grows a step (RACK's reo_wnd_mult: reorder.py). The RTT estimate
+is rtt.py's.
 """
 
 from __future__ import annotations
@@ -46,200 +49,61 @@ from mrc_host.wire.messages import Opcode
 
 from .config import TransportConfig
 from .nic_clock import NicClock, expired_since_left
-from .records import TxRecord
+from .plane_watch import PlaneWatch
+from .records import PATH_SHIFT, PLANE_SHIFT, TxRecord
+from .reorder import ReorderWindow
+from .rtt import RttEstimator
+from .sent import SentPackets
+
+__all__ = ["PATH_SHIFT", "PLANE_SHIFT", "Recovery", "RttEstimator"]
 
 ROCE_TIMEOUT_UNIT_NS: Final = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.096 us x 2**timeout
-REO_MULT_MAX: Final = 4  # the reordering window grows from SRTT/4 up to SRTT
-REO_DECAY_DELIVERIES: Final = 1024  # clean deliveries before it shrinks by one step
-GUESSES_MAX: Final = 4096  # guessed-lost, acked packets remembered for a D-SACK that proves them spurious
-SPREAD_DECAY: Final = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
-# per RTT sample: the largest stall seen forgets over thousands of samples (a software switch
-# descheduled for milliseconds does it again, seconds later)
-STALL_DECAY: Final = 1 - 1 / 8192
-FABRIC_SPREAD_HALFLIFE: Final = 2  # SRTTs (see ``RttEstimator.sample_fabric``)
-REO_EXTENT_DECAY: Final = 1 - 1 / 1024  # per delivery: the reordering seen forgets over many windows
-REO_EXTENT_MARGIN: Final = 1.5  # the largest reordering seen so far understates the largest to come
-# mrc_fabric.ev.PLANE_SHIFT as a literal: compiled, a literal shift is one instruction, a name
-# read per packet costs a static load and a check (tests/unit/test_core_recovery.py ties them)
-PLANE_SHIFT: Final = 28
-PATH_SHIFT: Final = 18  # mrc_fabric.ev.T1_SHIFT: above it an EV's plane and T1, its path
 BACKOFF_MAX: Final = 64
-# delays within 1/32 of the minimum RTT are flat (``RttEstimator.flat``): 1 % loss on the
-# 2 x 4 and production shapes stayed within 1/2000 (10-25 ns), an incast's first RTT rose 1/5
-FLAT_SHARE: Final = 32
 _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 RTO_SLACK_SHARE: Final = 8  # the RTO's slack is at least the RTO over this (``rto_slack``)
 
 
-class RttEstimator:
-    """Smoothed RTT and variation (RFC 6298), the minimum, the recent spread above it
-    (jitter), and one smoothed RTT per plane (each plane has its own NIC queue)."""
-
-    def __init__(self, planes: int) -> None:
-        self.srtt_ns: float | None = None
-        self.rttvar_ns = 0.0
-        self.min_rtt_ns: int | None = None
-        self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
-        self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
-        self.plane_srtt: list[float | None] = [None] * planes
-        self.plane_last = [0] * planes  # each plane's latest sample (RACK's RTT: a queue building)
-        self.plane_at = [0] * planes  # when it came: a plane still SACKing is draining (``queue_floor``)
-        # how much later one path may deliver than another: the largest difference lately
-        # between successive samples of a plane, each less the time its packet waited for its
-        # NIC port (its paths' queues differ; a queue they all end in, at the peer's port,
-        # moves little from one sample to the next and reorders nothing)
-        self._fabric_last = [-1] * planes
-        self.fabric_spread = 0.0
-        self._fabric_at = 0
-
-    def sample(self, rtt: int) -> None:
-        if self.min_rtt_ns is None:
-            self.min_rtt_ns = rtt
-        elif rtt < self.min_rtt_ns:
-            # a new floor: the slow samples seen so far sit that much further above it
-            self.spread += self.min_rtt_ns - rtt
-            self.min_rtt_ns = rtt
-        self.spread = max(float(rtt - self.min_rtt_ns), self.spread * SPREAD_DECAY)
-        self.stall = max(self.spread, self.stall * STALL_DECAY)
-        if self.srtt_ns is None:
-            self.srtt_ns = float(rtt)
-            self.rttvar_ns = rtt / 2
-        else:
-            self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
-            self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
-
-    def sample_fabric(self, rtt: int, plane: int = 0, now_ns: int = 0) -> None:
-        """A round trip on ``plane`` less the time its packet waited for its port (the NIC
-        model). The spread forgets by time, by half every ``FABRIC_SPREAD_HALFLIFE`` SRTTs:
-        by samples, a slow flow kept the swing of an incast's first round trips (60 us) for a
-        thousand of them, and its gap rule waited that long behind a path that had died."""
-        last = self._fabric_last[plane]
-        self._fabric_last[plane] = rtt
-        jump = float(abs(rtt - last)) if last >= 0 else 0.0
-        spread = self.fabric_spread
-        srtt = self.srtt_ns
-        if spread and srtt and now_ns > self._fabric_at:
-            spread *= 0.5 ** ((now_ns - self._fabric_at) / (FABRIC_SPREAD_HALFLIFE * srtt))
-        self._fabric_at = now_ns
-        self.fabric_spread = max(jump, spread)
-
-    def sample_plane(self, plane: int, rtt: int, now_ns: int) -> None:
-        self.plane_last[plane] = rtt
-        self.plane_at[plane] = now_ns
-        ps = self.plane_srtt[plane]
-        self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
-
-    def of_plane(self, plane: int) -> float:
-        """The plane's smoothed RTT, else the connection's (0 before any sample)."""
-        return self.plane_srtt[plane] or self.srtt_ns or 0.0
-
-    def flat(self, plane: int) -> bool:
-        """No queue builds: ``plane`` has its own samples and the round trips lately, and their
-        variation, stay within 1/``FLAT_SHARE`` of the minimum (no queue but the propagation
-        and a packet's serialisation: the delay of uniform random loss's fabric). An incast's
-        first round trips fail it: its last hop queues (the RTT rose 22 % in 4 us), and a plane
-        not yet sampled, or an estimate a few samples old, says nothing of its queue."""
-        low = self.min_rtt_ns
-        if low is None or self.plane_srtt[plane] is None:
-            return False
-        return self.spread * FLAT_SHARE <= low and self.rttvar_ns * FLAT_SHARE <= low
-
-
 class Recovery:
-    """The packets in flight of one sender and the rules that declare them lost."""
+    """The rules that declare one sender's packets in flight lost, and its timers."""
 
-    def __init__(self, cfg: TransportConfig, planes: int, plane_load: list[int]) -> None:
+    def __init__(self, cfg: TransportConfig, planes: int, packets: SentPackets) -> None:
         self.cfg = cfg
         self.planes = planes
+        self.packets = packets  # (read: the packets in flight; their states are ``packets``' to change)
         self.rtt = RttEstimator(planes)
-        self.in_flight: dict[int, TxRecord] = {}  # seq -> record, in transmission order
-        self.inflight_bytes = 0
-        self.plane_load = plane_load  # bytes in flight per plane (the EV rotation reads it)
+        self.reorder = ReorderWindow(cfg, planes, self.rtt)
+        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
-        # RACK's reordering window: SRTT/4 times this, up per spurious loss, down after a clean stretch
-        self.reo_mult = 1
-        self._path_rule = cfg.path_order_losses and cfg.retires_paths  # (off for good: ``on_spurious``)
-        # reordering actually seen, measured without waiting for a spurious loss: how much
-        # earlier than the newest packet already delivered on its plane a delivered packet
-        # was sent (decaying max); the gap rule's time guard never goes below it
-        self.reo_extent = 0.0
-        self._clean_deliveries = 0
-        self._newest_left = [-1] * planes  # departure time of the newest delivered packet per plane
         self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
         self._departures = cfg.nic_departures  # (and the NIC reports it)
-        # send time of the newest packet each plane delivered (whole-plane failure detection)
-        self.plane_ok_sent = [-1] * planes
-        self._plane_evidence = [0] * planes  # later deliveries elsewhere since it last delivered
-        # when the connection last came back from idle (nothing in flight for an RTO): a plane
-        # that has delivered nothing sent since is judged as one that never delivered
-        self.resumed_ns = 0
         self.rack_order = -1  # transmission order of the newest copy known delivered
         self.rack_plane = [-1] * planes  # the same per plane: RACK's evidence (``rack_at``)
         self.tail_done = False  # the tail probe for the current tail was sent
         self.last_acked_ns = 0  # when a SACK last acknowledged something new
         self._last_acked_at_once = False  # the newest packet is one the peer SACKs at once
         self._tx_order = 0
-        # packets declared lost by a guess, resent once, acknowledged, and not (yet) shown
-        # spurious: (send time, EV) of each of their two copies -> the EV the loss was
-        # blamed on and the other copy's key. Both copies arrived iff the peer reports one
-        # as a duplicate (D-SACK): then the loss was spurious. Bounded, oldest out first.
-        self._guesses: dict[tuple[int, int], tuple[int, tuple[int, int]]] = {}
 
-    # ---- packets in flight --------------------------------------------------------------
-    def on_sent(self, rec: TxRecord, ev: int, now_ns: int) -> None:
-        """``rec`` leaves on ``ev`` now (a first copy or a resend)."""
-        if not rec.transmissions:
+    # ---- packets sent ---------------------------------------------------------------------
+    def on_sent(self, rec: TxRecord, now_ns: int, idle: bool) -> None:
+        """``rec``'s latest copy was sent now (``SentPackets.sent``; ``idle``: nothing else was
+        in flight): the rules' evidence about it starts anew, the NIC model times it."""
+        if rec.transmissions == 1:
             self.tail_done = False  # new data: a new tail (resends never re-arm the probe)
-            if not self.in_flight and now_ns - self.nic.last_left >= self.rto_ns():
-                self.resumed_ns = now_ns  # back from idle (TCP's restart after idle)
-        rec.transmissions += 1
-        rec.ev = ev
-        rec.prev_sent_ns = rec.sent_ns
-        rec.prev_left_ns = rec.left_ns
-        rec.sent_ns = now_ns
+            if idle and now_ns - self.nic.last_left >= self.rto_ns():
+                self.plane_watch.resume(now_ns)  # back from idle (TCP's restart after idle)
         self._tx_order += 1
         rec.tx_order = self._tx_order
         rec.later_delivered = rec.later_on_path = 0
-        rec.prev_twin_ev = rec.twin_ev
-        rec.twin_ev = -1
         rec.overtaken_left = -1
         rec.overtaken_at = -1
-        rec.lost = False
-        self.in_flight[rec.seq] = rec
-        size = len(rec.payload)
-        self.inflight_bytes += size
-        plane = ev >> PLANE_SHIFT
-        self.plane_load[plane] += size
-        self.nic.on_sent(rec, plane, size, now_ns)
+        self.nic.on_sent(rec, rec.ev >> PLANE_SHIFT, len(rec.payload), now_ns)
         self._last_acked_at_once = rec.transmissions > 1 or rec.opcode in _LAST_OPCODES
 
     def on_twin(self, rec: TxRecord, ev: int) -> None:
-        """A second copy of ``rec``'s latest leaves on ``ev`` with it (same send time); it is not
-        counted in flight (the window had room for it), only on its port."""
-        rec.twin_ev = ev
+        """A second copy of ``rec``'s latest left on ``ev`` with it (``SentPackets.twinned``):
+        not in flight, only on its port."""
         self.nic.on_twin(rec, ev >> PLANE_SHIFT)
-
-    def remove(self, rec: TxRecord) -> None:
-        """``rec`` is no longer in flight (delivered, declared lost, or given up)."""
-        in_flight = self.in_flight
-        seq = rec.seq
-        if seq in in_flight:  # (compiled, ``in`` and ``del`` are native; ``pop(k, None)`` is not)
-            del in_flight[seq]
-            size = len(rec.payload)
-            self.inflight_bytes -= size
-            self.plane_load[rec.ev >> PLANE_SHIFT] -= size
-
-    def shed(self, rec: TxRecord) -> None:
-        """``rec`` stays in flight but carries no payload from now on (its write was abandoned):
-        its bytes leave the window's and its plane's count."""
-        if rec.seq in self.in_flight:
-            size = len(rec.payload)
-            self.inflight_bytes -= size
-            self.plane_load[rec.ev >> PLANE_SHIFT] -= size
-
-    def on_plane(self, plane: int) -> list[TxRecord]:
-        return [r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane]
 
     # ---- timers ---------------------------------------------------------------------------
     def rto_ns(self, backed_off: bool = True) -> int:
@@ -295,7 +159,7 @@ class Recovery:
         departures reported, as ``tail_due`` says."""
         rtt = self.rtt
         srtt = rtt.srtt_ns
-        if sending or self.cfg.go_back_n or srtt is None or not self.in_flight or self.tail_done:
+        if sending or self.cfg.go_back_n or srtt is None or not self.packets.in_flight or self.tail_done:
             return None
         wait = srtt + min(4 * rtt.rttvar_ns, srtt)
         if not self._last_acked_at_once:
@@ -305,7 +169,7 @@ class Recovery:
         start = last if last >= self.last_acked_ns else self.last_acked_ns
         at = start + int(wait) + self.reorder_window()
         if self._departures:
-            newest = next(reversed(self.in_flight.values()))
+            newest = next(reversed(self.packets.in_flight.values()))
             at = tail_due(rtt, newest, at, self.reorder_window(), self._last_acked_at_once)
         return at
 
@@ -317,14 +181,14 @@ class Recovery:
         self.tail_done = True
         late = now_ns - int(self.rtt.srtt_ns or 0) - self.reorder_window()
         newest: list[TxRecord] = []
-        for r in self.in_flight.values():
+        for r in self.packets.in_flight.values():
             if r.left_ns <= late and not r.at_nic:
                 newest = [r]
         return newest
 
     def deadline(self, sending: bool) -> int | None:
         """The earliest of the RTO, tail probe and RACK timers, for the oldest packet in flight."""
-        for rec in self.in_flight.values():
+        for rec in self.packets.in_flight.values():
             at = (rec.left_ns if self._departures else rec.sent_ns) + self.rto_ns()
             at += rto_slack(self) if rec.suspect_sent == rec.sent_ns else 0
             tail = self.tail_at(sending)
@@ -336,29 +200,11 @@ class Recovery:
 
     # ---- reordering -----------------------------------------------------------------------
     def reorder_window(self) -> int:
-        """How much later a packet must have been sent than an outstanding one for its
-        delivery to count against it (RACK's reordering window, adapted to jitter):
-        the configured floor; 1.5 x the reordering measured on deliveries; SRTT/4, raised up
-        to SRTT by spurious losses; the fabric's delay spread, 1.5 x while those last (once
-        reordering fooled the gap rule, the spread seen understates the next: PFC pauses)."""
-        # (asked several times per SACK: two-argument max() compiles to a compare, a longer
-        # one to a generic call)
-        window = max(self.cfg.reorder_window_ns, int(self.reo_extent * REO_EXTENT_MARGIN))
-        srtt = self.rtt.srtt_ns
-        if srtt is not None:
-            window = max(window, int(srtt) * self.reo_mult // REO_MULT_MAX)
-            margin = REO_EXTENT_MARGIN if self.reo_mult > 1 else 1.0
-            window = max(window, int(self.rtt.fabric_spread * margin))
-        return window
-
-    def on_spurious(self) -> None:
-        """A loss guess was reordering after all: the reorder window grows a step."""
-        self.reo_mult = min(self.reo_mult + 1, REO_MULT_MAX)
-        self._path_rule = False
-        self._clean_deliveries = 0
+        """RACK's reordering window, adapted to jitter (``ReorderWindow.window``)."""
+        return self.reorder.window()
 
     def on_delivered(self, rec: TxRecord, now_ns: int, earlier_copy: bool, own_sack: bool = True) -> bool:
-        """``rec`` was acknowledged (and taken out of flight); ``earlier_copy``: the SACK names
+        """``rec`` is being acknowledged (its state not yet ACKED); ``earlier_copy``: the SACK names
         its copy before the latest (Eifel); ``own_sack``: one of its copies (not a later SACK's
         cover). True when its loss guess proves spurious. A resend acknowledged sooner than 3/4
         of the shortest round trip (seen, or the base RTT; not half the SRTT, which queues
@@ -375,13 +221,7 @@ class Recovery:
             # or resent too recently for the copy to be the one acknowledged)
             spurious = True
         else:
-            if rec.gap_lost and rec.transmissions == 2 and rec.twin_ev < 0:
-                # (with a twin in flight, a duplicate report proves nothing)
-                self._remember_guess(rec)
-            self._clean_deliveries += 1
-            if self.reo_mult > 1 and self._clean_deliveries >= REO_DECAY_DELIVERIES:
-                self.reo_mult -= 1
-                self._clean_deliveries = 0
+            self.reorder.on_clean_delivery()
         # the copy that arrived: the one before the latest if the guess was wrong (as the latest,
         # resent just now, the next packet measured an RTT of reordering); reordering only from a
         # first copy, not from a guess shown wrong by a later SACK alone (its own SACK was lost)
@@ -389,50 +229,15 @@ class Recovery:
             if earlier_copy or rec.prev_twin_ev < 0:  # (else it left twice: which copy arrived?)
                 self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
         else:
-            known = rec.transmissions == 1 and own_sack  # (``_measure``: a first copy's own SACK only)
+            known = rec.transmissions == 1 and own_sack  # (``measure``: a first copy's own SACK only)
             self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
         return spurious
 
     def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:
-        """A copy that left on ``plane`` was delivered (``known``: surely that copy, and when: by
-        its own SACK, as a late copy is SACKed at once; covered by a later one, its own was lost)."""
-        newest = self._newest_left[plane]
-        if left_ns >= newest:
-            self._newest_left[plane] = left_ns
-            srtt = self.rtt.srtt_ns
-            if srtt is not None and self.reo_extent > srtt:
-                # a reordering longer than a round trip is a stall, not jitter: in-order
-                # deliveries forget it too (one 0.3 s stall kept the window above the RTO)
-                self.reo_extent *= REO_EXTENT_DECAY
-        elif known:
-            self.reo_extent = max(float(newest - left_ns), self.reo_extent * REO_EXTENT_DECAY)
-        sent = left_ns if self._departures else sent_ns
-        if sent > self.plane_ok_sent[plane]:
-            self.plane_ok_sent[plane] = sent
-            self._plane_evidence[plane] = 0
-
-    def _remember_guess(self, rec: TxRecord) -> None:
-        """Nothing shows yet which copy arrived: if the other one arrives too, the receiver
-        reports it as a duplicate and the loss is undone then (with three copies or more a
-        duplicate proves nothing)."""
-        first, second = (rec.prev_sent_ns, rec.lost_ev), (rec.sent_ns, rec.ev)
-        guesses = self._guesses
-        guesses[first] = (rec.lost_ev, second)
-        guesses[second] = (rec.lost_ev, first)
-        while len(guesses) > GUESSES_MAX:
-            del guesses[next(iter(guesses))]
-
-    def on_duplicate(self, echo_ts: int, echo_ev: int) -> tuple[int, int] | None:
-        """D-SACK: the copy (send time, EV) arrived after another. If the packet was resent
-        once on a guess, the guess was spurious: returns the EV it blamed and that copy's send
-        time, else None. Only an exact match counts: a forged report undoes nothing."""
-        guess = self._guesses.pop((echo_ts, echo_ev), None)
-        if guess is None:
-            return None
-        lost_ev, other = guess
-        self._guesses.pop(other, None)
-        lost_sent = echo_ts if echo_ev == lost_ev else other[0]
-        return lost_ev, lost_sent
+        """A copy that left on ``plane`` was delivered (``known``: surely that copy, and when):
+        the reordering seen, and the plane alive as of when it was sent."""
+        self.reorder.measure(plane, left_ns, known)
+        self.plane_watch.delivered(plane, left_ns if self._departures else sent_ns)
 
     # ---- loss rules -----------------------------------------------------------------------
     def gap_losses(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
@@ -447,8 +252,10 @@ class Recovery:
             order = delivered.tx_order
             left = delivered.left_ns
             plane = delivered.ev >> PLANE_SHIFT
-            path_rule = self._path_rule and delivered.twin_ev < 0 and self.rtt.flat(plane)  # (path_overtaken)
-            for rec in self.in_flight.values():
+            path_rule = (
+                self.reorder.path_rule and delivered.twin_ev < 0 and self.rtt.flat(plane)
+            )  # (path_overtaken)
+            for rec in self.packets.in_flight.values():
                 if rec.tx_order >= order:
                     break
                 if rec.ev >> PLANE_SHIFT != plane:
@@ -502,7 +309,7 @@ class Recovery:
         if sending or self.cfg.go_back_n or self.rtt.srtt_ns is None:
             return None
         at: int | None = None
-        for rec in self.in_flight.values():
+        for rec in self.packets.in_flight.values():
             if rec.tx_order >= self.rack_order:
                 break
             due = self._rack_due(rec)
@@ -515,86 +322,12 @@ class Recovery:
         if sending or self.cfg.go_back_n or self.rtt.srtt_ns is None:
             return []
         lost = []
-        for rec in self.in_flight.values():  # transmission order
+        for rec in self.packets.in_flight.values():  # transmission order
             if rec.tx_order >= self.rack_order:
                 break
             if now_ns >= self._rack_due(rec) and not rec.at_nic:
                 lost.append(rec)
         return lost
-
-    def dead_planes(self, newly: list[TxRecord], now_ns: int) -> list[int]:
-        """Planes that fail silently (a T0 down, a NIC link black hole), seen from the *other*
-        planes: packets sent on them well after a packet still in flight on the plane were
-        delivered, while the plane delivered nothing sent since. "Well after" is the plane's
-        own smoothed RTT x 3/4 (at least the reorder window and the configured
-        ``plane_guard_min_ns``, the base RTT), so a plane that is merely slower (deeper queue,
-        lower rate) has a longer guard, and delay spikes shorter than a base RTT (a software
-        fabric, a busy host) are never taken for a dead plane. And, as RACK's timer asks, that
-        packet is older (at ``now_ns``) than its plane's latest delay plus the reorder window:
-        the send-time guard alone took planes whose queues had grown 2.5 us past an idle
-        plane's for dead (an incast on 8 planes beside a failed switch: 14 planes flushed,
-        119 of 152 resends spurious). Not the guard's floor: its longest stall lately, 18 us
-        in an incast, held a plane whose host link flapped down 13 us longer."""
-        dep = self._departures  # (times from when packets left the NIC: ``on_departed``)
-        newest = -1
-        for r in newly:  # (a loop: compiled, max() over a generator is a generic call)
-            t = r.left_ns if dep else r.sent_ns
-            if t > newest:
-                newest = t
-        load = self.plane_load
-        dead: list[int] = []
-        # a plane's deliveries may lag another's by the longest stall seen lately (a software
-        # switch descheduled for milliseconds): that is no failure. The part of the guard that
-        # is the same for every plane, worked out once (this runs on every SACK); a plane that
-        # delivered within it is passed over before its own part is worked out
-        window = self.reorder_window()
-        floor = max(window, self.cfg.plane_guard_min_ns)
-        floor = max(floor, int(self.rtt.stall))
-        for plane in range(self.planes):
-            ok_sent = self.plane_ok_sent[plane]
-            if not load[plane] or newest - ok_sent < floor:
-                continue
-            ps = self.rtt.plane_srtt[plane] or self.rtt.srtt_ns
-            if ps is None:
-                continue
-            guard = max(int(ps * 3 / 4), floor)
-            if ok_sent < self.resumed_ns:
-                # it has delivered nothing yet, or nothing since the connection came back from
-                # idle (what it did before says nothing of how fast it is now): nothing says
-                # its packets take as long as the other planes' (on BMv2 a plane's first
-                # packets after other traffic trailed the other plane's by 70 ms; the guard
-                # was 55), so it gets the wait of a timeout: the SRTT and its variation
-                # (RFC 6298's RTO without its floor, which would leave a plane dead from the
-                # start GOOD for 6 RTT in mrc-sim)
-                var = max(4 * self.rtt.rttvar_ns, self.rtt.spread)
-                srtt = self.rtt.srtt_ns or 0.0
-                if dep and var < srtt:
-                    # timed from departures the samples lack the NIC queue's scatter, and the
-                    # variation can be ~0: at least RACK-TLP's probe wait, 2 SRTT (a 5 us stall
-                    # on a 3 us fabric passed for a dead plane)
-                    var = srtt
-                guard = max(guard, int(srtt + var))
-            if newest - ok_sent < guard:
-                continue
-            others = sum(
-                1
-                for r in newly
-                if r.ev >> PLANE_SHIFT != plane and (r.left_ns if dep else r.sent_ns) >= ok_sent + guard
-            )
-            self._plane_evidence[plane] += others
-            if self._plane_evidence[plane] < self.cfg.sack_gap_threshold:
-                continue
-            oldest = next((r for r in self.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
-            if oldest is None or oldest.at_nic:
-                continue
-            oldest_sent = oldest.left_ns if dep else oldest.sent_ns
-            if oldest_sent <= ok_sent or newest - oldest_sent < guard:
-                continue
-            if now_ns - oldest_sent < _plane_delay(self.rtt, plane) + window:
-                continue  # not overdue by its own plane's latest delay: slower, not silent
-            self._plane_evidence[plane] = 0
-            dead.append(plane)
-        return dead
 
 
 def path_overtaken(rec: TxRecord, delivered: TxRecord, threshold: int) -> bool:
@@ -621,45 +354,12 @@ def past_rto(recovery: Recovery, now_ns: int, rto: int) -> list[TxRecord]:
     out = []
     if recovery.cfg.nic_departures:
         base = recovery.rto_ns(backed_off=False) // 2
-        return expired_since_left(recovery.in_flight, now_ns, rto, base)
-    for rec in recovery.in_flight.values():
+        return expired_since_left(recovery.packets.in_flight, now_ns, rto, base)
+    for rec in recovery.packets.in_flight.values():
         if rec.sent_ns + rto > now_ns:
             break
         out.append(rec)
     return out
-
-
-def rto_dead_planes(recovery: Recovery, suspects: list[TxRecord], now_ns: int) -> list[int]:
-    """Planes the RTO shows dead (``Recovery.suspects``, found for the sender to fail): two
-    paths or more of the plane went silent past the RTO, while the other planes delivered
-    ``sack_gap_threshold`` packets sent well after the plane's last delivery (the evidence
-    ``dead_planes`` counts), the plane delivered nothing sent since its oldest packet left, and
-    that packet is overdue by its plane's latest delay (as there). ``dead_planes`` runs only on
-    a SACK: in an incast where a connection's SACKs had stopped for 31 us (fuzz seed 16) it
-    judged a black-holed NIC link 46 us after the RTO had blamed its 9 paths, while 4 more
-    packets went onto the plane's paths not yet blamed. The RTO stands in for the SACK; the
-    evidence says the plane, not the paths, is silent."""
-    if recovery.planes < 2:
-        return []
-    paths: dict[int, set[int]] = {}
-    for rec in suspects:
-        paths.setdefault(rec.ev >> PLANE_SHIFT, set()).add(rec.ev)
-    dead: list[int] = []
-    dep = recovery.cfg.nic_departures
-    for plane, evs in paths.items():
-        if len(evs) < 2 or recovery._plane_evidence[plane] < recovery.cfg.sack_gap_threshold:
-            continue
-        oldest = next((r for r in recovery.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
-        if oldest is None or oldest.at_nic:
-            continue
-        oldest_sent = oldest.left_ns if dep else oldest.sent_ns
-        if oldest_sent <= recovery.plane_ok_sent[plane]:
-            continue
-        if now_ns - oldest_sent < _plane_delay(recovery.rtt, plane) + recovery.reorder_window():
-            continue  # (as ``dead_planes``: not overdue by its own plane's latest delay)
-        recovery._plane_evidence[plane] = 0
-        dead.append(plane)
-    return dead
 
 
 def rto_slack(recovery: Recovery) -> int:
@@ -680,14 +380,6 @@ def rto_slack(recovery: Recovery) -> int:
         return 0
     least = recovery.rto_ns(backed_off=False) // RTO_SLACK_SHARE
     return int(rtt.spread) if rtt.spread > least else least
-
-
-def _plane_delay(rtt: RttEstimator, plane: int) -> float:
-    """``plane``'s round trip now: its smoothed RTT, or its latest sample if longer (a queue
-    building), else the connection's SRTT."""
-    last = float(rtt.plane_last[plane])
-    ps = rtt.of_plane(plane)
-    return last if last > ps else ps
 
 
 def probe_due(rtt: RttEstimator, rec: TxRecord, window: int) -> int:

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import sys
+from typing import TYPE_CHECKING, Any
 
 from mrc_host.core import DEFAULT_MAX_EVS, Mode
 from mrc_host.core.cc_base import cc_names
@@ -26,6 +27,9 @@ from . import jsonout
 from .fabric import CONTROL_BYTES, PROBE_BYTES_MAX, FabricShape
 from .report import human, summarise
 from .scenario import SimConfig, Simulation
+
+if TYPE_CHECKING:  # imported where it records: a run without ``--record`` never loads it
+    from .recording import SimRecorder
 
 _SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMG]i?B?|B)?$", re.IGNORECASE)
 _MULT = {
@@ -306,6 +310,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.scenario or args.list_scenarios:
         return _scenario_main(parser, args)
+    cfg = _one_transfer(parser, args)
+    try:
+        result, recorder = _simulate(cfg, args)
+    except (ValueError, faults_mod.FaultSpecError) as exc:
+        parser.error(str(exc))
+    if recorder is not None:
+        from pathlib import Path
+
+        out = Path(args.record)
+        recorder.write(out / "recording.jsonl")
+        (out / "result.json").write_text(jsonout.dumps(result))
+    _print_result(result, args.json)
+    return 0 if result["completed"] and result["data_ok"] else 1
+
+
+def _one_transfer(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SimConfig:
+    """The one transfer the flags describe (no ``--scenario``), its fabric's bounds checked."""
     for name in ("planes", "t0", "t1", "hosts_per_t0", "mtu", "evs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -325,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         trim_bytes=args.trim_kib * 1024,
         probe_bytes=args.probe_bytes,
     )
-    cfg = SimConfig(
+    return SimConfig(
         shape=shape,
         size=args.size,
         mode=Mode(args.mode or Mode.MRC.value),
@@ -341,35 +362,33 @@ def main(argv: list[str] | None = None) -> int:
         transport_overrides=_overrides(args),
         payload=args.payload or "auto",
     )
+
+
+def _simulate(cfg: SimConfig, args: argparse.Namespace) -> tuple[dict[str, Any], SimRecorder | None]:
+    """Run the transfer (with a progress line unless ``--no-progress``; recorded with
+    ``--record``): its result, and the recorder to write out."""
+    sim = Simulation(cfg)
+    recorder = None
+    if args.record:
+        from .recording import SAMPLES, SimRecorder
+
+        label = f"mrc-sim {cfg.mode.value} {cfg.size} B"
+        recorder = SimRecorder(sim.net, sim.ideal_ns * 2 // SAMPLES, label, args.record_max_mib << 20)
+        recorder.start()
+    if args.progress is False:
+        return sim.run(), recorder
+    from .progress import run_with_progress
+
+    sim.net.start()
+    sim.write = sim.net.post(sim.conn, cfg.size)
+    label = f"mrc-sim {cfg.mode.value} {cfg.size} B"
+    run_with_progress(sim.net, sim.time_limit_ns, label, show=args.progress)
+    return summarise(sim), recorder
+
+
+def _print_result(result: dict[str, Any], as_json: bool) -> None:
     try:
-        sim = Simulation(cfg)
-        recorder = None
-        if args.record:
-            from .recording import SAMPLES, SimRecorder
-
-            label = f"mrc-sim {cfg.mode.value} {cfg.size} B"
-            recorder = SimRecorder(sim.net, sim.ideal_ns * 2 // SAMPLES, label, args.record_max_mib << 20)
-            recorder.start()
-        if args.progress is False:
-            result = sim.run()
-        else:
-            from .progress import run_with_progress
-
-            sim.net.start()
-            sim.write = sim.net.post(sim.conn, cfg.size)
-            label = f"mrc-sim {cfg.mode.value} {cfg.size} B"
-            run_with_progress(sim.net, sim.time_limit_ns, label, show=args.progress)
-            result = summarise(sim)
-    except (ValueError, faults_mod.FaultSpecError) as exc:
-        parser.error(str(exc))
-    if recorder is not None:
-        from pathlib import Path
-
-        out = Path(args.record)
-        recorder.write(out / "recording.jsonl")
-        (out / "result.json").write_text(jsonout.dumps(result))
-    try:
-        if args.json:
+        if as_json:
             sys.stdout.write(jsonout.dumps(result))  # one write, not one per token
             sys.stdout.write("\n")
         else:
@@ -377,7 +396,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into head: not an error of the simulation
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
-    return 0 if result["completed"] and result["data_ok"] else 1
 
 
 def console_main() -> None:

@@ -67,6 +67,8 @@ def scenario(shape: FabricShape, size: int, seeds: list[int]) -> dict[str, Any]:
             "data_packets_lost": bh["faults"][0]["data_packets_lost"],
             "retransmissions": bh["retransmissions"],
             "goodput_timeline": bh["goodput_timeline"],
+            "fault_start_us": bh["faults"][0]["start_us"],
+            "fault_end_us": bh["faults"][0]["end_us"],
         }
         times = [r["completion_time_us"] for r in losses if r["completed"] and r["data_ok"]]
         out["loss"][mode.value] = {
@@ -108,6 +110,12 @@ def plot(res: dict[str, Any], out: Path, tag: str) -> list[Path]:
             color=COLOURS[mode],
             label=f"{mode}: {r['completion_time_us']:.0f} us, {r['data_packets_lost']} lost",
         )
+    bh = next(iter(res["blackhole"].values()))  # every mode's fault has the same window
+    start, end = bh.get("fault_start_us"), bh.get("fault_end_us")
+    if start is not None:
+        stop = end if end is not None else ax.get_xlim()[1]
+        ax.axvspan(start, stop, color="k", alpha=0.08, label=f"black hole, {start:.0f}-{stop:.0f} us")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("time (us, simulated)")
     ax.set_ylabel("goodput (Gb/s)")
     ax.set_title(f"(a) black hole on a used T0-T1 link from 30 % for 2x ideal time [{tag}]")

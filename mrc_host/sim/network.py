@@ -22,7 +22,7 @@ import mmap
 import random
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, cast
 
 from mrc_fabric.ev import PLANE_SHIFT, T1_MASK, T1_SHIFT
@@ -43,6 +43,7 @@ from mrc_host.core import (
     Transmit,
     TransportConfig,
 )
+from mrc_host.core.config import reported_departures, split_experimental
 from mrc_host.core.records import Segment
 from mrc_host.wire.messages import DataFlag, DataPacket, Message, Probe, ProbeAck
 from mrc_host.wire.virtual_payload import VirtualPayload
@@ -61,9 +62,6 @@ _DRAWN: Final = ("loss", "trim")  # fault kinds that draw per packet (from its n
 _CONTROL: Final = 0xFF  # the "copy" field of a control packet's name (DATA counts its sends)
 _RETX: Final = int(DataFlag.RETRANSMISSION)
 PAYLOADS: Final = ("real", "virtual")
-# DATA packets per plane a queue pair may have waiting at its NIC (``nic_backlog``): enough
-# that its turn at each port never finds it empty, no more (a NIC builds the packet then)
-NIC_BACKLOG_PER_PLANE: Final = 2
 AUTO_REAL_BYTES: Final = 1 << 30  # ``auto``: real payloads while every region together is at most this
 
 
@@ -201,8 +199,7 @@ class Connection:
             "rto_min_ns": max(4 * self.base_rtt_ns, self.base_rtt_ns + queue_ns),
             "rto_initial_ns": max(10 * self.base_rtt_ns, self.base_rtt_ns + queue_ns),
             "port_gbps": shape.link_gbps,
-            "nic_departures": True,  # (the NIC port reports them: ``Network.departed``)
-            "nic_backlog": NIC_BACKLOG_PER_PLANE * planes_used,
+            **reported_departures(planes_used),  # (the NIC port reports them: ``Network.departed``)
             "network_rtt": fabric_rtt,
             "network_bdp": int(fabric_rtt * shape.link_gbps * planes_used / 8),
             **spec.transport,
@@ -221,8 +218,11 @@ class Connection:
             cc = CcParams(**{**_fields(self.tcfg.cc), **spec.cc})  # type: ignore[arg-type]
             self.tcfg = TransportConfig(**{**_fields(self.tcfg), "cc": cc})  # type: ignore[arg-type]
         if spec.nscc:
-            nscc = NsccParams(**{**_fields(self.tcfg.nscc), **spec.nscc})  # type: ignore[arg-type]
-            self.tcfg = TransportConfig(**{**_fields(self.tcfg), "nscc": nscc})  # type: ignore[arg-type]
+            # (the experimental switches of NSCC, named in ``nscc`` as in a scenario's table)
+            tuned, switches = split_experimental(spec.nscc)
+            nscc = NsccParams(**{**_fields(self.tcfg.nscc), **tuned})  # type: ignore[arg-type]
+            experimental = replace(self.tcfg.experimental, **switches)  # type: ignore[arg-type]
+            self.tcfg = TransportConfig(**{**_fields(self.tcfg), "nscc": nscc, "experimental": experimental})  # type: ignore[arg-type]
         rng = random.Random(net.seed * 1_000_003 + index)
         qp = 2 * index + 1
         self.sender = net.endpoint(spec.src, spec.dst, qp, self.tcfg, self.paths, rng)

@@ -52,7 +52,39 @@ def draw_ev_states(
     ax.set_yticklabels(rows, fontsize=7, family="monospace")
     ax.set_ylabel(ylabel)
     handles = [Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLOURS.values()]
-    ax.legend(handles, list(STATE_COLOURS), loc="upper right", fontsize=7, ncol=4)
+    # beside the panel, never over the bars (a row per EV fills the whole panel)
+    ax.legend(
+        handles,
+        list(STATE_COLOURS),
+        loc="upper left",
+        bbox_to_anchor=(1.005, 1.0),
+        fontsize=7,
+        title="EV state",
+        title_fontsize=7,
+        frameon=False,
+    )
+
+
+def mark_faults(ax: Any, faults: list[dict[str, Any]], label: bool = True) -> None:
+    """A dashed line at each fault's start, named by its spec at the top of the panel."""
+    for f in faults:
+        ax.axvline(f["start_us"], color="k", linestyle="--", linewidth=0.8)
+        if label:
+            ax.annotate(
+                f"fault: {f['spec']}",
+                (f["start_us"], 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -3),
+                textcoords="offset points",
+                va="top",
+                fontsize=7,
+            )
+
+
+def zero_based(ax: Any, values: list[float]) -> None:
+    """A rate axis from 0 (a dip of 92 against 97 must not look like a collapse), room above."""
+    top = max(values, default=0.0)
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
 
 
 def timeline_png(result: dict[str, Any], path: Path, title: str) -> None:
@@ -60,13 +92,12 @@ def timeline_png(result: dict[str, Any], path: Path, title: str) -> None:
         2, 1, figsize=(10, 6.5), sharex=True, gridspec_kw={"height_ratios": [2, 3]}
     )
     tl = result["goodput_timeline"]
-    ax1.step([p["t_us"] for p in tl], [p["gbps"] for p in tl], where="post", color="#1f77b4")
+    ax1.step([p["t_us"] for p in tl], [p["gbps"] for p in tl], where="post", color="#1f77b4", label="goodput")
     ax1.set_ylabel("goodput (Gb/s)")
     ax1.set_title(title)
-    for f in result["faults"]:
-        for ax in (ax1, ax2):
-            ax.axvline(f["start_us"], color="k", linestyle="--", linewidth=0.8)
-        ax1.annotate(f["spec"], (f["start_us"], ax1.get_ylim()[1] * 0.92), fontsize=7, rotation=0)
+    zero_based(ax1, [p["gbps"] for p in tl])
+    mark_faults(ax1, result["faults"])
+    mark_faults(ax2, result["faults"], label=False)
     # SKIP lasts one rotation: drawn anyway, at least 0.3 us wide
     draw_ev_states(ax2, ev_intervals(result), min_width=0.3)
     ax2.set_xlabel("time (us, simulated)")
@@ -76,6 +107,16 @@ def timeline_png(result: dict[str, Any], path: Path, title: str) -> None:
 
 
 RUN_COLOURS = ["#2ca02c", "#d62728", "#1f77b4", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def flow_timeline(gbps: list[float], bucket_us: float, elapsed_us: float) -> list[float]:
+    """A flow's goodput per bucket, the last bucket's rate over the time it covered: a run
+    ending a third into a bucket must not draw a drop to a third at its end."""
+    out = list(gbps)
+    covered = elapsed_us - (len(out) - 1) * bucket_us
+    if out and 0 < covered < bucket_us:
+        out[-1] *= bucket_us / covered
+    return out
 
 
 def scenario_png(result: dict[str, Any], path: Path, max_flows: int = 8) -> None:
@@ -95,17 +136,22 @@ def scenario_figure(result: dict[str, Any], max_flows: int = 8) -> Any:
     fig, axes = plt.subplots(panels, 1, figsize=(10, 2.6 * panels), squeeze=False)
     for ax, (name, r) in zip(axes[:, 0], runs.items(), strict=False):
         width = r["timeline_bucket_us"]
+        drawn: list[float] = []
         for f in r["flows"][:max_flows]:
-            tl = f["goodput_timeline_gbps"]
-            ax.step([i * width for i in range(len(tl))], tl, where="post", label=f["name"], linewidth=1)
-        for fault in r["faults"]:
-            ax.axvline(fault["start_us"], color="k", linestyle="--", linewidth=0.8)
+            tl = flow_timeline(f["goodput_timeline_gbps"], width, r["elapsed_us"])
+            drawn += tl
+            label = f"{f['name']}: h{f['src']} -> h{f['dst']} ({f['mode']})"
+            # each bucket drawn over its own time, the last one too (to the run's end)
+            xs = [i * width for i in range(len(tl))] + [r["elapsed_us"]]
+            ax.step(xs, [*tl, tl[-1]] if tl else [0.0], where="post", label=label, linewidth=1)
+        mark_faults(ax, r["faults"])
+        zero_based(ax, drawn)
         shown = min(len(r["flows"]), max_flows)
         of = f", first {shown} of {len(r['flows'])} flows" if shown < len(r["flows"]) else ""
-        ax.set_title(f"{result['scenario']} [{name}]{of}", fontsize=9)
+        ax.set_title(f"{result['scenario']} [{name}]: goodput per flow{of}", fontsize=9)
         ax.set_ylabel("Gb/s")
         if shown:  # every line drawn is named, however many flows the run had
-            ax.legend(fontsize=6, ncol=4, loc="upper right", title="flow", title_fontsize=6)
+            ax.legend(fontsize=6, ncol=2, loc="lower right")
     axes[len(runs) - 1, 0].set_xlabel("time (us, simulated)")
     if changed:  # the EVs of the first flow that left GOOD (retired, restored, denied)
         segments: dict[str, list[tuple[float, float, str]]] = {}
@@ -134,6 +180,8 @@ def scenario_figure(result: dict[str, Any], max_flows: int = 8) -> Any:
         )
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(jobs))], jobs, fontsize=8)
     ax.set_ylabel("completion time (us)")
-    ax.legend(fontsize=7)
+    ax.set_xlabel("job")
+    ax.set_title(f"{result['scenario']}: completion time per job and run", fontsize=9)
+    ax.legend(fontsize=7, title="run", title_fontsize=7)
     fig.tight_layout()
     return fig

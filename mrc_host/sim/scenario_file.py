@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mrc_host.core import DEFAULT_MAX_EVS, CcParams, Mode, NsccParams, TransportConfig
+from mrc_host.core.config import EXPERIMENTAL_KEYS, Experimental
 from mrc_host.core.ev_fields import MAX_PROFILE_EVS
 
 from .fabric import CONTROL_BYTES, PROBE_BYTES_MAX, FabricShape
@@ -508,12 +509,12 @@ def _faults(raw: dict[str, Any], top: _Reader, shape: FabricShape, nominal: int)
 def _ev_profile_overrides(
     file: str, table: dict[str, Any], evs: int, where: str = "transport.ev_profile"
 ) -> dict[str, object]:
-    """An ``ev_profile`` table (``[transport]``'s or a traffic item's), read by the agent's own
-    EV-profile parser, as ``TransportConfig`` overrides (its values, deny rules, ``min_active``);
-    ``evs`` is the EV count of the connections it is for."""
+    """An ``ev_profile`` table (``[transport]``'s or a traffic item's), read by the parser
+    of the agent's EV-profile files (``mrc_host.ev_profile``), as ``TransportConfig`` overrides
+    (its values, deny rules, ``min_active``); ``evs`` is the EV count of the connections it is for."""
     if not table:
         return {}
-    from mrc_host.agent.ev_profile import ProfileError, parse
+    from mrc_host.ev_profile import ProfileError, parse
 
     for key in ("evs", "backups_per_plane", "cc"):
         if key in table:
@@ -529,22 +530,25 @@ def _ev_profile_overrides(
 
 
 def _checked_fields(file: str, table: dict[str, Any], path: str, cls: type) -> dict[str, object]:
-    known = {f.name for f in dataclasses.fields(cls)} - {"cc", "mode", "mtu"}
+    """``table``'s parameters of ``cls`` by name, checked; in the transport's and NSCC's
+    tables a researcher's switch (``Experimental``) is known by its own name too."""
+    known = {f.name for f in dataclasses.fields(cls)} - {"cc", "mode", "mtu", "experimental"}
+    switches = EXPERIMENTAL_KEYS if cls in (TransportConfig, NsccParams) else frozenset()
     for key, value in table.items():
-        if key not in known:
-            raise ScenarioError(
-                file, f"{path}.{key}", f"unknown parameter (known: {', '.join(sorted(known))})"
-            )
+        owner = Experimental if key in switches else cls
+        if key not in known and owner is cls:
+            names = ", ".join(sorted(known | switches))
+            raise ScenarioError(file, f"{path}.{key}", f"unknown parameter (known: {names})")
         if not isinstance(value, int | float | str | bool):
             raise ScenarioError(file, f"{path}.{key}", f"must be a number, string or boolean, got {value!r}")
-        default = next(f.default for f in dataclasses.fields(cls) if f.name == key)
+        default = next(f.default for f in dataclasses.fields(owner) if f.name == key)
         widened = isinstance(default, float) and type(value) is int  # 1 for 1.0 is fine
         if default is not dataclasses.MISSING and type(default) is not type(value) and not widened:
             raise ScenarioError(
                 file, f"{path}.{key}", f"must be {type(default).__name__} like its default {default!r}"
             )
         try:
-            dataclasses.replace(cls(), **{key: value})  # the class's own checks, if it has any
+            dataclasses.replace(owner(), **{key: value})  # the class's own checks, if it has any
         except (TypeError, ValueError) as exc:
             raise ScenarioError(file, f"{path}.{key}", str(exc)) from exc
     return dict(table)

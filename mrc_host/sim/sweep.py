@@ -315,6 +315,9 @@ class _Bar:
 
         self.console = Console(stderr=True)
         self.show = sys.stderr.isatty() if show is None else show
+        # asked for where stderr is no terminal: a line per point instead of a bar redrawn in place
+        self.plain = self.show and not sys.stderr.isatty()
+        self.label, self.total, self.started = label, total, time.monotonic()
         self.ok = self.failed = 0
         self.progress = Progress(
             TextColumn("{task.description}"),
@@ -323,7 +326,7 @@ class _Bar:
             TextColumn("[green]{task.fields[ok]} ok[/] [red]{task.fields[failed]} failed[/]"),
             TimeElapsedColumn(),
             console=self.console,
-            disable=not self.show,
+            disable=not self.show or self.plain,
         )
         self.task = self.progress.add_task(label, total=total, ok=0, failed=0)
 
@@ -340,6 +343,13 @@ class _Bar:
         else:
             self.failed += 1
         self.progress.update(self.task, advance=1, ok=self.ok, failed=self.failed)
+        if self.plain:
+            done, wall = self.ok + self.failed, time.monotonic() - self.started
+            self.console.print(
+                f"{self.label}: {done}/{self.total} points, {self.ok} ok, {self.failed} failed, {wall:.0f} s",
+                highlight=False,
+                markup=False,
+            )
 
 
 def sweep_json(sweep: Sweep, run: SweepRun) -> str:

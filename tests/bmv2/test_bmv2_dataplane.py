@@ -34,11 +34,11 @@ from mrc_host.wire.messages import DataPacket, Dscp, Ecn, PathMeta
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]  # root: veths and raw sockets
 
 DROP_NO_ROUTE, DROP_HOP_LIMIT, DROP_FAULT, DROP_TRIMMED, DROP_MALFORMED = (
-    DropReason.NO_ROUTE,
-    DropReason.HOP_LIMIT,
-    DropReason.FAULT,
-    DropReason.TRIMMED,
-    DropReason.MALFORMED,
+    DropReason.NO_ROUTE.cell,
+    DropReason.HOP_LIMIT.cell,
+    DropReason.FAULT.cell,
+    DropReason.TRIMMED.cell,
+    DropReason.MALFORMED.cell,
 )
 SRC_MAC = "02:00:00:00:00:01"
 SWITCH_MAC = "02:00:00:00:00:fe"  # what the sender addresses the switch with

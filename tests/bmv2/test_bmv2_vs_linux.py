@@ -306,7 +306,7 @@ def linux_congested_burst(
 def counters(p4rt: P4RuntimeClient, port: int) -> tuple[int, int]:
     """(ecn_marked of ``port``, drop_reason[TRIMMED]) in packets."""
     marked = p4rt.read_counter("ecn_marked", port).packets
-    return marked, p4rt.read_counter("drop_reason", DropReason.TRIMMED).packets
+    return marked, p4rt.read_counter("drop_reason", DropReason.TRIMMED.cell).packets
 
 
 def without_src_mac(frame: bytes) -> bytes:

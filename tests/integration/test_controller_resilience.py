@@ -41,6 +41,7 @@ from live_fabric import running_testbed, skip_without_agent
 
 from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.time_scale import scaled
+from mrc_p4rt.channel import CONTROLLER_ELECTION_ID
 
 pytestmark = pytest.mark.root
 
@@ -49,7 +50,7 @@ SRC, DST = f"{PREFIX}h0", f"{PREFIX}h3"
 SWITCH = f"{PREFIX}t0p0n0"  # SRC's plane-0 T0: half of the transfer crosses it
 BIG = 512 << 20  # at the agent's ~2 Gbit/s the takeover must still land mid-transfer
 DEADLINE_S = 60.0
-TAKER_ELECTION_ID = 1 << 40  # higher than the controller's
+TAKER_ELECTION_ID = CONTROLLER_ELECTION_ID + 1  # higher than the controller's
 
 
 def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:

@@ -39,7 +39,9 @@ pytestmark = pytest.mark.root
 
 T0A, T1, T0B, H2 = t0_usid(0, 0), t1_usid(0, 0), t0_usid(0, 1), host_usid(0, 1)
 PATH = [T0A, T1, T0B, H2]
-DROP_NO_ROUTE, DROP_HOP_LIMIT, DROP_FAULT = DropReason.NO_ROUTE, DropReason.HOP_LIMIT, DropReason.FAULT
+DROP_NO_ROUTE, DROP_HOP_LIMIT, DROP_FAULT = (
+    r.cell for r in (DropReason.NO_ROUTE, DropReason.HOP_LIMIT, DropReason.FAULT)
+)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -31,6 +31,7 @@ import pytest
 from linux_lab import NetnsLab, leftovers
 
 from mrc_fabric.p4info import P4INFO_PATH
+from topologies.switch_records import P4RT_SHELL_VENV
 
 pytestmark = pytest.mark.root
 
@@ -44,7 +45,11 @@ INSTALL_TIMEOUT_S = 600
 
 @pytest.fixture(scope="module")
 def shell_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A venv with p4runtime-shell (removed afterwards), or skip saying why."""
+    """The project's p4runtime-shell venv (`make p4rt-shell`, which setup runs), else one made
+    here with pip (removed afterwards), or skip saying why."""
+    if (P4RT_SHELL_VENV / ".installed").exists():
+        yield P4RT_SHELL_VENV / "bin" / "python"
+        return
     venv = tmp_path_factory.mktemp("p4rt-shell-venv")
     try:
         yield _make_venv(venv)

@@ -182,7 +182,7 @@ class Net:
         if self.now >= self.next_tick:
             self.next_tick = self.now + TICK_NS
             for h in self.hosts.values():
-                h.peers.tick(self.now)
+                h.peers.handshakes.tick(self.now)
                 h.transfers.tick(self.now)
 
     def run(self, until: Callable[[], bool], limit: int = 500_000, max_s: float = 120.0) -> None:

@@ -112,12 +112,12 @@ def test_a_connect_ack_for_another_handshake_is_refused() -> None:
     net.run(lambda: _finished(c))
     tx = net["uch0"].peers.send_connections()[0]
     rx = next(x for x in net["uch3"].peers.conns.values() if isinstance(x, RecvConnection))
-    forged = rx.connect_ack(0, net["uch3"].peers.incarnation)
+    forged = rx.connect_ack(0, net["uch3"].peers.handshakes.incarnation)
     forged.nonce ^= 1
     with pytest.raises(HandshakeError) as exc:
         tx.on_connect_ack(forged)
     assert exc.value.reason == "stale_handshake"
-    forged = rx.connect_ack(0, net["uch3"].peers.incarnation)
+    forged = rx.connect_ack(0, net["uch3"].peers.handshakes.incarnation)
     forged.rkey ^= 1  # a second answer may not change the rkey
     with pytest.raises(HandshakeError):
         tx.on_connect_ack(forged)
@@ -159,7 +159,7 @@ def test_the_operator_denies_a_field_range_on_live_and_later_connections() -> No
     assert c2.final is not None and c2.final["ok"]
     sent = {(r["plane"], r["t1"]) for r in tx.ev_table() if r["data_sent"] > before[r["ev"]]}
     assert sent == {(0, 0), (1, 0)}
-    later = EvSet(host.peers._transport(Mode.MRC, 0), PathSpace(2, 2), random.Random(4))
+    later = EvSet(host.peers.transport(Mode.MRC, 0), PathSpace(2, 2), random.Random(4))
     assert {e.state for e in later.entries.values() if e.t1 == 1} == {EvState.DENIED}
     allow = parse_request('{"cmd": "allow", "rule": {"field": 1, "min": 1, "max": 1}}')
     assert cmds.allow(allow, None)["evs"] == reply["evs"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mrc_fabric.ev import EV
-from mrc_host.agent.ev_profile import AgentEvProfile, ProfileError, load, parse
 from mrc_host.core import EvSet, EvState, PathSpace, TransportConfig
+from mrc_host.ev_profile import AgentEvProfile, ProfileError, load, parse
 
 PROFILE = """
 format = "flowlabel+udp_sport"

@@ -16,8 +16,8 @@ from agent_duo import FakeClient, Net
 from mrc_host.agent.admission import RETRY_BURST, RETRY_RATE_PER_S
 from mrc_host.agent.connection import RecvConnection, control_meta
 from mrc_host.agent.cookies import COOKIE_EPOCH_NS, CookieJar
+from mrc_host.agent.handshake import MAX_HALF_OPEN_PER_PEER
 from mrc_host.agent.paths import ROLE_RECEIVER, QpId
-from mrc_host.agent.peers import MAX_HALF_OPEN_PER_PEER
 from mrc_host.core import Mode
 from mrc_host.wire.codec import decode_frame
 from mrc_host.wire.messages import Connect, ConnectAck, ConnectStatus
@@ -41,12 +41,12 @@ def test_the_first_connect_gets_a_retry_and_the_echo_opens_the_connection() -> N
     c = FakeClient()
     net["uch0"].send("uch3", 1000, net.now, client=c)
     net.step()  # the CONNECTs (no cookie) reach the receiver ...
-    assert not _recv_ends(net, "uch3") and net["uch3"].peers.handshake["retry_sent"] == 2
+    assert not _recv_ends(net, "uch3") and net["uch3"].peers.handshakes.counts["retry_sent"] == 2
     answers = [decode_frame(f) for _p, f in net["uch3"].out]
     assert all(isinstance(a, ConnectAck) and a.status is ConnectStatus.RETRY and a.cookie for a in answers)
     net.run(lambda: c.final is not None)
     assert c.final["ok"]  # type: ignore[index]
-    hs_tx, hs_rx = net["uch0"].peers.handshake, net["uch3"].peers.handshake
+    hs_tx, hs_rx = net["uch0"].peers.handshakes.counts, net["uch3"].peers.handshakes.counts
     assert hs_tx["retry_received"] == 1 and hs_tx["connected"] == 1  # the second RETRY changed nothing
     assert hs_rx["connect_accepted"] == 1 and len(_recv_ends(net, "uch3")) == 1
 
@@ -62,7 +62,7 @@ def test_forged_connects_create_nothing_and_cost_one_retry_each() -> None:
     assert not _recv_ends(net, "uch3") and not victim.peers.pending
     # per queue pair (three modes), at most the burst plus RETRY_RATE_PER_S answers a second go
     # back (to the real uch0)
-    sent = victim.peers.handshake["retry_sent"]
+    sent = victim.peers.handshakes.counts["retry_sent"]
     assert sent == len(victim.out) and RETRY_BURST <= sent <= 3 * (RETRY_BURST + 3 * RETRY_RATE_PER_S + 1)
     assert victim.peers.refused["retry_rate"] == 3000 - sent
     net.now += 3000 * ms
@@ -70,7 +70,7 @@ def test_forged_connects_create_nothing_and_cost_one_retry_each() -> None:
     net.now += 10 * 10**9
     victim.peers.on_message(_connect(net, "uch0", "uch3", Mode.MRC, 7, 7, cookie=0xDEADBEEF), net.now)
     assert victim.peers.refused["bad_cookie"] == 1 and not _recv_ends(net, "uch3")
-    assert victim.peers.handshake["retry_sent"] == sent + 1
+    assert victim.peers.handshakes.counts["retry_sent"] == sent + 1
     # the real uch0 gets the RETRYs it never asked for: refused, nothing changes there either
     net.step()
     assert net["uch0"].peers.refused["no_connection"] == sent + 1 and not net["uch0"].peers.conns
@@ -98,7 +98,7 @@ def test_half_open_and_total_receiving_ends_are_capped_per_peer() -> None:
     ends without limit: those no DATA has proven are capped, and so are all of them."""
     net = Net()
     victim = net["uch3"].peers
-    jar = victim.cookies
+    jar = victim.handshakes.cookies
     made = 0
     for i in range(20):
         mode = list(Mode)[i % 3]
@@ -174,4 +174,4 @@ def test_a_peer_flooded_with_bogus_retries_as_well_still_connects() -> None:
 
     _flooded(net, poison, 20_000, rng, modes=[Mode.MRC])
     assert c.final["ok"], c.final  # type: ignore[index]
-    assert a.peers.handshake["offer_tried"] >= 1 and len(conn.offers) <= 16
+    assert a.peers.handshakes.counts["offer_tried"] >= 1 and len(conn.offers) <= 16

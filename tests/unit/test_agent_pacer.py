@@ -12,8 +12,9 @@ from agent_duo import FakeClient, Net
 
 from mrc_fabric.ev import ev_plane
 from mrc_host.agent.options import AgentOptions
-from mrc_host.agent.pacer import NIC_BACKLOG_PER_PLANE, SLACK_NS, NicPacer
+from mrc_host.agent.pacer import SLACK_NS, NicPacer
 from mrc_host.agent.ports import PortCounters
+from mrc_host.core.config import NIC_BACKLOG_PER_PLANE
 from mrc_host.wire.codec import decode_frame
 from mrc_host.wire.messages import DataPacket
 

@@ -57,7 +57,7 @@ def test_the_first_transfer_after_the_sender_restarts_gets_its_receipt_at_once(s
     final, took = transfer(net, "uch0", "uch3")
     assert final["ok"] and final["summary"]["verified"], final  # type: ignore[index]
     assert took < NORMAL_S, f"{took:.2f} s"
-    assert net["uch3"].peers.handshake["peer_restarted"] == 1
+    assert net["uch3"].peers.handshakes.counts["peer_restarted"] == 1
     # and the other way round, at once too: uch3's connection to the dead agent is gone
     final, took = transfer(net, "uch3", "uch0")
     assert final["ok"] and took < NORMAL_S, (final, took)
@@ -71,8 +71,8 @@ def test_the_first_transfer_after_the_receiver_restarts_runs_at_once(seed: int) 
     final, took = transfer(net, "uch0", "uch3")
     assert final["ok"] and final["summary"]["verified"], final  # type: ignore[index]
     assert took < NORMAL_S, f"{took:.2f} s"
-    assert net["uch3"].peers.handshake["reset_sent"] >= 1
-    assert net["uch0"].peers.handshake["reset_received"] == 1
+    assert net["uch3"].peers.handshakes.counts["reset_sent"] >= 1
+    assert net["uch0"].peers.handshakes.counts["reset_received"] == 1
     final, took = transfer(net, "uch3", "uch0")
     assert final["ok"] and took < NORMAL_S, (final, took)
 
@@ -115,5 +115,5 @@ def test_forged_resets_and_restart_claims_change_nothing() -> None:
     rx = b.peers.conns[qp]
     b.peers.on_message(Connect(qp, 7, (0xBAD << 32) | 7, meta, 0), net.now)  # a new "incarnation"
     assert b.peers.conns[qp] is rx and isinstance(rx, RecvConnection)
-    assert b.peers.handshake["peer_restarted"] == 0
+    assert b.peers.handshakes.counts["peer_restarted"] == 0
     both_ways(net)

@@ -42,3 +42,64 @@ def test_summary_has_the_user_and_system_parts() -> None:
     assert s["sender_cpu_us_per_packet"] == pytest.approx(20.0)
     assert s["receiver_user_us_per_packet"] == pytest.approx(12.0)
     assert s["receiver_sys_us_per_packet"] == pytest.approx(8.0)
+
+
+def test_configurations_put_the_common_flags_first_and_each_agent_once() -> None:
+    from argparse import Namespace
+    from pathlib import Path
+
+    from bench.bench_agent import _configs
+
+    args = Namespace(also=["--window 1M"], agent_flags="--ack-every 4")
+    got = _configs(args, Path("b"), {"abc": Path("p")}, 4232)
+    assert [c[0] for c in got] == [
+        "before (today, MTU 1500)",
+        "before, same frames",
+        "previous (abc)",
+        "after",
+        "after, no ICRC check",
+        "after, --window 1M",
+    ]
+    assert got[0][1] == 1500 and {c[1] for c in got[1:]} == {4232}
+    assert got[4][3] == ("--ack-every", "4", "--no-icrc-check") and got[5][3][-2:] == ("--window", "1M")
+    assert [c[0] for c in _configs(Namespace(also=[], agent_flags=""), None, {}, 4232)] == [
+        "after",
+        "after, no ICRC check",
+    ]
+
+
+def test_a_loop_s_ceiling_is_its_median_over_the_rounds() -> None:
+    from bench.bench_agent import _ceilings
+
+    rounds = [
+        {"send_frames_per_s": v, "recv_frames_per_s": 2 * v, "payload_mbit_s_at_recv_rate": v,
+         "send_cpu_us_per_frame": 1 / v, "recv_cpu_us_per_frame": 2 / v, "run": i}
+        for i, v in enumerate((3.0, 1.0, 2.0))
+    ]  # fmt: skip
+    c = _ceilings({"mtu4232": rounds})["mtu4232"]
+    assert c["recv_frames_per_s"] == 4.0 and c["send_cpu_us_per_frame"] == pytest.approx(0.5)
+    assert c["run"] == 0 and c["rounds"] == rounds
+
+
+def test_ratios_name_each_previous_agent_and_the_before_only_when_it_ran() -> None:
+    from bench.bench_agent import _ratios
+
+    def s(goodput: float) -> dict[str, Any]:
+        return {"goodput_mbit_s": goodput, "fraction_of_recv_ceiling_bits": 0.5, "cpu_fraction_of_raw": 0.4,
+                "fraction_of_socket_bits": 0.6}  # fmt: skip
+
+    summary = {
+        "after": s(100.0),
+        "after, no ICRC check": s(125.0),
+        "previous (a)": s(50.0),
+        "previous (b)": s(200.0),
+    }
+    got = _ratios(summary, False, ["a", "b"])
+    assert got["after_vs_previous"] == 2.0 and got["after_vs_previous_1"] == 0.5
+    assert (
+        got["icrc_check_goodput_cost"] == pytest.approx(0.2) and got["after_fraction_of_socket_bits"] == 0.6
+    )
+    assert not any(k.startswith("after_vs_before") for k in got)
+    summary |= {"before (today, MTU 1500)": s(25.0), "before, same frames": s(50.0)}
+    got = _ratios(summary, True, [])
+    assert got["after_vs_before_today"] == 4.0 and got["after_vs_before_same_frames"] == 2.0

@@ -59,3 +59,17 @@ def test_iperf_rates_are_read_as_mininet_reads_them() -> None:
     text = "[  1] 0.0-5.0 sec  2.29 GBytes  3.93 Gbits/sec\n[  1] 0.0-5.0 sec  1 MBytes 920 Kbits/sec\n"
     assert parse_rate(text) == "920 Kbits/sec"
     assert parse_rate("connect failed: Connection refused") == ""
+
+
+def test_every_mrc_verb_is_a_do_method_whose_docstring_is_its_help(tmp_path: Path) -> None:
+    from mininet.cli import CLI
+
+    verbs = [n[3:] for n in dir(MrcCLI) if n.startswith("do_") and not hasattr(CLI, n)]
+    assert {"mrc", "fault", "faults", "clear", "paths", "evs", "counters", "capture", "view"} <= set(verbs)
+    for verb in verbs:
+        doc = getattr(MrcCLI, f"do_{verb}").__doc__
+        assert doc and doc.split()[0] == verb, f"help {verb} must start with its usage"
+    out = run(tmp_path, ["help"])
+    listed = next(line for line in out.splitlines() if line.startswith("MRC verbs:"))
+    # no hand-kept list: a verb a subclass adds is listed too
+    assert set(listed.split(":", 1)[1].split("(")[0].replace(",", " ").split()) == {*verbs, "boom"}

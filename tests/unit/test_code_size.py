@@ -1,8 +1,9 @@
-"""No class over 450 lines and no function over 80 in the product packages.
+"""No class over 450 lines and no function over 80 in the product packages and ``bench/``.
 
 Why: the readability bar a newcomer needs (one module, one job; a function that fits on a
-screen) only holds if something fails when a change breaks it. Generated protobuf modules
-are left out; ``bench/`` and ``tests/`` are not product packages.
+screen) only holds if something fails when a change breaks it. The benchmarks are read and
+changed as often as the product (a researcher's next experiment starts from one), so they
+are held to the same limits. Generated protobuf modules are left out, and so is ``tests/``.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("mrc_fabric", "mrc_host", "controller", "linux_target", "topologies", "mrc_view", "mrc_p4rt")
+CHECKED = (*PRODUCT, "bench")
 MAX_CLASS, MAX_FUNCTION = 450, 80
 
 
 def test_no_class_or_function_over_its_limit() -> None:
     over = []
-    files = [f for p in PRODUCT for f in (ROOT / p).rglob("*.py") if "_pb2" not in f.name]
-    assert len(files) > 100
+    files = [f for p in CHECKED for f in (ROOT / p).rglob("*.py") if "_pb2" not in f.name]
+    assert len(files) > 100 and any(f.parts[-2] == "experiments" for f in files)
     for f in files:
         for node in ast.walk(ast.parse(f.read_text(), str(f))):
             if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -88,3 +88,21 @@ def test_this_process_runs_what_the_environment_asks_for() -> None:
     else:
         assert sender.__file__ is not None and not sender.__file__.endswith(".py")
         assert "mrc_host.core.sender" in mrc_host.compiled_modules()
+
+
+def test_python_alone_would_load_a_compiled_module_beside_its_source(tmp_path: Path) -> None:
+    """Why ``mrc_host`` installs an import hook (``_SourceFirst``): with the compiled modules
+    built in place (``pip install -e .``), each ``.so`` sits beside its ``.py``, and Python's
+    own finder takes the extension first. Without the hook, ``MRC_PURE_PYTHON=1`` could not
+    run the sources of a built tree (``make test-pure``), and a source edited since the build
+    would silently run as the old compiled code. The hook, asked for a module of the package,
+    finds the source instead."""
+    from importlib.machinery import EXTENSION_SUFFIXES, PathFinder
+
+    (tmp_path / "mod.py").write_text("WHICH = 'source'\n")
+    (tmp_path / f"mod{EXTENSION_SUFFIXES[0]}").write_bytes(b"")  # found, never loaded here
+    python_s = PathFinder.find_spec("mod", [str(tmp_path)])
+    assert python_s is not None and str(python_s.origin).endswith(EXTENSION_SUFFIXES[0])
+    hooks = mrc_host._SourceFirst().find_spec("mrc_host.mod", [str(tmp_path)])
+    assert hooks is not None and str(hooks.origin).endswith("mod.py")
+    assert mrc_host._SourceFirst().find_spec("other.mod", [str(tmp_path)]) is None  # (only ours)

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from controller.compiler import ECMP_GROUP, compile_host_configs, compile_routes
 from controller.entries import Exact, TableEntry
-from controller.tablewalk import DropReason, build_views, walk
+from controller.tablewalk import build_views, walk
 from mrc_fabric.addressing import carrier, path_usids
+from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.ev import EV
 from mrc_fabric.hostconfig import HostConfig
 from mrc_fabric.topology import build_clos

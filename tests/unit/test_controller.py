@@ -29,6 +29,7 @@ from controller.server import serve
 from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.p4info import default_index
 from mrc_fabric.topology import Topology, build_clos
+from mrc_p4rt.channel import CONTROLLER_ELECTION_ID
 from mrc_p4rt.codec import encode_entry
 
 DEADLINE_S = 10.0
@@ -463,7 +464,7 @@ def test_takeover_and_return_reconciles_without_pushing_the_pipeline(fabric: Fab
     pushes, connects = session.pipeline_pushes, session.connects
     events = fabric.core.events.subscribe()
     sw = fabric.switches[name]
-    taker = P4RuntimeTestClient(f"unix:{sw.socket}", sw.device_id, election_id=1 << 40)
+    taker = P4RuntimeTestClient(f"unix:{sw.socket}", sw.device_id, election_id=CONTROLLER_ELECTION_ID + 1)
     try:
         assert taker.arbitrate().arbitration.status.code == rpc_code.OK
         wait_for(lambda: not session.ready, "the controller to be demoted")

@@ -20,8 +20,8 @@ import grpc
 import pytest
 from test_controller import DEADLINE_S, Fabric, fabric, wait_for  # noqa: F401 (the fixture)
 
-from controller.cli import _stamp
 from controller.core import SYNC_PARALLEL
+from controller.fault_cli import clock_time
 from controller.faults import MAX_ACTIVE_FAULTS, MAX_TARGET_CHARS, MIN_FLAP_PERIOD_S, QUOTE_CHARS
 from controller.northbound import ControllerClient
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
@@ -144,9 +144,9 @@ def test_flap_and_expiry_threads_survive_an_unexpected_exception(
 
 
 def test_mrcctl_shows_any_expiry_time() -> None:
-    assert _stamp(0) == "-"
-    assert _stamp(1e308) == "1e+308"
-    assert _stamp(1.0).startswith("00:00:01")
+    assert clock_time(0) == "-"
+    assert clock_time(1e308) == "1e+308"
+    assert clock_time(1.0).startswith("00:00:01")
 
 
 def test_an_unexpected_error_is_internal_and_the_service_goes_on(

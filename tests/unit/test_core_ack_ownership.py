@@ -36,12 +36,12 @@ def test_the_book_returns_what_a_sack_proved_and_the_sender_applies_it() -> None
     assert proof is not None and proof.cum == una + 2
     assert [r.seq for r in proof.newly] == [una, una + 1] and proof.rtt == p.now + 10 - b.send_ts
     # the book changed none of the sender's state: the cumulative ACK and records are the sender's
-    assert snd.snd_una == una and una in snd.records and una + 1 in snd.records
+    assert snd.snd_una == una and una in snd.packets.records and una + 1 in snd.packets.records
     # through the endpoint, the sender applies it: the cumulative ACK moves, records go
     p2, pkts2 = started(3 * 1024)
     a2, b2 = pkts2[:2]
     acts = p2.a.receive(Sack(11, a2.psn + 2, a2.psn, 0b11, b2.meta.ev, echo_ts=b2.send_ts), p2.now + 10)
-    assert p2.a.sender.snd_una == una + 2 and una not in p2.a.sender.records
+    assert p2.a.sender.snd_una == una + 2 and una not in p2.a.sender.packets.records
     assert not [x for x in acts if isinstance(x, MessageSent)]  # one packet of three still out
 
 
@@ -52,12 +52,12 @@ def test_the_book_returns_what_a_nack_proved_and_the_sender_applies_it() -> None
     nack = Nack(11, trimmed.psn, NackReason.TRIMMED_LASTHOP, trimmed.meta.ev)
     proof = snd.acks.on_nack(nack, snd.snd_una, snd.snd_nxt, p.now + 5)
     assert proof is not None and proof.trimmed and proof.lasthop and proof.resend
-    assert not snd.retx and not snd.records[snd.snd_una + 1].lost  # nothing applied yet
+    assert not snd.packets.retx and not snd.packets.records[snd.snd_una + 1].lost  # nothing applied yet
     refused = Nack(11, pkts[0].psn, NackReason.BAD_RKEY, pkts[0].meta.ev)
     proof = snd.acks.on_nack(refused, snd.snd_una, snd.snd_nxt, p.now + 5)
-    assert proof is not None and proof.refused == "BAD_RKEY" and snd.snd_una in snd.records
+    assert proof is not None and proof.refused == "BAD_RKEY" and snd.snd_una in snd.packets.records
     acts = p.a.receive(refused, p.now + 6)
-    assert snd.snd_una not in snd.records
+    assert snd.snd_una not in snd.packets.records
     assert [x for x in acts if isinstance(x, MessageSent)] == []  # the other packet is still out
     p.a.receive(nack, p.now + 7)
     assert p.a.counters.retransmissions == 1  # resent at once, ahead of new data

@@ -407,7 +407,7 @@ def test_sender_reports_app_limited_spans_to_its_cc() -> None:
     from mrc_host.sim.loopback import BASE, RKEY, make_pair
 
     p = make_pair(size=1 << 20)
-    cc = p.a.sender.cc
+    cc = p.a.sender.congestion
     assert isinstance(cc, Nscc)
     data = random.Random(1).randbytes(512 << 10)
     _, acts = p.a.post_write(data, BASE, RKEY, p.now)

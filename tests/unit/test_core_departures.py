@@ -10,23 +10,16 @@ clock: a packet still queued is never lost, and the RTT is the fabric's."""
 from __future__ import annotations
 
 from mrc_host.core import TransportConfig
-from mrc_host.core.records import PendingWrite, TxRecord
 from mrc_host.core.recovery import Recovery
 from mrc_host.sim import scenario_file as sf
-from mrc_host.wire.messages import Opcode
+from tests.unit.loss_rig import deliver, recovery, send
 
 PLANE1 = 1 << 28
 
 
 def make(**kw: object) -> Recovery:
     cfg = TransportConfig(**{"rto_min_ns": 1_000, "rto_initial_ns": 50_000, "nic_departures": True, **kw})  # type: ignore[arg-type]
-    return Recovery(cfg, 2, [0, 0])
-
-
-def send(r: Recovery, seq: int, ev: int, at: int) -> TxRecord:
-    rec = TxRecord(seq, PendingWrite(1, [], 0, 0), 0, b"x" * 100, Opcode.WRITE_MIDDLE)
-    r.on_sent(rec, ev, at)
-    return rec
+    return recovery(cfg)
 
 
 def test_a_packet_still_queued_at_the_nic_never_times_out_and_its_rto_runs_from_its_departure() -> None:
@@ -34,7 +27,7 @@ def test_a_packet_still_queued_at_the_nic_never_times_out_and_its_rto_runs_from_
     rec = send(r, 0, 0, 0)
     rto = r.rto_ns()
     assert rec.at_nic and r.deadline(False) == rto  # armed on the lower bound (the hand-over)
-    r.nic.hold(r.in_flight, 3 * rto)  # the timer fired: still queued
+    r.nic.hold(r.packets.in_flight, 3 * rto)  # the timer fired: still queued
     assert r.expired(3 * rto) == [] and r.deadline(False) == 4 * rto  # (no busy loop)
     r.nic.on_departed(rec, 3 * rto + 5)
     assert not rec.at_nic and rec.left_ns == 3 * rto + 5 and r.nic.last_left == 3 * rto + 5
@@ -49,11 +42,10 @@ def test_the_tail_probe_and_rack_skip_packets_still_queued_at_the_nic() -> None:
     newest = send(r, 2, 0, 0)
     r.nic.on_departed(old, 100)
     r.nic.on_departed(newest, 200)
-    r.remove(newest)
-    r.on_delivered(newest, 12_000, earlier_copy=False)
+    deliver(r, newest, 12_000)
     r.note_rack([newest])
     late = 500_000
-    r.nic.hold(r.in_flight, late)
+    r.nic.hold(r.packets.in_flight, late)
     assert queued.left_ns == late and r.nic.last_left == late
     assert r.rack_losses(late, sending=False) == [old]  # overtaken and overdue; the queued one is not
     assert r.tail_losses(late) == [old]
@@ -65,7 +57,7 @@ def test_without_reports_the_timers_run_from_the_hand_over_as_before() -> None:
     r = make(nic_departures=False)
     rec = send(r, 0, 0, 0)
     assert not rec.at_nic
-    r.nic.hold(r.in_flight, 10**9)
+    r.nic.hold(r.packets.in_flight, 10**9)
     assert r.expired(r.rto_ns()) == [rec]
 
 

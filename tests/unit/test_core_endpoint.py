@@ -318,7 +318,7 @@ def test_reordering_mistaken_for_loss_widens_the_reorder_window() -> None:
         echo_ts=later[0].send_ts,
     )
     a.receive(sack, p.now)
-    assert a.counters.losses_gap == 1 and a.sender.recovery.reo_mult == 1
+    assert a.counters.losses_gap == 1 and a.sender.recovery.reorder.mult == 1
     late = Sack(
         qp=a.local_qp,
         cum_psn=first.psn + 5,
@@ -329,7 +329,7 @@ def test_reordering_mistaken_for_loss_widens_the_reorder_window() -> None:
     )
     a.receive(late, p.now)  # the original shows up before any resend could have arrived
     assert a.counters.spurious_losses == 1
-    assert a.sender.recovery.reo_mult == 2
+    assert a.sender.recovery.reorder.mult == 2
 
 
 def test_probe_ack_returns_on_the_reverse_of_the_path_under_test() -> None:
@@ -641,7 +641,7 @@ def test_both_tail_twins_arriving_prove_no_loss_spurious() -> None:
     assert p.sent_done()[0].ok and c.dsacks_received == 1
     assert c.spurious_losses == 0 and c.ev_loss_undone == 0
     assert c.tail_twin_duplicates == 1 and c.stray_acks == 0  # expected, not a stray SACK
-    assert p.a.sender.recovery.reo_mult == 1
+    assert p.a.sender.recovery.reorder.mult == 1
 
 
 def test_a_tail_resend_is_twinned_even_where_the_rotation_stands_on_its_own_plane() -> None:
@@ -651,9 +651,9 @@ def test_a_tail_resend_is_twinned_even_where_the_rotation_stands_on_its_own_plan
     behind ECMP). The twin goes to the other plane heard from last. Fails on main: None."""
     p, _ = _resent_at_the_tail(twin_tail_resends=False)
     s = p.a.sender
-    rec = next(r for r in s.records.values() if r.transmissions == 2)
+    rec = next(r for r in s.packets.records.values() if r.transmissions == 2)
     own = rec.ev >> 28
-    s.recovery.plane_load[1 - own] += 1 << 30  # the other plane looks loaded: the rotation stays
+    s.packets.plane_load[1 - own] += 1 << 30  # the other plane looks loaded: the rotation stays
     assert s.evset.next_data_ev(rec.ev) >> 28 == own
     ev = s.blame.twin_ev(rec, p.now)
     assert ev is not None and ev >> 28 == 1 - own
@@ -680,7 +680,7 @@ def test_a_thin_window_s_lost_packet_is_found_by_the_probe_not_the_rto() -> None
     p.sent_log.clear()
     _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
-    assert len(p.a.sender.recovery.in_flight) == 1  # the window holds one packet
+    assert len(p.a.sender.packets.in_flight) == 1  # the window holds one packet
     target = (data_sent(p)[0].psn + 3) % PSN_MODULUS  # the first three go through, one at a time
 
     def keep(m):  # type: ignore[no-untyped-def]
@@ -688,7 +688,7 @@ def test_a_thin_window_s_lost_packet_is_found_by_the_probe_not_the_rto() -> None
 
     p.deliver(keep)  # the fourth dies while it is the only one out: traffic stops
     victim = data_sent(p)[-1]
-    assert victim.psn == target and not p.sent_done() and len(p.a.sender.recovery.in_flight) == 1
+    assert victim.psn == target and not p.sent_done() and len(p.a.sender.packets.in_flight) == 1
     c = p.a.counters
     for _ in range(20):  # timers in order (liveness ticks may come first), until one resends it
         p.fire_timers()
@@ -707,10 +707,10 @@ def test_a_thin_window_is_judged_as_a_tail_only_below_the_gap_rule_s_reach() -> 
     blame = p.a.sender.blame
     _, acts = p.a.post_write(payload(8 * 1024), BASE, RKEY, p.now)
     p.absorb(p.a, acts)
-    flight = len(p.a.sender.recovery.in_flight)
+    flight = len(p.a.sender.packets.in_flight)
     assert flight > p.a.cfg.thin_window and blame.sending(True)  # bulk: the gap rule decides
     assert not blame.sending(False)  # nothing more to send: a tail
     off = make_pair(size=16 * 1024, nscc=NsccParams(max_cwnd=1536, min_cwnd=1024), thin_window=0)
     _, acts = off.a.post_write(payload(8 * 1024), BASE, RKEY, off.now)
     off.absorb(off.a, acts)
-    assert len(off.a.sender.recovery.in_flight) == 1 and off.a.sender.blame.sending(True)  # (switched off)
+    assert len(off.a.sender.packets.in_flight) == 1 and off.a.sender.blame.sending(True)  # (switched off)

@@ -9,9 +9,9 @@ from ipaddress import IPv6Address
 
 from mrc_fabric.addressing import MAX_PLANES
 from mrc_fabric.ev import MAX_PEER_EV_ROWS, ev_compose
-from mrc_host.agent.ev_profile import _COUNTS
 from mrc_host.core.config import MAX_PROFILE_EVS
 from mrc_host.core.counters import COUNTER_FIELDS, Counters
+from mrc_host.ev_profile import _COUNTS
 from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
 from mrc_host.wire.codec import FrameAddressing, encode
 from mrc_host.wire.messages import DataPacket, Opcode, PathMeta

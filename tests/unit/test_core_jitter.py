@@ -63,7 +63,7 @@ def test_dsack_undoes_a_loss_whose_resend_overtook_the_original() -> None:
     assert c.dsacks_received == 1 and c.spurious_losses == 1 and c.ev_loss_undone == 1
     assert p.a.evset.state(victim.meta.ev) is EvState.GOOD  # back without a single probe
     assert c.ev_restored == 0 and c.stray_acks == 0
-    assert p.a.sender.recovery.reo_mult > 1  # and the reorder window grew (RACK's reo_wnd_mult)
+    assert p.a.sender.recovery.reorder.mult > 1  # and the reorder window grew (RACK's reo_wnd_mult)
 
 
 def test_forged_or_unmatched_dsack_undoes_nothing() -> None:
@@ -222,10 +222,10 @@ def test_a_spurious_loss_undone_does_not_make_the_next_one() -> None:
     p.now = 30_100  # the original turns up: the guess was wrong (the window doubles to ~20 us)
     late = sack(psn0 + 1, bitmap, first)
     a.receive(late, p.now)
-    assert a.counters.spurious_losses == 1 and a.sender.recovery.reo_mult == 2
+    assert a.counters.spurious_losses == 1 and a.sender.recovery.reorder.mult == 2
     # the resend left 20 us after those between; the original, 10 us before them
     assert a.counters.losses_gap == 1
-    assert all(d.psn in {r.seq for r in a.sender.recovery.in_flight.values()} for d in between)
+    assert all(d.psn in {r.seq for r in a.sender.packets.in_flight.values()} for d in between)
 
 
 def test_a_guess_shown_wrong_by_a_later_sack_alone_was_a_lost_sack_not_reordering() -> None:
@@ -261,6 +261,6 @@ def test_a_guess_shown_wrong_by_a_later_sack_alone_was_a_lost_sack_not_reorderin
     a.receive(Sack(a.local_qp, cum, cum, 0, echo_ev=more.meta.ev, echo_ts=more.send_ts), p.now)
     rec = a.sender.recovery
     assert a.counters.spurious_losses == 1 and a.counters.spurious_acks_lost == 1
-    assert rec.reo_mult == 1 and rec.reo_extent == 0  # no reordering was shown
+    assert rec.reorder.mult == 1 and rec.reorder.extent == 0  # no reordering was shown
     # the same guess proven wrong by the late copy's own SACK is reordering (the window grows):
     # test_a_spurious_loss_undone_does_not_make_the_next_one

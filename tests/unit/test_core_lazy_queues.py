@@ -26,19 +26,23 @@ def test_the_unused_ends_share_one_empty_queue_each_and_the_used_ends_own_theirs
     for sim in (a, b):
         rx_only, tx_only = sim.conn.receiver, sim.conn.sender
         # the receiving end never wrote, resent or echoed; the sending end never sent a SACK
-        assert not rx_only.sender.writes and not rx_only.sender.retx
+        assert not rx_only.sender.writes and not rx_only.sender.packets.retx
         assert rx_only.receiver.echoes._known is not tx_only.receiver.echoes._known
     # shared across endpoints of different runs (on main each endpoint made its own)
     x, y = a.conn.receiver.sender, b.conn.receiver.sender
-    assert x.writes is y.writes and x.retx is y.retx and x.echo._pending is y.echo._pending
+    assert (
+        x.writes.queue is y.writes.queue
+        and x.packets.retx is y.packets.retx
+        and x.echo._pending is y.echo._pending
+    )
     assert a.conn.sender.receiver.echoes._known is b.conn.sender.receiver.echoes._known
     assert not any(a.conn.sender.receiver.echoes._known)  # only ever read: all zeros
     # the ends that used them own theirs: the writer's queue, the lossy sender's resends
-    assert a.conn.sender.sender.writes is not a.conn.receiver.sender.writes
+    assert a.conn.sender.sender.writes.queue is not a.conn.receiver.sender.writes.queue
     assert b.conn.sender.counters.retransmissions > 0
-    assert b.conn.sender.sender.retx is not b.conn.receiver.sender.retx
+    assert b.conn.sender.sender.packets.retx is not b.conn.receiver.sender.packets.retx
     assert a.conn.sender.sender.echo._pending is not a.conn.receiver.sender.echo._pending
     # and nothing was ever added to the shared ones (maxlen 0 would drop it: must stay unused;
     # the echo queue's is a list, which must stay empty)
     shared = a.conn.receiver.sender
-    assert shared.writes.maxlen == 0 and shared.retx.maxlen == 0 and shared.echo._pending == []
+    assert shared.writes.queue.maxlen == 0 and shared.packets.retx.maxlen == 0 and shared.echo._pending == []

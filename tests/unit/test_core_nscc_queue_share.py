@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from mrc_host.core import NsccParams
 from mrc_host.core.cc_nscc import Nscc
+from mrc_host.core.config import Experimental
 
 BASE_NS = 10_000
 RATE = 12.5  # bytes a ns: 100 Gb/s
@@ -19,12 +18,12 @@ P = NsccParams(
 )
 
 
-def share_a_port(p: NsccParams, windows: list[float], rtts: int) -> list[Nscc]:
+def share_a_port(p: NsccParams, windows: list[float], rtts: int, queue_share: float = 0.0) -> list[Nscc]:
     """Flows whose windows start at ``windows`` into one port of ``RATE``, for ``rtts`` base
     round trips, as a fluid: every ns the queue is what the windows hold beyond the BDP, each
     flow's packets are acknowledged at its window over the round trip then, and every sample
     carries that queue."""
-    ccs = [Nscc(p) for _ in windows]
+    ccs = [Nscc(p, Experimental(lasthop_queue_share=queue_share)) for _ in windows]
     for cc, w in zip(ccs, windows, strict=True):
         cc.cwnd = w
     owed = [0.0] * len(ccs)
@@ -46,7 +45,7 @@ def test_a_window_ten_times_another_meets_it_sooner_than_the_mark_lets_it() -> N
     share for 25 RTT). With ``lasthop_queue_share`` each window aims at the same bytes of its own
     in the queue (FAST TCP's update), so the gap shrinks by the queue's share of the round trip
     every round trip. In this fluid model, 16 round trips after a 10:1 start: 1.08 against 1.25."""
-    big, small = share_a_port(replace(P, lasthop_queue_share=1.0), [130_000.0, 13_000.0], rtts=16)
+    big, small = share_a_port(P, [130_000.0, 13_000.0], rtts=16, queue_share=1.0)
     assert big.lasthop_decreases > 0
     assert big.cwnd / small.cwnd < 1.15, (big.cwnd, small.cwnd)
     old_big, old_small = share_a_port(P, [130_000.0, 13_000.0], rtts=16)
@@ -56,7 +55,7 @@ def test_a_window_ten_times_another_meets_it_sooner_than_the_mark_lets_it() -> N
 def test_equal_windows_stay_equal_and_keep_a_queue_near_the_aim() -> None:
     """Four equal windows settle with sqrt(4 x share) halves of the target queued (here exactly
     the target), not 4 x share: the aim shrinks as the queue grows past half the target."""
-    ccs = share_a_port(replace(P, lasthop_queue_share=1.0), [60_000.0] * 4, rtts=60)
+    ccs = share_a_port(P, [60_000.0] * 4, rtts=60, queue_share=1.0)
     windows = [cc.cwnd for cc in ccs]
     assert max(windows) / min(windows) < 1.05, windows
     queue = (sum(windows) - P.bdp) / RATE

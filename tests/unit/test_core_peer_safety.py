@@ -37,15 +37,15 @@ def test_sack_naming_psns_never_sent_is_dropped_before_ecn_and_cc() -> None:
     p = started()
     pkts = data_sent(p)
     first = pkts[0]
-    cwnd = p.a.sender.cc.cwnd
+    cwnd = p.a.sender.congestion.cwnd
     # bitmap bit 63 names a PSN far beyond snd_nxt; the ECN echo names a real EV
     forged = Sack(11, first.psn, first.psn, 1 | 1 << 63, first.meta.ev, ecn_echo=True, echo_ts=first.send_ts)
     p.a.receive(forged, p.now + 10)
     c = p.a.counters
     assert c.acks_dropped["sack_bitmap_beyond_sent"] == 1
     assert c.ecn_echoes_received == 0 and p.a.evset.state(first.meta.ev) is EvState.GOOD
-    assert p.a.sender.cc.cwnd == cwnd
-    assert not any(r.sacked for r in p.a.sender.records.values())
+    assert p.a.sender.congestion.cwnd == cwnd
+    assert not any(r.sacked for r in p.a.sender.packets.records.values())
     beyond = Sack(11, (first.psn + 100) & 0xFFFFFF, first.psn, 0, first.meta.ev, ecn_echo=True)
     p.a.receive(beyond, p.now + 20)
     assert c.acks_dropped["sack_cum_beyond_sent"] == 1
@@ -81,7 +81,7 @@ def test_sack_whose_echo_matches_no_packet_sent_moves_nothing() -> None:
         p.a.receive(lie, p.now + 10)
     c = p.a.counters
     assert p.a.sender.snd_una == p.a.cfg.initial_psn  # nothing acknowledged
-    assert not any(r.sacked for r in p.a.sender.records.values())
+    assert not any(r.sacked for r in p.a.sender.packets.records.values())
     assert c.acks_dropped["sack_echo_unmatched"] == 3 and c.sack_echo_unmatched == 3
     assert c.ecn_echoes_received == 0 and p.a.evset.state(b.meta.ev) is EvState.GOOD
     assert p.a.sender.srtt_ns is None
@@ -104,7 +104,7 @@ def test_nack_for_acked_or_unsent_psn_or_foreign_ev_dropped() -> None:
     p = started(2048)
     a, b = data_sent(p)[:2]
     p.a.receive(Sack(11, a.psn + 1, a.psn, 1, a.meta.ev, echo_ts=a.send_ts), p.now)
-    cwnd = p.a.sender.cc.cwnd
+    cwnd = p.a.sender.congestion.cwnd
     sent_before = p.a.counters.data_packets_sent
     p.a.receive(Nack(11, a.psn, NackReason.TRIMMED, a.meta.ev), p.now)  # already acknowledged
     p.a.receive(Nack(11, (b.psn + 50) & 0xFFFFFF, NackReason.TRIMMED, b.meta.ev), p.now)  # never sent
@@ -112,7 +112,7 @@ def test_nack_for_acked_or_unsent_psn_or_foreign_ev_dropped() -> None:
     p.a.receive(Nack(11, b.psn, NackReason.BAD_RKEY, 0x0ABCDEF1), p.now)
     c = p.a.counters
     assert c.acks_dropped == {"nack_not_outstanding": 2, "nack_unknown_ev": 2}
-    assert p.a.sender.cc.cwnd == cwnd and c.data_packets_sent == sent_before
+    assert p.a.sender.congestion.cwnd == cwnd and c.data_packets_sent == sent_before
     assert p.a.evset.state(b.meta.ev) is EvState.GOOD and not p.sent_done()
 
 
@@ -122,12 +122,13 @@ def test_stale_trim_nack_does_not_touch_the_window() -> None:
     a = data_sent(p)[0]
     nack = Nack(11, a.psn, NackReason.TRIMMED_LASTHOP, a.meta.ev)
     p.a.receive(nack, p.now)
-    cwnd = p.a.sender.cc.cwnd
-    p.a.sender.retx.clear()  # keep the packet "queued for resending": the NACK repeats
-    p.a.sender.records[p.a.cfg.initial_psn].lost = True
+    cwnd = p.a.sender.congestion.cwnd
+    packets = p.a.sender.packets
+    packets.known_lost(packets.records[p.a.cfg.initial_psn])  # "queued for resending" again ...
+    packets.retx.clear()  # ... and kept so (not resent): the NACK repeats
     p.a.receive(nack, p.now + 1)
     assert p.a.counters.acks_dropped["nack_stale"] == 1
-    assert p.a.sender.cc.cwnd == cwnd
+    assert p.a.sender.congestion.cwnd == cwnd
 
 
 def test_trim_nack_tells_the_sender_where_it_was_cut() -> None:
@@ -211,7 +212,7 @@ def test_sack_echoing_a_packet_the_peer_refused_is_believed_for_the_others() -> 
     p = started(2048)
     a = data_sent(p)[0]
     p.a.receive(Nack(11, a.psn, NackReason.BAD_RKEY, a.meta.ev), p.now + 5)
-    assert p.a.sender.records.get(p.a.cfg.initial_psn) is None
+    assert p.a.sender.packets.records.get(p.a.cfg.initial_psn) is None
     p.a.receive(Sack(11, a.psn + 2, a.psn, 0, a.meta.ev, echo_ts=a.send_ts), p.now + 10)
     assert p.a.sender.snd_una == p.a.cfg.initial_psn + 2
     assert p.a.counters.acks_dropped["sack_echo_unmatched"] == 0
@@ -231,7 +232,7 @@ def test_blind_forged_sacks_with_valid_psns_move_nothing() -> None:
         p.a.receive(forged, p.now + 10)
     c = p.a.counters
     assert p.a.sender.snd_una == p.a.cfg.initial_psn
-    assert not any(r.sacked for r in p.a.sender.records.values())
+    assert not any(r.sacked for r in p.a.sender.packets.records.values())
     assert c.ecn_echoes_received == 0 and p.a.sender.srtt_ns is None
     assert c.sack_echo_unmatched + c.acks_dropped["sack_nothing_new"] == 20_000
     assert c.sack_echo_unmatched > 19_000

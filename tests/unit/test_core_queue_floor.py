@@ -13,11 +13,12 @@ SACKs nothing more and leaves the timers where they were.
 from __future__ import annotations
 
 from mrc_host.core import TransportConfig
-from mrc_host.core.records import PendingWrite, TxRecord
+from mrc_host.core.records import TxRecord
 from mrc_host.core.recovery import Recovery
 from mrc_host.sim import scenario_file as sf
 from mrc_host.sim.fuzz import run_checked
 from mrc_host.wire.messages import Opcode
+from tests.unit.loss_rig import deliver, packet, recovery, transmit
 
 PLANE1 = 1 << 28
 WINDOW = 500
@@ -29,7 +30,7 @@ def queued_fabric() -> Recovery:
     cfg = TransportConfig(
         rto_min_ns=1_000, rto_initial_ns=50_000, nic_departures=True, reorder_window_ns=WINDOW
     )
-    r = Recovery(cfg, 2, [0, 0])
+    r = recovery(cfg)
     for i, rtt in enumerate((1_500, 1_900, 2_500, 2_900)):
         r.rtt.sample(rtt)
         r.rtt.sample_plane(1, rtt, 2_000 + 1_000 * i)
@@ -40,8 +41,7 @@ def queued_fabric() -> Recovery:
 
 
 def send(r: Recovery, seq: int, ev: int, at: int, opcode: Opcode = Opcode.WRITE_MIDDLE) -> TxRecord:
-    rec = TxRecord(seq, PendingWrite(1, [], 0, 0), 0, b"x" * 100, opcode)
-    r.on_sent(rec, ev, at)
+    rec = transmit(r, packet(seq, 100, opcode), ev, at)
     r.nic.on_departed(rec, at)
     return rec
 
@@ -68,9 +68,7 @@ def overtaken(r: Recovery, ev: int, by_ev: int) -> TxRecord:
     """A packet on ``ev`` left at 8 us, one sent after it on ``by_ev`` SACKed at 11.5 us."""
     rec = send(r, 0, ev, 8_000)
     later = send(r, 1, by_ev, 8_400)
-    r.remove(later)
-    r.on_delivered(later, 11_500, earlier_copy=False)
-    later.sacked = True
+    deliver(r, later, 11_500)
     r.gap_losses([later], 11_500)
     r.note_rack([later])
     return rec

@@ -6,9 +6,11 @@ from __future__ import annotations
 from mrc_fabric.ev import PLANE_SHIFT as CONTRACT_PLANE_SHIFT
 from mrc_fabric.ev import T1_SHIFT
 from mrc_host.core import Mode, TransportConfig
-from mrc_host.core.records import PendingWrite, TxRecord
-from mrc_host.core.recovery import PATH_SHIFT, PLANE_SHIFT, Recovery, RttEstimator
+from mrc_host.core.records import PATH_SHIFT, PLANE_SHIFT, TxRecord
+from mrc_host.core.recovery import Recovery
+from mrc_host.core.rtt import RttEstimator
 from mrc_host.wire.messages import Opcode
+from tests.unit.loss_rig import deliver, packet, recovery, resend, send, transmit
 
 PLANE1 = 1 << 28
 T1_1 = 1 << 18  # plane 0, T1 1: another path of plane 0 than EV 0's
@@ -16,20 +18,7 @@ T1_1 = 1 << 18  # plane 0, T1 1: another path of plane 0 than EV 0's
 
 def make(**kw: object) -> Recovery:
     cfg = TransportConfig(**{"rto_min_ns": 1_000, "rto_initial_ns": 50_000, **kw})  # type: ignore[arg-type]
-    return Recovery(cfg, 2, [0, 0])
-
-
-def send(r: Recovery, seq: int, ev: int, at: int, size: int = 100) -> TxRecord:
-    rec = TxRecord(seq, PendingWrite(1, [], 0, 0), 0, b"x" * size, Opcode.WRITE_MIDDLE)
-    r.on_sent(rec, ev, at)
-    return rec
-
-
-def deliver(r: Recovery, rec: TxRecord, now: int) -> bool:
-    r.remove(rec)
-    spurious = r.on_delivered(rec, now, earlier_copy=False)
-    rec.sacked = True
-    return spurious
+    return recovery(cfg)
 
 
 def test_the_plane_bits_are_the_contract_s() -> None:
@@ -79,10 +68,10 @@ def test_the_path_rule_needs_its_own_path_flat_delays_no_reordering_and_a_known_
         deliver(r, x, 41_100)
     assert r.gap_losses(two, 41_100) == []  # two of its path: the threshold is three
     r, victim, later = _overtaken_on_its_path()
-    r.on_spurious()  # a reordering was proven: the time guard decides from now on
+    r.reorder.on_spurious()  # a reordering was proven: the time guard decides from now on
     for _ in range(2_000):
         r.on_delivered(victim, 41_000, earlier_copy=False)  # the window shrinks back ...
-    assert r.reo_mult == 1
+    assert r.reorder.mult == 1
     assert r.gap_losses(later, 41_000) == []  # ... the rule stays off
     r = make(sack_gap_threshold=3, reorder_window_ns=100)
     r.rtt.sample(40_000)  # one sample: the delays' variation is not known to be small
@@ -131,11 +120,11 @@ def test_in_flight_bytes_and_plane_load_follow_sends_and_removals() -> None:
     r = make()
     a = send(r, 0, 5, 0, size=100)
     b = send(r, 1, PLANE1 | 5, 0, size=300)
-    assert r.inflight_bytes == 400 and r.plane_load == [100, 300]
-    assert list(r.in_flight) == [0, 1] and a.tx_order < b.tx_order
-    r.remove(b)
-    r.remove(b)  # twice: no effect
-    assert r.inflight_bytes == 100 and r.plane_load == [100, 0]
+    assert r.packets.inflight_bytes == 400 and r.packets.plane_load == [100, 300]
+    assert list(r.packets.in_flight) == [0, 1] and a.tx_order < b.tx_order
+    r.packets.known_lost(b)  # out of flight (queued to be resent)
+    r.packets.acked(b)  # out of flight already: no effect
+    assert r.packets.inflight_bytes == 100 and r.packets.plane_load == [100, 0]
 
 
 def test_gap_rule_needs_three_later_same_plane_deliveries_one_past_the_window() -> None:
@@ -165,7 +154,7 @@ def test_gap_rule_judges_the_overtaking_against_the_window_now() -> None:
     for x in ahead:
         deliver(r, x, 20_000)
     assert r.gap_losses(ahead, 20_000) == []  # overtaken by 12 us, but twice only
-    r.on_spurious()  # another guess of the same SACK was reordering after all
+    r.reorder.on_spurious()  # another guess of the same SACK was reordering after all
     assert r.reorder_window() == 20_000
     third = send(r, 3, 0, 12_500)
     deliver(r, third, 21_000)
@@ -218,13 +207,13 @@ def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
     at = r.tail_at(sending=False)
     assert at == 5_000 + 10_000 + 3_000 + window
     assert r.tail_losses(at) == [b]  # one probe, the newest: its SACK lets RACK judge the rest
-    assert a.seq in r.in_flight
+    assert a.seq in r.packets.in_flight
     assert r.tail_at(sending=False) is None  # one probe per tail
-    last = TxRecord(2, PendingWrite(1, [], 0, 0), 0, b"x", Opcode.WRITE_LAST)
-    r.on_sent(last, 0, 30_000)  # new data, the last of its message: SACKed at once
+    last = transmit(
+        r, packet(2, 1, Opcode.WRITE_LAST), 0, 30_000
+    )  # new data, the last of its message: SACKed at once
     assert r.tail_at(sending=False) == 30_000 + 10_000 + window
-    r.remove(last)
-    r.on_sent(last, 0, 50_000)  # a resend: SACKed at once, and it re-arms nothing
+    resend(r, last, 0, 50_000)  # a resend: SACKed at once, and it re-arms nothing
     r.tail_done = False
     assert r.tail_at(sending=False) == 50_000 + 10_000 + window
     slow = make(reorder_window_ns=1_000, ack_delay_ns=30_000)
@@ -243,20 +232,17 @@ def test_a_guess_proved_wrong_widens_the_reorder_window_and_a_dsack_names_it() -
     r.rtt.sample(40_000)
     assert r.reorder_window() == 10_000  # SRTT/4
     rec = send(r, 0, 7, 0)
-    r.remove(rec)
-    rec.gap_lost, rec.lost, rec.lost_ev = True, True, 7  # guessed lost, queued for resending
+    r.packets.guessed_lost(rec)  # guessed lost (on EV 7), queued for resending
     assert deliver(r, rec, 30_000)  # the original arrived before the resend: spurious
-    r.on_spurious()
-    assert r.reo_mult == 2 and r.reorder_window() == 20_000
+    r.reorder.on_spurious()
+    assert r.reorder.mult == 2 and r.reorder_window() == 20_000
     # resent once on a guess and acknowledged: only a D-SACK can prove the guess wrong
     rec2 = send(r, 1, 8, 100_000)
-    r.remove(rec2)
-    rec2.gap_lost, rec2.lost, rec2.lost_ev = True, True, 8
-    r.on_sent(rec2, 9, 200_000)  # resent on EV 9
+    resend(r, rec2, 9, 200_000)  # guessed lost (on EV 8), resent on EV 9
     assert not deliver(r, rec2, 260_000)
-    assert r.on_duplicate(123, 9) is None  # a copy never sent: nothing undone
-    assert r.on_duplicate(100_000, 8) == (8, 100_000)  # the original arrived too: blame EV 8 undone
-    assert r.on_duplicate(200_000, 9) is None  # both keys were forgotten together
+    assert r.packets.duplicate(123, 9) is None  # a copy never sent: nothing undone
+    assert r.packets.duplicate(100_000, 8) == (8, 100_000)  # the original arrived too: blame EV 8 undone
+    assert r.packets.duplicate(200_000, 9) is None  # both keys were forgotten together
 
 
 def test_reordering_measured_on_deliveries_sets_the_window_floor() -> None:
@@ -266,7 +252,7 @@ def test_reordering_measured_on_deliveries_sets_the_window_floor() -> None:
     older.sent_ns = 1_000
     deliver(r, newer, 6_000)
     deliver(r, older, 6_500)  # a packet sent 4 us before one already delivered
-    assert r.reo_extent == 4_000 and r.reorder_window() >= 6_000
+    assert r.reorder.extent == 4_000 and r.reorder_window() >= 6_000
 
 
 def test_reordering_seen_once_is_forgotten_over_in_order_deliveries() -> None:
@@ -279,13 +265,13 @@ def test_reordering_seen_once_is_forgotten_over_in_order_deliveries() -> None:
     older.sent_ns = 0
     deliver(r, newer, 300_001_000)
     deliver(r, older, 300_002_000)  # sent 300 ms before one already delivered
-    stalled = r.reo_extent
+    stalled = r.reorder.extent
     assert stalled == 300_000_000
     at = 400_000_000
     for seq in range(2, 3_002):  # 3,000 deliveries in order, about three seconds at 38 Mbit/s
         deliver(r, send(r, seq, 0, at), at + 1_000)
         at += 1_000_000
-    assert r.reo_extent < stalled / 10
+    assert r.reorder.extent < stalled / 10
 
 
 def test_jitter_under_a_round_trip_is_kept_over_in_order_deliveries() -> None:
@@ -302,7 +288,7 @@ def test_jitter_under_a_round_trip_is_kept_over_in_order_deliveries() -> None:
     for seq in range(2, 2_002):
         deliver(r, send(r, seq, 0, at), at + 20_000)
         at += 1_000
-    assert r.reo_extent == 4_000
+    assert r.reorder.extent == 4_000
 
 
 def test_a_silent_plane_is_seen_from_the_other_plane() -> None:
@@ -314,8 +300,8 @@ def test_a_silent_plane_is_seen_from_the_other_plane() -> None:
     others = [send(r, 2 + i, PLANE1, 5_000 + i) for i in range(3)]
     for x in others:
         deliver(r, x, 7_000)
-    assert r.dead_planes(others, 7_000) == [0]
-    assert stuck.seq in r.in_flight
+    assert r.plane_watch.dead_planes(others, 7_000) == [0]
+    assert stuck.seq in r.packets.in_flight
 
 
 def test_a_stall_is_remembered_long_after_the_jitter_estimate_forgot_it() -> None:
@@ -362,8 +348,7 @@ def test_rack_counts_a_delivered_resend() -> None:
     a = send(r, 0, 0, 0)
     b = send(r, 1, 1, 0)  # another EV of plane 0
     for rec, at in ((a, 20_000), (b, 20_500)):  # both guessed lost and resent
-        r.remove(rec)
-        r.on_sent(rec, rec.ev, at)
+        resend(r, rec, rec.ev, at)
     deliver(r, b, 30_500)  # b's resend arrived; a's did not
     r.note_rack([b])
     window = r.reorder_window()
@@ -393,12 +378,12 @@ def test_a_plane_that_never_delivered_is_judged_by_the_rto() -> None:
     early = [send(r, 1 + i, PLANE1, 5_000 + i) for i in range(3)]
     for x in early:
         deliver(r, x, 7_000)
-    assert r.dead_planes(early, 7_000) == []  # 5 us behind: well past the 1.5 us guard, not 6 us
+    assert r.plane_watch.dead_planes(early, 7_000) == []  # 5 us behind: well past the 1.5 us guard, not 6 us
     late = [send(r, 4 + i, PLANE1, 6_500 + i) for i in range(3)]
     for x in late:
         deliver(r, x, 8_000)
-    assert r.dead_planes(late, 8_000) == [0]  # 6.5 us behind: dead
-    assert stuck.seq in r.in_flight
+    assert r.plane_watch.dead_planes(late, 8_000) == [0]  # 6.5 us behind: dead
+    assert stuck.seq in r.packets.in_flight
 
 
 def _back_from_idle(gap: int) -> tuple[Recovery, TxRecord, int]:
@@ -408,7 +393,7 @@ def _back_from_idle(gap: int) -> tuple[Recovery, TxRecord, int]:
     r.rtt.sample(2_000)
     for seq, ev in ((0, 0), (1, PLANE1)):
         deliver(r, send(r, seq, ev, 0), 2_000)
-    assert r.plane_ok_sent == [0, 0] and not r.in_flight
+    assert r.plane_watch.ok_sent == [0, 0] and not r.packets.in_flight
     at = gap
     return r, send(r, 2, 0, at), at
 
@@ -419,27 +404,27 @@ def test_a_plane_back_from_idle_is_judged_like_one_that_never_delivered() -> Non
     transfer reuses the size probe's connection after a pause): it gets the wait of a
     timeout, as a plane that never delivered does (6 us here), not 3/4 SRTT (1.5 us)."""
     r, stuck, at = _back_from_idle(gap=1_000_000)
-    assert r.resumed_ns == at
+    assert r.plane_watch.resumed_ns == at
     early = [send(r, 3 + i, PLANE1, at + 5_000 + i) for i in range(3)]
     for x in early:
         deliver(r, x, at + 7_000)
-    assert r.dead_planes(early, at + 7_000) == []  # 5 us behind: no longer taken for a dead plane
+    assert r.plane_watch.dead_planes(early, at + 7_000) == []  # 5 us behind: no longer taken for a dead plane
     late = [send(r, 6 + i, PLANE1, at + 6_500 + i) for i in range(3)]
     for x in late:
         deliver(r, x, at + 8_000)
-    assert r.dead_planes(late, at + 8_000) == [0]  # 6.5 us behind: dead, as before
-    assert stuck.seq in r.in_flight
+    assert r.plane_watch.dead_planes(late, at + 8_000) == [0]  # 6.5 us behind: dead, as before
+    assert stuck.seq in r.packets.in_flight
 
 
 def test_a_pause_shorter_than_the_rto_keeps_the_planes_evidence() -> None:
     """Writes back to back (a collective's steps) are no return from idle: a plane that
     delivered is judged by its own guard, so a dead one is found as fast as before."""
     r, _stuck, at = _back_from_idle(gap=3_000)  # under the 6 us RTO
-    assert r.resumed_ns < at
+    assert r.plane_watch.resumed_ns < at
     early = [send(r, 3 + i, PLANE1, at + 5_000 + i) for i in range(3)]
     for x in early:
         deliver(r, x, at + 7_000)
-    assert r.dead_planes(early, at + 7_000) == [0]
+    assert r.plane_watch.dead_planes(early, at + 7_000) == [0]
 
 
 def test_an_earlier_copy_is_measured_as_itself_not_as_the_resend() -> None:
@@ -453,22 +438,19 @@ def test_an_earlier_copy_is_measured_as_itself_not_as_the_resend() -> None:
     r.rtt.sample(40_000)
     rec = send(r, 0, 7, 0)
     nxt = send(r, 1, 7, 1_000)
-    rec.gap_lost, rec.lost_ev = True, 7  # guessed lost on plane 0 ...
-    r.on_sent(rec, 7 | PLANE1, 38_000)  # ... resent at 38 us, on plane 1
+    resend(r, rec, 7 | PLANE1, 38_000)  # guessed lost on plane 0 (EV 7), resent at 38 us on plane 1
     assert deliver(r, rec, 40_500)  # the original's SACK: spurious (the resend cannot be back)
-    assert r.plane_ok_sent == [0, -1]  # the original's, on its plane; plane 1 delivered nothing
+    assert r.plane_watch.ok_sent == [0, -1]  # the original's, on its plane; plane 1 delivered nothing
     deliver(r, nxt, 41_000)  # the next packet, in order
-    assert r.reo_extent == 0 and r.reorder_window() == 10_000
+    assert r.reorder.extent == 0 and r.reorder_window() == 10_000
     # the earlier copy named by the SACK (Eifel) and overtaken on its plane: its reordering
     r2 = make(reorder_window_ns=100)
     r2.rtt.sample(40_000)
     a, b = send(r2, 0, 7, 0), send(r2, 1, 7, 1_000)
     deliver(r2, b, 30_000)
-    a.gap_lost, a.lost_ev = True, 7
-    r2.on_sent(a, 7, 38_000)
-    r2.remove(a)
-    assert r2.on_delivered(a, 40_500, earlier_copy=True)
-    assert r2.reo_extent == 1_000  # left 1 us before b, already delivered: not 37 us after it
+    resend(r2, a, 7, 38_000)
+    assert deliver(r2, a, 40_500, earlier_copy=True)
+    assert r2.reorder.extent == 1_000  # left 1 us before b, already delivered: not 37 us after it
 
 
 def test_a_first_copy_covered_by_a_later_sack_measures_no_reordering() -> None:
@@ -481,12 +463,11 @@ def test_a_first_copy_covered_by_a_later_sack_measures_no_reordering() -> None:
     r.rtt.sample(20_000)
     older, later = send(r, 0, 0, 1_000), send(r, 1, 0, 30_000)
     deliver(r, later, 50_000)
-    r.remove(older)
-    r.on_delivered(older, 50_000, earlier_copy=False, own_sack=False)
-    assert r.reo_extent == 0 and r.reorder_window() == 5_000
+    deliver(r, older, 50_000, own_sack=False)
+    assert r.reorder.extent == 0 and r.reorder_window() == 5_000
     older = send(r, 2, 0, 1_000)  # its own SACK: reordered behind ``later``
     deliver(r, older, 50_500)
-    assert r.reo_extent == 29_000
+    assert r.reorder.extent == 29_000
 
 
 def test_the_tail_probe_is_due_a_round_trip_after_the_newest_packet_left() -> None:
@@ -497,8 +478,7 @@ def test_the_tail_probe_is_due_a_round_trip_after_the_newest_packet_left() -> No
     r = make(nic_departures=True, reorder_window_ns=100)
     r.rtt.sample(20_000)
     a = send(r, 0, 0, 0)
-    b = TxRecord(1, PendingWrite(1, [], 0, 0), 0, b"x" * 100, Opcode.WRITE_LAST)
-    r.on_sent(b, PLANE1, 0)
+    b = transmit(r, packet(1, 100, Opcode.WRITE_LAST), PLANE1, 0)
     r.nic.on_departed(a, 500)
     r.nic.on_departed(b, 500)
     deliver(r, a, 21_000)
@@ -506,8 +486,7 @@ def test_the_tail_probe_is_due_a_round_trip_after_the_newest_packet_left() -> No
     assert r.tail_at(False) == 500 + 20_000 + 5_000  # (from the SACK: 21 + 20 + 5 us)
     r.rtt.sample_plane(0, 30_000, 0)  # a queue building: the latest sample of a plane is longer
     assert r.tail_at(False) == 500 + 30_000 + 5_000
-    c = TxRecord(2, PendingWrite(1, [], 0, 0), 0, b"x" * 100, Opcode.WRITE_LAST)
-    r.on_sent(c, 0, 22_000)  # still at the NIC: the old rule alone
+    transmit(r, packet(2, 100, Opcode.WRITE_LAST), 0, 22_000)  # still at the NIC: the old rule alone
     assert r.tail_at(False) == 22_000 + 40_000 + 5_000
 
 
@@ -596,9 +575,9 @@ def test_a_plane_slower_by_its_queue_is_not_taken_for_a_silent_one() -> None:
     early = [send(r, 2 + i, PLANE1, 3_000 + i) for i in range(3)]
     for x in early:
         deliver(r, x, 5_000)
-    assert r.dead_planes(early, 5_000) == []  # 4.9 us old: inside plane 0's 6 us + 0.5 us
+    assert r.plane_watch.dead_planes(early, 5_000) == []  # 4.9 us old: inside plane 0's 6 us + 0.5 us
     late = [send(r, 5 + i, PLANE1, 6_000 + i) for i in range(3)]
     for x in late:
         deliver(r, x, 8_000)
-    assert r.dead_planes(late, 8_000) == [0]  # 7.9 us old: silent after all
-    assert stuck.seq in r.in_flight
+    assert r.plane_watch.dead_planes(late, 8_000) == [0]  # 7.9 us old: silent after all
+    assert stuck.seq in r.packets.in_flight

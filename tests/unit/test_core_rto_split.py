@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mrc_host.core import EvState, TransportConfig
-from mrc_host.core.records import PendingWrite, TxRecord
+from mrc_host.core.records import TxRecord
 from mrc_host.core.recovery import Recovery, rto_slack
 from mrc_host.sim.loopback import BASE, RKEY, Pair, make_pair
 from mrc_host.wire.messages import DataPacket, Message, Opcode
+from tests.unit.loss_rig import packet, recovery, transmit
 
 BASE_RTT = 3006  # the all-to-all fabric's unloaded round trip (ns): the RTO floor is 4 of them
 SAMPLES = [6743, 5813, 6854, 5588, 5147, 6908, 7820, 6686, 9017, 7379]  # RTT ns, oldest first
@@ -30,12 +31,11 @@ def connection() -> tuple[Recovery, TxRecord, int]:
     """The traced connection after its samples, with one packet in flight that left at the
     returned time (after waiting at the host's shared port)."""
     cfg = TransportConfig(rto_min_ns=4 * BASE_RTT, nic_departures=True)
-    r = Recovery(cfg, 1, [0])
+    r = recovery(cfg, planes=1)
     for rtt in SAMPLES:
         r.rtt.sample(rtt)
     left = 1_000_000
-    rec = TxRecord(10, PendingWrite(1, [], 0, 0), 0, b"x" * 4096, Opcode.WRITE_ONLY)
-    r.on_sent(rec, 0, left - 9_850)
+    rec = transmit(r, packet(10, 4096, Opcode.WRITE_ONLY), 0, left - 9_850)
     r.nic.on_departed(rec, left)
     return r, rec, left
 

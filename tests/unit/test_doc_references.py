@@ -38,7 +38,7 @@ def _tracked() -> list[str]:
 TRACKED = _tracked()
 TRACKED_SET = set(TRACKED)
 TOP_DIRS = {p.split("/", 1)[0] for p in TRACKED if "/" in p}
-# CHANGELOG.md is history: it may name files that are gone.
+# CHANGELOG.md tells what older versions changed: it may name files that are gone.
 DOC_FILES = [p for p in TRACKED if p.endswith(".md") and p != "CHANGELOG.md"]
 
 
@@ -119,12 +119,13 @@ def test_the_checker_sees_a_missing_path(tmp_path: Path) -> None:
     assert OUTSIDE.search("as DESIGN §3 says")
 
 
-def test_the_docs_stay_a_manual_of_at_most_2150_lines() -> None:
-    """The docs say what is true now; history goes into CHANGELOG.md and measurements into the
-    generated results/, so the manual stays short enough to read in a day. The ceiling grew from
-    1,800 when the live fabric gained its fidelity monitor, plain host traffic and packet rings, and
-    the simulator its fuzzer and virtual payloads, and to 2,050 with the kernel features a host
-    needs (the pre-flight's table) and slow machines, and to 2,150 with the VM (the image, an offline
-    lab's Vagrant box, `make vm-test`): each needs its manual, not a denser paragraph."""
+def test_the_docs_stay_a_manual_of_at_most_2400_lines() -> None:
+    """The docs say what is true now; what changed for users goes into CHANGELOG.md and
+    measurements into the generated results/, so the manual stays short enough to read in a day.
+    The ceiling grew from 1,800 when the live fabric gained its fidelity monitor, plain host
+    traffic and packet rings, and the simulator its fuzzer and virtual payloads; and from 2,000
+    with the page for Mininet and P4 users (their own program, the switches' tools, typed
+    scripts), the kernel features a host needs (the pre-flight's table), slow machines and the
+    VM check: each needs its manual, not a denser paragraph."""
     total = sum(len(p.read_text().splitlines()) for p in (ROOT / "docs").glob("*.md"))
-    assert 0 < total <= 2150, f"docs/ holds {total} lines"
+    assert 0 < total <= 2400, f"docs/ holds {total} lines"

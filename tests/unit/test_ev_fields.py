@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from mrc_fabric.ev import EV
-from mrc_host.agent.ev_profile import ProfileError, load, parse
 from mrc_host.core import EvProfile, EvSet, EvState, PathSpace, TransportConfig
 from mrc_host.core.ev_fields import ExpProfile, FieldDeny, GenField, GenProfile, field_values, scatter
+from mrc_host.ev_profile import ProfileError, load, parse
 from mrc_host.sim.scenario_file import ScenarioError, build, load_text, to_toml
 
 

@@ -149,3 +149,19 @@ def test_the_docs_list_each_feature_and_its_release() -> None:
 def test_without_root_the_pre_flight_says_so_and_runs_no_probe() -> None:
     missing = preflight.check(Target.LINUX)
     assert missing[0].what == "not root"
+
+
+def test_a_probe_refused_is_a_result_and_the_rest_still_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused() -> None:
+        raise RuntimeError("ip link add mrcprobe0 type veth ...: Operation not supported")
+
+    calls: list[str] = []
+    monkeypatch.setitem(kernel_probe.PROBES, "veth", refused)
+    monkeypatch.setitem(kernel_probe.PROBES, "packet_rings", lambda: calls.append("rings"))
+    out = kernel_probe.run(["veth", "htb", "packet_rings"])
+    assert out["veth"] == "ip link add mrcprobe0 type veth ...: Operation not supported"
+    assert out["htb"] == out["packet_rings"] == "not tried: no veth pair" and calls == []
+    monkeypatch.setitem(kernel_probe.PROBES, "veth", lambda: None)
+    monkeypatch.setitem(kernel_probe.PROBES, "htb", refused)
+    out = kernel_probe.run(["veth", "htb", "packet_rings"])
+    assert out["veth"] is None and out["htb"] and out["packet_rings"] is None and calls == ["rings"]

@@ -44,7 +44,7 @@ def test_with_the_window_scaled_mark_a_late_flow_meets_the_others_share(seed: in
     """A last-hop cut by the same share for every flow keeps the windows' ratio, so the last
     of eight flows, joining at line rate, holds about 4x its share for 25 RTT: Jain 0.725 and
     0.704 from the last start to the first end (``bench.sim_fair``'s staggered 8 flows, 1
-    plane, seeds 3 and 7). With ``NsccParams.lasthop_share_scale`` the mark starts lower for a
+    plane, seeds 3 and 7). With ``Experimental.lasthop_share_scale`` the mark starts lower for a
     larger window, and the windows meet."""
     from bench.sim_fair import run_case
 
@@ -61,7 +61,7 @@ def test_with_the_queue_share_equal_flows_meet_their_share(
     n: int, planes: int, staggered: bool, seed: int
 ) -> None:
     """The four worst of ``bench.sim_fair``'s cells on seeds 1-10 without an option (Jain 0.70,
-    0.64, 0.90, 0.88). With ``NsccParams.lasthop_queue_share`` every window aims at the same
+    0.64, 0.90, 0.88). With ``Experimental.lasthop_queue_share`` every window aims at the same
     bytes of its own in the last hop's queue, and equal flows, started together or staggered,
     meet at equal windows: Jain >= 0.95 from the last start to the first end."""
     from bench.sim_fair import run_case

@@ -17,6 +17,7 @@ from bench.sim_faults import MOST_DEAD_FAULTS, most_dead_shape
 from mrc_host.core import Counters, EvSet, EvState, PathSpace, TransportConfig
 from mrc_host.core.blame import LossBlame
 from mrc_host.core.recovery import Recovery
+from mrc_host.core.sent import SentPackets
 from mrc_host.sim.fabric import DATA_OVERHEAD
 from mrc_host.sim.loopback import BASE, RKEY, make_pair
 from mrc_host.sim.scenario import SimConfig, Simulation
@@ -245,7 +246,8 @@ def test_resends_avoid_the_paths_the_floor_holds() -> None:
 def test_a_resend_skips_the_paths_the_floor_holds_and_new_data_does_not() -> None:
     s = make(max_evs=32)
     cfg = s.cfg
-    blame = LossBlame(cfg, s, Counters(), Recovery(cfg, s.planes, s.plane_load))
+    packets = SentPackets(cfg, s.plane_load)
+    blame = LossBlame(cfg, s, Counters(), Recovery(cfg, s.planes, packets), packets)
     held = {(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)}  # every path but each plane's T1 0
     blame.floor_held.update(dict.fromkeys(held))
     picks = [blame.unheld_ev(s.next_data_ev(1), 1) for _ in range(20)]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from mrc_host.core import Mode
+from mrc_host.core.config import NIC_BACKLOG_PER_PLANE
 from mrc_host.sim.fabric import FabricShape
 from mrc_host.sim.faults import Fault, parse_fault
-from mrc_host.sim.network import NIC_BACKLOG_PER_PLANE, START_NS, FlowSpec, Network
+from mrc_host.sim.network import START_NS, FlowSpec, Network
 from mrc_host.sim.report import summarise_network
 from mrc_host.sim.traffic import Job, jain, point_to_point, ring
 

@@ -237,7 +237,7 @@ def test_pure_jitter_is_not_a_standing_last_hop_queue(seed: int) -> None:
     sim = Simulation(sim_cfg(size=8 << 20, faults=["jitter=3us:all"], seed=seed))
     r = sim.run()
     assert_done(r)
-    cc = sim.sender.sender.cc
+    cc = sim.sender.sender.congestion
     assert isinstance(cc, Nscc)
     assert cc.lasthop_decreases <= 2 and cc.decreases == cc.lasthop_decreases  # no mark anywhere
     # the window stays open: 8 MiB at 60 Gb/s is 1.1 ms (d59ef97: 14-44 Gb/s, ~95 now, the
@@ -265,7 +265,7 @@ def test_reordering_seen_is_not_taken_for_loss_later() -> None:
     r = sim.run()
     assert_no_healthy_ev_retired(sim, r)
     snd = sim.sender.sender.recovery
-    assert snd.reo_extent > 0 and snd.reorder_window() > snd.reo_extent
+    assert snd.reorder.extent > 0 and snd.reorder_window() > snd.reorder.extent
     # the guard learns from one spurious loss (with NSCC's UET-sized increments this seed's
     # comes at 33 base RTTs), after which none follows: at most one episode, all undone
     late = [e for e in r["ev_timeline"] if e["side"] == "sender" and e["t_us"] > 20 * r["base_rtt_us"]]

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-REGISTER = "egress_qdepth"
+from mrc_fabric.p4names import Register
+
+REGISTER = Register.EGRESS_QDEPTH
 TIMEOUT_MS = 500
 
 

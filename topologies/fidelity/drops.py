@@ -15,12 +15,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from mrc_fabric.drop_reasons import DropReason
+from mrc_fabric.drop_reasons import COUNTED, DropReason
+from mrc_fabric.p4names import Counter
 from topologies.fidelity.figures import RawSample
 from topologies.fidelity.judge import Drops
 
 # drop_reason cells that lose the frame (TRIMMED forwards its headers: port_tx counts it)
-DESIGN_DROPS = {r.value for r in DropReason if r != DropReason.TRIMMED}
+DESIGN_DROPS = {r.cell for r in COUNTED if r != DropReason.TRIMMED}
 # an agent's refused sends (tx_errors) are not here: the qdisc that refused them counts them
 AGENT_DROP_FIELDS = {"socket_drops": "agent_socket", "ring_drops": "agent_socket"}
 
@@ -79,13 +80,13 @@ def bmv2_drops(
     for (switch, port), ifname in ports.items():
         if switch in restarted:
             continue
-        rx = d((switch, "port_rx", port))
-        totals[switch] += rx - d((switch, "port_tx", port))
+        rx = d((switch, Counter.PORT_RX, port))
+        totals[switch] += rx - d((switch, Counter.PORT_TX, port))
         now, was = last.ifstats.get(ifname), first.ifstats.get(ifname)
         if now is not None and was is not None:
             out.add("switch_ingress", f"{switch}:{port}", _delta(now.rx_packets, was.rx_packets) - rx)
     for switch, net in totals.items():
-        dropped = sum(d((switch, "drop_reason", i)) for i in DESIGN_DROPS)
+        dropped = sum(d((switch, Counter.DROP_REASON, i)) for i in DESIGN_DROPS)
         (out.add_by_design if switch in slowed else out.add)("switch_queue", switch, net - dropped)
 
 

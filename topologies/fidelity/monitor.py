@@ -68,7 +68,7 @@ class FidelityMonitor:
         self.run_dir = run_dir
         self.link_rate = link_rate
         self.rate_source = rate_source
-        self.th = thresholds
+        self.thresholds = thresholds
         self.ports = ports or {}  # BMv2: (switch, P4 port) -> interface
         self.slowed: set[str] = set()  # BMv2 switches with a queue slowed on purpose (queue_slowed)
         self.sampler = Sampler(plan, backlog_step_s=thresholds.backlog_step_s)
@@ -112,9 +112,9 @@ class FidelityMonitor:
         return self.final
 
     def _run(self) -> None:
-        next_at = time.monotonic() + self.th.interval_s
+        next_at = time.monotonic() + self.thresholds.interval_s
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
-            next_at += self.th.interval_s
+            next_at += self.thresholds.interval_s
             try:
                 self._take()
                 if time.monotonic() - self._written >= WRITE_EVERY_S:
@@ -134,7 +134,7 @@ class FidelityMonitor:
             if self._last is not None:
                 iv = interval(self._last, sample, self.plan.links)
                 self.intervals.append(iv)
-                self.sampler.watch({f.link.ifname for f in iv.links if coarse_short(f, self.th)})
+                self.sampler.watch({f.link.ifname for f in iv.links if coarse_short(f, self.thresholds)})
                 if len(self.intervals) > MAX_INTERVALS:
                     del self.intervals[0]
                     self.dropped_intervals += 1
@@ -180,12 +180,12 @@ class FidelityMonitor:
                     agents = self._agents()
                     drop_counts.agent_drops(start.agents, agents, tally)
                     pacers = drop_counts.pacer_figures(start.agents, agents)
-        v = judge(window, tally, self.th)
+        v = judge(window, tally, self.thresholds)
         if pacers:  # (paced agents: their DATA waits in their pacer, not in the host link)
             v.figures["agent_pacers"] = pacers
         v.figures["link_rate_mbit_s"] = self.link_rate
         v.figures["link_rate_source"] = self.rate_source
-        v.figures["interval_s"] = self.th.interval_s
+        v.figures["interval_s"] = self.thresholds.interval_s
         v.figures["seconds"] = round(sum(iv.dt for iv in window), 1)
         return v
 

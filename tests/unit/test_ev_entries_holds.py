@@ -1,4 +1,4 @@
-"""``ev_table.holds`` and ``made_in_order``: EVs drawn but not yet made are found by a search
+"""``ev_entries.holds`` and ``made_in_order``: EVs drawn but not yet made are found by a search
 of the drawn values' bytes, which must answer exactly as ``in`` on the array (and a lookup
 of each value, in order) would."""
 
@@ -10,7 +10,7 @@ from array import array
 
 import pytest
 
-from mrc_host.core.ev_table import EvEntry, holds, made_in_order
+from mrc_host.core.ev_entries import EvEntry, holds, made_in_order
 
 
 def test_a_match_across_two_items_is_no_hit() -> None:

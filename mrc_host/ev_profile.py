@@ -1,4 +1,7 @@
-"""The agent's EV profile: a TOML file saying which EVs its connections draw and deny.
+"""An EV profile: a TOML table saying which EVs connections draw and deny.
+
+The agent reads it from a file (``mrc serve --ev-profile``) and mrc-sim from a scenario's
+``ev_profile`` table; it lives below both, so that neither imports the other.
 
 Why: the OCP MRC profile lets an operator shape the entropy values a NIC uses (how many,
 which bits vary, an explicit list, a generated set over per-field masks) and rule some out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from mrc_host.core import EvProber, EvSet, PathSpace, TransportConfig
-from mrc_host.core.ev_table import EvEntry
+from mrc_host.core.ev_entries import EvEntry
 
 FIELDS = [
     "value",

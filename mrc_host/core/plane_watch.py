@@ -1,0 +1,160 @@
+"""Planes that stop delivering altogether (a T0 down, a NIC link black hole), seen from the
+other planes' deliveries (``dead_planes``, on every SACK) or from the RTO (``rto_dead_planes``):
+whole planes are flushed and retired at once, where the per-packet rules would find their
+packets one by one.
+
+The watch keeps, per plane, the send time of the newest packet it delivered, and the
+deliveries elsewhere of packets sent well after it (its evidence); the sender's recovery
+(recovery.py) tells it of each delivery (``delivered``) and of a return from idle
+(``resume``), and the sender fails the planes it returns.
+"""
+
+from __future__ import annotations
+
+from .config import TransportConfig
+from .records import PLANE_SHIFT, TxRecord
+from .reorder import ReorderWindow
+from .rtt import RttEstimator
+from .sent import SentPackets
+
+
+class PlaneWatch:
+    """Which planes of one sender have gone silent while the others deliver."""
+
+    def __init__(
+        self,
+        cfg: TransportConfig,
+        planes: int,
+        packets: SentPackets,
+        rtt: RttEstimator,
+        reorder: ReorderWindow,
+    ) -> None:
+        self.cfg = cfg
+        self.planes = planes
+        self.packets = packets  # (read: the packets in flight, per plane)
+        self.rtt = rtt
+        self.reorder = reorder
+        self.departures = cfg.nic_departures  # (times from when packets left the NIC)
+        # send time of the newest packet each plane delivered
+        self.ok_sent = [-1] * planes
+        self._evidence = [0] * planes  # later deliveries elsewhere since it last delivered
+        # when the connection last came back from idle (nothing in flight for an RTO): a plane
+        # that has delivered nothing sent since is judged as one that never delivered
+        self.resumed_ns = 0
+
+    def resume(self, now_ns: int) -> None:
+        """The connection came back from idle now (TCP's restart after idle)."""
+        self.resumed_ns = now_ns
+
+    def delivered(self, plane: int, sent_ns: int) -> None:
+        """A copy sent on ``plane`` at ``sent_ns`` (when it left the NIC, with departures
+        reported) was delivered: the plane is alive as of then."""
+        if sent_ns > self.ok_sent[plane]:
+            self.ok_sent[plane] = sent_ns
+            self._evidence[plane] = 0
+
+    def dead_planes(self, newly: list[TxRecord], now_ns: int) -> list[int]:
+        """Planes that fail silently (a T0 down, a NIC link black hole), seen from the *other*
+        planes: packets sent on them well after a packet still in flight on the plane were
+        delivered, while the plane delivered nothing sent since. "Well after" is the plane's
+        own smoothed RTT x 3/4 (at least the reorder window and the configured
+        ``plane_guard_min_ns``, the base RTT), so a plane that is merely slower (deeper queue,
+        lower rate) has a longer guard, and delay spikes shorter than a base RTT (a software
+        fabric, a busy host) are never taken for a dead plane. And, as RACK's timer asks, that
+        packet is older (at ``now_ns``) than its plane's latest delay plus the reorder window:
+        the send-time guard alone took planes whose queues had grown 2.5 us past an idle
+        plane's for dead (an incast on 8 planes beside a failed switch: 14 planes flushed,
+        119 of 152 resends spurious). Not the guard's floor: its longest stall lately, 18 us
+        in an incast, held a plane whose host link flapped down 13 us longer."""
+        dep = self.departures
+        newest = -1
+        for r in newly:  # (a loop: compiled, max() over a generator is a generic call)
+            t = r.left_ns if dep else r.sent_ns
+            if t > newest:
+                newest = t
+        load = self.packets.plane_load
+        dead: list[int] = []
+        # a plane's deliveries may lag another's by the longest stall seen lately (a software
+        # switch descheduled for milliseconds): that is no failure. The part of the guard that
+        # is the same for every plane, worked out once (this runs on every SACK); a plane that
+        # delivered within it is passed over before its own part is worked out
+        window = self.reorder.window()
+        floor = max(window, self.cfg.plane_guard_min_ns)
+        floor = max(floor, int(self.rtt.stall))
+        for plane in range(self.planes):
+            ok_sent = self.ok_sent[plane]
+            if not load[plane] or newest - ok_sent < floor:
+                continue
+            ps = self.rtt.plane_srtt[plane] or self.rtt.srtt_ns
+            if ps is None:
+                continue
+            guard = max(int(ps * 3 / 4), floor)
+            if ok_sent < self.resumed_ns:
+                # it has delivered nothing yet, or nothing since the connection came back from
+                # idle (what it did before says nothing of how fast it is now): nothing says
+                # its packets take as long as the other planes' (on BMv2 a plane's first
+                # packets after other traffic trailed the other plane's by 70 ms; the guard
+                # was 55), so it gets the wait of a timeout: the SRTT and its variation
+                # (RFC 6298's RTO without its floor, which would leave a plane dead from the
+                # start GOOD for 6 RTT in mrc-sim)
+                var = max(4 * self.rtt.rttvar_ns, self.rtt.spread)
+                srtt = self.rtt.srtt_ns or 0.0
+                if dep and var < srtt:
+                    # timed from departures the samples lack the NIC queue's scatter, and the
+                    # variation can be ~0: at least RACK-TLP's probe wait, 2 SRTT (a 5 us stall
+                    # on a 3 us fabric passed for a dead plane)
+                    var = srtt
+                guard = max(guard, int(srtt + var))
+            if newest - ok_sent < guard:
+                continue
+            others = sum(
+                1
+                for r in newly
+                if r.ev >> PLANE_SHIFT != plane and (r.left_ns if dep else r.sent_ns) >= ok_sent + guard
+            )
+            self._evidence[plane] += others
+            if self._evidence[plane] < self.cfg.sack_gap_threshold:
+                continue
+            oldest = next((r for r in self.packets.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
+            if oldest is None or oldest.at_nic:
+                continue
+            oldest_sent = oldest.left_ns if dep else oldest.sent_ns
+            if oldest_sent <= ok_sent or newest - oldest_sent < guard:
+                continue
+            if now_ns - oldest_sent < self.rtt.plane_delay(plane) + window:
+                continue  # not overdue by its own plane's latest delay: slower, not silent
+            self._evidence[plane] = 0
+            dead.append(plane)
+        return dead
+
+    def rto_dead_planes(self, suspects: list[TxRecord], now_ns: int) -> list[int]:
+        """Planes the RTO shows dead (``Recovery.suspects``, found for the sender to fail): two
+        paths or more of the plane went silent past the RTO, while the other planes delivered
+        ``sack_gap_threshold`` packets sent well after the plane's last delivery (the evidence
+        ``dead_planes`` counts), the plane delivered nothing sent since its oldest packet left, and
+        that packet is overdue by its plane's latest delay (as there). ``dead_planes`` runs only on
+        a SACK: in an incast where a connection's SACKs had stopped for 31 us (fuzz seed 16) it
+        judged a black-holed NIC link 46 us after the RTO had blamed its 9 paths, while 4 more
+        packets went onto the plane's paths not yet blamed. The RTO stands in for the SACK; the
+        evidence says the plane, not the paths, is silent."""
+        if self.planes < 2:
+            return []
+        paths: dict[int, set[int]] = {}
+        for rec in suspects:
+            paths.setdefault(rec.ev >> PLANE_SHIFT, set()).add(rec.ev)
+        dead: list[int] = []
+        dep = self.departures
+        for plane, evs in paths.items():
+            if len(evs) < 2 or self._evidence[plane] < self.cfg.sack_gap_threshold:
+                continue
+            oldest = next((r for r in self.packets.in_flight.values() if r.ev >> PLANE_SHIFT == plane), None)
+            if oldest is None or oldest.at_nic:
+                continue
+            oldest_sent = oldest.left_ns if dep else oldest.sent_ns
+            if oldest_sent <= self.ok_sent[plane]:
+                continue
+            if now_ns - oldest_sent < self.rtt.plane_delay(plane) + self.reorder.window():
+                continue  # (as ``dead_planes``: not overdue by its own plane's latest delay)
+            self._evidence[plane] = 0
+            dead.append(plane)
+        return dead

@@ -1,0 +1,100 @@
+"""The round-trip time of one sender's packets: RFC 6298's smoothed RTT and variation, the
+minimum, the spread above it (jitter, and the longest stall lately), one smoothed RTT per
+plane (each plane has its own NIC queue) and how much one path may lag another. The loss
+rules (recovery.py) and the silent-plane watch (plane_watch.py) time their guesses from it;
+the acknowledgement book (acks.py) finds the samples and ``AckEffects`` feeds them in.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SPREAD_DECAY: Final = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
+# per RTT sample: the largest stall seen forgets over thousands of samples (a software switch
+# descheduled for milliseconds does it again, seconds later)
+STALL_DECAY: Final = 1 - 1 / 8192
+FABRIC_SPREAD_HALFLIFE: Final = 2  # SRTTs (see ``RttEstimator.sample_fabric``)
+# delays within 1/32 of the minimum RTT are flat (``RttEstimator.flat``): 1 % loss on the
+# 2 x 4 and production shapes stayed within 1/2000 (10-25 ns), an incast's first RTT rose 1/5
+FLAT_SHARE: Final = 32
+
+
+class RttEstimator:
+    """Smoothed RTT and variation (RFC 6298), the minimum, the recent spread above it
+    (jitter), and one smoothed RTT per plane (each plane has its own NIC queue)."""
+
+    def __init__(self, planes: int) -> None:
+        self.srtt_ns: float | None = None
+        self.rttvar_ns = 0.0
+        self.min_rtt_ns: int | None = None
+        self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
+        self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
+        self.plane_srtt: list[float | None] = [None] * planes
+        self.plane_last = [0] * planes  # each plane's latest sample (RACK's RTT: a queue building)
+        self.plane_at = [0] * planes  # when it came: a plane still SACKing is draining (``queue_floor``)
+        # how much later one path may deliver than another: the largest difference lately
+        # between successive samples of a plane, each less the time its packet waited for its
+        # NIC port (its paths' queues differ; a queue they all end in, at the peer's port,
+        # moves little from one sample to the next and reorders nothing)
+        self._fabric_last = [-1] * planes
+        self.fabric_spread = 0.0
+        self._fabric_at = 0
+
+    def sample(self, rtt: int) -> None:
+        if self.min_rtt_ns is None:
+            self.min_rtt_ns = rtt
+        elif rtt < self.min_rtt_ns:
+            # a new floor: the slow samples seen so far sit that much further above it
+            self.spread += self.min_rtt_ns - rtt
+            self.min_rtt_ns = rtt
+        self.spread = max(float(rtt - self.min_rtt_ns), self.spread * SPREAD_DECAY)
+        self.stall = max(self.spread, self.stall * STALL_DECAY)
+        if self.srtt_ns is None:
+            self.srtt_ns = float(rtt)
+            self.rttvar_ns = rtt / 2
+        else:
+            self.rttvar_ns += 0.25 * (abs(self.srtt_ns - rtt) - self.rttvar_ns)
+            self.srtt_ns += 0.125 * (rtt - self.srtt_ns)
+
+    def sample_fabric(self, rtt: int, plane: int = 0, now_ns: int = 0) -> None:
+        """A round trip on ``plane`` less the time its packet waited for its port (the NIC
+        model). The spread forgets by time, by half every ``FABRIC_SPREAD_HALFLIFE`` SRTTs:
+        by samples, a slow flow kept the swing of an incast's first round trips (60 us) for a
+        thousand of them, and its gap rule waited that long behind a path that had died."""
+        last = self._fabric_last[plane]
+        self._fabric_last[plane] = rtt
+        jump = float(abs(rtt - last)) if last >= 0 else 0.0
+        spread = self.fabric_spread
+        srtt = self.srtt_ns
+        if spread and srtt and now_ns > self._fabric_at:
+            spread *= 0.5 ** ((now_ns - self._fabric_at) / (FABRIC_SPREAD_HALFLIFE * srtt))
+        self._fabric_at = now_ns
+        self.fabric_spread = max(jump, spread)
+
+    def sample_plane(self, plane: int, rtt: int, now_ns: int) -> None:
+        self.plane_last[plane] = rtt
+        self.plane_at[plane] = now_ns
+        ps = self.plane_srtt[plane]
+        self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
+
+    def of_plane(self, plane: int) -> float:
+        """The plane's smoothed RTT, else the connection's (0 before any sample)."""
+        return self.plane_srtt[plane] or self.srtt_ns or 0.0
+
+    def flat(self, plane: int) -> bool:
+        """No queue builds: ``plane`` has its own samples and the round trips lately, and their
+        variation, stay within 1/``FLAT_SHARE`` of the minimum (no queue but the propagation
+        and a packet's serialisation: the delay of uniform random loss's fabric). An incast's
+        first round trips fail it: its last hop queues (the RTT rose 22 % in 4 us), and a plane
+        not yet sampled, or an estimate a few samples old, says nothing of its queue."""
+        low = self.min_rtt_ns
+        if low is None or self.plane_srtt[plane] is None:
+            return False
+        return self.spread * FLAT_SHARE <= low and self.rttvar_ns * FLAT_SHARE <= low
+
+    def plane_delay(self, plane: int) -> float:
+        """``plane``'s round trip now: its smoothed RTT, or its latest sample if longer (a queue
+        building), else the connection's SRTT."""
+        last = float(self.plane_last[plane])
+        ps = self.of_plane(plane)
+        return last if last > ps else ps
