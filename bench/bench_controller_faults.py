@@ -279,6 +279,22 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def write_doc(path: Path, benchmark: str, args: argparse.Namespace, runs: dict[str, Any]) -> dict[str, Any]:
+    """The runs as a JSON document at ``path``, with the arguments, the machine and the time."""
+    doc_args: dict[str, Any] = {k: v if isinstance(v, int) else str(v) for k, v in vars(args).items()}
+    doc = {
+        "benchmark": benchmark,
+        "args": doc_args,
+        "cpus": os.cpu_count(),
+        "load": os.getloadavg(),
+        "runs": runs,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1))
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench.bench_controller_faults", description=__doc__.split("\n")[0]
@@ -302,18 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         label = "this tree" if source is None else str(source)
         print(f"{label}:", flush=True)
         runs[label] = run(source, args)
-    doc_args: dict[str, Any] = {k: str(v) for k, v in vars(args).items()}
-    doc_args["flaps"], doc_args["faults"] = args.flaps, args.faults
-    doc = {
-        "benchmark": "controller fault API at scale",
-        "args": doc_args,
-        "cpus": os.cpu_count(),
-        "load": os.getloadavg(),
-        "runs": runs,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "controller_faults.json").write_text(json.dumps(doc, indent=1))
+    doc = write_doc(args.out / "controller_faults.json", "controller fault API at scale", args, runs)
     plot(doc, args.out / "controller_faults.png")
     print(f"wrote {args.out / 'controller_faults.json'} and {args.out / 'controller_faults.png'}")
     return 0

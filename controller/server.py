@@ -4,21 +4,28 @@ Errors map to gRPC status codes with a message naming what was wrong and quoting
 most a bounded prefix of the bad input: an unknown switch, link, host or fault →
 NOT_FOUND; a bad field (a number out of its bounds or not finite, a missing period, an
 id together with all=true...) → INVALID_ARGUMENT naming the field (``spec.probability: ...``);
-a switch without a live P4Runtime session → UNAVAILABLE naming the switch; a
-P4Runtime write refused by a switch → INTERNAL with the switch, table and entry.
+a switch without a live P4Runtime session → UNAVAILABLE naming the switch; a change the
+state file cannot hold (a full disk, a directory gone) → UNAVAILABLE naming the file, and the
+change is not made; a P4Runtime write refused by a switch → INTERNAL with the switch, table and
+entry.
+
+Threads: the server runs on its own asyncio loop (:class:`ControllerServer`). Unary calls run on
+a pool of threads (the core blocks on the disk and the switches); ``WatchEvents`` streams are
+coroutines on the loop, so any number of open ``mrcctl events`` costs no thread and never
+starves ``mrcctl faults`` or ``clear --all`` (with one thread per stream, 16 streams did).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
-import queue
 import select
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent import futures
 from dataclasses import dataclass
 from functools import wraps
@@ -27,7 +34,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from controller.core import ActiveFault, ControllerCore, PathInfo
+from controller.core import ActiveFault, ControllerCore, PathInfo, StateUnavailable
 from controller.faults import (
     Direction,
     FaultCapacityError,
@@ -67,6 +74,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 SERVICE_NAME = "mrc.controller.v1.Controller"
 LIST_PAGE_DEFAULT = 500  # ListFaults page size when the request gives none
 LIST_PAGE_MAX = 1000  # a page of 1000 faults is about 150 kB, far below gRPC's 4 MB
+MAX_STREAMS = 256  # open WatchEvents streams (each may hold 10,000 events); more: RESOURCE_EXHAUSTED
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,7 @@ def _lenient(from_string: Callable[[bytes], Any], name: str) -> Callable[[bytes]
     return decode
 
 
-def add_service(service: ControllerService, server: grpc.Server) -> None:
+def add_service(service: ControllerService, server: grpc.Server | grpc.aio.Server) -> None:
     """Register the service from its descriptor, as the generated code would, but with
     request decoders that turn garbage into INVALID_ARGUMENT (the generated ones make
     gRPC answer INTERNAL)."""
@@ -125,6 +133,8 @@ def grpc_errors(fn: F) -> F:
             context.abort(grpc.StatusCode.NOT_FOUND, exc.args[0] if exc.args else str(exc))
         except SwitchUnavailable as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except StateUnavailable as exc:  # refused: nothing was changed
+            context.abort(grpc.StatusCode.UNAVAILABLE, exc.strerror or str(exc))
         except SwitchError as exc:
             context.abort(grpc.StatusCode.INTERNAL, str(exc))
         except ValueError as exc:
@@ -181,9 +191,12 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
     def __init__(self, core: ControllerCore) -> None:
         self.core = core
         self._closing = threading.Event()
+        self.streams = 0  # open WatchEvents streams (only the event loop changes it)
 
     def close(self) -> None:
+        """End every stream (the bus's end marker wakes each one)."""
         self._closing.set()
+        self.core.events.close()
 
     def _fault_pb(self, f: ActiveFault) -> pb.Fault:
         s = f.spec
@@ -312,18 +325,21 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
             ],
         )
 
-    def WatchEvents(
-        self, request: pb.WatchEventsRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.Event]:
+    async def WatchEvents(
+        self, request: pb.WatchEventsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.Event]:
+        """A coroutine on the server's loop: waiting for the next event holds no thread."""
         if isinstance(request, Undecodable):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
-        q = self.core.events.subscribe()
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+        if self.streams >= MAX_STREAMS:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, f"{self.streams} event streams are open (MAX_STREAMS)"
+            )
+        self.streams += 1
+        sub = self.core.events.subscribe_async(asyncio.get_running_loop())
         try:
-            while context.is_active() and not self._closing.is_set():
-                try:
-                    e = q.get(timeout=0.5)
-                except queue.Empty:
-                    continue
+            while not self._closing.is_set():
+                e = await sub.get()
                 if e is None:
                     return
                 yield pb.Event(
@@ -334,7 +350,8 @@ class ControllerService(pb_grpc.ControllerServicer):  # type: ignore[misc]
                     message=e.message,
                 )
         finally:
-            self.core.events.unsubscribe(q)
+            self.streams -= 1
+            self.core.events.unsubscribe(sub)
 
 
 def default_listen(topology_path: Path) -> str:
@@ -350,28 +367,67 @@ def check_listen(address: str) -> None:
         raise ValueError(f"--listen: {address!r} must be unix:PATH or 127.0.0.1:PORT (loopback only)")
 
 
+class ControllerServer:
+    """The gRPC server on an asyncio loop of its own thread: streams on the loop, unary calls on
+    a pool of ``max_workers`` threads. :meth:`stop` returns an Event set once it has stopped
+    (as ``grpc.Server.stop`` does)."""
+
+    def __init__(self, max_workers: int) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ctl")
+        self._thread = threading.Thread(target=self._loop.run_forever, name="ctl-loop", daemon=True)
+        self._thread.start()
+        self._server: grpc.aio.Server | None = None
+        self._stopped = threading.Event()
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def start(self, service: ControllerService, listen: str) -> int:
+        """Serve ``service`` on ``listen``; the port bound (0: none)."""
+        self._server = grpc.aio.server(migration_thread_pool=self._pool)
+        add_service(service, self._server)
+        old_umask = os.umask(0o177)  # the socket file is 0600 from its creation...
+        try:
+            port = int(self._server.add_insecure_port(listen))
+        finally:
+            os.umask(old_umask)
+        if port:
+            await self._server.start()
+        return port
+
+    def stop(self, grace: float | None) -> threading.Event:
+        async def stop() -> None:
+            if self._server is not None:
+                await self._server.stop(grace)
+
+        def done(_: object) -> None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._stopped.set()
+
+        if not self._stopped.is_set():
+            asyncio.run_coroutine_threadsafe(stop(), self._loop).add_done_callback(done)
+        return self._stopped
+
+
 def serve(
     core: ControllerCore, listen: str, max_workers: int = 16
-) -> tuple[grpc.Server, ControllerService, str]:
+) -> tuple[ControllerServer, ControllerService, str]:
     """Start the gRPC server; returns it, the servicer and the bound address (port 0 → real port)."""
     check_listen(listen)
     if listen.startswith("unix:"):
         path = Path(listen[len("unix:") :])
         if path.exists() and path.is_socket():
             path.unlink()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ctl"))
+    server = ControllerServer(max_workers)
     service = ControllerService(core)
-    add_service(service, server)
-    old_umask = os.umask(0o177)  # the socket file is 0600 from its creation...
-    try:
-        port = server.add_insecure_port(listen)
-    finally:
-        os.umask(old_umask)
+    port = server.run(server.start(service, listen))
     if port == 0:
+        server.stop(grace=None).wait(5)
         raise OSError(f"--listen: could not bind {listen}")
     if listen.startswith("unix:"):
         os.chmod(listen[len("unix:") :], 0o600)  # ...and set explicitly: only its owner may talk to it
-    server.start()
     bound = listen if listen.startswith("unix:") else f"{listen.rpartition(':')[0]}:{port}"
     return server, service, bound
 

@@ -1,40 +1,50 @@
 """What a restarted controller needs to carry on: the switches its routes were installed on,
-the faults in force and the next fault id -- on disk, in a form no crash can tear.
+the faults in force and the next fault id -- on disk, in a form no crash, full disk or damaged
+byte can make lie.
 
 Why: the switches keep their tables when the controller dies, and the first thing a new
-controller does on each switch is make the tables match its desired state. A controller
-that had forgotten the routes and faults would delete them, and every packet would meet no
-route until someone installed them again; one that could not read its file at all would not
-start, and then nothing clears the faults it left in the switches.
+controller does on each switch is make the tables match its desired state. A controller that
+had forgotten the routes and faults would delete them; one that read a damaged file as truth
+would program its guesses; one that could not read its file would not start, and then nothing
+clears the faults it left in the switches.
 
-Layout (``S`` is the path given, ``controller-state.json`` in a testbed run):
+Layout (``S`` is the path given, ``controller-state.json`` in a testbed run), every piece a
+checksummed frame (``state_frames.py``):
 
-- ``S``: a *snapshot* -- one JSON document with a ``generation`` number;
-- ``S.journal``: a header line naming the generation it continues, then one line per change
-  (``<crc32> <json>``), appended and fdatasync'ed before the change is acknowledged;
-- ``S.prev``: a second copy of the snapshot, written after ``S`` (a separate file, so what
-  damages one leaves the other): the last good state should ``S`` ever be unreadable; the
-  journal applies on top of it as it does on ``S``.
+- ``S``: a *snapshot* -- the state, and ``upto``: the number of the last record it includes;
+- ``S.prev``: a second copy of it, written after ``S`` (what damages one leaves the other);
+- ``S.journal``: each change since, as a record carrying its number ``n`` (one more than the
+  last), appended -- in two copies, side by side -- before the change is acknowledged;
+- ``S.mark``: the last acknowledged record number and the next fault id (``state_mark.py``).
 
-Every file is written to a unique temporary name, fsync'ed, renamed into place and its
-directory fsync'ed, so a reader sees the old file or the new one, never half of either. A
-journal's torn last line (a crash mid-append: never acknowledged) is ignored. The records are
-idempotent (a fault by its id, a clear by ids), so a snapshot that already holds a record's
-effect may meet it again. Only one writer exists (``state_store.StateStore``).
+Reading (:func:`read_state`) takes the snapshot (else its copy) and applies the journal's records
+numbered past its ``upto`` and up to the mark's, in order. A damaged frame is skipped and the
+rest read on; a record number that is missing is said as lost, with what its damaged bytes seem
+to have held; records past the mark were never acknowledged and are left out; the next fault id
+is above every id any of the files names, readable or not. A snapshot with neither copy readable
+yields no state: the controller then reads the switches' own tables back (``adopt.py``).
+:func:`recover_state` does the same and keeps every damaged file aside for a post-mortem.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-import zlib
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.faults import Direction, FaultKind, FaultSpec
+from controller.atomic_files import NO_SPACE, keep_aside, write_atomic
+from controller.state_frames import Damage, frame, scan
+from controller.state_mark import MARK, Mark, mark_path, read_mark
+from controller.state_records import (
+    ControllerState,
+    SavedFault,
+    StateFileError,
+    check_record,
+    record_ids,
+    state_from_doc,
+)
 
 __all__ = [
     "ControllerState",
@@ -42,141 +52,19 @@ __all__ = [
     "SavedFault",
     "StateFileError",
     "load_state",
+    "read_state",
     "recover_state",
     "save_state",
 ]
 
-VERSION = 2
-READABLE_VERSIONS = (1, 2)  # 1: a snapshot alone (no generation, no journal)
 JOURNAL = ".journal"
 PREV = ".prev"
 UNREADABLE = ".unreadable"
-
-
-class StateFileError(ValueError):
-    """The state file is not one this controller wrote (the message names the file and field)."""
-
-
-@dataclass(frozen=True)
-class SavedFault:
-    id: str
-    spec: FaultSpec
-    created_at: float  # wall clock (time.time())
-    expires_at: float = 0.0  # 0: until cleared
-
-
-@dataclass
-class ControllerState:
-    routes_installed: list[str] = field(default_factory=list)
-    faults: list[SavedFault] = field(default_factory=list)
-    next_id: int = 1
-    generation: int = 0
-
-    # -- records: what the journal says happened, applied the same way on write and on load --
-    def apply(self, record: dict[str, Any]) -> None:
-        """One journal record; StateFileError names what is wrong with it."""
-        op = record.get("op")
-        if op == "fault":
-            fault = _fault_from_doc(record["fault"])
-            self.faults = [f for f in self.faults if f.id != fault.id] + [fault]
-            self.next_id = max(self.next_id, _id_number(fault.id) + 1)
-        elif op == "clear":
-            gone = {str(i) for i in record["ids"]}
-            self.faults = [f for f in self.faults if f.id not in gone]
-        elif op == "routes":
-            self.routes_installed = sorted({*self.routes_installed, *map(str, record["switches"])})
-        elif op == "next_id":
-            self.next_id = max(self.next_id, int(record["next_id"]))
-        else:
-            raise StateFileError(f"op: {op!r} is no journal record")
-
-    def to_doc(self) -> dict[str, Any]:
-        return {
-            "version": VERSION,
-            "generation": self.generation,
-            "routes_installed": sorted(self.routes_installed),
-            "next_id": self.next_id,
-            "faults": [fault_doc(f) for f in self.faults],
-        }
-
-
-def fault_doc(f: SavedFault) -> dict[str, Any]:
-    return {
-        **asdict(f),
-        "spec": {**asdict(f.spec), "kind": str(f.spec.kind), "direction": str(f.spec.direction)},
-    }
-
-
-def fault_record(f: SavedFault) -> dict[str, Any]:
-    return {"op": "fault", "fault": fault_doc(f)}
-
-
-def clear_record(ids: Iterable[str]) -> dict[str, Any]:
-    return {"op": "clear", "ids": sorted(ids)}
-
-
-def routes_record(switches: Iterable[str]) -> dict[str, Any]:
-    return {"op": "routes", "switches": sorted(switches)}
-
-
-def _id_number(fault_id: str) -> int:
-    return int(fault_id[1:]) if fault_id[:1] == "f" and fault_id[1:].isdigit() else 0
-
-
-def _fault_from_doc(f: Any) -> SavedFault:
-    s = f["spec"]
-    spec = FaultSpec(
-        FaultKind(s["kind"]),
-        str(s["target"]),
-        Direction(s["direction"]),
-        float(s["probability"]),
-        float(s["period_s"]),
-        float(s["duration_s"]),
-    )
-    return SavedFault(str(f["id"]), spec, float(f["created_at"]), float(f["expires_at"]))
-
-
-# -- writing ------------------------------------------------------------------------------------
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """``path`` holds ``data`` or what it held before, whatever happens: a unique temporary
-    file (no two writers share one), fsync'ed before the rename, the directory after it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
-def journal_line(record: dict[str, Any]) -> bytes:
-    body = json.dumps(record, separators=(",", ":")).encode()
-    return b"%08x %s\n" % (zlib.crc32(body), body)
-
-
-def journal_header(generation: int) -> bytes:
-    return journal_line({"journal": generation})
-
-
-def save_state(path: Path, state: ControllerState) -> None:
-    """A snapshot of ``state`` (and its second copy) and an empty journal continuing it (one
-    writer at a time: the controller's is ``state_store.StateStore``)."""
-    data = json.dumps(state.to_doc(), separators=(",", ":")).encode()
-    write_atomic(path, data)
-    write_atomic(prev_path(path), data)
-    write_atomic(journal_path(path), journal_header(state.generation))
+DAMAGED = ".damaged"
+MAX_RECORD_NUMBER = 2**62
+SCRAPED_ID = re.compile(rb'"(?:id|ids)":\[?"f([1-9][0-9]{0,11})"')
+ANY_ID = re.compile(rb'"f([1-9][0-9]{0,11})"')
+SCRAPED_OP = re.compile(rb'"op":"(fault|clear|routes)"')
 
 
 def journal_path(path: Path) -> Path:
@@ -187,119 +75,279 @@ def prev_path(path: Path) -> Path:
     return path.with_name(path.name + PREV)
 
 
+# -- writing ------------------------------------------------------------------------------------
+def snapshot_bytes(state: ControllerState) -> bytes:
+    return frame(json.dumps({**state.to_doc(), "upto": state.upto}, separators=(",", ":")).encode())
+
+
+def journal_entry(record: dict[str, Any], n: int) -> bytes:
+    """Record ``n``, twice: a damaged byte or a cut inside one copy leaves the other."""
+    one = frame(json.dumps({**record, "n": n}, separators=(",", ":")).encode())
+    return one + one
+
+
+def save_state(path: Path, state: ControllerState) -> int:
+    """A snapshot of ``state``, its copy, and an empty journal after it (the snapshot's size).
+    Any step may fail and leave the files consistent: the journal still holds every record
+    past the older copy. On a disk too full for a new file beside the old one, the old one goes
+    first -- the snapshot only while its copy is readable, the copy once the new snapshot is in
+    place -- so a journal that filled the disk can still be folded away."""
+    data = snapshot_bytes(state)
+    for target, spare in ((path, prev_path(path)), (prev_path(path), path)):
+        try:
+            write_atomic(target, data)
+        except OSError as exc:
+            if exc.errno not in NO_SPACE or not target.exists() or not _readable(spare):
+                raise
+            target.unlink()
+            write_atomic(target, data)
+    write_atomic(journal_path(path), b"")
+    return len(data)
+
+
+def _readable(snapshot: Path) -> bool:
+    try:
+        read_snapshot(snapshot)
+    except (StateFileError, OSError):
+        return False
+    return True
+
+
 # -- reading ------------------------------------------------------------------------------------
-def read_snapshot(path: Path) -> ControllerState:
-    """StateFileError names the file and what is wrong with it."""
+def read_snapshot(path: Path) -> tuple[ControllerState, int | None]:
+    """(its state, the generation of a previous release's file or None); StateFileError (or
+    OSError) names the file and what is wrong."""
+    raw = path.read_bytes()
     try:
-        doc: Any = json.loads(path.read_bytes())
-        if not isinstance(doc, dict) or doc.get("version") not in READABLE_VERSIONS:
-            raise StateFileError(f"{path}: version: not one of {READABLE_VERSIONS}")
-        return ControllerState(
-            [str(s) for s in doc["routes_installed"]],
-            [_fault_from_doc(f) for f in doc["faults"]],
-            int(doc["next_id"]),
-            int(doc.get("generation", 0)),
-        )
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
-        if isinstance(exc, StateFileError):
-            raise
-        raise StateFileError(f"{path}: {exc!r}"[:300]) from exc
+        if raw[:1] == b"{":  # the previous releases' unframed snapshot (no checksum)
+            doc = json.loads(raw)
+            state = state_from_doc(doc)
+            if doc["version"] == 3:
+                raise StateFileError("version 3 without its checksum")
+            generation = doc.get("generation", 0)
+            return state, generation if type(generation) is int else 0
+        frames, _damage = scan(raw)
+        if len(frames) != 1 or frames[0].start != 0 or frames[0].end != len(raw):
+            raise StateFileError("checksum: the snapshot is damaged")
+        doc = json.loads(frames[0].body)
+        state = state_from_doc(doc)
+        upto = doc.get("upto")
+        if doc["version"] != 3 or type(upto) is not int or not 0 <= upto <= MAX_RECORD_NUMBER:
+            raise StateFileError(f"upto: {str(upto)[:40]!r} is no record number")
+        state.upto = upto
+        return state, None
+    except StateFileError as exc:
+        raise StateFileError(f"{path}: {exc}"[:300]) from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # JSON a writer never wrote
+        raise StateFileError(f"{path}: {type(exc).__name__}: {exc}"[:300]) from None
 
 
-def read_journal(path: Path) -> tuple[int | None, list[dict[str, Any]], str]:
-    """(the generation it continues, its good records, what was wrong past them or "").
-    A missing file is generation None. Records end at the first line that fails its CRC or
-    does not parse: the torn tail of a crash (harmless), or damage (said in the note)."""
+@dataclass
+class JournalRecord:
+    n: int | None  # None: a previous release's record (numbered by its place)
+    record: dict[str, Any]
+    end: int  # byte offset just past it
+
+
+@dataclass
+class JournalScan:
+    path: Path
+    records: list[JournalRecord] = field(default_factory=list)
+    bad: list[str] = field(default_factory=list)  # frames whose checksum held but not their content
+    damage: list[Damage] = field(default_factory=list)
+    raw: bytes = b""
+    legacy_generation: int | None = None  # the previous release's header line
+    error: str = ""  # the file could not be read at all
+
+
+def read_journal(path: Path) -> JournalScan:
+    out = JournalScan(path)
     try:
-        raw = path.read_bytes()
+        out.raw = path.read_bytes()
     except FileNotFoundError:
-        return None, [], ""
+        return out
     except OSError as exc:
-        return None, [], f"{path}: {exc}"
-    lines = raw.split(b"\n")
-    records: list[dict[str, Any]] = []
-    generation: int | None = None
-    for n, line in enumerate(lines):
-        if not line:
-            continue
+        out.error = f"{path}: {exc}"
+        return out
+    frames, out.damage = scan(out.raw)
+    for f in frames:
         try:
-            crc, body = line.split(b" ", 1)
-            if int(crc, 16) != zlib.crc32(body):
-                raise ValueError("CRC mismatch")
-            rec = json.loads(body)
-            if not isinstance(rec, dict):
-                raise ValueError("not an object")
-        except ValueError as exc:
-            tail = all(not rest for rest in lines[n + 1 :])
-            return generation, records, "" if tail else f"{path}: line {n + 1}: {exc}; the rest ignored"
-        if n == 0:
-            generation = int(rec.get("journal", -1))
-            continue
-        if generation is None:
-            return None, [], f"{path}: no header line"
-        records.append(rec)
-    return generation, records, ""
-
-
-def _replay(state: ControllerState, records: list[dict[str, Any]], where: Path) -> None:
-    for i, rec in enumerate(records):
-        try:
-            state.apply(rec)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateFileError(f"{where}: record {i + 1}: {exc!r}"[:300]) from exc
-
-
-def load_state(path: Path) -> ControllerState:
-    """The snapshot and the journal that continues it; StateFileError if the snapshot (or a
-    journal record that passed its CRC) cannot be read."""
-    state = read_snapshot(path)
-    generation, records, _note = read_journal(journal_path(path))
-    if generation == state.generation:
-        _replay(state, records, journal_path(path))
-    return state
+            doc = json.loads(f.body)
+            if isinstance(doc, dict) and set(doc) == {"journal"} and type(doc["journal"]) is int:
+                out.legacy_generation = doc["journal"]
+                continue
+            n = doc.pop("n", None) if isinstance(doc, dict) else None
+            if n is not None and (type(n) is not int or not 0 < n <= MAX_RECORD_NUMBER):
+                raise StateFileError(f"n: {str(n)[:40]!r} is no record number")
+            out.records.append(JournalRecord(n, check_record(doc), f.end))
+        except (StateFileError, ValueError, RecursionError) as exc:
+            out.bad.append(f"bytes {f.start}-{f.end}: {exc}"[:200])
+            out.damage.append(Damage(f.start, f.end))
+    out.damage.sort(key=lambda d: d.start)
+    return out
 
 
 @dataclass
 class Recovered:
-    """What :func:`recover_state` found: the state (None: nothing readable, or no file at all)
-    and, when it was not simply the file, what happened (said by the controller at start)."""
+    """What the files hold: the state (None: nothing trustworthy, or no file at all) and how it
+    was found. ``lost`` says what acknowledged changes are gone (damage); ``notes`` the rest."""
 
     state: ControllerState | None
     source: str  # "file", "previous" (the second copy), "none" (no file yet), "unreadable"
     notes: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    next_id: int = 1  # above every fault id any file names
+    last_n: int = 0  # the highest record number any file names
+    append_at: int | None = None  # the journal may be appended to from here (None: start anew)
+    damaged: list[Path] = field(default_factory=list)  # files to keep for a post-mortem
+    mark: Mark | None = None  # the newest good slot of the mark, if any
+
+    @property
+    def clean(self) -> bool:
+        return self.source == "file" and not self.notes and not self.lost and self.append_at is not None
+
+
+def read_state(path: Path) -> Recovered:
+    """The newest state the files prove; never raises for a bad file (reads only)."""
+    journal = journal_path(path)
+    if not any(p.exists() for p in (path, prev_path(path), journal, mark_path(path))):
+        return Recovered(None, "none")
+    found = Recovered(None, "unreadable")
+    mark, why = read_mark(path)
+    found.mark = mark
+    if why:
+        found.notes.append(why)
+        found.damaged.append(mark_path(path))
+    scanned = read_journal(journal)
+    if scanned.error:
+        found.notes.append(scanned.error)
+    for source, snapshot in (("file", path), ("previous", prev_path(path))):
+        try:
+            state, legacy = read_snapshot(snapshot)
+        except (StateFileError, OSError) as exc:
+            found.notes.append(f"unreadable: {exc}"[:300])
+            if snapshot.exists():
+                found.damaged.append(snapshot)
+            continue
+        found.state, found.source = state, source
+        if legacy is None:
+            _replay(found, state, scanned, mark)
+        else:
+            _replay_legacy(found, state, scanned, legacy)
+        if source == "previous":
+            found.notes.append(f"started from the second copy {snapshot} (record {state.upto})")
+        break
+    if found.state is None:
+        found.lost.append("no readable snapshot: the switches' own tables are read back instead")
+        if scanned.raw:
+            found.damaged.append(journal)
+    _floors(found, scanned, mark)
+    return found
+
+
+def _replay(found: Recovered, state: ControllerState, scanned: JournalScan, mark: Mark | None) -> None:
+    """The journal's records past the snapshot, in number order; a number missing, or a journal
+    that stops short of the ``mark``, lost the records in between (said, with what the damaged
+    bytes seem to have held)."""
+    records = [r for r in scanned.records if r.n is not None]
+    append_at = max((r.end for r in records), default=0)
+    expected = state.upto + 1
+    for r in sorted(records, key=lambda r: r.n or 0):
+        n = r.n or 0
+        if n < expected:
+            continue  # in the snapshot already (or the same record twice: the first counts)
+        if n > expected:
+            found.lost.append(_lost(expected, n - 1, scanned))
+        state.apply(r.record)
+        expected = n + 1
+    if mark is not None and expected <= mark.n:
+        found.lost.append(_lost(expected, mark.n, scanned) + " (the journal ends early)")
+    state.upto = expected - 1
+    inner = [d for d in scanned.damage if d.start < append_at or not _torn(scanned, d)]
+    if inner and not found.lost:
+        where = ", ".join(d.describe() for d in inner[:4])
+        found.notes.append(f"damaged journal {where}: no acknowledged change among them")
+    if inner or found.lost:
+        found.damaged.append(scanned.path)
+    # appending goes on in place, so only where nothing is kept aside (a kept copy is a hard link:
+    # a change in place would change it too); a torn last record is cut off first
+    found.append_at = append_at if not inner else None
+
+
+def _torn(scanned: JournalScan, d: Damage) -> bool:
+    """A crash mid-append: an unfinished frame at the very end, no line after it."""
+    return d.end == len(scanned.raw) and b"\n" not in scanned.raw[d.start : d.end]
+
+
+def _lost(first: int, last: int, scanned: JournalScan) -> str:
+    what = f"record {first}" if first == last else f"records {first}-{last}"
+    looked = "; ".join(_looked_like(scanned.raw[d.start : d.end]) for d in scanned.damage[:4])
+    causes = "; ".join(scanned.bad[:2])
+    return (
+        f"journal {what} lost"
+        + (f" (damaged bytes held {looked})" if looked else "")
+        + (f" [{causes}]" if causes else "")
+    )
+
+
+def _lost_bytes(d: Damage, scanned: JournalScan) -> str:
+    return f"journal {d.describe()} unreadable (held {_looked_like(scanned.raw[d.start : d.end])})"
+
+
+def _looked_like(chunk: bytes) -> str:
+    ops = [m.decode() for m in SCRAPED_OP.findall(chunk)]
+    ids = sorted({int(i) for i in ANY_ID.findall(chunk)})
+    if not ops and not ids:
+        return "nothing recognisable"
+    return " ".join([*ops[:3], *(f"f{i}" for i in ids[:6])])
+
+
+def _replay_legacy(found: Recovered, state: ControllerState, scanned: JournalScan, generation: int) -> None:
+    """A previous release's files: the journal applies when its header names the snapshot's
+    generation; a torn last line is a crash's, anything else damage (said)."""
+    if scanned.legacy_generation == generation:
+        for r in scanned.records:
+            if r.n is None:
+                state.apply(r.record)
+    inner = [d for d in scanned.damage if not _torn(scanned, d)]
+    if inner:
+        found.lost.append(_lost_bytes(inner[0], scanned))
+        found.damaged.append(scanned.path)
+    found.notes.append("a previous release's state file: rewritten in this release's form")
+
+
+def _floors(found: Recovered, scanned: JournalScan, mark: Mark | None) -> None:
+    """The next fault id and record number above anything any file names, readable or not."""
+    ids = [found.state.next_id if found.state is not None else 1]
+    numbers = [found.state.upto if found.state is not None else 0]
+    if mark is not None:
+        ids.append(mark.next_id)
+        numbers.append(mark.n)
+    for r in scanned.records:
+        ids.extend(i + 1 for i in record_ids(r.record))
+        numbers.append(r.n or 0)
+    for d in scanned.damage:
+        ids.extend(int(i) + 1 for i in ANY_ID.findall(scanned.raw[d.start : d.end]))
+    found.next_id = max(ids)
+    found.last_n = max(numbers)
+    if found.state is not None:
+        found.state.next_id = found.next_id
 
 
 def recover_state(path: Path) -> Recovered:
-    """The newest state that can be read: the snapshot and its journal; else the snapshot's
-    second copy and the journal (the bad one kept aside as ``S.unreadable``); else nothing
-    readable (the caller reads the switches' own tables). Never raises for a bad file."""
-    if not path.exists() and not prev_path(path).exists():
-        return Recovered(None, "none")
-    notes: list[str] = []
-    for source, snapshot in (("file", path), ("previous", prev_path(path))):
-        try:
-            state = read_snapshot(snapshot)
-            generation, records, note = read_journal(journal_path(path))
-            if generation == state.generation:
-                _replay(state, records, journal_path(path))
-        except (StateFileError, OSError) as exc:
-            notes.append(f"unreadable: {exc}"[:300])
-            if source == "file":
-                _keep_aside(path, notes)
-            continue
-        notes.extend([note] if note else [])
-        if source == "previous":
-            notes.append(f"started from the last good state {snapshot} (generation {state.generation})")
-        return Recovered(state, source, notes)
-    return Recovered(None, "unreadable", notes)
+    """:func:`read_state`, and every damaged file kept aside (a hard link, never overwritten)."""
+    found = read_state(path)
+    for damaged in dict.fromkeys(found.damaged):
+        if damaged.exists():
+            suffix = DAMAGED if damaged.name.endswith((JOURNAL, MARK)) else UNREADABLE
+            # (the mark is written in place: kept as a copy, not a link to what will change)
+            found.notes.append(keep_aside(damaged, suffix, copy=damaged.name.endswith(MARK)))
+    return found
 
 
-def _keep_aside(path: Path, notes: list[str]) -> None:
-    """An unreadable snapshot is kept for a post-mortem, never overwritten by the next one."""
-    if path.exists():
-        aside = path.with_name(path.name + UNREADABLE)
-        try:
-            os.replace(path, aside)
-            notes.append(f"kept as {aside}")
-        except OSError as exc:
-            notes.append(f"could not keep it aside: {exc}")
+def load_state(path: Path) -> ControllerState:
+    """The state the files hold; StateFileError if no snapshot copy is readable."""
+    found = read_state(path)
+    if found.state is None:
+        raise StateFileError(f"{path}: no readable snapshot ({'; '.join(found.notes)})"[:300])
+    return found.state

@@ -35,6 +35,7 @@ from . import security
 from .limits import IDLE_S, ConnectionLimits
 from .live import Collector
 from .replay import Replay
+from .security import Handler
 
 STATIC = Path(str(resources.files("mrc_view") / "static"))
 MAX_BODY = 16 << 10
@@ -73,7 +74,7 @@ class ViewServer:
     # -- the app ----------------------------------------------------------------------------------
     def app(self) -> web.Application:
         app = web.Application(
-            middlewares=[security.guard(self.token, lambda: self.port)], client_max_size=MAX_BODY
+            middlewares=[self._busy, security.guard(self.token, lambda: self.port)], client_max_size=MAX_BODY
         )
         app.router.add_get("/", self.index)
         app.router.add_get("/static/{name}", self.static)
@@ -83,6 +84,16 @@ class ViewServer:
         app.router.add_post("/api/fault", self.fault)
         app.router.add_post("/api/clear", self.clear)
         return app
+
+    @web.middleware
+    async def _busy(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Tell the connection caps a request is in progress (an idle connection may give way
+        to a new one of the same client; a busy one may not)."""
+        self.limits.request(request.transport, True)
+        try:
+            return await handler(request)
+        finally:
+            self.limits.request(request.transport, False)
 
     async def index(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html", headers={"Content-Type": "text/html; charset=utf-8"})

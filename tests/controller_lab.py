@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from finsy.proto import p4r_grpc
 
+from controller.northbound import CHANNEL_OPTIONS
+from controller.proto.mrc.controller.v1 import controller_pb2 as pb
+from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from linux_target.counters import CounterReader
 from linux_target.p4rt_service import P4RuntimeShim
 from linux_target.switch_tables import SwitchTables
 from mrc_fabric.p4info import default_index
 from mrc_fabric.topology import Topology, build_clos
+from mrc_p4rt.codec import decode_entry
 
 
 def stop_controller(channel: Any, server: Any, core: Any) -> None:
@@ -93,3 +102,143 @@ def served_clos(directory: Path, prefix: str) -> Iterator[Topology]:
     finally:
         for sw in switches.values():
             sw.stop()
+
+
+T = TypeVar("T")
+
+
+# -- mrc-controller as a process (kill -9, restarts, a disk that fills) -----------------------------
+DEADLINE_S = 20.0
+
+
+class ControllerProcess:
+    """``python -m controller.server --state-file`` on a fabric's run directory, and a client
+    channel that outlives it. Its log is read into :attr:`log` (a pipe: a file-size limit put
+    on the process for a "full disk" must not hit its log). ``wrap``: a command prefix (e.g.
+    ``nsenter`` into a mount namespace)."""
+
+    def __init__(self, run: Path, state: Path | None = None, wrap: tuple[str, ...] = ()) -> None:
+        self.run = run
+        self.state = state or run / "controller-state.json"
+        self.wrap = wrap
+        self.proc: subprocess.Popen[str] | None = None
+        self.log: list[str] = []
+        self.channel = grpc.insecure_channel(f"unix:{run}/controller.sock", options=CHANNEL_OPTIONS)
+        self.stub = pb_grpc.ControllerStub(self.channel)
+
+    def start(self, wait: bool = True) -> None:
+        (self.run / "controller.sock").unlink(missing_ok=True)
+        cmd = [*self.wrap, sys.executable, "-m", "controller.server",
+               "--topology", str(self.run / "topology.json"), "--state-file", str(self.state)]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=self._read_log, args=(self.proc,), daemon=True).start()
+        if wait:
+            self.wait_serving()
+
+    def wait_serving(self) -> None:
+        """The new process answers. The channel outlives the process it last reached: a call sent
+        on the dead one's connection before the channel saw it close fails with UNAVAILABLE
+        ("Stream removed"), so that answer means "not this process yet", not a failed start."""
+        assert self.proc is not None
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                self.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
+                return
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.UNAVAILABLE or self.proc.poll() is not None:
+                    raise
+                assert time.monotonic() < deadline, f"the controller did not serve: {err.details()}"
+
+    def _read_log(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.log.append(line)
+
+    def logged(self, words: tuple[str, ...], timeout: float = DEADLINE_S) -> bool:
+        """A log line holding every one of ``words`` (read by a thread: it may come a moment
+        after the call that caused it answered)."""
+        deadline = time.monotonic() + timeout
+        while not any(all(w in line for w in words) for line in list(self.log)):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+
+    def close(self) -> None:
+        self.kill()
+        self.channel.close()
+
+    def ready(self) -> bool:
+        """Every switch's session is primary (the controller has reconciled each one)."""
+        return all(s.primary for s in self.stub.GetHealth(pb.GetHealthRequest(), timeout=10).switches)
+
+    def wait_reconciled(self) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while not self.ready():
+            assert time.monotonic() < deadline, "the controller did not reconcile every switch"
+            time.sleep(0.05)
+
+    def faults(self) -> dict[str, Any]:
+        return {
+            f.id: f for f in self.stub.ListFaults(pb.ListFaultsRequest(page_size=1000), timeout=10).faults
+        }
+
+
+def switch_fault_tables(readers: dict[str, Any]) -> dict[str, set[Any]]:
+    """Every switch's fault entries, read over P4Runtime by a client of our own."""
+    index = default_index()
+    return {
+        name: {decode_entry(index, e) for t in ("port_fault", "ingress_fault") for e in r.read_table(t)}
+        for name, r in readers.items()
+    }
+
+
+def expected_tables(topo: Topology, faults: dict[str, Any]) -> dict[str, set[Any]]:
+    """The fault entries the switches hold when exactly ``faults`` (ListFaults' answer) are in force."""
+    from controller.faults import Direction, FaultKind, FaultSpec, fault_entries, resolve
+    from controller.northbound import KINDS
+
+    kind_of = {v: FaultKind(k) for k, v in KINDS.items()}
+    dirs = {pb.BOTH: Direction.BOTH, pb.A_TO_B: Direction.A2B, pb.B_TO_A: Direction.B2A}
+    actions = []
+    for f in faults.values():
+        s = f.spec
+        actions += resolve(topo, FaultSpec(kind_of[s.kind], s.target, dirs[s.direction], s.probability,
+                                           s.period_s, s.duration_s))  # fmt: skip
+    want = fault_entries(actions)
+    return {sw.name: set(want.get(sw.name, [])) for sw in topo.switches}
+
+
+def fault_readers(topo: Topology) -> dict[str, Any]:
+    from linux_target.p4rt_client import P4RuntimeTestClient
+
+    return {sw.name: P4RuntimeTestClient(sw.p4rt_address, sw.device_id, 0) for sw in topo.switches}
+
+
+def settled(read: Callable[[], T], want: T) -> T:
+    """What ``read`` gives once it equals ``want`` (or the deadline): the switches' tables while
+    a controller reconciles them."""
+    deadline = time.monotonic() + DEADLINE_S
+    got = read()
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+        got = read()
+    return got
+
+
+def tables_settle_on(topo: Topology, faults: dict[str, Any]) -> bool:
+    """The switches' fault tables come to be exactly what ``faults`` (ListFaults' answer) write."""
+    readers = fault_readers(topo)
+    try:
+        want = expected_tables(topo, faults)
+        return settled(lambda: switch_fault_tables(readers), want) == want
+    finally:
+        for r in readers.values():
+            r.close()

@@ -20,12 +20,12 @@ import grpc
 import pytest
 from test_controller import DEADLINE_S, Fabric, fabric, wait_for  # noqa: F401 (the fixture)
 
-from controller.core import SYNC_PARALLEL
 from controller.fault_cli import clock_time
 from controller.faults import MAX_ACTIVE_FAULTS, MAX_TARGET_CHARS, MIN_FLAP_PERIOD_S, QUOTE_CHARS
 from controller.northbound import ControllerClient
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 from controller.server import LIST_PAGE_DEFAULT, LIST_PAGE_MAX
+from controller.switch_set import SYNC_PARALLEL
 
 LINK = "cut0p0n0:3"
 HUGE = "x" * 10_000
@@ -112,7 +112,7 @@ def test_flap_and_expiry_threads_survive_an_unexpected_exception(
     fabric: Fabric, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     core = fabric.core
-    real_sync = core._sync
+    real_sync = core.switches.sync
     failures = {"left": 2}
 
     def flaky_sync(switches):  # type: ignore[no-untyped-def]
@@ -123,7 +123,7 @@ def test_flap_and_expiry_threads_survive_an_unexpected_exception(
 
     events: queue.Queue = core.events.subscribe()
     flap = fabric.stub.InjectFault(pb.InjectFaultRequest(spec=spec(pb.FLAP, period_s=MIN_FLAP_PERIOD_S)))
-    monkeypatch.setattr(core, "_sync", flaky_sync)
+    monkeypatch.setattr(core.switches, "sync", flaky_sync)
     seen: list[str] = []
 
     def flapped_after_error() -> bool:
@@ -134,11 +134,11 @@ def test_flap_and_expiry_threads_survive_an_unexpected_exception(
         return "error" in seen and seen[-1] in ("flap_up", "flap_down")
 
     wait_for(flapped_after_error, "the flap to go on after the bug")
-    monkeypatch.setattr(core, "_sync", real_sync)
+    monkeypatch.setattr(core.switches, "sync", real_sync)
     fabric.stub.ClearFault(pb.ClearFaultRequest(id=flap.id))
     timed = fabric.stub.InjectFault(pb.InjectFaultRequest(spec=spec(duration_s=0.2)))
     failures["left"] = 1
-    monkeypatch.setattr(core, "_sync", flaky_sync)  # the expiry's clear hits the bug
+    monkeypatch.setattr(core.switches, "sync", flaky_sync)  # the expiry's clear hits the bug
     wait_for(lambda: not any(f.id == timed.id for f in core.faults()), "the fault to expire", DEADLINE_S)
     core.events.unsubscribe(events)
 

@@ -12,7 +12,6 @@ as real switches do), and the kills land at random moments of 6 callers' traffic
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -22,21 +21,14 @@ from pathlib import Path
 
 import grpc
 import pytest
-from controller_lab import served_clos
+from controller_lab import ControllerProcess, expected_tables, served_clos, switch_fault_tables
 
-from controller.entries import TableEntry
-from controller.faults import Direction, FaultKind, FaultSpec, fault_entries, resolve
-from controller.northbound import CHANNEL_OPTIONS, KINDS
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
-from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from linux_target.p4rt_client import P4RuntimeTestClient
-from mrc_fabric.p4info import default_index
 from mrc_fabric.topology import Topology
-from mrc_p4rt.codec import decode_entry
 
 DEADLINE_S = 20.0
 CALLERS = 6
-KIND_OF = {v: FaultKind(k) for k, v in KINDS.items()}
 
 
 @pytest.fixture
@@ -44,39 +36,6 @@ def fabric(tmp_path: Path) -> Iterator[tuple[Topology, Path]]:
     with served_clos(tmp_path, "kc") as topo:
         topo.save(tmp_path / "topology.json")
         yield topo, tmp_path
-
-
-class Controller:
-    """mrc-controller as a process, and a client channel that outlives it."""
-
-    def __init__(self, run: Path) -> None:
-        self.run = run
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.channel = grpc.insecure_channel(f"unix:{run}/controller.sock", options=CHANNEL_OPTIONS)
-        self.stub = pb_grpc.ControllerStub(self.channel)
-
-    def start(self) -> None:
-        (self.run / "controller.sock").unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "controller.server", "--topology", str(self.run / "topology.json"),
-               "--state-file", str(self.run / "controller-state.json")]  # fmt: skip
-        log = open(self.run / "controller.log", "ab")  # noqa: SIM115 (the process keeps it)
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        self.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-
-    def ready(self) -> bool:
-        """Every switch's session is primary (the controller has reconciled each one)."""
-        return all(s.primary for s in self.stub.GetHealth(pb.GetHealthRequest(), timeout=10).switches)
-
-    def faults(self) -> dict[str, pb.Fault]:
-        return {
-            f.id: f for f in self.stub.ListFaults(pb.ListFaultsRequest(page_size=1000), timeout=10).faults
-        }
 
 
 SPECS = [
@@ -88,7 +47,7 @@ SPECS = [
 ]
 
 
-def traffic(ctl: Controller, stop: threading.Event, seed: int, acked: list[tuple[str, str]]) -> None:
+def traffic(ctl: ControllerProcess, stop: threading.Event, seed: int, acked: list[tuple[str, str]]) -> None:
     """Inject and clear at random until ``stop``; every acknowledged call goes into ``acked``."""
     rng = random.Random(seed)
     mine: list[str] = []
@@ -106,36 +65,11 @@ def traffic(ctl: Controller, stop: threading.Event, seed: int, acked: list[tuple
             return  # the controller died under the call
 
 
-def switch_fault_tables(readers: dict[str, P4RuntimeTestClient]) -> dict[str, set[TableEntry]]:
-    """Every switch's fault entries, read over P4Runtime by a client of our own."""
-    return {
-        name: {e for t in ("port_fault", "ingress_fault") for e in map(decode, r.read_table(t))}
-        for name, r in readers.items()
-    }
-
-
-def decode(entry: object) -> TableEntry:
-    return decode_entry(default_index(), entry)  # type: ignore[arg-type]
-
-
-def expected_tables(topo: Topology, faults: dict[str, pb.Fault]) -> dict[str, set[TableEntry]]:
-    dirs = {pb.BOTH: Direction.BOTH, pb.A_TO_B: Direction.A2B, pb.B_TO_A: Direction.B2A}
-    actions = []
-    for f in faults.values():
-        s = f.spec
-        spec = FaultSpec(
-            KIND_OF[s.kind], s.target, dirs[s.direction], s.probability, s.period_s, s.duration_s
-        )
-        actions += resolve(topo, spec)
-    want = fault_entries(actions)
-    return {sw.name: set(want.get(sw.name, [])) for sw in topo.switches}
-
-
 def test_killed_during_concurrent_calls_it_comes_back_with_what_it_acknowledged(
     fabric: tuple[Topology, Path],
 ) -> None:
     topo, run = fabric
-    ctl = Controller(run)
+    ctl = ControllerProcess(run)
     ctl.start()
     deadline = time.monotonic() + DEADLINE_S
     while not ctl.ready() and time.monotonic() < deadline:
@@ -183,7 +117,7 @@ def test_a_standby_takes_over_the_moment_the_controller_dies(fabric: tuple[Topol
     """The testbed keeps ``mrc-controller --standby-for PID`` beside the controller: imports
     done, it waits on the controller's exit and then serves what the state file holds."""
     _topo, run = fabric
-    ctl = Controller(run)
+    ctl = ControllerProcess(run)
     ctl.start()
     standby = None
     try:

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 from controller_lab import served_clos
+from controller_lab import settled as settled_on
 
 from controller.compiler import compile_routes
 from controller.core import ControllerCore
 from controller.entries import TableEntry
 from controller.faults import Direction, FaultKind, FaultSpec
 from controller.state_file import load_state
+from controller.state_store import StateUnavailable
 from mrc_fabric.topology import Topology
 
 DEADLINE_S = 10.0
@@ -53,12 +55,7 @@ def tables(core: ControllerCore) -> dict[str, set[TableEntry]]:
 
 def settled(core: ControllerCore, want: dict[str, set[TableEntry]]) -> dict[str, set[TableEntry]]:
     """The switches' tables once the new controller has reconciled every one (or the deadline)."""
-    deadline = time.monotonic() + DEADLINE_S
-    got = tables(core)
-    while got != want and time.monotonic() < deadline:
-        time.sleep(0.05)
-        got = tables(core)
-    return got
+    return settled_on(lambda: tables(core), want)
 
 
 def persisted_fault_ids(core: ControllerCore, state: Path, want: set[str]) -> set[str]:
@@ -197,16 +194,23 @@ def test_with_no_readable_state_the_switches_tables_are_adopted_and_clear_all_cl
         new.stop()
 
 
-def test_a_state_file_it_cannot_write_is_said_and_the_controller_serves(
-    topo: Topology, tmp_path: Path
-) -> None:
-    state = tmp_path / "gone" / "controller-state.json"  # its directory does not exist
-    core = installed(topo, tmp_path, state)
+def test_a_state_file_it_cannot_write_refuses_changes_until_it_can(topo: Topology, tmp_path: Path) -> None:
+    """Its directory does not exist: the controller starts and answers, says so, and refuses
+    every change (naming the file) without writing a switch; once the directory is there, the
+    next change is made and is on disk."""
+    state = tmp_path / "gone" / "controller-state.json"
+    core = started(topo, tmp_path, state)
     try:
-        assert core.store is None
-        assert any(
-            e.kind == "state_recovered" and "will not survive" in e.message for e in core.events.history
-        )
-        assert core.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0")).id == "f1"
+        assert any(e.kind == "state_unavailable" and str(state) in e.message for e in core.events.history)
+        with pytest.raises(StateUnavailable, match=r"gone/controller-state\.json"):
+            core.install_routes()
+        with pytest.raises(StateUnavailable, match="change not made"):
+            core.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0"))
+        assert core.faults() == [] and all(not v for v in tables(core).values())  # no switch written
+        state.parent.mkdir()
+        core.install_routes()
+        fault = core.inject_fault(FaultSpec(FaultKind.BLACKHOLE, "crt0p0n0-crt1p0n0"))
+        assert [f.id for f in load_state(state).faults] == [fault.id]
+        assert any(e.kind == "state_writable" for e in core.events.history)
     finally:
         core.stop()

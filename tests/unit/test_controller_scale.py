@@ -22,7 +22,8 @@ from controller_lab import served_clos
 from controller.core import ControllerCore
 from controller.entries import Exact, TableEntry
 from controller.faults import Direction, FaultKind, FaultSpec
-from controller.state_file import ControllerState, SavedFault, load_state, save_state
+from controller.state_file import load_state, save_state
+from controller.state_records import ControllerState, SavedFault
 from mrc_fabric.topology import Topology
 
 DEADLINE_S = 20.0

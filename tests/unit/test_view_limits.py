@@ -23,7 +23,7 @@ import pytest
 from test_view import replay_server, sim_run  # noqa: F401 (sim_run: the fixture)
 
 import mrc_view.server as view_server
-from mrc_view.limits import MAX_PER_CLIENT, ConnectionLimits, peer_uid
+from mrc_view.limits import MAX_PER_CLIENT, ConnectionLimits, Slot, peer_uid
 from mrc_view.server import ViewServer
 
 IDLE_S = 8.0  # long enough that a loaded machine tells a refusal from an idle close
@@ -85,7 +85,8 @@ def test_another_users_connection_flood_is_capped_and_the_owner_still_answered(v
         closed = int(hog.stdout.readline())
         assert closed == n - MAX_PER_CLIENT, closed  # the ones over the cap were closed at once
         assert view.limits.open[NOBODY] == MAX_PER_CLIENT
-        assert view.limits.refused[NOBODY] == n - MAX_PER_CLIENT
+        # over the cap, each new idle connection took an older one's place (or was refused)
+        assert view.limits.refused[NOBODY] + view.limits.evicted[NOBODY] == n - MAX_PER_CLIENT
         assert answers(view) == 200  # the owner is still served meanwhile
         deadline = time.monotonic() + IDLE_S + 5
         while view.limits.open.get(NOBODY) and time.monotonic() < deadline:
@@ -117,11 +118,46 @@ def test_an_idle_connection_is_closed_and_its_slot_comes_back(view: ViewServer) 
 
 def test_the_caps_count_per_client_and_leave_the_owner_its_share() -> None:
     lim = ConnectionLimits(per_client=2, total=3, owner=0)
-    assert [lim.admit(1000) for _ in range(3)] == [True, True, False]  # per client
-    assert lim.admit(1001) and not lim.admit(1002)  # 3 of other users in all
-    assert lim.admit(0) and lim.admit(0) and not lim.admit(0)  # the owner: its own share
-    lim.release(1000)
-    assert lim.admit(1002)
+    a, b, c = Slot(1000), Slot(1000), Slot(1000)
+    a.busy = b.busy = 1
+    assert [lim.admit(s) for s in (a, b, c)] == [True, True, False]  # per client, both busy
+    assert lim.admit(Slot(1001)) and not lim.admit(Slot(1002))  # 3 of other users in all
+    owner = [Slot(0) for _ in range(5)]
+    assert all(lim.admit(s) for s in owner)  # the owner: never turned away ...
+    assert lim.open[0] == 2 and lim.evicted[0] == 3  # ... its oldest gave way
+    lim.release(a)
+    assert lim.admit(Slot(1002))
+
+
+def test_at_its_cap_a_clients_new_connection_takes_an_idle_ones_place() -> None:
+    lim = ConnectionLimits(per_client=3, total=100, owner=0)
+    conns = [Slot(1000) for _ in range(3)]
+    for s in conns:
+        assert lim.admit(s)
+    conns[0].busy = 1  # a request in progress: never the one to go
+    new = Slot(1000)
+    assert lim.admit(new) and lim.evicted[1000] == 1 and lim.open[1000] == 3
+    assert conns[0] in lim._conns[1000] and conns[1] not in lim._conns[1000]
+    for s in lim._conns[1000]:
+        s.busy = 1
+    assert not lim.admit(Slot(1000)) and lim.refused[1000] == 1  # all busy: refused
+
+
+def test_the_owners_own_idle_connections_never_lock_it_out(view: ViewServer) -> None:
+    """The defect (issue 64): 32 idle connections of the view's owner -- a browser's keep-alive
+    pool does it -- made the view refuse the owner's next one for 15 s."""
+    me = os.geteuid()
+    socks = [socket.create_connection(("127.0.0.1", view.port)) for _ in range(MAX_PER_CLIENT + 8)]
+    try:
+        deadline = time.monotonic() + 5
+        while view.limits.open.get(me, 0) < MAX_PER_CLIENT and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for _ in range(3):
+            assert answers(view) == 200
+        assert view.limits.open[me] <= MAX_PER_CLIENT and not view.limits.refused.get(me)
+    finally:
+        for s in socks:
+            s.close()
 
 
 def test_a_connections_owner_is_read_from_the_socket_table(tmp_path: Path) -> None:
