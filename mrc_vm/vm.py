@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import re
 import shlex
 import signal
 import socket
@@ -23,6 +24,7 @@ from types import TracebackType
 from mrc_vm.qemu import VmSpec, qemu_argv, ssh_argv
 
 PR_SET_PDEATHSIG = 1
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def _die_with_parent() -> None:
@@ -109,13 +111,28 @@ class Guest:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return text.strip()[-n:] or "(nothing)"
 
+    def ended(self) -> str:
+        """Why QEMU is gone and what the guest said last: its exit, QEMU's own output, the
+        console's last lines (a guest that powered off or panicked says so there)."""
+        rc = None if self.proc is None else self.proc.returncode
+        if self.killed_by_watchdog:
+            how = "stopped by the run's time limit"
+        elif rc is not None and rc < 0:
+            how = f"killed by signal {-rc} (not by this check: the OOM killer, or another program?)"
+        elif rc == 0:
+            how = "exit status 0: the guest powered off or reset"
+        else:
+            how = f"exit status {rc}"
+        console = console_tail(self.spec.console_log)
+        return f"{how}; QEMU said: {self.log_tail()}; the guest's console ended with:\n{console}"
+
     def wait_ssh(self, timeout_s: float, since: float | None = None) -> float:
         """Seconds from QEMU's start (or `since`, a monotonic time) until the guest ran a command over SSH."""
         start = self.started if since is None else since
         deadline = start + timeout_s
         while time.monotonic() < deadline:
             if not self.alive():
-                raise RuntimeError(f"QEMU ended while the guest booted: {self.log_tail()}")
+                raise RuntimeError(f"QEMU ended while the guest booted ({self.ended()})")
             with contextlib.suppress(subprocess.TimeoutExpired):
                 probe = subprocess.run(
                     ssh_argv(self.key, self.spec.ssh_port, "true", connect_timeout=10),
@@ -168,6 +185,16 @@ class Guest:
         self.kill()
         if self._watchdog is not None:
             self._watchdog.cancel()
+
+
+def console_tail(path: Path, lines: int = 8) -> str:
+    """The last ``lines`` non-empty lines of a serial console log, without colour codes."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "  (no console log)"
+    kept = [ANSI.sub("", line).strip() for line in text.replace("\r", "\n").splitlines()]
+    return "\n".join(f"  {line}" for line in [x for x in kept if x][-lines:]) or "  (nothing)"
 
 
 def _lines(proc: subprocess.Popen[str]) -> Iterator[str]:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from mrc_vm import apt_sources, box, check, image, qemu, timing
+from mrc_vm import apt_sources, box, check, image, qemu, timing, vm
 from mrc_vm.image import CacheLayout, ImageSpec
 
 SOURCES = (
@@ -253,3 +254,43 @@ def test_pip_in_the_image_reaches_the_index_as_the_hosts_pip(tmp_path: Path) -> 
     # the environment wins, as with pip itself
     assert apt_sources.pip_settings({"PIP_CERT": "/x.pem"}, (conf,))["cert"] == "/x.pem"
     assert apt_sources.pip_settings({}, (tmp_path / "none.conf",)) == {}
+
+
+@pytest.mark.parametrize(
+    ("argv", "says", "qemu_said"),
+    [
+        (["true"], "exit status 0: the guest powered off or reset", "(nothing)"),
+        (
+            ["sh", "-c", "kill -9 $$"],
+            "killed by signal 9 (not by this check: the OOM killer, or another program?)",
+            "(nothing)",
+        ),
+        (
+            ["sh", "-c", "echo 'qemu: Could not open x' >&2; exit 1"],
+            "exit status 1",
+            "qemu: Could not open x",
+        ),
+    ],
+)
+def test_a_guest_that_ends_while_booting_says_how_and_what_its_console_said_last(
+    tmp_path: Path, argv: list[str], says: str, qemu_said: str
+) -> None:
+    """A QEMU gone before SSH answered: its exit, its own output and the console's last lines
+    (a guest that resets under -no-reboot, or a QEMU the OOM killer ends, prints nothing itself)."""
+    console = tmp_path / "console.log"
+    console.write_text(
+        "[ 19.9] systemd-shutdown[1]: Rebooting.\r\n\x1b[0;32m  OK  \x1b[0m] ok\n\n"
+        "[ 19.97] reboot: Restarting system\n"
+    )
+    guest = vm.Guest(vm_spec(console_log=console), tmp_path / "key", 60, tmp_path / "qemu.log")
+    with (tmp_path / "qemu.log").open("wb") as out:
+        guest.proc = subprocess.Popen(argv, stdout=out, stderr=out)
+    guest.proc.wait()
+    guest.started = time.monotonic()
+    with pytest.raises(RuntimeError) as err:
+        guest.wait_ssh(30)
+    assert str(err.value) == (
+        f"QEMU ended while the guest booted ({says}; QEMU said: {qemu_said}; the guest's console "
+        "ended with:\n  [ 19.9] systemd-shutdown[1]: Rebooting.\n  OK  ] ok\n"
+        "  [ 19.97] reboot: Restarting system)"
+    )
