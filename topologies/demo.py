@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import textwrap
@@ -507,6 +508,9 @@ def live_demo(tb: Testbed, args: argparse.Namespace, size: int) -> int:
                 result["fidelity"] = tb.fidelity.verdict().as_dict()
         out = tb.run.path
         (out / "results.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+        # matplotlib builds its font cache at its first use by a user (root's, for `sudo ./run.sh
+        # demo`) and, where that takes a while, says so in a warning among the demo's lines
+        logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
         from topologies.demo_plot import timeline_png
 
         timeline_png(result, out / "timeline.png")
