@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from mrc_fabric.time_scale import scaled
+
 pytestmark = pytest.mark.root
 
 NS = ("agr0", "agr1")
@@ -318,7 +320,7 @@ def test_a_full_send_ring_holds_frames_back_and_loses_none(slow_link: None) -> N
             for _key, mask in sel.select(0.05):
                 if mask & selectors.EVENT_WRITE:
                     ports.flush()
-            drain(rx, got, len(got) + 1, timeout_s=0.05)
+            drain(rx, got, len(got) + 1, timeout_s=scaled(0.05))
         assert [seq_of(f) for f in got] == list(range(total))
         assert tx.tx_drops == 0 and ports.counters[0].tx_errors == 0 and socket_drops(rx.sock) == 0
         assert tx.backlog() == 0 and not sel.get_key(tx.fileno()).events & selectors.EVENT_WRITE

@@ -28,6 +28,7 @@ from linux_target.egress import QUEUE_CELL_BYTES, missing_tools
 from linux_target.kernel_state import mac_text
 from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.addressing import carrier, host_usid, nic_address, t0_usid, t1_usid, usid_prefix
+from mrc_fabric.time_scale import scaled
 from mrc_host.wire.codec import decode, encode, trim
 from mrc_host.wire.framing import FrameAddressing
 from mrc_host.wire.messages import DataPacket, Dscp, Ecn, PathMeta
@@ -186,11 +187,11 @@ def test_ce_marks_only_above_the_threshold_and_never_on_a_last_hop_port(lab: Lab
         tap = Sniffer(ns, f"{ns}-e0", MARKER)
         try:
             fa, fb = two_senders(lab, usid, 50)
-            got = list(tap.wait_count(100, timeout=20))
+            got = list(tap.wait_count(100, timeout=scaled(20)))
             # one more frame after the queue has drained: it meets an empty queue
             wait_for(lambda: lab.show(port)["queue_bytes_now"] == 0, 10, "queue drained")  # noqa: B023
             lab.send("a", [lab.frame("a", usid, 500, Dscp.RETX, Ecn.ECT0)])
-            late = tap.wait_count(101, timeout=10)[100]
+            late = tap.wait_count(101, timeout=scaled(10))[100]
         finally:
             tap.close()
         marks = lab.sw.read_counter("ecn_marked", port)[0] - before
@@ -222,7 +223,7 @@ def test_trimmed_frames_are_bmv2s_frame_and_overtake_the_queued_data(lab: Lab) -
     tap = Sniffer("le-r", "le-r-e0", MARKER)
     try:
         lab.send("a", fillers + data)
-        got = list(tap.wait_count(48, timeout=20))
+        got = list(tap.wait_count(48, timeout=scaled(20)))
     finally:
         tap.close()
     assert sorted(psn_of(f) for f in got) == [*range(40), *range(100, 108)], "lost or duplicated frames"
@@ -264,7 +265,7 @@ def test_a_fabric_trim_carries_ce_and_a_last_hop_trim_does_not(lab: Lab) -> None
         tap = Sniffer(ns, f"{ns}-e0", MARKER)
         try:
             lab.send("a", fillers + data)
-            got = list(tap.wait_count(48, timeout=20))
+            got = list(tap.wait_count(48, timeout=scaled(20)))
         finally:
             tap.close()
         trimmed = {psn_of(f): f for f in got if len(f) == TRIMMED_LEN}
@@ -294,7 +295,7 @@ def test_control_frames_take_the_high_class_unmarked(lab: Lab) -> None:
     tap = Sniffer("le-r", "le-r-e0", MARKER)
     try:
         lab.send("a", [*fillers, *control])
-        got = list(tap.wait_count(45, timeout=20))
+        got = list(tap.wait_count(45, timeout=scaled(20)))
     finally:
         tap.close()
     order = [psn_of(f) for f in got]
@@ -327,7 +328,7 @@ def test_only_whole_data_frames_are_trimmed(lab: Lab) -> None:
     tap = Sniffer("le-r", "le-r-e0", MARKER)
     try:
         lab.send("a", [*fillers, short, bytes(not_write)])
-        got = tap.wait_count(32, timeout=20)
+        got = tap.wait_count(32, timeout=scaled(20))
     finally:
         tap.close()
     lengths = sorted(len(f) for f in got)
@@ -378,9 +379,11 @@ def test_virtual_queue_tracks_the_htb_queue(lab: Lab) -> None:
         assert sampler.stdout is not None
         # One sample before the burst: the counters it starts from.
         first = sampler.stdout.readline()
-        assert first, f"the sampler exited before its first sample (status {sampler.wait(timeout=10)})"
+        if not first:
+            status = sampler.wait(timeout=scaled(10))
+            pytest.fail(f"the sampler exited before its first sample (status {status})")
         lab.send("a", [lab.frame("a", NEXT_R, i, Dscp.RETX, Ecn.ECT0) for i in range(burst)])
-        rest, _ = sampler.communicate(timeout=30)
+        rest, _ = sampler.communicate(timeout=scaled(30))
     finally:
         if sampler.poll() is None:
             sampler.kill()
