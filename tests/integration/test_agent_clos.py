@@ -310,7 +310,7 @@ def test_host_kernel_sends_no_icmpv6_while_mrc_traffic_arrives(fabric: Fabric) -
     wait_until(
         lambda: sum(fabric.client(H3).stats()["kernel_drops"].values()) - drops_before >= counts["mrc_in"],
         f"the nftables counters to reach the {counts['mrc_in']} frames the sniffer saw",
-        timeout_s=scaled(10),
+        timeout_s=10,
     )
 
 

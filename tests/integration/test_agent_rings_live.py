@@ -112,10 +112,11 @@ def ring_port(ns: int, version: int = 1, rx_bytes: int = 1 << 18, tx_bytes: int 
 
 
 def drain(port: Any, into: list[bytes], want: int, timeout_s: float = 10.0) -> None:
-    """Read ``port`` until ``want`` frames are in ``into`` (copied: a slot is reused after)."""
+    """Read ``port`` until ``want`` frames are in ``into`` (copied: a slot is reused after), for
+    at most ``timeout_s`` on the reference machine (scaled to this one)."""
     sel = selectors.DefaultSelector()
     sel.register(port.fileno(), selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + scaled(timeout_s)
     try:
         while len(into) < want and time.monotonic() < deadline:
             while port.read_one(lambda f, _p: into.append(bytes(f)), 0) >= 0:
@@ -320,7 +321,7 @@ def test_a_full_send_ring_holds_frames_back_and_loses_none(slow_link: None) -> N
             for _key, mask in sel.select(0.05):
                 if mask & selectors.EVENT_WRITE:
                     ports.flush()
-            drain(rx, got, len(got) + 1, timeout_s=scaled(0.05))
+            drain(rx, got, len(got) + 1, timeout_s=0.05)
         assert [seq_of(f) for f in got] == list(range(total))
         assert tx.tx_drops == 0 and ports.counters[0].tx_errors == 0 and socket_drops(rx.sock) == 0
         assert tx.backlog() == 0 and not sel.get_key(tx.fileno()).events & selectors.EVENT_WRITE
