@@ -6,7 +6,8 @@ SYSTEM_PYTHON ?= /usr/bin/python3
 RUN_DIR ?= runs
 PYTEST_ARGS ?=
 
-.PHONY: setup build test test-pure demo bench cli lint clean p4 p4info p4-check p4-if-present p4rt-shell help
+.PHONY: setup build test test-pure demo bench cli lint clean p4 p4info p4-check p4-if-present p4rt-shell help \
+	vm-deps vm-image vm-test vm-box vm-clean
 
 help:
 	@echo "setup  venv with the project (can import Debian's mininet); BMV2=1 also installs BMv2/p4c"
@@ -20,6 +21,9 @@ help:
 	@echo "p4-check  compile, then fail if the committed P4Info differs from p4c's (CI runs it where p4c is)"
 	@echo "p4rt-shell  p4runtime-shell in its own venv (.venv-p4rt-shell; setup runs it): mrc-testbed p4rt-shell SWITCH"
 	@echo "lint   ruff check, ruff format --check, mypy (strict for mrc_fabric, mrc_p4rt, the core and the wire)"
+	@echo "vm-test  build (once, cached) a Debian 12 image of this checkout's HEAD, boot it in QEMU and run"
+	@echo "       uname, the demo and the Linux target's integration tests inside (VM_SUITE=linux|integration|all)"
+	@echo "vm-image  only build the image; vm-box: pack it as a Vagrant box for libvirt; vm-clean: drop the cache"
 	@echo "clean  remove what a crashed run left behind; keep the newest KEEP_RUNS run directories (default \$$MRC_KEEP_RUNS or 10),"
 	@echo "       then the oldest go until runs/ holds at most RUNS_MAX_MB (default \$$MRC_RUNS_MAX_MB or 1024)"
 
@@ -114,3 +118,22 @@ KEEP_RUNS ?=
 RUNS_MAX_MB ?=
 clean:
 	$(PY) -m topologies.cleanup --runs $(RUN_DIR) $(if $(KEEP_RUNS),--keep $(KEEP_RUNS),) $(if $(RUNS_MAX_MB),--max-mb $(RUNS_MAX_MB),)
+
+# The VM check (docs/testbed.md, "The VM"): root, QEMU, debootstrap; the host's Python only (the
+# runner needs nothing but the standard library). Under TCG it takes an hour or more: nice.
+VM_SUITE ?= linux
+VM := nice -n 10 $(SYSTEM_PYTHON) -m mrc_vm.cli
+vm-deps:
+	@WITH_VM=1 ./scripts/install-system-deps.sh
+
+vm-image: vm-deps
+	$(VM) build
+
+vm-test: vm-deps
+	$(VM) test --suite $(VM_SUITE)
+
+vm-box: vm-deps
+	$(VM) box
+
+vm-clean:
+	$(SYSTEM_PYTHON) -m mrc_vm.cli clean

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from mrc_fabric.p4info import P4INFO_PATH
 from mrc_fabric.thread_errors import install as install_thread_errors
+from mrc_fabric.time_scale import ENV as TIME_SCALE_ENV
+from mrc_fabric.time_scale import scaled
 
 from .egress import DEFAULT_BUFFER_BYTES
 from .ns_worker import NamespaceWorker
@@ -40,7 +42,9 @@ __all__ = ["build_parser", "kernel_version", "listen_address", "main", "parse_po
 log = logging.getLogger("mrc-p4rt-shim")
 
 MAX_PORT = 511  # port fields are 9 bits wide
-STALE_GRACE_S = 3.0  # quiet after the controller's last write before an earlier shim's routes go
+# quiet after the controller's last write before an earlier shim's routes go, on the reference
+# machine: a slow one (MRC_TIME_SCALE) gives its controller as much longer to write them again
+STALE_GRACE_S = 3.0
 
 
 def parse_port(text: str) -> tuple[int, str]:
@@ -97,11 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stale-grace",
         type=float,
-        default=STALE_GRACE_S,
+        default=scaled(STALE_GRACE_S),
         metavar="SECONDS",
         help="routes an earlier shim of this namespace left are kept (the kernel forwards on them) "
         "until the controller has written nothing for this long, then those it did not take up "
-        f"are removed (default {STALE_GRACE_S:g})",
+        f"are removed (default {STALE_GRACE_S:g}, times ${TIME_SCALE_ENV} on a slow machine)",
     )
     p.add_argument("--log", help="log file (default: stderr)")
     p.add_argument(

@@ -98,8 +98,9 @@ export DEBIAN_FRONTEND=noninteractive
 need=()
 for tool in curl gpg; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if [ "${#need[@]}" -gt 0 ]; then
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends ca-certificates curl gnupg >/dev/null
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends ca-certificates curl gnupg; } >/dev/null 2>&1 \
+    || die "needs ${need[*]} to reach p4lang's repository, and apt could not install it (no network?).
+  Nothing was changed. ${ALTERNATIVES}"
 fi
 
 tmpkey=$(mktemp)

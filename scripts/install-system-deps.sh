@@ -13,6 +13,8 @@ PKGS=(
   clang llvm libbpf-dev linux-libc-dev gcc
 )
 [ "${WITH_VAGRANT:-0}" = 1 ] && PKGS+=(vagrant)
+# make vm-test / vm-image: QEMU, debootstrap, and the tools that write the disk without a loop device
+[ "${WITH_VM:-0}" = 1 ] && PKGS+=(qemu-system-x86 qemu-utils debootstrap e2fsprogs fdisk openssh-client git)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-system-deps: needs root (apt-get); run it with sudo" >&2

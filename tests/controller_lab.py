@@ -25,6 +25,7 @@ from linux_target.netlink_backend import LinkStats
 from linux_target.p4rt_service import P4RuntimeShim
 from linux_target.switch_tables import SwitchTables
 from mrc_fabric.p4info import default_index
+from mrc_fabric.time_scale import scaled
 from mrc_fabric.topology import Topology, build_clos
 from mrc_p4rt.codec import decode_entry
 
@@ -147,10 +148,10 @@ class ControllerProcess:
         on the dead one's connection before the channel saw it close fails with UNAVAILABLE
         ("Stream removed"), so that answer means "not this process yet", not a failed start."""
         assert self.proc is not None
-        deadline = time.monotonic() + DEADLINE_S
+        deadline = time.monotonic() + scaled(DEADLINE_S)
         while True:
             try:
-                self.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
+                self.stub.ListFaults(pb.ListFaultsRequest(), timeout=scaled(DEADLINE_S), wait_for_ready=True)
                 return
             except grpc.RpcError as err:
                 if err.code() != grpc.StatusCode.UNAVAILABLE or self.proc.poll() is not None:
@@ -165,7 +166,7 @@ class ControllerProcess:
     def logged(self, words: tuple[str, ...], timeout: float = DEADLINE_S) -> bool:
         """A log line holding every one of ``words`` (read by a thread: it may come a moment
         after the call that caused it answered)."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while not any(all(w in line for w in words) for line in list(self.log)):
             if time.monotonic() > deadline:
                 return False
@@ -184,18 +185,17 @@ class ControllerProcess:
 
     def ready(self) -> bool:
         """Every switch's session is primary (the controller has reconciled each one)."""
-        return all(s.primary for s in self.stub.GetHealth(pb.GetHealthRequest(), timeout=10).switches)
+        return all(s.primary for s in self.stub.GetHealth(pb.GetHealthRequest(), timeout=scaled(10)).switches)
 
     def wait_reconciled(self) -> None:
-        deadline = time.monotonic() + DEADLINE_S
+        deadline = time.monotonic() + scaled(DEADLINE_S)
         while not self.ready():
             assert time.monotonic() < deadline, "the controller did not reconcile every switch"
             time.sleep(0.05)
 
     def faults(self) -> dict[str, Any]:
-        return {
-            f.id: f for f in self.stub.ListFaults(pb.ListFaultsRequest(page_size=1000), timeout=10).faults
-        }
+        listed = self.stub.ListFaults(pb.ListFaultsRequest(page_size=1000), timeout=scaled(10))
+        return {f.id: f for f in listed.faults}
 
 
 def switch_fault_tables(readers: dict[str, Any]) -> dict[str, set[Any]]:
@@ -232,7 +232,7 @@ def fault_readers(topo: Topology) -> dict[str, Any]:
 def settled(read: Callable[[], T], want: T) -> T:
     """What ``read`` gives once it equals ``want`` (or the deadline): the switches' tables while
     a controller reconciles them."""
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + scaled(DEADLINE_S)
     got = read()
     while got != want and time.monotonic() < deadline:
         time.sleep(0.05)

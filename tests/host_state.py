@@ -96,6 +96,12 @@ def snapshot() -> HostState:
     )
 
 
+# mounts iproute2 makes once for the machine and keeps for its life: /run/netns becomes a mount
+# point of its own at the first `ip netns add` after boot (every named namespace is bound under
+# it), and unmounting it would cut every other user's namespaces loose; a fresh boot (the VM
+# check) meets it during the session
+MACHINE_MOUNTS = ("/run/netns (",)
+
 # helpers that live as long as the process that started them (this one) and end with it
 ENDS_WITH_SESSION = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
@@ -131,7 +137,7 @@ def left(before: HostState, tag: str, live: bool = True) -> list[str]:
     if not live:
         return [f"process {p}" for p in session_processes(tag)]
     after = snapshot()
-    out = [f"mount {m}" for m in sorted(after.mounts - before.mounts)]
+    out = [f"mount {m}" for m in sorted(after.mounts - before.mounts) if not m.startswith(MACHINE_MOUNTS)]
     out += [f"interface {name} in the machine's namespace" for name in sorted(after.links - before.links)]
     out += [f"named network namespace {ns}" for ns in sorted(after.netns - before.netns)]
     out += [f"process {p}" for p in session_processes(tag)]

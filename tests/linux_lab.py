@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from linux_target.p4rt_client import wait_until_serving
+from mrc_fabric.time_scale import scaled
 from topologies.procs import terminate
 
 SEND_CODE = r"""
@@ -53,7 +54,9 @@ print(json.dumps(late))
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.02) -> None:
-    """Poll ``condition`` until it is true; TimeoutError naming ``what`` after ``timeout`` s."""
+    """Poll ``condition`` until it is true; TimeoutError naming ``what`` after ``timeout`` s
+    (a figure for the reference machine, scaled to this one: mrc_fabric.time_scale)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -120,7 +123,7 @@ class Sniffer:
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=scaled(10))
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
@@ -138,7 +141,7 @@ def send_frames(
         text=True,
         check=True,
         capture_output=True,
-        timeout=120,
+        timeout=scaled(120),
     )
 
 
@@ -158,7 +161,7 @@ def send_paced(
         text=True,
         check=True,
         capture_output=True,
-        timeout=120 + (max(offsets) if offsets else 0),
+        timeout=scaled(120) + (max(offsets) if offsets else 0),
     )
     return [float(x) for x in json.loads(out.stdout)]
 
@@ -220,7 +223,8 @@ class NetnsLab:
         timeout: float = 20,
         extra_args: list[str] | None = None,
     ) -> str:
-        """Start a shim in ``ns``; return its P4Runtime address once it answers.
+        """Start a shim in ``ns``; return its P4Runtime address once it answers (within
+        ``timeout`` seconds on the reference machine, scaled to this one).
 
         ``extra_args`` go to the shim's command line (``--rate 1=50``, ``--buffer-bytes N``...).
         """
@@ -252,7 +256,7 @@ class NetnsLab:
         self.shims.append(proc)
         address = f"unix:{sock}"
         try:
-            wait_until_serving(address, timeout, alive=lambda: proc.poll() is None)
+            wait_until_serving(address, scaled(timeout), alive=lambda: proc.poll() is None)
         except (TimeoutError, RuntimeError) as exc:
             tail = log.read_text() if log.exists() else ""
             raise RuntimeError(f"shim {name} did not start: {exc}\n{tail}") from exc
@@ -261,7 +265,7 @@ class NetnsLab:
     def stop_shims(self) -> None:
         """SIGTERM every shim and wait for it (it removes what it installed)."""
         for proc in self.shims:
-            terminate(proc, 10)
+            terminate(proc, scaled(10))
         self.shims.clear()
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import textwrap
@@ -172,13 +173,17 @@ def _ev_crosses(tb: Testbed, ev: dict[str, Any], f: PlannedFault) -> bool:
 
 
 def wait_recovered(tb: Testbed, src: str, dst: str, timeout: float) -> tuple[float | None, dict[str, str]]:
-    """Seconds until no sender EV to ``dst`` is retired any more after the faults were cleared."""
+    """Seconds until no sender EV to ``dst`` is retired any more after the faults were cleared.
+    A sender that lists no connection to ``dst`` (it was dropped) has nothing left to recover:
+    that ends the wait at once, with no states, rather than after ``timeout``."""
     client = tb.agent(src).client
     t0 = time.monotonic()
     states: dict[str, str] = {}
     while time.monotonic() - t0 < timeout:
         states = {ev: r["state"] for ev, r in send_rows(client.evs(), dst).items()}
-        if states and all(s in USABLE for s in states.values()):
+        if not states:
+            return None, states
+        if all(s in USABLE for s in states.values()):
             return time.monotonic() - t0, states
         time.sleep(0.1)  # poll interval; the timeout bounds the loop
     return None, states
@@ -219,8 +224,13 @@ def run_live(tb: Testbed, size: int, mode: str) -> dict[str, Any]:
     print(f"    {_line(faulted)}", flush=True)
     assert tb.controller is not None
     cleared = tb.controller.clear()
-    print(f"faults cleared ({', '.join(cleared) or 'none'}); waiting for probes to bring the EVs back ...")
-    recovered_s, final_states = wait_recovered(tb, src, dst, scaled(RECOVERY_TIMEOUT_S))
+    limit = scaled(RECOVERY_TIMEOUT_S)
+    print(
+        f"faults cleared ({', '.join(cleared) or 'none'}); waiting up to {limit:.0f} s for probes "
+        "to bring the EVs back ...",
+        flush=True,
+    )
+    recovered_s, final_states = wait_recovered(tb, src, dst, limit)
     assert tb.choice is not None and tb.run is not None
     return {
         "target": tb.choice.target.value,
@@ -394,10 +404,7 @@ def recovery_line(seconds: float | None, states: dict[str, str]) -> str:
     if seconds is not None:
         return f"no EV retired any more {seconds:.2f} s after (probes brought them back)"
     if not states:
-        return (
-            f"the sender listed no EV to the receiver for {scaled(RECOVERY_TIMEOUT_S):.0f} s "
-            "(its connection was gone, so nothing was left to probe)"
-        )
+        return "nothing to recover: the sender has no connection to the receiver left (it was dropped)"
     stuck = {ev: st for ev, st in states.items() if st not in USABLE}
     by_state = Counter(stuck.values())
     named = ", ".join(f"{ev} {st}" for ev, st in sorted(stuck.items())[:MAX_EV_LINES])
@@ -507,6 +514,9 @@ def live_demo(tb: Testbed, args: argparse.Namespace, size: int) -> int:
                 result["fidelity"] = tb.fidelity.verdict().as_dict()
         out = tb.run.path
         (out / "results.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+        # matplotlib builds its font cache at its first use by a user (root's, for `sudo ./run.sh
+        # demo`) and, where that takes a while, says so in a warning among the demo's lines
+        logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
         from topologies.demo_plot import timeline_png
 
         timeline_png(result, out / "timeline.png")

@@ -112,7 +112,8 @@ def _add_serve(s: argparse.ArgumentParser) -> None:
         "--peer-timeout",
         type=float,
         default=10.0,
-        help="seconds without any acknowledgement before a transfer's peer is reported dead",
+        help="seconds without any acknowledgement before a transfer's peer is reported dead "
+        "(or 16 of the connection's RTOs, when longer)",
     )
     s.add_argument("--deadline", type=float, default=600.0, help="default transfer deadline in seconds")
     s.add_argument(

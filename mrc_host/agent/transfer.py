@@ -8,7 +8,8 @@ RECEIPT (on the reverse connection) ends it. Header-only control chunks -- recei
 the peer sent us, CANCELs -- go ahead of data.
 
 Liveness belongs to the connection, not to the transfers: a connection with WRITEs out whose
-peer acknowledged nothing for ``--peer-timeout`` is dropped; the transfers that were sending
+peer acknowledged nothing for ``--peer-timeout`` (or ``PEER_TIMEOUT_RTOS`` of its own RTO, when
+that is longer) is dropped; the transfers that were sending
 on it end with that error, those still queued move to the next connection (its handshake
 starts at once) and never fail for having waited. A transfer ends on its own for its
 deadline, a receipt that never came, a write its peer refused, ``mrc cancel`` or its client
@@ -43,6 +44,10 @@ log = logging.getLogger("mrc.agent")
 HISTORY: Final = 50
 PROGRESS_EVERY_NS: Final = 200_000_000
 RECEIPT_TIMEOUT_NS: Final = 10_000_000_000
+# a connection is dead after this many of its own RTOs (not backed off) without an
+# acknowledgement, when that is longer than --peer-timeout: on a machine where an RTT takes
+# seconds (a VM without KVM), a fixed 10 s is a few round trips, not a silent peer
+PEER_TIMEOUT_RTOS: Final = 16
 Reply = Callable[[ControlClient, dict[str, Any]], None]
 Key = tuple[str, Mode]  # (peer, mode): one sending connection and its queue
 
@@ -436,13 +441,20 @@ class Transfers:
             mark = conn.progress()
             if not conn.established or not conn.outstanding or mark != conn.progress_mark:
                 conn.progress_mark, conn.progress_ns = mark, now
-            elif now - conn.progress_ns >= self.peer_timeout_ns:
+            elif now - conn.progress_ns >= (limit := self.silence_limit_ns(conn)):
                 self.peers.drop(conn, f"peer {conn.peer.name} stopped answering: nothing acknowledged "
-                                      f"for {self.peer_timeout_ns / 1e9:g} s", now)  # fmt: skip
+                                      f"for {limit / 1e9:.3g} s", now)  # fmt: skip
         for t in list(self.active.values()):
             if t.progress and t.client is not None and now - t.last_progress_ns >= PROGRESS_EVERY_NS:
                 t.last_progress_ns = now
                 self.reply(t.client, self._progress_line(t, now))
+
+    def silence_limit_ns(self, conn: SendConnection) -> int:
+        """How long ``conn`` may go without an acknowledgement: ``--peer-timeout``, or
+        ``PEER_TIMEOUT_RTOS`` of its RTO as its RTT samples set it (the backoff left out: a
+        stall must not lengthen its own limit) when that is longer."""
+        rto = conn.endpoint.sender.recovery.rto_ns(backed_off=False)
+        return max(self.peer_timeout_ns, PEER_TIMEOUT_RTOS * rto)
 
     def _progress_line(self, t: Transfer, now: int) -> dict[str, Any]:
         c = _core_totals(t.conn)

@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 from controller_lab import stop_controller
 
-from mrc_fabric.time_scale import scaled
+from mrc_fabric.time_scale import scale, scaled
+
+# A transfer an event lands in the middle of (a fault, a controller's takeover): its size on the
+# reference machine, where the agents move about REFERENCE_GOODPUT_MBIT.
+REFERENCE_BIG_BYTES = 512 << 20
+REFERENCE_GOODPUT_MBIT = 2000.0
+BIG_HEADROOM = 2.0  # how much longer than the reference's, scaled, a big transfer may last
 
 
 def fabric_leftovers(prefix: str) -> list[str]:
@@ -53,13 +59,14 @@ def running_testbed(prefix: str, target: str) -> Iterator[Any]:
 
 
 def run_cleanup(args: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """``python -m topologies.cleanup <args>`` from ``cwd``, its output captured as text."""
+    """``python -m topologies.cleanup <args>`` from ``cwd``, its output captured as text
+    (``timeout_s`` on the reference machine, scaled to this one)."""
     return subprocess.run(
         [sys.executable, "-m", "topologies.cleanup", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=timeout_s,
+        timeout=scaled(timeout_s),
     )
 
 
@@ -93,11 +100,11 @@ def clos_with_controller(prefix: str, run_dir: Path) -> Iterator[ClosControl]:
         topo = Topology.load(run_dir / TOPOLOGY_FILE)
         core = ControllerCore(topo, run_dir=run_dir)
         core.start()
-        assert core.wait_ready(30) == []
+        assert core.wait_ready(scaled(30)) == []
         server, _svc, address = serve(core, f"unix:{run_dir}/controller.sock")
         channel = grpc.insecure_channel(address)
         stub = pb_grpc.ControllerStub(channel)
-        stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=60)
+        stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=scaled(60))
         yield ClosControl(net, topo, core, stub)
     finally:
         stop_fabric(net, run_dir, channel, server, core)
@@ -118,7 +125,7 @@ def clearing_faults(stub: Any) -> Iterator[None]:
     from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 
     yield
-    stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=30)
+    stub.ClearFault(pb.ClearFaultRequest(all=True), timeout=scaled(30))
 
 
 def skip_without_agent() -> None:
@@ -141,6 +148,20 @@ def wait_until(cond: Callable[[], Any], what: str, timeout_s: float = 60.0, ever
             return value
         time.sleep(every_s)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def big_transfer_bytes(tb: Any, src: str, dst: str, reference_bytes: int = REFERENCE_BIG_BYTES) -> int:
+    """The size of a transfer ``src`` -> ``dst`` that an event lands in the middle of, on this
+    machine: ``reference_bytes``, unless this machine's agents are so slow that it would last
+    more than BIG_HEADROOM times as long as there, with the time scale (the event's own steps
+    are scaled by it: ``mrc_fabric.time_scale``) — then as much as fits that time, in whole
+    4 KiB DATA frames. The agents' speed is measured with one 4 MiB transfer (slow start
+    included: it underestimates, so the size errs on the long side)."""
+    probe = tb.send(src, dst, 4 << 20)
+    assert probe["ok"] and probe["verified"] is True, probe
+    reference_s = reference_bytes * 8 / (REFERENCE_GOODPUT_MBIT * 1e6)
+    fits = float(probe["goodput_mbit_s"]) * 1e6 / 8 * reference_s * scale() * BIG_HEADROOM
+    return max(4 << 20, min(reference_bytes, int(fits) // 4096 * 4096))
 
 
 def path_view(rows: list[dict[str, Any]], dst: str, mode: str) -> dict[tuple[int, int], dict[str, Any]]:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from live_fabric import clearing_faults, clos_with_controller, fabric_leftovers, path_view, wait_until
 
+from mrc_fabric.time_scale import scaled
 from topologies.procs import terminate
 
 pytestmark = pytest.mark.root
@@ -50,7 +51,7 @@ class Fabric:
     def client(self, host: str):
         from mrc_host.agent.client import AgentClient
 
-        return AgentClient(self.sock(host), timeout_s=30)
+        return AgentClient(self.sock(host), timeout_s=scaled(30))
 
 
 def _start_agent(fab: Fabric, host: str) -> None:
@@ -167,12 +168,12 @@ def test_blackhole_mid_transfer_retires_the_ev_and_probes_restore_it(fabric: Fab
     th = threading.Thread(target=run)
     th.start()
     try:
-        assert started.wait(DEADLINE_S), "the transfer made no progress"
+        assert started.wait(scaled(DEADLINE_S)), "the transfer made no progress"
         assert "summary" not in result, "transfer finished before the fault: make it larger"
         spec = pb.FaultSpec(kind=pb.BLACKHOLE, target=f"{PREFIX}t0p0n0-{PREFIX}t1p0n0", direction=pb.A_TO_B)
-        fault = fabric.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+        fault = fabric.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=scaled(30))
     finally:
-        th.join(timeout=120)
+        th.join(timeout=scaled(120))
     assert not th.is_alive(), "the transfer did not complete"
     assert "error" not in result, result.get("error")
     summary = result["summary"]
@@ -188,7 +189,7 @@ def test_blackhole_mid_transfer_retires_the_ev_and_probes_restore_it(fabric: Fab
     history = [c["ev_history"] for c in fabric.client(H0).stats()["connections"]]
     assert all(evs[k]["state"] != "ASSUMED_BAD" for k in ((1, 0), (1, 1))), (evs, history)
 
-    fabric.stub.ClearFault(pb.ClearFaultRequest(id=fault.id), timeout=30)
+    fabric.stub.ClearFault(pb.ClearFaultRequest(id=fault.id), timeout=scaled(30))
     wait_until(lambda: send_evs(fabric, H0, H3)[(0, 0)]["state"] == "GOOD", "the EV back to GOOD by probes")
     stats = fabric.client(H0).stats()
     conn = next(
@@ -230,7 +231,7 @@ def test_malformed_frames_are_counted_and_the_agent_keeps_working(fabric: Fabric
         stderr=subprocess.PIPE,
         text=True,
     )
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=scaled(60))
     assert proc.returncode == 0, err
     sent = json.loads(out.strip().splitlines()[-1])
     expected = {}
@@ -301,7 +302,7 @@ def test_host_kernel_sends_no_icmpv6_while_mrc_traffic_arrives(fabric: Fabric) -
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.wait(timeout=10)
+        proc.wait(timeout=scaled(10))
     assert counts["mrc_in"] > 1000, counts  # the traffic did arrive at the host
     assert counts["icmpv6_out"] == 0, counts
     # the nftables rule is what saw it, before the IPv6 stack (the last SACK of the receipt may
@@ -414,7 +415,7 @@ class Forger:
             stderr=subprocess.PIPE,
             text=True,
         )
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=scaled(60))
         path.unlink()
         assert proc.returncode == 0 and int(out) == len(frames), err
 
@@ -471,7 +472,7 @@ class Background:
         return self.thread.is_alive()
 
     def summary(self) -> dict:
-        self.thread.join(timeout=120)
+        self.thread.join(timeout=scaled(120))
         assert "summary" in self.result, self.result
         return self.result["summary"]
 
@@ -581,20 +582,20 @@ def test_a_killed_receiver_makes_send_fail_within_its_deadline_and_a_new_agent_w
     fabric.client(H0).send(H3, "1M")  # the connection is established
     proc = fabric.agents[H3]
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    proc.wait(timeout=scaled(10))
     try:
         assert "mrc_agent" in fabric.net.get(H3).cmd("nft list tables")  # SIGKILL: nothing cleaned
         cmd = [sys.executable, "-m", "mrc_host.agent.cli", "send", "--agent", str(fabric.sock(H0)), "--json",
                H3, "64M", "--deadline", "30"]  # fmt: skip
         t0 = time.monotonic()
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(60), check=False)
         took = time.monotonic() - t0
         assert res.returncode == 1, res.stdout + res.stderr
         summary = json.loads(res.stdout)
         assert not summary["ok"] and "stopped answering" in summary["error"], summary
         assert took < 30, took
         # a dead peer is reported also when no connection exists yet: the handshake times out
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(60), check=False)
         assert res.returncode == 1 and "did not answer the handshake" in json.loads(res.stdout)["error"]
     finally:
         fabric.sock(H3).unlink(missing_ok=True)
@@ -640,7 +641,7 @@ def test_a_pcap_of_a_live_transfer_decodes_cleanly_in_tshark(fabric: Fabric) -> 
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
-            proc.wait(timeout=15)
+            proc.wait(timeout=scaled(15))
             proc.stderr.close()
     try:
         rows = [
@@ -687,12 +688,12 @@ def test_96_concurrent_transfers_with_a_flapping_link_all_verify(fabric: Fabric)
             results.append(s | {"src": src})
 
     spec = pb.FaultSpec(kind=pb.FLAP, target=f"{PREFIX}t0p0n0-{PREFIX}t1p0n0", period_s=0.2)
-    fabric.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+    fabric.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=scaled(30))
     threads = [threading.Thread(target=one, args=p, daemon=True) for p in pairs for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=400)
+        t.join(timeout=scaled(400))
     assert not any(t.is_alive() for t in threads), "transfers still running"
     failed = [
         f"{s['src']}->{s.get('peer')} {s.get('transfer_id')}: error {s.get('error')!r}, receipt "

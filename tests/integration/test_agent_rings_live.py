@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from mrc_fabric.time_scale import scaled
+
 pytestmark = pytest.mark.root
 
 NS = ("agr0", "agr1")
@@ -110,10 +112,11 @@ def ring_port(ns: int, version: int = 1, rx_bytes: int = 1 << 18, tx_bytes: int 
 
 
 def drain(port: Any, into: list[bytes], want: int, timeout_s: float = 10.0) -> None:
-    """Read ``port`` until ``want`` frames are in ``into`` (copied: a slot is reused after)."""
+    """Read ``port`` until ``want`` frames are in ``into`` (copied: a slot is reused after), for
+    at most ``timeout_s`` on the reference machine (scaled to this one)."""
     sel = selectors.DefaultSelector()
     sel.register(port.fileno(), selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + scaled(timeout_s)
     try:
         while len(into) < want and time.monotonic() < deadline:
             while port.read_one(lambda f, _p: into.append(bytes(f)), 0) >= 0:

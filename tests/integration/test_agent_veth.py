@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from mrc_fabric.time_scale import scaled
+
 pytestmark = pytest.mark.root
 
 
@@ -63,7 +65,7 @@ def test_signal_stops_the_agent_and_removes_its_rules_and_socket(lab, sig: int) 
     assert "mrc_agent" in _tables(h.name)
     proc = h.agent
     proc.send_signal(sig)
-    assert proc.wait(timeout=15) == 0
+    assert proc.wait(timeout=scaled(15)) == 0
     lab.stop_agent(h)
     assert "mrc_agent" not in _tables(h.name)
     assert not h.control.exists()

@@ -19,6 +19,7 @@ import pytest
 
 from bench.bench_controller_durability import STATE, Lab, TmpfsDisk, kill_loop, specs
 from controller.proto.mrc.controller.v1 import controller_pb2 as pb
+from mrc_fabric.time_scale import scaled
 
 pytestmark = pytest.mark.root
 
@@ -40,10 +41,11 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
 def test_a_full_tmpfs_refuses_changes_and_writing_resumes_when_space_returns(lab: Lab) -> None:
     lab.start()
     assert lab.reconciled()
-    lab.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=60)
+    lab.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=scaled(60))
     menu = specs(lab.topo)
     live = {
-        lab.stub.InjectFault(pb.InjectFaultRequest(spec=menu[i % len(menu)]), timeout=10).id for i in range(6)
+        lab.stub.InjectFault(pb.InjectFaultRequest(spec=menu[i % len(menu)]), timeout=scaled(10)).id
+        for i in range(6)
     }
     ids = set(live)
     assert lab.tables_match(lab.faults())
@@ -51,7 +53,7 @@ def test_a_full_tmpfs_refuses_changes_and_writing_resumes_when_space_returns(lab
     refused = []
     for i in range(400):  # the controller folds its journal into its own pages while the state fits
         try:
-            f = lab.stub.InjectFault(pb.InjectFaultRequest(spec=menu[i % len(menu)]), timeout=10)
+            f = lab.stub.InjectFault(pb.InjectFaultRequest(spec=menu[i % len(menu)]), timeout=scaled(10))
             live.add(f.id)
             ids.add(f.id)
         except grpc.RpcError as exc:
@@ -67,10 +69,10 @@ def test_a_full_tmpfs_refuses_changes_and_writing_resumes_when_space_returns(lab
     for i in range(40):  # space is back: every change is made, the journal folded when it grows
         if i % 3 == 2:
             fid = sorted(live)[0]
-            lab.stub.ClearFault(pb.ClearFaultRequest(id=fid), timeout=10)
+            lab.stub.ClearFault(pb.ClearFaultRequest(id=fid), timeout=scaled(10))
             live.discard(fid)
         else:
-            f = lab.stub.InjectFault(pb.InjectFaultRequest(spec=menu[i % len(menu)]), timeout=10)
+            f = lab.stub.InjectFault(pb.InjectFaultRequest(spec=menu[i % len(menu)]), timeout=scaled(10))
             assert f.id not in ids
             live.add(f.id)
             ids.add(f.id)
@@ -79,7 +81,7 @@ def test_a_full_tmpfs_refuses_changes_and_writing_resumes_when_space_returns(lab
     got = lab.faults()
     assert set(got) == live
     assert lab.reconciled() and lab.tables_match(got)
-    fresh = lab.stub.InjectFault(pb.InjectFaultRequest(spec=menu[0]), timeout=10).id
+    fresh = lab.stub.InjectFault(pb.InjectFaultRequest(spec=menu[0]), timeout=scaled(10)).id
     assert int(fresh[1:]) > max(int(i[1:]) for i in ids)
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from live_fabric import clearing_faults, clos_with_controller, fabric_leftovers, wait_until
 
+from mrc_fabric.time_scale import scaled
+
 pytestmark = pytest.mark.root
 
 PREFIX = "ci"
@@ -105,7 +107,7 @@ class HostAgent:
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=scaled(10))
 
 
 @dataclass
@@ -186,7 +188,7 @@ def received(tb: Testbed, dst: str, tag: str) -> dict[str, int]:
 
 
 def wait_all(tb: Testbed, dst: str, tag: str, ifname: str, count: int = BURST) -> dict[str, int]:
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + scaled(DEADLINE_S)
     while time.monotonic() < deadline:
         got = received(tb, dst, tag)
         if got.get(ifname, 0) >= count:
@@ -222,13 +224,13 @@ def fault(tb: Testbed, kind: str, target: str, **kw):
     from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 
     spec = pb.FaultSpec(kind=getattr(pb, kind), target=target, **kw)
-    return tb.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=30)
+    return tb.stub.InjectFault(pb.InjectFaultRequest(spec=spec), timeout=scaled(30))
 
 
 def clear(tb: Testbed, fault_id: str) -> None:
     from controller.proto.mrc.controller.v1 import controller_pb2 as pb
 
-    tb.stub.ClearFault(pb.ClearFaultRequest(id=fault_id), timeout=30)
+    tb.stub.ClearFault(pb.ClearFaultRequest(id=fault_id), timeout=scaled(30))
 
 
 H0, H1, H3 = f"{PREFIX}h0", f"{PREFIX}h1", f"{PREFIX}h3"
@@ -258,7 +260,7 @@ def test_counters_count_the_traffic(testbed: Testbed) -> None:
     t1 = f"{PREFIX}t1p1n1"
 
     def cells() -> dict[tuple[str, str], int]:
-        resp = testbed.stub.GetCounters(pb.GetCountersRequest(switches=[t1]), timeout=30)
+        resp = testbed.stub.GetCounters(pb.GetCountersRequest(switches=[t1]), timeout=scaled(30))
         assert not resp.errors
         return {(c.counter, c.label): c.packets for c in resp.counters}
 
@@ -340,7 +342,7 @@ def test_restarted_shim_is_reinstalled_by_the_controller(testbed: Testbed) -> No
     session = testbed.core.pool[name]
     connects = session.connects
     testbed.net.get(name).restart_shim()  # the kernel state of the switch is wiped
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + scaled(DEADLINE_S)
     while not (session.ready and session.connects > connects) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert session.ready and session.connects == connects + 1

@@ -37,7 +37,7 @@ import grpc
 import live_fabric
 import pytest
 from finsy.proto import rpc_code
-from live_fabric import running_testbed, skip_without_agent
+from live_fabric import big_transfer_bytes, running_testbed, skip_without_agent
 
 from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.time_scale import scaled
@@ -48,7 +48,6 @@ pytestmark = pytest.mark.root
 PREFIX = "ck"
 SRC, DST = f"{PREFIX}h0", f"{PREFIX}h3"
 SWITCH = f"{PREFIX}t0p0n0"  # SRC's plane-0 T0: half of the transfer crosses it
-BIG = 512 << 20  # at the agent's ~2 Gbit/s the takeover must still land mid-transfer
 DEADLINE_S = 60.0
 TAKER_ELECTION_ID = CONTROLLER_ELECTION_ID + 1  # higher than the controller's
 
@@ -81,6 +80,13 @@ def testbed() -> Iterator[Any]:
         yield tb
 
 
+@pytest.fixture(scope="module")
+def big(testbed: Any) -> int:
+    """The size of a transfer the event under test lands in the middle of (on the machine's
+    speed: live_fabric.big_transfer_bytes), measured once on the fabric as it starts."""
+    return big_transfer_bytes(testbed, SRC, DST)
+
+
 def fabric_drops(tb: Any) -> dict[str, int]:
     """Packets the switches dropped, by reason (mrc_fabric.drop_reasons labels)."""
     cells, errors = tb.controller.counters()
@@ -97,9 +103,10 @@ def no_route_drops(tb: Any) -> int:
 
 
 class BigTransfer:
-    """SRC -> DST, ``BIG`` bytes, on a thread: the event under test lands while it runs."""
+    """SRC -> DST, ``size`` bytes, on a thread: the event under test lands while it runs."""
 
-    def __init__(self, tb: Any) -> None:
+    def __init__(self, tb: Any, size: int) -> None:
+        self.size = size
         self.acked = 0
         self.result: dict[str, Any] = {}
 
@@ -108,7 +115,7 @@ class BigTransfer:
 
         def run() -> None:
             try:
-                self.result["summary"] = tb.send(SRC, DST, BIG, on_progress=progress)
+                self.result["summary"] = tb.send(SRC, DST, size, on_progress=progress)
             except Exception as exc:  # re-raised by verified()
                 self.result["error"] = exc
 
@@ -127,11 +134,11 @@ class BigTransfer:
         if "error" in self.result:
             raise self.result["error"]
         s: dict[str, Any] = self.result["summary"]
-        assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+        assert s["ok"] and s["verified"] is True and s["bytes_acked"] == self.size, s
         return s
 
 
-def test_takeover_and_return_during_a_transfer_costs_no_drop(testbed: Any) -> None:
+def test_takeover_and_return_during_a_transfer_costs_no_drop(testbed: Any, big: int) -> None:
     tb = testbed
     stream = tb.controller.events()
     events, follower = follow_events(stream)
@@ -143,21 +150,21 @@ def test_takeover_and_return_during_a_transfer_costs_no_drop(testbed: Any) -> No
         return any(e.kind == kind and e.switch == SWITCH for e in events)
 
     sw = tb.topology.switch(SWITCH)
-    transfer = BigTransfer(tb)
+    transfer = BigTransfer(tb, big)
     try:
-        transfer.running_past(BIG // 10, "the transfer to start")
+        transfer.running_past(big // 10, "the transfer to start")
         taker = P4RuntimeTestClient(sw.p4rt_address, sw.device_id, election_id=TAKER_ELECTION_ID)
         try:
             assert taker.arbitrate().arbitration.status.code == rpc_code.OK
             wait_until(lambda: seen("switch_backup"), "the controller to be demoted")
-            transfer.running_past(transfer.acked + BIG // 10, "traffic during the takeover")
+            transfer.running_past(transfer.acked + big // 10, "traffic during the takeover")
         finally:
             taker.close()
         wait_until(lambda: seen("switch_reconciled"), "the controller to reconcile the switch")
     finally:
         transfer.thread.join(timeout=scaled(180))
         stream.cancel()
-        follower.join(timeout=10)
+        follower.join(timeout=scaled(10))
     s = transfer.verified()
     # the takeover dropped nothing: no switch lost a route, hop limit or took a fault. The
     # Linux target's egress queues may still tail-drop or trim under the transfer's own load
@@ -243,7 +250,7 @@ def test_killed_agent_is_reported_dead_then_alive_after_restart(testbed: Any) ->
         tb.supervisor.stop()
         try:
             os.kill(agent.proc.pid, signal.SIGKILL)
-            agent.proc.wait(timeout=10)
+            agent.proc.wait(timeout=scaled(10))
             wait_until(lambda: state() == "dead", "the controller to report the agent dead")
             wait_until(
                 lambda: any(e.kind == "agent_dead" and e.message.startswith(f"{host}:") for e in events),
@@ -259,7 +266,7 @@ def test_killed_agent_is_reported_dead_then_alive_after_restart(testbed: Any) ->
         )
     finally:
         stream.cancel()
-        follower.join(timeout=10)
+        follower.join(timeout=scaled(10))
 
 
 @pytest.mark.parametrize("side", ["sender", "receiver"])
@@ -287,7 +294,7 @@ def test_the_first_transfer_after_an_agent_restart_runs_at_once(testbed: Any, si
     assert took < scaled(2.0), f"the first transfer after the {side}'s restart took {took:.1f} s"
 
 
-def test_killed_controller_is_reported_restarted_and_keeps_the_fabric(testbed: Any) -> None:
+def test_killed_controller_is_reported_restarted_and_keeps_the_fabric(testbed: Any, big: int) -> None:
     """``kill -9`` of mrc-controller during a transfer: the supervisor reports it within a
     second and starts it again; the new controller reads the routes and faults the old one
     saved, so it finds every switch already as it should be (0 updates, no route deleted),
@@ -303,9 +310,9 @@ def test_killed_controller_is_reported_restarted_and_keeps_the_fabric(testbed: A
     def controller_events(kind: EventKind) -> list[Any]:
         return [e for e in read_events(tb.run.path) if e.process == ProcessKind.CONTROLLER and e.kind == kind]
 
-    transfer = BigTransfer(tb)
+    transfer = BigTransfer(tb, big)
     try:
-        transfer.running_past(BIG // 10, "the transfer to start")
+        transfer.running_past(big // 10, "the transfer to start")
         old_pid = tb.controller_proc.pid
         os.kill(old_pid, signal.SIGKILL)
         killed_at = time.time()
@@ -333,7 +340,7 @@ def test_killed_controller_is_reported_restarted_and_keeps_the_fabric(testbed: A
         tb.controller.clear(fault.id)
 
 
-def test_killed_shim_during_a_transfer_costs_no_route(testbed: Any) -> None:
+def test_killed_shim_during_a_transfer_costs_no_route(testbed: Any, big: int) -> None:
     """``kill -9`` of the shim process of a switch half the transfer crosses, supervision on: the
     kernel keeps forwarding on the routes the dead shim left, the supervisor starts a new shim,
     the controller re-writes its tables over them, and the transfer completes with not one
@@ -352,9 +359,9 @@ def test_killed_shim_during_a_transfer_costs_no_route(testbed: Any) -> None:
         return {h.name: h.restarts for h in tb.health() if h.name in sharing}
 
     restarted = restarts()
-    transfer = BigTransfer(tb)
+    transfer = BigTransfer(tb, big)
     try:
-        transfer.running_past(BIG // 10, "the transfer to start")
+        transfer.running_past(big // 10, "the transfer to start")
         os.kill(pid, signal.SIGKILL)
         wait_until(
             lambda: restarts() == {n: r + 1 for n, r in restarted.items()},
@@ -367,7 +374,7 @@ def test_killed_shim_during_a_transfer_costs_no_route(testbed: Any) -> None:
     finally:
         transfer.thread.join(timeout=scaled(180))
         stream.cancel()
-        follower.join(timeout=10)
+        follower.join(timeout=scaled(10))
     transfer.verified()
     assert {n: shim_entries(tb, n) for n in sharing} == before
     assert no_route_drops(tb) == drops_before

@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 from live_fabric import skip_without_agent
 
+from mrc_fabric.time_scale import scaled
+
 pytestmark = pytest.mark.root
 
 PREFIX = "fq"
@@ -92,7 +94,7 @@ def transfer_while_starved(tb: Any, victims: list[int], size: int) -> Any:
     with starved(victims):
         sender.start()
         time.sleep(STARVE_S)
-    sender.join(timeout=180)
+    sender.join(timeout=scaled(180))
     assert not sender.is_alive() and done.get("ok"), done
     return tb.fidelity.verdict(since=mark)
 

@@ -13,6 +13,7 @@ from linux_lab import NetnsLab, leftovers, run, wait_for
 
 from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.addressing import t0_usid, t1_usid, top48, usid_prefix
+from mrc_fabric.time_scale import scaled
 from mrc_p4rt.status import update_statuses
 
 pytestmark = pytest.mark.root
@@ -166,10 +167,11 @@ def test_a_restarted_shim_keeps_the_kernel_forwarding_then_sweeps_what_is_not_re
     c.insert(c.table_entry("port_fault", {"port": 1}, "fault_drop"))
     shim = switch.lab.shims.pop()
     shim.send_signal(signal.SIGKILL)
-    shim.wait(timeout=10)
+    shim.wait(timeout=scaled(10))
     kept, gone = "fcbb:bb00:8000::/48", "fcbb:bb00:8001::/48"
     assert kept in kernel() and gone in kernel()
-    address = switch.lab.start_shim(NS, "ls-ks", DEVICE_ID, PORTS, extra_args=["--stale-grace", "8"])
+    grace = ["--stale-grace", f"{scaled(8):g}"]  # longer than the checks below take on this machine
+    address = switch.lab.start_shim(NS, "ls-ks", DEVICE_ID, PORTS, extra_args=grace)
     routes = run(["ip", "-6", "route", "show", "proto", "193"], ns=NS).stdout
     assert kept in routes and gone in routes  # still forwarding on what the old shim left
     assert "chain" not in kernel()  # its fault rules went with its nft table: faults are re-written
@@ -185,7 +187,7 @@ def test_a_restarted_shim_keeps_the_kernel_forwarding_then_sweeps_what_is_not_re
     # a clean stop (SIGTERM) removes everything it made, the anchor device included
     shim = switch.lab.shims.pop()
     shim.terminate()
-    assert shim.wait(timeout=10) == 0
+    assert shim.wait(timeout=scaled(10)) == 0
     assert run(["ip", "-6", "route", "show", "proto", "193"], ns=NS).stdout == ""
     assert run(["nft", "list", "tables"], ns=NS).stdout == ""
     assert "ls-usid0" not in run(["ip", "link"], ns=NS).stdout

@@ -20,6 +20,7 @@ from linux_target.egress import QUEUE_CELL_BYTES
 from linux_target.p4rt_client import P4RuntimeTestClient
 from mrc_fabric.addressing import t0_usid, top48, usid_prefix
 from mrc_fabric.p4info import default_index, load_p4info
+from mrc_fabric.time_scale import scaled
 from mrc_p4rt.status import update_statuses
 
 pytestmark = pytest.mark.root
@@ -54,7 +55,7 @@ def shim(lab: NetnsLab, request: pytest.FixtureRequest) -> Iterator[str]:
     yield address
     proc = lab.shims.pop()
     proc.terminate()
-    proc.wait(timeout=10)
+    proc.wait(timeout=scaled(10))
 
 
 @pytest.fixture
@@ -143,7 +144,7 @@ def test_primary_failover_when_its_stream_closes(shim: str) -> None:
         assert backup.next_stream_message().arbitration.status.code == rpc_code.ALREADY_EXISTS
         primary.set_pipeline()
         primary.close()
-        promoted = backup.next_stream_message(timeout=10)
+        promoted = backup.next_stream_message(timeout=scaled(10))
         assert promoted.arbitration.status.code == rpc_code.OK
         assert promoted.arbitration.election_id.low == 1
         backup.insert(backup.table_entry("port_fault", {"port": 2}, "fault_drop"))
@@ -192,7 +193,7 @@ def test_write_before_pipeline_is_failed_precondition(shim: str) -> None:
 
 def test_pipeline_set_and_get(client: P4RuntimeTestClient) -> None:
     req = p4r.GetForwardingPipelineConfigRequest(device_id=DEVICE_ID)
-    got = client.stub.GetForwardingPipelineConfig(req, timeout=5)
+    got = client.stub.GetForwardingPipelineConfig(req, timeout=scaled(5))
     assert got.config.p4info == default_index().p4info
     assert got.config.cookie.cookie == 1
     # VERIFY checks without changing anything; a fresh VERIFY_AND_COMMIT wipes the entries.
@@ -428,7 +429,7 @@ def test_counter_reads_with_and_without_index(client: P4RuntimeTestClient) -> No
 def test_capabilities(shim: str) -> None:
     c = P4RuntimeTestClient(shim, DEVICE_ID, election_id=1)
     try:
-        assert c.stub.Capabilities(p4r.CapabilitiesRequest(), timeout=5).p4runtime_api_version
+        assert c.stub.Capabilities(p4r.CapabilitiesRequest(), timeout=scaled(5)).p4runtime_api_version
     finally:
         c.close()
 

@@ -31,6 +31,7 @@ import pytest
 from linux_lab import NetnsLab, leftovers
 
 from mrc_fabric.p4info import P4INFO_PATH
+from mrc_fabric.time_scale import scaled
 from topologies.switch_records import P4RT_SHELL_VENV
 
 pytestmark = pytest.mark.root
@@ -90,7 +91,7 @@ def test_p4runtime_shell_reads_writes_errors_and_arbitration(shell_python: Path,
         [str(shell_python), str(DRIVER), shim, str(DEVICE_ID), str(P4INFO_PATH)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])

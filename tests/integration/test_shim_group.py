@@ -25,6 +25,7 @@ from finsy.proto import p4r, rpc_code
 from linux_target.p4rt_client import P4RuntimeTestClient, wait_until_serving
 from linux_target.shim_switch import nft_table_name
 from mrc_fabric.addressing import usid_prefix
+from mrc_fabric.time_scale import scaled
 from topologies.clos import start_clos
 from topologies.shim_groups import MemberShim
 from topologies.teardown import stop_fabric
@@ -148,7 +149,7 @@ def test_one_switch_restarted_alone_leaves_its_neighbours_serving(fabric: Any) -
         cb.insert(route_entry(cb, 0x8200))
         a.restart_shim()  # SIGTERM semantics for a alone: its state removed, b's kept
         assert a.shim.pid == pid and a.shim.poll() is None
-        wait_until_serving(a.p4rt_address, 10)
+        wait_until_serving(a.p4rt_address, scaled(10))
         assert "fcbb:bb00:8200::/48" in kernel_routes(b)
         assert len(cb.read_table("usid_route")) == 1  # b's tables and its stream are untouched
         assert b.shim.poll() is None
@@ -165,18 +166,20 @@ def test_killing_the_process_ends_every_switch_and_one_restart_brings_all_back(f
     assert "fcbb:bb00:8200::/48" in kernel_routes(b)  # written by the test before
     os.kill(old, signal.SIGKILL)
     for n in nodes:
-        assert n.shim.wait(timeout=10) == -signal.SIGKILL
+        assert n.shim.wait(timeout=scaled(10)) == -signal.SIGKILL
     assert "fcbb:bb00:8200::/48" in kernel_routes(b)  # the kernel keeps forwarding on it
     nodes[0].restart_shim()  # the supervisor's restart of one member: the process, every member
+    # the new shim of b keeps the route its predecessor left until its controller has had time
+    # to write its tables (stale_routes: the shim's grace, scaled to this machine as this
+    # test's waits are): no packet meets a missing route meanwhile
+    assert "fcbb:bb00:8200::/48" in kernel_routes(b)
     new = nodes[0].shim.pid
     assert new != old
     for n in nodes[1:]:
         n.restart_shim()  # served already: a new handle on the same process
         assert n.shim.pid == new and n.shim.poll() is None
     for n in nodes:
-        wait_until_serving(n.p4rt_address, 10)
-    # the new shim of b keeps the route its predecessor left until its controller has had time
-    # to write its tables (stale_routes): no packet met a missing route meanwhile
+        wait_until_serving(n.p4rt_address, scaled(10))
     assert "fcbb:bb00:8200::/48" in kernel_routes(b)
 
 
@@ -184,7 +187,7 @@ def test_sigterm_to_the_process_stops_every_switch_removing_its_state(fabric: An
     _net, nodes, run = fabric
     b = nodes[1]
     for n in nodes:
-        wait_until_serving(n.p4rt_address, 10)
+        wait_until_serving(n.p4rt_address, scaled(10))
     cb = client(b, 200)
     try:
         assert cb.arbitrate().arbitration.status.code == rpc_code.OK
@@ -197,7 +200,7 @@ def test_sigterm_to_the_process_stops_every_switch_removing_its_state(fabric: An
     before = {name: len(path.read_bytes()) for name, path in logs.items()}
     os.kill(b.shim.pid, signal.SIGTERM)
     for n in nodes:
-        assert n.shim.wait(timeout=20) == 0  # each switch stopped as a shim stops on SIGTERM
+        assert n.shim.wait(timeout=scaled(20)) == 0  # each switch stopped as a shim stops on SIGTERM
         # each logged its stop after the signal (among other lines: a stream's close may follow)
         since = logs[n.name].read_bytes()[before[n.name] :].decode(errors="replace")
         assert any("stopping" in line for line in since.splitlines()), since

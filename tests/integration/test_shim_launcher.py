@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from mrc_fabric.time_scale import scaled
 from topologies.clos import start_clos
 from topologies.shim_launcher import LaunchedShim
 from topologies.teardown import stop_fabric
@@ -66,10 +67,11 @@ def test_forked_shims_live_in_their_nodes_and_leave_nothing_behind(tmp_path: Pat
         victim = net.get(topo.switches[0].name)
         os.kill(victim.shim.pid, signal.SIGKILL)
         try:
-            status = victim.shim.wait(timeout=KILLED_EXIT_S)
+            status = victim.shim.wait(timeout=scaled(KILLED_EXIT_S))
         except subprocess.TimeoutExpired:
             pid = victim.shim.pid
-            pytest.fail(f"shim {pid} still there {KILLED_EXIT_S} s after SIGKILL: {kernel_wait(pid)}")
+            limit = scaled(KILLED_EXIT_S)
+            pytest.fail(f"shim {pid} still there {limit:g} s after SIGKILL: {kernel_wait(pid)}")
         assert status == -signal.SIGKILL
         for sw in topo.switches[1:]:
             assert net.get(sw.name).shim.poll() is None
@@ -79,7 +81,7 @@ def test_forked_shims_live_in_their_nodes_and_leave_nothing_behind(tmp_path: Pat
     finally:
         stop_fabric(net)
     assert not launcher.alive()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + scaled(5)
     while any(Path(f"/proc/{p}").exists() for p in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(Path(f"/proc/{p}").exists() for p in pids.values())

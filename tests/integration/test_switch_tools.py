@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from live_fabric import fabric_leftovers
 
+from mrc_fabric.time_scale import scaled
 from topologies.switch_records import P4RT_SHELL_VENV, SwitchRecords, load_switch_records
 
 pytestmark = [pytest.mark.root, pytest.mark.bmv2]
@@ -75,7 +76,7 @@ def test_simple_switch_cli_reaches_a_switch_through_the_run_directory(records: S
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH")}
     cmd = ["sh", "-c", sw["simple_switch_CLI"]]
     ask = "table_num_entries MrcIngress.usid_route\n"
-    res = subprocess.run(cmd, input=ask, capture_output=True, text=True, timeout=60, env=env)
+    res = subprocess.run(cmd, input=ask, capture_output=True, text=True, timeout=scaled(60), env=env)
     assert res.returncode == 0, res.stderr
     # the controller's routes on T0 #0 of plane 0: both hosts under it, both T1s, the far T0
     lines = [ln.replace("RuntimeCmd: ", "").strip() for ln in res.stdout.splitlines()]
@@ -84,7 +85,7 @@ def test_simple_switch_cli_reaches_a_switch_through_the_run_directory(records: S
 
 def mrc_testbed(*args: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "topologies.testbed_main", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(60))
 
 
 def test_mrc_testbed_p4_writes_the_programs_own_table(testbed: Any, records: SwitchRecords) -> None:
@@ -106,7 +107,9 @@ def test_p4runtime_shell_reads_as_a_backup(
         pytest.skip("p4runtime-shell not installed: make p4rt-shell (make setup runs it)")
     sw = records.switch(f"{PREFIX}t1p0n0")
     cmd = [str(python), str(BACKUP_READER), sw.p4runtime, str(sw.device_id), "MrcIngress.usid_route"]
-    res = subprocess.run(cmd + ([election] if election else []), capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        cmd + ([election] if election else []), capture_output=True, text=True, timeout=scaled(120)
+    )
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got == {"backup": True, "entries": 2}  # a T1 routes to each T0 of its plane

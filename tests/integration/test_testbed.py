@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from live_fabric import (
+    big_transfer_bytes,
     check_hosts_quiet,
     check_link_down_then_up,
     check_mininet_commands,
@@ -29,13 +30,14 @@ from live_fabric import (
     wait_until,
 )
 
+from mrc_fabric.time_scale import scaled
+
 pytestmark = pytest.mark.root
 
 PREFIX = "tb"
 H0, H1, H2, H3 = (f"{PREFIX}h{i}" for i in range(4))
 UPLINK_P0_T1_0 = f"{PREFIX}t0p0n0-{PREFIX}t1p0n0"  # tbh0's plane-0 uplink to T1 0
 DEADLINE_S = 60.0
-BIG = 512 << 20  # at the agent's ~2 Gbit/s, a fault injected after 10 % lands long before the end
 
 
 @pytest.fixture(scope="module")
@@ -57,17 +59,19 @@ def send_evs(tb: Any, src: str, dst: str) -> dict[tuple[int, int], dict]:
 
 
 def transfer_with_fault(tb: Any, src: str, dst: str, kind: str, target: str, at: float = 0.1) -> dict:
-    """A BIG transfer during which ``kind`` hits ``target`` once ``at`` of it is acknowledged."""
+    """A big transfer (live_fabric.big_transfer_bytes: a fault injected after 10 % lands long
+    before its end) during which ``kind`` hits ``target`` once ``at`` of it is acknowledged."""
+    big = big_transfer_bytes(tb, src, dst)
     due = threading.Event()
     result: dict[str, Any] = {}
 
     def on_progress(update: dict) -> None:
-        if update["bytes_acked"] >= at * BIG:
+        if update["bytes_acked"] >= at * big:
             due.set()
 
     def run() -> None:
         try:
-            result["summary"] = tb.send(src, dst, BIG, on_progress=on_progress)
+            result["summary"] = tb.send(src, dst, big, on_progress=on_progress)
         except Exception as exc:  # re-raised by the test thread
             result["error"] = exc
         due.set()
@@ -75,16 +79,16 @@ def transfer_with_fault(tb: Any, src: str, dst: str, kind: str, target: str, at:
     th = threading.Thread(target=run)
     th.start()
     try:
-        assert due.wait(DEADLINE_S), "the transfer made no progress"
-        assert "summary" not in result, "the transfer finished before the fault: make BIG larger"
+        assert due.wait(scaled(DEADLINE_S)), "the transfer made no progress"
+        assert "summary" not in result, f"the transfer of {big} bytes finished before the fault"
         result["fault"] = tb.controller.inject(kind, target)
     finally:
-        th.join(timeout=180)
+        th.join(timeout=scaled(180))
     assert not th.is_alive(), "the transfer did not complete"
     if "error" in result:
         raise result["error"]
     s = result["summary"]
-    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == BIG, s
+    assert s["ok"] and s["verified"] is True and s["bytes_acked"] == big, s
     return result
 
 
@@ -306,7 +310,7 @@ def switch_entries(address: str, device_id: int) -> set[bytes]:
         req = p4r.ReadRequest(device_id=device_id, entities=[p4r.Entity(table_entry=p4r.TableEntry())])
         return {
             e.table_entry.SerializeToString(deterministic=True)
-            for resp in stub.Read(req, timeout=10)
+            for resp in stub.Read(req, timeout=scaled(10))
             for e in resp.entities
         }
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from live_fabric import run_cleanup
 
+from mrc_fabric.time_scale import scaled
 from topologies.rundir import boot_ticks
 
 pytestmark = pytest.mark.root
@@ -79,7 +80,7 @@ def start_testbed_process(
         up.set()
 
     threading.Thread(target=read, daemon=True).start()
-    if not up.wait(UP_DEADLINE_S) or proc.poll() is not None:
+    if not up.wait(scaled(UP_DEADLINE_S)) or proc.poll() is not None:
         proc.kill()
         proc.wait()
         raise AssertionError("the testbed did not come up:\n" + "".join(lines))
@@ -110,7 +111,7 @@ def test_a_signal_tears_the_whole_run_down(sig: signal.Signals, runs_root: Path)
         assert {r.kind for r in read_records(run)} == {"node", "shim", "launcher", "controller", "agent"}
         cutoff = boot_ticks()
         proc.send_signal(sig)
-        proc.wait(timeout=60)
+        proc.wait(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -130,7 +131,7 @@ def test_a_crashed_run_is_recovered_by_cleanup(runs_root: Path) -> None:
     cutoff = boot_ticks()
     try:
         proc.send_signal(signal.SIGKILL)  # no teardown at all
-        proc.wait(timeout=30)
+        proc.wait(timeout=scaled(30))
         left = leftovers(run, namespaces, "tbk", cutoff)
         assert any(x.startswith("process shim") for x in left), left  # the crash did leave things
         assert any(x.startswith("process agent") for x in left), left
@@ -164,7 +165,7 @@ def test_cleanup_leaves_a_live_run_alone(runs_root: Path) -> None:
         assert not old[1].exists() and run.is_dir() and (root / "notes").is_dir(), res.stdout
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        proc.wait(timeout=scaled(60))
 
 
 @pytest.mark.slow

@@ -27,6 +27,8 @@ import pytest
 from browser import browser_missing, chromium
 from live_fabric import running_testbed, skip_without_agent, wait_until
 
+from mrc_fabric.time_scale import scaled
+
 pytestmark = pytest.mark.root
 
 PREFIX = "vw"
@@ -101,7 +103,7 @@ def mrcctl(run_dir: Path, *args: str) -> Any:
         [sys.executable, "-m", "controller.cli", "--run-dir", str(run_dir), "--json", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         cwd=REPO,
     )
     assert res.returncode == 0, res.stderr
@@ -192,7 +194,7 @@ def test_a_blackhole_from_mrcctl_marks_the_link_and_retires_its_evs_on_the_page(
         assert set(agent) == {"ASSUMED_BAD"}, agent  # the page agrees with the agent
     finally:
         testbed.controller.clear()
-        done.wait(timeout=300)
+        done.wait(timeout=scaled(300))
     assert not th.is_alive()
     s = result.get("summary")
     assert s is not None and s["ok"] and s["verified"] is True, result
@@ -268,7 +270,7 @@ def request(
     headers: dict | None = None,
     body: bytes | None = None,
 ) -> int:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=scaled(10))
     try:
         hdrs = {"Host": host or f"127.0.0.1:{port}", **(headers or {})}
         conn.request(method, path, body=body, headers=hdrs)

@@ -115,7 +115,7 @@ def check_replay(run: Path) -> None:
         assert len(faults) == 2, result["faulted"]["faults"]
         for f in faults:
             t = f["ev_states_read_unix"] - started
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=scaled(30))
             conn.request(
                 "GET", f"/api/frame?t={t}&token={server.token}", headers={"Host": f"127.0.0.1:{server.port}"}
             )

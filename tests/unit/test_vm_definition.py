@@ -199,3 +199,73 @@ def test_vagrantfile_refuses_an_unknown_system(tmp_path: Path) -> None:
         timeout=60,
     )
     assert res.returncode != 0 and "MRC_VM_OS=fedora40 is not one of ubuntu24.04, debian12" in res.stderr
+
+
+LIBVIRT_STUB = r"""
+class Recorder
+  def initialize(log); @log = log; end
+  def method_missing(name, *args, **_kw)
+    @log << "#{name.to_s.chomp('=')}=#{args.first}" if name.to_s.end_with?("=")
+    self
+  end
+  def respond_to_missing?(*_args); true; end
+end
+class VM < Recorder
+  def provider(name)
+    log = []
+    yield Recorder.new(log)
+    puts "#{name}: #{log.join(' ')}"
+  end
+end
+class Config
+  def vm; @vm ||= VM.new([]); end
+  def method_missing(*_args); Recorder.new([]); end
+  def respond_to_missing?(*_args); true; end
+end
+module Vagrant
+  def self.configure(_version); yield Config.new; end
+end
+load ARGV[0]
+"""
+
+
+def libvirt_settings(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    stub = tmp_path / "libvirt_stub.rb"
+    stub.write_text(LIBVIRT_STUB)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MRC_VM_")}
+    return subprocess.run(
+        ["ruby", str(stub), str(VAGRANTFILE)], env={**clean, **env}, cwd=VAGRANTFILE.parent,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("ruby") is None, reason="ruby not installed (it comes with vagrant)")
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "driver=kvm cpus=4 memory=8192 cpu_mode=host-model management_network_mode=nat"),
+        (
+            {
+                "MRC_VM_LIBVIRT_DRIVER": "qemu",
+                "MRC_VM_CPUS": "2",
+                "MRC_VM_MEMORY": "6144",
+                "MRC_VM_LIBVIRT_NETWORK_MODE": "none",
+            },
+            "driver=qemu cpus=2 memory=6144 cpu_mode=host-model management_network_mode=none",
+        ),
+        ({"MRC_VM_LIBVIRT_CPU_MODE": "host-passthrough"}, "cpu_mode=host-passthrough"),
+    ],
+)
+def test_vagrantfile_takes_the_libvirt_options_from_the_environment(
+    tmp_path: Path, env: dict[str, str], expected: str
+) -> None:
+    res = libvirt_settings(tmp_path, env)
+    assert res.returncode == 0, res.stderr
+    libvirt = next(line for line in res.stdout.splitlines() if line.startswith("libvirt: "))
+    assert expected in libvirt
+
+
+@pytest.mark.skipif(shutil.which("ruby") is None, reason="ruby not installed (it comes with vagrant)")
+def test_vagrantfile_refuses_an_unknown_libvirt_driver(tmp_path: Path) -> None:
+    res = libvirt_settings(tmp_path, {"MRC_VM_LIBVIRT_DRIVER": "xen"})
+    assert res.returncode != 0 and "MRC_VM_LIBVIRT_DRIVER=xen is not kvm or qemu" in res.stderr
