@@ -289,12 +289,25 @@ def check_refused_commands(tb: Any, h0: str, h3: str) -> str:
     return out
 
 
+def wait_controller_primary(tb: Any) -> None:
+    """Every switch's controller session is primary again: a test that restarted switches (or
+    their shim) is done only once the controller has reconnected and reconciled each of them, and
+    a test that injects faults starts from a whole fabric."""
+    wait_until(
+        lambda: all(s.primary for s in tb.controller.health().switches),
+        "the controller primary on every switch",
+        30,
+        0.2,
+    )
+
+
 def check_link_down_then_up(tb: Any, a: str, b: str, src: str, dst: str) -> str:
     """Mininet's ``link a b down`` then ``up`` typed into the CLI. While down, the controller
     holds the link as a ``link_down`` fault: ``faults``, ``health`` and ``paths`` say so, with
     the reason. Once up, the fault is gone and ``pingall`` answers every ping (on BMv2 it
     dropped 58 % for good: the switch's packet thread hung on the port that went down).
     Returns what the CLI printed."""
+    wait_controller_primary(tb)
     name = tb.topology.find_link(f"{a}-{b}").name
     out = run_cli(tb, [f"link {a} {b} down", "faults", "health", f"paths {src} {dst}"])
     assert f"link {name} down: the controller holds it as fault" in out, out
@@ -351,6 +364,7 @@ def check_silent_switch_is_flagged(
         switches = [s for s in tb.controller.health().switches if s.switch in candidates]
         return all(s.primary and not s.dataplane for s in switches)
 
+    wait_controller_primary(tb)
     assert healthy()
     with pinging(tb, traffic):
         break_it()

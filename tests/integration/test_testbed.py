@@ -27,6 +27,7 @@ from live_fabric import (
     path_view,
     running_testbed,
     skip_without_agent,
+    wait_controller_primary,
     wait_until,
 )
 
@@ -383,6 +384,7 @@ def test_a_killed_shim_is_restarted_and_the_controller_resyncs_it(testbed: Any) 
     wait_until(lambda: restarted() == dict.fromkeys(sharing, 1), f"{sorted(sharing)} restarted once each")
     wait_until(lambda: all(h.state == ProcessState.RUNNING for h in testbed.health()), "all running")
     assert restarted() == dict.fromkeys(sharing, 1)
+    wait_controller_primary(testbed)  # and the controller holds every switch of the group again
 
 
 def test_mininet_link_down_then_up_is_a_fault_meanwhile(testbed: Any) -> None:
