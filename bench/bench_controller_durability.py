@@ -394,8 +394,11 @@ def one_round(lab: Lab, ledger: Ledger, seed: int) -> dict[str, Any]:
     return {**counts, "examples": sorted(lost)[:3] + sorted(back)[:3] + r.reused[:3] + r.other[:2]}
 
 
-def kill_loop(lab: Lab, rounds: int, seed: int = 64, say: Any = None) -> dict[str, Any]:
-    """``rounds`` rounds; the tally over all of them and each round's counts."""
+def kill_loop(lab: Lab, rounds: int, seed: int = 64, say: Any = None, max_rounds: int = 0) -> dict[str, Any]:
+    """``rounds`` rounds; the tally over all of them and each round's counts. With ``max_rounds``,
+    rounds go on (up to that many) until at least one change was refused: whether a fill lands
+    while a change is written is the scheduler's choice, and a loop that never met a full disk
+    proves nothing about one."""
     ledger = Ledger()
     lab.disk.drain()
     lab.start()
@@ -403,7 +406,9 @@ def kill_loop(lab: Lab, rounds: int, seed: int = 64, say: Any = None) -> dict[st
         raise RuntimeError("the switches did not all come up")
     lab.stub.InstallRoutes(pb.InstallRoutesRequest(), timeout=DEADLINE_S)
     per_round = []
-    for k in range(rounds):
+    for k in range(max(rounds, max_rounds)):
+        if k >= rounds and ledger.tally["refused"]:
+            break
         per_round.append(one_round(lab, ledger, seed * 1000 + k))
         if say is not None:
             say(f"  round {k + 1}/{rounds}: {per_round[-1]}")
