@@ -200,7 +200,7 @@ class Testbed:
         assert self.choice is not None
         cache = cfg.calibration or Path(cfg.runs_root) / CACHE_FILE
         shape = (cfg.planes, cfg.t0, cfg.t1, cfg.hosts_per_t0)
-        rate = resolve(cfg.link_rate, cache, self.choice.target.value, shape)
+        rate = resolve(cfg.link_rate, cache, self.choice.target.value, shape, self.time_scale)
         cfg.link_rate, self.rate_source = rate.mbit_s, rate.source
         self.say(f"link rate: {f'{rate.mbit_s:g} Mbit/s' if rate.mbit_s else 'unlimited'} ({rate.source})")
 

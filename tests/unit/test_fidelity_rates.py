@@ -48,6 +48,24 @@ def test_a_calibration_from_another_machine_is_not_used(tmp_path: Path) -> None:
     assert rates.resolve(rates.CALIBRATED, cache, "linux", (2, 2, 2, 2)).mbit_s == rates.UNCALIBRATED["linux"]
 
 
+def test_the_default_follows_a_slow_machine_and_a_calibration_does_not(tmp_path: Path) -> None:
+    """A VM 17x slower than the reference starves its agents at the reference default: the
+    default is divided by the slowdown there; noise below the note's threshold changes nothing."""
+    cache = tmp_path / rates.CACHE_FILE
+    base = rates.UNCALIBRATED["linux"]
+    slow = rates.resolve(rates.CALIBRATED, cache, "linux", (2, 2, 2, 2), slowdown=17.3)
+    assert slow.mbit_s == pytest.approx(base / 17.3, rel=0.05) and not slow.calibrated
+    assert "17.3" in slow.source and "slowdown" in slow.source
+    for quiet in (1.0, 1.4):
+        assert rates.resolve(rates.CALIBRATED, cache, "linux", (2, 2, 2, 2), slowdown=quiet).mbit_s == base
+    bmv2 = rates.resolve(rates.CALIBRATED, cache, "bmv2", (2, 2, 2, 2), slowdown=4.0)
+    assert bmv2.mbit_s == pytest.approx(rates.UNCALIBRATED["bmv2"] / 4.0, rel=0.05)
+    # what was calibrated on this machine, or asked for, is taken as it is
+    rates.write_entry(cache, "linux/2x2x2x2", entry(3.0))
+    assert rates.resolve(rates.CALIBRATED, cache, "linux", (2, 2, 2, 2), slowdown=17.3).mbit_s == 3.0
+    assert rates.resolve(33.0, cache, "linux", (2, 2, 2, 2), slowdown=17.3).mbit_s == 33.0
+
+
 def test_the_link_rate_option() -> None:
     assert rates.link_rate_arg("calibrated") == rates.CALIBRATED
     assert rates.link_rate_arg("12.5") == 12.5 and rates.link_rate_arg("0") == 0.0

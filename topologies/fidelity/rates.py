@@ -8,6 +8,11 @@ the experiments) takes the entry for its data plane and shape, else one for the 
 plane and number of planes (the load of one sender grows with the planes, not with the T1s),
 else :data:`UNCALIBRATED` and says so. An explicit ``--link-rate`` always wins (the monitor
 then judges it), and ``--link-rate 0`` means unlimited.
+
+The default suits a machine as fast as the reference one (``mrc_fabric.time_scale``). An
+agent's CPU per byte grows with the machine's slowdown, so on a machine measured markedly
+slower (a VM without KVM runs 10-20x slower) the default is divided by that slowdown: the
+run stays faithful, only slower, instead of starving its agents at the reference rate.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mrc_fabric.time_scale import NOTE_ABOVE
 
 CACHE_FILE = "calibration.json"
 SCHEMA = "mrc-calibration/1"
@@ -89,21 +96,34 @@ def lookup(
     return (near[0], usable[near[0]]) if near else None
 
 
+def uncalibrated(target: str, slowdown: float = 1.0) -> tuple[float, str]:
+    """The default rate for ``target`` on a machine ``slowdown`` times slower than the reference,
+    and how it was found: divided by the slowdown once that is beyond this machine's noise."""
+    base = UNCALIBRATED.get(target, min(UNCALIBRATED.values()))
+    if slowdown < NOTE_ABOVE:
+        return base, f"the default for {target}"
+    rate = float(f"{base / slowdown:.2g}")
+    return rate, f"the default for {target}, {base:g} Mbit/s, / {slowdown:g}: this machine's slowdown"
+
+
 def resolve(
-    asked: float | str | None, cache: Path, target: str, shape: tuple[int, int, int, int]
+    asked: float | str | None,
+    cache: Path,
+    target: str,
+    shape: tuple[int, int, int, int],
+    slowdown: float = 1.0,
 ) -> LinkRate:
-    """The rate for a run that asked for ``asked`` (a number, ``"calibrated"`` or None)."""
+    """The rate for a run that asked for ``asked`` (a number, ``"calibrated"`` or None) on a
+    machine ``slowdown`` times slower than the reference (``mrc_fabric.time_scale``)."""
     if asked is None or asked == 0:
         return LinkRate(None, "asked for with --link-rate 0")
     if asked != CALIBRATED:
         return LinkRate(float(asked), "asked for with --link-rate")
     found = lookup(cache, target, *shape)
     if found is None:
-        rate = UNCALIBRATED.get(target, min(UNCALIBRATED.values()))
+        rate, how = uncalibrated(target, slowdown)
         return LinkRate(
-            rate,
-            f"not calibrated here for {shape_key(target, *shape)} (mrc-testbed calibrate); "
-            f"the default for {target}",
+            rate, f"not calibrated here for {shape_key(target, *shape)} (mrc-testbed calibrate); {how}"
         )
     key, entry = found
     when = str(entry.get("when", "?"))
