@@ -25,6 +25,7 @@ import json
 import random
 from typing import Any
 
+from mrc_host.sim.cli import parse_size
 from mrc_host.sim.fabric import FabricShape
 from mrc_host.sim.faults import parse_fault, parse_time
 from mrc_host.sim.fuzz_observe import Observer
@@ -137,12 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_flap", description=__doc__.split("\n")[0])
     seed_args(ap)
     ap.add_argument("--period", default="500us", help="down (and up) time of each phase")
-    ap.add_argument("--size", default="16MiB", help="bytes per host")
+    ap.add_argument("--size", default="16MiB", type=parse_size, help="bytes per host (64KiB, 8MiB, 1MB)")
     ap.add_argument("--link", default="p0-t0_0-t1_1")
     args = ap.parse_args(argv)
     period = parse_time(args.period, 0)
-    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-    size = next(int(float(args.size[: -len(u)]) * m) for u, m in units.items() if args.size.endswith(u))
+    size = args.size
     transport = key_values(args.transport)
     rows = []
     for seed in seed_range(args.seeds):

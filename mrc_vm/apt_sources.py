@@ -38,9 +38,10 @@ def parse_one_line(text: str) -> list[AptSource]:
         if len(words) < 3 or words[0] != "deb":
             continue
         if words[1].startswith("["):
-            while words and not words[1].endswith("]"):
-                words.pop(1)
-            words.pop(1)
+            close = next((i for i, w in enumerate(words) if i >= 1 and w.endswith("]")), None)
+            if close is None:  # an option bracket never closed: not a line apt reads either
+                continue
+            del words[1 : close + 1]
         if len(words) >= 3:
             out.append(AptSource(words[1].rstrip("/"), words[2], tuple(words[3:]) or ("main",)))
     return out

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,15 +43,25 @@ def mark_session() -> str:
 
 
 def _mounts() -> set[str]:
-    out = set()
+    """Each mount as "point (fs type)", a second one stacked on the same point as "... #2": a
+    bpffs left over the machine's own at /sys/fs/bpf (systemd's) is a leak too."""
     try:
         text = Path("/proc/1/mountinfo").read_text()
     except OSError:  # not readable without root in some sandboxes: our own table then
         text = Path("/proc/self/mountinfo").read_text()
+    return mount_keys(text)
+
+
+def mount_keys(text: str) -> set[str]:
+    """The keys of :func:`_mounts` for a mountinfo table."""
+    out = set()
+    seen: Counter[str] = Counter()
     for line in text.splitlines():
         parts = line.split()
         sep = parts.index("-")
-        out.add(f"{parts[4]} ({parts[sep + 1]})")  # mount point (fs type)
+        key = f"{parts[4]} ({parts[sep + 1]})"  # mount point (fs type)
+        seen[key] += 1
+        out.add(key if seen[key] == 1 else f"{key} #{seen[key]}")
     return out
 
 

@@ -183,6 +183,17 @@ def test_a_host_without_debian_sources_gets_deb_debian_org() -> None:
     )
 
 
+def test_a_malformed_sources_line_is_skipped_not_a_crash() -> None:
+    """The host's sources.list is input: an option bracket never closed is not a source."""
+    text = (
+        "deb [arch=amd64 http://m bookworm main\n"
+        "deb [arch=amd64 signed-by=/k] http://deb.example/debian/ bookworm main\n"
+    )
+    assert [s.line() for s in apt_sources.parse_one_line(text)] == [
+        "deb http://deb.example/debian bookworm main"
+    ]
+
+
 def test_limits_scale_with_the_machine_and_stay_finite() -> None:
     fast = timing.Speeds(host_s=timing.REFERENCE_HOST_S, guest_s=timing.REFERENCE_HOST_S)
     tcg = timing.Speeds(host_s=timing.REFERENCE_HOST_S, guest_s=timing.REFERENCE_HOST_S * 10)
