@@ -196,9 +196,9 @@ class AckBook:
             or self._echo_in(ranges, echo_ts, echo_ev)
             or (echo_ts, echo_ev) in self._refused
         )
-        proof = SackProof(cum, echo_ts, echo_ev)
-        undone = s.duplicate and self._on_duplicate_report(s, now_ns, proof)
-        if not newly:
+        if not newly:  # (most repeated SACKs: a proof only for a D-SACK, that may undo a guess)
+            dup = SackProof(cum, echo_ts, echo_ev) if s.duplicate else None
+            undone = dup is not None and self._on_duplicate_report(s, now_ns, dup)
             if s.duplicate and (echo_ts, echo_ev) in self._twins:
                 self._twins.pop((echo_ts, echo_ev))  # the second of a tail resend's two copies
                 self.counters.tail_twin_duplicates += 1
@@ -207,7 +207,9 @@ class AckBook:
                 self.counters.sack_spares += 1
             elif not undone:  # (a D-SACK that proved a loss spurious was news enough)
                 self._drop_ack("sack_nothing_new")
-            return proof if undone else None
+            return dup if undone else None
+        proof = SackProof(cum, echo_ts, echo_ev)
+        undone = s.duplicate and self._on_duplicate_report(s, now_ns, proof)
         if not echoed and not undone:
             self.counters.sack_echo_unmatched += 1
             self._drop_ack("sack_echo_unmatched")

@@ -111,7 +111,7 @@ class LossBlame:
                 self.floor_held[(e.plane, e.t1)] = None
                 return
 
-    def unheld_ev(self, ev: int | None, exclude: int | None) -> int | None:
+    def unheld_ev(self, ev: int | None, exclude: int | None, now_ns: int) -> int | None:
         """``ev``, or the next EV of the rotation off every path whose loss guess the
         ``ev_min_active`` floor holds (``_hold``), for a resend: a held path has shown no
         delivery since its loss, and with 6 of 8 paths dead at once the resends of the first
@@ -126,7 +126,7 @@ class LossBlame:
         for _ in range(sum(len(lst) for lst in evset.active)):
             if pick is None or ((pick >> PLANE_SHIFT, (pick >> T1_SHIFT) & T1_MASK) not in held):
                 return pick
-            pick = evset.next_data_ev(exclude)
+            pick = evset.next_data_ev(exclude, now_ns)
         return first
 
     def sending(self, writes: bool) -> bool:
@@ -173,7 +173,7 @@ class LossBlame:
         if self.nic_paths:
             overdue += self._nic_overdue(now_ns)
         if not self.excused:
-            return overdue
+            return _each_once(overdue)
         evset = self.evset
         margin = self._margin()
         for path, (ev, sent_ns, due) in list(self.excused.items()):
@@ -204,7 +204,7 @@ class LossBlame:
                 else:  # (held by the floor: at the next SACK a margin on)
                     wait = margin if path in self.floor_held else max(srtt, margin)
                     self.excused[path] = (ev, sent_ns, now_ns + wait)
-        return overdue
+        return _each_once(overdue)
 
     def _forget(self, path: tuple[int, int]) -> bool:
         """``path``'s guess is judged: whether the floor, not congestion, had held it."""
@@ -315,7 +315,7 @@ class LossBlame:
         recent = now_ns - self.cfg.penalty_halflife_ns
         if self.lasthop_trim_ns >= recent or self.evset.is_hot(rec.lost_ev, rec.prev_sent_ns):
             return None
-        ev = self.evset.next_data_ev(rec.ev)
+        ev = self.evset.next_data_ev(rec.ev, now_ns)
         if ev is None:
             return None
         if ev >> PLANE_SHIFT == rec.ev >> PLANE_SHIFT:
@@ -356,3 +356,11 @@ def twin_elsewhere(evset: EvSet, rec: TxRecord) -> int | None:
             best, best_ns = plane, heard_ns[plane]
     ev = None if best < 0 else evset.fresh_ev(rec.prev_sent_ns, best, rec.lost_ev)
     return ev if ev is not None and evset.state(ev) is EvState.GOOD else None
+
+
+def _each_once(recs: list[TxRecord]) -> list[TxRecord]:
+    """``recs`` without repeats, in order: the rules' lists overlap (a packet stranded on a
+    retired EV may also be overdue at its NIC), and each packet is guessed lost once."""
+    if len(recs) < 2:
+        return recs
+    return list({rec.seq: rec for rec in recs}.values())

@@ -49,7 +49,8 @@ class PathScouts:
             del out[ev >> T1_SHIFT]
 
     def waiting(self, ev: int, now_ns: int) -> bool:
-        """Whether ``ev``'s path has its scout out, not proven yet (so it takes nothing more)."""
+        """Whether ``ev``'s path has its scout out, not proven yet (so it takes nothing more).
+        A scout out past the timeout is given up here: the path's next packet is its scout."""
         key = ev >> T1_SHIFT
         sent = self.out.get(key, -1)
         if sent < 0:

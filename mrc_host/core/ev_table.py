@@ -48,6 +48,10 @@ class EvTable(EvEntries):
         self._ctl_cursor = 0
         self._ctl_cursors = [0] * self.planes  # per plane (``next_control_ev``)
         self._skips_served = 0  # SKIP turns served by the data rotation (next_data_ev stops when none)
+        # the first GOOD EV a data pick passed because its path's scout is out (-1: none), and where
+        self._scout_wait_ev = -1
+        self._scout_wait_plane = 0
+        self._scout_wait_idx = 0
         self._control_cache: list[list[EvEntry]] | None = None  # (``next_control_ev``)
         self._path_control: dict[int, int] | None = None  # path -> EV (``control_ev_on_path``)
         # paths back from SKIP, each proven by one packet before it carries a full share

@@ -44,7 +44,7 @@ class EvSet(EvHeat):
     """The spraying rotation, retirement, replacement and restoring (penalties: ``EvHeat``)."""
 
     # ---- rotation ---------------------------------------------------------------------
-    def next_data_ev(self, exclude: int | None = None, now_ns: int = -1, scouting: bool = True) -> int | None:
+    def next_data_ev(self, exclude: int | None = None, now_ns: int = -1) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
@@ -58,7 +58,10 @@ class EvSet(EvHeat):
         active = self.active
         # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
         # they serve some, so a connection whose every usable EV sits out (one path, or
-        # every path marked) sends on the least penalised one instead of stalling.
+        # every path marked) sends on the least penalised one instead of stalling. A pass
+        # that passed GOOD EVs waiting for their path's scout ends the passes: the first of
+        # them goes (below) rather than a congested path's penalty ending early, in one pick.
+        self._scout_wait_ev = -1
         for _ in range(self._max_turns + 1):
             served = self._skips_served
             # the planes tried, counting those down from the start (``plane_up``, once a packet)
@@ -76,19 +79,22 @@ class EvSet(EvHeat):
                 if best < 0:
                     break
                 tried |= 1 << best
-                ev = self._pick_in_plane(best, exclude, now_ns, scouting)
+                ev = self._pick_in_plane(best, exclude, now_ns)
                 if ev is not None:
                     self._plane_cursor = (best + 1) % planes
                     return ev
-            if self._skips_served == served:
+            if self._scout_wait_ev >= 0 or self._skips_served == served:
                 break
+        if self._scout_wait_ev >= 0:  # every path left waits for its scout: one goes anyway
+            plane = self._scout_wait_plane
+            self._ev_cursor[plane] = self._scout_wait_idx + 1
+            self._plane_cursor = (plane + 1) % planes
+            return self._scout_wait_ev
         if exclude is not None:
-            return self.next_data_ev(None, now_ns, scouting)
-        if scouting and self.scouts.out:  # (every path left waits for its scout: one goes anyway)
-            return self.next_data_ev(None, now_ns, False)
+            return self.next_data_ev(None, now_ns)
         return None
 
-    def _pick_in_plane(self, plane: int, exclude: int | None, now_ns: int, scouting: bool) -> int | None:
+    def _pick_in_plane(self, plane: int, exclude: int | None, now_ns: int) -> int | None:
         lst = self._active[plane]  # (built: next_data_ev read self.active)
         n = len(lst)
         start = self._ev_cursor[plane]
@@ -108,7 +114,9 @@ class EvSet(EvHeat):
                 else:  # its time is up: so is its path siblings' (a slow sender passes each rarely)
                     self._skip_over(lst, e, now_ns)
                 continue
-            if scouting and scouts.out and scouts.waiting(e.value, now_ns):
+            if scouts.out and scouts.waiting(e.value, now_ns):
+                if self._scout_wait_ev < 0:
+                    self._scout_wait_ev, self._scout_wait_plane, self._scout_wait_idx = e.value, plane, idx
                 continue  # its path's scout is out, not proven yet
             self._ev_cursor[plane] = idx + 1
             return e.value
@@ -362,7 +370,8 @@ class EvSet(EvHeat):
         if e is not None:
             e.in_use = True
             e.sent_ns = now_ns
-            self.scouts.sent(ev, now_ns)
+            if self.scouts.out:  # (a path waits for its scout: rarely, so no call per packet)
+                self.scouts.sent(ev, now_ns)
             if self.next_liveness_ns is None:
                 self.next_liveness_ns = now_ns + self.cfg.probe_interval_ns
 
@@ -373,7 +382,7 @@ class EvSet(EvHeat):
         if e is not None:
             if sent_ns is not None and sent_ns > e.ok_sent_ns:
                 e.ok_sent_ns = sent_ns
-            if sent_ns is not None:
+            if sent_ns is not None and self.scouts.out:
                 self.scouts.delivered(ev, sent_ns)
             e.in_use = False
             e.live_probe_id = None

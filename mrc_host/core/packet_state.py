@@ -78,9 +78,7 @@ TRANSITIONS: Final[dict[int, dict[int, int]]] = {
     RESENT: {GUESS: GUESSED, KNOWN_LOSS: GUESSED, ACK: ACKED, GUESS_TRIMMED: IN_FLIGHT, **_ENDS},
     # (go-back-N queues every packet again, queued ones too)
     LOST: {SEND: IN_FLIGHT, KNOWN_LOSS: LOST, ACK: ACKED, **_ENDS},
-    # (GUESS again: one pass of the rules found it twice -- ``LossBlame.recheck``'s lists
-    # overlap -- and it is queued once more)
-    GUESSED: {SEND: RESENT, GUESS: GUESSED, KNOWN_LOSS: GUESSED, ACK: ACKED, GUESS_TRIMMED: LOST, **_ENDS},
+    GUESSED: {SEND: RESENT, KNOWN_LOSS: GUESSED, ACK: ACKED, GUESS_TRIMMED: LOST, **_ENDS},
     ACKED: {CUMULATIVE: DONE, FAIL: DONE},
     DONE: {},
 }

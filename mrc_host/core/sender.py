@@ -269,7 +269,7 @@ class Sender:
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns), exclude)
+            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns), exclude, now_ns)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:

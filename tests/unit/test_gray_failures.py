@@ -131,3 +131,27 @@ def test_a_retired_path_is_restored_in_one_round_trip_of_probes() -> None:
     assert len({ev for ev, _ in rest}) == 2
     answered = [prober.probe_acked(ev, pid, 10_020) for ev, pid in rest]
     assert answered[-1] and s.state(victim.value) is EvState.GOOD  # two round trips, not three
+
+
+def test_a_scout_out_elsewhere_does_not_end_a_penalty_early() -> None:
+    """Defect: with the only GOOD path waiting for its scout, one pick served every turn of
+    a congested path's penalty (up to ``max_skip_rotations`` passes over every EV) and sent on
+    it: the mark's penalty ended at once. The path waiting for its scout takes the packet."""
+    s = make(t1=2, skip_rotations=4, penalty_evs=64, skip_heat=0)
+    a = _path_of(s, s.active_evs()[0])
+    b = [v for v in s.active_evs() if v not in a]
+    s.ecn_echo(a[0], 0)
+    now, scout = 1_000, None
+    while scout is None:  # A's penalty served by the rotation: its next packet is its scout
+        v = s.next_data_ev(now_ns=now)
+        assert v is not None
+        s.note_sent(v, now)
+        scout = v if v in a else None
+    s.ecn_echo(b[0], now)  # B marked twice: its penalty has turns and time left
+    s.ecn_echo(b[1], now)
+    turns = {v: s.entries[v].skips_left for v in b}
+    assert {s.state(x) for x in b} == {EvState.SKIP} and min(turns.values()) >= 2
+    v = s.next_data_ev(now_ns=now + 10)
+    assert v in a  # one goes on the scout's path anyway
+    assert {s.state(x) for x in b} == {EvState.SKIP}
+    assert all(s.entries[x].skips_left >= turns[x] - 1 for x in b)  # one turn served, not all

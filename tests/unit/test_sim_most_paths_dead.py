@@ -250,11 +250,11 @@ def test_a_resend_skips_the_paths_the_floor_holds_and_new_data_does_not() -> Non
     blame = LossBlame(cfg, s, Counters(), Recovery(cfg, s.planes, packets), packets)
     held = {(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)}  # every path but each plane's T1 0
     blame.floor_held.update(dict.fromkeys(held))
-    picks = [blame.unheld_ev(s.next_data_ev(1), 1) for _ in range(20)]
+    picks = [blame.unheld_ev(s.next_data_ev(1), 1, -1) for _ in range(20)]
     assert all(v is not None and (v >> 28, (v >> 18) & 0x3FF) not in held for v in picks)
     new = [s.next_data_ev() for _ in range(20)]
-    assert blame.unheld_ev(new[0], None) == new[0]  # new data: the rotation decides
+    assert blame.unheld_ev(new[0], None, -1) == new[0]  # new data: the rotation decides
     assert any((v >> 28, (v >> 18) & 0x3FF) in held for v in new if v is not None)
     blame.floor_held.update({(0, 0): None, (1, 0): None})  # all held: the rotation's pick stays
     first = s.next_data_ev(1)
-    assert blame.unheld_ev(first, 1) == first
+    assert blame.unheld_ev(first, 1, -1) == first
