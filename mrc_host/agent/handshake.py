@@ -132,17 +132,18 @@ class Handshakes:
         self.counts["peer_restarted"] += 1
         log.info("peer %s restarted: its old connections here are dropped", name)
         peers = self.peers
-        for q, p in list(peers.pending.items()):
+        why = f"peer {name} restarted (a new incarnation of its agent answered)"
+        for p in list(peers.pending.values()):
             if p.qp.src == index and p.nonce >> 32 != incarnation:
-                del peers.pending[q]
+                peers.forget(p, why)
         for c in list(peers.conns.values()):
             if c.peer.index != index:
                 continue
             if isinstance(c, SendConnection):
                 if c.established and c.peer_incarnation != incarnation:
-                    peers.drop(c, f"peer {name} restarted (a new incarnation of its agent answered)", now)
+                    peers.drop(c, why, now)
             elif c.nonce >> 32 != incarnation:
-                del peers.conns[c.qp.value]
+                peers.forget(c, why)
 
     def reset(self, msg: DataPacket, now: int) -> None:
         """DATA for a queue pair with no connection here, from the address of the peer its QP

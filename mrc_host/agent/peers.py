@@ -203,6 +203,17 @@ class Peers:
         if self.events is not None:
             self.events.on_failed(conn, error, now)
 
+    def forget(self, conn: Connection, why: str) -> None:
+        """A receiving end, or a newer handshake's, whose sender is gone: removed, and said."""
+        q = conn.qp.value
+        if self.conns.get(q) is conn:
+            del self.conns[q]
+        elif self.pending.get(q) is conn:
+            del self.pending[q]
+        else:
+            return
+        log.info("connection %s %s (%s) qp %06x gone: %s", conn.kind, conn.peer.name, conn.qp.mode, q, why)
+
     # ---- the core's actions ----------------------------------------------------------------
     def run(self, conn: Connection, actions: list[Action], now: int) -> None:
         """Carry out a connection's core actions: frames and timers first, then completions
