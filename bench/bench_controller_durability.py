@@ -330,9 +330,12 @@ class Round:
                 return
 
 
-def filler(disk: Disk, stop: threading.Event, rng: random.Random) -> None:
-    """Fill the disk and drain it again, every 50-300 ms, until ``stop``."""
-    full = False
+def filler(disk: Disk, stop: threading.Event, rng: random.Random, full_first: bool = False) -> None:
+    """Fill the disk and drain it again, every 50-300 ms, until ``stop`` (full from the
+    start if ``full_first``)."""
+    full = full_first
+    if full:
+        disk.fill()
     while not stop.wait(rng.uniform(0.05, 0.3)):
         if full:
             disk.drain()
@@ -341,12 +344,12 @@ def filler(disk: Disk, stop: threading.Event, rng: random.Random) -> None:
         full = not full
 
 
-def one_round(lab: Lab, ledger: Ledger, seed: int) -> dict[str, Any]:
+def one_round(lab: Lab, ledger: Ledger, seed: int, full_first: bool = False) -> dict[str, Any]:
     rng = random.Random(seed)
     r = Round(lab, ledger, seed)
     stop_fill = threading.Event()
     threads = [threading.Thread(target=r.caller, args=(k,)) for k in range(CALLERS)]
-    threads.append(threading.Thread(target=filler, args=(lab.disk, stop_fill, rng)))
+    threads.append(threading.Thread(target=filler, args=(lab.disk, stop_fill, rng, full_first)))
     for th in threads:
         th.start()
     time.sleep(rng.uniform(0.5, 1.5))
@@ -395,10 +398,10 @@ def one_round(lab: Lab, ledger: Ledger, seed: int) -> dict[str, Any]:
 
 
 def kill_loop(lab: Lab, rounds: int, seed: int = 64, say: Any = None, max_rounds: int = 0) -> dict[str, Any]:
-    """``rounds`` rounds; the tally over all of them and each round's counts. With ``max_rounds``,
-    rounds go on (up to that many) until at least one change was refused: whether a fill lands
-    while a change is written is the scheduler's choice, and a loop that never met a full disk
-    proves nothing about one."""
+    """``rounds`` rounds; the tally over all of them and each round's counts. The first round
+    starts on a full disk: a loop that never met one proves nothing about it, and whether a
+    later fill lands while a change is written is the scheduler's choice. With ``max_rounds``,
+    rounds go on (up to that many) until at least one change was refused."""
     ledger = Ledger()
     lab.disk.drain()
     lab.start()
@@ -409,7 +412,7 @@ def kill_loop(lab: Lab, rounds: int, seed: int = 64, say: Any = None, max_rounds
     for k in range(max(rounds, max_rounds)):
         if k >= rounds and ledger.tally["refused"]:
             break
-        per_round.append(one_round(lab, ledger, seed * 1000 + k))
+        per_round.append(one_round(lab, ledger, seed * 1000 + k, full_first=k == 0))
         if say is not None:
             say(f"  round {k + 1}/{rounds}: {per_round[-1]}")
     lab.disk.drain()

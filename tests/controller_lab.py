@@ -157,6 +157,7 @@ class ControllerProcess:
                 if err.code() != grpc.StatusCode.UNAVAILABLE or self.proc.poll() is not None:
                     raise
                 assert time.monotonic() < deadline, f"the controller did not serve: {err.details()}"
+                time.sleep(0.05)  # (the channel notices the dead connection; no busy loop meanwhile)
 
     def _read_log(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None

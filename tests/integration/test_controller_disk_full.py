@@ -86,7 +86,7 @@ def test_a_full_tmpfs_refuses_changes_and_writing_resumes_when_space_returns(lab
 
 
 def test_killed_while_the_tmpfs_fills_and_drains_nothing_acknowledged_is_lost(lab: Lab) -> None:
-    tally = kill_loop(lab, rounds=4, max_rounds=16)["tally"]  # (more rounds until one met a full disk)
+    tally = kill_loop(lab, rounds=4, max_rounds=16)["tally"]  # (the first round starts full)
     assert tally["injects"] > 30 and tally["refused"] > 0, tally
     wrong = ("lost", "back", "reused", "unexplained", "tables", "not_reconciled", "other_errors")
     assert {k: tally[k] for k in wrong} == dict.fromkeys(wrong, 0), tally
