@@ -25,6 +25,9 @@ from mrc_fabric.ev import EV
 from mrc_fabric.p4names import Counter
 from mrc_fabric.time_scale import scaled
 
+# the sender's EVs are read this often on the reference machine, slower on a slower one: each
+# read costs the agent a whole EV table's answer, and at a fixed rate a VM 30x slower spent most
+# of its agent's core answering them (the agent's own history gives the exact times)
 EV_POLL_S = 0.05
 THREAD_JOIN_S = 30.0  # the injector's and poller's end after the transfer (reference machine)
 FAULT_DROP = Counter.DROP_REASON
@@ -138,7 +141,7 @@ class TransferWatch:
         client = self.testbed.agent(self.src).client
         while not self._done.is_set():
             self._sample_evs(client)
-            self._done.wait(EV_POLL_S)
+            self._done.wait(scaled(EV_POLL_S))
         self._sample_evs(client)
 
     def _sample_evs(self, client: Any) -> None:

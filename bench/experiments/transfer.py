@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mrc_fabric.ev import ev_plane, ev_t1
+from mrc_fabric.time_scale import scaled
 from mrc_host.agent.payload import CHUNK_DATA_BYTES
 from topologies.watch import EvChange
 
-EV_POLL_S = 0.1
+EV_POLL_S = 0.1  # on the reference machine: slower on a slower one (topologies/watch.py says why)
 # the agent acknowledges bytes a chunk (one RDMA WRITE of up to 1 MiB) at a time, so a goodput
 # bin must span a few chunks or it alternates between 0 and twice the rate
 CHUNK_BYTES = CHUNK_DATA_BYTES
@@ -188,7 +189,7 @@ class _Watch:
     def ev_poller(self) -> None:
         client = self.tb.agent(self.run.src).client
         last: dict[str, str] = {ev: r["state"] for ev, r in self.run.ev_before.items()}
-        while not self.done.wait(EV_POLL_S):
+        while not self.done.wait(scaled(EV_POLL_S)):
             try:
                 rows = send_rows(client.evs(), self.run.dst, self.run.mode)
             except Exception:  # the agent is busy: the next poll tries again
