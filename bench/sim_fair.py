@@ -159,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                 _row(data, targets, f"{mode}_n{n}_p{planes}", runs)
     data["cc"] = args.cc or TransportConfig().cc_algorithm
     data["targets"] = targets
-    name = "sim_fair_rtts" if args.rtts else "sim_fair"
+    # (a congestion control named: its own files, beside the default's)
+    name = ("sim_fair_rtts" if args.rtts else "sim_fair") + (
+        f"_{args.cc.replace('+', '_')}" if args.cc else ""
+    )
     (args.out / f"{name}.json").write_text(json.dumps(data, indent=1))
     plot(data, args.out / f"{name}.png")
     for k, v in targets.items():
