@@ -13,7 +13,9 @@ htsim runs on the cross-check's fabric (``bench.xcheck_sim.XFabric``: 100 Gb/s, 
 flows from hosts under other leaves into host 0) in each of ``bench.htsim_xcheck``'s modes;
 mrc-sim runs ``bench.sim_fair``'s one-plane cells (the same start times per seed).
 
-Run: ``python -m bench.htsim_fair [--seeds N] [--flows 2 4 8] [--modes nscc nscc+rccc]``.
+Run: ``python -m bench.htsim_fair [--seeds N] [--flows 2 4 8] [--modes nscc nscc+rccc]
+[--cc nscc nscc+rccc]`` (``--cc``: mrc-sim's congestion controls by name, a row each; the
+default's alone otherwise).
 """
 
 from __future__ import annotations
@@ -80,9 +82,10 @@ def run_htsim(binary: Path, n: int, seed: int, mode: str) -> dict[str, float]:
     return finish_proxy([s / 1e3 for s in starts], [ends[i + 1] for i in range(n)])
 
 
-def run_mrcsim(n: int, seed: int) -> dict[str, float]:
-    """``bench.sim_fair``'s staggered one-plane cell, judged by the same proxy (and by its own index)."""
-    run = run_case(n, 1, True, seed, SIZE)
+def run_mrcsim(n: int, seed: int, cc: str = "") -> dict[str, float]:
+    """``bench.sim_fair``'s staggered one-plane cell, judged by the same proxy (and by its own
+    index); ``cc``: a congestion control by name (the default's if empty)."""
+    run = run_case(n, 1, True, seed, SIZE, cc=cc)
     return {**finish_proxy(run["starts_us"], run["ends_us"]), "jain": round(run["jain"], 4)}
 
 
@@ -100,13 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--flows", type=int, nargs="+", default=[2, 4, 8])
     ap.add_argument("--modes", nargs="+", default=list(HTSIM_MODES), choices=list(HTSIM_MODES))
+    ap.add_argument(
+        "--cc", nargs="+", default=[""], help="mrc-sim's congestion controls (default: the core's)"
+    )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     binary = find_htsim()
     seeds = range(1, args.seeds + 1)
     data: dict[str, Any] = {"seeds": list(seeds), "htsim": str(binary) if binary else None}
     for n in args.flows:
-        rows = {"mrc-sim": [run_mrcsim(n, s) for s in seeds]}
+        rows = {f"mrc-sim {cc}".strip(): [run_mrcsim(n, s, cc) for s in seeds] for cc in args.cc}
         if binary is not None:
             for mode in args.modes:
                 rows[f"htsim {mode}"] = [run_htsim(binary, n, s, mode) for s in seeds]

@@ -49,6 +49,20 @@ BENCHMARKS = [
     Benchmark("sim-nscc", "bench.sim_nscc", ("--seeds", "5")),
     # NSCC: 2, 4, 8 equal flows into one host, 1 and 2 planes, together or staggered: Jain
     Benchmark("sim-fair", "bench.sim_fair", ("--seeds", "3"), ("--seeds", "10")),
+    # the same with receiver credits (nscc+rccc), and two RTT classes (4.7, 9.4 us) with each
+    Benchmark(
+        "sim-fair-credits",
+        "bench.sim_fair",
+        ("--seeds", "3", "--cc", "nscc+rccc"),
+        ("--seeds", "10", "--cc", "nscc+rccc"),
+    ),
+    Benchmark("sim-fair-rtts", "bench.sim_fair", ("--seeds", "3", "--rtts"), ("--seeds", "10", "--rtts")),
+    Benchmark(
+        "sim-fair-rtts-credits",
+        "bench.sim_fair",
+        ("--seeds", "3", "--rtts", "--cc", "nscc+rccc"),
+        ("--seeds", "10", "--rtts", "--cc", "nscc+rccc"),
+    ),
     # gray failures: a slow plane, a flapping link, stale knowledge, loss under a queue (seeds)
     Benchmark("sim-gray", "bench.sim_gray", ("--quick",)),
     # the paper's shapes at production scale in the simulator (8 planes x 100G, 128-256 EVs)

@@ -6,8 +6,8 @@
 -- know: the outer destination read as a uSID carrier (T0 / T1 / host), the entropy
 -- value (EV) split over the UDP source port and the flow label, the RETH that MRC carries
 -- in every DATA packet, the MRC data header, trimmed packets, and the vendor opcodes
--- SACK (0xC0), NACK (0xC1), PROBE (0xC2), PROBE_ACK (0xC3), CONNECT (0xC4) and
--- CONNECT_ACK (0xC5).
+-- SACK (0xC0), NACK (0xC1), PROBE (0xC2), PROBE_ACK (0xC3), CONNECT (0xC4),
+-- CONNECT_ACK (0xC5), CREDIT (0xC6) and CREDIT_REQUEST (0xC7).
 --
 -- Use: tshark -X lua_script:wireshark/mrc.lua -r capture.pcap -Y mrc
 -- or copy it to ~/.local/lib/wireshark/plugins/ (Wireshark >= 3.6 / Lua 5.2).
@@ -17,7 +17,8 @@ local mrc = Proto("mrc", "MRC (Multipath Reliable Connection)")
 local OP_NAMES = {
     [0x06] = "DATA (WRITE_FIRST)", [0x07] = "DATA (WRITE_MIDDLE)", [0x08] = "DATA (WRITE_LAST)",
     [0x0A] = "DATA (WRITE_ONLY)", [0xC0] = "SACK", [0xC1] = "NACK", [0xC2] = "PROBE",
-    [0xC3] = "PROBE_ACK", [0xC4] = "CONNECT", [0xC5] = "CONNECT_ACK",
+    [0xC3] = "PROBE_ACK", [0xC4] = "CONNECT", [0xC5] = "CONNECT_ACK", [0xC6] = "CREDIT",
+    [0xC7] = "CREDIT_REQUEST",
 }
 local NACK_REASONS = {
     [1] = "TRIMMED", [2] = "TRIMMED_LASTHOP", [3] = "OUT_OF_WINDOW", [4] = "BAD_RKEY", [5] = "BAD_ADDRESS",
@@ -74,6 +75,9 @@ local f = {
     cstatus = ProtoField.uint8("mrc.connect.status", "Status", base.DEC, CONNECT_STATUS),
     crkey = ProtoField.uint32("mrc.connect.rkey", "R_Key", base.HEX),
     cookie = ProtoField.uint32("mrc.connect.cookie", "Cookie", base.HEX),
+    -- CREDIT / CREDIT_REQUEST (cumulative payload bytes, modulo 2^32)
+    granted = ProtoField.uint32("mrc.credit.granted", "Credit granted (bytes, cumulative)", base.DEC),
+    target = ProtoField.uint32("mrc.credit.target", "Credit wanted (bytes, cumulative)", base.DEC),
     icrc = ProtoField.uint32("mrc.icrc", "ICRC (little-endian)", base.HEX),
     -- the outer destination, read as a uSID carrier
     carrier = ProtoField.ipv6("mrc.carrier", "uSID carrier (outer destination)"),
@@ -95,7 +99,9 @@ local ipv6_dst = Field.new("ipv6.dst")
 local ipv6_dscp = Field.new("ipv6.tclass.dscp")
 local udp_srcport = Field.new("udp.srcport")
 
-local CTRL_LEN = { [0xC0] = 32, [0xC1] = 12, [0xC2] = 20, [0xC3] = 20, [0xC4] = 16, [0xC5] = 16 }
+local CTRL_LEN = {
+    [0xC0] = 32, [0xC1] = 12, [0xC2] = 20, [0xC3] = 20, [0xC4] = 16, [0xC5] = 16, [0xC6] = 4, [0xC7] = 4,
+}
 local BTH_LEN, DATA_HDR_LEN, ICRC_LEN = 12, 32, 4
 
 -- the protocol that had UDP 4791 before (Wireshark's RoCEv2/InfiniBand), called first
@@ -246,6 +252,12 @@ function mrc.dissector(tvb, pinfo, tree)
             t:add(f.pack_ts, tvb(h + 8, 8))
             t:add(f.pack_ports, tvb(h + 16, 2))
             info = string.format("MRC PROBE_ACK id=%d ev=%08x", tvb(h, 4):uint(), tvb(h + 4, 4):uint())
+        elseif op == 0xC6 then
+            t:add(f.granted, tvb(h, 4))
+            info = string.format("MRC CREDIT granted=%d", tvb(h, 4):uint())
+        elseif op == 0xC7 then
+            t:add(f.target, tvb(h, 4))
+            info = string.format("MRC CREDIT_REQUEST target=%d", tvb(h, 4):uint())
         elseif op == 0xC4 then
             t:add(f.initial_psn, tvb(h + 1, 3))
             t:add(f.cookie, tvb(h + 4, 4))

@@ -31,6 +31,7 @@ from mrc_host.core import (
     MessageReceived,
     MessageSent,
     Mode,
+    NicCredits,
     NicPathHealth,
     PathHealthChanged,
     SetTimer,
@@ -102,6 +103,8 @@ class Peers:
         self.handshakes = Handshakes(self, self.rng, opts.seed is not None)  # (draws the cookie secret)
         self.denies = OperatorDenies(self)
         self.path_health = NicPathHealth()  # this NIC's path verdicts, shared by its connections
+        # this NIC's receiver-credit line, at all its ports' rate (unknown: credits unpaced)
+        self.credit_line = NicCredits(opts.nic_rate_mbit / 1000 * paths.cfg.planes)
         self.pacer = _pacer(self)  # the NIC's departure clock (None: frames leave when handed over)
 
     # ---- frames in ------------------------------------------------------------------------
@@ -178,6 +181,7 @@ class Peers:
         the core's: its EV set starts with them DENIED)."""
         self.conns[conn.qp.value] = conn
         conn.endpoint.share_path_health(self.path_health, conn.peer.downlink_group)
+        conn.endpoint.share_credit_line(self.credit_line)
         for ev in self.denies.evs:
             self.run(conn, conn.endpoint.deny(ev, now), now)
         log.info("connection %s %s (%s) qp %06x", conn.kind, conn.peer.name, conn.qp.mode, conn.qp.value)

@@ -11,8 +11,9 @@ from .actions import (
     Transmit,
 )
 from .cc_base import CongestionControl, cc_names, create_cc, register_cc
-from .config import DEFAULT_MAX_EVS, CcParams, EvProfile, Mode, NsccParams, TransportConfig
+from .config import DEFAULT_MAX_EVS, CcParams, EvProfile, Mode, NsccParams, RcccParams, TransportConfig
 from .counters import Counters, EvCounters
+from .credit_rx import NicCredits
 from .endpoint import Endpoint
 from .ev_draw import PathSpace
 from .ev_probe import EvProber
@@ -41,10 +42,12 @@ __all__ = [
     "MessageReceived",
     "MessageSent",
     "Mode",
+    "NicCredits",
     "NicPathHealth",
     "NsccParams",
     "PathHealthChanged",
     "PathSpace",
+    "RcccParams",
     "RegionTable",
     "SetTimer",
     "Transmit",

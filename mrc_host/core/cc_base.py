@@ -15,6 +15,8 @@ class CongestionControl(ABC):
     """A window in bytes, moved by acknowledgements, trims, losses and timeouts."""
 
     name: ClassVar[str]
+    # the sender also needs receiver credit for every packet (UET's RCCC: credit_tx.py)
+    uses_credits: ClassVar[bool] = False
     cwnd: float
 
     @classmethod
@@ -59,7 +61,7 @@ def register_cc(cls: _CC) -> _CC:
 
 
 def _load_builtins() -> None:
-    from . import cc_fixed, cc_nscc, cc_window  # noqa: F401 - register the built-in algorithms
+    from . import cc_fixed, cc_nscc, cc_rccc, cc_window  # noqa: F401 - register the built-in algorithms
 
 
 def cc_names() -> list[str]:

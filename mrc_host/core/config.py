@@ -143,6 +143,26 @@ class NsccParams:
 
 
 @dataclass(frozen=True, slots=True)
+class RcccParams:
+    """Receiver credits (UET's RCCC), used by ``cc_algorithm`` "nscc+rccc" (NSCC's window and
+    credits both) and "rccc" (credits alone). The receiver's NIC paces CREDITs of ``quantum``
+    bytes, round robin among the senders that asked (``credit_rx.py``), at ``rate_share`` of its
+    rate: senders into one host share its port whatever their RTT or start. A sender may send
+    ``speculative_bdps`` of its BDP before anything comes back (at its start, and after being
+    idle), then only with credit (``credit_tx.py``)."""
+
+    quantum: int = 16384  # payload bytes per CREDIT (UET's 4 packets of 4 KiB)
+    rate_share: float = 1.0  # credits are paced at this share of the receiving NIC's rate
+    speculative_bdps: float = 1.0  # sent unscheduled before the first SACK, NACK or CREDIT
+    max_balance_bdps: float = 1.5  # credit held unused beyond this is dropped (asked again when needed)
+    # quanta asked for beyond the need while there is any: a loss at the tail is resent at once
+    reserve_quanta: int = 2
+    # the receiving NIC's rate in Gb/s, all ports together; 0: ``port_gbps`` x planes (unknown too:
+    # credits are granted as they are asked for, unpaced)
+    nic_gbps: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class EvProfile:
     """Which EVs a connection may draw (the OCP EV profile's generation rules).
 
@@ -316,8 +336,9 @@ class TransportConfig:
     rx_window: int = 1 << 14  # PSNs beyond the cumulative ACK the receiver accepts
     initial_psn: int = 0
     cc: CcParams = field(default_factory=CcParams)  # parameters of cc_algorithm "window"
-    cc_algorithm: str = "nscc"  # a name in mrc_host.core.cc_base.REGISTRY: nscc, window, fixed
+    cc_algorithm: str = "nscc"  # a name in mrc_host.core.cc_base.REGISTRY: nscc, nscc+rccc, ...
     nscc: NsccParams = field(default_factory=NsccParams)
+    rccc: RcccParams = field(default_factory=RcccParams)  # receiver credits ("nscc+rccc", "rccc")
     # a researcher's switches, off by default (``Experimental``)
     experimental: Experimental = field(default_factory=Experimental)
 

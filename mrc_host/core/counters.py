@@ -375,7 +375,17 @@ class Counters:
         self.nacks_sent: Counter[str] = Counter()
         self.refused_writes: Counter[str] = Counter()  # BAD_RKEY / BAD_ADDRESS
         self.recv_ev_overflow = 0  # DATA on a peer EV beyond MAX_PEER_EV_ROWS rows: placed, no row
-        # both
+        # per EV: rows in three tables (``EvRows``), each made on first use
+        self._sent: EvRows | None = None
+        self._marks: EvRows | None = None
+        self._recv: EvRows | None = None
+        self._views: dict[int, EvCounters] | None = None
+        self._spill: RecvRow | None = None  # counts into nothing read: beyond the cap
+        self._both()
+
+    def _both(self) -> None:
+        """The counters both halves keep: refusals, probes, EV changes, receiver credits (set
+        last in ``__init__``: the report's order is the order they are set in)."""
         self.malformed: Counter[str] = Counter()  # codec reasons + core checks
         self.wrong_qp = 0
         self.probes_sent = 0
@@ -394,12 +404,12 @@ class Counters:
         self.reverse_paths_retired = 0  # ack paths retired: their SACKs went unechoed (ack_echo.py)
         self.reverse_retire_refused = 0  # ... not retired: the plane's last path
         self.ack_echo_unmatched = 0  # DATA echoing no SACK sent lately (forged or old): ignored
-        # per EV: rows in three tables (``EvRows``), each made on first use
-        self._sent: EvRows | None = None
-        self._marks: EvRows | None = None
-        self._recv: EvRows | None = None
-        self._views: dict[int, EvCounters] | None = None
-        self._spill: RecvRow | None = None  # counts into nothing read: beyond the cap
+        # receiver credits (credit_tx.py, credit_rx.py)
+        self.credit_requests_sent = 0  # CREDIT_REQUESTs (a sender's)
+        self.credit_requests_received = 0
+        self.credits_sent = 0  # CREDITs (a receiver's grants)
+        self.credits_received = 0
+        self.credit_bytes_dropped = 0  # credit held unused beyond the cap (asked again when needed)
 
     # ---- per EV --------------------------------------------------------------------------
     @property

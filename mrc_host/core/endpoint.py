@@ -19,8 +19,11 @@ from typing import Final
 
 from mrc_fabric.ev import ENTROPY_BITS, ENTROPY_MASK, ev_plane, ev_t1
 from mrc_host.wire.messages import (
+    CREDIT_MASK,
     DATA_OPCODES,
     PSN_MASK,
+    Credit,
+    CreditRequest,
     DataPacket,
     Dscp,
     Ecn,
@@ -37,6 +40,7 @@ from .actions import Action, PathHealthChanged, SetTimer, Transmit
 from .config import TransportConfig
 from .control import ControlOut
 from .counters import MARK_CONTROL, Counters
+from .credit_rx import CreditGrants, NicCredits, nic_credits_for
 from .ev_draw import PathSpace
 from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState
@@ -61,7 +65,7 @@ def _check(msg: object) -> str | None:
     """Why a decoded message cannot be processed (a counter key), or None."""
     # a tuple, not ``A | B``: compiled (mypyc) it is a few type compares, the union would be
     # built anew on every call
-    if not isinstance(msg, (DataPacket, Sack, Nack, Probe, ProbeAck)):
+    if not isinstance(msg, (DataPacket, Sack, Nack, Probe, ProbeAck, Credit, CreditRequest)):
         return "unknown_message"
     if not 0 <= msg.qp <= PSN_MASK:
         return "bad_qp"
@@ -91,6 +95,12 @@ def _check(msg: object) -> str | None:
     elif isinstance(msg, Nack):
         if not 0 <= msg.psn <= PSN_MASK or not 0 <= msg.echo_ev <= U32:
             return "bad_psn"
+    elif isinstance(msg, Credit):
+        if not 0 <= msg.granted <= CREDIT_MASK:
+            return "bad_credit"
+    elif isinstance(msg, CreditRequest):
+        if not 0 <= msg.target <= CREDIT_MASK:
+            return "bad_credit"
     elif not (0 <= msg.probe_id <= U32 and 0 <= msg.ev_under_test <= U32) or (
         isinstance(msg, ProbeAck) and not 0 <= msg.port_status <= 0xFFFF
     ):
@@ -112,11 +122,14 @@ class Endpoint:
         port_status: int | None = None,
         nic: NicPathHealth | None = None,
         nic_group: int | None = None,
+        credit_line: NicCredits | None = None,
     ) -> None:
         """``nic``: the path verdicts of the NIC this endpoint is on, shared with its other
         endpoints (``path_health.py``); ``nic_group``: the peer's T0 (any key naming it; None:
         under our own T0, no T1 crossed: nothing to share). Used in MRC mode with
-        ``experimental.share_path_health``."""
+        ``experimental.share_path_health``. ``credit_line``: that NIC's receiver-credit line,
+        shared by its endpoints (``credit_rx.py``; None: one of its own, made when a sender
+        first asks)."""
         self.cfg = config
         self._retire = config.retires_paths  # policy switches, read per packet
         self._gbn = config.go_back_n
@@ -132,6 +145,8 @@ class Endpoint:
         self.sender = Sender(config, self.evset, self.counters, peer_qp)
         self.control = ControlOut(self.evset, self.counters, config.retires_paths)
         self.receiver = Receiver(config, self.counters, self.regions, self.evset, peer_qp, self.control)
+        self._credit_line = credit_line
+        self.grants: CreditGrants | None = None  # our grants to the peer (at its first CREDIT_REQUEST)
         self._nic: NicPathHealth | None = None
         if nic is not None:
             self.share_path_health(nic, nic_group)
@@ -144,6 +159,12 @@ class Endpoint:
         if group is not None and cfg.experimental.share_path_health and cfg.retires_paths:
             self._nic = nic
             self.evset.join_nic(nic, group)
+
+    def share_credit_line(self, line: NicCredits) -> None:
+        """Grant receiver credits on ``line``, the NIC's, shared with its other endpoints
+        (``credit_rx.py``); call before the first input."""
+        if self.grants is None:
+            self._credit_line = line
 
     # ---- operator / application API -----------------------------------------------------
     def register_region(self, base: int, length: int, rkey: int, lazy: bool = False) -> MemoryRegion:
@@ -239,6 +260,10 @@ class Endpoint:
             self.sender.on_sack(msg, now_ns, out)
         elif isinstance(msg, Nack):
             self.sender.on_nack(msg, now_ns, out)
+        elif isinstance(msg, Credit):
+            self.sender.on_credit(msg, now_ns)
+        elif isinstance(msg, CreditRequest):
+            self._credit_grants().on_request(msg, now_ns, out)
         elif isinstance(msg, Probe):
             self.counters.probes_received += 1
             ack = ProbeAck(
@@ -283,6 +308,8 @@ class Endpoint:
         if self.finished:
             return self._finish(now_ns, out)
         self.receiver.on_timer(now_ns, out)
+        if self.grants is not None:
+            self.grants.on_timer(now_ns, out)
         self.sender.on_timer(now_ns, out)
         if self._retire:
             due = self.prober.due_probes(now_ns) + self.prober.liveness_tick(now_ns)
@@ -328,6 +355,10 @@ class Endpoint:
         t = self.receiver.deadline()
         if t is not None and (best is None or t < best):
             best = t
+        if self.grants is not None:
+            t = self.grants.deadline()
+            if t is not None and (best is None or t < best):
+                best = t
         if self._retire:
             t = self.prober.next_deadline()
             if t is not None and (best is None or t < best):
@@ -357,6 +388,15 @@ class Endpoint:
                 return ev
         return self._send_control(ack, out, plane if plane < paths.planes else None)
 
+    def _credit_grants(self) -> CreditGrants:
+        """Our grants to the peer's sender (made at its first CREDIT_REQUEST), on the NIC's
+        credit line, or on one of our own."""
+        grants = self.grants
+        if grants is None:
+            line = self._credit_line or nic_credits_for(self.cfg, self.evset.paths.planes)
+            grants = self.grants = CreditGrants(self.cfg, line, self.control, self.peer_qp, self.counters)
+        return grants
+
     def _finish(self, now_ns: int, out: list[Action]) -> list[Action]:
         self._now = now_ns
         nic = self._nic
@@ -370,8 +410,11 @@ class Endpoint:
         return self._end(now_ns, out)
 
     def _end(self, now_ns: int, out: list[Action]) -> list[Action]:
-        """The end-of-event work: EV changes tallied and reported, a failed connection closed,
-        the next timer."""
+        """The end-of-event work: credit asked for, EV changes tallied and reported, a failed
+        connection closed, the next timer."""
+        ask = self.sender.credit_request(now_ns)
+        if ask is not None and self._send_control(ask, out) is not None:
+            self.counters.credit_requests_sent += 1
         changes = self.evset.take_changes()
         if changes:
             c = self.counters

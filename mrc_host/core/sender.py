@@ -8,7 +8,8 @@ its recovery): the writes not yet cut (writes.py), every packet's life from its 
 the cumulative ACK (sent.py, through packet_state.py's table), what the peer's SACKs and
 NACKs prove (acks.py) and what that does (ack_effects.py), which packets in flight are lost,
 and when (recovery.py), what a loss says of its path (blame.py), and what a loss does
-(loss_response.py). In MRC mode a guessed loss means the path failed: the EV that lost the
+(loss_response.py), and, under a congestion control that uses receiver credits, what the
+receiver granted (credit_tx.py). In MRC mode a guessed loss means the path failed: the EV that lost the
 packet is retired at once (ASSUMED_BAD) and the packet resent on another EV; when the packet
 turns out to have arrived, the loss was spurious and the retirement is undone. In
 single-path mode the sender goes back N from the first missing PSN, as RoCE does.
@@ -20,6 +21,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from mrc_host.wire.messages import (
+    Credit,
+    CreditRequest,
     DataFlag,
     DataPacket,
     Dscp,
@@ -38,6 +41,7 @@ from .blame import LossBlame
 from .cc_base import create_cc
 from .config import Mode, TransportConfig
 from .counters import Counters, SentRow
+from .credit_tx import SenderCredit
 from .evset import EvSet
 from .loss_response import LossResponse
 from .psn import PSN_HALF, psn_of, unwrap
@@ -88,6 +92,8 @@ class Sender:
             cfg, counters, self.packets, self.recovery, self.blame, evset, self.congestion
         )
         self.echo = EchoQueue()  # which SACK our next DATA echoes (ack_echo.py)
+        # receiver credit: every new packet needs some (credit_tx.py; None: the CC uses none)
+        self.credit = SenderCredit(cfg) if self.congestion.uses_credits else None
 
     # ---- what others read ---------------------------------------------------------------
     @property
@@ -138,17 +144,22 @@ class Sender:
             if out is not None:
                 out.append(MessageSent(msg_id, False, self.failed))
             return msg_id
+        if self.credit is not None and self.idle():
+            self.credit.restart()  # an idle sender speculates again (credit_tx.py)
         self.writes.post(msg_id, data, vaddr, rkey, self.cfg.mtu)
         self.counters.messages_posted += 1
         return msg_id
 
     def deadline(self) -> int | None:
         at = self.blame.deadline(self.recovery.deadline(self.blame.sending(bool(self.writes.queue))))
-        if at is not None:
-            return at
-        if self.stalled_since is not None:
-            return self.stalled_since + self.recovery.rto_ns() * (self.cfg.retry_cnt + 1)
-        return None
+        if at is None and self.stalled_since is not None:
+            at = self.stalled_since + self.recovery.rto_ns() * (self.cfg.retry_cnt + 1)
+        credit = self.credit
+        if credit is not None:
+            ask = credit.deadline()  # (a wait for credit asks again)
+            if ask is not None and (at is None or ask < at):
+                at = ask
+        return at
 
     def idle(self) -> bool:
         return not self.packets.records and not self.writes.queue
@@ -226,6 +237,7 @@ class Sender:
         packets = self.packets
         writes = self.writes
         nic = self.recovery.nic
+        credit = self.credit
         while not nic.full():  # (``nic_backlog``: more go as they leave: ``departed``)
             rec = packets.next_resend()
             if rec is not None:
@@ -248,6 +260,9 @@ class Sender:
             if self._app_limited:  # new data ends the app-limited span now
                 self._app_limited = False
                 self.congestion.on_app_limited(now_ns)
+            if credit is not None and not credit.may_send():
+                self.congestion.on_app_limited(now_ns)  # (the receiver, not the network, holds it back)
+                return  # (a CREDIT lets more go)
             w = writes.head()
             size = min(self.cfg.mtu, w.length - w.offset)
             if packets.inflight_bytes and packets.inflight_bytes + size > cwnd:
@@ -308,6 +323,8 @@ class Sender:
     def _emit(self, rec: TxRecord, ev: int, retx: bool, now_ns: int, out: list[Action]) -> SentRow:
         """The DATA packet carrying ``rec`` on ``ev``, counted: the counters' row of ``ev``."""
         size = len(rec.payload)
+        if self.credit is not None and not retx:
+            self.credit.spend(size)  # (a resend's credit was spent by the copy it replaces)
         counters = self.counters
         counters.data_packets_sent += 1
         counters.data_bytes_sent += size
@@ -344,8 +361,12 @@ class Sender:
             return
         self.effects.apply_nack(proof, now_ns)
         rec = proof.rec
+        if self.credit is not None:
+            self.credit.heard()  # (the receiver answered: speculation is over)
         if proof.lasthop:
             self.blame.lasthop_trimmed(now_ns)
+            if self.credit is not None and proof.resend:
+                self.credit.spend(len(rec.payload))  # (the receiver's port was full: charged again)
         if proof.window:
             self.congestion.on_trim(now_ns, proof.lasthop)
         if proof.resend:
@@ -355,6 +376,23 @@ class Sender:
         elif proof.refused:
             packets.refused(rec)
             self._finish_packet(rec, out, failure=proof.refused)
+
+    # ---- receiver credits (credit_tx.py) --------------------------------------------------
+    def on_credit(self, msg: Credit, now_ns: int) -> None:
+        """The receiver's CREDIT: its grant so far (ignored by a sender that uses no credits)."""
+        self.counters.credits_received += 1
+        if self.credit is not None:
+            self.credit.on_credit(msg.granted, now_ns)
+            self.counters.credit_bytes_dropped = self.credit.dropped
+
+    def credit_request(self, now_ns: int) -> CreditRequest | None:
+        """The CREDIT_REQUEST to send now, if any: its target grew with what is left to send,
+        or a wait for credit ran long (``SenderCredit.request``)."""
+        credit = self.credit
+        if credit is None or self.failed:
+            return None
+        target = credit.request(self.writes.unsent(), now_ns)
+        return None if target is None else CreditRequest(self.peer_qp, target)
 
     def _finish_packet(self, rec: TxRecord, out: list[Action], failure: str = "") -> None:
         done = packet_done(rec.write, self.counters, failure)

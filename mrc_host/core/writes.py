@@ -58,6 +58,11 @@ class WriteQueue:
         w.remaining = max(1, -(-w.length // mtu))
         self._own().append(w)
 
+    def unsent(self) -> int:
+        """The bytes not yet cut into packets, all writes together (what a credit-using sender
+        still needs credit for: ``credit_tx.py``)."""
+        return sum(w.length - w.offset for w in self.queue)
+
     def head(self) -> PendingWrite:
         return self.queue[0]
 

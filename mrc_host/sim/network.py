@@ -35,10 +35,12 @@ from mrc_host.core import (
     MessageReceived,
     MessageSent,
     Mode,
+    NicCredits,
     NicPathHealth,
     NsccParams,
     PathHealthChanged,
     PathSpace,
+    RcccParams,
     SetTimer,
     Transmit,
     TransportConfig,
@@ -361,6 +363,9 @@ class Network(HostSink):
         self.fabric.sink = self  # every packet reaching a host comes to ``deliver``
         # one NIC's shared path verdicts per host (used by connections whose config shares them)
         self.path_health = [NicPathHealth() for _ in range(shape.hosts)]
+        # one NIC's receiver-credit line per host, at all its ports' rate (used where senders ask)
+        share = RcccParams().rate_share
+        self.credit_lines = [NicCredits(shape.link_gbps * shape.planes, share) for _ in range(shape.hosts)]
 
     # ---- building -----------------------------------------------------------------------
     def endpoint(
@@ -379,6 +384,7 @@ class Network(HostSink):
             rng=rng,
             nic=self.path_health[host],
             nic_group=None if group == shape.t0_of(host) else group,
+            credit_line=self.credit_lines[host],
         )
 
     def add_flow(self, spec: FlowSpec, payload_bytes: int) -> Connection:

@@ -51,6 +51,8 @@ from mrc_host.wire.messages import (
     Connect,
     ConnectAck,
     ConnectStatus,
+    Credit,
+    CreditRequest,
     DataFlag,
     DataPacket,
     Dscp,
@@ -114,6 +116,8 @@ PROBE_LEN: Final = 20
 PROBE_ACK_LEN: Final = 20
 CONNECT_LEN: Final = 16
 CONNECT_ACK_LEN: Final = 16
+CREDIT_LEN: Final = 4
+CREDIT_REQUEST_LEN: Final = 4
 DATA_HDR_END: Final = OPHDR_OFF + DATA_HDR_LEN  # 146: where the payload starts; a trimmed frame's length
 MAX_FRAME: Final = DATA_HDR_END + MAX_PAYLOAD + ICRC_LEN
 ETHERTYPE_IPV6: Final = b"\x86\xdd"
@@ -149,6 +153,7 @@ _NACK: Final = struct.Struct(">IBxxxI")  # psn reason echo_ev
 _PROBE: Final = struct.Struct(">IIQI")  # probe_id ev_under_test send_ts reply_ev
 _PROBE_ACK: Final = struct.Struct(">IIQHxx")  # probe_id ev_under_test echo_ts port_status
 _CONNECT: Final = struct.Struct(">IIQ")  # (status|initial_psn) (cookie|rkey) nonce
+_CREDIT: Final = struct.Struct(">I")  # granted (CREDIT) or target (CREDIT_REQUEST)
 _ICRC: Final = struct.Struct("<I")
 # UDP with its checksum masked, BTH opcode, flags, pkey and the reserved byte masked
 _MASKED_UDP_BTH: Final = struct.Struct(">HHHHBBHB")
@@ -170,6 +175,7 @@ _TAIL_NACK: Final = struct.Struct(">HHHHBBHIIIBxxxI")
 _TAIL_PROBE: Final = struct.Struct(">HHHHBBHIIIIQI")
 _TAIL_PROBE_ACK: Final = struct.Struct(">HHHHBBHIIIIQHxx")
 _TAIL_CONNECT: Final = struct.Struct(">HHHHBBHIIIIQ")
+_TAIL_CREDIT: Final = struct.Struct(">HHHHBBHIII")
 _CSUM_OFF: Final = UDP_OFF + 6  # UDP checksum
 # the packet path's struct calls as bound methods: compiled, a call through a method name looks
 # the method up on the Struct object every time (``_PyObject_GetMethod``); these do not
@@ -368,7 +374,8 @@ def _udp_checksum(
 # copies them and writes its addresses in.
 TEMPLATE_HOP_LIMIT: Final = 64
 _KINDS: Final[dict[str, type]] = {
-    k.__name__: k for k in (DataPacket, Sack, Nack, Probe, ProbeAck, Connect, ConnectAck)
+    k.__name__: k
+    for k in (DataPacket, Sack, Nack, Probe, ProbeAck, Connect, ConnectAck, Credit, CreditRequest)
 }
 _SKELETONS: Final[dict[int, dict[type, bytes]]] = {}
 
@@ -453,6 +460,8 @@ class FrameEncoder:
             ProbeAck: self._encode_probe_ack,
             Connect: self._encode_connect,
             ConnectAck: self._encode_connect_ack,
+            Credit: self._encode_credit,
+            CreditRequest: self._encode_credit_request,
         }
 
     def encode(self, msg: Frame, carrier16: bytes, payload_sum: int = -1) -> bytes:
@@ -685,6 +694,12 @@ class FrameEncoder:
     def _encode_probe_ack(self, m: ProbeAck, carrier16: bytes) -> bytes:
         fields = (m.probe_id, m.ev_under_test, m.echo_ts, m.port_status)
         return self._encode_ctrl(ProbeAck, m, carrier16, _TAIL_PROBE_ACK, 0, fields)
+
+    def _encode_credit(self, m: Credit, carrier16: bytes) -> bytes:
+        return self._encode_ctrl(Credit, m, carrier16, _TAIL_CREDIT, 0, (m.granted,))
+
+    def _encode_credit_request(self, m: CreditRequest, carrier16: bytes) -> bytes:
+        return self._encode_ctrl(CreditRequest, m, carrier16, _TAIL_CREDIT, 0, (m.target,))
 
     def _encode_connect(self, m: Connect, carrier16: bytes) -> bytes:
         psn = m.initial_psn
@@ -1140,6 +1155,10 @@ def _decode_control(
         _expect(rest, PROBE_ACK_LEN, "PROBE_ACK")
         probe_id, evt, ts, port_status = _PROBE_ACK.unpack_from(buf, h)
         return ProbeAck(qp, probe_id, evt, ts, meta, port_status)
+    if opcode == Opcode.CREDIT or opcode == Opcode.CREDIT_REQUEST:
+        _expect(rest, CREDIT_LEN, "CREDIT")
+        (count,) = _CREDIT.unpack_from(buf, h)
+        return Credit(qp, count, meta) if opcode == Opcode.CREDIT else CreditRequest(qp, count, meta)
     if opcode == Opcode.CONNECT or opcode == Opcode.CONNECT_ACK:
         _expect(rest, CONNECT_LEN, "CONNECT")
         spsn, rkey, nonce = _CONNECT.unpack_from(buf, h)

@@ -62,6 +62,8 @@ from mrc_host.wire.messages import (
     Connect,
     ConnectAck,
     ConnectStatus,
+    Credit,
+    CreditRequest,
     DataFlag,
     DataPacket,
     Frame,
@@ -81,6 +83,8 @@ __all__ = [
     "RETH",
     "MrcConnect",
     "MrcConnectAck",
+    "MrcCredit",
+    "MrcCreditRequest",
     "MrcData",
     "MrcNack",
     "MrcProbe",
@@ -196,6 +200,20 @@ class MrcConnectAck(Packet):
     ]
 
 
+class MrcCredit(Packet):
+    """Receiver credit: the payload bytes granted the sender so far, cumulative modulo 2**32."""
+
+    name = "MRC CREDIT"
+    fields_desc = [IntField("granted", 0)]
+
+
+class MrcCreditRequest(Packet):
+    """A credit-using sender's target: the cumulative credit (modulo 2**32) that covers all it has to send."""
+
+    name = "MRC CREDIT_REQUEST"
+    fields_desc = [IntField("target", 0)]
+
+
 for _op in DATA_OPCODES:
     bind_layers(BTH, RETH, opcode=int(_op))
 bind_layers(RETH, MrcData)
@@ -205,6 +223,8 @@ bind_layers(BTH, MrcProbe, opcode=int(Opcode.PROBE))
 bind_layers(BTH, MrcProbeAck, opcode=int(Opcode.PROBE_ACK))
 bind_layers(BTH, MrcConnect, opcode=int(Opcode.CONNECT))
 bind_layers(BTH, MrcConnectAck, opcode=int(Opcode.CONNECT_ACK))
+bind_layers(BTH, MrcCredit, opcode=int(Opcode.CREDIT))
+bind_layers(BTH, MrcCreditRequest, opcode=int(Opcode.CREDIT_REQUEST))
 
 
 def _bth_and_header(msg: Frame) -> Packet:
@@ -255,6 +275,10 @@ def _bth_and_header(msg: Frame) -> Packet:
             rkey=msg.cookie if msg.status is ConnectStatus.RETRY else msg.rkey,
             nonce=msg.nonce,
         )
+    if isinstance(msg, Credit):
+        return BTH(opcode=int(Opcode.CREDIT), dqpn=msg.qp) / MrcCredit(granted=msg.granted)
+    if isinstance(msg, CreditRequest):
+        return BTH(opcode=int(Opcode.CREDIT_REQUEST), dqpn=msg.qp) / MrcCreditRequest(target=msg.target)
     raise TypeError(f"not an MRC message: {type(msg).__name__}")
 
 
@@ -384,6 +408,14 @@ def _connect_ack_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
     )
 
 
+def _credit_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    return Credit(qp=qp, granted=pkt[MrcCredit].granted, meta=meta)
+
+
+def _credit_request_from_scapy(pkt: Packet, qp: int, meta: PathMeta) -> Frame:
+    return CreditRequest(qp=qp, target=pkt[MrcCreditRequest].target, meta=meta)
+
+
 # One reader per BTH opcode: the scapy layers it reads and the Message it builds.
 _FROM_SCAPY: dict[int, Callable[[Packet, int, PathMeta], Frame]] = {
     **{int(op): _data_from_scapy for op in DATA_OPCODES},
@@ -393,6 +425,8 @@ _FROM_SCAPY: dict[int, Callable[[Packet, int, PathMeta], Frame]] = {
     Opcode.PROBE_ACK: _probe_ack_from_scapy,
     Opcode.CONNECT: _connect_from_scapy,
     Opcode.CONNECT_ACK: _connect_ack_from_scapy,
+    Opcode.CREDIT: _credit_from_scapy,
+    Opcode.CREDIT_REQUEST: _credit_request_from_scapy,
 }
 
 

@@ -35,6 +35,8 @@ class Opcode(enum.IntEnum):
     PROBE_ACK = 0xC3
     CONNECT = 0xC4
     CONNECT_ACK = 0xC5
+    CREDIT = 0xC6
+    CREDIT_REQUEST = 0xC7
 
 
 DATA_OPCODES: Final = frozenset(
@@ -47,7 +49,7 @@ class Dscp(enum.IntEnum):
 
     DATA = 26  # AF31: first transmission, may be trimmed
     RETX = 28  # AF32: retransmission
-    CONTROL = 48  # CS6: SACK, NACK, PROBE, PROBE_ACK
+    CONTROL = 48  # CS6: SACK, NACK, PROBE, PROBE_ACK, CREDIT, CREDIT_REQUEST
     TRIMMED = 46  # EF: a data packet cut to its headers by a switch
 
 
@@ -303,6 +305,45 @@ class ProbeAck:
         self.port_status = port_status
 
 
+# Receiver credits count bytes of DATA payload modulo 2**32, compared as serial numbers (a
+# difference of up to 2**31 either way): a connection may move any number of bytes
+CREDIT_MASK: Final = 0xFFFFFFFF
+
+
+# init=False + the __init__ below: compiled, 1.5-2x faster to build than the generated one.
+@dataclass(slots=True, init=False)
+class Credit:
+    """Receiver credit (the receiver's NIC schedules its port among its senders): the DATA
+    payload bytes the receiver has granted this queue pair's sender so far, cumulative modulo
+    2**32 (a later CREDIT covers a lost one)."""
+
+    qp: int
+    granted: int
+    meta: PathMeta = field(default_factory=PathMeta)
+
+    def __init__(self, qp: int, granted: int, meta: PathMeta | None = None) -> None:
+        self.qp = qp
+        self.granted = granted
+        self.meta = PathMeta() if meta is None else meta
+
+
+# init=False + the __init__ below: compiled, 1.5-2x faster to build than the generated one.
+@dataclass(slots=True, init=False)
+class CreditRequest:
+    """A credit-using sender's demand: the cumulative credit (modulo 2**32) that would cover
+    everything it has to send, those granted already included. Sent when it grows, and again
+    when a sender waiting for credit heard none for a while (a CREDIT or this was lost)."""
+
+    qp: int
+    target: int
+    meta: PathMeta = field(default_factory=PathMeta)
+
+    def __init__(self, qp: int, target: int, meta: PathMeta | None = None) -> None:
+        self.qp = qp
+        self.target = target
+        self.meta = PathMeta() if meta is None else meta
+
+
 class ConnectStatus(enum.IntEnum):
     """What a CONNECT_ACK says about the CONNECT it answers."""
 
@@ -345,7 +386,7 @@ class ConnectAck:
 
 
 # What the transport core consumes and produces.
-Message = DataPacket | Sack | Nack | Probe | ProbeAck
+Message = DataPacket | Sack | Nack | Probe | ProbeAck | Credit | CreditRequest
 # The agent's connection handshake: on the wire like the rest, never seen by the core.
 Handshake = Connect | ConnectAck
 # Everything the codec encodes and decodes.

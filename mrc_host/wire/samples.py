@@ -16,6 +16,8 @@ from mrc_host.wire.messages import (
     Connect,
     ConnectAck,
     ConnectStatus,
+    Credit,
+    CreditRequest,
     DataFlag,
     DataPacket,
     Dscp,
@@ -143,4 +145,6 @@ def sample_messages() -> list[Frame]:
             status=ConnectStatus.ACCEPTED,
             meta=control_meta(),
         ),
+        Credit(qp=0x00ABCD, granted=0xFFFF_F000, meta=control_meta(SAMPLE_REPLY_EV)),
+        CreditRequest(qp=0x00ABCD, target=0x8000_0001, meta=control_meta()),
     ]

@@ -18,6 +18,8 @@ from mrc_host.wire.layers import to_scapy
 from mrc_host.wire.messages import (
     Connect,
     ConnectAck,
+    Credit,
+    CreditRequest,
     DataPacket,
     Frame,
     Nack,
@@ -41,6 +43,8 @@ def build(hop_limit: int = codec.TEMPLATE_HOP_LIMIT) -> dict[str, bytes]:
         (ProbeAck(qp=0, probe_id=0, ev_under_test=0), codec.OPHDR_OFF + codec.PROBE_ACK_LEN),
         (Connect(qp=0, initial_psn=0, nonce=0), codec.OPHDR_OFF + codec.CONNECT_LEN),
         (ConnectAck(qp=0, initial_psn=0, nonce=0, rkey=0), codec.OPHDR_OFF + codec.CONNECT_ACK_LEN),
+        (Credit(qp=0, granted=0), codec.OPHDR_OFF + codec.CREDIT_LEN),
+        (CreditRequest(qp=0, target=0), codec.OPHDR_OFF + codec.CREDIT_REQUEST_LEN),
     ]
     return {type(s).__name__: bytes(to_scapy(s, "::", zero))[:end] for s, end in samples}
 

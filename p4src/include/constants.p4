@@ -17,6 +17,10 @@ const bit<8> OP_WRITE_MIDDLE = 0x07;
 const bit<8> OP_WRITE_LAST   = 0x08;
 const bit<8> OP_WRITE_ONLY   = 0x0A;
 
+/* Every other opcode MRC sends is a control message: SACK 0xC0, NACK 0xC1, PROBE 0xC2,
+ * PROBE_ACK 0xC3, CONNECT 0xC4, CONNECT_ACK 0xC5, CREDIT 0xC6, CREDIT_REQUEST 0xC7. The parser
+ * stops after their BTH, so none is ever trimmed, whatever its DSCP (CONTROL, below). */
+
 /* DSCP classes (outer IPv6 traffic class, upper 6 bits). */
 const bit<6> DSCP_DATA    = 26;  /* first transmission: may be trimmed */
 const bit<6> DSCP_TRIMMED = 46;  /* a data packet cut to its headers by a switch */

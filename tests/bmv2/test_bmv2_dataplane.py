@@ -29,7 +29,18 @@ from mrc_fabric.drop_reasons import DropReason
 from mrc_fabric.p4info import load_p4info
 from mrc_host.wire.codec import decode, encode, trim
 from mrc_host.wire.framing import FrameAddressing
-from mrc_host.wire.messages import DataPacket, Dscp, Ecn, PathMeta
+from mrc_host.wire.messages import (
+    Connect,
+    ConnectAck,
+    Credit,
+    CreditRequest,
+    DataPacket,
+    Dscp,
+    Ecn,
+    Frame,
+    PathMeta,
+)
+from mrc_host.wire.samples import sample_messages
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]  # root: veths and raw sockets
 
@@ -322,9 +333,10 @@ def test_trimming_under_congestion(switch: Switch) -> None:
     assert switch.drops(DROP_TRIMMED) == len(trimmed)
 
 
-def test_only_whole_data_frames_are_trimmed(switch: Switch) -> None:
-    """Under congestion, a DATA frame cut short before the end of its MRC header (or a non-MRC
-    frame marked DATA) is forwarded as it is: trimming never claims bytes that are not there."""
+def congest_t1a(switch: Switch, fillers: int) -> tuple[int, list[int]]:
+    """The port toward T1A trimming above 2 packets, drained at 50 packets/s, and ``fillers``
+    retransmissions (never trimmed) sent into it until egress records a queue above that:
+    (the port, the carrier's uSIDs that lead there)."""
     switch.t0_tables()
     out = PORT_OF[T1A]
     switch.policy(out, ecn=QDEPTH_NEVER, trim=2)
@@ -332,9 +344,16 @@ def test_only_whole_data_frames_are_trimmed(switch: Switch) -> None:
     assert switch.lab.switch is not None
     switch.lab.switch.set_queue_rate(out, 50)
     switch.lab.taps[IN_PORT].send(
-        [data_frame(usids, psn=i, payload_len=500, dscp=Dscp.RETX) for i in range(12)]
+        [data_frame(usids, psn=i, payload_len=500, dscp=Dscp.RETX) for i in range(fillers)]
     )
     wait_for(lambda: switch.qdepth(out) > 2, 5, "egress to record a queue deeper than 2")
+    return out, usids
+
+
+def test_only_whole_data_frames_are_trimmed(switch: Switch) -> None:
+    """Under congestion, a DATA frame cut short before the end of its MRC header (or a non-MRC
+    frame marked DATA) is forwarded as it is: trimming never claims bytes that are not there."""
+    out, usids = congest_t1a(switch, 12)
     whole = data_frame(usids, psn=200, payload_len=500)
     short = data_frame(usids, psn=201)[:130]  # ends inside the RETH
     switch.lab.taps[IN_PORT].send([short, whole])
@@ -344,6 +363,33 @@ def test_only_whole_data_frames_are_trimmed(switch: Switch) -> None:
     (cut,) = [f for f in got if len(f) == 130]
     assert cut == forwarded(short, switch.dmac(out), shift(carrier(usids)))  # lengths and DSCP untouched
     assert switch.drops(DROP_TRIMMED) == 1
+
+
+def control_frame(usids: list[int], msg: Frame, dscp: int) -> bytes:
+    """``msg`` (a control message) from host 0 to host 1 over the given uSID carrier."""
+    addressing = FrameAddressing(
+        src_mac=SRC_MAC, dst_mac=SWITCH_MAC, outer_src=nic_address(0, 0),
+        inner_src=nic_address(0, 0), inner_dst=nic_address(0, 1), hop_limit=64,
+    )  # fmt: skip
+    msg.meta = PathMeta(ev=0x0123_4567, ecn=Ecn.ECT0, dscp=dscp)
+    return encode(msg, carrier(usids), addressing)
+
+
+def test_control_messages_are_never_trimmed(switch: Switch) -> None:
+    """Behind a queue above the trim threshold, every control message (SACK, NACK, PROBE,
+    PROBE_ACK, CREDIT, CREDIT_REQUEST) is forwarded whole: the program trims only DATA opcodes,
+    whatever the DSCP says (a CREDIT marked DATA too)."""
+    out, usids = congest_t1a(switch, 12)
+    controls = [m for m in sample_messages() if not isinstance(m, (DataPacket, Connect, ConnectAck))]
+    assert {Credit, CreditRequest} <= {type(m) for m in controls}
+    frames = [control_frame(usids, m, Dscp.CONTROL) for m in controls]
+    frames.append(control_frame(usids, Credit(qp=7, granted=1 << 20), Dscp.DATA))
+    switch.lab.taps[IN_PORT].send(frames)
+    got = switch.lab.taps[out].wait(12 + len(frames), timeout=15)
+    new_dst = shift(carrier(usids))
+    for f in frames:
+        assert forwarded(f, switch.dmac(out), new_dst) in got, decode(f)
+    assert switch.drops(DROP_TRIMMED) == 0
 
 
 def test_bad_outer_headers_are_dropped_as_malformed(switch: Switch) -> None:

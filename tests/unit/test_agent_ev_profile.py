@@ -65,7 +65,7 @@ def test_an_empty_profile_changes_nothing() -> None:
         ("evs = 0", "evs: must be an integer in 1..65536, got 0"),
         ("evs = 65537", "evs: must be an integer in 1..65536"),
         ("evs = true", "evs: must be an integer"),
-        ('cc = "cubic"', "cc: 'cubic' is not one of fixed, nscc, window"),
+        ('cc = "cubic"', "cc: 'cubic' is not one of fixed, nscc, nscc+rccc, rccc, window"),
         ("colour = 1", "unknown key 'colour'"),
         ("entropy_mask = 0x40000", "entropy_mask: must be an integer in 0..262143"),
         ("entropy_mask = 0xff\nentropy_base = 0x1", "entropy_base 0x1 must be 18 bits outside entropy_mask"),

@@ -26,3 +26,18 @@ def test_two_equal_flows_started_together_share_the_host(tmp_path: Path) -> None
     assert run["jain"] == pytest.approx(1.0, abs=0.01)
     assert sum(run["gbps"]) > 85  # and filled the host's 100 Gb/s between them
     assert (tmp_path / "sim_fair.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_two_rtt_classes_share_the_host_under_receiver_credits(tmp_path: Path) -> None:
+    """Four flows from under the receiver's own leaf (4.7 us) and four across the spine (9.4 us),
+    started together on one plane, under nscc+rccc: Jain's index and the short-RTT flows' share
+    over the long ones' within the bars, in the files named after the congestion control."""
+    args = ["--out", str(tmp_path), "--seeds", "1", "--rtts", "--planes", "1", "--only", "together"]
+    assert sim_fair.main([*args, "--cc", "nscc+rccc"]) == 0
+    data = json.loads((tmp_path / "sim_fair_rtts_nscc_rccc.json").read_text())
+    row = data["rtts_together_n8_p1"]
+    run = row["runs"][0]
+    assert sum(run["short_rtt"]) == 4 and run["jain"] >= sim_fair.RTTS_JAIN_BAR
+    lo, hi = sim_fair.RTTS_RATIO_BAR
+    assert lo <= run["short_over_long"] <= hi and sum(run["gbps"]) > 85
+    assert all(data["targets"].values()) and data["cc"] == "nscc+rccc"

@@ -345,7 +345,7 @@ def test_lengths_claiming_more_than_present_are_truncated() -> None:
 
 def test_unknown_opcode() -> None:
     frame = frame_of(MSGS[0])
-    for op in (0x04, 0x11, 0xC7, 0xFF):
+    for op in (0x04, 0x11, 0xC8, 0xFF):
         assert reason_of(patch(frame, 102, ">B", op)) == "unknown_opcode"
 
 

@@ -17,6 +17,8 @@ from mrc_host.wire.messages import (
     Connect,
     ConnectAck,
     ConnectStatus,
+    Credit,
+    CreditRequest,
     DataPacket,
     Message,
     Nack,
@@ -58,6 +60,8 @@ CONTROL_OPCODES = {
     ProbeAck: Opcode.PROBE_ACK,
     Connect: Opcode.CONNECT,
     ConnectAck: Opcode.CONNECT_ACK,
+    Credit: Opcode.CREDIT,
+    CreditRequest: Opcode.CREDIT_REQUEST,
 }
 MRC_FIELDS = [
     "mrc.opcode",
@@ -99,6 +103,8 @@ MRC_FIELDS = [
     "mrc.connect.status",
     "mrc.connect.rkey",
     "mrc.connect.cookie",
+    "mrc.credit.granted",
+    "mrc.credit.target",
     "mrc.icrc",
 ]
 
@@ -222,6 +228,10 @@ def test_lua_dissector_decodes_every_mrc_header(tmp_path: Path) -> None:
             assert _int(row["mrc.probe.ev_under_test"]) == msg.ev_under_test
             assert int(row["mrc.probe_ack.echo_ts"]) == msg.echo_ts
             assert _int(row["mrc.probe_ack.port_status"]) == msg.port_status != 0
+        elif isinstance(msg, Credit):
+            assert int(row["mrc.credit.granted"]) == msg.granted and row["mrc.credit.target"] == ""
+        elif isinstance(msg, CreditRequest):
+            assert int(row["mrc.credit.target"]) == msg.target and row["mrc.credit.granted"] == ""
         elif isinstance(msg, Connect):
             assert int(row["mrc.connect.initial_psn"]) == msg.initial_psn
             assert _int(row["mrc.connect.nonce"]) == msg.nonce

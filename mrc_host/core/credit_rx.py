@@ -1,0 +1,111 @@
+"""The receiving side of receiver credits (UET's RCCC): one NIC's credit line, and the grants of
+each of its queue pairs.
+
+Why: senders into one host that each run their own window share its port by how their windows
+happen to move -- a late flow keeps its lead, a short-RTT one grows faster -- while the port
+itself knows exactly who wants to send into it. Its NIC hands out the port's rate as CREDITs,
+one ``quantum`` of payload at a time, each quantum booked on the NIC's credit line for the
+wire time it will take (``NicCredits.book``). Every endpoint with demand holds one booking; at
+its time it grants a quantum and books its next at the line's end, behind everyone else's: the
+grants go round robin, and the senders' DATA arrives at ``rate_share`` of the port's rate, each
+sender getting an equal share whatever its RTT or when it started.
+
+Sans-I/O as the rest: the line is passive shared state (like ``NicPathHealth``); each endpoint's
+booking is one of its own deadlines, and a grant is a CREDIT it sends on its own control EVs. An
+endpoint given no line makes its own (one queue pair alone on its NIC). With no rate known the
+line books nothing: credits are granted as they are asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mrc_fabric.frames import DATA_OVERHEAD
+from mrc_host.wire.messages import CREDIT_MASK, Credit, CreditRequest
+
+from .actions import Action
+from .config import TransportConfig
+from .control import ControlOut
+from .counters import Counters
+from .credit_tx import unwrap_credit
+
+ETHERNET_HEADER: Final = 14
+
+
+class NicCredits:
+    """One receiving NIC's credit line: when it is next free, at its rate."""
+
+    def __init__(self, gbps: float, share: float = 1.0) -> None:
+        self.ns_per_byte = 8.0 / (gbps * share) if gbps > 0 and share > 0 else 0.0
+        self.free_ns = 0
+
+    @property
+    def paced(self) -> bool:
+        return self.ns_per_byte > 0
+
+    def book(self, now_ns: int, wire_bytes: int) -> int:
+        """The time of the next grant of ``wire_bytes`` on the wire: the line's end (not before
+        now), which then moves that many bytes' time later."""
+        slot = max(now_ns, self.free_ns)
+        self.free_ns = slot + int(wire_bytes * self.ns_per_byte)
+        return slot
+
+
+def nic_credits_for(cfg: TransportConfig, planes: int) -> NicCredits:
+    """The credit line of a NIC this configuration describes (``RcccParams.nic_gbps``, else
+    ``port_gbps`` on each of ``planes`` ports; neither known: unpaced)."""
+    p = cfg.rccc
+    gbps = p.nic_gbps or cfg.port_gbps * planes
+    return NicCredits(gbps, p.rate_share)
+
+
+class CreditGrants:
+    """One receiving endpoint's grants to its sender: what it asked for, what it got, and its
+    booking on the NIC's credit line (None: nothing more to grant)."""
+
+    def __init__(
+        self, cfg: TransportConfig, line: NicCredits, control: ControlOut, peer_qp: int, counters: Counters
+    ) -> None:
+        self.line = line
+        self.control = control
+        self.peer_qp = peer_qp
+        self.c = counters
+        self.quantum = max(cfg.rccc.quantum, 1)
+        # the wire time a quantum of DATA takes (its packets' headers included)
+        per_packet = DATA_OVERHEAD + ETHERNET_HEADER
+        self.wire = self.quantum + -(-self.quantum // max(cfg.mtu, 1)) * per_packet
+        self.target = 0  # the sender's latest target (not wrapped)
+        self.granted = 0
+        self.slot_ns: int | None = None
+
+    def deadline(self) -> int | None:
+        return self.slot_ns
+
+    def on_request(self, req: CreditRequest, now_ns: int, out: list[Action]) -> None:
+        """The sender's target. Above what was granted: booked on the line (granted at once
+        when it is free). Not above: the sender waits for a CREDIT that was lost, or is in
+        flight: it is told again what it has."""
+        self.c.credit_requests_received += 1
+        target = unwrap_credit(req.target, self.granted)
+        if target > self.target:
+            self.target = target
+        if self.target <= self.granted:
+            self._send(now_ns, out)
+        elif self.slot_ns is None:
+            self.slot_ns = self.line.book(now_ns, self.wire)
+            self.on_timer(now_ns, out)
+
+    def on_timer(self, now_ns: int, out: list[Action]) -> None:
+        """At the booking: a quantum granted (all that is asked, unpaced), the next booked."""
+        slot = self.slot_ns
+        if slot is None or now_ns < slot:
+            return
+        want = self.target - self.granted
+        self.granted += min(want, self.quantum) if self.line.paced else want
+        self._send(now_ns, out)
+        self.slot_ns = self.line.book(now_ns, self.wire) if self.target > self.granted else None
+
+    def _send(self, now_ns: int, out: list[Action]) -> None:
+        msg = Credit(self.peer_qp, self.granted & CREDIT_MASK)
+        if self.control.send(msg, out, None, now_ns) is not None:
+            self.c.credits_sent += 1
