@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -38,7 +39,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM (``kill``, a CI's timeout) ends the run as an exit does: the ``finally`` blocks run,
+    so QEMU is stopped and the throwaway overlay removed (Python's default would leave them)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    exit_on_sigterm()
     args = _parser().parse_args(argv)
     layout = CacheLayout()
     if args.cmd == "clean":

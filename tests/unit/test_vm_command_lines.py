@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,8 @@ import pytest
 
 from mrc_vm import apt_sources, box, check, image, qemu, timing, vm
 from mrc_vm.image import CacheLayout, ImageSpec
+
+REPO = Path(__file__).resolve().parents[2]
 
 SOURCES = (
     apt_sources.AptSource("http://mirror.example/debian", "bookworm", ("main",)),
@@ -305,3 +309,20 @@ def test_a_guest_that_ends_while_booting_says_how_and_what_its_console_said_last
         "ended with:\n  [ 19.9] systemd-shutdown[1]: Rebooting.\n  OK  ] ok\n"
         "  [ 19.97] reboot: Restarting system)"
     )
+
+
+def test_sigterm_ends_the_runner_through_its_finally_blocks(tmp_path: Path) -> None:
+    """A killed `make vm-test` left QEMU's overlay behind: SIGTERM now unwinds like an exit."""
+    mark = tmp_path / "overlay"
+    code = (
+        "import pathlib, sys, time\n"
+        "from mrc_vm.cli import exit_on_sigterm\n"
+        "exit_on_sigterm()\n"
+        f"p = pathlib.Path({str(mark)!r}); p.write_text('x')\n"
+        "try:\n    print('ready', flush=True); time.sleep(60)\nfinally:\n    p.unlink()\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert not mark.exists()
