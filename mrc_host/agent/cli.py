@@ -127,7 +127,7 @@ def _add_serve(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument("--backup-evs", type=int, help="spare EVs per plane that replace retired ones (default 4)")
     s.add_argument("--ev-min-active", type=int, help="loss retires no EV below this many (default 0: 3/4)")
-    s.add_argument("--cc", help="congestion control: nscc (default), window or fixed")
+    s.add_argument("--cc", help="congestion control: nscc (default), nscc+rccc, rccc, window or fixed")
     s.add_argument("--seed", type=int, help="seed of the EV draws and transfer ids (default: random)")
     s.add_argument("-v", "--verbose", action="store_true")
 

@@ -31,12 +31,12 @@ from mrc_host.core import (
     MessageReceived,
     MessageSent,
     Mode,
-    NicCredits,
     NicPathHealth,
     PathHealthChanged,
     SetTimer,
     Transmit,
     TransportConfig,
+    nic_credits_for,
 )
 from mrc_host.core.config import reported_departures
 from mrc_host.ev_profile import ProfileError
@@ -104,7 +104,9 @@ class Peers:
         self.denies = OperatorDenies(self)
         self.path_health = NicPathHealth()  # this NIC's path verdicts, shared by its connections
         # this NIC's receiver-credit line, at all its ports' rate (unknown: credits unpaced)
-        self.credit_line = NicCredits(opts.nic_rate_mbit / 1000 * paths.cfg.planes)
+        self.credit_line = nic_credits_for(
+            opts.transport(Mode.MRC, 0, mtu), paths.cfg.planes, opts.nic_rate_mbit / 1000
+        )
         self.pacer = _pacer(self)  # the NIC's departure clock (None: frames leave when handed over)
 
     # ---- frames in ------------------------------------------------------------------------
@@ -138,15 +140,17 @@ class Peers:
                 if newer is None or msg.rkey != newer.rkey:
                     self.refused["bad_rkey"] += 1
                     return
-                conn = self._promote(newer)
+                conn = self._promote(newer, now)
             conn.data_seen = True
         self.run(conn, conn.endpoint.receive(msg, now), now)
 
-    def _promote(self, conn: RecvConnection) -> RecvConnection:
+    def _promote(self, conn: RecvConnection, now: int) -> RecvConnection:
+        """A newer handshake's connection takes its QP: it joins the NIC as any new one does
+        (path health, credit line, the operator's denies)."""
         del self.pending[conn.qp.value]
         self.handshakes.counts["connection_replaced"] += 1
         log.info("recv %s: a newer handshake replaces the connection", conn.peer.name)
-        self.conns[conn.qp.value] = conn
+        self.add(conn, now)
         return conn
 
     # ---- connections -----------------------------------------------------------------------

@@ -13,7 +13,7 @@ from .actions import (
 from .cc_base import CongestionControl, cc_names, create_cc, register_cc
 from .config import DEFAULT_MAX_EVS, CcParams, EvProfile, Mode, NsccParams, RcccParams, TransportConfig
 from .counters import Counters, EvCounters
-from .credit_rx import NicCredits
+from .credit_rx import NicCredits, nic_credits_for
 from .endpoint import Endpoint
 from .ev_draw import PathSpace
 from .ev_probe import EvProber
@@ -54,5 +54,6 @@ __all__ = [
     "TransportConfig",
     "cc_names",
     "create_cc",
+    "nic_credits_for",
     "register_cc",
 ]

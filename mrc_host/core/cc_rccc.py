@@ -38,10 +38,6 @@ class Rccc(FixedCc):
     name = "rccc"
     uses_credits = True
 
-    @classmethod
-    def from_config(cls, cfg: TransportConfig) -> Rccc:
-        return cls(float(cfg.nscc.max_cwnd))
-
 
 # registered by a call, not a decorator: mypyc compiles only undecorated classes natively
 register_cc(NsccRccc)

@@ -410,6 +410,7 @@ class Counters:
         self.credits_sent = 0  # CREDITs (a receiver's grants)
         self.credits_received = 0
         self.credit_bytes_dropped = 0  # credit held unused beyond the cap (asked again when needed)
+        self.credit_request_retries = 0  # requests repeated after two base RTTs without a CREDIT
 
     # ---- per EV --------------------------------------------------------------------------
     @property

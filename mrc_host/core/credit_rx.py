@@ -18,9 +18,8 @@ line books nothing: credits are granted as they are asked for.
 
 from __future__ import annotations
 
-from typing import Final
-
 from mrc_fabric.frames import DATA_OVERHEAD
+from mrc_host.wire.codec import ETH_LEN
 from mrc_host.wire.messages import CREDIT_MASK, Credit, CreditRequest
 
 from .actions import Action
@@ -28,8 +27,6 @@ from .config import TransportConfig
 from .control import ControlOut
 from .counters import Counters
 from .credit_tx import unwrap_credit
-
-ETHERNET_HEADER: Final = 14
 
 
 class NicCredits:
@@ -51,11 +48,12 @@ class NicCredits:
         return slot
 
 
-def nic_credits_for(cfg: TransportConfig, planes: int) -> NicCredits:
+def nic_credits_for(cfg: TransportConfig, planes: int, port_gbps: float = 0.0) -> NicCredits:
     """The credit line of a NIC this configuration describes (``RcccParams.nic_gbps``, else
-    ``port_gbps`` on each of ``planes`` ports; neither known: unpaced)."""
+    ``port_gbps`` -- the caller's, or the configuration's -- on each of ``planes`` ports;
+    neither known: unpaced), at ``RcccParams.rate_share`` of that rate."""
     p = cfg.rccc
-    gbps = p.nic_gbps or cfg.port_gbps * planes
+    gbps = p.nic_gbps or (port_gbps or cfg.port_gbps) * planes
     return NicCredits(gbps, p.rate_share)
 
 
@@ -72,7 +70,7 @@ class CreditGrants:
         self.c = counters
         self.quantum = max(cfg.rccc.quantum, 1)
         # the wire time a quantum of DATA takes (its packets' headers included)
-        per_packet = DATA_OVERHEAD + ETHERNET_HEADER
+        per_packet = DATA_OVERHEAD + ETH_LEN
         self.wire = self.quantum + -(-self.quantum // max(cfg.mtu, 1)) * per_packet
         self.target = 0  # the sender's latest target (not wrapped)
         self.granted = 0

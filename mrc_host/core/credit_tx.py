@@ -6,16 +6,19 @@ credit granted and not yet spent, is positive; the packet spends its size and ma
 balance below zero by less than a packet (UET's rule: any credit sends a whole packet).
 Before anything comes back from the receiver, at the start and after being idle, a sender
 *speculates*: it sends up to ``RcccParams.speculative_bdps`` of its BDP unscheduled, which
-covers the round trip its first request takes. The first SACK, NACK or CREDIT ends that.
+covers the round trip its first request takes. The first NACK or CREDIT ends that.
 
 A CREDIT_REQUEST names a *target*: the cumulative credit that would cover everything it has
-to send -- what was granted so far, plus the need (unsent bytes of its writes and resends
-queued) beyond its balance and what speculation still covers. Sending and granting leave
+to send -- what was granted so far, plus the need (the bytes of its writes not yet cut into
+packets) beyond its balance and what speculation still covers, at most 2**31 - 1 ahead of the
+grant (the receiver compares 32-bit counts within 2**31). Sending and granting leave
 the target where it is; it grows when the need does (a write posted,
 speculation ended early, credit dropped above ``max_balance_bdps``), and only then is a
 request sent: a few per write, not one per packet. A sender that waits for credit and heard
 none for two base RTTs asks again with the same target (a request or a CREDIT was lost); the
 receiver answers such a request at once with what it granted (``CreditGrants.on_request``).
+A CREDIT above the highest target asked for is none a receiver sends: it is refused (the
+sender counts it) rather than believed.
 
 The window the congestion control keeps (NSCC's, for "nscc+rccc") still applies: a packet
 needs both room in the window and credit.
@@ -56,35 +59,39 @@ class SenderCredit:
         self.last_ns = 0  # the last request sent or CREDIT heard (the retry's clock)
         self.waiting = False  # need left, no credit to send it with (the retry timer runs)
         self.dropped = 0  # credit dropped above the cap, in bytes
-        self.requests = 0
-        self.retries = 0
+        self.retries = 0  # requests sent again with the same target (a request or CREDIT lost)
 
     def may_send(self) -> bool:
         """A packet may leave now (credit left, or speculation still allows it)."""
         return self.balance > 0 or (self.speculating and self.spec_left > 0)
 
     def spend(self, size: int) -> None:
-        """A DATA packet of ``size`` payload bytes left (a resend and a twin as well)."""
+        """A new DATA packet of ``size`` payload bytes left (resends and twins spend none: the
+        copy they repeat did), or a resend charged again after a last-hop trim."""
         if self.speculating and self.spec_left > 0:
             self.spec_left -= size
         else:
             self.balance -= size
 
-    def on_credit(self, granted: int, now_ns: int) -> None:
-        """A CREDIT: ``granted`` bytes in all (modulo 2**32); a stale one adds nothing."""
+    def on_credit(self, granted: int, now_ns: int) -> bool:
+        """A CREDIT: ``granted`` bytes in all (modulo 2**32); a stale one adds nothing. False:
+        it grants more than was ever asked for, and is ignored (the caller counts it)."""
+        total = unwrap_credit(granted, self.granted)
+        if total > self.asked:
+            return False
         self.last_ns = now_ns
         self.heard()
-        total = unwrap_credit(granted, self.granted)
         if total <= self.granted:
-            return
+            return True
         self.balance += total - self.granted
         self.granted = total
         if self.balance > self.max_balance:
             self.dropped += self.balance - self.max_balance
             self.balance = self.max_balance
+        return True
 
     def heard(self) -> None:
-        """The receiver answered (a SACK, NACK or CREDIT): speculation is over."""
+        """The receiver answered (a NACK or CREDIT): speculation is over."""
         if self.speculating:
             self.speculating = False
             self.spec_left = 0
@@ -100,22 +107,27 @@ class SenderCredit:
         if need <= 0:
             return self.granted
         spec = max(self.spec_left, 0) if self.speculating else 0
-        return self.granted + max(0, need + self.reserve - spec - self.balance)
+        return self.granted + min(max(0, need + self.reserve - spec - self.balance), _HALF - 1)
 
     def request(self, need: int, now_ns: int) -> int | None:
-        """The target to ask for now (modulo 2**32), or None: it grew, or a wait for credit
-        lasted two base RTTs without a CREDIT (asked again, same target)."""
+        """The target to ask for now (not wrapped), or None: it grew, or a wait for credit
+        lasted two base RTTs without a CREDIT (asked again, same target). Nothing is booked
+        until the request is on its way (:meth:`sent`)."""
         target = self.target(need)
         self.waiting = need > 0 and not self.may_send()
         if target > self.asked:
+            return target
+        if self.waiting and now_ns >= self.last_ns + self.retry_ns:
+            return self.asked
+        return None
+
+    def sent(self, target: int, now_ns: int) -> None:
+        """A CREDIT_REQUEST for ``target`` (from :meth:`request`) left: the retry's clock starts."""
+        if target > self.asked:
             self.asked = target
-        elif not (self.waiting and now_ns >= self.last_ns + self.retry_ns):
-            return None
         else:
             self.retries += 1
         self.last_ns = now_ns
-        self.requests += 1
-        return target & CREDIT_MASK
 
     def deadline(self) -> int | None:
         """When a sender waiting for credit asks again."""

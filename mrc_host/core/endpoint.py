@@ -412,9 +412,13 @@ class Endpoint:
     def _end(self, now_ns: int, out: list[Action]) -> list[Action]:
         """The end-of-event work: credit asked for, EV changes tallied and reported, a failed
         connection closed, the next timer."""
-        ask = self.sender.credit_request(now_ns)
-        if ask is not None and self._send_control(ask, out) is not None:
-            self.counters.credit_requests_sent += 1
+        sender = self.sender
+        if sender.credit is not None:
+            target = sender.credit_request(now_ns)
+            if target is not None:
+                ask = CreditRequest(self.peer_qp, target & CREDIT_MASK)
+                if self._send_control(ask, out) is not None:
+                    sender.credit_request_sent(target, now_ns)
         changes = self.evset.take_changes()
         if changes:
             c = self.counters

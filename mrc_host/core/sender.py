@@ -22,7 +22,6 @@ from typing import Final
 
 from mrc_host.wire.messages import (
     Credit,
-    CreditRequest,
     DataFlag,
     DataPacket,
     Dscp,
@@ -382,17 +381,24 @@ class Sender:
         """The receiver's CREDIT: its grant so far (ignored by a sender that uses no credits)."""
         self.counters.credits_received += 1
         if self.credit is not None:
-            self.credit.on_credit(msg.granted, now_ns)
+            if not self.credit.on_credit(msg.granted, now_ns):
+                self.counters.malformed["credit_beyond_request"] += 1
             self.counters.credit_bytes_dropped = self.credit.dropped
 
-    def credit_request(self, now_ns: int) -> CreditRequest | None:
-        """The CREDIT_REQUEST to send now, if any: its target grew with what is left to send,
-        or a wait for credit ran long (``SenderCredit.request``)."""
+    def credit_request(self, now_ns: int) -> int | None:
+        """The target of the CREDIT_REQUEST to send now (not wrapped), if any: it grew with
+        what is left to send, or a wait for credit ran long (``SenderCredit.request``). The
+        caller sends it and reports it with :meth:`credit_request_sent`."""
         credit = self.credit
         if credit is None or self.failed:
             return None
-        target = credit.request(self.writes.unsent(), now_ns)
-        return None if target is None else CreditRequest(self.peer_qp, target)
+        return credit.request(self.writes.unsent(), now_ns)
+
+    def credit_request_sent(self, target: int, now_ns: int) -> None:
+        assert self.credit is not None
+        self.credit.sent(target, now_ns)
+        self.counters.credit_requests_sent += 1
+        self.counters.credit_request_retries = self.credit.retries
 
     def _finish_packet(self, rec: TxRecord, out: list[Action], failure: str = "") -> None:
         done = packet_done(rec.write, self.counters, failure)

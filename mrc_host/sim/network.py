@@ -40,10 +40,10 @@ from mrc_host.core import (
     NsccParams,
     PathHealthChanged,
     PathSpace,
-    RcccParams,
     SetTimer,
     Transmit,
     TransportConfig,
+    nic_credits_for,
 )
 from mrc_host.core.config import reported_departures, split_experimental
 from mrc_host.core.records import Segment
@@ -363,9 +363,9 @@ class Network(HostSink):
         self.fabric.sink = self  # every packet reaching a host comes to ``deliver``
         # one NIC's shared path verdicts per host (used by connections whose config shares them)
         self.path_health = [NicPathHealth() for _ in range(shape.hosts)]
-        # one NIC's receiver-credit line per host, at all its ports' rate (used where senders ask)
-        share = RcccParams().rate_share
-        self.credit_lines = [NicCredits(shape.link_gbps * shape.planes, share) for _ in range(shape.hosts)]
+        # one NIC's receiver-credit line per host, at all its ports' rate (used where senders
+        # ask), made with its first endpoint's configuration (``RcccParams`` nic_gbps, rate_share)
+        self.credit_lines: list[NicCredits | None] = [None] * shape.hosts
 
     # ---- building -----------------------------------------------------------------------
     def endpoint(
@@ -376,6 +376,9 @@ class Network(HostSink):
         T0 ``peer`` is under: the downlink its paths end on (none under its own T0)."""
         shape = self.shape
         group = shape.t0_of(peer)
+        line = self.credit_lines[host]
+        if line is None:
+            line = self.credit_lines[host] = nic_credits_for(cfg, shape.planes, shape.link_gbps)
         return Endpoint(
             local_qp=qp,
             peer_qp=qp + 1 if qp % 2 else qp - 1,
@@ -384,7 +387,7 @@ class Network(HostSink):
             rng=rng,
             nic=self.path_health[host],
             nic_group=None if group == shape.t0_of(host) else group,
-            credit_line=self.credit_lines[host],
+            credit_line=line,
         )
 
     def add_flow(self, spec: FlowSpec, payload_bytes: int) -> Connection:

@@ -1156,7 +1156,7 @@ def _decode_control(
         probe_id, evt, ts, port_status = _PROBE_ACK.unpack_from(buf, h)
         return ProbeAck(qp, probe_id, evt, ts, meta, port_status)
     if opcode == Opcode.CREDIT or opcode == Opcode.CREDIT_REQUEST:
-        _expect(rest, CREDIT_LEN, "CREDIT")
+        _expect(rest, CREDIT_LEN, "CREDIT" if opcode == Opcode.CREDIT else "CREDIT_REQUEST")
         (count,) = _CREDIT.unpack_from(buf, h)
         return Credit(qp, count, meta) if opcode == Opcode.CREDIT else CreditRequest(qp, count, meta)
     if opcode == Opcode.CONNECT or opcode == Opcode.CONNECT_ACK:

@@ -52,7 +52,10 @@ def test_a_sender_speculates_a_bdp_then_sends_only_with_credit() -> None:
     assert sent == BDP  # speculation: one BDP unscheduled
     c.heard()
     assert not c.may_send()
-    c.on_credit(MTU, 10)
+    target = c.request(1 << 20, now_ns=5)
+    assert target is not None
+    c.sent(target, 5)
+    assert c.on_credit(MTU, 10)
     assert c.may_send()
     c.spend(MTU + 100)  # a whole packet on any positive balance, the rest a debt
     assert not c.may_send() and c.balance == -100
@@ -63,6 +66,8 @@ def test_the_target_grows_with_the_need_only_and_is_asked_for_once() -> None:
     reserve = 2 * RcccParams().quantum
     first = c.request(1 << 20, now_ns=0)  # a write of 1 MiB: what speculation does not cover
     assert first == (1 << 20) - BDP + reserve
+    assert c.request(1 << 20, now_ns=0) == first  # not sent yet: asked again
+    c.sent(first, 0)
     assert c.request(1 << 20, now_ns=1) is None  # unchanged: nothing to ask
     for _ in range(BDP // MTU):
         c.spend(MTU)  # speculation spends its allowance: the target stays
@@ -77,11 +82,53 @@ def test_the_target_grows_with_the_need_only_and_is_asked_for_once() -> None:
 def test_a_sender_waiting_for_credit_asks_again_after_two_base_rtts() -> None:
     c = SenderCredit(cfg())
     c.heard()
-    assert c.request(1 << 20, now_ns=0) is not None
+    target = c.request(1 << 20, now_ns=0)
+    assert target is not None
+    c.sent(target, 0)
     assert c.deadline() == 8_000 and c.request(1 << 20, now_ns=7_999) is None
-    assert c.request(1 << 20, now_ns=8_000) == c.asked & 0xFFFF_FFFF and c.retries == 1
-    c.on_credit(c.asked, 9_000)  # all it asked for: no longer waiting
+    assert c.request(1 << 20, now_ns=8_000) == c.asked == target
+    c.sent(target, 8_000)
+    assert c.retries == 1 and c.deadline() == 16_000
+    assert c.on_credit(c.asked, 9_000)  # all it asked for: no longer waiting
     assert c.request(0, now_ns=30_000) is None and c.deadline() is None
+
+
+def test_a_need_above_two_gib_is_asked_for_in_steps_the_receiver_reads_ahead() -> None:
+    """Counts are compared within 2**31: a target further ahead would read as behind what was
+    granted, and the sender would wait for credit forever."""
+    c = SenderCredit(cfg())
+    c.heard()
+    (g, out) = _grants(NicCredits(0.0))
+    need = 3 << 30
+    for step in range(3):
+        target = c.request(need, now_ns=step)
+        assert target is not None and 0 < target - c.granted < 1 << 31
+        c.sent(target, step)
+        g.on_request(CreditRequest(7, target & 0xFFFF_FFFF), step, out)  # type: ignore[arg-type]
+        assert g.granted == target  # (unpaced: all of it, at once)
+        assert c.on_credit(out[-1].msg.granted, step)  # type: ignore[attr-defined]
+        assert c.granted == target
+        need -= c.balance
+        c.spend(c.balance)
+    assert c.granted >= (3 << 30) - c.spec_bytes
+
+
+def test_a_credit_above_every_target_asked_is_refused_and_counted() -> None:
+    """A receiver grants at most what it was asked for: a CREDIT beyond that is a bug or a
+    forgery, and believing it would put the sender's count 2**31 ahead of the receiver's."""
+    pair = make_pair(size=2 << 20, cc_algorithm="nscc+rccc")
+    a = pair.a
+    credit = a.sender.credit
+    assert credit is not None
+    a.receive(Credit(a.local_qp, 4096), 0)  # nothing asked yet
+    assert a.counters.malformed["credit_beyond_request"] == 1 and credit.granted == 0
+    a.post_write(bytes(2 << 20), BASE, RKEY, 0)
+    asked = credit.asked
+    assert asked > 1 << 20 and a.counters.credit_requests_sent == 1
+    a.receive(Credit(a.local_qp, 0x7FFF_0000), 1)
+    assert a.counters.malformed["credit_beyond_request"] == 2 and credit.granted == 0
+    a.receive(Credit(a.local_qp, asked), 2)
+    assert credit.granted == asked and a.counters.malformed["credit_beyond_request"] == 2
 
 
 def _grants(line: NicCredits) -> tuple[CreditGrants, list[object]]:
@@ -171,7 +218,7 @@ def test_credit_messages_round_trip_through_the_codec(count: int) -> None:
 def test_malformed_credit_frames_are_counted_and_dropped() -> None:
     """A CREDIT cut short, one with bytes after its header, one naming another queue pair, one
     whose count is out of range: each counted by reason, none granting anything."""
-    pair = make_pair(cc_algorithm="nscc+rccc")
+    pair = make_pair(size=2 << 20, cc_algorithm="nscc+rccc")
     a = pair.a
     credit = a.sender.credit
     assert credit is not None
@@ -189,6 +236,7 @@ def test_malformed_credit_frames_are_counted_and_dropped() -> None:
     assert m["truncated"] == 1 and m["bad_length"] == 1 and m["bad_credit"] == 2
     assert a.counters.wrong_qp == 1
     assert credit.granted == 0 and credit.balance == 0 and a.grants is None
+    a.post_write(bytes(2 << 20), BASE, RKEY, 0)  # a request for more than the good one grants
     a.receive_frame(good, 0)  # the well-formed one counts
     assert a.counters.credits_received == 1 and credit.granted == 1 << 20
 
@@ -203,7 +251,8 @@ def test_a_credit_to_a_sender_without_credits_is_counted_and_ignored() -> None:
 
 def test_credits_are_granted_and_consumed_end_to_end_on_a_paced_line() -> None:
     """Two senders into one receiving NIC whose credit line runs at 100 Gb/s: each one's DATA
-    beyond its speculation is covered by CREDITs it received, and the grants alternate."""
+    beyond its speculation is covered by CREDITs it received (never more than a packet of
+    debt), and the two receivers' grants interleave."""
     line = NicCredits(100.0)
     conf = cfg()
     paths = PathSpace(2, 4)
@@ -222,11 +271,18 @@ def test_credits_are_granted_and_consumed_end_to_end_on_a_paced_line() -> None:
         queue += [(s, x) for x in acts]
     peer = {id(e): p for e, p in [*zip(snd, rcv, strict=True), *zip(rcv, snd, strict=True)]}
     timers: dict[int, int] = {}
+    credit_times: list[list[int]] = [[], []]
     now = 0
     for _ in range(100_000):
         while queue:
             src, act = queue.pop(0)
             if isinstance(act, Transmit):
+                if isinstance(act.msg, Credit):
+                    credit_times[rcv.index(src)].append(now)  # type: ignore[arg-type]
+                elif isinstance(act.msg, DataPacket):
+                    c = src.sender.credit  # type: ignore[attr-defined]
+                    # the gate held: speculation and balance each at most a packet overdrawn
+                    assert c.spec_left > -MTU and c.balance > -MTU
                 dst = peer[id(src)]
                 queue += [(dst, x) for x in dst.receive(act.msg, now)]  # type: ignore[arg-type]
             elif isinstance(act, SetTimer):
@@ -245,4 +301,7 @@ def test_credits_are_granted_and_consumed_end_to_end_on_a_paced_line() -> None:
         assert r.counters.credits_sent >= 4 and s.counters.credits_received == r.counters.credits_sent
         # every new byte beyond speculation was paid for with credit granted
         assert c.granted >= size - c.spec_bytes and r.grants is not None and r.grants.granted == c.granted
-        assert c.balance <= c.granted
+    # round robin on the line: each receiver granted while the other did (its middle CREDIT
+    # falls between the other's first and last)
+    for mine, other in (credit_times, credit_times[::-1]):
+        assert other[0] <= sorted(mine)[len(mine) // 2] <= other[-1]
