@@ -7,6 +7,7 @@ prefix, so suites running side by side never judge (or clean) each other's objec
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import subprocess
 import sys
@@ -348,6 +349,39 @@ def pinging(tb: Any, pairs: list[tuple[str, str, int]]) -> Iterator[None]:
             p.wait(timeout=10)
 
 
+def switch_evidence(tb: Any, names: set[str]) -> str:
+    """What a watch that gave no verdict had to go on, for a failure message: each switch's
+    health row, and its kernel's per-port frame counts and IPv6 drop counters read twice,
+    2 s apart (what went in, out and where it was dropped meanwhile)."""
+    rows = [s for s in tb.controller.health().switches if s.switch in names]
+    lines = [f"health: {[(s.switch, s.primary, s.dataplane, s.dataplane_detail) for s in rows]}"]
+    keys = ("Ip6InReceives", "Ip6InNoRoutes", "Ip6InAddrErrors", "Ip6InHdrErrors", "Ip6OutForwDatagrams")
+
+    def counts(name: str) -> dict[str, int]:
+        node = tb.net.get(name)
+        out = {}
+        for link in json.loads(node.cmd("ip -s -j link show") or "[]"):
+            if link.get("ifname", "lo") != "lo":
+                stats = link.get("stats64", {})
+                out[f"{link['ifname']} rx"] = stats.get("rx", {}).get("packets", 0)
+                out[f"{link['ifname']} tx"] = stats.get("tx", {}).get("packets", 0)
+        for line in node.cmd("cat /proc/net/snmp6").splitlines():
+            key, _, value = line.partition(" ")
+            if key in keys:
+                out[key] = int(value.split()[0])
+        return out
+
+    for name in sorted(names):
+        first = counts(name)
+        time.sleep(2)
+        second = counts(name)
+        lines.append(
+            f"{name} over 2 s: "
+            + ", ".join(f"{k} +{second[k] - first[k]}" for k in sorted(first) if k in second)
+        )
+    return "\n".join(lines)
+
+
 def check_silent_switch_is_flagged(
     tb: Any, candidates: set[str], state: str, src: str, dst: str, break_it: Callable[[], None],
     repair: Callable[[], None], traffic: list[tuple[str, str, int]],
@@ -369,7 +403,10 @@ def check_silent_switch_is_flagged(
     with pinging(tb, traffic):
         break_it()
         try:
-            found = wait_until(flagged, f"one of {sorted(candidates)} {state}", 40, 0.5)
+            try:
+                found = wait_until(flagged, f"one of {sorted(candidates)} {state}", 40, 0.5)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{switch_evidence(tb, candidates)}") from None
             assert all(s.dataplane == state and s.reachable for s in found), found
             out = run_cli(tb, ["health", f"paths {src} {dst}"])
             assert state in out and found[0].dataplane_detail.split(",")[0] in out, out
