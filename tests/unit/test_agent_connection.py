@@ -16,7 +16,7 @@ from agent_duo import MTU, FakeClient, Net
 from mrc_host.agent.connection import HandshakeError, RecvConnection, SendConnection
 from mrc_host.agent.paths import ROLE_SENDER, QpId
 from mrc_host.agent.payload import CHUNK_DATA_BYTES, ChunkFlag, ChunkHeader, ChunkKind
-from mrc_host.core import Mode, TransportConfig
+from mrc_host.core import EvState, Mode, TransportConfig
 from mrc_host.wire.codec import decode_frame
 from mrc_host.wire.messages import DataPacket
 
@@ -168,3 +168,22 @@ def test_the_operator_denies_a_field_range_on_live_and_later_connections() -> No
         cmds.allow(allow, None)
     with pytest.raises(ProtocolError, match=r"rule.field: must be an integer in 0..2, got 3"):
         cmds.deny(parse_request('{"cmd": "deny", "rule": {"field": 3}}'), None)
+
+
+def test_a_newer_handshakes_connection_joins_the_nic_when_it_takes_the_qp() -> None:
+    """A connection that waited behind a live one on its QP (a newer handshake) takes the QP
+    when its DATA comes: from then on it shares the NIC as a connection accepted at once does --
+    the receive-credit line and the operator's denies."""
+    net = Net()
+    c = _send(net, 1000)
+    net.run(lambda: _finished(c))
+    peers = net["uch3"].peers
+    old = next(x for x in peers.conns.values() if isinstance(x, RecvConnection))
+    newer = RecvConnection(old.qp, old.peer, peers.transport(Mode.MRC, 0), random.Random(2), nonce=old.nonce)
+    peers.pending[old.qp.value] = newer
+    denied = next(iter(newer.endpoint.evset.entries))
+    peers.denies.evs.add(denied)  # (as `mrc deny EV` leaves it)
+    assert peers._promote(newer, net.now) is newer
+    assert peers.conns[old.qp.value] is newer and old.qp.value not in peers.pending
+    assert newer.endpoint._credit_line is peers.credit_line
+    assert newer.endpoint.evset.entries[denied].state is EvState.DENIED
