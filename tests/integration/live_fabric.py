@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -334,27 +334,35 @@ def check_link_down_then_up(tb: Any, a: str, b: str, src: str, dst: str) -> str:
 
 
 @contextlib.contextmanager
-def pinging(tb: Any, pairs: list[tuple[str, str, int]]) -> Iterator[None]:
+def pinging(tb: Any, pairs: list[tuple[str, str, int]]) -> Iterator[list[Any]]:
     """``ping -i 0.05`` from each host to another's NIC address of one plane, while the block
-    runs (frames through the fabric for the data-plane watch to count)."""
+    runs (frames through the fabric for the data-plane watch to count); yields the pingers."""
     procs = []
     try:
         for src, dst, plane in pairs:
             address = tb.topology.host(dst).port(plane).address
             procs.append(tb.net.get(src).popen(["ping", "-q", "-i", "0.05", address]))
-        yield
+        yield procs
     finally:
         for p in procs:
             p.terminate()
             p.wait(timeout=10)
 
 
-def switch_evidence(tb: Any, names: set[str]) -> str:
+def switch_evidence(
+    tb: Any, names: set[str], pingers: Sequence[Any] = (), traffic: Sequence[tuple[str, str, int]] = ()
+) -> str:
     """What a watch that gave no verdict had to go on, for a failure message: each switch's
-    health row, and its kernel's per-port frame counts and IPv6 drop counters read twice,
-    2 s apart (what went in, out and where it was dropped meanwhile)."""
+    health row, its kernel's per-port frame counts and IPv6 drop counters read twice, 2 s
+    apart (what went in, out and where it was dropped meanwhile), and whether the traffic
+    meant to cross it was sent (each pinger alive, its host's route to its target)."""
     rows = [s for s in tb.controller.health().switches if s.switch in names]
     lines = [f"health: {[(s.switch, s.primary, s.dataplane, s.dataplane_detail) for s in rows]}"]
+    for p, (src, dst, plane) in zip(pingers, traffic, strict=False):
+        address = tb.topology.host(dst).port(plane).address
+        route = tb.net.get(src).cmd(f"ip -6 route get {address}").strip()
+        alive = "running" if p.poll() is None else f"exited {p.returncode}"
+        lines.append(f"ping {src} -> {address}: {alive}; {route}")
     keys = ("Ip6InReceives", "Ip6InNoRoutes", "Ip6InAddrErrors", "Ip6InHdrErrors", "Ip6OutForwDatagrams")
 
     def counts(name: str) -> dict[str, int]:
@@ -400,13 +408,14 @@ def check_silent_switch_is_flagged(
 
     wait_controller_primary(tb)
     assert healthy()
-    with pinging(tb, traffic):
+    with pinging(tb, traffic) as pingers:
         break_it()
         try:
             try:
                 found = wait_until(flagged, f"one of {sorted(candidates)} {state}", 40, 0.5)
             except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{switch_evidence(tb, candidates)}") from None
+                evidence = switch_evidence(tb, candidates, pingers, traffic)
+                raise AssertionError(f"{exc}\n{evidence}") from None
             assert all(s.dataplane == state and s.reachable for s in found), found
             out = run_cli(tb, ["health", f"paths {src} {dst}"])
             assert state in out and found[0].dataplane_detail.split(",")[0] in out, out
