@@ -335,13 +335,18 @@ def check_link_down_then_up(tb: Any, a: str, b: str, src: str, dst: str) -> str:
 
 @contextlib.contextmanager
 def pinging(tb: Any, pairs: list[tuple[str, str, int]]) -> Iterator[list[Any]]:
-    """``ping -i 0.05`` from each host to another's NIC address of one plane, while the block
-    runs (frames through the fabric for the data-plane watch to count); yields the pingers."""
+    """``ping -i 0.05`` from each host to another's NIC address of one plane, out of its own
+    port of that plane, while the block runs (frames through the fabric for the data-plane
+    watch to count); yields the pingers. The port is named (``-I``) because the route to a
+    peer's address is a multipath one over every plane, and the kernel's per-boot hash would
+    otherwise pick the plane: on some boots (two VM runs) both pings went around the switch
+    under test, and it never saw a frame."""
     procs = []
     try:
         for src, dst, plane in pairs:
             address = tb.topology.host(dst).port(plane).address
-            procs.append(tb.net.get(src).popen(["ping", "-q", "-i", "0.05", address]))
+            port = tb.topology.host(src).port(plane).ifname
+            procs.append(tb.net.get(src).popen(["ping", "-q", "-i", "0.05", "-I", port, address]))
         yield procs
     finally:
         for p in procs:
@@ -360,7 +365,8 @@ def switch_evidence(
     lines = [f"health: {[(s.switch, s.primary, s.dataplane, s.dataplane_detail) for s in rows]}"]
     for p, (src, dst, plane) in zip(pingers, traffic, strict=False):
         address = tb.topology.host(dst).port(plane).address
-        route = tb.net.get(src).cmd(f"ip -6 route get {address}").strip()
+        port = tb.topology.host(src).port(plane).ifname
+        route = tb.net.get(src).cmd(f"ip -6 route get {address} oif {port}").strip()
         alive = "running" if p.poll() is None else f"exited {p.returncode}"
         lines.append(f"ping {src} -> {address}: {alive}; {route}")
     keys = ("Ip6InReceives", "Ip6InNoRoutes", "Ip6InAddrErrors", "Ip6InHdrErrors", "Ip6OutForwDatagrams")
