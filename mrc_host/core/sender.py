@@ -395,6 +395,7 @@ class Sender:
         return credit.request(self.writes.unsent(), now_ns)
 
     def credit_request_sent(self, target: int, now_ns: int) -> None:
+        """The CREDIT_REQUEST for ``target`` left: booked (the retry's clock) and counted."""
         assert self.credit is not None
         self.credit.sent(target, now_ns)
         self.counters.credit_requests_sent += 1
