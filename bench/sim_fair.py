@@ -63,9 +63,11 @@ def run_case(
     share_scale: float = 0.0,
     queue_share: float = 0.0,
     cc: str = "",
+    transport: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """N flows into host 0 of a fabric whose other leaves hold one sender each (``share_scale``,
-    ``queue_share``: ``Experimental.lasthop_share_scale``, ``lasthop_queue_share``)."""
+    ``queue_share``: ``Experimental.lasthop_share_scale``, ``lasthop_queue_share``; ``transport``:
+    more TransportConfig overrides by name)."""
     shape = FabricShape(planes=planes, t0=n + 1, t1=4, link_delay_ns=LINK_DELAY_NS)
     net = Network(shape, seed)
     rng = random.Random(seed * 1000 + n * 10 + planes)
@@ -74,8 +76,8 @@ def run_case(
     nscc: dict[str, object] = {"lasthop_share_scale": share_scale} if share_scale else {}
     if queue_share:
         nscc["lasthop_queue_share"] = queue_share
-    transport: dict[str, object] = {"cc_algorithm": cc} if cc else {}
-    specs = [FlowSpec(f"f{i}", i + 1, 0, max_evs=128, nscc=nscc, transport=transport) for i in range(n)]
+    overrides: dict[str, object] = {**(transport or {}), **({"cc_algorithm": cc} if cc else {})}
+    specs = [FlowSpec(f"f{i}", i + 1, 0, max_evs=128, nscc=nscc, transport=overrides) for i in range(n)]
     return _judge(net, specs, starts, sizes)
 
 
