@@ -333,6 +333,12 @@ def check_link_down_then_up(tb: Any, a: str, b: str, src: str, dst: str) -> str:
     return out + again
 
 
+def ping_route(tb: Any, src: str, dst: str, plane: int) -> tuple[str, str]:
+    """(``dst``'s NIC address on ``plane``, ``src``'s own port of that plane): where a ping of
+    ``pinging`` goes and the port it leaves by."""
+    return tb.topology.host(dst).port(plane).address, tb.topology.host(src).port(plane).ifname
+
+
 @contextlib.contextmanager
 def pinging(tb: Any, pairs: list[tuple[str, str, int]]) -> Iterator[list[Any]]:
     """``ping -i 0.05`` from each host to another's NIC address of one plane, out of its own
@@ -344,8 +350,7 @@ def pinging(tb: Any, pairs: list[tuple[str, str, int]]) -> Iterator[list[Any]]:
     procs = []
     try:
         for src, dst, plane in pairs:
-            address = tb.topology.host(dst).port(plane).address
-            port = tb.topology.host(src).port(plane).ifname
+            address, port = ping_route(tb, src, dst, plane)
             procs.append(tb.net.get(src).popen(["ping", "-q", "-i", "0.05", "-I", port, address]))
         yield procs
     finally:
@@ -364,8 +369,7 @@ def switch_evidence(
     rows = [s for s in tb.controller.health().switches if s.switch in names]
     lines = [f"health: {[(s.switch, s.primary, s.dataplane, s.dataplane_detail) for s in rows]}"]
     for p, (src, dst, plane) in zip(pingers, traffic, strict=False):
-        address = tb.topology.host(dst).port(plane).address
-        port = tb.topology.host(src).port(plane).ifname
+        address, port = ping_route(tb, src, dst, plane)
         route = tb.net.get(src).cmd(f"ip -6 route get {address} oif {port}").strip()
         alive = "running" if p.poll() is None else f"exited {p.returncode}"
         lines.append(f"ping {src} -> {address}: {alive}; {route}")
