@@ -193,8 +193,17 @@ class Lab:
         t0 = time.monotonic()
         self.ctl = subprocess.Popen(cmd, cwd=self.source, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.disk.attach(self.ctl.pid)
-        self.stub.ListFaults(pb.ListFaultsRequest(), timeout=DEADLINE_S, wait_for_ready=True)
-        return time.monotonic() - t0
+        deadline = t0 + DEADLINE_S
+        while True:
+            try:
+                left = max(deadline - time.monotonic(), 0.1)
+                self.stub.ListFaults(pb.ListFaultsRequest(), timeout=left, wait_for_ready=True)
+                return time.monotonic() - t0
+            except grpc.RpcError as exc:
+                # the channel may still hold the killed controller's connection: the first call
+                # on it fails ("Stream removed"), and the next one connects to the new controller
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() >= deadline:
+                    raise
 
     def kill(self) -> None:
         if self.ctl is not None:
