@@ -227,17 +227,18 @@ class Recovery:
         # first copy, not from a guess shown wrong by a later SACK alone (its own SACK was lost)
         if (spurious or earlier_copy) and rec.transmissions > 1:
             if earlier_copy or rec.prev_twin_ev < 0:  # (else it left twice: which copy arrived?)
-                self._measure(rec.lost_ev >> PLANE_SHIFT, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy)
+                plane = rec.lost_ev >> PLANE_SHIFT
+                self._measure(plane, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy, now_ns)
         else:
             known = rec.transmissions == 1 and own_sack  # (``measure``: a first copy's own SACK only)
-            self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known)
+            self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known, now_ns)
         return spurious
 
-    def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool) -> None:
+    def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool, now_ns: int) -> None:
         """A copy that left on ``plane`` was delivered (``known``: surely that copy, and when):
         the reordering seen, and the plane alive as of when it was sent."""
         self.reorder.measure(plane, left_ns, known)
-        self.plane_watch.delivered(plane, left_ns if self._departures else sent_ns)
+        self.plane_watch.delivered(plane, left_ns if self._departures else sent_ns, now_ns)
 
     # ---- loss rules -----------------------------------------------------------------------
     def gap_losses(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
