@@ -28,10 +28,13 @@ class RttEstimator:
         self.rttvar_ns = 0.0
         self.min_rtt_ns: int | None = None
         self.spread = 0.0  # recent max RTT minus min RTT, decaying (jitter)
-        self.stall = 0.0  # the same, forgetting far more slowly: the longest stall lately
+        # the longest stall lately: a round trip less its own plane's minimum (``sample_plane``),
+        # forgetting far more slowly than the spread
+        self.stall = 0.0
         self.plane_srtt: list[float | None] = [None] * planes
         self.plane_last = [0] * planes  # each plane's latest sample (RACK's RTT: a queue building)
         self.plane_at = [0] * planes  # when it came: a plane still SACKing is draining (``queue_floor``)
+        self.plane_min = [0] * planes  # each plane's shortest sample (0: none yet)
         # how much later one path may deliver than another: the largest difference lately
         # between successive samples of a plane, each less the time its packet waited for its
         # NIC port (its paths' queues differ; a queue they all end in, at the peer's port,
@@ -48,7 +51,6 @@ class RttEstimator:
             self.spread += self.min_rtt_ns - rtt
             self.min_rtt_ns = rtt
         self.spread = max(float(rtt - self.min_rtt_ns), self.spread * SPREAD_DECAY)
-        self.stall = max(self.spread, self.stall * STALL_DECAY)
         if self.srtt_ns is None:
             self.srtt_ns = float(rtt)
             self.rttvar_ns = rtt / 2
@@ -74,6 +76,15 @@ class RttEstimator:
     def sample_plane(self, plane: int, rtt: int, now_ns: int) -> None:
         self.plane_last[plane] = rtt
         self.plane_at[plane] = now_ns
+        # a stall is a round trip longer than its own plane's shortest: a plane that is only
+        # slower (a lower rate) is no stall; taken from the connection's minimum, its extra
+        # delay raised the silent-plane watch's guard for every plane (a plane at 10 Gb/s
+        # beside two at 100: a 26 us stall held a black-holed NIC link GOOD for 30 RTT)
+        low = self.plane_min[plane]
+        if not low or rtt < low:
+            low = self.plane_min[plane] = rtt
+        stall = float(rtt - low)
+        self.stall = stall if stall > self.stall * STALL_DECAY else self.stall * STALL_DECAY
         ps = self.plane_srtt[plane]
         self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
 

@@ -311,13 +311,37 @@ def test_a_stall_is_remembered_long_after_the_jitter_estimate_forgot_it() -> Non
     from mrc_host.core.recovery import RttEstimator
 
     rtt = RttEstimator(planes=2)
+
+    def sample(v: int) -> None:  # (as ``AckEffects`` feeds a SACK's sample in)
+        rtt.sample(v)
+        rtt.sample_plane(0, v, 0)
+
     for _ in range(100):
-        rtt.sample(3_000_000)
-    rtt.sample(33_000_000)  # one 30 ms stall
+        sample(3_000_000)
+    sample(33_000_000)  # one 30 ms stall
     for _ in range(2_000):
-        rtt.sample(3_000_000)
+        sample(3_000_000)
     assert rtt.spread < 1_000_000  # forgotten
     assert rtt.stall > 20_000_000  # still guarding the planes
+
+
+def test_a_plane_only_slower_than_the_others_is_no_stall() -> None:
+    """A plane at a tenth of the others' rate has round trips far above the connection's
+    minimum every time: that is its delay, not a stall. Counted as one, it raised the
+    silent-plane guard of every plane (fuzz seed 1127, draw 183: a black-holed NIC link GOOD
+    for 30 RTT); a stall on that plane still counts."""
+    from mrc_host.core.recovery import RttEstimator
+
+    rtt = RttEstimator(planes=2)
+    for _ in range(100):
+        for plane, v in ((0, 3_000), (1, 30_000)):
+            rtt.sample(v)
+            rtt.sample_plane(plane, v, 0)
+    assert rtt.spread >= 27_000  # (the jitter estimate sees the planes' difference)
+    assert rtt.stall == 0
+    rtt.sample(60_000)
+    rtt.sample_plane(1, 60_000, 0)
+    assert rtt.stall == 30_000
 
 
 def test_a_window_handed_over_at_once_is_timed_from_when_each_packet_leaves_its_port() -> None:
