@@ -32,6 +32,7 @@ from mrc_host.core import (
     MessageSent,
     Mode,
     NicPathHealth,
+    NicPlaneDelays,
     PathHealthChanged,
     SetTimer,
     Transmit,
@@ -103,6 +104,7 @@ class Peers:
         self.handshakes = Handshakes(self, self.rng, opts.seed is not None)  # (draws the cookie secret)
         self.denies = OperatorDenies(self)
         self.path_health = NicPathHealth()  # this NIC's path verdicts, shared by its connections
+        self.plane_delays = NicPlaneDelays(paths.cfg.planes)  # how slow its planes are, shared too
         # this NIC's receiver-credit line, at all its ports' rate (unknown: credits unpaced)
         self.credit_line = nic_credits_for(
             opts.transport(Mode.MRC, 0, mtu), paths.cfg.planes, opts.nic_rate_mbit / 1000
@@ -185,6 +187,7 @@ class Peers:
         the core's: its EV set starts with them DENIED)."""
         self.conns[conn.qp.value] = conn
         conn.endpoint.share_path_health(self.path_health, conn.peer.downlink_group)
+        conn.endpoint.share_plane_delays(self.plane_delays)
         conn.endpoint.share_credit_line(self.credit_line)
         for ev in self.denies.evs:
             self.run(conn, conn.endpoint.deny(ev, now), now)

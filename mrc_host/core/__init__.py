@@ -20,6 +20,7 @@ from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState, EvTransitionError
 from .evset import EvSet
 from .path_health import NicPathHealth
+from .plane_delays import NicPlaneDelays
 from .region import MemoryRegion, RegionTable
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Mode",
     "NicCredits",
     "NicPathHealth",
+    "NicPlaneDelays",
     "NsccParams",
     "PathHealthChanged",
     "PathSpace",

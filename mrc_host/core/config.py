@@ -326,6 +326,11 @@ class TransportConfig:
     # MRC: at the tail (nothing new to send, the window has room) a resend goes out twice, on
     # two planes: a resend lost again there costs the whole message a round trip
     twin_tail_resends: bool = True
+    # a plane a connection has no round trip of yet is timed as much slower than the others as
+    # the NIC's other connections found it (``plane_delays.py``; the caller shares the table):
+    # off, a new connection's first packets on a slow plane were resent, or the plane
+    # flushed, before they could arrive
+    share_plane_delays: bool = True
     ack_every: int = 2  # coalesce: one SACK per this many in-order DATA packets ...
     ack_delay_ns: int = 2_000  # ... or after this delay, whichever comes first
     # a sender with fewer packets than this in flight asks for the SACK of every burst's last

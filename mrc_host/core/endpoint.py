@@ -46,6 +46,7 @@ from .ev_probe import EvProber
 from .ev_state import EvEvent, EvState
 from .evset import EvSet
 from .path_health import NicPathHealth
+from .plane_delays import NicPlaneDelays
 from .receiver import Receiver
 from .records import Segment
 from .region import MemoryRegion, RegionTable
@@ -159,6 +160,13 @@ class Endpoint:
         if group is not None and cfg.experimental.share_path_health and cfg.retires_paths:
             self._nic = nic
             self.evset.join_nic(nic, group)
+
+    def share_plane_delays(self, nic: NicPlaneDelays) -> None:
+        """Time a plane this connection has no sample of by how slow the NIC's other
+        connections found it (``plane_delays.py``), and report ours to them; unless the
+        config's ``share_plane_delays`` is off. Call before the first input."""
+        if self.cfg.share_plane_delays:
+            self.sender.recovery.rtt.share(nic)
 
     def share_credit_line(self, line: NicCredits) -> None:
         """Grant receiver credits on ``line``, the NIC's, shared with its other endpoints

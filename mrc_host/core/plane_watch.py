@@ -117,8 +117,8 @@ class PlaneWatch:
             ok_sent = self.ok_sent[plane]
             if not load[plane] or newest - ok_sent < floor:
                 continue
-            ps = self.rtt.plane_srtt[plane] or self.rtt.srtt_ns
-            if ps is None:
+            ps = self.rtt.of_plane(plane)
+            if not ps:
                 continue
             guard = max(int(ps * 3 / 4), floor)
             if ok_sent < self.resumed_ns:
@@ -136,6 +136,8 @@ class PlaneWatch:
                     # variation can be ~0: at least RACK-TLP's probe wait, 2 SRTT (a 5 us stall
                     # on a 3 us fabric passed for a dead plane)
                     var = srtt
+                if self.rtt.plane_srtt[plane] is None:
+                    srtt = ps  # (never sampled: as slow as the NIC's other connections found it)
                 guard = max(guard, int(srtt + var))
             if newest - ok_sent < guard:
                 continue

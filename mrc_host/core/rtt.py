@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from .plane_delays import NicPlaneDelays
+
 SPREAD_DECAY: Final = 1 - 1 / 256  # per RTT sample: the jitter estimate forgets over a few windows
 # per RTT sample: the largest stall seen forgets over thousands of samples (a software switch
 # descheduled for milliseconds does it again, seconds later)
@@ -42,6 +44,13 @@ class RttEstimator:
         self._fabric_last = [-1] * planes
         self.fabric_spread = 0.0
         self._fabric_at = 0
+        # the NIC's planes, as all its connections measure them (None: this connection's own)
+        self.nic: NicPlaneDelays | None = None
+
+    def share(self, nic: NicPlaneDelays) -> None:
+        """Report plane samples to ``nic``, shared with its other connections, and read how
+        slow it found a plane this connection has no sample of (``of_plane``)."""
+        self.nic = nic
 
     def sample(self, rtt: int) -> None:
         if self.min_rtt_ns is None:
@@ -74,6 +83,8 @@ class RttEstimator:
         self.fabric_spread = max(jump, spread)
 
     def sample_plane(self, plane: int, rtt: int, now_ns: int) -> None:
+        if self.nic is not None:
+            self.nic.report(plane, rtt)
         self.plane_last[plane] = rtt
         self.plane_at[plane] = now_ns
         # a stall is a round trip longer than its own plane's shortest: a plane that is only
@@ -89,8 +100,15 @@ class RttEstimator:
         self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
 
     def of_plane(self, plane: int) -> float:
-        """The plane's smoothed RTT, else the connection's (0 before any sample)."""
-        return self.plane_srtt[plane] or self.srtt_ns or 0.0
+        """The plane's smoothed RTT, else the connection's (0 before any sample), times how
+        much slower than its fastest plane the NIC's connections found this one, when shared
+        (``plane_delays.py``)."""
+        ps = self.plane_srtt[plane]
+        if ps is not None:
+            return ps
+        srtt = self.srtt_ns or 0.0
+        nic = self.nic
+        return srtt * nic.slowdown(plane) if nic is not None else srtt
 
     def flat(self, plane: int) -> bool:
         """No queue builds: ``plane`` has its own samples and the round trips lately, and their

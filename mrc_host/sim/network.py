@@ -37,6 +37,7 @@ from mrc_host.core import (
     Mode,
     NicCredits,
     NicPathHealth,
+    NicPlaneDelays,
     NsccParams,
     PathHealthChanged,
     PathSpace,
@@ -363,6 +364,7 @@ class Network(HostSink):
         self.fabric.sink = self  # every packet reaching a host comes to ``deliver``
         # one NIC's shared path verdicts per host (used by connections whose config shares them)
         self.path_health = [NicPathHealth() for _ in range(shape.hosts)]
+        self.plane_delays = [NicPlaneDelays(shape.planes) for _ in range(shape.hosts)]
         # one NIC's receiver-credit line per host, at all its ports' rate (used where senders
         # ask), made with its first endpoint's configuration (``RcccParams`` nic_gbps, rate_share)
         self.credit_lines: list[NicCredits | None] = [None] * shape.hosts
@@ -373,13 +375,14 @@ class Network(HostSink):
     ) -> Endpoint:
         """One end of a queue pair on ``host`` (local QP ``qp``; the peer's is its pair). It
         shares path verdicts with ``host``'s other endpoints (its NIC's), in the group of the
-        T0 ``peer`` is under: the downlink its paths end on (none under its own T0)."""
+        T0 ``peer`` is under: the downlink its paths end on (none under its own T0), and how
+        slow each plane is."""
         shape = self.shape
         group = shape.t0_of(peer)
         line = self.credit_lines[host]
         if line is None:
             line = self.credit_lines[host] = nic_credits_for(cfg, shape.planes, shape.link_gbps)
-        return Endpoint(
+        endpoint = Endpoint(
             local_qp=qp,
             peer_qp=qp + 1 if qp % 2 else qp - 1,
             config=cfg,
@@ -389,6 +392,8 @@ class Network(HostSink):
             nic_group=None if group == shape.t0_of(host) else group,
             credit_line=line,
         )
+        endpoint.share_plane_delays(self.plane_delays[host])
+        return endpoint
 
     def add_flow(self, spec: FlowSpec, payload_bytes: int) -> Connection:
         if spec.name in self._flow_names:  # a set: a 64-host all-to-all adds 4,032 flows
