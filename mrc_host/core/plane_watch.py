@@ -85,6 +85,15 @@ class PlaneWatch:
         on planes still delivering, each flushing a plane of packets that then arrived."""
         return now_ns - self.delivered_at[plane] < 2 * self.service_gap[plane] + window
 
+    def _overdue(self, plane: int, oldest_sent: int, now_ns: int, window: int) -> bool:
+        """``plane``'s oldest packet in flight, sent at ``oldest_sent``, is later than the plane
+        itself explains: older than the plane's latest delay plus ``window`` (as RACK's timer
+        asks: a plane only queued deeper has not failed), and the plane no longer
+        ``delivering`` at its own pace. Both silent-plane rules ask this last."""
+        if now_ns - oldest_sent < self.rtt.plane_delay(plane) + window:
+            return False
+        return not self.delivering(plane, now_ns, window)
+
     def dead_planes(self, newly: list[TxRecord], now_ns: int) -> list[int]:
         """Planes that fail silently (a T0 down, a NIC link black hole), seen from the *other*
         planes: packets sent on them well after a packet still in flight on the plane were
@@ -155,10 +164,8 @@ class PlaneWatch:
             oldest_sent = oldest.left_ns if dep else oldest.sent_ns
             if oldest_sent <= ok_sent or newest - oldest_sent < guard:
                 continue
-            if now_ns - oldest_sent < self.rtt.plane_delay(plane) + window:
-                continue  # not overdue by its own plane's latest delay: slower, not silent
-            if self.delivering(plane, now_ns, window):
-                continue  # still delivering at its own rate: a queue, not a failure
+            if not self._overdue(plane, oldest_sent, now_ns, window):
+                continue  # slower, not silent
             self._evidence[plane] = 0
             dead.append(plane)
         return dead
@@ -190,11 +197,8 @@ class PlaneWatch:
             oldest_sent = oldest.left_ns if dep else oldest.sent_ns
             if oldest_sent <= self.ok_sent[plane]:
                 continue
-            window = self.reorder.window()
-            if now_ns - oldest_sent < self.rtt.plane_delay(plane) + window:
-                continue  # (as ``dead_planes``: not overdue by its own plane's latest delay)
-            if self.delivering(plane, now_ns, window):
-                continue  # (as ``dead_planes``: still delivering at its own rate)
+            if not self._overdue(plane, oldest_sent, now_ns, self.reorder.window()):
+                continue  # (as ``dead_planes``)
             self._evidence[plane] = 0
             dead.append(plane)
         return dead
