@@ -71,6 +71,7 @@ class AckEffects:
             return
         rec = proof.rec
         ev = proof.echo_ev
+        self.recovery.path_heard(ev, now_ns)
         if proof.credited:
             self.evset.note_ok(ev, now_ns, proof.credit_sent)
         if proof.answered:

@@ -64,7 +64,11 @@ class LossResponse:
                     self._path_silent(plane, path, now_ns)
                 else:
                     self._fail_plane(plane, now_ns)
-        # after the plane check: a dead plane is flushed whole
+        if self._retire:
+            # after the plane check (a dead plane is flushed whole): paths silent by their own delay
+            for rec in recovery.silent_paths(proof.newly, now_ns):
+                why = f"path silent past its own delay, psn {psn_of(rec.seq)}"
+                self.evset.retire(rec.ev, why, now_ns, EvEvent.LOSS, sent_ns=rec.sent_ns)
         for rec in recovery.rack_losses(now_ns, self.blame.sending(writes)):
             self.lose(rec, "gap", now_ns)
         self._recheck(now_ns)

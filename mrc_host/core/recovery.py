@@ -20,7 +20,8 @@ which of the packets in flight are lost, and when, and returns them (the sender 
   bulk transfer the gap rule alone decides (it is the one that tolerates reordering). While
   delays rise, neither the probe nor RACK on other planes' evidence fires before the packet's
   plane has been silent a round trip (``queue_floor``);
-- a whole plane that stopped delivering, seen from the other planes (plane_watch.py);
+- a whole plane that stopped delivering, seen from the other planes (plane_watch.py), and a
+  path silent past its own delay while its plane's other paths deliver (path_watch.py);
 - the retransmission timeout (RTO from SRTT, RTTVAR and the RTT spread, clamped, doubled
   per expiry; before any RTT sample it only resends the oldest packet, as a probe).
 With ``port_gbps`` the times are those a packet left its port (a FIFO per plane at that
@@ -49,6 +50,7 @@ from mrc_host.wire.messages import Opcode
 
 from .config import TransportConfig
 from .nic_clock import NicClock, expired_since_left
+from .path_watch import PathWatch
 from .plane_watch import PlaneWatch
 from .records import PATH_SHIFT, PLANE_SHIFT, TxRecord
 from .reorder import ReorderWindow
@@ -73,6 +75,7 @@ class Recovery:
         self.rtt = RttEstimator(planes)
         self.reorder = ReorderWindow(cfg, planes, self.rtt)
         self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, t1_count)
+        self.path_watch = PathWatch(cfg, packets, self.rtt)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
@@ -227,18 +230,34 @@ class Recovery:
         # first copy, not from a guess shown wrong by a later SACK alone (its own SACK was lost)
         if (spurious or earlier_copy) and rec.transmissions > 1:
             if earlier_copy or rec.prev_twin_ev < 0:  # (else it left twice: which copy arrived?)
-                plane = rec.lost_ev >> PLANE_SHIFT
-                self._measure(plane, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy, now_ns)
+                self._measure(rec.lost_ev, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy, now_ns)
         else:
             known = rec.transmissions == 1 and own_sack  # (``measure``: a first copy's own SACK only)
-            self._measure(rec.ev >> PLANE_SHIFT, rec.left_ns, rec.sent_ns, known, now_ns)
+            self._measure(rec.ev, rec.left_ns, rec.sent_ns, known, now_ns)
         return spurious
 
-    def _measure(self, plane: int, left_ns: int, sent_ns: int, known: bool, now_ns: int) -> None:
-        """A copy that left on ``plane`` was delivered (``known``: surely that copy, and when):
-        the reordering seen, and the plane alive as of when it was sent."""
+    def _measure(self, ev: int, left_ns: int, sent_ns: int, known: bool, now_ns: int) -> None:
+        """A copy that left on ``ev`` was delivered (``known``: surely that copy, and when):
+        the reordering seen, and its plane and path alive as of when it was sent."""
+        plane = ev >> PLANE_SHIFT
         self.reorder.measure(plane, left_ns, known)
-        self.plane_watch.delivered(plane, left_ns if self._departures else sent_ns, now_ns)
+        left = left_ns if self._departures else sent_ns
+        self.plane_watch.delivered(plane, left, now_ns)
+        self.path_watch.delivered(ev >> PATH_SHIFT, left, now_ns)
+
+    def path_heard(self, ev: int, now_ns: int) -> None:
+        """A trimmed header that took ``ev`` reached the peer (a trim NACK): its path delivers,
+        congested, not failed (``PathWatch.heard``)."""
+        self.path_watch.heard(ev >> PATH_SHIFT, now_ns)
+
+    def silent_paths(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
+        """The oldest packet in flight on each path silent past its own delay
+        (``PathWatch.silent_paths``), now marked judged as the RTO's suspects are: the sender
+        retires the path, its delivery undoes that, and the packets stay with the loss rules."""
+        out = self.path_watch.silent_paths(newly, now_ns)
+        for rec in out:
+            rec.suspect_sent = rec.sent_ns
+        return out
 
     # ---- loss rules -----------------------------------------------------------------------
     def gap_losses(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
