@@ -286,13 +286,9 @@ def test_a_campaign_gives_the_same_json_on_one_and_two_workers(tmp_path: Path) -
 # The CI draws that still break an invariant on this core: open transport findings, each with the
 # worst value it reached when listed. Everything else must hold. The list only shrinks: a listed
 # draw that now holds fails the test until it is taken off, and one that gets worse fails it too.
-#   floor on 23: a flow over three planes, one at 10 Gb/s in its T1s, one at 25 at the NICs,
-#   loses 3 packets to a black hole on the slow plane (limit 2.3); likely cause, not followed
-#   further: planes are balanced by bytes in flight, not by what they deliver
 #   resend on 24: an all-to-all and an incast over six planes, one at 25 Gb/s: 2 resends with
 #   nothing dropped or trimmed (likely a slow plane's late packets taken for lost)
 OPEN_FINDINGS: dict[tuple[int, str], float] = {
-    (23, "floor"): 3.0,
     (24, "resend"): 2.0,
 }
 
