@@ -69,6 +69,7 @@ COMPILED = [
     "mrc_host/core/rtt.py",
     "mrc_host/core/sack_by_seq.py",
     "mrc_host/core/sender.py",
+    "mrc_host/core/service_gap.py",
     "mrc_host/core/sent.py",
     "mrc_host/core/writes.py",
     "mrc_host/agent/agent.py",

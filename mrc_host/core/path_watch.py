@@ -28,10 +28,10 @@ from __future__ import annotations
 from typing import Final
 
 from .config import TransportConfig
-from .plane_watch import SERVICE_GAP_DECAY
 from .records import PATH_SHIFT, PLANE_SHIFT, TxRecord
 from .rtt import RttEstimator
 from .sent import SentPackets
+from .service_gap import widened_gap
 
 PLANE_OF_PATH: Final = PLANE_SHIFT - PATH_SHIFT  # a path key's plane: ``path >> PLANE_OF_PATH``
 LOOKS_PER_GUARD: Final = 4  # how often the paths are looked at, per guard (a quarter SRTT)
@@ -65,10 +65,7 @@ class PathWatch:
             self.delay[path] = now_ns - left_ns
         last = self.delivered_at.get(path, 0)
         if now_ns > last:
-            if left_ns < last:
-                gap = float(now_ns - last)
-                kept = self.service_gap.get(path, 0.0) * SERVICE_GAP_DECAY
-                self.service_gap[path] = gap if gap > kept else kept
+            self.service_gap[path] = widened_gap(self.service_gap.get(path, 0.0), last, left_ns, now_ns)
             self.delivered_at[path] = now_ns
 
     def heard(self, path: int, now_ns: int) -> None:

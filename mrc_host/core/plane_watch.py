@@ -11,16 +11,12 @@ deliveries elsewhere of packets sent well after it (its evidence); the sender's 
 
 from __future__ import annotations
 
-from typing import Final
-
 from .config import TransportConfig
 from .records import PATH_SHIFT, PLANE_SHIFT, TxRecord
 from .reorder import ReorderWindow
 from .rtt import RttEstimator
 from .sent import SentPackets
-
-# per sample: a plane's service gap forgets its longest wait over a few dozen deliveries
-SERVICE_GAP_DECAY: Final = 1 - 1 / 32
+from .service_gap import widened_gap
 
 
 class PlaneWatch:
@@ -63,17 +59,14 @@ class PlaneWatch:
         """A copy sent on ``plane`` at ``sent_ns`` (when it left the NIC, with departures
         reported) was delivered, its SACK arriving at ``now_ns``: the plane is alive as of
         then. A copy that had left before the plane's previous delivery arrived waited behind
-        it, so the time between the two is one sample of the plane's service gap (the largest
-        lately, forgetting by ``SERVICE_GAP_DECAY`` per sample)."""
+        it, so the time between the two is one sample of the plane's service gap
+        (``widened_gap``)."""
         if sent_ns > self.ok_sent[plane]:
             self.ok_sent[plane] = sent_ns
             self._evidence[plane] = 0
         last = self.delivered_at[plane]
         if now_ns > last:
-            if sent_ns < last:
-                gap = float(now_ns - last)
-                kept = self.service_gap[plane] * SERVICE_GAP_DECAY
-                self.service_gap[plane] = gap if gap > kept else kept
+            self.service_gap[plane] = widened_gap(self.service_gap[plane], last, sent_ns, now_ns)
             self.delivered_at[plane] = now_ns
 
     def delivering(self, plane: int, now_ns: int, window: int) -> bool:
