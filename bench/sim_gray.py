@@ -15,7 +15,11 @@ flap) and writes ``sim_gray.json``, ``sim_gray.md`` (median and range per row) a
 - oracle: a black hole during an incast <= 1.25 x ``oracle_sent`` + 2 (8 -> 1, 15 -> 1);
   16 -> 1 and a fault 100 us in <= 2 x.
 
-    python -m bench.sim_gray --out DIR [--quick] [--seeds 1-10]
+    python -m bench.sim_gray --out DIR [--quick] [--seeds 1-10] [--against OLD/sim_gray.json]
+
+Each row keeps its figures per seed (``per_seed``, the flap's ``rows``); ``--against`` sets
+them beside an earlier record's, seed by seed (``gray_paired.py``), into
+``sim_gray_paired.md``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import sim_flap, sim_incast_fault, sim_knowledge, sim_slow_plane
+from bench import gray_paired, sim_flap, sim_incast_fault, sim_knowledge, sim_slow_plane
 from bench.sim_bench import finish, record_head, save_figure
 from bench.sim_incast_fault import spread
 
@@ -44,6 +48,15 @@ def slow_planes(seeds: range) -> dict[str, Any]:
         rows = [sim_slow_plane.case(name, rates, where, s, {}) for s in seeds]
         out[name] = sim_slow_plane.summary(rows)
         print(f"   slow {name}: {json.dumps(out[name])}", flush=True)
+        out[name]["per_seed"] = [
+            {
+                "seed": s,
+                "of_capacity": r["slow"]["of_capacity"],
+                "share_error": r["slow"]["share_error"],
+                "vs_dead": r["vs_dead"],
+            }
+            for s, r in zip(seeds, rows, strict=True)
+        ]
     return out
 
 
@@ -74,6 +87,10 @@ def knowledge(seeds: range) -> dict[str, Any]:
         "seeds": len(heal),
     }
     print(f"   knowledge: {json.dumps(out)}", flush=True)
+    out["per_seed"] = [
+        {"seed": s, "heal_back_rtts": h["back_rtts"], "lost_known": k["lost_known"]}
+        for s, h, k in zip(seeds, heal, skip, strict=True)
+    ]
     return out
 
 
@@ -92,6 +109,11 @@ def oracle(seeds: range) -> dict[str, Any]:
             "rtos": sum(r["rtos"] for r in rows),
         }
         print(f"   oracle {name}: {json.dumps(out[name])}", flush=True)
+        out[name]["per_seed"] = [
+            {"seed": s, "lost": f["lost"], "oracle_sent": f["oracle_sent"]}
+            for s, r in zip(seeds, rows, strict=True)
+            for f in r["faults"]
+        ]
     return out
 
 
@@ -176,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results"))
     ap.add_argument("--quick", action="store_true", help="seeds 1-3, a 32 MiB permutation")
     ap.add_argument("--seeds", help="first-last (default 1-10, --quick 1-3)")
+    ap.add_argument("--against", type=Path, help="an earlier sim_gray.json: compared seed by seed")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     lo, _, hi = (args.seeds or ("1-3" if args.quick else "1-10")).partition("-")
@@ -188,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     data["targets"] = targets(data)
     (args.out / "sim_gray.md").write_text(table(data))
     print(table(data))
+    if args.against:
+        paired = gray_paired.table(gray_paired.compare(json.loads(args.against.read_text()), data))
+        (args.out / "sim_gray_paired.md").write_text(paired)
+        print(f"against {args.against}, seed by seed:\n{paired}")
     return finish(args.out, "sim_gray", data, plot)
 
 

@@ -1,0 +1,58 @@
+"""Two gray-failure records set side by side seed by seed (``bench.gray_paired``): which way
+each figure went, on how many seeds, where a median moved by half a packet or not at all."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench import gray_paired
+
+
+def record(lost: list[int], back: list[int | None], capacity: list[float]) -> dict[str, Any]:
+    seeds = range(1, len(lost) + 1)
+    slow = [
+        {"seed": s, "of_capacity": c, "share_error": 0.01, "vs_dead": 0.9}
+        for s, c in zip(seeds, capacity, strict=True)
+    ]
+    heal = [{"seed": s, "heal_back_rtts": b, "lost_known": 0} for s, b in zip(seeds, back, strict=True)]
+    faults = [{"seed": s, "lost": n, "oracle_sent": 4} for s, n in zip(seeds, lost, strict=True)]
+    faults.append({"seed": 2, "lost": 1, "oracle_sent": 1})  # (seed 2 had two faults: summed)
+    return {
+        "slow_plane": {"2p": {"per_seed": slow}},
+        "knowledge": {"per_seed": heal},
+        "oracle": {"8to1": {"per_seed": faults}},
+    }
+
+
+def by_figure(rows: list[gray_paired.Paired]) -> dict[tuple[str, str], gray_paired.Paired]:
+    return {(p.row, p.figure): p for p in rows}
+
+
+def test_each_figure_counts_seeds_better_same_and_worse_by_its_own_direction() -> None:
+    old = record([10, 12, 9, 20], [4, 5, None, 3], [0.90, 0.80, 0.95, 0.70])
+    new = record([10, 13, 8, 22], [4, None, 5, 3], [0.90, 0.85, 0.95, 0.60])
+    got = by_figure(gray_paired.compare(old, new))
+    lost = got[("oracle 8to1", "lost")]
+    assert (lost.better, lost.same, lost.worse) == (1, 1, 2)  # fewer lost is better
+    assert lost.median_change == 0.5  # (0, +1, -1, +2)
+    cap = got[("slow plane 2p", "goodput ÷ capacity")]
+    assert (cap.better, cap.same, cap.worse) == (1, 2, 1)  # more of the capacity is better
+    back = got[("heal in an 8→1 incast", "RTTs back")]
+    # never back (None) is the worst: seed 2 got worse, seed 3 better; the change over the rest
+    assert (back.better, back.same, back.worse) == (1, 2, 1) and back.median_change == 0
+    known = got[("15→1, dead link", "DATA lost once known")]
+    assert (known.better, known.same, known.worse) == (0, 4, 0)
+
+
+def test_only_seeds_and_figures_both_records_hold_are_compared() -> None:
+    old = record([10, 12], [4, 4], [0.9, 0.9])
+    new = record([11, 12, 30], [4, 4, 4], [0.9, 0.9, 0.9])
+    del new["slow_plane"]
+    got = by_figure(gray_paired.compare(old, new))
+    assert ("slow plane 2p", "goodput ÷ capacity") not in got
+    lost = got[("oracle 8to1", "lost")]
+    assert (lost.better, lost.same, lost.worse) == (0, 1, 1)  # (seed 3 is in one record only)
+    assert math.isfinite(lost.median_change)
+    text = gray_paired.table(list(got.values()))
+    assert text.splitlines()[2].startswith("| oracle 8to1 | lost | 0 | 1 | 1 |")  # worse rows first
