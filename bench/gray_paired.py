@@ -12,8 +12,10 @@ is a finding where "median 16.5 -> 17.5" is not. Only seeds present in both reco
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import median
 from typing import Any
 
@@ -39,7 +41,7 @@ def per_seed(d: dict[str, Any]) -> dict[tuple[str, str], tuple[int, dict[int, fl
     out: dict[tuple[str, str], tuple[int, dict[int, float]]] = {}
 
     def put(row: str, figure: str, sense: int, seed: int, value: float | None) -> None:
-        if value is None:  # (never reached: the worst a lower-is-better figure can be)
+        if value is None:  # (a heal never back: the worst a lower-is-better figure can be)
             value = math.inf
         values = out.setdefault((row, figure), (sense, {}))[1]
         values[seed] = values.get(seed, 0.0) + float(value)
@@ -61,6 +63,32 @@ def per_seed(d: dict[str, Any]) -> dict[tuple[str, str], tuple[int, dict[int, fl
             put(f"oracle {name}", "lost", -1, r["seed"], r["lost"])
             put(f"oracle {name}", "lost - oracle_sent", -1, r["seed"], r["lost"] - r["oracle_sent"])
     return out
+
+
+class RecordError(ValueError):
+    """An ``--against`` file that is not a ``sim_gray`` record with figures per seed."""
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """``path`` read as a ``sim_gray.json`` to compare with, checked before any run starts:
+    a file that is missing, not JSON, or holds no figure per seed (one written before records
+    kept them) is a ``RecordError`` naming the file and what is wrong, not a traceback after
+    minutes of simulation."""
+    try:
+        d = json.loads(path.read_text())
+    except OSError as e:
+        raise RecordError(f"{path}: cannot read it ({e.strerror or e})") from e
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RecordError(f"{path}: not JSON ({e})") from e
+    if not isinstance(d, dict):
+        raise RecordError(f"{path}: not a sim_gray record (a JSON object with its rows)")
+    try:
+        figures = per_seed(d)
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise RecordError(f"{path}: a row is not as sim_gray writes it ({type(e).__name__}: {e})") from e
+    if not figures:
+        raise RecordError(f"{path}: no figure per seed (a record written before sim_gray kept them?)")
+    return d
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[Paired]:

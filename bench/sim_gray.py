@@ -200,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", help="first-last (default 1-10, --quick 1-3)")
     ap.add_argument("--against", type=Path, help="an earlier sim_gray.json: compared seed by seed")
     args = ap.parse_args(argv)
+    try:  # (read first: a bad file is said before minutes of simulation, not after)
+        against = gray_paired.load_record(args.against) if args.against else None
+    except gray_paired.RecordError as e:
+        ap.error(f"--against {e}")
     args.out.mkdir(parents=True, exist_ok=True)
     lo, _, hi = (args.seeds or ("1-3" if args.quick else "1-10")).partition("-")
     seeds = range(int(lo), int(hi or lo) + 1)
@@ -211,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     data["targets"] = targets(data)
     (args.out / "sim_gray.md").write_text(table(data))
     print(table(data))
-    if args.against:
-        paired = gray_paired.table(gray_paired.compare(json.loads(args.against.read_text()), data))
+    if against is not None:
+        paired = gray_paired.table(gray_paired.compare(against, data))
         (args.out / "sim_gray_paired.md").write_text(paired)
         print(f"against {args.against}, seed by seed:\n{paired}")
     return finish(args.out, "sim_gray", data, plot)

@@ -3,10 +3,14 @@ each figure went, on how many seeds, where a median moved by half a packet or no
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
-from bench import gray_paired
+import pytest
+
+from bench import gray_paired, sim_gray
 
 
 def record(lost: list[int], back: list[int | None], capacity: list[float]) -> dict[str, Any]:
@@ -56,3 +60,32 @@ def test_only_seeds_and_figures_both_records_hold_are_compared() -> None:
     assert math.isfinite(lost.median_change)
     text = gray_paired.table(list(got.values()))
     assert text.splitlines()[2].startswith("| oracle 8to1 | lost | 0 | 1 | 1 |")  # worse rows first
+
+
+def test_a_record_to_compare_with_is_checked_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ``--against`` file is read before minutes of simulation: missing, not JSON, not a
+    record, a row not as sim_gray writes it, or no figure per seed -- each a clear error naming
+    the file, and sim_gray exits 2 before it runs (or creates) anything."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(record([10], [4], [0.9])))
+    assert gray_paired.load_record(good)["oracle"]["8to1"]["per_seed"][0]["lost"] == 10
+    cases = {
+        "missing.json": None,
+        "text.json": "not json {",
+        "list.json": "[1, 2]",
+        "no_seed.json": json.dumps({"oracle": {"8to1": {"per_seed": [{"lost": 3, "oracle_sent": 1}]}}}),
+        "old.json": json.dumps({"oracle": {"8to1": {"lost": {"median": 3}}}, "knowledge": {"seeds": 10}}),
+    }
+    for name, text in cases.items():
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        with pytest.raises(gray_paired.RecordError, match=name):
+            gray_paired.load_record(path)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        sim_gray.main(["--out", str(out), "--against", str(tmp_path / "old.json")])
+    assert stop.value.code == 2 and not out.exists()
+    assert "no figure per seed" in capsys.readouterr().err
