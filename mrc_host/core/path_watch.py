@@ -1,5 +1,6 @@
 """Paths that stop delivering while their plane's others go on, each judged by its own delay
-(``silent_paths``, on every SACK): a T1 down or a dead T0-T1 link takes one path of a plane.
+(``silent_paths``, on SACKs, looked at ``LOOKS_PER_GUARD`` times a guard): a T1 down or a dead
+T0-T1 link takes one path of a plane.
 
 The gap rule and the loss blame compare a path with the others by send time, and so wait out
 the reordering between paths: under a permutation beside a flapping link the other paths of
