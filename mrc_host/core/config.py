@@ -152,8 +152,8 @@ class RcccParams:
     idle), then only with credit (``credit_tx.py``)."""
 
     quantum: int = 16384  # payload bytes per CREDIT (UET's 4 packets of 4 KiB)
-    rate_share: float = 1.0  # credits are paced at this share of the receiving NIC's rate
-    speculative_bdps: float = 1.0  # sent unscheduled before the first NACK or CREDIT
+    rate_share: float = 0.98  # credits are paced at this share of the receiving NIC's rate (a queue drains)
+    speculative_bdps: float = 0.25  # sent unscheduled before the first NACK or CREDIT
     max_balance_bdps: float = 1.5  # credit held unused beyond this is dropped (asked again when needed)
     # quanta asked for beyond the need while there is any: a loss at the tail is resent at once
     reserve_quanta: int = 2

@@ -10,6 +10,16 @@ its time it grants a quantum and books its next at the line's end, behind everyo
 grants go round robin, and the senders' DATA arrives at ``rate_share`` of the port's rate, each
 sender getting an equal share whatever its RTT or when it started.
 
+DATA that no grant covers -- a sender's speculation, resends that need no credit -- takes the
+port's time too. Paced at the port's rate, grants alone would leave whatever such bytes queued
+there standing for good: an 8 -> 1 incast's first round trip of speculation kept the receiver's
+last hop at its trim threshold for the whole transfer, and a black hole then took a queue's worth
+of packets. So at each grant an endpoint books first the bytes it received beyond all it granted
+(``CreditGrants.unscheduled``) on the line, delaying every grant of the NIC by their wire time: the
+queue they made drains. A lone sender's speculation arrives while its first grants are still on
+their way, so it books (nearly) nothing and costs no round trip. What the booking cannot see -- a
+queue that hides inside the credits still in flight -- drains at the rate ``rate_share`` leaves.
+
 Sans-I/O as the rest: the line is passive shared state (like ``NicPathHealth``); each endpoint's
 booking is one of its own deadlines, and a grant is a CREDIT it sends on its own control EVs. An
 endpoint given no line makes its own (one queue pair alone on its NIC). With no rate known the
@@ -47,6 +57,11 @@ class NicCredits:
         self.free_ns = slot + int(wire_bytes * self.ns_per_byte)
         return slot
 
+    def occupy(self, now_ns: int, wire_bytes: int) -> None:
+        """``wire_bytes`` of DATA no grant covered crossed the port: the line's next booking
+        moves that many bytes' time later (not before now)."""
+        self.free_ns = max(now_ns, self.free_ns) + int(wire_bytes * self.ns_per_byte)
+
 
 def nic_credits_for(cfg: TransportConfig, planes: int, port_gbps: float = 0.0) -> NicCredits:
     """The credit line of a NIC this configuration describes (``RcccParams.nic_gbps``, else
@@ -72,8 +87,11 @@ class CreditGrants:
         # the wire time a quantum of DATA takes (its packets' headers included)
         per_packet = DATA_OVERHEAD + ETH_LEN
         self.wire = self.quantum + -(-self.quantum // max(cfg.mtu, 1)) * per_packet
+        self.per_packet = per_packet
+        self.mtu = max(cfg.mtu, 1)
         self.target = 0  # the sender's latest target (not wrapped)
         self.granted = 0
+        self.unscheduled = 0  # DATA bytes received beyond every grant, booked on the line
         self.slot_ns: int | None = None
 
     def deadline(self) -> int | None:
@@ -98,6 +116,16 @@ class CreditGrants:
         slot = self.slot_ns
         if slot is None or now_ns < slot:
             return
+        if self.line.paced:
+            beyond = self.c.data_bytes_placed - self.granted - self.unscheduled
+            if beyond >= self.quantum:
+                # this slot's quantum and then the rest of their wire time go to them: this
+                # grant, and the NIC's others, wait (less than a quantum waits for more)
+                self.unscheduled += beyond
+                wire = beyond + -(-beyond // self.mtu) * self.per_packet
+                self.line.occupy(now_ns, wire - self.wire)
+                self.slot_ns = self.line.book(now_ns, self.wire)
+                return
         want = self.target - self.granted
         self.granted += min(want, self.quantum) if self.line.paced else want
         self._send(now_ns, out)

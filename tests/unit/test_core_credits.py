@@ -24,6 +24,7 @@ from mrc_host.wire.samples import SAMPLE_ADDRESSING, SAMPLE_CARRIER
 
 MTU = 4096
 BDP = 64 * 1024
+SPEC = int(RcccParams().speculative_bdps * BDP)  # what a sender speculates (a quarter BDP)
 
 
 def cfg(**kw: object) -> TransportConfig:
@@ -43,13 +44,13 @@ def test_credit_counts_wrap_as_serial_numbers() -> None:
     assert unwrap_credit(100, 50) == 100
 
 
-def test_a_sender_speculates_a_bdp_then_sends_only_with_credit() -> None:
+def test_a_sender_speculates_its_allowance_then_sends_only_with_credit() -> None:
     c = SenderCredit(cfg())
     sent = 0
     while c.may_send():
         c.spend(MTU)
         sent += MTU
-    assert sent == BDP  # speculation: one BDP unscheduled
+    assert sent == SPEC > 0  # speculation: its allowance unscheduled
     c.heard()
     assert not c.may_send()
     target = c.request(1 << 20, now_ns=5)
@@ -65,18 +66,18 @@ def test_the_target_grows_with_the_need_only_and_is_asked_for_once() -> None:
     c = SenderCredit(cfg())
     reserve = 2 * RcccParams().quantum
     first = c.request(1 << 20, now_ns=0)  # a write of 1 MiB: what speculation does not cover
-    assert first == (1 << 20) - BDP + reserve
+    assert first == (1 << 20) - SPEC + reserve
     assert c.request(1 << 20, now_ns=0) == first  # not sent yet: asked again
     c.sent(first, 0)
     assert c.request(1 << 20, now_ns=1) is None  # unchanged: nothing to ask
-    for _ in range(BDP // MTU):
+    for _ in range(SPEC // MTU):
         c.spend(MTU)  # speculation spends its allowance: the target stays
-    assert c.request((1 << 20) - BDP, now_ns=2) is None
+    assert c.request((1 << 20) - SPEC, now_ns=2) is None
     c.on_credit(64 * 1024, 3)  # granted a part
     c.spend(MTU)
-    assert c.request((1 << 20) - BDP - MTU, now_ns=4) is None  # sending with credit: the same target
+    assert c.request((1 << 20) - SPEC - MTU, now_ns=4) is None  # sending with credit: the same target
     # a second write of 1 MiB posted: the target grows by exactly that
-    assert c.request((2 << 20) - BDP - MTU, now_ns=5) == first + (1 << 20)
+    assert c.request((2 << 20) - SPEC - MTU, now_ns=5) == first + (1 << 20)
 
 
 def test_a_sender_waiting_for_credit_asks_again_after_two_base_rtts() -> None:
@@ -305,3 +306,35 @@ def test_credits_are_granted_and_consumed_end_to_end_on_a_paced_line() -> None:
     # falls between the other's first and last)
     for mine, other in (credit_times, credit_times[::-1]):
         assert other[0] <= sorted(mine)[len(mine) // 2] <= other[-1]
+
+
+def test_data_beyond_every_grant_delays_the_nics_next_grants_by_its_wire_time() -> None:
+    """Speculation, and resends that need no credit, take the port's time as granted DATA does:
+    grants paced at the port's rate alone would leave the queue such bytes made standing for
+    good. Booked once, at the endpoint's next slot; DATA within its grants books nothing, and
+    less than a quantum beyond them waits until there is more."""
+    line = NicCredits(100.0)
+    (g, out) = _grants(line)
+    quantum = RcccParams().quantum
+    g.on_request(CreditRequest(7, 1 << 24), 0, out)  # type: ignore[arg-type]
+    assert g.granted == quantum
+    slot = g.deadline()
+    assert slot is not None
+    g.c.data_bytes_placed = g.granted  # all it granted arrived, nothing more
+    g.on_timer(slot, out)  # type: ignore[arg-type]
+    assert g.granted == 2 * quantum and g.deadline() == 2 * slot
+    extra = 32 * MTU
+    g.c.data_bytes_placed = g.granted + extra  # 32 packets no grant covered
+    g.on_timer(2 * slot, out)  # type: ignore[arg-type]
+    assert g.granted == 2 * quantum and len(out) == 2  # this slot went to them
+    nxt = g.deadline()
+    assert nxt is not None
+    # (the skipped slot's quantum is part of their time)
+    assert nxt - 2 * slot == pytest.approx((extra + 32 * g.per_packet) * 8 / 100.0, abs=2)
+    g.on_timer(nxt, out)  # type: ignore[arg-type]
+    assert g.granted == 3 * quantum and g.unscheduled == extra  # booked once
+    g.c.data_bytes_placed += quantum - 1  # under a quantum beyond: granted as usual
+    slot = g.deadline()
+    assert slot is not None and slot - nxt == pytest.approx(g.wire * 8 / 100.0, abs=2)
+    g.on_timer(slot, out)  # type: ignore[arg-type]
+    assert g.granted == 4 * quantum and g.unscheduled == extra
