@@ -16,6 +16,11 @@ flap) and writes ``sim_gray.json``, ``sim_gray.md`` (median and range per row) a
   16 -> 1 and a fault 100 us in <= 2 x.
 
     python -m bench.sim_gray --out DIR [--quick] [--seeds 1-10] [--against OLD/sim_gray.json]
+        [--transport key=value ...]
+
+``--transport`` sets TransportConfig fields for every row (``cc_algorithm="nscc+rccc"``: the
+gray failures under receiver credits; with ``--against`` a record of the default, each figure
+beside NSCC's seed by seed).
 
 Each row keeps its figures per seed (``per_seed``, the flap's ``rows``); ``--against`` sets
 them beside an earlier record's, seed by seed (``gray_paired.py``), into
@@ -25,6 +30,7 @@ them beside an earlier record's, seed by seed (``gray_paired.py``), into
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -32,6 +38,7 @@ from typing import Any
 from bench import gray_paired, sim_flap, sim_incast_fault, sim_knowledge, sim_slow_plane
 from bench.sim_bench import finish, record_head, save_figure
 from bench.sim_incast_fault import spread
+from mrc_host.core.config import TransportConfig
 
 # (name, dead (plane, T1)s, senders, fault time in ns, factor, slack)
 ORACLE_SHAPES: tuple[tuple[str, tuple[tuple[int, int], ...], int, int, float, float], ...] = (
@@ -42,10 +49,10 @@ ORACLE_SHAPES: tuple[tuple[str, tuple[tuple[int, int], ...], int, int, float, fl
 )
 
 
-def slow_planes(seeds: range) -> dict[str, Any]:
+def slow_planes(seeds: range, transport: dict[str, object]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, rates, where in sim_slow_plane.CASES:
-        rows = [sim_slow_plane.case(name, rates, where, s, {}) for s in seeds]
+        rows = [sim_slow_plane.case(name, rates, where, s, transport) for s in seeds]
         out[name] = sim_slow_plane.summary(rows)
         print(f"   slow {name}: {json.dumps(out[name])}", flush=True)
         out[name]["per_seed"] = [
@@ -60,8 +67,8 @@ def slow_planes(seeds: range) -> dict[str, Any]:
     return out
 
 
-def flap(seeds: range, size: int) -> dict[str, Any]:
-    rows = [sim_flap.seed_row(s, 500_000, size, "p0-t0_0-t1_1", {}) for s in seeds]
+def flap(seeds: range, size: int, transport: dict[str, object]) -> dict[str, Any]:
+    rows = [sim_flap.seed_row(s, 500_000, size, "p0-t0_0-t1_1", transport) for s in seeds]
     out = {
         "jct_ratio": spread([r["jct_ratio"] or 0.0 for r in rows]),
         "worst_phase_over_limit": spread([r["worst_phase"] for r in rows]),
@@ -76,9 +83,9 @@ def flap(seeds: range, size: int) -> dict[str, Any]:
     return out
 
 
-def knowledge(seeds: range) -> dict[str, Any]:
-    heal = [sim_knowledge.heal(s, 300, {}) for s in seeds]
-    skip = [sim_knowledge.skip(s, {}) for s in seeds]
+def knowledge(seeds: range, transport: dict[str, object]) -> dict[str, Any]:
+    heal = [sim_knowledge.heal(s, 300, transport) for s in seeds]
+    skip = [sim_knowledge.skip(s, transport) for s in seeds]
     out = {
         "heal_back_rtts": spread([r["back_rtts"] if r["back_rtts"] is not None else 99 for r in heal]),
         "heal_holding": sum(r["holds"] for r in heal),
@@ -94,10 +101,10 @@ def knowledge(seeds: range) -> dict[str, Any]:
     return out
 
 
-def oracle(seeds: range) -> dict[str, Any]:
+def oracle(seeds: range, transport: dict[str, object]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, t1s, senders, at, factor, slack in ORACLE_SHAPES:
-        rows = [sim_incast_fault.run(s, t1s, senders, at) for s in seeds]
+        rows = [sim_incast_fault.run(s, t1s, senders, at, transport=transport) for s in seeds]
         faults = [f for r in rows for f in r["faults"]]
         out[name] = {
             "lost": spread([f["lost"] for f in faults]),
@@ -193,13 +200,35 @@ def plot(d: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
+def transport_overrides(ap: argparse.ArgumentParser, items: list[str]) -> dict[str, object]:
+    """``--transport`` as TransportConfig overrides, each checked before minutes of simulation:
+    a field the configuration lacks, or a value that is not JSON, is an exit-2 error naming it."""
+    known = {f.name for f in dataclasses.fields(TransportConfig)}
+    out: dict[str, object] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or key not in known:
+            ap.error(f"--transport {item!r}: not key=value with a TransportConfig field as key")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            ap.error(
+                f"--transport {item!r}: the value is not JSON (a string goes in quotes: {key}='\"...\"')"
+            )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.sim_gray", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("results"))
     ap.add_argument("--quick", action="store_true", help="seeds 1-3, a 32 MiB permutation")
     ap.add_argument("--seeds", help="first-last (default 1-10, --quick 1-3)")
     ap.add_argument("--against", type=Path, help="an earlier sim_gray.json: compared seed by seed")
+    ap.add_argument(
+        "--transport", action="append", default=[], help="TransportConfig key=value (JSON), for every row"
+    )
     args = ap.parse_args(argv)
+    transport = transport_overrides(ap, args.transport)
     try:  # (read first: a bad file is said before minutes of simulation, not after)
         against = gray_paired.load_record(args.against) if args.against else None
     except gray_paired.RecordError as e:
@@ -207,11 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     lo, _, hi = (args.seeds or ("1-3" if args.quick else "1-10")).partition("-")
     seeds = range(int(lo), int(hi or lo) + 1)
-    data: dict[str, Any] = {**record_head(args.quick), "seeds": [seeds.start, seeds.stop - 1]}
-    data["slow_plane"] = slow_planes(seeds)
-    data["flap"] = flap(seeds, (32 if args.quick else 64) << 20)
-    data["knowledge"] = knowledge(seeds)
-    data["oracle"] = oracle(seeds)
+    data: dict[str, Any] = {
+        **record_head(args.quick),
+        "seeds": [seeds.start, seeds.stop - 1],
+        "transport": transport,
+    }
+    data["slow_plane"] = slow_planes(seeds, transport)
+    data["flap"] = flap(seeds, (32 if args.quick else 64) << 20, transport)
+    data["knowledge"] = knowledge(seeds, transport)
+    data["oracle"] = oracle(seeds, transport)
     data["targets"] = targets(data)
     (args.out / "sim_gray.md").write_text(table(data))
     print(table(data))

@@ -89,3 +89,24 @@ def test_a_record_to_compare_with_is_checked_before_any_run(
         sim_gray.main(["--out", str(out), "--against", str(tmp_path / "old.json")])
     assert stop.value.code == 2 and not out.exists()
     assert "no figure per seed" in capsys.readouterr().err
+
+
+def test_transport_overrides_are_checked_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--transport`` reaches every row (the gray failures under another congestion control);
+    a key TransportConfig lacks, or a value that is not JSON, is an exit-2 error naming it
+    before minutes of simulation, never a TypeError after them."""
+    out = tmp_path / "out"
+    for bad, said in (
+        ("congestion=1", "'congestion=1': not key=value with a TransportConfig field"),
+        ("cc_algorithm", "'cc_algorithm': not key=value"),
+        ("cc_algorithm=nscc+rccc", "the value is not JSON (a string goes in quotes"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            sim_gray.main(["--out", str(out), "--transport", bad])
+        assert stop.value.code == 2 and not out.exists()
+        assert said in capsys.readouterr().err
+    ap = sim_gray.argparse.ArgumentParser()
+    got = sim_gray.transport_overrides(ap, ['cc_algorithm="nscc+rccc"', "ev_min_active=0"])
+    assert got == {"cc_algorithm": "nscc+rccc", "ev_min_active": 0}
