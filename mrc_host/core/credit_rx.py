@@ -13,12 +13,13 @@ sender getting an equal share whatever its RTT or when it started.
 DATA that no grant covers -- a sender's speculation, resends that need no credit -- takes the
 port's time too. Paced at the port's rate, grants alone would leave whatever such bytes queued
 there standing for good: an 8 -> 1 incast's first round trip of speculation kept the receiver's
-last hop at its trim threshold for the whole transfer, and a black hole then took a queue's worth
-of packets. So at each grant an endpoint books first the bytes it received beyond all it granted
-(``CreditGrants.unscheduled``) on the line, delaying every grant of the NIC by their wire time: the
-queue they made drains. A lone sender's speculation arrives while its first grants are still on
-their way, so it books (nearly) nothing and costs no round trip. What the booking cannot see -- a
-queue that hides inside the credits still in flight -- drains at the rate ``rate_share`` leaves.
+last hop 37-53 packets deep to the end of the transfer, and a black hole then took a queue's
+worth of packets. So at each grant an endpoint books first the bytes it received beyond all it
+granted (``CreditGrants.unscheduled``) on the line, delaying every grant of the NIC by their
+wire time: the queue they made drains. A lone sender's speculation arrives while its first
+grants are still on their way, so it books (nearly) nothing and costs no round trip. What the
+booking cannot see -- a queue that hides inside the credits still in flight -- drains at the
+rate ``rate_share`` leaves.
 
 Sans-I/O as the rest: the line is passive shared state (like ``NicPathHealth``); each endpoint's
 booking is one of its own deadlines, and a grant is a CREDIT it sends on its own control EVs. An
