@@ -11,10 +11,12 @@ PKGS=(
   tshark tcpdump
   # the Linux target's egress program (linux_target/bpf: ECN, trimming, priority queues)
   clang llvm libbpf-dev linux-libc-dev gcc
+  # the tools that write the VM's disk without a loop device (its unit tests run them too)
+  e2fsprogs fdisk
 )
 [ "${WITH_VAGRANT:-0}" = 1 ] && PKGS+=(vagrant)
-# make vm-test / vm-image: QEMU, debootstrap, and the tools that write the disk without a loop device
-[ "${WITH_VM:-0}" = 1 ] && PKGS+=(qemu-system-x86 qemu-utils debootstrap e2fsprogs fdisk openssh-client git)
+# make vm-test / vm-image: QEMU and debootstrap (the disk tools are above)
+[ "${WITH_VM:-0}" = 1 ] && PKGS+=(qemu-system-x86 qemu-utils debootstrap openssh-client git)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-system-deps: needs root (apt-get); run it with sudo" >&2
