@@ -206,11 +206,11 @@ def transport_overrides(ap: argparse.ArgumentParser, items: list[str]) -> dict[s
     known = {f.name for f in dataclasses.fields(TransportConfig)}
     out: dict[str, object] = {}
     for item in items:
-        key, eq, value = item.partition("=")
+        key, eq, _ = item.partition("=")
         if not eq or key not in known:
             ap.error(f"--transport {item!r}: not key=value with a TransportConfig field as key")
         try:
-            out[key] = json.loads(value)
+            out.update(sim_incast_fault.key_values([item]))  # (the parser its benches share)
         except ValueError:
             ap.error(
                 f"--transport {item!r}: the value is not JSON (a string goes in quotes: {key}='\"...\"')"

@@ -86,14 +86,17 @@ class CreditGrants:
         self.c = counters
         self.quantum = max(cfg.rccc.quantum, 1)
         # the wire time a quantum of DATA takes (its packets' headers included)
-        per_packet = DATA_OVERHEAD + ETH_LEN
-        self.wire = self.quantum + -(-self.quantum // max(cfg.mtu, 1)) * per_packet
-        self.per_packet = per_packet
+        self.per_packet = DATA_OVERHEAD + ETH_LEN
         self.mtu = max(cfg.mtu, 1)
+        self.wire = self.wire_of(self.quantum)
         self.target = 0  # the sender's latest target (not wrapped)
         self.granted = 0
         self.unscheduled = 0  # DATA bytes received beyond every grant, booked on the line
         self.slot_ns: int | None = None
+
+    def wire_of(self, payload: int) -> int:
+        """The bytes ``payload`` bytes of DATA take on the wire, their packets' headers included."""
+        return payload + -(-payload // self.mtu) * self.per_packet
 
     def deadline(self) -> int | None:
         return self.slot_ns
@@ -123,8 +126,7 @@ class CreditGrants:
                 # this slot's quantum and then the rest of their wire time go to them: this
                 # grant, and the NIC's others, wait (less than a quantum waits for more)
                 self.unscheduled += beyond
-                wire = beyond + -(-beyond // self.mtu) * self.per_packet
-                self.line.occupy(now_ns, wire - self.wire)
+                self.line.occupy(now_ns, self.wire_of(beyond) - self.wire)
                 self.slot_ns = self.line.book(now_ns, self.wire)
                 return
         want = self.target - self.granted
