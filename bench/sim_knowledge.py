@@ -12,9 +12,11 @@ Two shapes, the incast of ``bench.sim_incast_fault`` (2 planes x 4 T1, 3 T0s, 21
   its siblings' (the other T1s' links into that T0); averaged over 3 RTTs (a bin holds a
   handful of packets), the first RTT from which it stays within 0.8-1.25 for 20 RTTs
   (``back_rtts``), and its share over those 20;
-- ``skip``: 15 -> 1, the same link black-holed at 150 us for good: DATA each connection lost
-  on it after it knew (had retired an EV of the path): an EV back from SKIP, or from a probe,
-  onto the dead link.
+- ``skip``: 15 -> 1, the same link black-holed at 150 us for good: DATA each connection sent
+  after it knew (had retired an EV of the path) and lost on it: an EV back from SKIP, or from
+  a probe, onto the dead link. Judged by when the sender sent each packet, not when the link
+  dropped it: a packet sent just before the verdict can wait in its NIC's queue behind the
+  others and reach the link well after it.
 
     python -m bench.sim_knowledge [--seeds 1-10] [--only heal|skip] [--heal-us 300] [--json FILE]
         [--transport key=value ...]
@@ -94,16 +96,24 @@ def heal(seed: int, heal_us: int, transport: dict[str, object]) -> dict[str, Any
     }
 
 
+def sent_once_known(drops: list[tuple[int, int, bool, int, int, int]], qp: int, known_ns: int) -> list[int]:
+    """When each DATA packet to ``qp`` that the fault dropped was dropped, of those its sender
+    sent after ``known_ns`` (the sender's verdict on the path): the loss a sender chose
+    knowing the path dead. (A drop's time says nothing of it: a packet sent a moment before
+    the verdict can wait behind others in its NIC's queue and reach the link microseconds
+    after.)"""
+    return [t for t, q, data, _, _, sent in drops if data and q == qp and sent > known_ns]
+
+
 def skip(seed: int, transport: dict[str, object]) -> dict[str, Any]:
-    """The 15 -> 1 incast with the link dead from 150 us on: DATA each connection lost on it
-    once it knew (its first EV of the path retired, plus the two hops a packet sent then takes
-    to the link): an EV back from SKIP or a probe unproven (``lost_known``)."""
+    """The 15 -> 1 incast with the link dead from 150 us on: DATA each connection sent onto
+    it once it knew (its first EV of the path retired): an EV back from SKIP or a probe
+    unproven (``lost_known``, with how long after the fault each was dropped)."""
     net, job = _net(seed, 15, transport)
     net.add_fault(parse_fault(f"blackhole:p0-t0_0-t1_1@{FAULT_US}us", 0))
     net.run(200_000_000)
     fault = net.faults[0]
     at = START_NS + FAULT_US * 1000
-    hops = 2 * (net.shape.link_delay_ns + 350)
     known: list[float] = []
     for c in job.connections:
         retired = [
@@ -114,12 +124,7 @@ def skip(seed: int, transport: dict[str, object]) -> dict[str, Any]:
         first = min((t for t in retired if t >= at), default=None)
         if first is None:
             continue
-        qp = c.receiver.local_qp
-        known += [
-            round((t - at) / 1e3, 1)
-            for t, q, data, _, _ in fault.drops
-            if data and q == qp and t > first + hops
-        ]
+        known += [round((t - at) / 1e3, 1) for t in sent_once_known(fault.drops, c.receiver.local_qp, first)]
     conns = job.connections
     return {
         "seed": seed,

@@ -660,7 +660,8 @@ class Fabric:
             fault.control_dropped += 1
             if isinstance(msg, (Sack, Nack)):
                 fault.acks_dropped += 1
-        fault.drops.append((self.loop.now, msg.qp, data, pkt.plane, -1 if pkt.t1 is None else pkt.t1))
+        sent = msg.send_ts if isinstance(msg, DataPacket) else -1
+        fault.drops.append((self.loop.now, msg.qp, data, pkt.plane, -1 if pkt.t1 is None else pkt.t1, sent))
         self._dropped(pkt)
 
     def _dropped(self, pkt: SimPacket, overflow: Port | None = None, full: Port | None = None) -> None:

@@ -50,10 +50,11 @@ class Fault:
         self.in_flight_dropped = 0  # on the wire when the link died
         self.queued_dropped = 0  # waiting in the port's queue when the link died
         # read-only observations (the fuzzer's invariants, ``fuzz_observe.py``): every packet
-        # this fault dropped, as (time, destination QP, DATA?, plane, T1 or -1), and per
+        # this fault dropped, as (time, destination QP, DATA?, plane, T1 or -1, when its sender
+        # sent it or -1: a packet can wait in its NIC's queue past what the sender learnt), and per
         # destination QP the DATA packets that entered its element (a link's two ports, the
         # ports into a switch) before or between its down phases
-        self.drops: list[tuple[int, int, bool, int, int]] = []
+        self.drops: list[tuple[int, int, bool, int, int, int]] = []
         self.entered: dict[int, int] = {}
 
     def down_between(self, t0_ns: int, t1_ns: int) -> bool:

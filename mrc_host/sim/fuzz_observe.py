@@ -172,7 +172,7 @@ class Observer:
         data_hop = shape.link_delay_ns + int((MTU + DATA_OVERHEAD) * 8 / shape.link_gbps)
         ctl_hop = shape.link_delay_ns + int(CONTROL_BYTES * 8 / shape.link_gbps)
         first: dict[int, list[int]] = {}
-        for t, qp, data, _, _ in w.fault.drops:
+        for t, qp, data, _, _, _ in w.fault.drops:
             if data and w.start <= t and (w.end is None or t < w.end):
                 first.setdefault(qp, []).append(t)
         due: dict[int, tuple[int, int]] = {}  # receiver -> (due, queue wait then)
@@ -275,7 +275,7 @@ class Observer:
         answers to its first packets return; drop times run up to half an RTT behind)."""
         f = w.fault
         lost: dict[int, list[int]] = {}
-        for t, qp, data, _, _ in f.drops:
+        for t, qp, data, _, _, _ in f.drops:
             if data and w.start <= t and (w.end is None or t < w.end):
                 lost.setdefault(qp, []).append(t)
         flows = []
@@ -321,7 +321,7 @@ class Observer:
     def _dead_paths(self, w: _Window) -> list[dict[str, Any]]:
         """Each (connection, path) that lost DATA to this failure, and its EVs on that path after."""
         first: dict[tuple[int, int, int], int] = {}
-        for t, qp, data, plane, t1 in w.fault.drops:
+        for t, qp, data, plane, t1, _ in w.fault.drops:
             if data and w.start <= t and (w.end is None or t < w.end) and qp in self.by_rx_qp:
                 first.setdefault((qp, plane, t1), t)
         rows = []
