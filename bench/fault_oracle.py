@@ -84,7 +84,7 @@ class OracleWatch:
         for t, b in self.sent:
             if t > start - d1 and b > base:
                 return max(start, t - GRID_NS + d1)
-        drops = [t for t, _qp, data, _p, _t1, _s in self.fault.drops if data]
+        drops = [d.at_ns for d in self.fault.drops if d.data]
         return (drops[0] if drops else start) + d1
 
     def due_ns(self) -> int:
@@ -104,7 +104,7 @@ class OracleWatch:
         due = self.due_ns()
         port = self.dead
         heard = due + 4 * self._hop(port, CONTROL_BYTES) + 2 * self._hop(port, DATA_OVERHEAD + MTU)
-        drops = [t for t, _qp, data, _p, _t1, _s in self.fault.drops if data]
+        drops = [d.at_ns for d in self.fault.drops if d.data]
         return {
             "due_us": round((due - START_NS - self.at_ns) / 1e3, 2),
             "oracle": sum(t < due for t in drops),

@@ -30,6 +30,7 @@ import json
 from typing import Any
 
 from mrc_host.sim.fabric import FabricShape
+from mrc_host.sim.fault_state import Drop
 from mrc_host.sim.faults import parse_fault
 from mrc_host.sim.network import START_NS, FlowSpec, Network
 from mrc_host.sim.traffic import Job, point_to_point
@@ -96,13 +97,13 @@ def heal(seed: int, heal_us: int, transport: dict[str, object]) -> dict[str, Any
     }
 
 
-def sent_once_known(drops: list[tuple[int, int, bool, int, int, int]], qp: int, known_ns: int) -> list[int]:
+def sent_once_known(drops: list[Drop], qp: int, known_ns: int) -> list[int]:
     """When each DATA packet to ``qp`` that the fault dropped was dropped, of those its sender
     sent after ``known_ns`` (the sender's verdict on the path): the loss a sender chose
     knowing the path dead. (A drop's time says nothing of it: a packet sent a moment before
     the verdict can wait behind others in its NIC's queue and reach the link microseconds
     after.)"""
-    return [t for t, q, data, _, _, sent in drops if data and q == qp and sent > known_ns]
+    return [d.at_ns for d in drops if d.data and d.qp == qp and d.sent_ns > known_ns]
 
 
 def skip(seed: int, transport: dict[str, object]) -> dict[str, Any]:

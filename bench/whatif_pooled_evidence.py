@@ -105,7 +105,7 @@ def one(name: str, seed: int) -> list[str]:
         path, start = (w.dead.plane, w.dead.spine), w.fault.start_ns
         c_hop = int(CONTROL_BYTES * w.dead.ns_per_byte) + w.dead.delay_ns
         d_hop = int((DATA_OVERHEAD + 4096) * w.dead.ns_per_byte) + w.dead.delay_ns
-        drops = [t for t, _q, data, _p, _t, _s in w.fault.drops if data]
+        drops = [d.at_ns for d in w.fault.drops if d.data]
         cells = []
         for kind, bound in RULES:
             v = verdicts(arrivals, kind, bound)

@@ -34,7 +34,7 @@ from mrc_host.wire.messages import DataPacket, Dscp, Ecn, Message, Nack, Sack
 
 from .draws import hop_salt, unit
 from .engine import Event, EventLoop, Handler
-from .fault_state import Fault, extra_delay, ns_per_byte
+from .fault_state import Drop, Fault, extra_delay, ns_per_byte
 from .faults import KILLING_KINDS, PASSIVE, rate_hits
 
 DATA_OVERHEAD: Final = 150  # Ether+IPv6+IPv6+UDP+BTH+RETH+MRC data header+ICRC (mrc_host.wire.codec)
@@ -661,7 +661,8 @@ class Fabric:
             if isinstance(msg, (Sack, Nack)):
                 fault.acks_dropped += 1
         sent = msg.send_ts if isinstance(msg, DataPacket) else -1
-        fault.drops.append((self.loop.now, msg.qp, data, pkt.plane, -1 if pkt.t1 is None else pkt.t1, sent))
+        t1 = -1 if pkt.t1 is None else pkt.t1
+        fault.drops.append(Drop(self.loop.now, msg.qp, data, pkt.plane, t1, sent))
         self._dropped(pkt)
 
     def _dropped(self, pkt: SimPacket, overflow: Port | None = None, full: Port | None = None) -> None:

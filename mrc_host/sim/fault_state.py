@@ -10,6 +10,24 @@ from __future__ import annotations
 import random
 
 
+class Drop:
+    """One packet a fault dropped, for read-only reporting (the fuzzer's invariants, the
+    oracle, ``bench.sim_knowledge``): a record with names, so a field more touches only
+    the readers that want it."""
+
+    __slots__ = ("at_ns", "data", "plane", "qp", "sent_ns", "t1")
+
+    def __init__(self, at_ns: int, qp: int, data: bool, plane: int, t1: int, sent_ns: int) -> None:
+        self.at_ns = at_ns  # when it was dropped
+        self.qp = qp  # its destination QP
+        self.data = data  # a DATA packet (else control)
+        self.plane = plane
+        self.t1 = t1  # -1: ECMP (no T1 chosen by the sender)
+        # when its sender sent it (DATA; -1 for control): a packet can wait in its NIC's queue
+        # past what the sender learnt
+        self.sent_ns = sent_ns
+
+
 class Fault:
     """One fault: what, where, when, and what it has done so far (a plain class: a dataclass
     costs every ``mrc-sim`` start a fraction of a millisecond to build, and this needs none
@@ -50,11 +68,9 @@ class Fault:
         self.in_flight_dropped = 0  # on the wire when the link died
         self.queued_dropped = 0  # waiting in the port's queue when the link died
         # read-only observations (the fuzzer's invariants, ``fuzz_observe.py``): every packet
-        # this fault dropped, as (time, destination QP, DATA?, plane, T1 or -1, when its sender
-        # sent it or -1: a packet can wait in its NIC's queue past what the sender learnt), and per
-        # destination QP the DATA packets that entered its element (a link's two ports, the
-        # ports into a switch) before or between its down phases
-        self.drops: list[tuple[int, int, bool, int, int, int]] = []
+        # this fault dropped, and per destination QP the DATA packets that entered its element
+        # (a link's two ports, the ports into a switch) before or between its down phases
+        self.drops: list[Drop] = []
         self.entered: dict[int, int] = {}
 
     def down_between(self, t0_ns: int, t1_ns: int) -> bool:

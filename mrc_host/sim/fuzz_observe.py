@@ -30,7 +30,7 @@ from typing import Any
 from mrc_host.wire.messages import DataPacket
 
 from .fabric import CONTROL_BYTES, DATA_OVERHEAD, Port
-from .fault_state import Fault, ns_per_byte
+from .fault_state import Drop, Fault, ns_per_byte
 from .faults import KILLING_KINDS
 from .network import START_NS, Connection, Network
 
@@ -57,6 +57,11 @@ class _Window:
     reached: bool = False
     # the receivers' last hops on the failed element's plane: port -> [(time, bytes queued)]
     lasthop: dict[Port, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def data_drops(self) -> list[Drop]:
+        """The DATA packets the fault dropped in this window (its phase, for a flap)."""
+        start, end = self.start, self.end
+        return [d for d in self.fault.drops if d.data and start <= d.at_ns and (end is None or d.at_ns < end)]
 
 
 class Observer:
@@ -172,9 +177,8 @@ class Observer:
         data_hop = shape.link_delay_ns + int((MTU + DATA_OVERHEAD) * 8 / shape.link_gbps)
         ctl_hop = shape.link_delay_ns + int(CONTROL_BYTES * 8 / shape.link_gbps)
         first: dict[int, list[int]] = {}
-        for t, qp, data, _, _, _ in w.fault.drops:
-            if data and w.start <= t and (w.end is None or t < w.end):
-                first.setdefault(qp, []).append(t)
+        for d in w.data_drops():
+            first.setdefault(d.qp, []).append(d.at_ns)
         due: dict[int, tuple[int, int]] = {}  # receiver -> (due, queue wait then)
         rows = []
         for x in f["flows"]:
@@ -275,9 +279,8 @@ class Observer:
         answers to its first packets return; drop times run up to half an RTT behind)."""
         f = w.fault
         lost: dict[int, list[int]] = {}
-        for t, qp, data, _, _, _ in f.drops:
-            if data and w.start <= t and (w.end is None or t < w.end):
-                lost.setdefault(qp, []).append(t)
+        for d in w.data_drops():
+            lost.setdefault(d.qp, []).append(d.at_ns)
         flows = []
         for c in self.net.connections:
             qp, rtt = c.receiver.local_qp, c.base_rtt_ns
@@ -321,9 +324,9 @@ class Observer:
     def _dead_paths(self, w: _Window) -> list[dict[str, Any]]:
         """Each (connection, path) that lost DATA to this failure, and its EVs on that path after."""
         first: dict[tuple[int, int, int], int] = {}
-        for t, qp, data, plane, t1, _ in w.fault.drops:
-            if data and w.start <= t and (w.end is None or t < w.end) and qp in self.by_rx_qp:
-                first.setdefault((qp, plane, t1), t)
+        for d in w.data_drops():
+            if d.qp in self.by_rx_qp:
+                first.setdefault((d.qp, d.plane, d.t1), d.at_ns)
         rows = []
         for (qp, plane, t1), t in sorted(first.items(), key=lambda kv: (kv[1], kv[0])):
             c = self.by_rx_qp[qp]
@@ -458,7 +461,7 @@ def _fair(net: Network, dst: int, conns: list[Connection]) -> dict[str, Any]:
             return row
     qps = {q for c in conns for q in (c.sender.local_qp, c.receiver.local_qp)}
     for f in net.faults:
-        if any(d[1] in qps for d in f.drops):
+        if any(d.qp in qps for d in f.drops):
             row["skipped"] = f"fault {f.spec} dropped their packets"
             return row
     gbps = [c.throughput_gbps(start, end) for c in conns]

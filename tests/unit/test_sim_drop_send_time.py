@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bench.sim_knowledge import sent_once_known
 from mrc_host.sim.fabric import FabricShape
+from mrc_host.sim.fault_state import Drop
 from mrc_host.sim.faults import parse_fault
 from mrc_host.sim.network import START_NS, FlowSpec, Network
 from mrc_host.sim.traffic import Job, point_to_point
@@ -20,10 +21,10 @@ VERDICT = START_NS + 209_704
 
 def test_a_packet_sent_before_the_verdict_is_not_lost_once_known_however_late_it_drops() -> None:
     drops = [
-        (VERDICT + 5_950, QP, True, 0, 1, VERDICT - 33),  # queued at its NIC: chosen before
-        (VERDICT + 1_000, QP, True, 0, 1, VERDICT + 1),  # chosen after: counted
-        (VERDICT + 2_000, OTHER, True, 0, 1, VERDICT + 1),  # another connection's
-        (VERDICT + 3_000, QP, False, 0, 1, -1),  # a control packet
+        Drop(VERDICT + 5_950, QP, True, 0, 1, VERDICT - 33),  # queued at its NIC: chosen before
+        Drop(VERDICT + 1_000, QP, True, 0, 1, VERDICT + 1),  # chosen after: counted
+        Drop(VERDICT + 2_000, OTHER, True, 0, 1, VERDICT + 1),  # another connection's
+        Drop(VERDICT + 3_000, QP, False, 0, 1, -1),  # a control packet
     ]
     assert sent_once_known(drops, QP, VERDICT) == [VERDICT + 1_000]
     assert sent_once_known(drops, OTHER, VERDICT) == [VERDICT + 2_000]
@@ -40,8 +41,8 @@ def test_the_fabric_logs_each_dropped_data_packets_send_time_and_none_for_contro
     net.run(50_000_000)
     assert job.completion_ns is not None and all(c.data_ok for c in job.connections)
     drops = net.faults[0].drops
-    data = [d for d in drops if d[2]]
+    data = [d for d in drops if d.data]
     assert data, "the black hole took no DATA: the test shape no longer loads that link"
-    for t, _qp, _data, _plane, _t1, sent in data:
-        assert START_NS <= sent <= t
-    assert all(d[5] == -1 for d in drops if not d[2])
+    for d in data:
+        assert START_NS <= d.sent_ns <= d.at_ns
+    assert all(d.sent_ns == -1 for d in drops if not d.data)
