@@ -1,10 +1,13 @@
-"""Paths back from a SKIP penalty and not proven since: each carries one packet, its scout,
-until that packet is delivered.
+"""Paths back from a SKIP penalty and not proven since, or whose plane's other path just went
+silent: each carries one packet, its scout, until that packet is delivered.
 
 Why: a penalty stops a path carrying packets, so nothing shows it dying meanwhile. A T0-T1
 link that went down just after its ECN mark came back from its penalty at a full share and
 lost 60 packets in a round trip. Proven (its scout delivered), the path carries its share
-again; lost, the loss rules retire it. A scout out longer than the RTO floor (its loss
+again; lost, the loss rules retire it. The same holds a plane's other paths when one of its
+paths goes silent (``PlaneWatch.silent_path``): a dead link retires that path alone, and the
+others carry their share again at their first delivery; a dead plane stops taking packets
+until its scouts' silence fails it. A scout out longer than the RTO floor (its loss
 judged without retiring the path, or its SACK lost) lets another go.
 
 The EV table owns one (``EvTable.scouts``), tells it of each state change and each packet
@@ -30,6 +33,16 @@ class PathScouts:
         """``ev``'s penalty is served: its path is proven before it carries a full share."""
         if self.enabled and ev >> T1_SHIFT not in self.out:
             self.out[ev >> T1_SHIFT] = -1
+
+    def hold(self, key: int, sent_ns: int) -> None:
+        """Path ``key`` (``ev >> T1_SHIFT``) takes nothing more until a packet sent on it at
+        ``sent_ns`` or later is delivered (-1: its next packet is that scout): its plane's
+        other path went silent, and whether the plane lives is not known yet."""
+        if not self.enabled:
+            return
+        cur = self.out.get(key, -2)
+        if cur < 0 or 0 <= sent_ns < cur:
+            self.out[key] = sent_ns
 
     def left(self, ev: int) -> None:
         """``ev`` stopped being GOOD (skipped again, retired): its path needs no scout now."""

@@ -126,6 +126,16 @@ class EvSet(EvHeat):
         """Whether ``plane`` has a GOOD path in its rotation besides ``path`` (``ev >> T1_SHIFT``)."""
         return any(e.state is EvState.GOOD and e.value >> T1_SHIFT != path for e in self.active[plane])
 
+    def prove_paths(self, plane: int, silent: int, oldest: dict[int, int]) -> None:
+        """``plane``'s path ``silent`` (``ev >> T1_SHIFT``) went silent while its other paths
+        were still unjudged: each other GOOD path of the plane carries one packet until it
+        proves to work (``PathScouts.hold``). ``oldest``: per path, the send time of its oldest
+        packet in flight, which stands as its scout; a path with none sends one."""
+        for e in self.active[plane]:
+            path = e.value >> T1_SHIFT
+            if e.state is EvState.GOOD and path != silent:
+                self.scouts.hold(path, oldest.get(path, -1))
+
     def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
         """``e``'s penalty is over in time (``EvHeat._skip_end``): it and every EV of its path in
         the rotation whose penalty is over too are GOOD again."""

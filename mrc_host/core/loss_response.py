@@ -59,8 +59,9 @@ class LossResponse:
         if self._retire and self.evset.planes > 1:
             watch = recovery.plane_watch
             for plane in watch.dead_planes(proof.newly, now_ns):
-                path = watch.silent_path(plane)
-                if path >= 0 and not self.evset.carries_elsewhere(plane, path):
+                path = watch.silent_path(plane, now_ns)
+                if path >= 0:
+                    watch.one_path_silent(plane)
                     self._path_silent(plane, path, now_ns)
                 else:
                     self._fail_plane(plane, now_ns)
@@ -119,12 +120,21 @@ class LossResponse:
         self.packets.rewind(seq, cause)
 
     def _path_silent(self, plane: int, path: int, now_ns: int) -> None:
-        """A silent plane's packets since its latest delivery are all on ``path``, its only path
-        in use (the others sit out penalties or are retired): that path is retired (whatever
-        the ``ev_min_active`` floor: it delivers nothing while the other planes deliver) and
-        its packets in flight resent, as a guess its delivery may undo. (With other paths in
-        use, one packet silent says as much of the plane: a T0 or NIC link that died.)"""
-        on_path = [r for r in self.packets.on_plane(plane) if r.ev >> PATH_SHIFT == path]
+        """A silent plane's overdue packets are all on ``path`` (``PlaneWatch.silent_path``):
+        that path is retired (whatever the ``ev_min_active`` floor: it delivers nothing while
+        the other planes deliver) and its packets in flight resent, as a guess its delivery may
+        undo. The plane's other GOOD paths then carry one packet each until one of theirs is
+        delivered (``EvSet.prove_paths``; a packet in flight stands for it): a dead T0-T1 link
+        costs its own path, and a dead plane (a NIC link) takes nothing more until a second
+        path's packets fall due and fail it."""
+        on_plane = self.packets.on_plane(plane)
+        on_path = [r for r in on_plane if r.ev >> PATH_SHIFT == path]
+        if self.evset.carries_elsewhere(plane, path):
+            scouts: dict[int, int] = {}
+            for r in on_plane:  # (in transmission order: the first seen is the oldest)
+                if r.ev >> PATH_SHIFT != path and r.ev >> PATH_SHIFT not in scouts:
+                    scouts[r.ev >> PATH_SHIFT] = r.sent_ns
+            self.evset.prove_paths(plane, path, scouts)
         if not on_path:
             return
         oldest = on_path[0]

@@ -47,6 +47,10 @@ class PlaneWatch:
         # drained at the plane's own rate delivers at about that spacing)
         self.delivered_at = [0] * planes
         self.service_gap = [0.0] * planes
+        # per plane, its latest delivery's send time (``ok_sent``) when one of its paths was
+        # named silent (``one_path_silent``): silent again with nothing delivered since, the
+        # plane is (-2: none)
+        self._path_named = [-2] * planes
         # when the connection last came back from idle (nothing in flight for an RTO): a plane
         # that has delivered nothing sent since is judged as one that never delivered
         self.resumed_ns = 0
@@ -196,22 +200,53 @@ class PlaneWatch:
             dead.append(plane)
         return dead
 
-    def silent_path(self, plane: int) -> int:
-        """The one path (``ev >> PATH_SHIFT``) of a silent ``plane`` (``dead_planes``) its
-        packets sent since its latest delivery are all in flight on, or -1 when they are on
-        two paths or more (or it has but one): a single silent path is that path's failure,
-        not the plane's. A flapping T0-T1 link, whose plane's other paths sat out ECN
-        penalties, took the whole plane out in every down phase (51 EVs of one connection)."""
+    def silent_path(self, plane: int, now_ns: int) -> int:
+        """The one path (``ev >> PATH_SHIFT``) of a silent ``plane`` (``dead_planes``) whose
+        packets are overdue, or -1 when the plane as a whole is silent: a single silent path
+        is that path's failure, not yet the plane's.
+
+        Overdue: sent since the plane's latest delivery and older than its delay plus the
+        reorder window. The path is named with ``sack_gap_threshold`` packets overdue on it and
+        none on another, or with every packet since on it; one overdue packet among packets
+        sprayed path after path is as likely the first of a plane's to fall due. Packets the
+        plane's other paths took since, not due yet, are not judged: the sender holds those
+        paths to one packet each until one is delivered (``EvSet.prove_paths``), so a plane
+        dead after all takes nothing more and is named when a second path's packets fall due.
+        A flapping T0-T1 link, whose plane's other paths came back from ECN penalties while
+        its packets were overdue, took the whole plane out in every down phase (51 EVs of one
+        connection).
+
+        A plane silent again before it delivered anything since one of its paths was named
+        (``one_path_silent``) is silent as a whole: on a plane slowed at its NIC, whose queue
+        outgrew the reorder window, its packets fell due one by one, each naming its own path,
+        and were resent though never lost."""
         if self.t1_count < 2:
             return -1
         dep = self.departures
         ok_sent = self.ok_sent[plane]
-        first = -1
+        if self._path_named[plane] == ok_sent:
+            return -1  # a path of it named already, nothing delivered since
+        due = now_ns - (self.rtt.plane_delay(plane) + self.reorder.window())
+        first = -1  # the path of the overdue packets
+        overdue = 0
+        later = -1  # the path of those not due yet (-2: two paths or more)
         for r in self.packets.in_flight.values():
-            if r.ev >> PLANE_SHIFT != plane or (r.left_ns if dep else r.sent_ns) <= ok_sent:
+            sent = r.left_ns if dep else r.sent_ns
+            if r.ev >> PLANE_SHIFT != plane or sent <= ok_sent:
                 continue
             path = r.ev >> PATH_SHIFT
+            if sent > due:
+                later = path if later == -1 or later == path else -2
+                continue
             if first >= 0 and path != first:
                 return -1
             first = path
+            overdue += 1
+        alone = later == -1 or later == first  # every packet since on that path
+        if overdue < self.cfg.sack_gap_threshold and not alone:
+            return -1  # one packet or two: as likely the first of a plane's to fall due
         return first
+
+    def one_path_silent(self, plane: int) -> None:
+        """The sender retired one silent path of ``plane`` (``silent_path``) and kept the rest."""
+        self._path_named[plane] = self.ok_sent[plane]

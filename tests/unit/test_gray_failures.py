@@ -94,22 +94,100 @@ def test_an_excused_path_is_judged_by_its_newest_guess() -> None:
     assert s.state(ev) is EvState.ASSUMED_BAD  # the newest guess stands: nothing since
 
 
-def test_one_silent_path_of_a_plane_is_that_path_not_the_plane() -> None:
-    """Defect: a plane whose only packets in flight since its last delivery were on one path
-    (its other paths sat out penalties) was declared failed, its every EV retired: a flapping
-    T0-T1 link took its plane out in every down phase."""
+def _plane_with(sent: list[tuple[int, int]]) -> tuple[list[int], int]:
+    """Plane 0 of a 2-plane, 4-T1 sender with DATA in flight on the given (T1, send time)
+    pairs and no delivery yet; its paths (``ev >> 18``) by T1, and what ``silent_path`` names
+    at 50 us, when a packet sent before 37.5 us is overdue (plane delay 10 us, reorder window
+    2.5 us at that RTT)."""
     cfg = TransportConfig()
     s = EvSet(cfg, PathSpace(2, 4), random.Random(7))
     packets = SentPackets(cfg, s.plane_load)
-    watch = Recovery(cfg, 2, packets, t1_count=4).plane_watch
+    recovery = Recovery(cfg, 2, packets, t1_count=4)
+    recovery.rtt.sample(10_000)
+    recovery.rtt.sample_plane(0, 10_000, 0)
+    assert recovery.rtt.plane_delay(0) + recovery.plane_watch.reorder.window() == 12_500
     evs = [v for v in s.active_evs() if EV.decode(v).plane == 0]
-    one = [v for v in evs if EV.decode(v).t1 == 1]
+    by_t1 = {t1: next(v for v in evs if EV.decode(v).t1 == t1) for t1 in {EV.decode(v).t1 for v in evs}}
+    for k, (t1, at) in enumerate(sent):
+        packets.sent(record(k, by_t1[t1], 0), by_t1[t1], at)
+    paths = [by_t1[t1] >> 18 if t1 in by_t1 else -1 for t1 in range(4)]
+    return paths, recovery.plane_watch.silent_path(0, 50_000)
+
+
+def test_a_silent_plane_with_one_path_overdue_is_that_path_not_the_plane() -> None:
+    """Defect: a plane whose packets since its last delivery were on two paths or more was
+    declared failed, its every EV retired, though only one path's packets were overdue: a
+    flapping T0-T1 link's packets went silent while the plane's other paths sat out ECN
+    penalties; those came back and took a few packets, not due yet, and the whole plane went
+    in every down phase. Only overdue packets are judged; two paths overdue are the plane's."""
+    paths, named = _plane_with([(1, 1_000), (1, 1_100), (1, 1_200)])
+    assert named == paths[1]
+    paths, named = _plane_with([(1, 1_000), (1, 1_100), (1, 1_200), (2, 45_000), (3, 46_000)])
+    assert named == paths[1]  # the others' packets are not due yet
+    paths, named = _plane_with([(1, 1_000), (1, 1_100), (1, 1_200), (2, 2_000), (3, 46_000)])
+    assert named == -1  # two paths overdue: the plane
+    paths, named = _plane_with([(1, 1_000), (2, 45_000), (3, 46_000)])
+    assert named == -1  # one packet overdue, sprayed path after path: as likely the plane's first
+
+
+def test_a_plane_silent_again_before_it_delivered_is_the_plane() -> None:
+    """Defect: on a plane slowed at its NIC, whose queue outgrew the reorder window, packets
+    sprayed path after path fell due one by one, and each named its own path silent: three
+    paths retired in 4.5 us and 9 packets resent that were never lost (fuzz seed 45, draw
+    513). Once one path is named, the plane silent again with nothing delivered since is the
+    plane's; a delivery in between clears that."""
+    cfg = TransportConfig()
+    s = EvSet(cfg, PathSpace(2, 4), random.Random(7))
+    packets = SentPackets(cfg, s.plane_load)
+    recovery = Recovery(cfg, 2, packets, t1_count=4)
+    recovery.rtt.sample(10_000)
+    recovery.rtt.sample_plane(0, 10_000, 0)
+    watch = recovery.plane_watch
+    evs = [v for v in s.active_evs() if EV.decode(v).plane == 0]
+    one = next(v for v in evs if EV.decode(v).t1 == 1)
     two = next(v for v in evs if EV.decode(v).t1 == 2)
-    for k, ev in enumerate(one[:3]):
-        packets.sent(record(k, ev, 0), ev, 1_000 + k)
-    assert watch.silent_path(0) == one[0] >> 18
-    packets.sent(record(9, two, 0), two, 2_000)
-    assert watch.silent_path(0) == -1  # two paths silent: the plane's
+    run = [record(k, one, 0) for k in range(3)]
+    for k, rec in enumerate(run):
+        packets.sent(rec, one, 1_000 + k)
+    packets.sent(record(3, two, 0), two, 30_000)
+    assert watch.silent_path(0, 40_000) == one >> 18  # t1's packets alone are due (by 27.5 us)
+    watch.one_path_silent(0)
+    for rec in run:
+        packets.guessed_lost(rec, "path")  # (as the sender does: resent elsewhere)
+    assert watch.silent_path(0, 50_000) == -1  # t2's falls due, nothing delivered since: the plane
+    watch.delivered(0, 32_000, 50_000)  # a packet of the plane sent at 32 us arrives
+    for k in range(3):
+        packets.sent(record(4 + k, two, 0), two, 33_000 + k)
+    assert watch.silent_path(0, 60_000) == two >> 18  # named afresh
+
+
+def test_a_plane_whose_path_went_silent_carries_one_packet_a_path_until_proven() -> None:
+    """The other side of naming one silent path: the plane might be dead after all (its NIC
+    link, while one path alone carried). Its other paths each carry one packet, a packet in
+    flight standing for it, until one is delivered; then they carry their share again."""
+    from mrc_host.core.ev_state import EvEvent
+
+    s = make(planes=2, t1=4, max_evs=16)
+    plane0 = [v for v in s.active_evs() if EV.decode(v).plane == 0]
+    silent = plane0[0] >> 18
+    others = sorted({v >> 18 for v in plane0} - {silent})
+    in_flight = next(v for v in plane0 if v >> 18 == others[0])
+    s.retire(plane0[0], "path silent", 900, EvEvent.LOSS, sent_ns=100, margin_ns=0)
+    assert all(s.state(v) is EvState.ASSUMED_BAD for v in plane0 if v >> 18 == silent)
+    s.prove_paths(0, silent, {others[0]: 500})
+    picks = []
+    for k in range(400):
+        v = s.next_data_ev(now_ns=1_000 + k)
+        assert v is not None
+        s.note_sent(v, 1_000 + k)
+        picks.append(v)
+    on = {p: sum(1 for v in picks if v >> 18 == p) for p in others}
+    assert on[others[0]] == 0  # its packet in flight is its scout
+    assert all(on[p] == 1 for p in others[1:])  # one scout each, no more
+    assert sum(1 for v in picks if EV.decode(v).plane == 1) >= 390
+    s.note_ok(in_flight, 2_000, 500)  # delivered: that path carries its share again
+    again = [s.next_data_ev(now_ns=3_000) for _ in range(64)]
+    assert sum(1 for v in again if v is not None and v >> 18 == others[0]) >= 4
 
 
 def test_a_retired_path_is_restored_in_one_round_trip_of_probes() -> None:
