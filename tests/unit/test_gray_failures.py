@@ -94,11 +94,9 @@ def test_an_excused_path_is_judged_by_its_newest_guess() -> None:
     assert s.state(ev) is EvState.ASSUMED_BAD  # the newest guess stands: nothing since
 
 
-def _plane_with(sent: list[tuple[int, int]]) -> tuple[list[int], int]:
-    """Plane 0 of a 2-plane, 4-T1 sender with DATA in flight on the given (T1, send time)
-    pairs and no delivery yet; its paths (``ev >> 18``) by T1, and what ``silent_path`` names
-    at 50 us, when a packet sent before 37.5 us is overdue (plane delay 10 us, reorder window
-    2.5 us at that RTT)."""
+def _plane0() -> tuple[SentPackets, Recovery, dict[int, int]]:
+    """A 2-plane, 4-T1 sender with no delivery yet, its plane 0 timed at 10 us (a reorder
+    window of 2.5 us at that RTT): its packets, recovery and plane 0's EVs by T1."""
     cfg = TransportConfig()
     s = EvSet(cfg, PathSpace(2, 4), random.Random(7))
     packets = SentPackets(cfg, s.plane_load)
@@ -107,11 +105,17 @@ def _plane_with(sent: list[tuple[int, int]]) -> tuple[list[int], int]:
     recovery.rtt.sample_plane(0, 10_000, 0)
     assert recovery.rtt.plane_delay(0) + recovery.plane_watch.reorder.window() == 12_500
     evs = [v for v in s.active_evs() if EV.decode(v).plane == 0]
-    by_t1 = {t1: next(v for v in evs if EV.decode(v).t1 == t1) for t1 in {EV.decode(v).t1 for v in evs}}
+    return packets, recovery, {t1: next(v for v in evs if EV.decode(v).t1 == t1) for t1 in range(4)}
+
+
+def _plane_with(sent: list[tuple[int, int]]) -> tuple[list[int], int]:
+    """Plane 0 with DATA in flight on the given (T1, send time) pairs: its paths
+    (``ev >> 18``) by T1, and what ``silent_path`` names at 50 us, when a packet sent before
+    37.5 us is overdue."""
+    packets, recovery, by_t1 = _plane0()
     for k, (t1, at) in enumerate(sent):
         packets.sent(record(k, by_t1[t1], 0), by_t1[t1], at)
-    paths = [by_t1[t1] >> 18 if t1 in by_t1 else -1 for t1 in range(4)]
-    return paths, recovery.plane_watch.silent_path(0, 50_000)
+    return [by_t1[t1] >> 18 for t1 in range(4)], recovery.plane_watch.silent_path(0, 50_000)
 
 
 def test_a_silent_plane_with_one_path_overdue_is_that_path_not_the_plane() -> None:
@@ -136,16 +140,9 @@ def test_a_plane_silent_again_before_it_delivered_is_the_plane() -> None:
     paths retired in 4.5 us and 9 packets resent that were never lost (fuzz seed 45, draw
     513). Once one path is named, the plane silent again with nothing delivered since is the
     plane's; a delivery in between clears that."""
-    cfg = TransportConfig()
-    s = EvSet(cfg, PathSpace(2, 4), random.Random(7))
-    packets = SentPackets(cfg, s.plane_load)
-    recovery = Recovery(cfg, 2, packets, t1_count=4)
-    recovery.rtt.sample(10_000)
-    recovery.rtt.sample_plane(0, 10_000, 0)
+    packets, recovery, by_t1 = _plane0()
     watch = recovery.plane_watch
-    evs = [v for v in s.active_evs() if EV.decode(v).plane == 0]
-    one = next(v for v in evs if EV.decode(v).t1 == 1)
-    two = next(v for v in evs if EV.decode(v).t1 == 2)
+    one, two = by_t1[1], by_t1[2]
     run = [record(k, one, 0) for k in range(3)]
     for k, rec in enumerate(run):
         packets.sent(rec, one, 1_000 + k)
