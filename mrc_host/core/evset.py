@@ -122,10 +122,6 @@ class EvSet(EvHeat):
             return e.value
         return None
 
-    def carries_elsewhere(self, plane: int, path: int) -> bool:
-        """Whether ``plane`` has a GOOD path in its rotation besides ``path`` (``ev >> T1_SHIFT``)."""
-        return any(e.state is EvState.GOOD and e.value >> T1_SHIFT != path for e in self.active[plane])
-
     def prove_paths(self, plane: int, silent: int, oldest: dict[int, int]) -> None:
         """``plane``'s path ``silent`` (``ev >> T1_SHIFT``) went silent while its other paths
         were still unjudged: each other GOOD path of the plane carries one packet until it

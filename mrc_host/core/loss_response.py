@@ -129,12 +129,11 @@ class LossResponse:
         path's packets fall due and fail it."""
         on_plane = self.packets.on_plane(plane)
         on_path = [r for r in on_plane if r.ev >> PATH_SHIFT == path]
-        if self.evset.carries_elsewhere(plane, path):
-            scouts: dict[int, int] = {}
-            for r in on_plane:  # (in transmission order: the first seen is the oldest)
-                if r.ev >> PATH_SHIFT != path and r.ev >> PATH_SHIFT not in scouts:
-                    scouts[r.ev >> PATH_SHIFT] = r.sent_ns
-            self.evset.prove_paths(plane, path, scouts)
+        scouts: dict[int, int] = {}
+        for r in on_plane:  # (in transmission order: the first seen is the oldest)
+            if r.ev >> PATH_SHIFT != path and r.ev >> PATH_SHIFT not in scouts:
+                scouts[r.ev >> PATH_SHIFT] = r.sent_ns
+        self.evset.prove_paths(plane, path, scouts)
         if not on_path:
             return
         oldest = on_path[0]
