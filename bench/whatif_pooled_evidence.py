@@ -45,8 +45,8 @@ class Tap:
             self.into.append((now, pkt.plane, pkt.t1))
         self.net.deliver(pkt, now)
 
-    def departed(self, pkt: SimPacket, now: int) -> None:
-        self.net.departed(pkt, now)
+    def departed(self, pkt: SimPacket, now: int, port_gbps: float) -> None:
+        self.net.departed(pkt, now, port_gbps)
 
 
 def verdicts(arrivals: list[tuple[int, int, int]], kind: str, bound: float) -> list[tuple[int, int, int]]:

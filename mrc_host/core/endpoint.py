@@ -330,12 +330,14 @@ class Endpoint:
                 out.append(Transmit(probe))
         return self._finish(now_ns, out)
 
-    def departed(self, psn: int, send_ts: int, at_ns: int) -> bool:
-        """Our DATA packet ``psn``, sent at ``send_ts``, left the NIC's port at ``at_ns`` (a NIC
-        that reports it: ``TransportConfig.nic_departures``). No actions, no timer change: it
-        only moves a packet's departure later than the deadlines already armed assumed. True
-        when ``nic_backlog`` held packets back that may go now: call ``nic_ready``."""
-        return self.sender.departed(psn, send_ts, at_ns)
+    def departed(self, psn: int, send_ts: int, at_ns: int, plane: int = -1, port_gbps: float = 0.0) -> bool:
+        """Our DATA packet ``psn``, sent at ``send_ts``, left the NIC's port of ``plane`` (-1:
+        not said) at ``at_ns``, the port running at ``port_gbps`` (0: not said; a port slower
+        than the others holds only its part of ``nic_backlog``) -- a NIC that reports it:
+        ``TransportConfig.nic_departures``. No actions, no timer change: it only moves a
+        packet's departure later than the deadlines already armed assumed. True when
+        ``nic_backlog`` held packets back that may go now: call ``nic_ready``."""
+        return self.sender.departed(psn, send_ts, at_ns, plane, port_gbps)
 
     def nic_ready(self, now_ns: int) -> list[Action]:
         """The NIC has room for more of our packets (``departed`` said so): send them."""

@@ -42,6 +42,10 @@ class EvTable(EvEntries):
         self.changes: list[EvStateChanged] = []
         # bytes in flight per plane, kept by the sender's ``SentPackets``: the rotation's plane choice
         self.plane_load: list[int] = [0] * self.planes
+        # each plane's NIC port rate over the fastest's, while one is slower (``weigh_planes``;
+        # None: all alike): the rotation balances bytes in flight over it, so a plane carries
+        # in proportion to what its port sends
+        self.plane_weight: list[float] | None = None
         self._plane_cursor = 0
         self._ev_cursor = [0] * self.planes
         self._joins = 0  # EVs (re)joined a rotation so far: ``EvEntry.placed``

@@ -44,17 +44,21 @@ class EvSet(EvHeat):
     """The spraying rotation, retirement, replacement and restoring (penalties: ``EvHeat``)."""
 
     # ---- rotation ---------------------------------------------------------------------
-    def next_data_ev(self, exclude: int | None = None, now_ns: int = -1) -> int | None:
+    def next_data_ev(self, exclude: int | None = None, now_ns: int = -1, backed_up: int = 0) -> int | None:
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
-        only usable one. A path back from SKIP takes one packet until it is proven
-        (``ev_scouts.py``); a penalty is over once its turns are served or at its time
-        (``now_ns``). With no GOOD EV anywhere, the least bad option is an ASSUMED_BAD
-        EV of an up plane (counted by the caller as a last-resort send).
+        only usable one; the planes in ``backed_up`` (a bit mask: slow NIC ports holding their
+        part of the backlog, ``Sender._slow_ports``) only when no other plane can take the
+        packet. Planes are weighed by their ports' rates where those differ (``weigh_planes``).
+        A path back from SKIP takes one packet until it is proven (``ev_scouts.py``); a penalty
+        is over once its turns are served or at its time (``now_ns``). With no GOOD EV
+        anywhere, the least bad option is an ASSUMED_BAD EV of an up plane (counted by the
+        caller as a last-resort send).
         """
         planes = self.planes
         load = self.plane_load
+        weight = self.plane_weight
         active = self.active
         # A pass that finds only SKIP EVs serves one turn of each penalty; passes go on while
         # they serve some, so a connection whose every usable EV sits out (one path, or
@@ -65,7 +69,7 @@ class EvSet(EvHeat):
         for _ in range(self._max_turns + 1):
             served = self._skips_served
             # the planes tried, counting those down from the start (``plane_up``, once a packet)
-            tried = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports)
+            tried = ((1 << planes) - 1) & ~(self.local_ports & self.peer_ports) | backed_up
             while True:
                 best = -1
                 best_load = 0
@@ -74,7 +78,10 @@ class EvSet(EvHeat):
                     plane = (cursor + k) % planes
                     if tried >> plane & 1 or not active[plane]:
                         continue
-                    if best < 0 or load[plane] < best_load:
+                    if weight is None:
+                        if best < 0 or load[plane] < best_load:
+                            best, best_load = plane, load[plane]
+                    elif best < 0 or load[plane] * weight[best] < best_load * weight[plane]:
                         best, best_load = plane, load[plane]
                 if best < 0:
                     break
@@ -90,6 +97,8 @@ class EvSet(EvHeat):
             self._ev_cursor[plane] = self._scout_wait_idx + 1
             self._plane_cursor = (plane + 1) % planes
             return self._scout_wait_ev
+        if backed_up:
+            return self.next_data_ev(exclude, now_ns)
         if exclude is not None:
             return self.next_data_ev(None, now_ns)
         return None
@@ -121,6 +130,17 @@ class EvSet(EvHeat):
             self._ev_cursor[plane] = idx + 1
             return e.value
         return None
+
+    def weigh_planes(self, rates: list[float]) -> None:
+        """The NIC's ports run at ``rates`` (Gb/s, per plane; 0: not said): the rotation gives
+        each plane bytes in flight in proportion to its rate, so a port at a lower rate holds
+        no queue the others do not (equal bytes left a plane at 10 Gb/s under an incast a
+        last-hop queue its timers took for loss)."""
+        fastest = max(rates) if rates else 0.0
+        if fastest <= 0 or min(rates) <= 0 or min(rates) == fastest:
+            self.plane_weight = None
+            return
+        self.plane_weight = [g / fastest for g in rates]
 
     def prove_paths(self, plane: int, silent: int, oldest: dict[int, int]) -> None:
         """``plane``'s path ``silent`` (``ev >> T1_SHIFT``) went silent while its other paths

@@ -11,10 +11,15 @@ timers look (``hold``), so a wait at the NIC is never taken for a loss.
 
 from __future__ import annotations
 
+from typing import Final
+
 from mrc_fabric.frames import DATA_OVERHEAD
 
 from .config import TransportConfig
 from .records import TxRecord
+
+# a NIC port this many times slower than the fastest is slow (``NicClock.slow``)
+SLOW_PORT: Final = 1.2
 
 
 class NicClock:
@@ -30,6 +35,23 @@ class NicClock:
         self.backlog = cfg.nic_backlog if cfg.nic_departures else 0
         self.waiting = 0
         self.blocked = False
+        # and per plane (``weigh_ports``): a port slower than the others (a NIC link at a lower
+        # rate) counts only up to its part of the backlog (``backlog / planes``). Counted whole
+        # it held the whole backlog, and the sender, stopped at the bound, fed every fast port
+        # one copy at a time: 8 planes, one at 5 Gb/s, ran at 0.27 of their capacity. Ports
+        # alike count whole: capped, a burst onto one fast port let the sender hand over past
+        # the bound, and the planes slow inside the fabric took the spill
+        self._part = max(1, self.backlog // planes) if self.backlog else 0
+        self._waiting_on = [0] * planes
+        self.counted = 0  # the copies waiting, a slow port's up to its part
+        # each port's rate as the NIC last said when one of ours left it (``on_departed``;
+        # 0.0: not said): a port at a lower rate than the others is slow. Not measured from
+        # our departures: other queue pairs' frames between two of ours made ports alike
+        # differ by 2 x
+        self.port_gbps = [0.0] * planes
+        self._weigh = cfg.weigh_ports
+        self._frame = cfg.mtu + DATA_OVERHEAD  # a full packet's bytes on the wire
+        self.slow = 0  # the ports (a bit mask) slower than the fastest by ``SLOW_PORT``
 
     def on_sent(self, rec: TxRecord, plane: int, size: int, now_ns: int) -> None:
         """``rec`` is handed over now: when the model says it leaves (after what its port
@@ -44,6 +66,7 @@ class NicClock:
             return
         rec.at_nic = True
         self.waiting += 1
+        self._wait_on(plane, 1)
         if left > self.last_left:
             self.last_left = left
 
@@ -54,27 +77,108 @@ class NicClock:
             self._port_free[plane] = left + int((len(rec.payload) + DATA_OVERHEAD) * self._ns_per_byte)
         if self.reported:
             self.waiting += 1
+            self._wait_on(plane, 1)
 
-    def on_departed(self, rec: TxRecord | None, at_ns: int) -> bool:
-        """One of our copies left the NIC at ``at_ns``; ``rec`` if it is a packet's latest copy.
-        True when the sender stopped at the backlog bound and may hand over more now."""
+    def _wait_on(self, plane: int, n: int) -> None:
+        """``n`` more (or fewer) of our copies wait at ``plane``'s port (-1: a port not said)."""
+        if not 0 <= plane < len(self._waiting_on):
+            self.counted = max(0, self.counted + n)  # (a NIC that does not say which: the total)
+            return
+        old = self._waiting_on[plane]
+        new = old + n if old + n > 0 else 0
+        self._waiting_on[plane] = new
+        if self.slow >> plane & 1:
+            part = self._part
+            self.counted += min(new, part) - min(old, part)
+        else:
+            self.counted += new - old
+
+    def _rated(self, plane: int, gbps: float) -> None:
+        """The NIC says ``plane``'s port runs at ``gbps``: which ports are slow, their rate
+        below the fastest's over ``SLOW_PORT`` (judged once every port has said), and the
+        count made again when that changes."""
+        rates = self.port_gbps
+        if rates[plane] == gbps:
+            return
+        rates[plane] = gbps
+        fastest = 0.0
+        for g in rates:
+            if g <= 0:
+                return  # (a port not said yet)
+            if g > fastest:
+                fastest = g
+        slow = 0
+        for p, g in enumerate(rates):
+            if g * SLOW_PORT < fastest:
+                slow |= 1 << p
+        if slow == self.slow:
+            return
+        self.slow = slow
+        part = self._part
+        self.counted = sum(min(n, part) if slow >> p & 1 else n for p, n in enumerate(self._waiting_on))
+
+    def on_departed(self, rec: TxRecord | None, at_ns: int, plane: int = -1, port_gbps: float = 0.0) -> bool:
+        """One of our copies left ``plane``'s port (-1: not said) at ``at_ns``, the port running
+        at ``port_gbps`` (0: not said); ``rec`` if it is a packet's latest copy. True when the
+        sender stopped at the backlog bound and may hand over more now."""
         if rec is not None and rec.at_nic:
             rec.at_nic = False
             rec.left_ns = at_ns
             if at_ns > self.last_left:
                 self.last_left = at_ns
         self.waiting -= 1
-        if self.blocked and self.waiting < self.backlog:
+        self._wait_on(plane, -1)
+        if port_gbps > 0 and self._weigh and self._part and 0 <= plane < len(self._waiting_on):
+            self._rated(plane, port_gbps)
+        if self.blocked and self.counted < self.backlog:
             self.blocked = False  # (said once: the caller pumps)
             return True
         return False
 
     def full(self) -> bool:
-        """The sender may hand over nothing more now (``nic_backlog`` copies wait at the NIC)."""
-        if self.backlog and self.waiting >= self.backlog:
+        """The sender may hand over nothing more now (``nic_backlog`` copies wait at the NIC,
+        each plane's counted up to its part)."""
+        if self.backlog and self.counted >= self.backlog:
             self.blocked = True
             return True
         return False
+
+    def backed_up(self) -> int:
+        """The slow ports (a bit mask) holding their whole part of the backlog or more: the
+        rotation gives them a packet only when no other plane can take it, so a slow port's
+        queue stays at its part while the fast ports are fed as fast as they go."""
+        slow = self.slow
+        if not slow:
+            return 0
+        part = self._part
+        mask = 0
+        for p, n in enumerate(self._waiting_on):
+            if slow >> p & 1 and n >= part:
+                mask |= 1 << p
+        return mask
+
+    def late_at_tail(self, unsent: int, delays: list[float]) -> int:
+        """The slow ports (a bit mask) whose next packet would be heard of after the fast
+        ports have sent the ``unsent`` bytes left and been heard of: a packet handed to port
+        ``p`` now waits behind what it holds of ours and takes its plane's round trip
+        (``delays``, per plane); the fast ports take ``unsent`` at their rate, then theirs."""
+        slow = self.slow
+        rates = self.port_gbps
+        fast_gbps = 0.0
+        fast_delay = -1.0
+        for p, g in enumerate(rates):
+            if not slow >> p & 1:
+                fast_gbps += g
+                if fast_delay < 0 or delays[p] < fast_delay:
+                    fast_delay = delays[p]
+        if fast_gbps <= 0:
+            return 0
+        done = fast_delay + unsent * 8 / fast_gbps
+        mask = 0
+        for p, g in enumerate(rates):
+            if slow >> p & 1 and delays[p] + (self._waiting_on[p] + 1) * self._frame * 8 / g >= done:
+                mask |= 1 << p
+        return mask
 
     def hold(self, in_flight: dict[int, TxRecord], now_ns: int) -> None:
         """Before the timers' rules run: a packet still at the NIC leaves no sooner than now."""

@@ -37,6 +37,11 @@ class RttEstimator:
         self.plane_last = [0] * planes  # each plane's latest sample (RACK's RTT: a queue building)
         self.plane_at = [0] * planes  # when it came: a plane still SACKing is draining (``queue_floor``)
         self.plane_min = [0] * planes  # each plane's shortest sample (0: none yet)
+        # per plane, how long after a first copy left the sender heard it was delivered, by
+        # any SACK (smoothed; None: none yet). A plane much slower than the others is rarely
+        # sampled: its own SACKs come back after the others' have covered its packets, so
+        # only this says how long it takes (``of_plane``)
+        self.plane_heard: list[float | None] = [None] * planes
         # how much later one path may deliver than another: the largest difference lately
         # between successive samples of a plane, each less the time its packet waited for its
         # NIC port (its paths' queues differ; a queue they all end in, at the peer's port,
@@ -99,13 +104,24 @@ class RttEstimator:
         ps = self.plane_srtt[plane]
         self.plane_srtt[plane] = float(rtt) if ps is None else ps + 0.125 * (rtt - ps)
 
+    def heard_plane(self, plane: int, delay: int) -> None:
+        """A first copy sent on ``plane`` was acknowledged ``delay`` after it left (its own SACK
+        or another's cover): how long the plane takes to be heard from."""
+        h = self.plane_heard[plane]
+        self.plane_heard[plane] = float(delay) if h is None else h + 0.125 * (delay - h)
+
     def of_plane(self, plane: int) -> float:
-        """The plane's smoothed RTT, else the connection's (0 before any sample), times how
-        much slower than its fastest plane the NIC's connections found this one, when shared
-        (``plane_delays.py``)."""
+        """The plane's smoothed RTT; else, unsampled, how long its packets took to be heard of
+        (``heard_plane``: a plane at 5 Gb/s beside seven at 100 never had a sample of its own,
+        and was taken for failed at the connection's SRTT, a round trip ahead of its packets);
+        else the connection's (0 before any sample), times how much slower than its fastest
+        plane the NIC's connections found this one, when shared (``plane_delays.py``)."""
         ps = self.plane_srtt[plane]
         if ps is not None:
             return ps
+        heard = self.plane_heard[plane]
+        if heard is not None:
+            return heard
         srtt = self.srtt_ns or 0.0
         nic = self.nic
         return srtt * nic.slowdown(plane) if nic is not None else srtt

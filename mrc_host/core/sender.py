@@ -196,14 +196,19 @@ class Sender:
         """Planes whose local or peer NIC port just went down (port-status bitmap)."""
         self.losses.ports_down(bitmap)
 
-    def departed(self, psn: int, send_ts: int, at_ns: int) -> bool:
-        """Our DATA packet ``psn``, sent at ``send_ts``, left the NIC at ``at_ns``
+    def departed(self, psn: int, send_ts: int, at_ns: int, plane: int = -1, port_gbps: float = 0.0) -> bool:
+        """Our DATA packet ``psn``, sent at ``send_ts``, left ``plane``'s NIC port at ``at_ns``
         (``Endpoint.departed``): True when the NIC's backlog bound held packets back that may
         go now."""
         packets = self.packets
         rec = packets.records.get(unwrap(psn, packets.una))
         ok = rec is not None and rec.sent_ns == send_ts  # (not a copy resent since)
-        return self.recovery.nic.on_departed(rec if ok else None, at_ns) and not self.failed
+        nic = self.recovery.nic
+        slow = nic.slow
+        ready = nic.on_departed(rec if ok else None, at_ns, plane, port_gbps)
+        if nic.slow != slow:
+            self.evset.weigh_planes(nic.port_gbps if nic.slow else [])
+        return ready and not self.failed
 
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
@@ -283,12 +288,26 @@ class Sender:
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns), exclude, now_ns)
+            passed = self._slow_ports()
+            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns, passed), exclude, now_ns)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:
                 self.counters.last_resort_sends += 1
         return ev
+
+    def _slow_ports(self) -> int:
+        """The planes (a bit mask) the rotation passes over while others can take the packet:
+        those whose NIC port is slower than the others (``NicClock.slow``) once they hold their
+        part of the backlog, and near the tail (``NicClock.late_at_tail``) those whose packets
+        would arrive after the rest: 8 planes, one at 5 Gb/s, took 1.03 x as long as with that
+        plane dead, waiting for its last packets."""
+        recovery = self.recovery
+        nic = recovery.nic
+        if not nic.slow:
+            return 0
+        delays = [recovery.rtt.of_plane(p) for p in range(self.evset.planes)]
+        return nic.backed_up() | nic.late_at_tail(self.writes.unsent(), delays)
 
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
         """At the tail a resend goes twice, the second on another plane (``EvTable.fresh_ev``) if the

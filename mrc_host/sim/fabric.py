@@ -401,9 +401,10 @@ class HostSink:
     def deliver(self, pkt: SimPacket, now: int) -> None:
         raise NotImplementedError
 
-    def departed(self, pkt: SimPacket, now: int) -> None:
+    def departed(self, pkt: SimPacket, now: int, port_gbps: float) -> None:
         """The DATA packet ``pkt`` left its host's NIC port now (onto the wire, or dropped
-        there): the NIC's transmit completion, which the sender's loss timers run from."""
+        there), the port running at ``port_gbps``: the NIC's transmit completion, which the
+        sender's loss timers run from."""
 
 
 class Fabric:
@@ -527,10 +528,16 @@ class Fabric:
             self._left_nic(pkt, self.loop.now)  # not queued: on the wire (or dropped) at once
 
     def _left_nic(self, pkt: SimPacket, now: int) -> None:
-        """``pkt`` left its host's NIC port (the sink hears of DATA packets: ``departed``)."""
+        """``pkt`` left its host's NIC port (the sink hears of DATA packets: ``departed``, with
+        the port's rate now, as a NIC knows its link's speed)."""
         sink = self.sink
         if sink is not None and type(pkt.msg) is DataPacket:
-            sink.departed(pkt, now)
+            gbps = 0.0
+            if pkt.plane < self.shape.planes:
+                port = self.nic_up[pkt.src][pkt.plane]
+                passive = port.passive_faults
+                gbps = 8 / (ns_per_byte(passive, now, port.ns_per_byte) if passive else port.ns_per_byte)
+            sink.departed(pkt, now, gbps)
 
     def _arrive(self, port: Port, pkt: SimPacket) -> None:
         """``pkt`` reached the far end of ``port``: forward it (or drop it, if the link died)."""

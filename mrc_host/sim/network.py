@@ -488,16 +488,19 @@ class Network(HostSink):
         """(plane, T1) of an EV (``mrc_fabric.ev``'s ``ev_plane`` and ``ev_t1``)."""
         return ev >> PLANE_SHIFT, (ev >> T1_SHIFT) & T1_MASK
 
-    def departed(self, pkt: SimPacket, now: int) -> None:
-        """A DATA packet left its sender's NIC port: the sender's core hears it
-        (``Endpoint.departed``; no event, no actions)."""
+    def departed(self, pkt: SimPacket, now: int, port_gbps: float) -> None:
+        """A DATA packet left its sender's NIC port, running at ``port_gbps``: the sender's core
+        hears it (``Endpoint.departed``; no event, no actions), on the plane its EV names (a
+        single-path queue pair's port is not its EV's plane: counted there, its copies
+        waiting went uncounted and the sender stalled)."""
         msg = cast(DataPacket, pkt.msg)
         qp = msg.qp
         by_qp = self._side_of_qp
         rx = by_qp[qp] if 0 <= qp < len(by_qp) else None
         if rx is not None and rx.host == pkt.dst:
             tx = rx.conn.tx
-            if tx.host == pkt.src and tx.ep.departed(msg.psn, msg.send_ts, now):
+            plane = msg.meta.ev >> PLANE_SHIFT
+            if tx.host == pkt.src and tx.ep.departed(msg.psn, msg.send_ts, now, plane, port_gbps):
                 # its NIC backlog has room again: more of its packets go now -- or, when this
                 # one left as it was handed over (in ``_apply``), once that has done
                 if self._sending:

@@ -1,0 +1,151 @@
+"""Planes slow at the NIC (issue 66, item 1: planes in proportion to what they deliver).
+
+A NIC port at a lower rate than the others (a link that renegotiated down, or a whole plane
+slower) held the queue pair's whole NIC backlog, so the sender, stopped at the bound, fed the
+fast ports one packet at a time: two planes with one at 50 Gb/s reached 0.67 of their
+capacity, eight with one at 5 Gb/s 0.27, and several cases ran slower than with the slow
+plane dead. Each test here failed on main before the fix it guards.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bench import sim_slow_plane
+from mrc_fabric.ev import PLANE_SHIFT
+from mrc_host.core import EvSet, PathSpace, TransportConfig
+from mrc_host.core.nic_clock import NicClock
+from mrc_host.core.records import PendingWrite, TxRecord
+from mrc_host.core.rtt import RttEstimator
+from mrc_host.wire.messages import Opcode
+
+MTU = 4096
+WEIGH = {"weigh_ports": True}
+
+
+def _rec(seq: int, sent_ns: int) -> TxRecord:
+    rec = TxRecord(seq, PendingWrite(1, [], 0, 0), 0, b"x" * MTU, Opcode.WRITE_MIDDLE)
+    rec.sent_ns = sent_ns
+    return rec
+
+
+def _clock(rates: list[float]) -> NicClock:
+    """A NIC clock whose ports each reported one departure at its rate (``rates``, Gb/s)."""
+    planes = len(rates)
+    nic = NicClock(TransportConfig(nic_departures=True, nic_backlog=2 * planes, weigh_ports=True), planes)
+    for plane, gbps in enumerate(rates):
+        rec = _rec(plane, 0)
+        nic.on_sent(rec, plane, MTU, 0)
+        nic.on_departed(rec, 100, plane, gbps)
+    assert nic.waiting == 0
+    return nic
+
+
+def _hand(nic: NicClock, plane: int, n: int) -> None:
+    for seq in range(n):
+        nic.on_sent(_rec(1000 + seq, 1_000), plane, MTU, 1_000)
+
+
+def test_a_slow_port_holds_only_its_part_of_the_backlog() -> None:
+    """Port 1 runs at a quarter of port 0's rate: it counts up to its part of the backlog
+    (2 of 4), so four copies waiting there no longer stop the sender, and the rotation passes
+    it over while the other port can take the packet."""
+    nic = _clock([100.0, 25.0])
+    assert nic.slow == 0b10
+    _hand(nic, 1, 4)
+    assert nic.waiting == 4
+    assert not nic.full()  # main: the four on the slow port filled the backlog
+    assert nic.backed_up() == 0b10
+    _hand(nic, 0, 2)
+    assert nic.full()  # the fast port's own part still bounds the sender
+
+
+def test_ports_alike_count_whole_as_before() -> None:
+    """Ports at the same rate, or a NIC that does not say its rate, are not slow: every copy
+    counts, as before (capped per port, a burst onto one fast port let the sender hand over
+    past the bound, and planes slow inside the fabric took the spill)."""
+    for rates in ([100.0, 100.0], [100.0, 90.0], [0.0, 0.0]):
+        nic = _clock(rates)
+        assert nic.slow == 0
+        _hand(nic, 0, 4)
+        assert nic.full()
+        assert nic.backed_up() == 0
+    off = NicClock(TransportConfig(nic_departures=True, nic_backlog=4), 2)  # (the default: off)
+    for plane, gbps in enumerate([100.0, 25.0]):
+        rec = _rec(plane, 0)
+        off.on_sent(rec, plane, MTU, 0)
+        off.on_departed(rec, 100, plane, gbps)
+    assert off.slow == 0
+
+
+def test_a_port_counted_whole_again_once_it_is_as_fast() -> None:
+    """The judgement follows the rate the NIC says: a port back at the others' rate counts
+    whole again, and the copies waiting on it are counted afresh."""
+    nic = _clock([100.0, 25.0])
+    _hand(nic, 1, 3)
+    assert (nic.waiting, nic.counted) == (3, 2)
+    rec = _rec(7, 2_000)
+    nic.on_sent(rec, 1, MTU, 2_000)
+    nic.on_departed(rec, 2_100, 1, 100.0)  # it left port 1, now at line rate
+    assert nic.slow == 0
+    assert (nic.waiting, nic.counted) == (3, 3)
+
+
+def test_late_at_tail_leaves_out_a_slow_port_whose_packet_would_come_last() -> None:
+    """Near the end of the writes a packet on a port twenty times slower would be heard of
+    after the fast ports had sent all that is left: it goes to them. Far from the end it
+    does not matter."""
+    nic = _clock([100.0, 100.0, 100.0, 5.0])
+    assert nic.slow == 0b1000
+    delays = [21_000.0, 21_000.0, 21_000.0, 60_000.0]
+    assert nic.late_at_tail(256 * 1024, delays) == 0b1000
+    assert nic.late_at_tail(64 << 20, delays) == 0
+
+
+def test_the_rotation_gives_planes_bytes_in_flight_in_proportion_to_their_port_rate() -> None:
+    """Equal bytes in flight left a port at a quarter rate a queue the others did not have;
+    weighed, it carries a fifth of what is in flight (and none lost or acknowledged here)."""
+    s = EvSet(TransportConfig(), PathSpace(2, 4), random.Random(7))
+    s.weigh_planes([100.0, 25.0])
+    for k in range(1000):
+        ev = s.next_data_ev(now_ns=k)
+        assert ev is not None
+        s.plane_load[ev >> PLANE_SHIFT] += MTU
+    assert s.plane_load[1] / sum(s.plane_load) == pytest.approx(0.2, abs=0.01)
+    s.weigh_planes([100.0, 100.0])
+    assert s.plane_weight is None  # ports alike: bytes in flight alike, as before
+
+
+def test_an_unsampled_plane_is_timed_by_when_its_packets_were_heard_of() -> None:
+    """A plane much slower than the others has no RTT sample of its own (its SACKs come after
+    the others' have covered its packets); it was timed at the connection's SRTT and taken
+    for failed a round trip ahead of its packets (8 planes, one at 5 Gb/s: 12 plane failures,
+    131 resends). Now it is timed by when its packets were heard of, by any SACK."""
+    rtt = RttEstimator(2)
+    rtt.sample(21_000)
+    rtt.sample_plane(0, 21_000, 21_000)
+    assert rtt.of_plane(1) == 21_000
+    rtt.heard_plane(1, 60_000)
+    assert rtt.of_plane(1) == 60_000
+    rtt.heard_plane(1, 68_000)
+    assert 60_000 < rtt.of_plane(1) < 68_000
+    rtt.sample_plane(1, 50_000, 90_000)
+    assert rtt.of_plane(1) == 50_000  # its own sample, once it has one
+
+
+@pytest.mark.parametrize("name", ["2p_50_nic", "4p_mix_plane", "8p_5_plane"])
+def test_planes_slow_at_the_nic_are_used_in_proportion(name: str) -> None:
+    """One connection, a write of about 40 RTTs; main: 0.67, 0.55 and 0.27 of capacity, the
+    last 3.5 x as long as with its slow plane dead. Now at least 0.9 of capacity, each
+    plane's share of the bytes within 0.05 of its share of the capacity, no plane failed
+    for being slow, and never slower than with the slow planes dead."""
+    rates, where = next((r, w) for n, r, w in sim_slow_plane.CASES if n == name)
+    slow = sim_slow_plane.run(rates, where, seed=1, transport=WEIGH)
+    dead = sim_slow_plane.run(rates, where, seed=1, variant="dead", transport=WEIGH)
+    assert slow["completed"]
+    assert slow["of_capacity"] >= sim_slow_plane.GOODPUT_MIN
+    assert slow["share_error"] <= sim_slow_plane.SHARE_TOL
+    assert slow["resent"] == 0 and slow["rtos"] == 0
+    assert slow["time_us"] <= dead["time_us"]
