@@ -43,7 +43,7 @@ class NicClock:
         # the bound, and the planes slow inside the fabric took the spill
         self._part = max(1, self.backlog // planes) if self.backlog else 0
         self._waiting_on = [0] * planes
-        self.counted = 0  # the copies waiting, a slow port's up to its part
+        self.counted = 0  # (``weigh_ports``) the copies waiting, a slow port's up to its part
         # each port's rate as the NIC last said when one of ours left it (``on_departed``;
         # 0.0: not said): a port at a lower rate than the others is slow. Not measured from
         # our departures: other queue pairs' frames between two of ours made ports alike
@@ -66,7 +66,8 @@ class NicClock:
             return
         rec.at_nic = True
         self.waiting += 1
-        self._wait_on(plane, 1)
+        if self._weigh:
+            self._wait_on(plane, 1)
         if left > self.last_left:
             self.last_left = left
 
@@ -77,10 +78,12 @@ class NicClock:
             self._port_free[plane] = left + int((len(rec.payload) + DATA_OVERHEAD) * self._ns_per_byte)
         if self.reported:
             self.waiting += 1
-            self._wait_on(plane, 1)
+            if self._weigh:
+                self._wait_on(plane, 1)
 
     def _wait_on(self, plane: int, n: int) -> None:
-        """``n`` more (or fewer) of our copies wait at ``plane``'s port (-1: a port not said)."""
+        """``n`` more (or fewer) of our copies wait at ``plane``'s port (-1: a port not said);
+        kept with ``weigh_ports`` only (without, the bound counts ``waiting``)."""
         if not 0 <= plane < len(self._waiting_on):
             self.counted = max(0, self.counted + n)  # (a NIC that does not say which: the total)
             return
@@ -127,18 +130,21 @@ class NicClock:
             if at_ns > self.last_left:
                 self.last_left = at_ns
         self.waiting -= 1
-        self._wait_on(plane, -1)
-        if port_gbps > 0 and self._weigh and self._part and 0 <= plane < len(self._waiting_on):
-            self._rated(plane, port_gbps)
-        if self.blocked and self.counted < self.backlog:
+        held = self.waiting
+        if self._weigh:
+            self._wait_on(plane, -1)
+            if port_gbps > 0 and self._part and 0 <= plane < len(self._waiting_on):
+                self._rated(plane, port_gbps)
+            held = self.counted
+        if self.blocked and held < self.backlog:
             self.blocked = False  # (said once: the caller pumps)
             return True
         return False
 
     def full(self) -> bool:
         """The sender may hand over nothing more now (``nic_backlog`` copies wait at the NIC,
-        each plane's counted up to its part)."""
-        if self.backlog and self.counted >= self.backlog:
+        a slow port's counted up to its part with ``weigh_ports``)."""
+        if self.backlog and (self.counted if self._weigh else self.waiting) >= self.backlog:
             self.blocked = True
             return True
         return False

@@ -232,12 +232,13 @@ class Recovery:
         if (spurious or earlier_copy) and rec.transmissions > 1:
             if earlier_copy or rec.prev_twin_ev < 0:  # (else it left twice: which copy arrived?)
                 self._measure(rec.lost_ev, rec.prev_left_ns, rec.prev_sent_ns, earlier_copy, now_ns)
-                if rec.transmissions == 2:  # (the first copy: a plane failed falsely is heard of too)
+                # (the first copy: a plane failed falsely is heard of too)
+                if self._weigh and rec.transmissions == 2:
                     self._heard(rec.lost_ev, rec.prev_left_ns, rec.prev_sent_ns, now_ns)
         else:
             known = rec.transmissions == 1 and own_sack  # (``measure``: a first copy's own SACK only)
             self._measure(rec.ev, rec.left_ns, rec.sent_ns, known, now_ns)
-            if rec.transmissions == 1:
+            if self._weigh and rec.transmissions == 1:
                 self._heard(rec.ev, rec.left_ns, rec.sent_ns, now_ns)
         return spurious
 
@@ -254,7 +255,7 @@ class Recovery:
         """A first copy that left on ``ev`` is acknowledged now: how long its plane takes to be
         heard of (``RttEstimator.heard_plane``), with ``weigh_ports`` and a NIC port slower than
         the others (with ports alike, planes slow inside the fabric lost 0.03 of capacity)."""
-        if self._weigh and self.nic.slow:
+        if self.nic.slow:
             self.rtt.heard_plane(ev >> PLANE_SHIFT, now_ns - (left_ns if self._departures else sent_ns))
 
     def path_heard(self, ev: int, now_ns: int) -> None:
