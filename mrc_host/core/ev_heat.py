@@ -17,8 +17,12 @@ import random
 
 from .config import Mode, TransportConfig
 from .ev_draw import PathSpace
+from .ev_entries import EvEntry
 from .ev_shared import SharedEvTable
 from .ev_state import EvEvent, allowed
+
+# a path marked within about a half-life: its heat (one per mark, halving) is at least this
+WARM = 0.5
 
 
 class EvHeat(SharedEvTable):
@@ -63,16 +67,51 @@ class EvHeat(SharedEvTable):
             group += [s for s in self.active[e.plane] if s.t1 == e.t1 and s is not e and s.member]
         threshold = self.cfg.skip_heat if self.cfg.mode is not Mode.ECMP else 0.0
         why = f"{event.value} on {e.value:08x}, same path"
+        may_sit: bool | None = None  # (worked out at the first sibling hot enough to sit out)
         for x in group:
             if allowed(x.state, event):
                 x.heat = self.heat(x.value, now_ns) + 1.0
                 x.heat_ns = now_ns
                 if x.heat >= threshold:
+                    if may_sit is None:
+                        may_sit = self.cfg.mode is Mode.ECMP or self._may_sit_out(e.plane, e.t1, now_ns)
+                    if not may_sit:
+                        continue
                     turns = min(self._turns(self.cfg.skip_rotations * x.heat), self._max_turns)
                     x.skips_left = max(x.skips_left, turns)
                     x.skip_until = max(x.skip_until, self._skip_end(x.heat, now_ns))
                     self._fire(x, event, event.value if x is e else why)
         return True
+
+    def _may_sit_out(self, plane: int, t1: int, now_ns: int) -> bool:
+        """A mark on the path (``plane``, ``t1``) makes it sit out unless its plane is short
+        of capacity as a whole while the other planes are not: most of the plane's other
+        active paths marked within about a half-life (``WARM``), and most of the other
+        planes' paths not. A T0 uplink down leaves its hosts' traffic on the other three:
+        sitting out moved each connection's packets onto paths just as full, and as every
+        connection did it at once, they herded (a flapping T0-T1 link under a 16-host
+        permutation kept the plane's other uplinks trimming through its up phases as well
+        as its down ones: 5,695 trims where the run without the flap had none, 1.45 x its
+        time). There the planes' bytes in flight move the load (``EvSet.next_data_ev``:
+        the plane's longer queues hold more in flight, the other planes take the packets).
+        A path marked alone in its plane (a second flow on it) is an imbalance the other
+        paths mend, and marks on every plane (an incast's receiver) are the window's to
+        answer, and sitting out there still thins what enters a path that dies."""
+        warm = [0] * self.planes
+        seen = [0] * self.planes
+        paths: set[tuple[int, int]] = {(plane, t1)}
+        for p, entries in enumerate(self.active):
+            for x in entries:
+                if (p, x.t1) in paths:
+                    continue
+                paths.add((p, x.t1))
+                seen[p] += 1
+                if self._decayed(x, now_ns) >= WARM:
+                    warm[p] += 1
+        if not seen[plane] or 2 * warm[plane] < seen[plane]:
+            return True  # marked alone in its plane (or its plane's only path)
+        rest = sum(seen) - seen[plane]
+        return 2 * (sum(warm) - warm[plane]) >= rest  # every plane marked, or no other plane
 
     def _skip_end(self, heat: float, now_ns: int) -> int:
         """When a penalty of ``heat`` ends whatever the turns served: after as long as its
@@ -96,7 +135,10 @@ class EvHeat(SharedEvTable):
     def heat(self, ev: int, now_ns: int) -> float:
         """``ev``'s ECN/trim heat decayed to ``now_ns`` (0.0 for an EV not in the set)."""
         e = self.entry(ev)
-        if e is None or not e.heat:
+        return 0.0 if e is None else self._decayed(e, now_ns)
+
+    def _decayed(self, e: EvEntry, now_ns: int) -> float:
+        if not e.heat:
             return 0.0
         decay: float = 0.5 ** (max(0, now_ns - e.heat_ns) / max(self.cfg.penalty_halflife_ns, 1))
         return e.heat * decay

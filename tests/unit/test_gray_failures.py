@@ -230,3 +230,39 @@ def test_a_scout_out_elsewhere_does_not_end_a_penalty_early() -> None:
     assert v in a  # one goes on the scout's path anyway
     assert {s.state(x) for x in b} == {EvState.SKIP}
     assert all(s.entries[x].skips_left >= turns[x] - 1 for x in b)  # one turn served, not all
+
+
+def _mark(s: EvSet, paths: list[tuple[int, int]], now_ns: int) -> None:
+    """One ECN echo on one EV of each (plane, T1) path, at ``now_ns``: a first mark on a
+    cool path only heats it (``skip_heat``), a second within a half-life makes it sit out."""
+    for plane, t1 in paths:
+        ev = next(v for v in s.active_evs() if EV.decode(v).plane == plane and EV.decode(v).t1 == t1)
+        s.ecn_echo(ev, now_ns)
+
+
+def _skipping_paths(s: EvSet) -> set[tuple[int, int]]:
+    return {(EV.decode(v).plane, EV.decode(v).t1) for v in s.active_evs() if s.state(v) is EvState.SKIP}
+
+
+def test_marks_on_most_of_one_plane_alone_make_no_path_sit_out() -> None:
+    """Defect: with one T0-T1 link of a plane down, its hosts' traffic crossed the plane's
+    other three uplinks, whose marks made each connection's paths there sit out in turn,
+    moving the packets onto paths just as full; every connection did it at once and they
+    herded (a flapping link under a 16-host permutation: 5,695 trims where the run without
+    the flap had none, 1.45 x its time). The plane short of capacity is left to the window
+    and the planes' bytes in flight; a path marked alone in its plane still sits out, and so
+    do paths marked on every plane (an incast's receiver)."""
+    plane0 = [(0, 0), (0, 1), (0, 2)]
+    s = make(planes=2, t1=4, max_evs=16)
+    _mark(s, plane0, 1_000)  # heated, none sits out yet
+    assert not _skipping_paths(s)
+    _mark(s, plane0, 2_000)  # repeats, on most of plane 0 and none of plane 1
+    assert not _skipping_paths(s)
+    s = make(planes=2, t1=4, max_evs=16)
+    _mark(s, [(0, 1)], 1_000)
+    _mark(s, [(0, 1)], 2_000)  # an imbalance: the plane's other paths take its packets
+    assert _skipping_paths(s) == {(0, 1)}
+    s = make(planes=2, t1=4, max_evs=16)
+    _mark(s, [*plane0, (1, 0), (1, 1), (1, 2)], 1_000)
+    _mark(s, [(0, 1)], 2_000)  # every plane marked: as before
+    assert _skipping_paths(s) == {(0, 1)}
