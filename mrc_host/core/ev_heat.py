@@ -97,17 +97,7 @@ class EvHeat(SharedEvTable):
         A path marked alone in its plane (a second flow on it) is an imbalance the other
         paths mend, and marks on every plane (an incast's receiver) are the window's to
         answer, and sitting out there still thins what enters a path that dies."""
-        warm = [0] * self.planes
-        seen = [0] * self.planes
-        paths: set[tuple[int, int]] = {(plane, t1)}
-        for p, entries in enumerate(self.active):
-            for x in entries:
-                if (p, x.t1) in paths:
-                    continue
-                paths.add((p, x.t1))
-                seen[p] += 1
-                if self._decayed(x, now_ns) >= WARM:
-                    warm[p] += 1
+        seen, warm = self._marked_paths(plane, t1, now_ns, WARM, -1)
         if not seen[plane] or 2 * warm[plane] < seen[plane]:
             return True  # marked alone in its plane (or its plane's only path)
         rest = sum(seen) - seen[plane]
@@ -164,13 +154,32 @@ class EvHeat(SharedEvTable):
         if not self.is_hot(ev, at_ns):
             return False
         e = self.entries[ev]
+        within = 2 * self.cfg.penalty_halflife_ns
+        seen, hot = self._marked_paths(e.plane, e.t1, at_ns, self.cfg.hot_path_heat, within)
+        return 2 * sum(hot) < sum(seen)
+
+    def _marked_paths(
+        self, plane: int, t1: int, at_ns: int, threshold: float, within_ns: int
+    ) -> tuple[list[int], list[int]]:
+        """Per plane, the active paths other than (``plane``, ``t1``), and how many of them were
+        marked: an EV of the path with heat at least ``threshold`` at ``at_ns``, its last mark
+        at most ``within_ns`` before (``is_hot``'s two half-lives; -1: any time)."""
+        seen = [0] * self.planes
+        marked = [0] * self.planes
         paths: dict[tuple[int, int], bool] = {}
-        for plane in self.active:
-            for x in plane:
+        for entries in self.active:
+            for x in entries:
                 path = (x.plane, x.t1)
-                if path != (e.plane, e.t1) and not paths.get(path, False):
-                    paths[path] = self.is_hot(x.value, at_ns)
-        return 2 * sum(paths.values()) < len(paths)
+                if path == (plane, t1) or paths.get(path, False):
+                    continue  # (itself, or a path already found marked)
+                if path not in paths:
+                    seen[x.plane] += 1
+                recent = within_ns < 0 or at_ns - x.heat_ns <= within_ns
+                hot = recent and self._decayed(x, at_ns) >= threshold
+                paths[path] = hot
+                if hot:
+                    marked[x.plane] += 1
+        return seen, marked
 
     def lost_while_hot(self, ev: int, now_ns: int) -> bool:
         """A loss guess on a hot ``ev``: it and its path siblings sit out the turns their heat
