@@ -1,5 +1,6 @@
-"""Paths back from a SKIP penalty and not proven since, or whose plane's other path just went
-silent: each carries one packet, its scout, until that packet is delivered.
+"""Paths not proven lately -- back from a SKIP penalty, beside a path of their plane that just
+went silent, or overdue by their own delay: each carries one packet, its scout (a packet in
+flight may stand for it), until that packet is delivered.
 
 Why: a penalty stops a path carrying packets, so nothing shows it dying meanwhile. A T0-T1
 link that went down just after its ECN mark came back from its penalty at a full share and
@@ -7,8 +8,10 @@ lost 60 packets in a round trip. Proven (its scout delivered), the path carries 
 again; lost, the loss rules retire it. The same holds a plane's other paths when one of its
 paths goes silent (``PlaneWatch.silent_path``): a dead link retires that path alone, and the
 others carry their share again at their first delivery; a dead plane stops taking packets
-until its scouts' silence fails it. A scout out longer than the RTO floor (its loss
-judged without retiring the path, or its SACK lost) lets another go.
+until its scouts' silence fails it. A path whose oldest packet is overdue by its own delay
+(``PathWatch.look``) is held to that packet too, until one of its packets is delivered. A
+scout out longer than the RTO floor (its loss judged without retiring the path, or its SACK
+lost) lets another go.
 
 The EV table owns one (``EvTable.scouts``), tells it of each state change and each packet
 sent or delivered; the rotation asks it whether a path may take a packet (``waiting``).
@@ -42,6 +45,13 @@ class PathScouts:
             return
         cur = self.out.get(key, -2)
         if cur < 0 or 0 <= sent_ns < cur:
+            self.out[key] = sent_ns
+
+    def suspect(self, key: int, sent_ns: int) -> None:
+        """Path ``key`` is overdue: it takes nothing more until a packet sent on it at
+        ``sent_ns`` or later is delivered. A path already waiting for a scout keeps waiting
+        for that one (a scout out past the timeout is not held again by the same packet)."""
+        if self.enabled and key not in self.out:
             self.out[key] = sent_ns
 
     def left(self, ev: int) -> None:

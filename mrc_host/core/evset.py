@@ -152,6 +152,15 @@ class EvSet(EvHeat):
             if e.state is EvState.GOOD and path != silent:
                 self.scouts.hold(path, oldest.get(path, -1))
 
+    def hold_path(self, ev: int, sent_ns: int) -> None:
+        """``ev``'s path is overdue by its own delay, its packet sent at ``sent_ns`` not yet
+        delivered (``PathWatch.look``): while GOOD, it carries nothing more until a packet sent
+        on it then or later is (``PathScouts.suspect``). A dead link is fed no more while the
+        verdict waits out its guard; a path only slow takes packets again at its next delivery."""
+        e = self.entries.get(ev)
+        if e is not None and e.state is EvState.GOOD:
+            self.scouts.suspect(ev >> T1_SHIFT, sent_ns)
+
     def _skip_over(self, lst: list[EvEntry], e: EvEntry, now_ns: int) -> None:
         """``e``'s penalty is over in time (``EvHeat._skip_end``): it and every EV of its path in
         the rotation whose penalty is over too are GOOD again."""

@@ -66,10 +66,14 @@ class LossResponse:
                 else:
                     self._fail_plane(plane, now_ns)
         if self._retire:
-            # after the plane check (a dead plane is flushed whole): paths silent by their own delay
-            for rec in recovery.silent_paths(proof.newly, now_ns):
+            # after the plane check (a dead plane is flushed whole): paths silent by their own
+            # delay are retired, those only overdue by it carry nothing more until they deliver
+            silent, overdue = recovery.look_at_paths(proof.newly, now_ns)
+            for rec in silent:
                 why = f"path silent past its own delay, psn {psn_of(rec.seq)}"
                 self.evset.retire(rec.ev, why, now_ns, EvEvent.LOSS, sent_ns=rec.sent_ns)
+            for rec in overdue:
+                self.evset.hold_path(rec.ev, rec.sent_ns)
         for rec in recovery.rack_losses(now_ns, self.blame.sending(writes)):
             self.lose(rec, "gap", now_ns)
         self._recheck(now_ns)

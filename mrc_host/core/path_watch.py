@@ -1,6 +1,6 @@
 """Paths that stop delivering while their plane's others go on, each judged by its own delay
-(``silent_paths``, on SACKs, looked at ``LOOKS_PER_GUARD`` times a guard): a T1 down or a dead
-T0-T1 link takes one path of a plane.
+(``look``, on SACKs, ``LOOKS_PER_GUARD`` times a guard): a T1 down or a dead T0-T1 link takes
+one path of a plane.
 
 The gap rule and the loss blame compare a path with the others by send time, and so wait out
 the reordering between paths: under a permutation beside a flapping link the other paths of
@@ -18,10 +18,18 @@ marked judged (as the RTO's suspects are), and its arrival undoes the retirement
 the path's packets at once as well cost more than it saved in a congested permutation, where
 some verdicts fall on paths that are only slow.
 
+The guard is waited out before a verdict, but not before the path stops taking packets: a
+path whose oldest packet is only past its latest delay, with nothing from it for one service
+gap and a packet of its plane sent no earlier in by another path, is overdue. The sender holds
+it to that packet as its scout (``PathScouts.suspect``) until one of its packets is delivered.
+A dead T0-T1 link under a flapping permutation was fed a packet a microsecond for that guard:
+its down phases cost the worst connection up to 1.6 x its limit, up to 1.3 x held. A path only
+slow, or jittery, takes packets again at its next delivery; its siblings carry them meanwhile.
+
 The watch keeps, per path, the departure time of the newest packet it delivered, that
 packet's delay, when it last delivered and its service gap; the sender's recovery
-(recovery.py) tells it of each delivery and trimmed header, and the sender retires the paths
-it returns.
+(recovery.py) tells it of each delivery and trimmed header, and the sender retires the silent
+paths it returns and holds the overdue ones.
 """
 
 from __future__ import annotations
@@ -83,21 +91,38 @@ class PathWatch:
         floor = self.cfg.reorder_window_ns
         return quarter if quarter > floor else floor
 
-    def silent_paths(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
-        """The oldest packet in flight on each path silent past its own delay: sent longer
-        ago than the path's latest delay plus ``guard``, on a path that has delivered
-        nothing for twice its service gap plus it, while a packet of the same plane sent
-        ``guard`` later arrived by another path and this SACK delivered one sent after it
-        (the peer hears us). Never a path that has not delivered yet (its delay is unknown),
-        nor a packet already judged."""
+    def look(self, newly: list[TxRecord], now_ns: int) -> tuple[list[TxRecord], list[TxRecord]]:
+        """The paths silent past their own delay and those only overdue, each by its oldest
+        packet in flight (``LOOKS_PER_GUARD`` times a guard; empty lists between looks).
+
+        Silent: that packet left longer ago than the path's latest delay plus ``guard``, on a
+        path that has delivered nothing for twice its service gap plus it, while a packet of
+        the same plane sent ``guard`` later arrived by another path and this SACK delivered
+        one sent after it (the peer hears us); never a packet already judged.
+
+        Overdue (a silent path too): that packet left longer ago than the path's latest delay,
+        on a path that has delivered nothing for its service gap, while a packet of the same
+        plane sent no earlier arrived by another path. Not a verdict (jitter and a growing queue
+        do as much): the sender holds the path to that packet as its scout until one of its
+        packets is delivered, so a dead link is fed no more while the verdict waits its guard
+        (or a silent path the sender kept, hot or at its floor, is fed no more).
+
+        Never a path that has not delivered yet (its delay is unknown), nor a packet still at
+        the NIC."""
         if now_ns < self._next_look_ns:
-            return []
+            return [], []
         guard = self.guard()
         self._next_look_ns = now_ns + guard // LOOKS_PER_GUARD
         dep = self.departures
-        quiet = self._quiet(now_ns, guard)
+        gaps = self.service_gap
+        # per path not delivering for its service gap: whether for twice it plus the guard
+        quiet: dict[int, bool] = {}
+        for path, at in self.delivered_at.items():
+            gap = gaps.get(path, 0.0)
+            if now_ns - at >= gap:
+                quiet[path] = now_ns - at >= 2 * gap + guard
         if not quiet:
-            return []
+            return [], []
         newest = -1
         for r in newly:  # (a loop: compiled, max() over a generator is a generic call)
             t = r.left_ns if dep else r.sent_ns
@@ -105,8 +130,12 @@ class PathWatch:
                 newest = t
         first, second = self._latest_by_plane()
         silent: list[TxRecord] = []
+        overdue: list[TxRecord] = []
         seen: set[int] = set()
-        for r in self.packets.in_flight.values():
+        paths = len(quiet)
+        for r in self.packets.in_flight.values():  # (in transmission order: oldest first)
+            if len(seen) == paths:
+                break  # (every quiet path's oldest packet found)
             path = r.ev >> PATH_SHIFT
             if r.lost or path in seen or path not in quiet:
                 continue
@@ -114,24 +143,24 @@ class PathWatch:
             if left <= self.ok_left[path]:
                 continue  # (left before its latest delivery: the gap rule's business)
             seen.add(path)
-            if r.at_nic or left >= newest or now_ns - left < quiet[path] or r.suspect_sent == r.sent_ns:
+            waited = now_ns - left - self.delay[path]
+            if r.at_nic or waited < 0:
                 continue
             plane = path >> PLANE_OF_PATH
             top_left, top_path = first[plane]
             sibling = top_left if top_path != path else second.get(plane, -1)
-            if sibling >= left + guard:
+            if sibling < left:
+                continue
+            if (
+                quiet[path]
+                and waited >= guard
+                and sibling >= left + guard
+                and left < newest
+                and r.suspect_sent != r.sent_ns
+            ):
                 silent.append(r)
-        return silent
-
-    def _quiet(self, now_ns: int, guard: int) -> dict[int, int]:
-        """Paths that have delivered nothing for twice their service gap plus ``guard``, each
-        with how long its oldest packet may wait: its latest delay plus ``guard``."""
-        quiet: dict[int, int] = {}
-        gaps = self.service_gap
-        for path, at in self.delivered_at.items():
-            if now_ns - at >= 2 * gaps.get(path, 0.0) + guard:
-                quiet[path] = self.delay[path] + guard
-        return quiet
+            overdue.append(r)
+        return silent, overdue
 
     def _latest_by_plane(self) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
         """Per plane, the latest send time any of its paths delivered and that path, and the

@@ -263,14 +263,15 @@ class Recovery:
         congested, not failed (``PathWatch.heard``)."""
         self.path_watch.heard(ev >> PATH_SHIFT, now_ns)
 
-    def silent_paths(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
-        """The oldest packet in flight on each path silent past its own delay
-        (``PathWatch.silent_paths``), now marked judged as the RTO's suspects are: the sender
-        retires the path, its delivery undoes that, and the packets stay with the loss rules."""
-        out = self.path_watch.silent_paths(newly, now_ns)
-        for rec in out:
+    def look_at_paths(self, newly: list[TxRecord], now_ns: int) -> tuple[list[TxRecord], list[TxRecord]]:
+        """The oldest packet in flight on each path silent past its own delay, and on each
+        path only overdue by it (``PathWatch.look``). The silent ones are now marked judged,
+        as the RTO's suspects are: the sender retires their paths, a delivery undoes that,
+        and the packets stay with the loss rules. The overdue ones' paths are held to them."""
+        silent, overdue = self.path_watch.look(newly, now_ns)
+        for rec in silent:
             rec.suspect_sent = rec.sent_ns
-        return out
+        return silent, overdue
 
     # ---- loss rules -----------------------------------------------------------------------
     def gap_losses(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:

@@ -12,6 +12,8 @@ once (``PathWatch``).
 
 from __future__ import annotations
 
+import pytest
+
 from mrc_host.sim import scenario_file as sf
 from mrc_host.sim.fuzz import run_checked
 
@@ -53,3 +55,60 @@ def test_a_stopped_t1_is_retired_path_by_path() -> None:
     verdicts = r["verdicts"]
     assert r["failed"] == [], {k: v["violations"] for k, v in verdicts.items() if v["violations"]}
     assert verdicts["dead_ev"]["checked"] > 0  # (the T1's paths were judged: it did kill packets)
+
+
+# Fuzz seed 45, draws 579 and 554: one connection, a T0-T1 link down (6 planes of 4 T1s, plane 1's
+# NIC links at 10 Gb/s) or flapping (one plane of 12 T1s). Each lost twice what the link took in
+# its first round trip (4 against a limit of 3.3; 2 against 2.0): the dead path kept its share
+# until its verdict, a guard after its own delay.
+DRAW_45_579 = """
+name = "fuzz"
+seed = 162
+modes = ["mrc"]
+faults = ["down:p0-t0_0-t1_1@47592ns-348192ns", "rate=10:h0-p1@0", "rate=10:h1-p1@0"]
+
+[fabric]
+planes = 6
+t0 = 2
+t1 = 4
+hosts_per_t0 = 1
+link_delay = "200ns"
+
+[[traffic]]
+pattern = "incast"
+name = "t0-incast"
+dst = 1
+senders = [0]
+size = 3145728
+start = "30060ns"
+"""
+
+DRAW_45_554 = """
+name = "fuzz"
+seed = 760
+modes = ["mrc"]
+faults = ["flap=30060ns:p0-t0_0-t1_11@98460ns-158580ns"]
+
+[fabric]
+planes = 1
+t0 = 2
+t1 = 12
+hosts_per_t0 = 1
+link_delay = "200ns"
+
+[[traffic]]
+pattern = "incast"
+name = "t0-incast"
+dst = 0
+senders = [1]
+size = 2097152
+"""
+
+
+@pytest.mark.parametrize("text", [DRAW_45_579, DRAW_45_554], ids=["down", "flap"])
+def test_an_overdue_path_is_fed_no_more_while_its_verdict_waits(text: str) -> None:
+    """On main: floor 4.0 (limit 3.275) and 2.0 (limit 1.975); held, 2 and 1."""
+    r = run_checked(sf.load_text(text, "draw"))
+    verdicts = r["verdicts"]
+    assert verdicts["floor"]["checked"] > 0  # (the link killed packets: the floor was judged)
+    assert r["failed"] == [], {k: v["violations"] for k, v in verdicts.items() if v["violations"]}

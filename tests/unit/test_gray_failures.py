@@ -266,3 +266,28 @@ def test_marks_on_most_of_one_plane_alone_make_no_path_sit_out() -> None:
     _mark(s, [*plane0, (1, 0), (1, 1), (1, 2)], 1_000)
     _mark(s, [(0, 1)], 2_000)  # every plane marked: as before
     assert _skipping_paths(s) == {(0, 1)}
+
+
+def test_an_overdue_path_carries_nothing_until_one_of_its_packets_is_delivered() -> None:
+    """Defect: a path whose packets went overdue kept its full share until a verdict retired
+    it, a guard later: a dead link took a packet every microsecond meanwhile. Held to its
+    overdue packet (``EvSet.hold_path``), it carries none; a later packet of its own
+    delivered, its share again. A path already holding for its scout keeps that one."""
+    s = make(planes=2, t1=4, max_evs=16)
+    plane0 = [v for v in s.active_evs() if EV.decode(v).plane == 0]
+    late = plane0[0]
+    s.hold_path(late, 500)
+    picks = []
+    for k in range(200):
+        v = s.next_data_ev(now_ns=1_000 + k)
+        assert v is not None
+        s.note_sent(v, 1_000 + k)
+        picks.append(v)
+    assert not any(v >> 18 == late >> 18 for v in picks)
+    assert sum(1 for v in picks if EV.decode(v).plane == 0) >= 60  # its siblings carry its share
+    s.note_ok(late, 3_000, 400)  # an older packet of its path says nothing of the late one
+    still = [s.next_data_ev(now_ns=3_000) for _ in range(64)]
+    assert not any(v is not None and v >> 18 == late >> 18 for v in still)
+    s.note_ok(late, 3_500, 500)  # the overdue packet itself delivered: its share again
+    again = [s.next_data_ev(now_ns=4_000) for _ in range(64)]
+    assert sum(1 for v in again if v is not None and v >> 18 == late >> 18) >= 4
