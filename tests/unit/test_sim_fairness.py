@@ -39,12 +39,12 @@ def test_equal_flows_into_one_host_share_it(n: int, planes: int, stagger_us: int
     assert sum(rates) >= 0.9 * 100 * planes  # and the host's links stay full
 
 
-@pytest.mark.parametrize("seed", [3, 7])
+@pytest.mark.parametrize("seed", [7, 9])
 def test_with_the_window_scaled_mark_a_late_flow_meets_the_others_share(seed: int) -> None:
     """A last-hop cut by the same share for every flow keeps the windows' ratio, so the last
-    of eight flows, joining at line rate, holds about 4x its share for 25 RTT: Jain 0.725 and
-    0.704 from the last start to the first end (``bench.sim_fair``'s staggered 8 flows, 1
-    plane, seeds 3 and 7). With ``Experimental.lasthop_share_scale`` the mark starts lower for a
+    of eight flows, joining at line rate, holds about 4x its share for 25 RTT: Jain 0.704 and
+    0.691 from the last start to the first end (``bench.sim_fair``'s staggered 8 flows, 1
+    plane, seeds 7 and 9). With ``Experimental.lasthop_share_scale`` the mark starts lower for a
     larger window, and the windows meet."""
     from bench.sim_fair import run_case
 
