@@ -68,7 +68,9 @@ def test_a_path_queued_deeper_that_still_delivers_is_not_silent() -> None:
     deliver(r, sibling, 25_500)
     # its oldest waits 23.5 us against a latest delay of 22 us plus the guard, but the path
     # delivered 2.5 us ago: within twice its gap plus the guard
-    assert silent(r, [sibling], 25_500) == []
+    assert r.look_at_paths([sibling], 25_500) == ([], [])  # nor overdue: within its gap
+    # 4 us without a delivery: past its gap, not twice it plus the guard -- overdue, held
+    assert r.look_at_paths([sibling], 27_000) == ([], [queued])
     newer = send(r, 6, B, 20_000)
     deliver(r, newer, 40_000)
     assert silent(r, [newer], 40_000) == [queued]  # 17 us without a delivery: silent
@@ -137,20 +139,3 @@ def test_no_path_is_overdue_without_a_later_packet_of_its_plane_delivered() -> N
     deliver(r, older, 50_600)
     deliver(r, newer_elsewhere, 50_700)
     assert r.look_at_paths([newer_elsewhere], 50_700) == ([], [])
-
-
-def test_a_path_that_delivered_within_its_service_gap_is_not_overdue() -> None:
-    """A path still delivering at its own spacing is only queued deeper: not held."""
-    r = rig()
-    deliver(r, send(r, 1, A, 0), 20_000)
-    second = send(r, 3, A, 1_000)
-    queued = send(r, 5, A, 2_000)
-    deliver(r, second, 26_000)  # left before the first arrived: a service gap of 6 us
-    deliver(r, send(r, 2, B, 0), 20_000)
-    sibling = send(r, 4, B, 3_000)
-    deliver(r, sibling, 29_000)
-    # its oldest waits 27 us against a latest delay of 25 us, but the path delivered 3 us ago
-    assert r.look_at_paths([sibling], 29_000) == ([], [])
-    newer = send(r, 6, B, 4_000)
-    deliver(r, newer, 32_500)  # 6.5 us without a delivery: past its gap, overdue
-    assert r.look_at_paths([newer], 32_500) == ([], [queued])

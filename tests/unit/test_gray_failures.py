@@ -28,6 +28,17 @@ def make(planes: int = 1, t1: int = 4, **kw: object) -> EvSet:
     return EvSet(cfg, PathSpace(planes, t1), random.Random(7))
 
 
+def spray(s: EvSet, n: int, at: int) -> list[int]:
+    """The EVs of ``n`` DATA packets sent a nanosecond apart from ``at``."""
+    picks = []
+    for k in range(n):
+        v = s.next_data_ev(now_ns=at + k)
+        assert v is not None
+        s.note_sent(v, at + k)
+        picks.append(v)
+    return picks
+
+
 def _path_of(s: EvSet, ev: int) -> list[int]:
     t1 = EV.decode(ev).t1
     return [v for v in s.active_evs() if EV.decode(v).t1 == t1]
@@ -172,12 +183,7 @@ def test_a_plane_whose_path_went_silent_carries_one_packet_a_path_until_proven()
     s.retire(plane0[0], "path silent", 900, EvEvent.LOSS, sent_ns=100, margin_ns=0)
     assert all(s.state(v) is EvState.ASSUMED_BAD for v in plane0 if v >> 18 == silent)
     s.prove_paths(0, silent, {others[0]: 500})
-    picks = []
-    for k in range(400):
-        v = s.next_data_ev(now_ns=1_000 + k)
-        assert v is not None
-        s.note_sent(v, 1_000 + k)
-        picks.append(v)
+    picks = spray(s, 400, 1_000)
     on = {p: sum(1 for v in picks if v >> 18 == p) for p in others}
     assert on[others[0]] == 0  # its packet in flight is its scout
     assert all(on[p] == 1 for p in others[1:])  # one scout each, no more
@@ -277,12 +283,7 @@ def test_an_overdue_path_carries_nothing_until_one_of_its_packets_is_delivered()
     plane0 = [v for v in s.active_evs() if EV.decode(v).plane == 0]
     late = plane0[0]
     s.hold_path(late, 500)
-    picks = []
-    for k in range(200):
-        v = s.next_data_ev(now_ns=1_000 + k)
-        assert v is not None
-        s.note_sent(v, 1_000 + k)
-        picks.append(v)
+    picks = spray(s, 200, 1_000)
     assert not any(v >> 18 == late >> 18 for v in picks)
     assert sum(1 for v in picks if EV.decode(v).plane == 0) >= 60  # its siblings carry its share
     s.note_ok(late, 3_000, 400)  # an older packet of its path says nothing of the late one
