@@ -157,7 +157,7 @@ class EvSet(EvHeat):
         delivered (``PathWatch.look``): while GOOD, it carries nothing more until a packet sent
         on it then or later is (``PathScouts.suspect``). A dead link is fed no more while the
         verdict waits out its guard; a path only slow takes packets again at its next delivery."""
-        e = self.entries.get(ev)
+        e = self.entry(ev)  # (not ``entries``: that builds a lazily drawn set's whole table)
         if e is not None and e.state is EvState.GOOD:
             self.scouts.suspect(ev >> T1_SHIFT, sent_ns)
 
