@@ -318,10 +318,10 @@ class TransportConfig:
     # in flight in proportion to its rate, holds at most its part of ``nic_backlog`` (counted
     # whole, it held the whole backlog and the fast ports were fed one packet at a time), and
     # near the tail no packet that would arrive after the fast ports' last; a plane with no RTT
-    # sample of its own is timed by when its packets were acknowledged. Off by default: a fast
-    # plane then carries more, and where it fails the slow planes' deliveries show it later
-    # (docs/transport.md, *Planes of unequal rate*)
-    weigh_ports: bool = False
+    # sample of its own is timed by when its packets were acknowledged. A fast plane then
+    # carries more, and one dead before a connection's first answer loses more (docs/transport.md,
+    # *Planes of unequal rate*)
+    weigh_ports: bool = True
     rto_initial_ns: int = 40_000
     rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
     rto_max_ns: int = 4_000_000
