@@ -322,6 +322,12 @@ class TransportConfig:
     # carries more, and one dead before a connection's first answer loses more (docs/transport.md,
     # *Planes of unequal rate*)
     weigh_ports: bool = True
+    # each plane's share of bytes in flight held down while its queue stands above that of the
+    # least queued plane at full port rate (``plane_queues.py``): a plane slowed inside the
+    # fabric, which no port rate shows, queued the difference several round trips deep (8
+    # planes, one at 25 Gb/s inside: 0.64 of capacity). A queue every plane has moves nothing
+    # (docs/transport.md, *Planes of unequal rate*)
+    weigh_queues: bool = True
     rto_initial_ns: int = 40_000
     rto_min_ns: int = 16_000  # lower bound of the RTO computed from SRTT/RTTVAR
     rto_max_ns: int = 4_000_000

@@ -13,10 +13,11 @@ path, and a repeat makes it sit out turns of the rotation (``ev_heat.py``). An E
 fails again soon after probes restored it is flapping: it waits 2**flaps probe
 intervals before it is probed again.
 
-The data rotation picks a plane first -- the up plane with the fewest bytes in flight,
-which is how planes get traffic in proportion to what they deliver (a slow or congested
-plane's packets stay in flight longer) and equally while they are healthy -- and then
-the next EV of that plane round-robin.
+The data rotation picks a plane first -- the up plane with the fewest bytes in flight, so
+planes carry equally while they are healthy, each weighed by its port's rate and by the
+queue that stands on it where those differ (``weigh_planes``), so a slow plane holds bytes
+in proportion to what it delivers rather than queueing the difference -- and then the next
+EV of that plane round-robin.
 """
 
 from __future__ import annotations
@@ -131,16 +132,21 @@ class EvSet(EvHeat):
             return e.value
         return None
 
-    def weigh_planes(self, rates: list[float]) -> None:
-        """The NIC's ports run at ``rates`` (Gb/s, per plane; 0: not said): the rotation gives
-        each plane bytes in flight in proportion to its rate, so a port at a lower rate holds
-        no queue the others do not (equal bytes left a plane at 10 Gb/s under an incast a
-        last-hop queue its timers took for loss)."""
+    def weigh_planes(self, rates: list[float], queues: list[float] | None = None) -> None:
+        """The NIC's ports run at ``rates`` (Gb/s, per plane; 0: not said), and ``queues`` (per
+        plane, ``PlaneQueueWeights``) says the share a queue standing on a plane leaves it: the
+        rotation gives each plane bytes in flight in proportion to both, so a port at a lower
+        rate holds no queue the others do not (equal bytes left a plane at 10 Gb/s under an
+        incast a last-hop queue its timers took for loss), nor does a plane slowed inside."""
         fastest = max(rates) if rates else 0.0
-        if fastest <= 0 or min(rates) <= 0 or min(rates) == fastest:
+        ported = fastest > 0 and min(rates) > 0 and min(rates) < fastest
+        if not ported and queues is None:
             self.plane_weight = None
             return
-        self.plane_weight = [g / fastest for g in rates]
+        weight = [g / fastest for g in rates] if ported else [1.0] * self.planes
+        if queues is not None:
+            weight = [w * q for w, q in zip(weight, queues, strict=True)]
+        self.plane_weight = weight
 
     def prove_paths(self, plane: int, silent: int, oldest: dict[int, int]) -> None:
         """``plane``'s path ``silent`` (``ev >> T1_SHIFT``) went silent while its other paths

@@ -43,8 +43,9 @@ from .counters import Counters, SentRow
 from .credit_tx import SenderCredit
 from .evset import EvSet
 from .loss_response import LossResponse
+from .plane_queues import PlaneQueueWeights
 from .psn import PSN_HALF, psn_of, unwrap
-from .records import Segment, TxRecord
+from .records import PLANE_SHIFT, Segment, TxRecord
 from .recovery import Recovery
 from .sent import SentPackets
 from .writes import WriteQueue, packet_done
@@ -93,6 +94,8 @@ class Sender:
         self.echo = EchoQueue()  # which SACK our next DATA echoes (ack_echo.py)
         # receiver credit: every new packet needs some (credit_tx.py; None: the CC uses none)
         self.credit = SenderCredit(cfg) if self.congestion.uses_credits else None
+        # each plane's share of the rotation while a queue stands on it (None: not weighed)
+        self.queues = PlaneQueueWeights(evset.planes) if cfg.weigh_queues and evset.planes > 1 else None
 
     # ---- what others read ---------------------------------------------------------------
     @property
@@ -207,8 +210,29 @@ class Sender:
         slow = nic.slow
         ready = nic.on_departed(rec if ok else None, at_ns, plane, port_gbps)
         if nic.slow != slow:
-            self.evset.weigh_planes(nic.port_gbps if nic.slow else [])
+            self._weigh()
         return ready and not self.failed
+
+    def _weigh(self) -> None:
+        """The rotation's plane weights, from the NIC's port rates and the planes' queues."""
+        nic = self.recovery.nic
+        queues = self.queues
+        held = queues.weights if queues is not None and queues.held else None
+        self.evset.weigh_planes(nic.port_gbps if nic.slow else [], held)
+
+    def _time_planes(self, newly: list[TxRecord], now_ns: int) -> None:
+        """Each first copy acknowledged now times its plane, from when it left
+        (``PlaneQueueWeights``: any SACK's, as a slow plane's own come after the others' have
+        covered its packets); the rotation is weighed again if a plane's share moved."""
+        queues = self.queues
+        assert queues is not None
+        slow = self.recovery.nic.slow
+        moved = False
+        for rec in newly:
+            if rec.transmissions == 1:
+                moved = queues.heard(rec.ev >> PLANE_SHIFT, now_ns - rec.left_ns, now_ns, slow) or moved
+        if moved:
+            self._weigh()
 
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
@@ -363,6 +387,8 @@ class Sender:
         for done in packets.passed(proof.cum):
             self._finish_packet(done, out)
         self.recovery.on_progress(now_ns, bool(proof.newly))
+        if self.queues is not None:
+            self._time_planes(proof.newly, now_ns)
         self.congestion.on_ack(proof.acked_bytes, proof.rtt, proof.ecn, now_ns, proof.port_wait)
         down = self.evset.set_peer_ports(s.port_status)
         if down:

@@ -1,0 +1,105 @@
+"""How much of the rotation each plane gets while a queue stands on it that the others do not
+have: a plane slowed inside the fabric (its T1 links at a lower rate, an optic renegotiated
+down), which the NIC's port rates cannot show.
+
+Why: the rotation balances bytes in flight, so a plane that delivers at a quarter of the
+others' rate holds as many bytes as they do and queues the difference. Its round trip grows
+until its share of the bytes matches its rate, and the queue that takes is several round
+trips deep: 8 planes, one slowed to 25 Gb/s inside, lost packets and reached 0.64 of the
+planes' capacity.
+
+The measure is each plane's delay from a first copy leaving to its acknowledgement, by any
+SACK (a slow plane's own SACKs come back after the others' have covered its packets), over
+the shortest seen on that plane: its queue. A plane whose queue stands above the least
+queued plane's by more than ``QUEUE_MARGIN`` of the base round trip (plus ``QUEUE_SHARE`` of
+that least queue) is cut to the share that delay allows, ``target / delay``: once a round
+trip, deeper within it only if the queue still grew (the queue seen was built before the cut
+took effect). Once its queue is below half the margin it grows back by ``QUEUE_GROWTH`` a
+round trip. The slow plane then holds bytes in flight in proportion to what it delivers,
+with about the margin's queue. A queue every plane has (an incast's last hop) moves nothing:
+the reference is the least queued plane, and the margin grows with it (at half that queue,
+not four times, incasts' planes differed enough to be cut, and lost more under a fault). A
+plane whose NIC port is slower than the others (``NicClock.slow``) is no reference: weighed
+by its port it holds a small share, and its short queue had an incast's fast planes cut.
+
+One owner: the sender feeds the delays and applies the weights to the rotation
+(``EvSet.weigh_planes``); this table changes no other state.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+QUEUE_MARGIN: Final = 0.5  # of the planes' base round trip
+QUEUE_SHARE: Final = 4.0  # of the least queued plane's queue
+QUEUE_GROWTH: Final = 1.25  # per round trip of the plane, once its queue is gone
+MIN_WEIGHT: Final = 1 / 64
+QUEUE_SMOOTH: Final = 1 / 8
+
+
+class PlaneQueueWeights:
+    """Per plane, the share of the rotation its queue leaves it (1.0: its full share)."""
+
+    def __init__(self, planes: int) -> None:
+        self.weights = [1.0] * planes
+        self.held = 0  # planes below their full share (a bit mask)
+        self._delay = [0.0] * planes  # smoothed: from a first copy leaving to its acknowledgement
+        self._low = [0] * planes  # the shortest of those (0: none yet)
+        self._from = [1.0] * planes  # the weight when this round trip's cuts began
+        self._next = [0] * planes  # no new weight before then: the last one's effect is a round trip away
+
+    def heard(self, plane: int, delay: int, now_ns: int, slow_ports: int = 0) -> bool:
+        """A first copy that left on ``plane`` was acknowledged ``delay`` after: True when the
+        plane's weight moved. ``slow_ports`` (a bit mask, ``NicClock.slow``): planes already
+        weighed down by their port's rate, no reference for the others' queues."""
+        low = self._low
+        d = self._delay[plane]
+        d = float(delay) if not d else d + QUEUE_SMOOTH * (delay - d)
+        self._delay[plane] = d
+        if not low[plane] or delay < low[plane]:
+            low[plane] = delay
+        queue = d - low[plane]
+        least = queue
+        base = low[plane]
+        if slow_ports >> plane & 1:
+            least = -1.0  # (the least among the other planes)
+        for p in range(len(low)):
+            if p == plane or not low[p]:
+                continue
+            if low[p] < base:
+                base = low[p]
+            if slow_ports >> p & 1:
+                continue
+            q = self._delay[p] - low[p]
+            if q < least or least < 0:
+                least = q
+        if least < 0:
+            return False  # (no plane at full rate to measure against)
+        margin = base * QUEUE_MARGIN + least * QUEUE_SHARE
+        w = self.weights[plane]
+        target = low[plane] + least + margin
+        if d > target and delay > target - margin / 2:
+            # cut from the weight the round trip began with: the queue seen now was built
+            # before the last cut took effect, so a deeper one is taken only if it grew; and
+            # not on a sample that saw the queue mostly gone (the smoothed delay lags a queue
+            # draining: cut again on it, a plane at 25 Gb/s beside seven at 100 fell to 0.09)
+            if now_ns >= self._next[plane]:
+                self._from[plane] = w
+                self._next[plane] = now_ns + int(d)
+            cut = max(MIN_WEIGHT, self._from[plane] * target / d)
+            if cut >= w:
+                return False
+            w = cut
+            self.held |= 1 << plane
+        elif now_ns < self._next[plane]:
+            return False
+        elif w < 1.0 and queue < least + margin / 2:
+            w = w * QUEUE_GROWTH
+            if w >= 1.0:
+                w = 1.0
+                self.held &= ~(1 << plane)
+            self._next[plane] = now_ns + int(d)
+        else:
+            return False
+        self.weights[plane] = w
+        return True
