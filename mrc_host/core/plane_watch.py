@@ -229,7 +229,9 @@ class PlaneWatch:
         due = now_ns - (self.rtt.plane_delay(plane) + self.reorder.window())
         first = -1  # the path of the overdue packets
         overdue = 0
+        newest_due = 0  # when the newest of them was sent
         later = -1  # the path of those not due yet (-2: two paths or more)
+        next_sent = -1  # when the first of those was sent
         for r in self.packets.in_flight.values():
             sent = r.left_ns if dep else r.sent_ns
             if r.ev >> PLANE_SHIFT != plane or sent <= ok_sent:
@@ -237,12 +239,20 @@ class PlaneWatch:
             path = r.ev >> PATH_SHIFT
             if sent > due:
                 later = path if later == -1 or later == path else -2
+                if next_sent < 0 or sent < next_sent:
+                    next_sent = sent
                 continue
             if first >= 0 and path != first:
                 return -1
             first = path
             overdue += 1
-        alone = later == -1 or later == first  # every packet since on that path
+            if sent > newest_due:
+                newest_due = sent
+        # every packet since on that path, or the plane carried nothing else for a reorder
+        # window after them: the packets on other paths began no spray with them (a plane fed
+        # one packet now and then: weighed down by its queue, ``plane_queues.py``, or passed
+        # over by a thin window at the tail while one packet of it was stuck)
+        alone = later == -1 or later == first or next_sent - newest_due > self.reorder.window()
         if overdue < self.cfg.sack_gap_threshold and not alone:
             return -1  # one packet or two: as likely the first of a plane's to fall due
         return first

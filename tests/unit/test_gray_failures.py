@@ -141,8 +141,21 @@ def test_a_silent_plane_with_one_path_overdue_is_that_path_not_the_plane() -> No
     assert named == paths[1]  # the others' packets are not due yet
     paths, named = _plane_with([(1, 1_000), (1, 1_100), (1, 1_200), (2, 2_000), (3, 46_000)])
     assert named == -1  # two paths overdue: the plane
-    paths, named = _plane_with([(1, 1_000), (2, 45_000), (3, 46_000)])
+    paths, named = _plane_with([(1, 37_000), (2, 38_000), (3, 39_000)])
     assert named == -1  # one packet overdue, sprayed path after path: as likely the plane's first
+
+
+def test_a_plane_fed_now_and_then_names_its_one_overdue_path() -> None:
+    """Defect: near the end of a flapping permutation, a plane carried one packet on its dead T0-T1
+    link, then nothing for 29 us (a thin window went to the other plane, with less in flight),
+    then resends on its other paths; the one overdue packet was taken for the first of a spray
+    and the whole plane retired (``bench.sim_flap`` seed 2 with ``weigh_queues``: 51 EVs).
+    Packets sent more than a reorder window after the overdue ones began no spray with them: the
+    overdue path is named alone, and the plane is judged when another falls due."""
+    paths, named = _plane_with([(1, 1_000), (2, 45_000), (3, 46_000)])
+    assert named == paths[1]
+    paths, named = _plane_with([(1, 36_000), (2, 38_000), (3, 46_000)])
+    assert named == -1  # the next 2 us after it, within the window (2.5 us): a spray
 
 
 def test_a_plane_silent_again_before_it_delivered_is_the_plane() -> None:
