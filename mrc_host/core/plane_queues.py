@@ -47,6 +47,7 @@ class PlaneQueueWeights:
         self._low = [0] * planes  # the shortest of those (0: none yet)
         self._from = [1.0] * planes  # the weight when this round trip's cuts began
         self._next = [0] * planes  # no new weight before then: the last one's effect is a round trip away
+        self._base = 0  # the shortest delay of any plane (0: none yet)
 
     def heard(self, plane: int, delay: int, now_ns: int, slow_ports: int = 0) -> bool:
         """A first copy that left on ``plane`` was acknowledged ``delay`` after: True when the
@@ -58,24 +59,23 @@ class PlaneQueueWeights:
         self._delay[plane] = d
         if not low[plane] or delay < low[plane]:
             low[plane] = delay
+            if not self._base or delay < self._base:
+                self._base = delay
         queue = d - low[plane]
+        if queue <= self._base * QUEUE_MARGIN and self.weights[plane] >= 1.0:
+            return False  # (no cut without a queue past the margin, no growth at full share)
         least = queue
-        base = low[plane]
         if slow_ports >> plane & 1:
             least = -1.0  # (the least among the other planes)
         for p in range(len(low)):
-            if p == plane or not low[p]:
-                continue
-            if low[p] < base:
-                base = low[p]
-            if slow_ports >> p & 1:
+            if p == plane or not low[p] or slow_ports >> p & 1:
                 continue
             q = self._delay[p] - low[p]
             if q < least or least < 0:
                 least = q
         if least < 0:
             return False  # (no plane at full rate to measure against)
-        margin = base * QUEUE_MARGIN + least * QUEUE_SHARE
+        margin = self._base * QUEUE_MARGIN + least * QUEUE_SHARE
         w = self.weights[plane]
         target = low[plane] + least + margin
         if d > target and delay > target - margin / 2:
