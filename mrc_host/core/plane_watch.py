@@ -80,14 +80,22 @@ class PlaneWatch:
         queue in front of its oldest packet grows past its latest round trip; one that died
         stops. Traced in the fuzzer's slow-plane draws: 113 of 115 silent-plane verdicts fell
         on planes still delivering, each flushing a plane of packets that then arrived."""
-        return now_ns - self.delivered_at[plane] < 2 * self.service_gap[plane] + window
+        gap = self.service_gap[plane]
+        later = self.rtt.heard_later(plane)
+        if later > gap:
+            gap = later
+        return now_ns - self.delivered_at[plane] < 2 * gap + window
 
     def _overdue(self, plane: int, oldest_sent: int, now_ns: int, window: int) -> bool:
         """``plane``'s oldest packet in flight, sent at ``oldest_sent``, is later than the plane
         itself explains: older than the plane's latest delay plus ``window`` (as RACK's timer
         asks: a plane only queued deeper has not failed), and the plane no longer
         ``delivering`` at its own pace. Both silent-plane rules ask this last."""
-        if now_ns - oldest_sent < self.rtt.plane_delay(plane) + window:
+        delay = self.rtt.plane_delay(plane)
+        heard = self.rtt.heard_instead(plane, window)
+        if heard > delay:
+            delay = heard
+        if now_ns - oldest_sent < delay + window:
             return False
         return not self.delivering(plane, now_ns, window)
 

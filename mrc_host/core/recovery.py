@@ -253,10 +253,13 @@ class Recovery:
 
     def _heard(self, ev: int, left_ns: int, sent_ns: int, now_ns: int) -> None:
         """A first copy that left on ``ev`` is acknowledged now: how long its plane takes to be
-        heard of (``RttEstimator.heard_plane``), with ``weigh_ports`` and a NIC port slower than
-        the others (with ports alike, planes slow inside the fabric lost 0.03 of capacity)."""
-        if self.nic.slow:
-            self.rtt.heard_plane(ev >> PLANE_SHIFT, now_ns - (left_ns if self._departures else sent_ns))
+        heard of (``RttEstimator.heard_plane``), with ``weigh_ports``."""
+        self.rtt.heard_plane(
+            ev >> PLANE_SHIFT,
+            now_ns - (left_ns if self._departures else sent_ns),
+            now_ns,
+            bool(self.nic.slow),
+        )
 
     def path_heard(self, ev: int, now_ns: int) -> None:
         """A trimmed header that took ``ev`` reached the peer (a trim NACK): its path delivers,
@@ -335,7 +338,9 @@ class Recovery:
     def plane_wait(self, plane: int) -> int:
         """How long after it left a packet on ``plane`` may still be delivered (``rack_due``)."""
         rtt = self.rtt
-        return int(max(rtt.of_plane(plane), float(rtt.plane_last[plane]))) + self.reorder_window()
+        window = self.reorder_window()
+        wait = max(rtt.of_plane(plane), float(rtt.plane_last[plane]), rtt.heard_instead(plane, window))
+        return int(wait) + window
 
     def rack_at(self, sending: bool) -> int | None:
         """RACK timer: when the oldest packet in flight that a later one overtook is lost
@@ -461,7 +466,14 @@ def queue_floor(rtt: RttEstimator, plane: int, window: int) -> int:
     for x in rtt.plane_last:
         if x > last:
             last = x
-    return rtt.plane_at[plane] + last + window
+    at = rtt.plane_at[plane]
+    if rtt.heard_later(plane) > window:
+        # (a plane with slower links is rarely sampled, its SACKs after the others' covers,
+        # but heard of all the same: it still delivers)
+        heard = rtt.plane_heard_at[plane]
+        if heard > at:
+            at = heard
+    return at + last + window
 
 
 def rack_due(rtt: RttEstimator, rec: TxRecord, wait: int, own: bool, window: int, departures: bool) -> int:

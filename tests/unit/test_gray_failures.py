@@ -12,7 +12,7 @@ from mrc_host.core import EvSet, EvState, PathSpace, TransportConfig
 from mrc_host.core.blame import LossBlame
 from mrc_host.core.counters import Counters
 from mrc_host.core.records import PendingWrite, TxRecord
-from mrc_host.core.recovery import Recovery
+from mrc_host.core.recovery import Recovery, queue_floor
 from mrc_host.core.sent import SentPackets
 from mrc_host.wire.messages import Opcode
 
@@ -180,6 +180,54 @@ def test_a_plane_silent_again_before_it_delivered_is_the_plane() -> None:
     for k in range(3):
         packets.sent(record(4 + k, two, 0), two, 33_000 + k)
     assert watch.silent_path(0, 60_000) == two >> 18  # named afresh
+
+
+def _two_planes(plane1: list[tuple[int, int]]) -> Recovery:
+    """A 2-plane sender with ports alike, a first copy of plane 0 acknowledged 3 us after it
+    left, and plane 1's first copies (when each left, when it was acknowledged) after that,
+    each by another plane's SACK (its own came later, as a slow plane's do)."""
+    cfg = TransportConfig()
+    s = EvSet(cfg, PathSpace(2, 4), random.Random(7))
+    recovery = Recovery(cfg, 2, SentPackets(cfg, s.plane_load), t1_count=4)
+    recovery.rtt.sample(3_000)
+    recovery.rtt.sample_plane(0, 3_000, 0)
+    by_plane = {EV.decode(v).plane: v for v in s.active_evs()}
+    for seq, (plane, left, acked) in enumerate([(0, 0, 3_000)] + [(1, a, b) for a, b in plane1]):
+        rec = record(seq, by_plane[plane], left)
+        rec.left_ns, rec.transmissions = left, 1
+        recovery.on_delivered(rec, acked, earlier_copy=False, own_sack=False)
+    return recovery
+
+
+def test_a_plane_slower_inside_delivers_at_its_own_pace_from_its_first_delivery() -> None:
+    """Defect: a plane whose T1 links ran at 10 Gb/s (its NIC ports at 100) was failed as
+    silent 1.8 us after its one delivery: its service gap was unknown, and its next packet,
+    behind the first on links ten times slower, came 3.3 us later (fuzz seed 5151, draw 1474:
+    four connections of five failed the plane, 96 packets resent, none lost). Its gap is now
+    at least how much later than the quickest other plane its packets are heard of at the
+    least; a queue alone (an incast's, the same shortest delay) does not widen it."""
+    slow = _two_planes([(1_340, 10_940)])  # its one delivery, 9.6 us after it left
+    window = slow.reorder.window()
+    assert slow.plane_watch.delivering(1, 14_000, window)  # 3 us on: a packet's time at 10 Gb/s
+    assert slow.plane_watch.delivering(1, 10_940 + 2 * 6_600 + window - 1, window)
+    assert not slow.plane_watch.delivering(1, 10_940 + 2 * 6_600 + window, window)
+    queued = _two_planes([(0, 3_000), (3_100, 10_940)])  # only queued: its shortest delay is the others'
+    assert not queued.plane_watch.delivering(1, 14_000, queued.reorder.window())
+
+
+def test_a_plane_heard_of_only_through_other_sacks_is_timed_by_them() -> None:
+    """Defect: a plane slowed inside the fabric has no RTT sample of its own (its SACKs come
+    after the others' have covered its packets), so RACK timed its packets by the connection's
+    SRTT, and the queue floor (no packet of a plane lost while that plane still delivers) by
+    its last own sample, none: at the tail of every flow its queued packets were resent twice,
+    none lost (fuzz seed 5151, draw 1989: 8 planes, plane 2's T1s at 10 Gb/s, 17 resends a
+    connection). Both now read when its packets are heard of, by any SACK."""
+    recovery = _two_planes([(1_340, 10_940), (2_000, 14_000)])  # heard of 9.6 us, then 12 us on
+    rtt = recovery.rtt
+    window = recovery.reorder.window()
+    assert recovery.plane_wait(1) == 9_900 + window  # its heard delay (smoothed), not the 3 us SRTT
+    assert recovery.plane_wait(0) == 3_000 + window  # a plane with samples of its own: unchanged
+    assert queue_floor(rtt, 1, window) == 14_000 + 3_000 + window  # it still delivered at 14 us
 
 
 def test_a_plane_whose_path_went_silent_carries_one_packet_a_path_until_proven() -> None:
