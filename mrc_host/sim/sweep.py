@@ -30,10 +30,13 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -263,45 +266,79 @@ def run_points(
     with ``workers`` processes, default one per core). ``progress``: a rich bar of points
     done and failed on stderr (None: only on a terminal).
     """
-    from distributed import Client, as_completed
+    from distributed import Client
 
     todo = list(points)
     started = time.monotonic()
-    scratch = None if scheduler else tempfile.mkdtemp(prefix="mrc-sweep-")
-    cluster = None if scheduler else local_cluster(workers, scratch)
-    try:
-        with Client(scheduler or cluster) as client:  # type: ignore[no-untyped-call]
-            client.wait_for_workers(1, timeout=120)
-            n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
-            futures = {client.submit(fn, pt, key=f"{label}-{pt.index}", pure=False): pt for pt in todo}
-            results: dict[int, dict[str, Any]] = {}
-            with _Bar(len(todo), label, progress) as bar:
-                for fut in as_completed(futures):  # type: ignore[no-untyped-call]
-                    pt = futures[fut]
-                    if fut.status == "finished":
-                        res = fut.result()
-                    else:  # the worker died or the task could not run: still the point's result
-                        exc = fut.exception()
-                        res = {
-                            "index": pt.index,
-                            "params": pt.params,
-                            "status": "failed",
-                            "error": f"{type(exc).__name__}: {exc}",
-                        }
-                    fut.release()
-                    results[pt.index] = res
-                    bar.advance(res["status"] == "ok")
-    finally:
-        if cluster is not None:
-            cluster.close()
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+    scratch = None
+    cluster = None
+    with _terminated_as_exit():
+        try:
+            if not scheduler:
+                scratch = tempfile.mkdtemp(prefix="mrc-sweep-")
+                cluster = local_cluster(workers, scratch)
+            client = Client(scheduler or cluster)  # type: ignore[no-untyped-call]
+            results, n_workers = _gather(client, todo, label, progress, fn)
+        finally:
+            if cluster is not None:
+                cluster.close()
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
     return SweepRun(
         [results[pt.index] for pt in todo],
         n_workers,
         scheduler or "embedded LocalCluster",
         time.monotonic() - started,
     )
+
+
+@contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """A SIGTERM (``kill``, a cancelled job) ends the sweep through its cleanup, as Ctrl-C
+    does: by default it ends the process on the spot, and the embedded cluster's worker
+    processes and scratch directory (``mrc-sweep-*`` in the temp directory) outlived it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (signal handlers belong to the main thread)
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
+
+
+def _gather(
+    client: Any, todo: list[Task], label: str, progress: bool | None, fn: Callable[[Any], dict[str, Any]]
+) -> tuple[dict[int, dict[str, Any]], int]:
+    """Every point's result by index, and how many workers ran them; ``client`` is closed."""
+    from distributed import as_completed
+
+    with client:
+        client.wait_for_workers(1, timeout=120)
+        n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
+        futures = {client.submit(fn, pt, key=f"{label}-{pt.index}", pure=False): pt for pt in todo}
+        results: dict[int, dict[str, Any]] = {}
+        with _Bar(len(todo), label, progress) as bar:
+            for fut in as_completed(futures):  # type: ignore[no-untyped-call]
+                pt = futures[fut]
+                if fut.status == "finished":
+                    res = fut.result()
+                else:  # the worker died or the task could not run: still the point's result
+                    exc = fut.exception()
+                    res = {
+                        "index": pt.index,
+                        "params": pt.params,
+                        "status": "failed",
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
+                fut.release()
+                results[pt.index] = res
+                bar.advance(res["status"] == "ok")
+    return results, n_workers
 
 
 class _Bar:

@@ -184,3 +184,51 @@ def test_two_embedded_clusters_at_once_serve_http_on_loopback_without_a_warning(
             servers = [c.scheduler.http_server for c in (one, two)]
             assert [s.address for s in servers] == ["127.0.0.1", "127.0.0.1"]
             assert servers[0].port != servers[1].port
+
+
+def test_a_terminated_sweep_leaves_no_scratch_directory_or_worker(tmp_path: Path) -> None:
+    """Defect: ``kill`` (SIGTERM) ended ``mrc-sim fuzz`` on the spot, and its embedded cluster's
+    scratch directory (``mrc-sweep-*``) stayed in the temp directory. Now the sweep ends through
+    its cleanup: the directory and the worker processes go with it."""
+    import psutil
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    args = [
+        sys.executable,
+        "-m",
+        "mrc_host.sim.cli",
+        "fuzz",
+        "--draws",
+        "5000",
+        "--workers",
+        "1",
+        "--no-progress",
+    ]
+    log = tmp_path / "fuzz.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([*args, "--out", str(tmp_path / "out")], env=env, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[psutil.Process] = []
+        # (polled: the sweep is under way once its worker has run draws for a second of CPU)
+        while not workers or sum(w.cpu_times().user for w in workers) < 1.0:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            if not workers and list(tmp.glob("mrc-sweep-*/dask-scratch-space/worker-*")):
+                workers = [
+                    c for c in psutil.Process(proc.pid).children(recursive=True) if "python" in c.name()
+                ]
+            time.sleep(0.05)
+        proc.terminate()
+        try:
+            assert proc.wait(timeout=60) != 0
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running a minute after SIGTERM: {log.read_text()}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert list(tmp.glob("mrc-sweep-*")) == []
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert alive == []
