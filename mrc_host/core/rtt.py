@@ -47,6 +47,9 @@ class RttEstimator:
         # one (with ports alike, planes slow inside the fabric lost 0.03 of capacity with it)
         self.heard_for_rtt = False
         self.plane_heard_low = [0] * planes  # the shortest of those per plane (0: none yet)
+        # per plane, ``heard_later``: worked out when a shortest delay moves (rarely, and early),
+        # not on every read (RACK's queue floor reads it for each packet it judges)
+        self._later = [0.0] * planes
         self.plane_heard_at = [0] * planes  # when the latest came (``queue_floor``)
         # how much later one path may deliver than another: the largest difference lately
         # between successive samples of a plane, each less the time its packet waited for its
@@ -119,6 +122,7 @@ class RttEstimator:
         low = self.plane_heard_low[plane]
         if not low or delay < low:
             self.plane_heard_low[plane] = delay
+            self._later_again()
         h = self.plane_heard[plane]
         self.plane_heard[plane] = float(delay) if h is None else h + 0.125 * (delay - h)
 
@@ -131,15 +135,17 @@ class RttEstimator:
         it is measured (``PlaneWatch.delivering``; fuzz seed 5151, draw 1474: a plane at 10 Gb/s
         inside, heard of 6 us after the others, was failed 1.8 us after its one delivery by four
         connections of five)."""
+        return self._later[plane]
+
+    def _later_again(self) -> None:
+        """Every plane's ``heard_later`` from the shortest delays as they are now."""
         lows = self.plane_heard_low
-        own = lows[plane]
-        if not own:
-            return 0.0
-        least = 0
-        for p, other in enumerate(lows):
-            if p != plane and other and (not least or other < least):
-                least = other
-        return float(own - least) if least and own > least else 0.0
+        for plane, own in enumerate(lows):
+            least = 0
+            for p, other in enumerate(lows):
+                if p != plane and other and (not least or other < least):
+                    least = other
+            self._later[plane] = float(own - least) if own and least and own > least else 0.0
 
     def heard_instead(self, plane: int, window: int) -> float:
         """How long ``plane``'s first copies take to be heard of, by any SACK, where that
