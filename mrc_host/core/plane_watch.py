@@ -12,6 +12,7 @@ deliveries elsewhere of packets sent well after it (its evidence); the sender's 
 from __future__ import annotations
 
 from .config import TransportConfig
+from .nic_clock import NicClock
 from .records import PATH_SHIFT, PLANE_SHIFT, TxRecord
 from .reorder import ReorderWindow
 from .rtt import RttEstimator
@@ -30,6 +31,7 @@ class PlaneWatch:
         rtt: RttEstimator,
         reorder: ReorderWindow,
         t1_count: int = 1,
+        nic: NicClock | None = None,
     ) -> None:
         self.cfg = cfg
         self.planes = planes
@@ -39,6 +41,8 @@ class PlaneWatch:
         self.rtt = rtt
         self.reorder = reorder
         self.departures = cfg.nic_departures  # (times from when packets left the NIC)
+        # (read: how much later a slow NIC port's first packets may come, ``unheard_lag``)
+        self.nic = nic
         # send time of the newest packet each plane delivered
         self.ok_sent = [-1] * planes
         self._evidence = [0] * planes  # later deliveries elsewhere since it last delivered
@@ -86,6 +90,18 @@ class PlaneWatch:
             gap = later
         return now_ns - self.delivered_at[plane] < 2 * gap + window
 
+    def unheard_lag(self, plane: int) -> float:
+        """How much later than the fast planes' round trip ``plane``'s packets may come while
+        it has not been heard of at all (no sample, no acknowledgement): its NIC port's
+        ``port_lag``. 0.0 once heard of: its own delays say it then."""
+        nic = self.nic
+        if nic is None or not nic.slow >> plane & 1:
+            return 0.0
+        rtt = self.rtt
+        if rtt.plane_srtt[plane] is not None or rtt.plane_heard[plane] is not None:
+            return 0.0
+        return nic.port_lag(plane)
+
     def _overdue(self, plane: int, oldest_sent: int, now_ns: int, window: int) -> bool:
         """``plane``'s oldest packet in flight, sent at ``oldest_sent``, is later than the plane
         itself explains: older than the plane's latest delay plus ``window`` (as RACK's timer
@@ -95,6 +111,7 @@ class PlaneWatch:
         heard = self.rtt.heard_instead(plane, window)
         if heard > delay:
             delay = heard
+        delay += self.unheard_lag(plane)
         if now_ns - oldest_sent < delay + window:
             return False
         return not self.delivering(plane, now_ns, window)
@@ -152,7 +169,7 @@ class PlaneWatch:
                     var = srtt
                 if self.rtt.plane_srtt[plane] is None:
                     srtt = ps  # (never sampled: as slow as the NIC's other connections found it)
-                guard = max(guard, int(srtt + var))
+                guard = max(guard, int(srtt + var + self.unheard_lag(plane)))
             if newest - ok_sent < guard:
                 continue
             others = sum(

@@ -74,11 +74,11 @@ class Recovery:
         self.packets = packets  # (read: the packets in flight; their states are ``packets``' to change)
         self.rtt = RttEstimator(planes)
         self.reorder = ReorderWindow(cfg, planes, self.rtt)
-        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, t1_count)
+        self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
+        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, t1_count, self.nic)
         self.path_watch = PathWatch(cfg, packets, self.rtt)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
-        self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
         self._departures = cfg.nic_departures  # (and the NIC reports it)
         self._weigh = cfg.weigh_ports  # (each plane timed by when its packets are heard of)
         self.rack_order = -1  # transmission order of the newest copy known delivered
