@@ -155,13 +155,14 @@ class NicClock:
         """How much later than the fastest port's ``plane``'s packets may be heard of for its
         port's rate alone: a full packet's extra serialisation on each of ``SLOW_PORT_HOPS``
         links (a plane slowed at the NIC is often slow all the way, the peer's port and the
-        switches' links at the same rate). 0.0 for a port not slow. What a plane that has not
-        been heard of yet may take beyond the fast planes' round trip: timed by the fast
-        planes alone, a plane at 10 Gb/s beside one at 100 was taken for silent before its
-        first packet could arrive (fuzz seed 5151, draw 785: every connection of an all-to-all
-        failed it, 67 resends, none lost). Not the ratio of the rates times the round trip:
-        where the links' own delay makes most of the round trip (2 us links) that waited
-        200 us on a black-holed port, and lost past the floor (draw 216)."""
+        switches' links at the same rate); 0.0 for a port not slow. What a plane not heard of
+        yet may take beyond the fast planes' round trip: timed by the fast planes alone, a
+        plane at 10 Gb/s beside one at 100 was taken for silent before its first packet could
+        arrive (fuzz seed 5151, draw 785: every connection of an all-to-all failed it, 67
+        resends, none lost). Not the round trip times the ratio of the rates: where the links'
+        own delay makes most of the round trip (2 us links), that held a black-holed 10 Gb/s
+        port ten fast round trips, and a connection lost 12 packets there against a limit of
+        7.5 (draw 216)."""
         return self.lag[plane]
 
     def full(self) -> bool:

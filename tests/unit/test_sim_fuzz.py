@@ -286,8 +286,6 @@ def test_a_campaign_gives_the_same_json_on_one_and_two_workers(tmp_path: Path) -
 # The CI draws that still break an invariant on this core: open transport findings, each with the
 # worst value it reached when listed. Everything else must hold. The list only shrinks: a listed
 # draw that now holds fails the test until it is taken off, and one that gets worse fails it too.
-#   resend on 24: an all-to-all and an incast over six planes, one at 25 Gb/s: 2 resends with
-#   nothing dropped or trimmed (likely a slow plane's late packets taken for lost)
 #   floor on 23: one flow over three planes, the sender's plane-2 port at 25 Gb/s and plane 0's
 #   T1 links at 10 Gb/s (80 Gb/s in all against its port's 100). Weighed by its port
 #   (``weigh_ports``), plane 0 takes as much of the window as plane 1, and a T0 of plane 1 going
@@ -296,7 +294,6 @@ def test_a_campaign_gives_the_same_json_on_one_and_two_workers(tmp_path: Path) -
 #   it down from then: too late for this fault
 OPEN_FINDINGS: dict[tuple[int, str], float] = {
     (23, "floor"): 26.0,
-    (24, "resend"): 2.0,
 }
 
 
