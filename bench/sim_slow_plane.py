@@ -90,17 +90,17 @@ def run(
     size = int(capacity * 1e9 / 8 * RTTS * RTT_US * 1e-6) // 4096 * 4096
     net = Network(shape, seed, payload="virtual")
     src, dst = 0, 1
-    job = point_to_point(
-        net, Job("flow", "flow", 0), FlowSpec("x", 0, 0, transport=dict(transport or {})), [(0, 1)], size
-    )
     if variant == "slow":
         specs = slow_faults(rates, where, src, dst, shape)
     elif variant == "dead":
         specs = [f"nic-down:h{src}-p{k}@0" for k, g in enumerate(rates) if g < LINE_GBPS]
     else:
         specs = []
-    for s in specs:
+    for s in specs:  # (before the flow, whose first packets leave as it is posted)
         net.add_fault(parse_fault(s, 0))
+    job = point_to_point(
+        net, Job("flow", "flow", 0), FlowSpec("x", 0, 0, transport=dict(transport or {})), [(0, 1)], size
+    )
     net.run(200_000_000)
     conn = job.connections[0]
     done = job.completion_ns

@@ -416,7 +416,9 @@ class Network(HostSink):
         return conn
 
     def add_fault(self, fault: Fault) -> None:
-        """Attach a fault whose times are relative to the start of the run."""
+        """Attach a fault whose times are relative to the start of the run. Before any traffic
+        that starts with the run: a write posted for the start sends its first packets at once,
+        and a fault attached after them misses them."""
         fault.start_ns += START_NS
         if fault.end_ns is not None:
             fault.end_ns += START_NS

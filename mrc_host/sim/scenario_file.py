@@ -761,6 +761,11 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
     """A fresh network with every traffic item and fault of ``sc`` for one run."""
     lossless = sc.shape.pfc or (run.mode.value in sc.lossless)
     net = Network(replace(sc.shape, pfc=lossless), sc.seed, choose_payload(sc.payload, sc.region_bytes()))
+    # the faults first: traffic that starts with the run sends its first packets as it is
+    # posted, and a fault attached after them missed them (a plane at 10 Gb/s from the start
+    # sent its first window at full rate, and its NIC said so)
+    for spec_text in sc.faults:
+        net.add_fault(parse_fault(spec_text, sc.nominal_ns))
     jobs: list[Job] = []
     for item in sc.traffic:
         cc = {**sc.cc, **item.cc}
@@ -809,8 +814,6 @@ def build(sc: Scenario, run: RunSpec) -> tuple[Network, list[Job]]:
         else:
             background(net, job, spec, item.pairs, item.size)
         jobs.append(job)
-    for spec_text in sc.faults:
-        net.add_fault(parse_fault(spec_text, sc.nominal_ns))
     return net, jobs
 
 

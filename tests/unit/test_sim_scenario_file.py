@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from mrc_fabric.frames import DATA_OVERHEAD
 from mrc_host.sim import scenario_file as sf
 from mrc_host.sim.cli import main
+from mrc_host.sim.network import START_NS
 
 SMALL = """
 name = "small-incast"
@@ -243,3 +245,35 @@ stagger = "20us"
         sf.load_text(
             text.replace('"incast"', '"ring-allreduce"').replace("senders = [1, 2, 3]", "hosts = [0, 1]")
         )
+
+
+SLOW_FROM_THE_START = """
+name = "slow from the start"
+seed = 3
+faults = ["rate=10:h0-p1@0"]
+
+[fabric]
+planes = 2
+t0 = 2
+t1 = 2
+hosts_per_t0 = 1
+
+[[traffic]]
+pattern = "flow"
+name = "f"
+src = 0
+dst = 1
+size = "64KiB"
+"""
+
+
+def test_a_fault_from_the_start_applies_to_the_first_packets() -> None:
+    """Defect: ``build`` attached a scenario's faults after its traffic, whose first packets
+    leave as the write is posted: a NIC port at 10 Gb/s from ``@0`` sent them at 100 (and its
+    NIC said 100), so the slow plane's first window was fast at the NIC and slow after it."""
+    sc = sf.load_text(SLOW_FROM_THE_START, "t")
+    net, _ = sf.build(sc, sc.runs[0])
+    port = net.fabric.nic_up[0][1]
+    assert port.tx_packets >= 1  # (the first window has left already, before the run)
+    frame_ns_at_10g = (4096 + DATA_OVERHEAD) * 8 / 10
+    assert port.busy_until - START_NS >= frame_ns_at_10g  # serialised at 10 Gb/s, not 100
