@@ -57,8 +57,8 @@ class NicClock:
         self._frame = cfg.mtu + DATA_OVERHEAD  # a full packet's bytes on the wire
         self.slow = 0  # the ports (a bit mask) slower than the fastest by ``SLOW_PORT``
         # per plane, how much later its first packets may be heard of than the fastest port's
-        # for its rate alone (``port_lag``; 0.0: not slow)
-        self.lag = [0.0] * planes
+        # for its rate alone (``port_lag``; 0.0: not slow), worked out with ``slow``
+        self._lag = [0.0] * planes
 
     def on_sent(self, rec: TxRecord, plane: int, size: int, now_ns: int) -> None:
         """``rec`` is handed over now: when the model says it leaves (after what its port
@@ -118,12 +118,13 @@ class NicClock:
             if g > fastest:
                 fastest = g
         slow = 0
+        frame_bits = self._frame * 8
         for p, g in enumerate(rates):
             if g * SLOW_PORT < fastest:
                 slow |= 1 << p
-        frame_bits = self._frame * 8
-        for p, g in enumerate(rates):
-            self.lag[p] = SLOW_PORT_HOPS * frame_bits * (1 / g - 1 / fastest) if slow >> p & 1 else 0.0
+                self._lag[p] = SLOW_PORT_HOPS * frame_bits * (1 / g - 1 / fastest)
+            else:
+                self._lag[p] = 0.0
         if slow == self.slow:
             return
         self.slow = slow
@@ -163,7 +164,7 @@ class NicClock:
         own delay makes most of the round trip (2 us links), that held a black-holed 10 Gb/s
         port ten fast round trips, and a connection lost 12 packets there against a limit of
         7.5 (draw 216)."""
-        return self.lag[plane]
+        return self._lag[plane]
 
     def full(self) -> bool:
         """The sender may hand over nothing more now (``nic_backlog`` copies wait at the NIC,

@@ -30,8 +30,8 @@ class PlaneWatch:
         packets: SentPackets,
         rtt: RttEstimator,
         reorder: ReorderWindow,
+        nic: NicClock,
         t1_count: int = 1,
-        nic: NicClock | None = None,
     ) -> None:
         self.cfg = cfg
         self.planes = planes
@@ -88,9 +88,8 @@ class PlaneWatch:
         its ``port_lag`` (an all-to-all's connections queue behind each other at a peer's
         10 Gb/s port: two of twelve failed the plane 16 us after its first delivery)."""
         gap = self.service_gap[plane]
-        nic = self.nic
-        if not gap and self.delivered_at[plane] and nic is not None and nic.slow >> plane & 1:
-            gap = nic.port_lag(plane)
+        if not gap and self.delivered_at[plane]:
+            gap = self.nic.port_lag(plane)  # (0.0 but for a slow port)
         later = self.rtt.heard_later(plane)
         if later > gap:
             gap = later
@@ -100,13 +99,13 @@ class PlaneWatch:
         """How much later than the fast planes' round trip ``plane``'s packets may come while
         it has not been heard of at all (no sample, no acknowledgement): its NIC port's
         ``port_lag``. 0.0 once heard of: its own delays say it then."""
-        nic = self.nic
-        if nic is None or not nic.slow >> plane & 1:
-            return 0.0
+        lag = self.nic.port_lag(plane)
+        if not lag:
+            return 0.0  # (not a slow port: the common case, before the estimator is read)
         rtt = self.rtt
         if rtt.plane_srtt[plane] is not None or rtt.plane_heard[plane] is not None:
             return 0.0
-        return nic.port_lag(plane)
+        return lag
 
     def _overdue(self, plane: int, oldest_sent: int, now_ns: int, window: int) -> bool:
         """``plane``'s oldest packet in flight, sent at ``oldest_sent``, is later than the plane

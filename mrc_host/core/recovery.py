@@ -75,7 +75,7 @@ class Recovery:
         self.rtt = RttEstimator(planes)
         self.reorder = ReorderWindow(cfg, planes, self.rtt)
         self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
-        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, t1_count, self.nic)
+        self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, self.nic, t1_count)
         self.path_watch = PathWatch(cfg, packets, self.rtt)
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
