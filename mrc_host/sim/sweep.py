@@ -272,13 +272,13 @@ def run_points(
     started = time.monotonic()
     scratch = None
     cluster = None
-    with _terminated_as_exit():
+    with _terminated_as_exit() as stop:
         try:
             if not scheduler:
                 scratch = tempfile.mkdtemp(prefix="mrc-sweep-")
                 cluster = local_cluster(workers, scratch)
             client = Client(scheduler or cluster)  # type: ignore[no-untyped-call]
-            results, n_workers = _gather(client, todo, label, progress, fn)
+            results, n_workers = _gather(client, todo, label, progress, fn, stop)
         finally:
             if cluster is not None:
                 cluster.close()
@@ -292,52 +292,78 @@ def run_points(
     )
 
 
+# how often the main thread looks for finished points and a SIGTERM (``_gather``)
+POLL_S = 0.05
+
+
 @contextmanager
-def _terminated_as_exit() -> Iterator[None]:
+def _terminated_as_exit() -> Iterator[threading.Event]:
     """A SIGTERM (``kill``, a cancelled job) ends the sweep through its cleanup, as Ctrl-C
     does: by default it ends the process on the spot, and the embedded cluster's worker
-    processes and scratch directory (``mrc-sweep-*`` in the temp directory) outlived it."""
+    processes and scratch directory (``mrc-sweep-*`` in the temp directory) outlived it. The
+    handler only sets the event it yields; ``_gather`` raises ``SystemExit`` on seeing it.
+    Raised from the handler itself, the exit fell now and then inside a callback that ignores
+    exceptions (Dask's garbage-collection timer), and the sweep ran on."""
+    stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
-        yield  # (signal handlers belong to the main thread)
+        yield stop  # (signal handlers belong to the main thread)
         return
 
-    def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
+    def terminated(_signum: int, _frame: object) -> None:
+        stop.set()
 
-    before = signal.signal(signal.SIGTERM, stop)
+    before = signal.signal(signal.SIGTERM, terminated)
     try:
-        yield
+        yield stop
     finally:
         signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
 
 
 def _gather(
-    client: Any, todo: list[Task], label: str, progress: bool | None, fn: Callable[[Any], dict[str, Any]]
+    client: Any,
+    todo: list[Task],
+    label: str,
+    progress: bool | None,
+    fn: Callable[[Any], dict[str, Any]],
+    stop: threading.Event,
 ) -> tuple[dict[int, dict[str, Any]], int]:
-    """Every point's result by index, and how many workers ran them; ``client`` is closed."""
+    """Every point's result by index, and how many workers ran them; ``client`` is closed.
+    ``stop`` set (a SIGTERM) ends it with ``SystemExit``: the points are polled, not waited
+    for, so it is seen within ``POLL_S`` however long a point runs."""
     from distributed import as_completed
 
+    def stopped() -> None:
+        if stop.is_set():
+            raise SystemExit(128 + signal.SIGTERM)
+
     with client:
+        stopped()
         client.wait_for_workers(1, timeout=120)
         n_workers = len(client.scheduler_info(n_workers=-1)["workers"])
         futures = {client.submit(fn, pt, key=f"{label}-{pt.index}", pure=False): pt for pt in todo}
         results: dict[int, dict[str, Any]] = {}
+        done: Any = as_completed(futures)  # type: ignore[no-untyped-call]
         with _Bar(len(todo), label, progress) as bar:
-            for fut in as_completed(futures):  # type: ignore[no-untyped-call]
-                pt = futures[fut]
-                if fut.status == "finished":
-                    res = fut.result()
-                else:  # the worker died or the task could not run: still the point's result
-                    exc = fut.exception()
-                    res = {
-                        "index": pt.index,
-                        "params": pt.params,
-                        "status": "failed",
-                        "error": f"{type(exc).__name__}: {exc}",
-                    }
-                fut.release()
-                results[pt.index] = res
-                bar.advance(res["status"] == "ok")
+            while not done.is_empty():
+                stopped()
+                if not done.has_ready():
+                    time.sleep(POLL_S)
+                    continue
+                for fut in done.next_batch(block=False):
+                    pt = futures[fut]
+                    if fut.status == "finished":
+                        res = fut.result()
+                    else:  # the worker died or the task could not run: still the point's result
+                        exc = fut.exception()
+                        res = {
+                            "index": pt.index,
+                            "params": pt.params,
+                            "status": "failed",
+                            "error": f"{type(exc).__name__}: {exc}",
+                        }
+                    fut.release()
+                    results[pt.index] = res
+                    bar.advance(res["status"] == "ok")
     return results, n_workers
 
 
