@@ -102,10 +102,7 @@ class PlaneWatch:
         lag = self.nic.port_lag(plane)
         if not lag:
             return 0.0  # (not a slow port: the common case, before the estimator is read)
-        rtt = self.rtt
-        if rtt.plane_srtt[plane] is not None or rtt.plane_heard[plane] is not None:
-            return 0.0
-        return lag
+        return 0.0 if self.rtt.heard_of(plane) else lag
 
     def _overdue(self, plane: int, oldest_sent: int, now_ns: int, window: int) -> bool:
         """``plane``'s oldest packet in flight, sent at ``oldest_sent``, is later than the plane

@@ -19,7 +19,8 @@ which of the packets in flight are lost, and when, and returns them (the sender 
   two SRTTs after the last send: the stall a ring collective pays on every lossy step. In
   bulk transfer the gap rule alone decides (it is the one that tolerates reordering). While
   delays rise, neither the probe nor RACK on other planes' evidence fires before the packet's
-  plane has been silent a round trip (``queue_floor``);
+  plane has been silent a round trip (``queue_floor``), nor before ``UNHEARD_SRTTS`` on a
+  plane the sender has not heard of (``unheard_due``);
 - a whole plane that stopped delivering, seen from the other planes (plane_watch.py), and a
   path silent past its own delay while its plane's other paths deliver (path_watch.py);
 - the retransmission timeout (RTO from SRTT, RTTVAR and the RTT spread, clamped, doubled
@@ -63,6 +64,9 @@ ROCE_TIMEOUT_UNIT_NS: Final = 4096  # RoCE/InfiniBand local ACK timeout unit: 4.
 BACKOFF_MAX: Final = 64
 _LAST_OPCODES: Final = (Opcode.WRITE_LAST, Opcode.WRITE_ONLY)
 RTO_SLACK_SHARE: Final = 8  # the RTO's slack is at least the RTO over this (``rto_slack``)
+# SRTTs (and the reorder window, at most the RTO) that the tail probe and RACK wait for a
+# packet on a plane not heard of yet (``Recovery.unheard_due``)
+UNHEARD_SRTTS: Final = 4
 
 
 class Recovery:
@@ -178,7 +182,33 @@ class Recovery:
         # (a slow port's plane not heard of yet: its packets' serialisation more, as the plane
         # watch waits; timed by the fast planes, an all-to-all's short writes probed every
         # tail sent on a 10 Gb/s plane beside 100 Gb/s ones, fuzz seed 5151, draw 1984)
-        return at + int(self.plane_watch.unheard_lag(newest.ev >> PLANE_SHIFT))
+        at += int(self.plane_watch.unheard_lag(newest.ev >> PLANE_SHIFT))
+        unheard = self.unheard_due(newest)
+        return unheard if unheard > at else at
+
+    def unheard_due(self, rec: TxRecord) -> int:
+        """No sooner than this is ``rec`` lost by the tail probe or RACK when its plane has not
+        been heard of (no RTT sample of its own, no first copy acknowledged; 0 otherwise):
+        ``UNHEARD_SRTTS`` and the reorder window after it left, at most the RTO, and a slow
+        port's lag (``PlaneWatch.unheard_lag``). Nothing says how slow such a plane is, and
+        timed by the planes heard of, its packets were resent whenever it was slower inside
+        the fabric, where no port rate shows it: 471 of 660 tail probes and 211 of 902 RACK
+        and gap losses in the fuzzer's resends with nothing dropped (seeds 4242 and 5151), on
+        planes at 10-25 Gb/s beside 100. Seed 4242, draw 1542 (200 ns links, a plane at 10
+        Gb/s inside): its first packets were heard of 2.4 SRTTs after they left at the median,
+        and later as they queued behind each other, but probed at 1.3. Not longer: a dead
+        path's EV must still go within the five RTTs the fuzzer allows (waiting for the RTO
+        left a black-holed NIC link's EVs GOOD for 12-17 RTTs, seed 5151, draw 886). A dead
+        plane is still failed as a whole by the plane watch, whose wait this leaves alone."""
+        plane = rec.ev >> PLANE_SHIFT
+        rtt = self.rtt
+        srtt = rtt.srtt_ns
+        if srtt is None or rtt.heard_of(plane):
+            return 0
+        wait = int(UNHEARD_SRTTS * srtt) + self.reorder_window()
+        rto = self.rto_ns(backed_off=False)
+        sent = rec.left_ns if self._departures else rec.sent_ns
+        return sent + (wait if wait < rto else rto) + int(self.plane_watch.unheard_lag(plane))
 
     def tail_losses(self, now_ns: int) -> list[TxRecord]:
         """The tail probe fired: the newest packet sent an SRTT plus the reorder window ago is
@@ -336,7 +366,9 @@ class Recovery:
         plane = rec.ev >> PLANE_SHIFT
         own = rec.tx_order < self.rack_plane[plane]
         wait = self.plane_wait(plane)
-        return rack_due(self.rtt, rec, wait, own, self.reorder_window(), self._departures)
+        due = rack_due(self.rtt, rec, wait, own, self.reorder_window(), self._departures)
+        unheard = self.unheard_due(rec)
+        return unheard if unheard > due else due
 
     def plane_wait(self, plane: int) -> int:
         """How long after it left a packet on ``plane`` may still be delivered (``rack_due``)."""

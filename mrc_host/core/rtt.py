@@ -177,6 +177,14 @@ class RttEstimator:
         nic = self.nic
         return srtt * nic.slowdown(plane) if nic is not None else srtt
 
+    def heard_of(self, plane: int) -> bool:
+        """``plane`` has been heard of: a round trip of its own sampled, or a first copy sent on
+        it acknowledged (``heard_plane``). Not the NIC's other connections' samples: they go to
+        other destinations, and a plane slowed on its T0-T1 links is not slower to a host under
+        the same T0 (fuzz seed 4242, draw 1542: the NIC found the plane slowed inside the
+        fabric its fastest, from such a destination)."""
+        return self.plane_srtt[plane] is not None or self.plane_heard[plane] is not None
+
     def flat(self, plane: int) -> bool:
         """No queue builds: ``plane`` has its own samples and the round trips lately, and their
         variation, stay within 1/``FLAT_SHARE`` of the minimum (no queue but the propagation

@@ -200,6 +200,7 @@ def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
     r = make(reorder_window_ns=1_000, ack_delay_ns=3_000)
     r.rtt.sample(10_000)
     r.rtt.rttvar_ns = 0.0  # a settled estimate (its variation: at the end)
+    r.rtt.heard_plane(0, 10_000, 0, False)  # (heard of: see ``unheard_due``)
     a = send(r, 0, 0, 0)
     b = send(r, 1, 0, 5_000)  # the middle of a message: the peer may hold its SACK
     window = r.reorder_window()
@@ -219,6 +220,7 @@ def test_tail_probe_waits_for_the_newest_packets_sack() -> None:
     slow = make(reorder_window_ns=1_000, ack_delay_ns=30_000)
     slow.rtt.sample(10_000)
     slow.rtt.rttvar_ns = 0.0
+    slow.rtt.heard_plane(0, 10_000, 0, False)
     send(slow, 0, 0, 0)
     assert slow.tail_at(sending=False) == 20_000 + slow.reorder_window()  # RACK-TLP's 2 SRTT
     slow.rtt.rttvar_ns = 4_000.0  # unsettled: 4 RTTVAR more, an SRTT at most
@@ -369,6 +371,7 @@ def test_rack_counts_a_delivered_resend() -> None:
     probe or RTO)."""
     r = make(reorder_window_ns=1_000)
     r.rtt.sample(10_000)
+    r.rtt.heard_plane(0, 10_000, 0, False)  # (heard of: see ``unheard_due``)
     a = send(r, 0, 0, 0)
     b = send(r, 1, 1, 0)  # another EV of plane 0
     for rec, at in ((a, 20_000), (b, 20_500)):  # both guessed lost and resent
@@ -501,6 +504,8 @@ def test_the_tail_probe_is_due_a_round_trip_after_the_newest_packet_left() -> No
     SACKed at once, its SACK is due a round trip plus the reorder window after it left."""
     r = make(nic_departures=True, reorder_window_ns=100)
     r.rtt.sample(20_000)
+    for plane in (0, 1):
+        r.rtt.heard_plane(plane, 20_000, 0, False)  # (heard of: see ``unheard_due``)
     a = send(r, 0, 0, 0)
     b = transmit(r, packet(1, 100, Opcode.WRITE_LAST), PLANE1, 0)
     r.nic.on_departed(a, 500)

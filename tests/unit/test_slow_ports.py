@@ -27,6 +27,7 @@ from mrc_host.sim import scenario_file as sf
 from mrc_host.sim.fuzz import run_checked
 from mrc_host.wire.messages import Opcode
 from tests.unit.loss_rig import deliver, recovery, send
+from tests.unit.scenario_rig import one_job
 
 MTU = 4096
 
@@ -266,37 +267,11 @@ SLOW_FIRST = {
 }
 
 
-def _one_job(
-    name: str, seed: int, faults: list[str], shape: tuple[int, int, int, int, int], traffic: str
-) -> str:
-    """A scenario of one job: ``shape`` is (planes, T0s, T1s, hosts a T0, link delay in ns),
-    ``traffic`` the job's TOML lines."""
-    planes, t0, t1, per_t0, link_ns = shape
-    listed = ", ".join(f'"{f}"' for f in faults)
-    return f"""
-name = "{name}"
-seed = {seed}
-modes = ["mrc"]
-faults = [{listed}]
-
-[fabric]
-planes = {planes}
-t0 = {t0}
-t1 = {t1}
-hosts_per_t0 = {per_t0}
-link_delay = "{link_ns}ns"
-
-[[traffic]]
-name = "t0"
-{traffic}
-"""
-
-
 def _slow_plane_all_to_all(
     planes: int, t1: int, per_t0: int, hosts: list[int], size: int, slow: int, gbps: int, link_ns: int
 ) -> str:
     traffic = f'pattern = "all-to-all"\nhosts = {hosts}\nsize = {size}\nstart = "300600ns"'
-    return _one_job(
+    return one_job(
         "slow plane first window", 438, [f"rate={gbps}:p{slow}@0"], (planes, 2, t1, per_t0, link_ns), traffic
     )
 
@@ -330,7 +305,7 @@ def _slow_inside(
 ) -> str:
     faults = [f"rate={gbps}:p{slow}-t1_{k}@0" for k in range(t1)]
     traffic = f'pattern = "{pattern}"\nhosts = {hosts}\nsize = {size}\nstart = "0ns"'
-    return _one_job("slow inside", 641, faults, (planes, 3, t1, per_t0, 200), traffic)
+    return one_job("slow inside", 641, faults, (planes, 3, t1, per_t0, 200), traffic)
 
 
 @pytest.mark.parametrize("name", sorted(SLOW_INSIDE))
