@@ -46,7 +46,7 @@ Figure = tuple[str, float, bool]
 Runner = Callable[[int, dict[str, object]], list[Figure]]
 
 
-def slow_plane(name: str, rates: tuple[float, ...], where: str) -> Runner:
+def slow_plane(name: str, rates: tuple[float, ...], where: sim_slow_plane.Where) -> Runner:
     def run(seed: int, transport: dict[str, object]) -> list[Figure]:
         r = sim_slow_plane.case(name, rates, where, seed, transport)
         return [

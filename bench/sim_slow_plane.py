@@ -7,17 +7,18 @@ goodput at least 0.9 of the planes' summed capacity, each plane's share of the b
 0.05 of its share of the capacity) and never do worse than if the slow plane were dead.
 
 One connection, 21 us base RTT (2-8 planes x 4 T1, 2 T0), a write sized to last about 40
-RTTs at the planes' summed rate. A *mix* gives each plane's rate; *where* it is slow:
+RTTs at the planes' summed rate. A *mix* gives each plane's rate; *where* it is slow (one
+place for every slow plane, or one per plane for a mix of places):
 
 - ``plane``: every link of the plane, NIC links included (``rate=G:pK``);
 - ``nic``: only the two hosts' NIC links on the plane (the port speed at the NIC);
 - ``inside``: only the plane's T1 switches, each at the plane's rate over its T1 count (the
   spine layer then carries the plane's rate in all; the NIC links stay at line rate).
 
-Each case runs three times on a seed: as drawn, with every slow plane dead from the start
-(the sender's NIC port down: the alternative of not using it), and clean (every plane at
-line rate). Reported per case: goodput over capacity, the worst plane's share error, the
-time against the slow planes dead.
+Each case runs three times on a seed: as drawn, with every plane slower than the fastest
+dead from the start (the sender's NIC port down: the alternative of not using it; the planes
+kept stay as drawn), and clean (every plane at line rate). Reported per case: goodput over
+capacity, the worst plane's share error, the time against the slow planes dead.
 
     python -m bench.sim_slow_plane [--seeds 1-10] [--only NAME] [--json FILE]
         [--transport key=value ...]
@@ -43,8 +44,10 @@ T1 = 4
 GOODPUT_MIN = 0.9
 SHARE_TOL = 0.05
 
+Where = str | tuple[str, ...]  # one place for every slow plane, or one per plane
+
 # (name, each plane's rate in Gb/s, where the slow planes are slow)
-CASES: tuple[tuple[str, tuple[float, ...], str], ...] = (
+CASES: tuple[tuple[str, tuple[float, ...], Where], ...] = (
     ("2p_50_plane", (100, 50), "plane"),
     ("2p_50_nic", (100, 50), "nic"),
     ("2p_50_inside", (100, 50), "inside"),
@@ -58,18 +61,25 @@ CASES: tuple[tuple[str, tuple[float, ...], str], ...] = (
     ("8p_25_inside", (100, 25, 100, 100, 100, 100, 100, 100), "inside"),
     ("8p_two_50_plane", (100, 100, 50, 100, 100, 50, 100, 100), "plane"),
     ("8p_5_plane", (100, 100, 100, 5, 100, 100, 100, 100), "plane"),
+    ("2p_10_inside", (100, 10), "inside"),
+    ("8p_5_inside", (100, 100, 100, 5, 100, 100, 100, 100), "inside"),
+    # no plane at full rate: plane 0 slow inside, the other slow at its ports or everywhere
+    ("2p_60in_10nic", (60, 10), ("inside", "nic")),
+    ("2p_50in_75plane", (50, 75), ("inside", "plane")),
+    ("4p_mixed_where", (100, 50, 25, 10), ("plane", "inside", "nic", "inside")),
 )
 
 
-def slow_faults(rates: tuple[float, ...], where: str, src: int, dst: int, shape: FabricShape) -> list[str]:
+def slow_faults(rates: tuple[float, ...], where: Where, src: int, dst: int, shape: FabricShape) -> list[str]:
     """The fault specs that slow each plane below line rate, ``where`` it is slow."""
     out = []
     for k, g in enumerate(rates):
         if g >= LINE_GBPS:
             continue
-        if where == "plane":
+        at = where if isinstance(where, str) else where[k]
+        if at == "plane":
             out.append(f"rate={g:g}:p{k}@0")
-        elif where == "nic":
+        elif at == "nic":
             out += [f"rate={g:g}:h{src}-p{k}@0", f"rate={g:g}:h{dst}-p{k}@0"]
         else:
             out += [f"rate={g / shape.t1:g}:p{k}-t1_{j}@0" for j in range(shape.t1)]
@@ -78,12 +88,13 @@ def slow_faults(rates: tuple[float, ...], where: str, src: int, dst: int, shape:
 
 def run(
     rates: tuple[float, ...],
-    where: str,
+    where: Where,
     seed: int,
     variant: str = "slow",
     transport: dict[str, object] | None = None,
 ) -> dict[str, Any]:
-    """One transfer; ``variant``: ``slow`` (as drawn), ``dead`` (slow planes dead), ``clean``."""
+    """One transfer; ``variant``: ``slow`` (as drawn), ``dead`` (the planes slower than the
+    fastest dead, the others as drawn), ``clean``."""
     planes = len(rates)
     shape = FabricShape(planes=planes, t0=2, t1=T1, hosts_per_t0=1, link_delay_ns=link_delay_for_rtt(RTT_US))
     capacity = sum(rates)
@@ -93,7 +104,10 @@ def run(
     if variant == "slow":
         specs = slow_faults(rates, where, src, dst, shape)
     elif variant == "dead":
-        specs = [f"nic-down:h{src}-p{k}@0" for k, g in enumerate(rates) if g < LINE_GBPS]
+        top = max(rates)
+        kept = tuple(g if g >= top else LINE_GBPS for g in rates)
+        specs = [f"nic-down:h{src}-p{k}@0" for k, g in enumerate(rates) if g < top]
+        specs += slow_faults(kept, where, src, dst, shape)
     else:
         specs = []
     for s in specs:  # (before the flow, whose first packets leave as it is posted)
@@ -111,7 +125,7 @@ def run(
     goodput = size * 8 / elapsed if elapsed else 0.0
     cap = capacity if variant != "clean" else LINE_GBPS * planes
     if variant == "dead":
-        cap = sum(g for g in rates if g >= LINE_GBPS)
+        cap = sum(g for g in rates if g >= max(rates))
     share = [b / total for b in sent]
     cap_share = [g / capacity for g in rates]
     c = conn.sender.counters
@@ -128,7 +142,7 @@ def run(
 
 
 def case(
-    name: str, rates: tuple[float, ...], where: str, seed: int, transport: dict[str, object]
+    name: str, rates: tuple[float, ...], where: Where, seed: int, transport: dict[str, object]
 ) -> dict[str, Any]:
     slow = run(rates, where, seed, "slow", transport)
     dead = run(rates, where, seed, "dead", transport)

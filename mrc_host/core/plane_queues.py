@@ -22,6 +22,11 @@ not four times, incasts' planes differed enough to be cut, and lost more under a
 plane whose NIC port is slower than the others (``NicClock.slow``) is no reference: weighed
 by its port it holds a small share, and its short queue had an incast's fast planes cut.
 
+A plane so slow inside that its packets are resent before they are acknowledged (the plane
+watch failed it for its silence) has no first copy acknowledged first: the copies a D-SACK
+names as arriving late time it too (``Sender._time_late_copy``), or its weight stays where
+its first samples left it.
+
 One owner: the sender feeds the delays and applies the weights to the rotation
 (``EvSet.weigh_planes``); this table changes no other state.
 """

@@ -34,7 +34,7 @@ from mrc_host.wire.messages import (
 
 from .ack_echo import EchoQueue
 from .ack_effects import AckEffects
-from .acks import AckBook
+from .acks import AckBook, SackProof
 from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .blame import LossBlame
 from .cc_base import create_cc
@@ -234,6 +234,25 @@ class Sender:
         if moved:
             self._weigh()
 
+    def _time_late_copy(self, proof: SackProof, now_ns: int) -> None:
+        """A D-SACK named a copy that arrived after another (``SackProof.undone``): that copy's
+        round trip times its plane as a first copy's would (``PlaneQueueWeights``). A plane so
+        slow inside that it is failed for its silence has its first copies resent before their
+        acknowledgements come, so first copies alone never time it again (two planes, one at
+        10 Gb/s inside: its weight stayed at 0.83 for a whole 11 MB transfer, which ran at 0.42
+        of capacity). Timed by late copies only while no first copy had timed it for its own
+        round trip, a plane cut to its floor by one such sample grew back too slowly, and some
+        transfers took twice as long. Not on a slow port's plane: the round trip, from the
+        hand-over, holds the copy's wait at the port, which its port rate already weighs."""
+        plane = proof.echo_ev >> PLANE_SHIFT
+        slow = self.recovery.nic.slow
+        if proof.undo_rtt < 0 or slow >> plane & 1:
+            return
+        queues = self.queues
+        assert queues is not None
+        if queues.heard(plane, proof.undo_rtt, now_ns, slow):
+            self._weigh()
+
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
         """Send whatever the window and the EV set allow right now: resends first.
@@ -382,7 +401,11 @@ class Sender:
         self.echo.sack_received(s.echo_ts, s.echo_ev, s.meta.ev)
         packets = self.packets
         proof = self.acks.on_sack(s, packets.una, packets.nxt, now_ns)
-        if proof is None or not self.effects.apply_sack(proof, now_ns):
+        if proof is None:
+            return
+        if proof.undone and self.queues is not None:
+            self._time_late_copy(proof, now_ns)
+        if not self.effects.apply_sack(proof, now_ns):
             return
         for done in packets.passed(proof.cum):
             self._finish_packet(done, out)
