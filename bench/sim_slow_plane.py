@@ -63,6 +63,7 @@ CASES: tuple[tuple[str, tuple[float, ...], Where], ...] = (
     ("8p_5_plane", (100, 100, 100, 5, 100, 100, 100, 100), "plane"),
     ("2p_10_inside", (100, 10), "inside"),
     ("8p_5_inside", (100, 100, 100, 5, 100, 100, 100, 100), "inside"),
+    ("4p_two_5_inside", (100, 5, 5, 100), "inside"),
     # no plane at full rate: plane 0 slow inside, the other slow at its ports or everywhere
     ("2p_60in_10nic", (60, 10), ("inside", "nic")),
     ("2p_50in_75plane", (50, 75), ("inside", "plane")),

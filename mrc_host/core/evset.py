@@ -49,9 +49,10 @@ class EvSet(EvHeat):
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
-        only usable one; the planes in ``backed_up`` (a bit mask: slow NIC ports holding their
-        part of the backlog, ``Sender._slow_ports``) only when no other plane can take the
-        packet. Planes are weighed by their ports' rates where those differ (``weigh_planes``).
+        only usable one; the planes in ``backed_up`` (a bit mask, ``Sender._passed_planes``:
+        slow NIC ports holding their part of the backlog, planes whose packets would arrive
+        after the rest near the tail) only when no other plane can take the packet. Planes
+        are weighed by their ports' rates where those differ (``weigh_planes``).
         A path back from SKIP takes one packet until it is proven (``ev_scouts.py``); a penalty
         is over once its turns are served or at its time (``now_ns``). With no GOOD EV
         anywhere, the least bad option is an ASSUMED_BAD EV of an up plane (counted by the

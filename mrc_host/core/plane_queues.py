@@ -27,6 +27,11 @@ watch failed it for its silence) has no first copy acknowledged first: the copie
 names as arriving late time it too (``Sender._time_late_copy``), or its weight stays where
 its first samples left it.
 
+A cut plane's delay is its queue, which a packet sent onto it near the end of a transfer
+waits out while the other planes have nothing left to carry: ``late_at_tail`` names the
+held planes whose next packet would come last, and the rotation passes over them while
+another plane can take it, as over a slow port (``NicClock.late_at_tail``).
+
 One owner: the sender feeds the delays and applies the weights to the rotation
 (``EvSet.weigh_planes``); this table changes no other state.
 """
@@ -55,9 +60,10 @@ class PlaneQueueWeights:
         self._base = 0  # the shortest delay of any plane (0: none yet)
 
     def heard(self, plane: int, delay: int, now_ns: int, slow_ports: int = 0) -> bool:
-        """A first copy that left on ``plane`` was acknowledged ``delay`` after: True when the
-        plane's weight moved. ``slow_ports`` (a bit mask, ``NicClock.slow``): planes already
-        weighed down by their port's rate, no reference for the others' queues."""
+        """A first copy that left on ``plane``, or a late copy a D-SACK names, was acknowledged
+        ``delay`` after: True when the plane's weight moved. ``slow_ports`` (a bit mask,
+        ``NicClock.slow``): planes already weighed down by their port's rate, no reference for
+        the others' queues."""
         low = self._low
         d = self._delay[plane]
         d = float(delay) if not d else d + QUEUE_SMOOTH * (delay - d)
@@ -108,3 +114,37 @@ class PlaneQueueWeights:
             return False
         self.weights[plane] = w
         return True
+
+    def late_at_tail(self, unsent: int, window: float, slow_ports: int = 0) -> int:
+        """The held planes (a bit mask) whose next packet would be acknowledged after the
+        others have sent the ``unsent`` bytes left and theirs have been, by more than one of
+        their round trips: each plane timed by its smoothed delay; the others (not held and not
+        at a slow port, ``slow_ports``, a bit mask) by the quickest of them, each sending its
+        part of the ``window`` (by weight) once its round trip. Why: a held plane's delay is its queue, and
+        a packet sent onto it near the end of a transfer waits that queue out while the other
+        planes have nothing left to carry; the rotation passes over such planes while others
+        can take the packet. Its own acknowledgements go on timing it, so it comes back as its
+        queue drains."""
+        held = self.held
+        delays = self._delay
+        weights = self.weights
+        fast = -1.0
+        rate = 0.0  # (the others' bytes a nanosecond, per unit of the window)
+        total = 0.0
+        for p, d in enumerate(delays):
+            total += weights[p]
+            if d and not (held | slow_ports) >> p & 1:
+                rate += weights[p] / d
+                if fast < 0 or d < fast:
+                    fast = d
+        if fast < 0 or window <= 0:
+            return 0
+        # (later by less than another of their round trips is a tie: in an incast four of five
+        # planes, held at 8.7 us beside one at 5.4, were passed over for the last 60 KB, which
+        # went onto that one plane, its sender's NIC link flapping, and took 5 % longer)
+        done = 2 * fast + unsent * total / (window * rate)
+        mask = 0
+        for p, d in enumerate(delays):
+            if held >> p & 1 and d >= done:
+                mask |= 1 << p
+        return mask
