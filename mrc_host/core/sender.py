@@ -34,7 +34,7 @@ from mrc_host.wire.messages import (
 
 from .ack_echo import EchoQueue
 from .ack_effects import AckEffects
-from .acks import AckBook, SackProof
+from .acks import AckBook
 from .actions import Action, ConnectionFailed, MessageSent, Transmit
 from .blame import LossBlame
 from .cc_base import create_cc
@@ -45,7 +45,7 @@ from .evset import EvSet
 from .loss_response import LossResponse
 from .plane_queues import PlaneQueueWeights
 from .psn import PSN_HALF, psn_of, unwrap
-from .records import PLANE_SHIFT, Segment, TxRecord
+from .records import Segment, TxRecord
 from .recovery import Recovery
 from .sent import SentPackets
 from .writes import WriteQueue, packet_done
@@ -220,39 +220,6 @@ class Sender:
         held = queues.weights if queues is not None and queues.held else None
         self.evset.weigh_planes(nic.port_gbps if nic.slow else [], held)
 
-    def _time_planes(self, newly: list[TxRecord], now_ns: int) -> None:
-        """Each first copy acknowledged now times its plane, from when it left
-        (``PlaneQueueWeights``: any SACK's, as a slow plane's own come after the others' have
-        covered its packets); the rotation is weighed again if a plane's share moved."""
-        queues = self.queues
-        assert queues is not None
-        slow = self.recovery.nic.slow
-        moved = False
-        for rec in newly:
-            if rec.transmissions == 1:
-                moved = queues.heard(rec.ev >> PLANE_SHIFT, now_ns - rec.left_ns, now_ns, slow) or moved
-        if moved:
-            self._weigh()
-
-    def _time_late_copy(self, proof: SackProof, now_ns: int) -> None:
-        """A D-SACK named a copy that arrived after another (``SackProof.undone``): that copy's
-        round trip times its plane as a first copy's would (``PlaneQueueWeights``). A plane so
-        slow inside that it is failed for its silence has its first copies resent before their
-        acknowledgements come, so first copies alone never time it again (two planes, one at
-        10 Gb/s inside: its weight stayed at 0.83 for a whole 11 MB transfer, which ran at 0.42
-        of capacity). Timed by late copies only while no first copy had timed it for its own
-        round trip, a plane cut to its floor by one such sample grew back too slowly, and some
-        transfers took twice as long. Not on a slow port's plane: the round trip, from the
-        hand-over, holds the copy's wait at the port, which its port rate already weighs."""
-        plane = proof.echo_ev >> PLANE_SHIFT
-        slow = self.recovery.nic.slow
-        if proof.undo_rtt < 0 or slow >> plane & 1:
-            return
-        queues = self.queues
-        assert queues is not None
-        if queues.heard(plane, proof.undo_rtt, now_ns, slow):
-            self._weigh()
-
     # ---- transmission -------------------------------------------------------------------
     def pump(self, now_ns: int, out: list[Action]) -> None:
         """Send whatever the window and the EV set allow right now: resends first.
@@ -413,15 +380,21 @@ class Sender:
         proof = self.acks.on_sack(s, packets.una, packets.nxt, now_ns)
         if proof is None:
             return
-        if proof.undone and self.queues is not None:
-            self._time_late_copy(proof, now_ns)
+        queues = self.queues  # (the planes' queues time them: ``PlaneQueueWeights``)
+        nic = self.recovery.nic
+        if (
+            proof.undone
+            and queues is not None
+            and queues.heard_late_copy(proof.echo_ev, proof.undo_rtt, now_ns, nic.slow)
+        ):
+            self._weigh()
         if not self.effects.apply_sack(proof, now_ns):
             return
         for done in packets.passed(proof.cum):
             self._finish_packet(done, out)
         self.recovery.on_progress(now_ns, bool(proof.newly))
-        if self.queues is not None:
-            self._time_planes(proof.newly, now_ns)
+        if queues is not None and queues.heard_first_copies(proof.newly, now_ns, nic.slow):
+            self._weigh()
         self.congestion.on_ack(proof.acked_bytes, proof.rtt, proof.ecn, now_ns, proof.port_wait)
         down = self.evset.set_peer_ports(s.port_status)
         if down:

@@ -9,7 +9,7 @@ weights (``plane_queues.py``), fed only by first copies acknowledged, never saw 
 again: plane 1 kept 0.83 of its share of the rotation, its T1 links trimmed, and the
 transfer ran at 0.42 of capacity, twice as long as with plane 1 dead. The late first copies
 do arrive, and the receiver reports each as a duplicate: that D-SACK now times the plane
-too (``Sender._time_late_copy``).
+too (``PlaneQueueWeights.heard_late_copy``).
 """
 
 from __future__ import annotations
