@@ -50,6 +50,7 @@ from controller.proto.mrc.controller.v1 import controller_pb2_grpc as pb_grpc
 from mrc_fabric.p4_contract import read_pipeline
 from mrc_fabric.p4info import P4InfoIndex, load_p4info
 from mrc_fabric.p4names import missing_contract_names
+from mrc_fabric.stop_wait import wait_for_stop
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.topology import Topology, TopologyError
 from mrc_p4rt.channel import CONTROLLER_ELECTION_ID
@@ -578,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             counts = core.install_routes()
             log.info("installed %d entries", sum(counts.values()))
-    stop.wait()
+    wait_for_stop(stop)  # (not ``stop.wait()``: a signal another thread takes would not wake it)
     service.close()
     server.stop(grace=1).wait()
     core.stop()

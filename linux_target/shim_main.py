@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from mrc_fabric.p4info import P4INFO_PATH
+from mrc_fabric.stop_wait import wait_for_stop
 from mrc_fabric.thread_errors import install as install_thread_errors
 from mrc_fabric.time_scale import ENV as TIME_SCALE_ENV
 from mrc_fabric.time_scale import scaled
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     signal.signal(signal.SIGUSR1, namespace_going)
-    stop.wait()
+    wait_for_stop(stop)  # (not ``stop.wait()``: a signal another thread takes would not wake it)
     if going.is_set():
         # routes, neighbours, nft tables, qdiscs and BPF programs all go with the namespace;
         # a whole fabric's shims exit at once, so not even the interpreter's own teardown

@@ -14,7 +14,10 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from pathlib import Path
+
+from mrc_fabric.stop_wait import wait_for_stop
 
 DEFAULT_RUN = Path("runs/latest")
 
@@ -110,10 +113,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _wait() -> None:
-    """Until Ctrl-C or SIGTERM (both end the server the same way)."""
+    """Until Ctrl-C or SIGTERM (both end the server the same way). Not ``signal.pause()``:
+    a signal the server's thread takes would not wake it (``mrc_fabric.stop_wait``)."""
     signal.signal(signal.SIGTERM, _interrupt)
-    while True:
-        signal.pause()
+    wait_for_stop(threading.Event())  # (set by no one: the handler's KeyboardInterrupt ends it)
 
 
 if __name__ == "__main__":
