@@ -68,6 +68,8 @@ CASES: tuple[tuple[str, tuple[float, ...], Where], ...] = (
     ("2p_60in_10nic", (60, 10), ("inside", "nic")),
     ("2p_50in_75plane", (50, 75), ("inside", "plane")),
     ("4p_mixed_where", (100, 50, 25, 10), ("plane", "inside", "nic", "inside")),
+    # no plane at full rate, the one beside the plane slowed inside at a slow port
+    ("2p_5in_75plane", (5, 75), ("inside", "plane")),
 )
 
 

@@ -21,6 +21,8 @@ the reference is the least queued plane, and the margin grows with it (at half t
 not four times, incasts' planes differed enough to be cut, and lost more under a fault). A
 plane whose NIC port is slower than the others (``NicClock.slow``) is no reference: weighed
 by its port it holds a small share, and its short queue had an incast's fast planes cut.
+Unless every other plane is at a slow port: then they are, or a plane slowed inside beside
+them has nothing to measure against and keeps its full share (``_least_queue``).
 
 A plane so slow inside that its packets are resent before they are acknowledged (the plane
 watch failed it for its silence) has no first copy acknowledged first: the copies a D-SACK
@@ -30,7 +32,8 @@ its first samples left it.
 A cut plane's delay is its queue, which a packet sent onto it near the end of a transfer
 waits out while the other planes have nothing left to carry: ``late_at_tail`` names the
 held planes whose next packet would come last, and the rotation passes over them while
-another plane can take it, as over a slow port (``NicClock.late_at_tail``).
+another plane can take it, as over a slow port (``NicClock.late_at_tail``), and gives it to
+a slow port holding its backlog before them.
 
 One owner: the sender feeds the delays and applies the weights to the rotation
 (``EvSet.weigh_planes``); this table changes no other state.
@@ -77,15 +80,7 @@ class PlaneQueueWeights:
         queue = d - low[plane]
         if queue <= self._base * QUEUE_MARGIN and self.weights[plane] >= 1.0:
             return False  # (no cut without a queue past the margin, no growth at full share)
-        least = queue
-        if slow_ports >> plane & 1:
-            least = -1.0  # (the least among the other planes)
-        for p in range(len(low)):
-            if p == plane or not low[p] or slow_ports >> p & 1:
-                continue
-            q = self._delay[p] - low[p]
-            if q < least or least < 0:
-                least = q
+        least = self._least_queue(plane, queue, slow_ports)
         if least < 0:
             return False  # (no plane at full rate to measure against)
         margin = self._base * QUEUE_MARGIN + least * QUEUE_SHARE
@@ -117,6 +112,28 @@ class PlaneQueueWeights:
         self.weights[plane] = w
         return True
 
+    def _least_queue(self, plane: int, queue: float, slow_ports: int) -> float:
+        """The least queue of ``plane`` (its own ``queue``, unless its port is slow) and the
+        other planes timed, leaving out those at a slow port (``slow_ports``, a bit mask) while
+        any other plane is not at one; -1.0: none to measure against. Why the slow ports when
+        no other plane is outside them: a plane slowed inside beside planes at slow ports only
+        had no reference, kept its full share, and held a queue 1.6 ms deep (5 Gb/s inside
+        beside 75 at the port: 3.4 x as long as with it dead)."""
+        low = self._low
+        least = -1.0 if slow_ports >> plane & 1 else queue
+        others = 0  # (the other planes not at a slow port, timed or not)
+        for p in range(len(low)):
+            if p != plane and not slow_ports >> p & 1:
+                others |= 1 << p
+        passed = slow_ports if others else 0
+        for p in range(len(low)):
+            if p == plane or not low[p] or passed >> p & 1:
+                continue
+            q = self._delay[p] - low[p]
+            if q < least or least < 0:
+                least = q
+        return least
+
     def heard_first_copies(self, newly: list[TxRecord], now_ns: int, slow_ports: int) -> bool:
         """Each first copy acknowledged now times its plane, from when it left (by any SACK:
         a slow plane's own come after the others' have covered its packets): True when a
@@ -143,28 +160,37 @@ class PlaneQueueWeights:
             return False
         return self.heard(plane, rtt, now_ns, slow_ports)
 
-    def late_at_tail(self, unsent: int, window: float, slow_ports: int = 0) -> int:
-        """The held planes (a bit mask) whose next packet would be acknowledged after the
-        others have sent the ``unsent`` bytes left and theirs have been, by more than one of
-        their round trips: each plane timed by its smoothed delay; the others (not held and not
-        at a slow port, ``slow_ports``, a bit mask) by the quickest of them, each sending its
-        part of the ``window`` (by weight) once its round trip. Why: a held plane's delay is its queue, and
-        a packet sent onto it near the end of a transfer waits that queue out while the other
-        planes have nothing left to carry; the rotation passes over such planes while others
-        can take the packet. Its own acknowledgements go on timing it, so it comes back as its
-        queue drains."""
-        held = self.held
-        delays = self._delay
-        weights = self.weights
+    def _finishers(self, passed: int) -> tuple[float, float]:
+        """Of the timed planes not in ``passed`` (a bit mask): the shortest delay (-1.0: none)
+        and their summed rate, in window shares a nanosecond (``weights[p] / delay``)."""
         fast = -1.0
-        rate = 0.0  # (the others' bytes a nanosecond, per unit of the window)
-        total = 0.0
-        for p, d in enumerate(delays):
-            total += weights[p]
-            if d and not (held | slow_ports) >> p & 1:
+        rate = 0.0
+        weights = self.weights
+        for p, d in enumerate(self._delay):
+            if d and not passed >> p & 1:
                 rate += weights[p] / d
                 if fast < 0 or d < fast:
                     fast = d
+        return fast, rate
+
+    def late_at_tail(self, unsent: int, window: float, slow_ports: int = 0) -> int:
+        """The held planes (a bit mask) whose next packet would be acknowledged after the
+        others have sent the ``unsent`` bytes left and theirs have been, by more than one of
+        their round trips: each plane timed by its smoothed delay; the others (not held and
+        not at a slow port, ``slow_ports``, a bit mask; with none such, those not held) by the
+        quickest of them, each sending its part of the ``window`` (by weight) once its round
+        trip. Why: a held plane's delay is its queue, and a packet sent onto it near the end
+        of a transfer waits that queue out while the other planes have nothing left to carry;
+        the rotation passes over such planes while others can take the packet, and takes a
+        slow port's backlog before them (``EvSet.next_data_ev``'s ``late``). Its own
+        acknowledgements go on timing it, so it comes back as its queue drains."""
+        held = self.held
+        delays = self._delay
+        weights = self.weights
+        total = sum(weights)
+        fast, rate = self._finishers(held | slow_ports)
+        if fast < 0:  # (every other plane at a slow port: those finish first)
+            fast, rate = self._finishers(held)
         if fast < 0 or window <= 0:
             return 0
         # (later by less than another of their round trips is a tie: in an incast four of five

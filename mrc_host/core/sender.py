@@ -298,36 +298,37 @@ class Sender:
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            passed = self._passed_planes()
-            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns, passed), exclude, now_ns)
+            passed, late = self._passed_planes()
+            ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns, passed, late), exclude, now_ns)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:
                 self.counters.last_resort_sends += 1
         return ev
 
-    def _passed_planes(self) -> int:
+    def _passed_planes(self) -> tuple[int, int]:
         """The planes (a bit mask) the rotation passes over while others can take the packet:
         those whose NIC port is slower than the others (``NicClock.slow``) once they hold their
         part of the backlog, and near the tail those whose packets would arrive after the rest:
         slow ports (``NicClock.late_at_tail``: 8 planes, one at 5 Gb/s, took 1.03 x as long as
         with that plane dead, waiting for its last packets) and planes the queue weights hold
         (``PlaneQueueWeights.late_at_tail``: 4 planes, two at 5 Gb/s inside, sent their last
-        packets onto queues 700 us deep, and took 2.2 x as long as with those planes dead)."""
+        packets onto queues 700 us deep, and took 2.2 x as long as with those planes dead).
+        Second, the held planes among them, which take a packet after the others passed."""
         recovery = self.recovery
         nic = recovery.nic
         queues = self.queues
         held = queues.held if queues is not None else 0
         if not nic.slow and not held:
-            return 0
+            return 0, 0
         unsent = self.writes.unsent()
-        mask = 0
+        mask = late = 0
         if nic.slow:
             delays = [recovery.rtt.of_plane(p) for p in range(self.evset.planes)]
             mask = nic.backed_up() | nic.late_at_tail(unsent, delays)
         if held and queues is not None:
-            mask |= queues.late_at_tail(unsent, self.congestion.cwnd, nic.slow)
-        return mask
+            late = queues.late_at_tail(unsent, self.congestion.cwnd, nic.slow)
+        return mask | late, late
 
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
         """At the tail a resend goes twice, the second on another plane (``EvTable.fresh_ev``) if the

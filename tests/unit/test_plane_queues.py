@@ -68,6 +68,29 @@ def test_a_plane_weighed_by_its_slow_port_is_no_reference() -> None:
         assert q.weights[1] == q.weights[2] == q.weights[3]
 
 
+def test_a_plane_slowed_inside_beside_slow_ports_only_is_cut_against_them() -> None:
+    """Two planes, one at 5 Gb/s inside, the other at 75 at its port: with no other plane
+    outside the slow ports, the slow plane had nothing to measure its queue against, kept
+    its full share and held a queue 1.6 ms deep (3.4 x as long as with it dead). The slow
+    ports are its reference then; while another plane outside them is still to be timed,
+    they are not (a plane cut against a slow port before its sibling was timed had 4 planes
+    at 50/25/5/50 Gb/s take 1.29 x as long as with the slow ones dead, against 1.14)."""
+    q = PlaneQueueWeights(2)
+    _warm(q)
+    for k in range(40):
+        q.heard(1, BASE, 1_000 + k, 1 << 1)
+        q.heard(0, 4 * BASE, 1_000 + k, 1 << 1)
+    assert q.weights[0] < 0.6 and q.held == 1
+    assert q.weights[1] == 1.0
+    q = PlaneQueueWeights(3)  # plane 2, at full rate at its port, not timed yet
+    q.heard(0, BASE, 0, 1 << 1)
+    q.heard(1, BASE, 0, 1 << 1)
+    for k in range(40):
+        q.heard(1, BASE, 1_000 + k, 1 << 1)
+        q.heard(0, 4 * BASE, 1_000 + k, 1 << 1)
+    assert q.weights == [1.0] * 3 and q.held == 0
+
+
 def test_a_slow_port_is_still_cut_by_a_queue_the_others_lack() -> None:
     """A plane slow at its port and slower still inside: its queue is judged against the
     full-rate planes' like any other's."""
@@ -119,3 +142,15 @@ def test_the_rotation_gives_a_weighed_down_plane_its_share_of_bytes_in_flight() 
     assert load[0] == load[2] == load[3]
     s.weigh_planes([], None)
     assert s.plane_weight is None  # no queue: planes alike, as before
+
+
+def test_with_every_plane_passed_a_late_held_plane_goes_after_a_backed_up_port() -> None:
+    """Every plane passed over (slow ports holding their backlog, a held plane late at the
+    tail): the packet went to the least loaded of them, the held plane, whose queue it then
+    waited out after the rest. A port's backlog drains in its own time: it goes first."""
+    for late, held_plane_picked in ((0, True), (1, False)):
+        s = EvSet(TransportConfig(), PathSpace(4, 4), random.Random(3))
+        s.plane_load[:] = [0, 8192, 8192, 8192]  # plane 0 the least loaded
+        ev = s.next_data_ev(now_ns=0, backed_up=0b1111, late=late)
+        assert ev is not None
+        assert (ev >> PLANE_SHIFT == 0) is held_plane_picked

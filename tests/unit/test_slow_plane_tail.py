@@ -38,11 +38,40 @@ def test_a_held_plane_is_late_only_when_the_others_would_finish_first() -> None:
     assert q.late_at_tail(64 << 20, 1 << 20) == 0  # 64 MiB left: 1.35 ms, plane 1's 0.52 ms is sooner
 
 
+def test_slow_ports_finish_first_when_every_other_plane_is_one() -> None:
+    """A plane slowed inside beside slow ports only: they carry the tail (two planes, 5 Gb/s
+    inside and 75 at the port, took 3.4 x as long as with the slow one dead)."""
+    q = _held_plane_1()
+    assert q.late_at_tail(64 << 10, 1 << 20, slow_ports=0b1101) == 0b10
+    assert q.late_at_tail(64 << 20, 1 << 20, slow_ports=0b1101) == 0
+
+
 def test_no_plane_is_late_without_a_plane_to_finish_first() -> None:
     q = _held_plane_1()
-    assert q.late_at_tail(64 << 10, 1 << 20, slow_ports=0b1101) == 0  # the others: slow ports
     assert q.late_at_tail(64 << 10, 0) == 0  # no window yet
     assert PlaneQueueWeights(4).late_at_tail(0, 1 << 20) == 0  # no plane held
+
+
+@pytest.mark.parametrize(
+    ("rates", "where"),
+    [
+        # on main: of capacity, x the time with the slower planes dead
+        ((5, 75), ("inside", "plane")),  # 0.26, 3.46 x
+        ((10, 75), ("inside", "plane")),  # 0.71, 1.18 x
+        ((5, 10, 75, 50), ("inside", "nic", "nic", "plane")),  # 0.30, 1.72 x
+        ((10, 25, 50, 75), ("inside", "nic", "nic", "plane")),  # 0.41, 1.08 x
+    ],
+)
+def test_a_plane_slow_inside_beside_slow_ports_only_is_weighed_and_passed_at_the_tail(
+    rates: tuple[float, ...], where: sim_slow_plane.Where
+) -> None:
+    """No plane at full rate, every plane but those slowed inside at a slow port."""
+    slow = sim_slow_plane.run(rates, where, seed=1)
+    dead = sim_slow_plane.run(rates, where, seed=1, variant="dead")
+    assert slow["completed"]
+    assert slow["of_capacity"] >= 0.8
+    assert slow["share_error"] <= 2 * sim_slow_plane.SHARE_TOL
+    assert slow["time_us"] <= 1.05 * dead["time_us"]
 
 
 @pytest.mark.parametrize(
