@@ -30,6 +30,19 @@ def _held_plane_1() -> PlaneQueueWeights:
     return q
 
 
+def _near_capacity_and_never_slower_than_dead(
+    rates: tuple[float, ...], where: sim_slow_plane.Where, share_tol: float
+) -> None:
+    """At 0.8 of capacity or more, shares within ``share_tol``, within 5 % of the time the
+    transfer takes with the slower planes dead."""
+    slow = sim_slow_plane.run(rates, where, seed=1)
+    dead = sim_slow_plane.run(rates, where, seed=1, variant="dead")
+    assert slow["completed"]
+    assert slow["of_capacity"] >= 0.8
+    assert slow["share_error"] <= share_tol
+    assert slow["time_us"] <= 1.05 * dead["time_us"]
+
+
 def test_a_held_plane_is_late_only_when_the_others_would_finish_first() -> None:
     q = _held_plane_1()
     assert q.held == 0b10
@@ -65,13 +78,9 @@ def test_no_plane_is_late_without_a_plane_to_finish_first() -> None:
 def test_a_plane_slow_inside_beside_slow_ports_only_is_weighed_and_passed_at_the_tail(
     rates: tuple[float, ...], where: sim_slow_plane.Where
 ) -> None:
-    """No plane at full rate, every plane but those slowed inside at a slow port."""
-    slow = sim_slow_plane.run(rates, where, seed=1)
-    dead = sim_slow_plane.run(rates, where, seed=1, variant="dead")
-    assert slow["completed"]
-    assert slow["of_capacity"] >= 0.8
-    assert slow["share_error"] <= 2 * sim_slow_plane.SHARE_TOL
-    assert slow["time_us"] <= 1.05 * dead["time_us"]
+    """No plane at full rate, every plane but those slowed inside at a slow port (shares
+    within twice the bench's tolerance: 5 beside 75 is off by 0.068)."""
+    _near_capacity_and_never_slower_than_dead(rates, where, 2 * sim_slow_plane.SHARE_TOL)
 
 
 @pytest.mark.parametrize(
@@ -90,9 +99,4 @@ def test_a_plane_slow_inside_beside_slow_ports_only_is_weighed_and_passed_at_the
 def test_a_plane_slow_inside_takes_no_packet_that_would_come_last(
     rates: tuple[float, ...], where: sim_slow_plane.Where
 ) -> None:
-    slow = sim_slow_plane.run(rates, where, seed=1)
-    dead = sim_slow_plane.run(rates, where, seed=1, variant="dead")
-    assert slow["completed"]
-    assert slow["of_capacity"] >= 0.8
-    assert slow["share_error"] <= sim_slow_plane.SHARE_TOL
-    assert slow["time_us"] <= 1.05 * dead["time_us"]
+    _near_capacity_and_never_slower_than_dead(rates, where, sim_slow_plane.SHARE_TOL)
