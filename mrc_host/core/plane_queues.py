@@ -121,10 +121,7 @@ class PlaneQueueWeights:
         beside 75 at the port: 3.4 x as long as with it dead)."""
         low = self._low
         least = -1.0 if slow_ports >> plane & 1 else queue
-        others = 0  # (the other planes not at a slow port, timed or not)
-        for p in range(len(low)):
-            if p != plane and not slow_ports >> p & 1:
-                others |= 1 << p
+        others = ((1 << len(low)) - 1) & ~slow_ports & ~(1 << plane)  # (timed or not)
         passed = slow_ports if others else 0
         for p in range(len(low)):
             if p == plane or not low[p] or passed >> p & 1:
@@ -185,9 +182,7 @@ class PlaneQueueWeights:
         slow port's backlog before them (``EvSet.next_data_ev``'s ``late``). Its own
         acknowledgements go on timing it, so it comes back as its queue drains."""
         held = self.held
-        delays = self._delay
-        weights = self.weights
-        total = sum(weights)
+        total = sum(self.weights)
         fast, rate = self._finishers(held | slow_ports)
         if fast < 0:  # (every other plane at a slow port: those finish first)
             fast, rate = self._finishers(held)
@@ -198,7 +193,7 @@ class PlaneQueueWeights:
         # went onto that one plane, its sender's NIC link flapping, and took 5 % longer)
         done = 2 * fast + unsent * total / (window * rate)
         mask = 0
-        for p, d in enumerate(delays):
+        for p, d in enumerate(self._delay):
             if held >> p & 1 and d >= done:
                 mask |= 1 << p
         return mask

@@ -317,17 +317,16 @@ class Sender:
         Second, the held planes among them, which take a packet after the others passed."""
         recovery = self.recovery
         nic = recovery.nic
-        queues = self.queues
-        held = queues.held if queues is not None else 0
-        if not nic.slow and not held:
+        holding = self.queues if self.queues is not None and self.queues.held else None
+        if not nic.slow and holding is None:
             return 0, 0
         unsent = self.writes.unsent()
         mask = late = 0
         if nic.slow:
             delays = [recovery.rtt.of_plane(p) for p in range(self.evset.planes)]
             mask = nic.backed_up() | nic.late_at_tail(unsent, delays)
-        if held and queues is not None:
-            late = queues.late_at_tail(unsent, self.congestion.cwnd, nic.slow)
+        if holding is not None:  # (the queue weights hold a plane)
+            late = holding.late_at_tail(unsent, self.congestion.cwnd, nic.slow)
         return mask | late, late
 
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
