@@ -2,13 +2,13 @@
 (ASSUMED_BAD) EVs back.
 
 A retired path is probed every ``retired_probe_interval_ns`` (a flapping one first waits
-2**flaps ``probe_interval_ns``: see ``EvSet``); ``probe_successes_to_restore`` answers in a
-row bring it and its path siblings back, K probes at once (each on its own EV of the path),
-so K answers take one round trip. A GOOD EV that carried something and has not proved to work within an
-interval gets a liveness probe; one left
-unanswered for the probe timeout retires it. That is how an endpoint that only sends SACKs
-(no data of its own, so no acknowledgements to learn from) finds a dead reverse path when
-nothing faster does.
+2**flaps ``probe_interval_ns``, capped by how long it last stayed up: see ``EvSet``);
+``probe_successes_to_restore`` answers in a row bring it and its path siblings back, K probes
+at once (each on its own EV of the path), so K answers take one round trip. A GOOD EV that
+carried something and has not proved to work within an interval gets a liveness probe; one
+left unanswered for the probe timeout retires it. That is how an endpoint that only sends
+SACKs (no data of its own, so no acknowledgements to learn from) finds a dead reverse path
+when nothing faster does.
 """
 
 from __future__ import annotations

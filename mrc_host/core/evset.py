@@ -11,7 +11,8 @@ Loss retires no EV once only ``ev_min_active`` usable EVs are left (OCP's floor)
 that, loss is more likely everywhere than on one path. An ECN/trim mark heats the EV's
 path, and a repeat makes it sit out turns of the rotation (``ev_heat.py``). An EV that
 fails again soon after probes restored it is flapping: it waits 2**flaps probe
-intervals before it is probed again.
+intervals before it is probed again, at most half as long as it last stayed up once that
+was a few round trips (``EvTable._flap_wait``).
 
 The data rotation picks a plane first -- the up plane with the fewest bytes in flight, so
 planes carry equally while they are healthy, each weighed by its port's rate and by the

@@ -248,6 +248,30 @@ def test_restored_ev_failing_again_soon_waits_longer() -> None:
     assert s.entries[ev].next_probe_ns == t + 50_000
 
 
+def test_a_flapping_ev_that_stayed_up_waits_at_most_half_that_for_its_probe() -> None:
+    """Defect (issue 66 item 2): a flapping EV waited 2**flaps probe intervals however long it
+    had stayed up, and a T0-T1 link flapping every 200 us (up 200, down 200) carried 0.14 of
+    its siblings' bytes where it was up half the time. One that fails as soon as it is back
+    (under a few round trips up) is still damped as before."""
+    s = make(planes=1, t1=4, max_evs=2, backup_evs_per_plane=2, probe_interval_ns=100_000,
+             probe_successes_to_restore=1, flap_window_ns=10_000_000)  # fmt: skip
+    rtt = s.cfg.cc.base_rtt_ns
+    ev = s.active_evs()[0]
+
+    def restore(t: int) -> None:
+        ((pev, pid),) = prober(s).due_probes(s.entries[ev].next_probe_ns)
+        assert prober(s).probe_acked(pev, pid, t)
+
+    s.retire(ev, "loss", 0)
+    restore(1_000)
+    s.retire(ev, "loss", 1_000 + 30 * rtt)  # up 30 round trips: a flap (flaps 1), worth its use
+    assert s.entries[ev].next_probe_ns - (1_000 + 30 * rtt) == min(200_000, 15 * rtt)
+    t = s.entries[ev].next_probe_ns + 1
+    restore(t)
+    s.retire(ev, "loss", t + rtt)  # back for one round trip: damped in full (flaps 2)
+    assert s.entries[ev].next_probe_ns - (t + rtt) == 400_000
+
+
 def test_liveness_probe_id_does_not_survive_retire() -> None:
     """Defect (issue 10): an EV restored by probes was retired again at the next liveness tick."""
     s = make(planes=1, t1=4, max_evs=2, backup_evs_per_plane=2, probe_interval_ns=100,
