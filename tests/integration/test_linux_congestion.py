@@ -7,9 +7,12 @@ uplink of the sender's T0 in plane 0 is slowed and given a low trim threshold be
 controller's back (the egress program's map, as E9 does), so the data the sender sprays onto
 that path meets a queue and is trimmed. "Slow" is relative to the sender: the path gets at
 most an eighth of its share of what this machine's agents move (10 Mbit/s where they move
-hundreds; far less in a slow VM), measured by the same transfer without the slowing, which
-also gives the path's share of the data when nothing is slow — the figure the steering is
-judged against.
+hundreds; far less in a slow VM), measured by the same transfer without the slowing.
+
+The steering is judged against the path's nominal share, the fraction of the sender's EVs
+that cross it: what a sprayer that ignores trims keeps sending there. The share the unslowed
+transfer happens to give the path is no yardstick: the fabric's own congestion control moves
+it from a quarter of the nominal share to a little over it from one run to the next.
 """
 
 from __future__ import annotations
@@ -101,8 +104,8 @@ def test_trimmed_frames_are_nacked_and_resent_on_other_evs(tb: Any) -> None:
     # queue behind the slow port can still be declared lost and retire an EV; not asserted here)
     assert int(summary.get("retransmissions", 0)) >= trims_seen, summary
     # most of the data went around the slow path (the resends included): its share of DATA is
-    # at most half what it carried when nothing was slow (a sprayer that ignores trims keeps it)
+    # at most half its nominal share (a sprayer that ignores trims keeps all of it)
     sent_slow, sent_other = sent(before, after)
-    share, base_share = sent_slow / (sent_slow + sent_other), base_slow / (base_slow + base_other)
+    share, nominal = sent_slow / (sent_slow + sent_other), len(slowed) / len(after)
     figures = (rate, base_slow, base_other, sent_slow, sent_other)
-    assert share < base_share / 2, f"slowed path's share {share:.3f}, {base_share:.3f} unslowed: {figures}"
+    assert share < nominal / 2, f"slowed path's share {share:.3f} of nominal {nominal:.3f}: {figures}"
