@@ -12,10 +12,14 @@ and up for ``period`` from 100 us on, to the job's end. Per seed: the job time a
 same run without the flap, per down phase the loss against the floor (``fuzz_observe``'s
 floor, per connection: its packets that entered the link in its base RTT before), the
 share of bytes the link carried in its up phases against its siblings', and the "plane
-failed" verdicts.
+failed" verdicts. Beside each seed, the same job with the link down from the flap's start to
+the end: where one T0's hosts all send across the fabric at line rate, the link's absence
+alone costs 1.1-1.2 x, so a 1:1 flap cannot cost less than about half that excess, and the
+``over_half_down`` figure (the job time less 1 + half that excess) is what finding the link
+dead and back costs (``--no-reference`` skips that third run).
 
     python -m bench.sim_flap [--seeds 1-10] [--period 500us] [--size 16MiB] [--link p0-t0_0-t1_1]
-        [--json FILE] [--transport key=value ...]
+        [--no-reference] [--json FILE] [--transport key=value ...]
 """
 
 from __future__ import annotations
@@ -52,8 +56,10 @@ def run(
     link: str,
     flap: bool = True,
     transport: dict[str, object] | None = None,
+    fault: str = "flap",
 ) -> dict[str, Any]:
-    """One run of the permutation (``flap``: with the link flapping)."""
+    """One run of the permutation (``flap``: with the link flapping, or with ``fault`` "down":
+    down from the same start to the end)."""
     s = shape()
     net = Network(s, seed, payload="virtual")
     pairs = permutation_pairs(list(range(s.hosts)), random.Random(seed))
@@ -61,7 +67,8 @@ def run(
         net, Job("perm", "permutation", 0), FlowSpec("x", 0, 0, transport=dict(transport or {})), pairs, size
     )
     if flap:
-        net.add_fault(parse_fault(f"flap={period_ns}ns:{link}@{START_US}us", 0))
+        kind = f"flap={period_ns}ns" if fault == "flap" else fault
+        net.add_fault(parse_fault(f"{kind}:{link}@{START_US}us", 0))
     obs = Observer(net, [job], sample_rtt=False)
     obs.arm()
     plane_failed = [0]
@@ -78,7 +85,7 @@ def run(
             1 for e in c.ev_timeline if e["side"] == "sender" and e["reason"] == "plane failed"
         )
     out["plane_failed_evs"] = plane_failed[0]
-    if not flap:
+    if not flap or fault != "flap":
         return out
     phases = []
     for f in obs.observations()["failures"]:
@@ -115,14 +122,25 @@ def up_share(net: Network, link: str, period_ns: int) -> float | None:
     return round(mine / mean, 4) if mean else None
 
 
-def seed_row(seed: int, period_ns: int, size: int, link: str, transport: dict[str, object]) -> dict[str, Any]:
+def seed_row(
+    seed: int, period_ns: int, size: int, link: str, transport: dict[str, object], reference: bool = False
+) -> dict[str, Any]:
+    """One seed's figures; with ``reference``, also the job time with the link down from the
+    flap's start to the end (``down_jct_ratio``). Half of its excess over 1 is about the least a
+    1:1 flap can cost: what the link's absence costs while it is down, with nothing lost to
+    finding it dead or back."""
     flap = run(seed, period_ns, size, link, True, transport)
     clean = run(seed, period_ns, size, link, False, transport)
     jct = flap["jct_us"] / clean["jct_us"] if clean["jct_us"] else None
     phases = flap["phases"]
+    down: dict[str, Any] = {}
+    if reference and clean["jct_us"]:
+        dead = run(seed, period_ns, size, link, True, transport, fault="down")
+        down["down_jct_ratio"] = round(dead["jct_us"] / clean["jct_us"], 4)
     return {
         "seed": seed,
         "jct_ratio": round(jct, 4) if jct else None,
+        **down,
         "clean_jct_us": clean["jct_us"],
         **flap,
         "worst_phase": max((p["worst_over_limit"] for p in phases), default=0.0),
@@ -140,16 +158,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--period", default="500us", help="down (and up) time of each phase")
     ap.add_argument("--size", default="16MiB", type=parse_size, help="bytes per host (64KiB, 8MiB, 1MB)")
     ap.add_argument("--link", default="p0-t0_0-t1_1")
+    ap.add_argument("--no-reference", action="store_true", help="skip the run with the link down throughout")
     args = ap.parse_args(argv)
     period = parse_time(args.period, 0)
     size = args.size
     transport = key_values(args.transport)
     rows = []
     for seed in seed_range(args.seeds):
-        r = seed_row(seed, period, size, args.link, transport)
+        r = seed_row(seed, period, size, args.link, transport, reference=not args.no_reference)
+        if "down_jct_ratio" in r and r["jct_ratio"]:
+            r["over_half_down"] = round(r["jct_ratio"] - (1 + (r["down_jct_ratio"] - 1) / 2), 4)
         rows.append(r)
+        reference = f" (down throughout {r['down_jct_ratio']} x)" if "down_jct_ratio" in r else ""
         print(
-            f"seed {seed}: JCT {r['jct_ratio']} x ({r['jct_us']:.0f} us), phases lost "
+            f"seed {seed}: JCT {r['jct_ratio']} x{reference} ({r['jct_us']:.0f} us), phases lost "
             f"{[p['lost'] for p in r['phases']]} floor {[p['floor'] for p in r['phases']]} worst/limit "
             f"{r['worst_phase']}, up share {r['up_share']}, plane-failed EVs {r['plane_failed_evs']}, "
             f"rto {r['rtos']}, resent {r['resent']}",
@@ -161,6 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         "up_share": spread([r["up_share"] or 0.0 for r in rows]),
         "plane_failed_evs": sum(r["plane_failed_evs"] for r in rows),
         "seeds_holding": sum(r["holds"] for r in rows),
+        **(
+            {
+                "down_jct_ratio": spread([r["down_jct_ratio"] for r in rows]),
+                "over_half_down": spread([r["over_half_down"] for r in rows]),
+            }
+            if rows and all("over_half_down" in r for r in rows)
+            else {}
+        ),
         "seeds": len(rows),
     }
     print(json.dumps(summary))
