@@ -61,7 +61,9 @@ class AckEffects:
             if proof.fabric:
                 rtt.sample_fabric(proof.rtt - proof.port_wait, proof.plane, now_ns)
         if proof.ecn:
-            self._ecn_echo(proof.echo_ev, now_ns)
+            self._ecn_echo(proof.echo_ev, now_ns, proof.echo_ts)
+        elif self.evset.sitting_out and proof.echo_ev >= 0 and proof.echo_ts >= 0:
+            self.evset.unmarked_echo(proof.echo_ev, proof.echo_ts)  # (a path's queue drained?)
         return True
 
     def apply_nack(self, proof: NackProof, now_ns: int) -> None:
@@ -170,12 +172,12 @@ class AckEffects:
                     return True
         return False
 
-    def _ecn_echo(self, ev: int, now_ns: int) -> None:
+    def _ecn_echo(self, ev: int, now_ns: int, sent_ns: int = -1) -> None:
         counters = self.counters
         counters.ecn_echoes_received += 1
         counters.mark(ev, MARK_ECN)
         if self._retire:
-            self.evset.ecn_echo(ev, now_ns)
+            self.evset.ecn_echo(ev, now_ns, sent_ns)
 
     def _rtt_sample(self, rtt: int) -> None:
         rtt_est = self.recovery.rtt

@@ -283,6 +283,9 @@ class TransportConfig:
     # one: an all-to-all's hosts left a T0 uplink together and herded onto the other three
     # (4x htsim's trims). ECMP mode: every mark skips (there an EV is one path of many)
     skip_heat: float = 1.5
+    # a path sitting out for marks is GOOD again once a packet sent on it after the marked one
+    # is delivered unmarked: its queue drained (``EvHeat.unmarked_echo``); off: turns or time
+    drained_ends_penalty: bool = True
     # a loss guess on an EV at least this hot (its path was marked or trimmed within about a
     # half-life) is taken for a queue, not a failure: the EV sits out, no retirement; 0 = never
     hot_path_heat: float = 0.5

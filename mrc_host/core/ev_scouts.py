@@ -59,6 +59,11 @@ class PathScouts:
         if self.out:
             self.out.pop(ev >> T1_SHIFT, None)
 
+    def proven(self, ev: int) -> None:
+        """``ev``'s path just delivered a packet sent after its penalty began: no scout needed."""
+        if self.out:
+            self.out.pop(ev >> T1_SHIFT, None)
+
     def sent(self, ev: int, now_ns: int) -> None:
         """A packet left on ``ev``: the scout of its path, if the path waits for one."""
         out = self.out

@@ -299,6 +299,36 @@ def test_a_scout_out_elsewhere_does_not_end_a_penalty_early() -> None:
     assert all(s.entries[x].skips_left >= turns[x] - 1 for x in b)  # one turn served, not all
 
 
+def test_a_path_sitting_out_is_back_once_a_packet_sent_after_its_mark_arrives_unmarked() -> None:
+    """Defect: a path sat out its marks' penalty to the end, up to ``skip_rotations`` base
+    RTTs, though its queue drains within a round trip of its senders backing off. After a
+    flapping link came back, the marks on its plane's other paths sent every sender's EVs
+    there to sit out 84 us at once, and a T0 uplink ran at a fifth of its rate for 100 us.
+    A packet sent after the marked one and delivered unmarked crossed the same queue below
+    the threshold: the path is GOOD again, proven (no scout to wait for)."""
+    for drained_ends in (True, False):
+        s = make(t1=4, skip_rotations=4, penalty_evs=64, drained_ends_penalty=drained_ends)
+        sent = spray(s, 16, 0)  # packet k left at k ns
+        a = _path_of(s, sent[0])
+        on_a = [k for k, v in enumerate(sent) if v in a]
+        other = next(k for k, v in enumerate(sent) if v not in a)
+        assert len(on_a) >= 2
+        s.ecn_echo(sent[on_a[0]], 1_000, on_a[0])  # a first mark heats the path ...
+        s.ecn_echo(sent[on_a[0]], 1_001, on_a[0])  # ... a repeat makes it sit out
+        assert {s.state(v) for v in a} == {EvState.SKIP}
+        s.unmarked_echo(sent[on_a[0]], on_a[0])  # (no later than the mark: says nothing new)
+        s.unmarked_echo(sent[other], 15)  # (another path's queue)
+        assert {s.state(v) for v in a} == {EvState.SKIP}
+        s.unmarked_echo(sent[on_a[-1]], on_a[-1])  # sent after the marked packet, unmarked
+        if not drained_ends:  # turns or time only
+            assert {s.state(v) for v in a} == {EvState.SKIP}
+            continue
+        assert {s.state(v) for v in a} == {EvState.GOOD}
+        assert not any(s.scouts.waiting(v, 2_000) for v in a)
+        picks = spray(s, 8, 2_000)
+        assert sum(v in a for v in picks) == 2  # its full share at once, not one scout
+
+
 def _mark(s: EvSet, paths: list[tuple[int, int]], now_ns: int) -> None:
     """One ECN echo on one EV of each (plane, T1) path, at ``now_ns``: a first mark on a
     cool path only heats it (``skip_heat``), a second within a half-life makes it sit out."""
