@@ -54,19 +54,18 @@ def run(
     period_ns: int,
     size: int,
     link: str,
-    flap: bool = True,
+    fault: str | None = "flap",
     transport: dict[str, object] | None = None,
-    fault: str = "flap",
 ) -> dict[str, Any]:
-    """One run of the permutation (``flap``: with the link flapping, or with ``fault`` "down":
-    down from the same start to the end)."""
+    """One run of the permutation: ``fault`` "flap", the link flapping; "down", down from the
+    same start to the end; None, no fault."""
     s = shape()
     net = Network(s, seed, payload="virtual")
     pairs = permutation_pairs(list(range(s.hosts)), random.Random(seed))
     job = point_to_point(
         net, Job("perm", "permutation", 0), FlowSpec("x", 0, 0, transport=dict(transport or {})), pairs, size
     )
-    if flap:
+    if fault is not None:
         kind = f"flap={period_ns}ns" if fault == "flap" else fault
         net.add_fault(parse_fault(f"{kind}:{link}@{START_US}us", 0))
     obs = Observer(net, [job], sample_rtt=False)
@@ -85,7 +84,7 @@ def run(
             1 for e in c.ev_timeline if e["side"] == "sender" and e["reason"] == "plane failed"
         )
     out["plane_failed_evs"] = plane_failed[0]
-    if not flap or fault != "flap":
+    if fault != "flap":
         return out
     phases = []
     for f in obs.observations()["failures"]:
@@ -129,13 +128,13 @@ def seed_row(
     flap's start to the end (``down_jct_ratio``). Half of its excess over 1 is about the least a
     1:1 flap can cost: what the link's absence costs while it is down, with nothing lost to
     finding it dead or back."""
-    flap = run(seed, period_ns, size, link, True, transport)
-    clean = run(seed, period_ns, size, link, False, transport)
+    flap = run(seed, period_ns, size, link, "flap", transport)
+    clean = run(seed, period_ns, size, link, None, transport)
     jct = flap["jct_us"] / clean["jct_us"] if clean["jct_us"] else None
     phases = flap["phases"]
     down: dict[str, Any] = {}
     if reference and clean["jct_us"]:
-        dead = run(seed, period_ns, size, link, True, transport, fault="down")
+        dead = run(seed, period_ns, size, link, "down", transport)
         down["down_jct_ratio"] = round(dead["jct_us"] / clean["jct_us"], 4)
     return {
         "seed": seed,

@@ -91,11 +91,12 @@ class EvHeat(SharedEvTable):
                     x.skips_left = max(x.skips_left, turns)
                     x.skip_until = max(x.skip_until, self._skip_end(x.heat, now_ns))
                     self._fire(x, event, event.value if x is e else why)
-                    self._sat_out(x.value, marked_sent_ns if marked_sent_ns >= 0 else now_ns)
+        if may_sit:  # (some EV of the path sat out: all of them cross one queue)
+            self._sat_out(ev, marked_sent_ns if marked_sent_ns >= 0 else now_ns)
         return True
 
     def _sat_out(self, ev: int, since_ns: int) -> None:
-        """``ev``'s path sits out for what a packet sent at ``since_ns`` met (MRC mode: an ECMP
+        """``ev``'s path sat out for what a packet sent at ``since_ns`` met (MRC mode: an ECMP
         EV names no one path, so no other EV's echo speaks for its queue)."""
         if self.cfg.drained_ends_penalty and self.cfg.mode is not Mode.ECMP:
             key = ev >> T1_SHIFT
@@ -123,7 +124,7 @@ class EvHeat(SharedEvTable):
         for x in sitting:
             self._fire(x, EvEvent.PENALTY_SERVED, "queue drained")
         if sitting:  # (a penalty already served waits for its scout: sent since, not before)
-            self.scouts.proven(ev)
+            self.scouts.release(ev)
 
     def _may_sit_out(self, plane: int, t1: int, now_ns: int) -> bool:
         """A mark on the path (``plane``, ``t1``) makes it sit out unless its plane is short
@@ -232,6 +233,7 @@ class EvHeat(SharedEvTable):
         if e is None or not allowed(e.state, event) or not e.member:
             return False
         why = f"{event.value} on {e.value:08x}, same path"
+        sat = False
         for x in (e, *(sib for sib in self.active[e.plane] if sib.t1 == e.t1 and sib is not e)):
             if x.member and allowed(x.state, event):
                 heat = self.heat(x.value, now_ns)
@@ -239,5 +241,7 @@ class EvHeat(SharedEvTable):
                 x.skips_left = max(x.skips_left, min(turns, self._max_turns))
                 x.skip_until = max(x.skip_until, self._skip_end(heat, now_ns))
                 self._fire(x, event, event.value if x is e else why)
-                self._sat_out(x.value, now_ns)
+                sat = True
+        if sat:
+            self._sat_out(ev, now_ns)
         return True

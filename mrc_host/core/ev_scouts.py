@@ -54,13 +54,9 @@ class PathScouts:
         if self.enabled and key not in self.out:
             self.out[key] = sent_ns
 
-    def left(self, ev: int) -> None:
-        """``ev`` stopped being GOOD (skipped again, retired): its path needs no scout now."""
-        if self.out:
-            self.out.pop(ev >> T1_SHIFT, None)
-
-    def proven(self, ev: int) -> None:
-        """``ev``'s path just delivered a packet sent after its penalty began: no scout needed."""
+    def release(self, ev: int) -> None:
+        """``ev``'s path needs no scout now: ``ev`` stopped being GOOD (skipped again, retired),
+        or its path just delivered a packet sent after its penalty began (``EvHeat.unmarked_echo``)."""
         if self.out:
             self.out.pop(ev >> T1_SHIFT, None)
 

@@ -188,7 +188,7 @@ class EvTable(EvEntries):
         if event is EvEvent.PENALTY_SERVED:
             self.scouts.served(e.value)
         elif new is not _GOOD:
-            self.scouts.left(e.value)
+            self.scouts.release(e.value)
 
     def _deactivate(self, e: EvEntry) -> None:
         """Take ``e`` out of the rotation or the backups; promote a backup of its plane
