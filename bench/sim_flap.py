@@ -78,6 +78,7 @@ def run(
         "jct_us": (job.completion_ns or 0) / 1e3,
         "rtos": sum(c.sender.counters.rto_fired for c in conns),
         "resent": sum(c.sender.counters.retransmissions for c in conns),
+        "spurious": sum(c.sender.counters.spurious_losses for c in conns),
     }
     for c in conns:
         plane_failed[0] += sum(
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             f"seed {seed}: JCT {r['jct_ratio']} x{reference} ({r['jct_us']:.0f} us), phases lost "
             f"{[p['lost'] for p in r['phases']]} floor {[p['floor'] for p in r['phases']]} worst/limit "
             f"{r['worst_phase']}, up share {r['up_share']}, plane-failed EVs {r['plane_failed_evs']}, "
-            f"rto {r['rtos']}, resent {r['resent']}",
+            f"rto {r['rtos']}, resent {r['resent']} (spurious {r['spurious']})",
             flush=True,
         )
     summary = {
