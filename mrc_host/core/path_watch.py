@@ -83,6 +83,19 @@ class PathWatch:
         if path in self.delay and now_ns > self.delivered_at[path]:
             self.delivered_at[path] = now_ns
 
+    def due(self, path: int, left_ns: int, now_ns: int) -> int:
+        """When a packet that left on ``path`` at ``left_ns`` should have arrived, by the path's
+        own latest delay: what the gap rule's time guard waits out as well under the
+        experimental ``path_delay_losses`` (a path queued deeper than the one that overtook its
+        packet delivers it later, not never). ``left_ns`` itself when the path has no delay yet
+        or has gone quiet (nothing for twice its service gap plus the guard): a dead path's
+        last delay is no promise."""
+        delay = self.delay.get(path)
+        if delay is None:
+            return left_ns
+        quiet = now_ns - self.delivered_at[path] >= 2 * self.service_gap.get(path, 0.0) + self.guard()
+        return left_ns if quiet else left_ns + delay
+
     def guard(self) -> int:
         """What a path's own delay may grow by before its silence counts: a quarter of the
         SRTT (the reordering window before any widens it) and at least the configured window."""

@@ -81,6 +81,8 @@ class Recovery:
         self.nic = NicClock(cfg, planes)  # when packets left the NIC (nic_clock.py)
         self.plane_watch = PlaneWatch(cfg, planes, packets, self.rtt, self.reorder, self.nic, t1_count)
         self.path_watch = PathWatch(cfg, packets, self.rtt)
+        # (experimental: the gap rule also waits out each packet's own path's delay)
+        self._own_delay = cfg.experimental.path_delay_losses and cfg.retires_paths
         self.backoff = 1
         self.retries = 0  # RTO expiries in a row without progress (OCP retry count)
         self._departures = cfg.nic_departures  # (and the NIC reports it)
@@ -312,11 +314,15 @@ class Recovery:
     # ---- loss rules -----------------------------------------------------------------------
     def gap_losses(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
         """The SACK gap rule over the packets ``newly`` acknowledged (see module docstring);
-        each packet they overtook on its plane notes when that was first seen (RACK's clock)."""
+        each packet they overtook on its plane notes when that was first seen (RACK's clock).
+        With the experimental ``path_delay_losses`` the time guard also waits out the packet's
+        own path's latest delay (``PathWatch.due``)."""
         threshold = self.cfg.sack_gap_threshold
         # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
         # software switch's queues can stretch it far beyond the configured base RTT).
         window = self.reorder_window()
+        own_delay = self._own_delay
+        watch = self.path_watch
         lost: list[TxRecord] = []
         for delivered in newly:
             order = delivered.tx_order
@@ -345,6 +351,10 @@ class Recovery:
                     and rec.overtaken_left - rec.left_ns >= window
                     and not rec.at_nic  # (a trimmed header leaves before the data queued)
                 ):
+                    if own_delay:  # (timed as the watch times the path: ``_measure``)
+                        sent = rec.left_ns if self._departures else rec.sent_ns
+                        if now_ns < watch.due(rec.ev >> PATH_SHIFT, sent, now_ns) + window:
+                            continue  # (its own path, queued deeper, may still deliver it)
                     lost.append(rec)
         return lost
 

@@ -37,8 +37,14 @@ def test_the_switches_are_off_by_default_and_apart_from_the_product_s_fields() -
     off = Experimental()
     assert TransportConfig().experimental == off
     assert not off.share_path_health and off.lasthop_share_scale == 0.0 and off.lasthop_queue_share == 0.0
+    assert not off.path_delay_losses
     product = {f.name for cls in (TransportConfig, NsccParams) for f in dataclasses.fields(cls)}
-    assert {"share_path_health", "lasthop_share_scale", "lasthop_queue_share"} == EXPERIMENTAL_KEYS
+    assert {
+        "share_path_health",
+        "lasthop_share_scale",
+        "lasthop_queue_share",
+        "path_delay_losses",
+    } == EXPERIMENTAL_KEYS
     assert not EXPERIMENTAL_KEYS & product
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from mrc_fabric.ev import PLANE_SHIFT as CONTRACT_PLANE_SHIFT
 from mrc_fabric.ev import T1_SHIFT
 from mrc_host.core import Mode, TransportConfig
+from mrc_host.core.config import Experimental
 from mrc_host.core.records import PATH_SHIFT, PLANE_SHIFT, TxRecord
 from mrc_host.core.recovery import Recovery
 from mrc_host.core.rtt import RttEstimator
@@ -610,3 +611,73 @@ def test_a_plane_slower_by_its_queue_is_not_taken_for_a_silent_one() -> None:
         deliver(r, x, 8_000)
     assert r.plane_watch.dead_planes(late, 8_000) == [0]  # 7.9 us old: silent after all
     assert stuck.seq in r.packets.in_flight
+
+
+DEEP = T1_1  # plane 0, T1 1: a path queued 30 us deep
+SHALLOW = 2 << 18  # plane 0, T1 2: a path of the same plane at 10 us
+
+
+def _behind_a_deeper_queue(on: bool, deep_until: int) -> tuple[Recovery, TxRecord]:
+    """Path DEEP delivers a packet a microsecond 30 us after it left, the last of them sent at
+    ``deep_until``; a victim leaves on it at 60 us, and SHALLOW carries nothing yet. SRTT 20 us
+    (reorder window 5 us). ``on``: ``experimental.path_delay_losses``."""
+    cfg = TransportConfig(
+        rto_min_ns=1_000,
+        rto_initial_ns=500_000,
+        sack_gap_threshold=3,
+        reorder_window_ns=100,
+        experimental=Experimental(path_delay_losses=on),
+    )
+    r = recovery(cfg)
+    for _ in range(8):
+        r.rtt.sample(20_000)
+    events: list[tuple[int, int, int]] = []  # (time, 0 send / 1 deliver, seq)
+    for k in range(deep_until // 1_000 + 1):
+        events += [(k * 1_000, 0, k), (k * 1_000 + 30_000, 1, k)]
+    records: dict[int, TxRecord] = {}
+    victim: TxRecord | None = None
+    for at, kind, seq in sorted(events):
+        if victim is None and at >= 60_000:
+            victim = send(r, 1_000, DEEP, 60_000)
+        if kind == 0:
+            records[seq] = send(r, seq, DEEP, at)
+        else:
+            deliver(r, records[seq], at)
+    if victim is None:
+        victim = send(r, 1_000, DEEP, 60_000)
+    assert r.reorder_window() == 5_000
+    return r, victim
+
+
+def _overtake(r: Recovery, seq: int, left: int, now: int) -> set[int]:
+    """Three packets leave on SHALLOW at ``left`` and are delivered at ``now``: the sequence
+    numbers of the packets the gap rule finds lost (once per overtaker: the sender's ``lose``
+    takes a lost one again as a no-op)."""
+    later = [send(r, seq + i, SHALLOW | (i + 1), left) for i in range(3)]
+    for x in later:
+        deliver(r, x, now)
+    return {x.seq for x in r.gap_losses(later, now)}
+
+
+def test_a_packet_on_a_deeper_path_still_delivering_waits_out_that_path_s_delay() -> None:
+    """Defect (issue 66 item 2): the gap rule judges a packet by the send times of those that
+    overtook it, not by its own path's delay. A path of the same plane queued 20 us deeper (a
+    T0's other uplinks while one flaps) has its packets overtaken by the shallower paths' a
+    window later: 0-35 spurious losses a seed under a 16-host permutation. Fails on main:
+    the victim is lost 16 us after it left, its path delivering at 30 us."""
+    off, victim = _behind_a_deeper_queue(False, 59_000)
+    assert _overtake(off, 2_000, 66_000, 76_000) == {victim.seq}  # the product's default: lost
+    r, victim = _behind_a_deeper_queue(True, 59_000)
+    assert r.path_watch.due(DEEP >> PATH_SHIFT, 60_000, 76_000) == 90_000
+    assert _overtake(r, 2_000, 66_000, 76_000) == set()  # its path's 30 us have not passed
+    assert _overtake(r, 2_010, 85_000, 94_999) == set()  # nor its window after them
+    assert _overtake(r, 2_020, 85_000, 95_000) == {victim.seq}  # then it is lost
+
+
+def test_a_path_gone_quiet_is_not_waited_out_by_its_last_delay() -> None:
+    """A dead path's last delay is no promise: a path that has delivered nothing for twice its
+    service gap plus the guard (5 us) is judged as before, at once, on the switch too."""
+    r, victim = _behind_a_deeper_queue(True, 32_000)  # its last delivery at 62 us
+    assert r.path_watch.due(DEEP >> PATH_SHIFT, 60_000, 76_000) == 60_000
+    assert r.path_watch.due(DEEP >> PATH_SHIFT, 60_000, 64_000) == 90_000  # 2 us: not quiet yet
+    assert _overtake(r, 2_000, 66_000, 76_000) == {victim.seq}
