@@ -234,11 +234,11 @@ class Experimental:
     lasthop_queue_share: float = 0.0
     # MRC: the SACK gap rule's time guard also waits out the packet's own path's latest delay
     # (``PathWatch.due``): a packet on a path queued deeper than the one that overtook it is
-    # not lost before that path's delay has passed, unless the path has gone quiet. Under a
+    # not lost before that path's delay has passed, unless the path has gone quiet, nor on a
+    # plane the queue weights hold back (its guessed losses' late copies time it). Under a
     # flapping link (``bench.sim_flap``, 64 MiB, seeds 1-10) spurious losses fell from 0-35 a
-    # seed to 0 on 9 seeds and 1 on one, and the worst phase from a median of 1.05 to 1.02 x
-    # its limit; but 8 planes with one slowed inside to 25 Gb/s fell from 0.935 to 0.905 of
-    # capacity (the late copies of the spurious guesses timed that plane's queue). Off
+    # seed to 0-6 (0 on 6 seeds), the worst phase from a median of 1.05 to 1.03 x its limit,
+    # the job time a tie; the fuzzer's failing draws moved by one or two each way. Off
     path_delay_losses: bool = False
 
 

@@ -49,12 +49,14 @@ class LossResponse:
         self._gbn = cfg.go_back_n
 
     # ---- on a SACK ----------------------------------------------------------------------
-    def shown(self, proof: SackProof, now_ns: int, writes: bool) -> None:
+    def shown(self, proof: SackProof, now_ns: int, writes: bool, weighed: int = 0) -> None:
         """The losses a believed SACK's evidence reveals (``writes``: the sender has more to
-        send): the gap rule, a dead plane, RACK, and the excused guesses judged again."""
+        send): the gap rule, a dead plane, RACK, and the excused guesses judged again.
+        ``weighed``: the planes the sender's queue weights hold below their full share (a bit
+        mask, ``Recovery.gap_losses``)."""
         recovery = self.recovery
         recovery.note_rack(proof.evidence)
-        for rec in recovery.gap_losses(proof.evidence, now_ns):
+        for rec in recovery.gap_losses(proof.evidence, now_ns, weighed):
             self.lose(rec, "gap", now_ns)  # no-op for a record already lost
         if self._retire and self.evset.planes > 1:
             watch = recovery.plane_watch

@@ -312,11 +312,13 @@ class Recovery:
         return silent, overdue
 
     # ---- loss rules -----------------------------------------------------------------------
-    def gap_losses(self, newly: list[TxRecord], now_ns: int) -> list[TxRecord]:
+    def gap_losses(self, newly: list[TxRecord], now_ns: int, weighed: int = 0) -> list[TxRecord]:
         """The SACK gap rule over the packets ``newly`` acknowledged (see module docstring);
         each packet they overtook on its plane notes when that was first seen (RACK's clock).
         With the experimental ``path_delay_losses`` the time guard also waits out the packet's
-        own path's latest delay (``PathWatch.due``)."""
+        own path's latest delay (``PathWatch.due``), except on the planes in ``weighed`` (a
+        bit mask: those the sender's queue weights hold below their full share, which the
+        late copies of guessed losses time)."""
         threshold = self.cfg.sack_gap_threshold
         # RACK-style: the reordering spraying causes scales with the RTT actually seen (a
         # software switch's queues can stretch it far beyond the configured base RTT).
@@ -328,6 +330,7 @@ class Recovery:
             order = delivered.tx_order
             left = delivered.left_ns
             plane = delivered.ev >> PLANE_SHIFT
+            own_here = own_delay and not weighed >> plane & 1
             path_rule = (
                 self.reorder.path_rule and delivered.twin_ev < 0 and self.rtt.flat(plane)
             )  # (path_overtaken)
@@ -351,7 +354,7 @@ class Recovery:
                     and rec.overtaken_left - rec.left_ns >= window
                     and not rec.at_nic  # (a trimmed header leaves before the data queued)
                 ):
-                    if own_delay:  # (timed as the watch times the path: ``_measure``)
+                    if own_here:  # (timed as the watch times the path: ``_measure``)
                         sent = rec.left_ns if self._departures else rec.sent_ns
                         if now_ns < watch.due(rec.ev >> PATH_SHIFT, sent, now_ns) + window:
                             continue  # (its own path, queued deeper, may still deliver it)

@@ -400,7 +400,8 @@ class Sender:
         if down:
             self.losses.ports_down(down)
         if not self._gbn:
-            self.losses.shown(proof, now_ns, bool(self.writes.queue))
+            weighed = queues.held if queues is not None else 0  # (planes its queue holds back)
+            self.losses.shown(proof, now_ns, bool(self.writes.queue), weighed)
 
     def on_nack(self, n: Nack, now_ns: int, out: list[Action]) -> None:
         """Apply what a NACK proved: a trimmed copy resent at once (ahead of new data), a write

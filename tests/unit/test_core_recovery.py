@@ -681,3 +681,16 @@ def test_a_path_gone_quiet_is_not_waited_out_by_its_last_delay() -> None:
     assert r.path_watch.due(DEEP >> PATH_SHIFT, 60_000, 76_000) == 60_000
     assert r.path_watch.due(DEEP >> PATH_SHIFT, 60_000, 64_000) == 90_000  # 2 us: not quiet yet
     assert _overtake(r, 2_000, 66_000, 76_000) == {victim.seq}
+
+
+def test_a_plane_its_queue_weighs_down_keeps_the_send_time_guard_alone() -> None:
+    """A plane its queue holds below its full share (``PlaneQueueWeights.held``, given by the
+    sender) is timed by its guessed losses' late copies: with its own delay waited out too, 8
+    planes with one slowed inside to 25 Gb/s gave that plane more than its queue carried and
+    reached 0.905 of capacity, not 0.935. There the gap rule is the product's, switch or not."""
+    r, victim = _behind_a_deeper_queue(True, 59_000)
+    later = [send(r, 2_000 + i, SHALLOW | (i + 1), 66_000) for i in range(3)]
+    for x in later:
+        deliver(r, x, 76_000)
+    assert {x.seq for x in r.gap_losses(later, 76_000, weighed=0b10)} == set()  # plane 1's
+    assert {x.seq for x in r.gap_losses(later, 76_000, weighed=0b01)} == {victim.seq}
