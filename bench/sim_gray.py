@@ -38,7 +38,7 @@ from typing import Any
 from bench import gray_paired, sim_flap, sim_incast_fault, sim_knowledge, sim_slow_plane
 from bench.sim_bench import finish, record_head, save_figure
 from bench.sim_incast_fault import spread
-from mrc_host.core.config import TransportConfig
+from mrc_host.core.config import EXPERIMENTAL_KEYS, TransportConfig
 
 # (name, dead (plane, T1)s, senders, fault time in ns, factor, slack)
 ORACLE_SHAPES: tuple[tuple[str, tuple[tuple[int, int], ...], int, int, float, float], ...] = (
@@ -202,8 +202,9 @@ def plot(d: dict[str, Any], path: Path) -> None:
 
 def transport_overrides(ap: argparse.ArgumentParser, items: list[str]) -> dict[str, object]:
     """``--transport`` as TransportConfig overrides, each checked before minutes of simulation:
-    a field the configuration lacks, or a value that is not JSON, is an exit-2 error naming it."""
-    known = {f.name for f in dataclasses.fields(TransportConfig)}
+    a field the configuration lacks (nor an experimental switch's name, routed to its section
+    as a scenario's table routes it), or a value that is not JSON, is an exit-2 error naming it."""
+    known = {f.name for f in dataclasses.fields(TransportConfig)} | EXPERIMENTAL_KEYS
     out: dict[str, object] = {}
     for item in items:
         key, eq, _ = item.partition("=")

@@ -94,9 +94,10 @@ def test_a_record_to_compare_with_is_checked_before_any_run(
 def test_transport_overrides_are_checked_before_any_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--transport`` reaches every row (the gray failures under another congestion control);
-    a key TransportConfig lacks, or a value that is not JSON, is an exit-2 error naming it
-    before minutes of simulation, never a TypeError after them."""
+    """``--transport`` reaches every row (the gray failures under another congestion control,
+    or with an experimental switch); a key neither TransportConfig nor its switches know, or
+    a value that is not JSON, is an exit-2 error naming it before minutes of simulation,
+    never a TypeError after them."""
     out = tmp_path / "out"
     for bad, said in (
         ("congestion=1", "'congestion=1': not key=value with a TransportConfig field"),
@@ -110,3 +111,5 @@ def test_transport_overrides_are_checked_before_any_run(
     ap = sim_gray.argparse.ArgumentParser()
     got = sim_gray.transport_overrides(ap, ['cc_algorithm="nscc+rccc"', "ev_min_active=0"])
     assert got == {"cc_algorithm": "nscc+rccc", "ev_min_active": 0}
+    # an experimental switch by its own name, as a scenario's table names it (was refused)
+    assert sim_gray.transport_overrides(ap, ["path_delay_losses=true"]) == {"path_delay_losses": True}
