@@ -17,7 +17,7 @@ import argparse
 import json
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,17 +97,24 @@ def _crash(exc: Exception, where: str) -> dict[str, Any]:
     return {"subject": "simulation", "value": 1.0, "limit": 0.0, "bad": True, "detail": text}
 
 
-def draw_scenario(choices: list[int] | None = None, seed: int = 1, index: int = 0) -> tuple[str, list[int]]:
-    """The TOML of draw ``index`` of ``seed`` (or of recorded ``choices``) and its choices."""
+def draw_scenario(
+    choices: list[int] | None = None, seed: int = 1, index: int = 0, transport: dict[str, Any] | None = None
+) -> tuple[str, list[int]]:
+    """The TOML of draw ``index`` of ``seed`` (or of recorded ``choices``) and its choices;
+    ``transport``: ``[transport.config]`` settings every draw runs under (none: the defaults)."""
     drawer: RandomDrawer | ReplayDrawer = (
         ReplayDrawer(choices) if choices is not None else (RandomDrawer(draw_rng(seed, index)))
     )
     table = draw_table(drawer)
+    if transport:
+        table["transport"] = dict(transport)
     return table_toml(table), drawer.choices
 
 
-def run_draw(seed: int, index: int, choices: list[int] | None = None) -> dict[str, Any]:
-    text, used = draw_scenario(choices, seed, index)
+def run_draw(
+    seed: int, index: int, choices: list[int] | None = None, transport: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    text, used = draw_scenario(choices, seed, index, transport)
     sc = sf.load_text(text, f"draw {index}")
     out = run_checked(sc)
     return {"index": index, "choices": used, "scenario": text, **out}
@@ -120,13 +127,14 @@ class FuzzPoint:
     index: int
     seed: int
     params: dict[str, Any]
+    transport: dict[str, Any] = field(default_factory=dict)
 
 
 def fuzz_point(pt: FuzzPoint) -> dict[str, Any]:
     import gc
 
     try:
-        return {"status": "ok", "params": pt.params, **run_draw(pt.seed, pt.index)}
+        return {"status": "ok", "params": pt.params, **run_draw(pt.seed, pt.index, None, pt.transport)}
     finally:
         gc.collect()  # as sweep.run_point: a worker stays at one network's size
 
@@ -143,6 +151,7 @@ class ShrinkPoint:
     choices: tuple[int, ...]
     runs: int
     params: dict[str, Any]
+    transport: dict[str, Any] = field(default_factory=dict)
 
 
 def shrink(
@@ -192,14 +201,14 @@ def shrink_point(pt: ShrinkPoint) -> dict[str, Any]:
 
     def fails(cand: list[int]) -> dict[str, Any] | None:
         try:
-            r = run_draw(pt.seed, pt.draw, cand)
+            r = run_draw(pt.seed, pt.draw, cand, pt.transport)
         except Exception:  # a draw that cannot even be built is not the failure we keep
             return None
         return r if pt.invariant in r["failed"] else None
 
     _choices, result, runs = shrink(list(pt.choices), fails, pt.runs)
     if result is None:  # nothing smaller fails: the draw itself
-        result = run_draw(pt.seed, pt.draw, list(pt.choices))
+        result = run_draw(pt.seed, pt.draw, list(pt.choices), pt.transport)
     return {"status": "ok", "params": pt.params, "invariant": pt.invariant, "runs": runs, **result}
 
 
@@ -211,12 +220,15 @@ def campaign(
     workers: int | None = None,
     progress: bool | None = False,
     shrink_runs: int = DEFAULT_SHRINK_RUNS,
+    transport: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``draws`` draws of ``seed`` on Dask, judged; the first failing draw of each invariant
-    shrunk. The same dict (and JSON) whatever the workers."""
+    shrunk. The same dict (and JSON) whatever the workers. ``transport``: the settings every
+    draw runs under (``draw_scenario``), recorded with the results."""
     from .sweep import run_points
 
-    points = [FuzzPoint(i, seed, {"seed": seed, "draw": i}) for i in range(draws)]
+    settings = dict(transport or {})
+    points = [FuzzPoint(i, seed, {"seed": seed, "draw": i}, settings) for i in range(draws)]
     run = run_points(points, scheduler, workers, progress, label=f"fuzz-{seed}", fn=fuzz_point)
     results = [_tidy(r) for r in run.results]
     firsts: dict[str, dict[str, Any]] = {}
@@ -226,7 +238,9 @@ def campaign(
     shrunk: dict[str, Any] = {}
     if firsts and shrink_runs > 0:
         todo = [
-            ShrinkPoint(k, r["index"], name, seed, tuple(r["choices"]), shrink_runs, {"invariant": name})
+            ShrinkPoint(
+                k, r["index"], name, seed, tuple(r["choices"]), shrink_runs, {"invariant": name}, settings
+            )
             for k, (name, r) in enumerate(sorted(firsts.items()))
         ]
         srun = run_points(todo, scheduler, workers, progress, label=f"shrink-{seed}", fn=shrink_point)
@@ -234,6 +248,7 @@ def campaign(
     return {
         "seed": seed,
         "draws": draws,
+        "transport": settings,
         "summary": summarise(results),
         "shrunk": shrunk,
         "results": results,
@@ -306,6 +321,14 @@ def parser() -> argparse.ArgumentParser:
         help=f"runs to shrink the first failing draw per invariant (0: none; default {DEFAULT_SHRINK_RUNS})",
     )
     p.add_argument("--replay", metavar="FILE", help="judge one scenario file (a failing draw) and exit")
+    p.add_argument(
+        "--transport",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="every draw under this [transport.config] setting (VALUE in JSON; an experimental "
+        "switch by its name, e.g. path_delay_losses=true); repeatable",
+    )
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
     return p
 
@@ -324,7 +347,10 @@ def main(argv: list[str]) -> int:
         return 1 if r["failed"] else 0
     if args.draws < 1 or (args.workers is not None and (args.workers < 1 or args.scheduler)):
         p.error("--draws at least 1; --workers at least 1 and only for the embedded cluster")
-    result = campaign(args.seed, args.draws, args.scheduler, args.workers, args.progress, args.shrink_runs)
+    transport = transport_settings(p, args.transport, args.seed)
+    result = campaign(
+        args.seed, args.draws, args.scheduler, args.workers, args.progress, args.shrink_runs, transport
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = write_findings(result, out)
@@ -336,6 +362,27 @@ def main(argv: list[str]) -> int:
         f"{result['_seconds']:.1f} s -> {out / 'fuzz.json'}"
     )
     return 1 if any(r["failed"] for r in result["results"]) else 0
+
+
+def transport_settings(p: argparse.ArgumentParser, items: list[str], seed: int) -> dict[str, Any]:
+    """``--transport`` as ``[transport.config]`` settings, checked before any draw runs: not
+    key=value, a value that is not JSON, or a setting the scenario file refuses (an unknown
+    parameter, a wrong type: its message names it) is an exit-2 error."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key:
+            p.error(f"--transport {item!r}: not KEY=VALUE")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            p.error(f"--transport {item!r}: the value is not JSON (a string goes in quotes: {key}='\"...\"')")
+    if out:
+        try:  # (the first draw under them: the scenario file's own checks)
+            sf.load_text(draw_scenario(None, seed, 0, out)[0], "--transport")
+        except sf.ScenarioError as exc:
+            p.error(str(exc))
+    return out
 
 
 def command(seed: int, draws: int) -> str:

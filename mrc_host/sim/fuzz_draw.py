@@ -318,4 +318,7 @@ def table_toml(table: dict[str, Any], header: str = "") -> str:
     lines += ["", "[fabric]"] + [f"{k} = {_toml_value(v)}" for k, v in table["fabric"].items()]
     for item in table["traffic"]:
         lines += ["", "[[traffic]]"] + [f"{k} = {_toml_value(v)}" for k, v in item.items()]
+    settings = table.get("transport", {})  # (``mrc-sim fuzz --transport``: every draw under them)
+    if settings:
+        lines += ["", "[transport.config]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
     return "\n".join(lines) + "\n"

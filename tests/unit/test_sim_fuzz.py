@@ -283,6 +283,37 @@ def test_a_campaign_gives_the_same_json_on_one_and_two_workers(tmp_path: Path) -
     assert set(one["shrunk"]) == {name for name, row in one["summary"].items() if row["failing_draws"]}
 
 
+def test_a_campaign_under_transport_settings_carries_them_into_every_draw_and_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--transport`` runs every draw under ``[transport.config]`` settings, an experimental
+    switch by its name included: a researcher measures a switch on every invariant without a
+    build of their own. The settings are in fuzz.json and in each draw's TOML (its replay runs
+    under them too); one the scenario file refuses is an exit-2 error naming it, before any
+    draw runs."""
+    text, choices = fuzz.draw_scenario(None, 7, 3, {"path_delay_losses": True, "sack_gap_threshold": 4})
+    sc = scenario(text)
+    assert sc.config == {"path_delay_losses": True, "sack_gap_threshold": 4}
+    plain = scenario(fuzz.draw_scenario(choices)[0])
+    assert plain.config == {} and plain.traffic == sc.traffic and plain.faults == sc.faults
+    _, doc, _ = fuzz_cli(
+        tmp_path, "on", "--draws", "1", "--seed", "7", "--shrink-runs", "0", "--workers", "1",
+        "--transport", "path_delay_losses=true",
+    )  # fmt: skip
+    assert doc["transport"] == {"path_delay_losses": True}
+    assert "[transport.config]\npath_delay_losses = true" in doc["results"][0]["scenario"]
+    for bad, said in (
+        ("congestion=1", "transport.config.congestion: unknown parameter"),
+        ("path_delay_losses=1", "transport.config.path_delay_losses: must be bool"),
+        ("path_delay_losses=yes", "the value is not JSON"),
+        ("path_delay_losses", "not KEY=VALUE"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            fuzz.main(["--out", str(tmp_path / "bad"), "--transport", bad])
+        assert stop.value.code == 2 and not (tmp_path / "bad").exists()
+        assert said in capsys.readouterr().err
+
+
 # The CI draws that still break an invariant on this core: open transport findings, each with the
 # worst value it reached when listed. Everything else must hold. The list only shrinks: a listed
 # draw that now holds fails the test until it is taken off, and one that gets worse fails it too.
