@@ -35,9 +35,10 @@ from mrc_host.sim.faults import parse_fault, parse_time
 from mrc_host.sim.fuzz_observe import Observer
 from mrc_host.sim.invariants import floor_limit
 from mrc_host.sim.network import FlowSpec, Network
+from mrc_host.sim.scenario_file import key_values
 from mrc_host.sim.traffic import Job, permutation_pairs, point_to_point
 
-from .sim_incast_fault import key_values, seed_args, seed_range, spread, write_json
+from .sim_incast_fault import seed_args, seed_range, spread, write_json
 from .sim_transport import link_delay_for_rtt
 
 RTT_US = 21.0

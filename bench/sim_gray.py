@@ -39,6 +39,7 @@ from bench import gray_paired, sim_flap, sim_incast_fault, sim_knowledge, sim_sl
 from bench.sim_bench import finish, record_head, save_figure
 from bench.sim_incast_fault import spread
 from mrc_host.core.config import EXPERIMENTAL_KEYS, TransportConfig
+from mrc_host.sim.scenario_file import key_values
 
 # (name, dead (plane, T1)s, senders, fault time in ns, factor, slack)
 ORACLE_SHAPES: tuple[tuple[str, tuple[tuple[int, int], ...], int, int, float, float], ...] = (
@@ -211,7 +212,7 @@ def transport_overrides(ap: argparse.ArgumentParser, items: list[str]) -> dict[s
         if not eq or key not in known:
             ap.error(f"--transport {item!r}: not key=value with a TransportConfig field as key")
         try:
-            out.update(sim_incast_fault.key_values([item]))  # (the parser its benches share)
+            out.update(key_values([item]))  # (the parser the benches and mrc-sim fuzz share)
         except ValueError:
             ap.error(
                 f"--transport {item!r}: the value is not JSON (a string goes in quotes: {key}='\"...\"')"

@@ -24,6 +24,7 @@ from typing import Any
 from mrc_host.sim.fabric import FabricShape
 from mrc_host.sim.faults import parse_fault
 from mrc_host.sim.network import START_NS, FlowSpec, Network
+from mrc_host.sim.scenario_file import key_values
 from mrc_host.sim.traffic import Job, point_to_point
 
 from .fault_oracle import OracleWatch
@@ -168,15 +169,6 @@ def report_rows(
         print(f"{name} seed {r['seed']}: {line(r)}", flush=True)
     out[name] = {"summary": summarize(rows), "seeds": rows}
     print(name, json.dumps(out[name]["summary"]), flush=True)
-
-
-def key_values(items: list[str]) -> dict[str, object]:
-    """``key=value`` arguments, each value JSON (``lasthop_queue_share=1.0``, ``ev_min_active=0``)."""
-    out: dict[str, object] = {}
-    for kv in items:
-        k, _, v = kv.partition("=")
-        out[k] = json.loads(v)
-    return out
 
 
 def _line(r: dict[str, Any]) -> str:

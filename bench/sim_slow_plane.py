@@ -32,9 +32,10 @@ from typing import Any
 from mrc_host.sim.fabric import FabricShape
 from mrc_host.sim.faults import parse_fault
 from mrc_host.sim.network import FlowSpec, Network
+from mrc_host.sim.scenario_file import key_values
 from mrc_host.sim.traffic import Job, point_to_point
 
-from .sim_incast_fault import key_values, report_rows, seed_args, seed_range, spread, write_json
+from .sim_incast_fault import report_rows, seed_args, seed_range, spread, write_json
 from .sim_transport import link_delay_for_rtt
 
 RTT_US = 21.0

@@ -370,11 +370,11 @@ def transport_settings(p: argparse.ArgumentParser, items: list[str], seed: int) 
     parameter, a wrong type: its message names it) is an exit-2 error."""
     out: dict[str, Any] = {}
     for item in items:
-        key, eq, raw = item.partition("=")
+        key, eq, _ = item.partition("=")
         if not eq or not key:
             p.error(f"--transport {item!r}: not KEY=VALUE")
         try:
-            out[key] = json.loads(raw)
+            out.update(sf.key_values([item]))
         except ValueError:
             p.error(f"--transport {item!r}: the value is not JSON (a string goes in quotes: {key}='\"...\"')")
     if out:

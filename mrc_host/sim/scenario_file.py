@@ -14,6 +14,7 @@ its mode to every connection.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import tomllib
 from collections.abc import Callable
@@ -646,6 +647,16 @@ def _item(file: str, entry: Any, i: int, shape: FabricShape) -> TrafficItem:
 
 
 # ---- writing ----------------------------------------------------------------------------
+def key_values(items: list[str]) -> dict[str, object]:
+    """``key=value`` arguments, each value JSON (``lasthop_queue_share=1.0``, ``ev_min_active=0``):
+    the settings a command line gives a scenario's tables. ValueError on a value not JSON."""
+    out: dict[str, object] = {}
+    for kv in items:
+        k, _, v = kv.partition("=")
+        out[k] = json.loads(v)
+    return out
+
+
 def _toml_value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
