@@ -57,6 +57,7 @@ COMPILED = [
     "mrc_host/core/packet_state.py",
     "mrc_host/core/path_health.py",
     "mrc_host/core/plane_delays.py",
+    "mrc_host/core/plane_passing.py",
     "mrc_host/core/plane_queues.py",
     "mrc_host/core/path_watch.py",
     "mrc_host/core/plane_watch.py",

@@ -52,7 +52,7 @@ class EvSet(EvHeat):
         """The EV for the next DATA packet: the least loaded up plane, then its EVs round-robin.
 
         ``exclude`` (the EV a retransmitted packet was lost on) is avoided unless it is the
-        only usable one; the planes in ``backed_up`` (a bit mask, ``Sender._passed_planes``:
+        only usable one; the planes in ``backed_up`` (a bit mask, ``PlanePassing.passed``:
         slow NIC ports holding their part of the backlog, planes whose packets would arrive
         after the rest near the tail) only when no other plane can take the packet, and of
         those the planes in ``late`` (held by a queue that a packet sent now would wait out

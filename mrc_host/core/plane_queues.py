@@ -157,6 +157,30 @@ class PlaneQueueWeights:
             return False
         return self.heard(plane, rtt, now_ns, slow_ports)
 
+    def past_ports(self, load: list[int], weight: list[float] | None, backed: int) -> int:
+        """The held planes (a bit mask) holding more bytes in flight (``load``, per plane) for
+        their weight (``EvSet.plane_weight``) than a slow NIC port holding its part of the
+        backlog (``backed``, a bit mask, ``NicClock.backed_up``). Why: the rotation passes over
+        such a port while another plane can take the packet, and with no plane at full rate the
+        one it found was the held plane, so the queue that held it got every byte the window
+        had beyond the port (50 Gb/s inside beside 75 at the port: the held plane's weight at
+        0.03 and its queue still overflowing, 0.76 of capacity). Passed over too, such a plane
+        takes a packet only when its load for its weight is the least of them."""
+        held = self.held & ~backed
+        if weight is None or not held:
+            return 0
+        least = -1.0
+        for p in range(len(load)):
+            if backed >> p & 1 and weight[p] > 0 and (least < 0 or load[p] / weight[p] < least):
+                least = load[p] / weight[p]
+        if least < 0:
+            return 0
+        mask = 0
+        for p in range(len(load)):
+            if held >> p & 1 and load[p] > least * weight[p]:
+                mask |= 1 << p
+        return mask
+
     def _finishers(self, passed: int) -> tuple[float, float]:
         """Of the timed planes not in ``passed`` (a bit mask): the shortest delay (-1.0: none)
         and their summed rate, in window shares a nanosecond (``weights[p] / delay``)."""

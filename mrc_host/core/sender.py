@@ -43,6 +43,7 @@ from .counters import Counters, SentRow
 from .credit_tx import SenderCredit
 from .evset import EvSet
 from .loss_response import LossResponse
+from .plane_passing import PlanePassing
 from .plane_queues import PlaneQueueWeights
 from .psn import PSN_HALF, psn_of, unwrap
 from .records import Segment, TxRecord
@@ -96,6 +97,8 @@ class Sender:
         self.credit = SenderCredit(cfg) if self.congestion.uses_credits else None
         # each plane's share of the rotation while a queue stands on it (None: not weighed)
         self.queues = PlaneQueueWeights(evset.planes) if cfg.weigh_queues and evset.planes > 1 else None
+        # which planes the rotation passes over, and when new data waits for them (plane_passing.py)
+        self.passing = PlanePassing(self.recovery.nic, self.recovery.rtt, self.queues, evset)
 
     # ---- what others read ---------------------------------------------------------------
     @property
@@ -277,6 +280,8 @@ class Sender:
             if credit is not None and not credit.may_send():
                 self.congestion.on_app_limited(now_ns)  # (the receiver, not the network, holds it back)
                 return  # (a CREDIT lets more go)
+            if self.passing.full():
+                return  # (more go as the slow ports' backlogs leave or the held planes drain)
             w = writes.head()
             size = min(self.cfg.mtu, w.length - w.offset)
             if packets.inflight_bytes and packets.inflight_bytes + size > cwnd:
@@ -298,36 +303,13 @@ class Sender:
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            passed, late = self._passed_planes()
+            passed, late = self.passing.passed(self.writes.unsent(), self.congestion.cwnd)
             ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns, passed, late), exclude, now_ns)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
             if ev is not None:
                 self.counters.last_resort_sends += 1
         return ev
-
-    def _passed_planes(self) -> tuple[int, int]:
-        """The planes (a bit mask) the rotation passes over while others can take the packet:
-        those whose NIC port is slower than the others (``NicClock.slow``) once they hold their
-        part of the backlog, and near the tail those whose packets would arrive after the rest:
-        slow ports (``NicClock.late_at_tail``: 8 planes, one at 5 Gb/s, took 1.03 x as long as
-        with that plane dead, waiting for its last packets) and planes the queue weights hold
-        (``PlaneQueueWeights.late_at_tail``: 4 planes, two at 5 Gb/s inside, sent their last
-        packets onto queues 700 us deep, and took 2.2 x as long as with those planes dead).
-        Second, the held planes among them, which take a packet after the others passed."""
-        recovery = self.recovery
-        nic = recovery.nic
-        holding = self.queues if self.queues is not None and self.queues.held else None
-        if not nic.slow and holding is None:
-            return 0, 0
-        unsent = self.writes.unsent()
-        mask = late = 0
-        if nic.slow:
-            delays = [recovery.rtt.of_plane(p) for p in range(self.evset.planes)]
-            mask = nic.backed_up() | nic.late_at_tail(unsent, delays)
-        if holding is not None:  # (the queue weights hold a plane)
-            late = holding.late_at_tail(unsent, self.congestion.cwnd, nic.slow)
-        return mask | late, late
 
     def _twin(self, rec: TxRecord, cwnd: float, now_ns: int, out: list[Action]) -> None:
         """At the tail a resend goes twice, the second on another plane (``EvTable.fresh_ev``) if the
