@@ -98,7 +98,9 @@ class Sender:
         # each plane's share of the rotation while a queue stands on it (None: not weighed)
         self.queues = PlaneQueueWeights(evset.planes) if cfg.weigh_queues and evset.planes > 1 else None
         # which planes the rotation passes over, and when new data waits for them (plane_passing.py)
-        self.passing = PlanePassing(self.recovery.nic, self.recovery.rtt, self.queues, evset)
+        self.passing = PlanePassing(
+            self.recovery.nic, self.recovery.rtt, self.queues, evset, self.writes, self.congestion
+        )
 
     # ---- what others read ---------------------------------------------------------------
     @property
@@ -303,7 +305,7 @@ class Sender:
         ev = self.evset.fresh_ev(since, -1, exclude) if silent else None  # (a tail gone silent: fresh_ev)
         if ev is None:  # (a resend: not on a path whose loss the ev_min_active floor holds)
             avoid = exclude if self.cfg.mode is not Mode.SINGLE_PATH else None
-            passed, late = self.passing.passed(self.writes.unsent(), self.congestion.cwnd)
+            passed, late = self.passing.passed()
             ev = self.blame.unheld_ev(self.evset.next_data_ev(avoid, now_ns, passed, late), exclude, now_ns)
         if ev is None and self._retire:
             ev = self.evset.last_resort_ev(exclude)
